@@ -1,0 +1,90 @@
+# TorchNeuron build. Two user-facing commands: `make run` and `make test`.
+# Everything a clean machine needs is installed from here.
+
+PYTHON_SYS ?= python3
+VENV       := .venv
+PY         := $(VENV)/bin/python
+PIP        := $(PY) -m pip
+STAMP      := $(VENV)/.deps-stamp
+JOBS       ?= 2
+
+CC      ?= cc
+CFLAGS_COMMON := -std=c11 -D_GNU_SOURCE -Wall -Wextra -Wno-unused-parameter -fPIC -pthread \
+                 -Iruntime/include -Iruntime/src
+CFLAGS  := $(CFLAGS_COMMON) -O2 -g -march=x86-64-v2 -mtune=native
+ASAN_FLAGS := $(CFLAGS_COMMON) -O1 -g -fsanitize=address,undefined -fno-omit-frame-pointer \
+              -fno-sanitize-recover=undefined
+
+RT_SRCS  := $(sort $(wildcard runtime/src/*.c runtime/src/kernels/*.c))
+RT_OBJS  := $(patsubst runtime/src/%.c,build/rt/%.o,$(RT_SRCS))
+RT_AOBJS := $(patsubst runtime/src/%.c,build/rt-asan/%.o,$(RT_SRCS))
+RT_HDRS  := $(wildcard runtime/include/nrt/*.h runtime/src/*.h runtime/src/kernels/*.h)
+CTESTS   := $(patsubst runtime/tests/%.c,%,$(sort $(wildcard runtime/tests/test_*.c)))
+
+.PHONY: all run test ctest asan pytest build lib install bench conformance clean venv
+
+all: build
+
+# ---- C runtime (no PyTorch dependency) ----------------------------------
+lib: build/libnrt.a
+
+build/rt/%.o: runtime/src/%.c $(RT_HDRS)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -c $< -o $@
+
+build/rt-asan/%.o: runtime/src/%.c $(RT_HDRS)
+	@mkdir -p $(dir $@)
+	$(CC) $(ASAN_FLAGS) -c $< -o $@
+
+build/libnrt.a: $(RT_OBJS)
+	@rm -f $@
+	ar rcs $@ $^
+
+build/libnrt-asan.a: $(RT_AOBJS)
+	@rm -f $@
+	ar rcs $@ $^
+
+build/ctest/%: runtime/tests/%.c runtime/tests/testing.h build/libnrt.a
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -Iruntime/tests $< build/libnrt.a -lm -o $@
+
+build/ctest-asan/%: runtime/tests/%.c runtime/tests/testing.h build/libnrt-asan.a
+	@mkdir -p $(dir $@)
+	$(CC) $(ASAN_FLAGS) -Iruntime/tests $< build/libnrt-asan.a -lm -o $@
+
+ctest: $(addprefix build/ctest/,$(CTESTS))
+	@set -e; for t in $^; do echo "== $$t"; $$t; done
+
+asan: $(addprefix build/ctest-asan/,$(CTESTS))
+	@set -e; for t in $^; do echo "== $$t (asan+ubsan)"; \
+	  ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 $$t; done
+
+# ---- Python environment and the extension -------------------------------
+$(STAMP): pyproject.toml
+	test -x $(PY) || $(PYTHON_SYS) -m venv $(VENV)
+	$(PIP) install -q torch==2.13.0 numpy pytest ninja setuptools wheel
+	touch $@
+
+venv: $(STAMP)
+
+# The C++ glue is compiled by setup.py (torch's cpp_extension with ninja,
+# incremental); setup.py first runs `make lib` for the C runtime.
+build: $(STAMP) build/libnrt.a
+	$(PIP) install -q --no-build-isolation --no-deps -e . 2>&1 | grep -v "^WARNING: Location" || true
+	$(PY) -c "import torch_neuronx" 
+
+install: build
+
+run: build
+	$(PY) examples/train.py
+
+pytest: build
+	$(PY) -m pytest -q tests
+
+test: build ctest asan pytest
+
+bench: build
+	$(PY) benchmarks/run.py
+
+clean:
+	rm -rf build torch_neuronx/*.so *.egg-info

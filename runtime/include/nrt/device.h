@@ -1,0 +1,55 @@
+/* Logical NeuronCores.
+ *
+ * The set of devices is read once from the environment at nrt_init():
+ *   NEURON_RT_VISIBLE_CORES  "0-1", "2", "0,2,3": which logical cores
+ *   NEURON_RT_NUM_CORES      a count, used when VISIBLE_CORES is unset
+ *   TORCH_NEURONX_DEVICE_MEMORY  per-core capacity: bytes or with suffix
+ *                            K/M/G/KiB/MiB/GiB (default 24GiB)
+ * Default: 4 logical cores (one Trainium2 chip at logical-core size 2). */
+#ifndef NRT_DEVICE_H
+#define NRT_DEVICE_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include "nrt/status.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define NRT_MAX_DEVICES 64
+#define NRT_DEFAULT_DEVICE_COUNT 4
+#define NRT_DEFAULT_MEMORY_CAPACITY (24ull << 30)
+
+typedef struct nrt_device_properties {
+  char name[64];            /* "NeuronCore-v3 (logical, software)" */
+  int index;                /* 0..count-1 as seen by the program */
+  int physical_core;        /* the id named in NEURON_RT_VISIBLE_CORES */
+  int core_count;           /* physical cores per logical core (2) */
+  uint64_t total_memory;    /* capacity in bytes */
+  int worker_threads;       /* host threads that execute kernels */
+} nrt_device_properties;
+
+/* Idempotent and thread-safe. Parses the environment on first call. */
+nrt_status nrt_init(void);
+nrt_status nrt_get_device_count(int *out_count);
+nrt_status nrt_get_device_properties(int device, nrt_device_properties *out_props);
+
+/* The calling thread's current device (default 0). */
+nrt_status nrt_set_device(int device);
+nrt_status nrt_get_device(int *out_device);
+
+/* Waits for all streams of the device; returns the first sticky error. */
+nrt_status nrt_device_synchronize(int device);
+
+/* Changes a device's memory capacity (tests, or a user limit). Fails with
+ * NRT_ERROR_INVALID_ARGUMENT if below what is currently reserved. */
+nrt_status nrt_set_memory_capacity(int device, uint64_t bytes);
+
+/* NEURON_LAUNCH_BLOCKING=1: every launch completes before it returns. */
+int nrt_launch_blocking(void);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,48 @@
+/* Element types the device stores. Computation rules (see DESIGN.md 3):
+ * floating types compute in float32 (float64 too: the hardware has no
+ * float64 units, so it runs at float32 precision and keeps its dtype);
+ * integer and bool types compute in int64. */
+#ifndef NRT_DTYPE_H
+#define NRT_DTYPE_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <stdbool.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define NRT_DTYPE_LIST(X) \
+  X(BOOL, bool, 1)        \
+  X(UINT8, uint8, 1)      \
+  X(INT8, int8, 1)        \
+  X(INT16, int16, 2)      \
+  X(INT32, int32, 4)      \
+  X(INT64, int64, 8)      \
+  X(FLOAT16, float16, 2)  \
+  X(BFLOAT16, bfloat16, 2)\
+  X(FLOAT32, float32, 4)  \
+  X(FLOAT64, float64, 8)
+
+typedef enum nrt_dtype {
+#define NRT_X(e, n, s) NRT_##e,
+  NRT_DTYPE_LIST(NRT_X)
+#undef NRT_X
+  NRT_DTYPE_COUNT
+} nrt_dtype;
+
+size_t nrt_dtype_size(nrt_dtype dtype);        /* 0 for an invalid dtype */
+const char *nrt_dtype_name(nrt_dtype dtype);   /* "float32", ... or "invalid" */
+bool nrt_dtype_is_floating(nrt_dtype dtype);
+
+/* Scalar conversions used by kernels and tests (round-to-nearest-even). */
+float nrt_bf16_to_f32(uint16_t v);
+uint16_t nrt_f32_to_bf16(float v);
+float nrt_f16_to_f32(uint16_t v);
+uint16_t nrt_f32_to_f16(float v);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,239 @@
+/* Kernel launches: the one way compute reaches the device.
+ *
+ * The glue fills an nrt_launch descriptor (operands with pointer, dtype and
+ * byte strides over a common N-d iteration shape; scalars; integer params)
+ * and enqueues it on a stream. A runtime worker later runs the kernel,
+ * splitting it across the kernel thread pool. Shapes, broadcasting and type
+ * promotion are decided by the caller (PyTorch's TensorIterator): a kernel
+ * never broadcasts or promotes on its own, it only converts each operand
+ * from its stored dtype to the compute domain and back.
+ *
+ * Compute domains: if compute_dtype is floating, values are computed in
+ * float32; otherwise in int64 (bool included).
+ *
+ * Kinds and operand layout:
+ *  POINTWISE  operands = outputs then inputs, all iterated over `sizes`.
+ *  REDUCE     operands[0] = result (and [1] = int64 index for ARG/with-index
+ *             ops); the input is last. Outputs have stride 0 along the
+ *             reduced dimensions (TensorIterator's reduction layout).
+ *  ROW        the last dimension of `sizes` is a row processed as a whole
+ *             (softmax and friends); the leading dims are independent rows.
+ *  GEMM       sizes = {batch, M, N, K}; operands: 0 = C (out), 1 = A, 2 = B,
+ *             3 = optional bias/C-in (ninputs == 3); strides per operand:
+ *             A {batch, m, k}, B {batch, k, n}, C/bias {batch, m, n}.
+ *             C = alpha * A@B + beta * bias. */
+#ifndef NRT_LAUNCH_H
+#define NRT_LAUNCH_H
+
+#include <stdint.h>
+#include <stdbool.h>
+#include "nrt/dtype.h"
+#include "nrt/status.h"
+#include "nrt/stream.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define NRT_MAX_DIMS 16
+#define NRT_MAX_OPERANDS 8
+#define NRT_MAX_SCALARS 4
+#define NRT_MAX_PARAMS 4
+
+typedef enum nrt_kind { NRT_KIND_POINTWISE, NRT_KIND_REDUCE, NRT_KIND_ROW, NRT_KIND_GEMM } nrt_kind;
+
+/* X(name, kind, inputs). Scalars (s0..s3) and params (p0..p3) in comments. */
+#define NRT_OP_LIST(X)                                                        \
+  /* data movement */                                                         \
+  X(COPY, POINTWISE, 1)          /* out = convert(in) */                      \
+  X(FILL, POINTWISE, 0)          /* out = s0 */                               \
+  /* unary */                                                                 \
+  X(NEG, POINTWISE, 1)                                                        \
+  X(ABS, POINTWISE, 1)                                                        \
+  X(SIGN, POINTWISE, 1)                                                       \
+  X(RECIPROCAL, POINTWISE, 1)                                                 \
+  X(SQRT, POINTWISE, 1)                                                       \
+  X(RSQRT, POINTWISE, 1)                                                      \
+  X(EXP, POINTWISE, 1)                                                        \
+  X(EXP2, POINTWISE, 1)                                                       \
+  X(EXPM1, POINTWISE, 1)                                                      \
+  X(LOG, POINTWISE, 1)                                                        \
+  X(LOG2, POINTWISE, 1)                                                       \
+  X(LOG10, POINTWISE, 1)                                                      \
+  X(LOG1P, POINTWISE, 1)                                                      \
+  X(SIN, POINTWISE, 1)                                                        \
+  X(COS, POINTWISE, 1)                                                        \
+  X(TAN, POINTWISE, 1)                                                        \
+  X(ASIN, POINTWISE, 1)                                                       \
+  X(ACOS, POINTWISE, 1)                                                       \
+  X(ATAN, POINTWISE, 1)                                                       \
+  X(SINH, POINTWISE, 1)                                                       \
+  X(COSH, POINTWISE, 1)                                                       \
+  X(TANH, POINTWISE, 1)                                                       \
+  X(ASINH, POINTWISE, 1)                                                      \
+  X(ACOSH, POINTWISE, 1)                                                      \
+  X(ATANH, POINTWISE, 1)                                                      \
+  X(ERF, POINTWISE, 1)                                                        \
+  X(ERFC, POINTWISE, 1)                                                       \
+  X(ERFINV, POINTWISE, 1)                                                     \
+  X(CEIL, POINTWISE, 1)                                                       \
+  X(FLOOR, POINTWISE, 1)                                                      \
+  X(ROUND, POINTWISE, 1)         /* half to even */                           \
+  X(TRUNC, POINTWISE, 1)                                                      \
+  X(FRAC, POINTWISE, 1)                                                       \
+  X(SIGMOID, POINTWISE, 1)                                                    \
+  X(LOGIT, POINTWISE, 1)         /* p0: has eps, s0: eps */                   \
+  X(RELU, POINTWISE, 1)                                                       \
+  X(GELU, POINTWISE, 1)          /* p0: 0 exact, 1 tanh */                    \
+  X(SILU, POINTWISE, 1)                                                       \
+  X(MISH, POINTWISE, 1)                                                       \
+  X(SOFTPLUS, POINTWISE, 1)      /* s0 beta, s1 threshold */                  \
+  X(ELU, POINTWISE, 1)           /* s0 alpha, s1 scale, s2 input_scale */     \
+  X(LEAKY_RELU, POINTWISE, 1)    /* s0 negative_slope */                      \
+  X(HARDSIGMOID, POINTWISE, 1)                                                \
+  X(HARDSWISH, POINTWISE, 1)                                                  \
+  X(HARDTANH, POINTWISE, 1)      /* s0 min, s1 max */                         \
+  X(LOGICAL_NOT, POINTWISE, 1)                                                \
+  X(BITWISE_NOT, POINTWISE, 1)                                                \
+  X(ISNAN, POINTWISE, 1)                                                      \
+  X(ISINF, POINTWISE, 1)                                                      \
+  X(ISFINITE, POINTWISE, 1)                                                   \
+  X(NAN_TO_NUM, POINTWISE, 1)    /* s0 nan, s1 posinf, s2 neginf */           \
+  X(CLAMP_SCALAR, POINTWISE, 1)  /* p0 has_min, p1 has_max, s0 min, s1 max */ \
+  X(POW_SCALAR, POINTWISE, 1)    /* out = in ** s0 */                         \
+  X(RPOW_SCALAR, POINTWISE, 1)   /* out = s0 ** in */                         \
+  /* binary: out = f(a, b) */                                                 \
+  X(ADD, POINTWISE, 2)           /* a + s0 * b (s0 = alpha) */                \
+  X(SUB, POINTWISE, 2)           /* a - s0 * b */                             \
+  X(MUL, POINTWISE, 2)                                                        \
+  X(DIV, POINTWISE, 2)           /* true division */                          \
+  X(DIV_TRUNC, POINTWISE, 2)                                                  \
+  X(DIV_FLOOR, POINTWISE, 2)                                                  \
+  X(REMAINDER, POINTWISE, 2)     /* sign of divisor (Python %) */             \
+  X(FMOD, POINTWISE, 2)                                                       \
+  X(POW, POINTWISE, 2)                                                        \
+  X(ATAN2, POINTWISE, 2)                                                      \
+  X(HYPOT, POINTWISE, 2)                                                      \
+  X(COPYSIGN, POINTWISE, 2)                                                   \
+  X(XLOGY, POINTWISE, 2)                                                      \
+  X(MAXIMUM, POINTWISE, 2)       /* NaN-propagating */                        \
+  X(MINIMUM, POINTWISE, 2)                                                    \
+  X(FMAX, POINTWISE, 2)          /* NaN-ignoring */                           \
+  X(FMIN, POINTWISE, 2)                                                       \
+  X(EQ, POINTWISE, 2)                                                         \
+  X(NE, POINTWISE, 2)                                                         \
+  X(LT, POINTWISE, 2)                                                         \
+  X(LE, POINTWISE, 2)                                                         \
+  X(GT, POINTWISE, 2)                                                         \
+  X(GE, POINTWISE, 2)                                                         \
+  X(LOGICAL_AND, POINTWISE, 2)                                                \
+  X(LOGICAL_OR, POINTWISE, 2)                                                 \
+  X(LOGICAL_XOR, POINTWISE, 2)                                                \
+  X(BITWISE_AND, POINTWISE, 2)                                                \
+  X(BITWISE_OR, POINTWISE, 2)                                                 \
+  X(BITWISE_XOR, POINTWISE, 2)                                                \
+  X(SHIFT_LEFT, POINTWISE, 2)                                                 \
+  X(SHIFT_RIGHT, POINTWISE, 2)                                                \
+  /* backward helpers: out = f(grad, x-or-y) */                               \
+  X(THRESHOLD_BACKWARD, POINTWISE, 2)  /* a=grad, b=self; s0 threshold */     \
+  X(SIGMOID_BACKWARD, POINTWISE, 2)    /* a=grad, b=output */                 \
+  X(TANH_BACKWARD, POINTWISE, 2)       /* a=grad, b=output */                 \
+  X(GELU_BACKWARD, POINTWISE, 2)       /* a=grad, b=self; p0 approximate */   \
+  X(SILU_BACKWARD, POINTWISE, 2)       /* a=grad, b=self */                   \
+  X(MISH_BACKWARD, POINTWISE, 2)       /* a=grad, b=self */                   \
+  X(SOFTPLUS_BACKWARD, POINTWISE, 2)   /* a=grad, b=self; s0 beta, s1 thr */  \
+  X(ELU_BACKWARD, POINTWISE, 2)        /* a=grad, b=self-or-result; s0..s2,   \
+                                          p0 is_result */                     \
+  X(LEAKY_RELU_BACKWARD, POINTWISE, 2) /* a=grad, b=self; s0 slope */         \
+  X(HARDSIGMOID_BACKWARD, POINTWISE, 2)                                       \
+  X(HARDSWISH_BACKWARD, POINTWISE, 2)                                         \
+  X(HARDTANH_BACKWARD, POINTWISE, 2)   /* s0 min, s1 max */                   \
+  /* ternary */                                                               \
+  X(WHERE, POINTWISE, 3)         /* cond ? a : b */                           \
+  X(ADDCMUL, POINTWISE, 3)       /* self + s0 * t1 * t2 */                    \
+  X(ADDCDIV, POINTWISE, 3)       /* self + s0 * t1 / t2 */                    \
+  X(LERP, POINTWISE, 3)          /* self + w * (end - self) */                \
+  X(CLAMP, POINTWISE, 3)         /* min(max(x, lo), hi), NaN-propagating */   \
+  /* random, Philox4x32-10 keyed by p0 seed, counter p1 offset + linear     \
+     element index: results do not depend on threading */                    \
+  X(UNIFORM, POINTWISE, 0)       /* [s0, s1) */                               \
+  X(NORMAL, POINTWISE, 0)        /* mean s0, std s1 */                        \
+  X(BERNOULLI_SCALAR, POINTWISE, 0) /* p = s0 */                              \
+  X(BERNOULLI_TENSOR, POINTWISE, 1) /* p = in */                              \
+  X(RANDOM_RANGE, POINTWISE, 0)  /* integers in [p2, p2 + p3) */              \
+  /* reductions */                                                            \
+  X(SUM, REDUCE, 1)                                                           \
+  X(PROD, REDUCE, 1)                                                          \
+  X(MEAN, REDUCE, 1)                                                          \
+  X(AMAX, REDUCE, 1)                                                          \
+  X(AMIN, REDUCE, 1)                                                          \
+  X(MAX_WITH_INDEX, REDUCE, 1)   /* out0 values, out1 int64 index */          \
+  X(MIN_WITH_INDEX, REDUCE, 1)                                                \
+  X(ARGMAX, REDUCE, 1)           /* out0 int64 index */                       \
+  X(ARGMIN, REDUCE, 1)                                                        \
+  X(ALL, REDUCE, 1)                                                           \
+  X(ANY, REDUCE, 1)                                                           \
+  X(VAR, REDUCE, 1)              /* s0 correction; p0: 1 = std */             \
+  X(NORM, REDUCE, 1)             /* s0 p (inf allowed) */                     \
+  X(LOGSUMEXP, REDUCE, 1)                                                     \
+  /* row ops (last dim is the row) */                                         \
+  X(SOFTMAX, ROW, 1)                                                          \
+  X(LOG_SOFTMAX, ROW, 1)                                                      \
+  X(SOFTMAX_BACKWARD, ROW, 2)    /* in: grad, output */                       \
+  X(LOG_SOFTMAX_BACKWARD, ROW, 2)/* in: grad, output */                       \
+  X(CUMSUM, ROW, 1)                                                           \
+  X(CUMPROD, ROW, 1)                                                          \
+  /* matrix multiply */                                                       \
+  X(GEMM, GEMM, 2)               /* s0 alpha, s1 beta; 3 inputs with bias */
+
+typedef enum nrt_op {
+#define NRT_X(name, kind, nin) NRT_OP_##name,
+  NRT_OP_LIST(NRT_X)
+#undef NRT_X
+  NRT_OP_COUNT
+} nrt_op;
+
+typedef struct nrt_operand {
+  void *data;
+  nrt_dtype dtype;
+  int64_t strides[NRT_MAX_DIMS]; /* in bytes; may be 0 (broadcast) or negative */
+} nrt_operand;
+
+typedef union nrt_scalar {
+  double f;
+  int64_t i;
+} nrt_scalar;
+
+typedef struct nrt_launch {
+  nrt_op op;
+  int ndim;                          /* 0 means a single element */
+  int64_t sizes[NRT_MAX_DIMS];
+  int noutputs;
+  int ninputs;
+  nrt_operand operands[NRT_MAX_OPERANDS]; /* outputs first, then inputs */
+  nrt_dtype compute_dtype;           /* selects float32 or int64 domain */
+  nrt_scalar scalars[NRT_MAX_SCALARS]; /* .f in float domain, .i in int domain,
+                                          unless an op's comment says otherwise */
+  int64_t params[NRT_MAX_PARAMS];
+} nrt_launch;
+
+const char *nrt_op_name(nrt_op op);   /* "ADD", ... or "invalid" */
+nrt_kind nrt_op_kind(nrt_op op);
+int nrt_op_ninputs(nrt_op op);
+
+/* Checks the descriptor and enqueues a copy of it on `stream`. Validation
+ * errors return at once; execution errors are sticky on the stream. */
+nrt_status nrt_launch_kernel(nrt_stream *stream, const nrt_launch *launch);
+
+/* Runs a launch on the calling thread, synchronously (tests, benchmarks). */
+nrt_status nrt_launch_run(const nrt_launch *launch);
+
+/* Tests: route every kernel through its plain scalar reference loop
+ * instead of the fast path, to compare the two. Process-wide. */
+void nrt_kernels_set_reference(bool use_reference);
+bool nrt_kernels_reference(void);
+
+#ifdef __cplusplus
+}
+#endif
+#endif
