@@ -1,0 +1,135 @@
+// Op accounting and the boxed CPU fallback.
+//
+// Ops without a native kernel run on the CPU through PyTorch's boxed
+// cpu_fallback (inputs copied to the host, the CPU kernel run, results
+// copied back). Each such op warns once, is counted, and with
+// TORCH_NEURONX_DISABLE_FALLBACK=1 raises instead, naming the op.
+#include <cstdlib>
+#include <deque>
+#include <map>
+#include <mutex>
+#include <string>
+#include <unordered_map>
+#include <unordered_set>
+
+#include <ATen/native/CPUFallback.h>
+#include <torch/library.h>
+
+#include "accounting.h"
+#include "registry.h"
+
+namespace torch_neuronx {
+namespace {
+
+struct NativeEntry {
+  std::string name;
+  std::atomic<int64_t> count{0};
+};
+
+struct Accounting {
+  std::mutex mu;
+  std::deque<NativeEntry> native;                        // stable addresses
+  std::unordered_map<const void *, NativeEntry *> by_fn;  // first registration names the counter
+  std::map<std::string, int64_t> fallback;               // op -> calls
+  std::unordered_set<std::string> warned;
+};
+
+Accounting &acct() {
+  static Accounting *a = new Accounting();  // leaked: used from static destructors' threads too
+  return *a;
+}
+
+bool fallback_disabled() {
+  const char *v = std::getenv("TORCH_NEURONX_DISABLE_FALLBACK");
+  return v && v[0] && std::string(v) != "0";
+}
+
+}  // namespace
+
+std::atomic<int64_t> &register_native_op(const char *name, const void *fn) {
+  Accounting &a = acct();
+  std::lock_guard<std::mutex> lock(a.mu);
+  auto it = a.by_fn.find(fn);
+  if (it != a.by_fn.end()) return it->second->count;
+  a.native.emplace_back();
+  NativeEntry &e = a.native.back();
+  e.name = std::string("aten::") + name;
+  a.by_fn[fn] = &e;
+  return e.count;
+}
+
+std::atomic<int64_t> &counter_for_fn(const void *fn) {
+  Accounting &a = acct();
+  std::lock_guard<std::mutex> lock(a.mu);
+  auto it = a.by_fn.find(fn);
+  TORCH_INTERNAL_ASSERT(it != a.by_fn.end(), "native op called before registration");
+  return it->second->count;
+}
+
+void record_fallback(const char *aten_name) {
+  Accounting &a = acct();
+  bool first = false;
+  {
+    std::lock_guard<std::mutex> lock(a.mu);
+    a.fallback[aten_name] += 1;
+    first = a.warned.insert(aten_name).second;
+  }
+  if (first) {
+    TORCH_WARN("neuron: ", aten_name,
+               " has no native neuron kernel and runs on the CPU (inputs copied to the host and back); "
+               "this is slow. torch_neuronx.get_fallback_ops() lists every such op.");
+  }
+}
+
+std::vector<std::string> native_op_names() {
+  Accounting &a = acct();
+  std::lock_guard<std::mutex> lock(a.mu);
+  std::vector<std::string> out;
+  for (auto &e : a.native) out.push_back(e.name);
+  return out;
+}
+
+std::map<std::string, int64_t> executed_ops() {
+  Accounting &a = acct();
+  std::lock_guard<std::mutex> lock(a.mu);
+  std::map<std::string, int64_t> out;
+  for (auto &e : a.native) {
+    int64_t c = e.count.load(std::memory_order_relaxed);
+    if (c) out[e.name] += c;
+  }
+  for (auto &kv : a.fallback) out[kv.first] += kv.second;
+  return out;
+}
+
+std::map<std::string, int64_t> fallback_ops() {
+  Accounting &a = acct();
+  std::lock_guard<std::mutex> lock(a.mu);
+  return a.fallback;
+}
+
+void clear_op_tracking() {
+  Accounting &a = acct();
+  std::lock_guard<std::mutex> lock(a.mu);
+  for (auto &e : a.native) e.count.store(0, std::memory_order_relaxed);
+  a.fallback.clear();
+}
+
+namespace {
+
+void neuron_cpu_fallback(const c10::OperatorHandle &op, torch::jit::Stack *stack) {
+  const auto &name = op.schema().operator_name();
+  std::string full = name.name + (name.overload_name.empty() ? "" : "." + name.overload_name);
+  TORCH_CHECK_NOT_IMPLEMENTED(!fallback_disabled(), "neuron: ", full,
+                              " has no native neuron kernel and TORCH_NEURONX_DISABLE_FALLBACK=1 forbids "
+                              "running it on the CPU.");
+  record_fallback(full.c_str());
+  at::native::cpu_fallback(op, stack, /*error_on_views=*/true);
+}
+
+}  // namespace
+
+TORCH_LIBRARY_IMPL(_, PrivateUse1, m) {
+  m.fallback(torch::CppFunction::makeFromBoxedFunction<&neuron_cpu_fallback>());
+}
+
+}  // namespace torch_neuronx

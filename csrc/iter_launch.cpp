@@ -1,0 +1,113 @@
+#include "iter_launch.h"
+
+#include <ATen/TensorIterator.h>
+#include <ATen/ops/empty.h>
+#include <c10/core/DeviceGuard.h>
+#include <c10/util/SmallVector.h>
+
+namespace torch_neuronx {
+
+nrt_dtype to_nrt_dtype(c10::ScalarType type) {
+  switch (type) {
+    case c10::ScalarType::Bool: return NRT_BOOL;
+    case c10::ScalarType::Byte: return NRT_UINT8;
+    case c10::ScalarType::Char: return NRT_INT8;
+    case c10::ScalarType::Short: return NRT_INT16;
+    case c10::ScalarType::Int: return NRT_INT32;
+    case c10::ScalarType::Long: return NRT_INT64;
+    case c10::ScalarType::Half: return NRT_FLOAT16;
+    case c10::ScalarType::BFloat16: return NRT_BFLOAT16;
+    case c10::ScalarType::Float: return NRT_FLOAT32;
+    case c10::ScalarType::Double: return NRT_FLOAT64;
+    default:
+      TORCH_CHECK_TYPE(false, "neuron kernels do not support dtype ", type);
+  }
+}
+
+bool nrt_supports(c10::ScalarType type) {
+  switch (type) {
+    case c10::ScalarType::Bool: case c10::ScalarType::Byte: case c10::ScalarType::Char:
+    case c10::ScalarType::Short: case c10::ScalarType::Int: case c10::ScalarType::Long:
+    case c10::ScalarType::Half: case c10::ScalarType::BFloat16: case c10::ScalarType::Float:
+    case c10::ScalarType::Double:
+      return true;
+    default:
+      return false;
+  }
+}
+
+void warn_float64_once() {
+  TORCH_WARN_ONCE(
+      "neuron: float64 tensors are computed at float32 precision (NeuronCores have no float64 units); "
+      "results keep dtype float64. Use float32 to silence this warning.");
+}
+
+void launch(c10::DeviceIndex device, const nrt_launch &desc) {
+  check(nrt_launch_kernel(current_nrt_stream(device), &desc), nrt_op_name(desc.op));
+}
+
+void launch_iter(at::TensorIteratorBase &iter, nrt_op op, std::initializer_list<nrt_scalar> scalars,
+                 std::initializer_list<int64_t> params) {
+  if (iter.numel() == 0) return;
+  TORCH_CHECK(iter.ndim() <= NRT_MAX_DIMS, "neuron kernels support at most ", NRT_MAX_DIMS,
+              " dimensions after coalescing, got ", iter.ndim());
+  TORCH_CHECK(iter.ntensors() <= NRT_MAX_OPERANDS, "too many operands for a neuron kernel");
+  c10::Device device = iter.device();
+  TORCH_CHECK(device.type() == kNeuron, "internal: neuron kernel launched for ", device);
+  c10::DeviceGuard guard(device);
+
+  nrt_launch d;
+  std::memset(&d, 0, sizeof d);
+  d.op = op;
+  d.ndim = static_cast<int>(iter.ndim());
+  for (int i = 0; i < d.ndim; ++i) d.sizes[i] = iter.shape()[i];
+  d.noutputs = iter.noutputs();
+  d.ninputs = iter.ninputs();
+  at::ScalarType common = iter.common_dtype();
+  if (common == at::ScalarType::Undefined) common = iter.dtype(0);
+  d.compute_dtype = to_nrt_dtype(common);
+  int k = 0;
+  for (const auto &s : scalars) d.scalars[k++] = s;
+  k = 0;
+  for (int64_t p : params) d.params[k++] = p;
+
+  c10::SmallVector<at::Tensor, 2> temps;  // device copies of CPU scalars, freed in stream order
+  bool any_f64 = false;
+  for (int i = 0; i < iter.ntensors(); ++i) {
+    nrt_operand &o = d.operands[i];
+    if (iter.device(i).is_cpu()) {
+      // A wrapped number or CPU 0-dim tensor: its value lives on the host,
+      // so put it on the device (a FILL) and broadcast it with stride 0.
+      TORCH_INTERNAL_ASSERT(i >= iter.noutputs(), "CPU output in a neuron kernel");
+      at::Tensor t = at::empty({}, at::TensorOptions().dtype(common).device(device));
+      nrt_launch f;
+      std::memset(&f, 0, sizeof f);
+      f.op = NRT_OP_FILL;
+      f.noutputs = 1;
+      f.compute_dtype = d.compute_dtype;
+      f.operands[0].data = t.data_ptr();
+      f.operands[0].dtype = d.compute_dtype;
+      if (at::isFloatingType(common)) {
+        f.scalars[0].f = iter.scalar_value<double>(i);
+      } else if (at::isFloatingType(iter.dtype(i))) {
+        f.scalars[0].i = static_cast<int64_t>(iter.scalar_value<double>(i));
+      } else {
+        f.scalars[0].i = iter.scalar_value<int64_t>(i);
+      }
+      launch(device.index(), f);
+      o.data = t.data_ptr();
+      o.dtype = d.compute_dtype;
+      temps.push_back(std::move(t));
+      continue;
+    }
+    o.data = iter.data_ptr(i);
+    o.dtype = to_nrt_dtype(iter.dtype(i));
+    any_f64 |= o.dtype == NRT_FLOAT64;
+    auto strides = iter.strides(i);
+    for (int j = 0; j < d.ndim; ++j) o.strides[j] = strides[j];
+  }
+  if (any_f64 && op != NRT_OP_COPY) warn_float64_once();  // copies are exact
+  launch(device.index(), d);
+}
+
+}  // namespace torch_neuronx

@@ -1,0 +1,28 @@
+// Turning a built TensorIterator into a runtime launch. PyTorch decided the
+// shape, broadcasting, type promotion and output allocation; this only
+// describes the operands to the runtime and enqueues the kernel.
+#pragma once
+
+#include <initializer_list>
+
+#include "neuron.h"
+
+namespace at {
+struct TensorIteratorBase;
+}
+
+namespace torch_neuronx {
+
+// Enqueues `op` over the iterator on the current stream of its device.
+// CPU scalar operands (wrapped numbers) are materialised on the device in
+// the common dtype first. Empty iterations launch nothing.
+void launch_iter(at::TensorIteratorBase &iter, nrt_op op, std::initializer_list<nrt_scalar> scalars = {},
+                 std::initializer_list<int64_t> params = {});
+
+// Enqueues a filled descriptor on the current stream of `device`.
+void launch(c10::DeviceIndex device, const nrt_launch &desc);
+
+// One-time warning when float64 data is computed at float32 precision.
+void warn_float64_once();
+
+}  // namespace torch_neuronx

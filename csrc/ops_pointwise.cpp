@@ -1,0 +1,525 @@
+// Native pointwise ops: one table entry per op. TensorIterator decides
+// broadcasting, type promotion, output allocation and out=/in-place rules;
+// the runtime's pointwise kernels compute.
+#include <ATen/ScalarOps.h>
+#include <ATen/TensorIterator.h>
+#include <ATen/native/BinaryOps.h>
+#include <ATen/ops/empty.h>
+#include <c10/core/DeviceGuard.h>
+
+#include "iter_launch.h"
+#include "registry.h"
+
+namespace torch_neuronx {
+namespace {
+
+using at::Tensor;
+using at::TensorIterator;
+using c10::Scalar;
+
+// Scalar for the compute domain chosen by the iterator's common dtype.
+nrt_scalar scalar_for(const at::TensorIteratorBase &iter, const Scalar &s) {
+  nrt_scalar v;
+  at::ScalarType t = iter.common_dtype();
+  if (at::isFloatingType(t) || at::isComplexType(t)) {
+    v.f = s.toDouble();
+  } else if (s.isFloatingPoint()) {
+    v.i = static_cast<int64_t>(s.toDouble());
+  } else {
+    v.i = s.toLong();
+  }
+  return v;
+}
+nrt_scalar fscalar(double d) { nrt_scalar v; v.f = d; return v; }
+
+// ---- iterator builders ----------------------------------------------------
+enum class Kind { Unary, UnaryFloat, UnaryBool, Binary, BinaryFloat, Compare, Backward };
+
+TensorIterator build_unary(Tensor &out, const Tensor &a, Kind k) {
+  switch (k) {
+    case Kind::UnaryFloat: return TensorIterator::unary_float_op(out, a);
+    case Kind::UnaryBool: {
+      // isnan/logical_not style: bool result unless out= says otherwise.
+      if (!out.defined()) out = at::empty(a.sizes(), a.options().dtype(at::kBool));
+      return at::TensorIteratorConfig()
+          .add_output(out)
+          .add_const_input(a)
+          .check_all_same_dtype(false)
+          .build();
+    }
+    default: return TensorIterator::unary_op(out, a);
+  }
+}
+
+TensorIterator build_binary(Tensor &out, const Tensor &a, const Tensor &b, Kind k) {
+  switch (k) {
+    case Kind::BinaryFloat: return TensorIterator::binary_float_op(out, a, b);
+    case Kind::Compare: return TensorIterator::comparison_op(out, a, b);
+    case Kind::Backward: return TensorIterator::borrowing_binary_op(out, a, b);
+    default: return TensorIterator::binary_op(out, a, b);
+  }
+}
+
+Tensor unary(Tensor out, const Tensor &a, nrt_op op, Kind k, std::initializer_list<nrt_scalar> s = {},
+             std::initializer_list<int64_t> p = {}) {
+  auto iter = build_unary(out, a, k);
+  launch_iter(iter, op, s, p);
+  return iter.output();
+}
+
+Tensor binary(Tensor out, const Tensor &a, const Tensor &b, nrt_op op, Kind k,
+              const Scalar *alpha = nullptr, std::initializer_list<int64_t> p = {}) {
+  auto iter = build_binary(out, a, b, k);
+  if (alpha) {
+    at::native::alpha_check(iter.dtype(), *alpha);
+    launch_iter(iter, op, {scalar_for(iter, *alpha)}, p);
+  } else {
+    launch_iter(iter, op, {}, p);
+  }
+  return iter.output();
+}
+
+// ---- unary table ------------------------------------------------------------
+#define NEURON_UNARY_TABLE(X)            \
+  X(abs, ABS, Unary)                     \
+  X(neg, NEG, Unary)                     \
+  X(sign, SIGN, Unary)                   \
+  X(reciprocal, RECIPROCAL, UnaryFloat)  \
+  X(sqrt, SQRT, UnaryFloat)              \
+  X(rsqrt, RSQRT, UnaryFloat)            \
+  X(exp, EXP, UnaryFloat)                \
+  X(exp2, EXP2, UnaryFloat)              \
+  X(expm1, EXPM1, UnaryFloat)            \
+  X(log, LOG, UnaryFloat)                \
+  X(log2, LOG2, UnaryFloat)              \
+  X(log10, LOG10, UnaryFloat)            \
+  X(log1p, LOG1P, UnaryFloat)            \
+  X(sin, SIN, UnaryFloat)                \
+  X(cos, COS, UnaryFloat)                \
+  X(tan, TAN, UnaryFloat)                \
+  X(asin, ASIN, UnaryFloat)              \
+  X(acos, ACOS, UnaryFloat)              \
+  X(atan, ATAN, UnaryFloat)              \
+  X(sinh, SINH, UnaryFloat)              \
+  X(cosh, COSH, UnaryFloat)              \
+  X(tanh, TANH, UnaryFloat)              \
+  X(asinh, ASINH, UnaryFloat)            \
+  X(acosh, ACOSH, UnaryFloat)            \
+  X(atanh, ATANH, UnaryFloat)            \
+  X(erf, ERF, UnaryFloat)                \
+  X(erfc, ERFC, UnaryFloat)              \
+  X(erfinv, ERFINV, UnaryFloat)          \
+  X(ceil, CEIL, Unary)                   \
+  X(floor, FLOOR, Unary)                 \
+  X(round, ROUND, Unary)                 \
+  X(trunc, TRUNC, Unary)                 \
+  X(frac, FRAC, Unary)                   \
+  X(sigmoid, SIGMOID, UnaryFloat)        \
+  X(relu, RELU, Unary)                   \
+  X(silu, SILU, Unary)                   \
+  X(mish, MISH, Unary)                   \
+  X(hardsigmoid, HARDSIGMOID, Unary)     \
+  X(hardswish, HARDSWISH, Unary)         \
+  X(bitwise_not, BITWISE_NOT, Unary)
+
+#define DEFINE_UNARY(name, OP, K)                                                        \
+  Tensor name##_fn(const Tensor &a) { return unary(Tensor(), a, NRT_OP_##OP, Kind::K); } \
+  Tensor &name##_ip(Tensor &a) {                                                         \
+    unary(a, a, NRT_OP_##OP, Kind::K);                                                   \
+    return a;                                                                            \
+  }                                                                                      \
+  Tensor &name##_out(const Tensor &a, Tensor &out) {                                     \
+    unary(out, a, NRT_OP_##OP, Kind::K);                                                 \
+    return out;                                                                          \
+  }
+NEURON_UNARY_TABLE(DEFINE_UNARY)
+#undef DEFINE_UNARY
+
+// Bool-valued unary ops: functional and out= only.
+#define NEURON_UNARY_BOOL_TABLE(X) X(isnan, ISNAN) X(logical_not, LOGICAL_NOT)
+#define DEFINE_UNARY_BOOL(name, OP)                                                             \
+  Tensor name##_fn(const Tensor &a) { return unary(Tensor(), a, NRT_OP_##OP, Kind::UnaryBool); } \
+  Tensor &name##_out(const Tensor &a, Tensor &out) {                                            \
+    unary(out, a, NRT_OP_##OP, Kind::UnaryBool);                                                \
+    return out;                                                                                 \
+  }
+NEURON_UNARY_BOOL_TABLE(DEFINE_UNARY_BOOL)
+#undef DEFINE_UNARY_BOOL
+Tensor &logical_not_ip(Tensor &a) {
+  unary(a, a, NRT_OP_LOGICAL_NOT, Kind::UnaryBool);
+  return a;
+}
+
+// ---- binary table -------------------------------------------------------
+#define NEURON_BINARY_TABLE(X)                                                                     \
+  X(mul, "mul.Tensor", "mul_.Tensor", "mul.out", MUL, Binary)                                      \
+  X(div, "div.Tensor", "div_.Tensor", "div.out", DIV, BinaryFloat)                                 \
+  X(remainder, "remainder.Tensor", "remainder_.Tensor", "remainder.Tensor_out", REMAINDER, Binary) \
+  X(fmod, "fmod.Tensor", "fmod_.Tensor", "fmod.Tensor_out", FMOD, Binary)                          \
+  X(pow, "pow.Tensor_Tensor", "pow_.Tensor", "pow.Tensor_Tensor_out", POW, Binary)                 \
+  X(atan2, "atan2", "atan2_", "atan2.out", ATAN2, BinaryFloat)                                     \
+  X(hypot, "hypot", "hypot_", "hypot.out", HYPOT, Binary)                                          \
+  X(copysign, "copysign.Tensor", "copysign_.Tensor", "copysign.out", COPYSIGN, BinaryFloat)        \
+  X(xlogy, "xlogy.Tensor", "xlogy_.Tensor", "xlogy.OutTensor", XLOGY, BinaryFloat)                 \
+  X(maximum, "maximum", nullptr, "maximum.out", MAXIMUM, Binary)                                   \
+  X(minimum, "minimum", nullptr, "minimum.out", MINIMUM, Binary)                                   \
+  X(fmax, "fmax", nullptr, "fmax.out", FMAX, Binary)                                               \
+  X(fmin, "fmin", nullptr, "fmin.out", FMIN, Binary)                                               \
+  X(bitwise_and, "bitwise_and.Tensor", "bitwise_and_.Tensor", "bitwise_and.Tensor_out", BITWISE_AND, Binary) \
+  X(bitwise_or, "bitwise_or.Tensor", "bitwise_or_.Tensor", "bitwise_or.Tensor_out", BITWISE_OR, Binary)      \
+  X(bitwise_xor, "bitwise_xor.Tensor", "bitwise_xor_.Tensor", "bitwise_xor.Tensor_out", BITWISE_XOR, Binary) \
+  X(eq, "eq.Tensor", "eq_.Tensor", "eq.Tensor_out", EQ, Compare)                                   \
+  X(ne, "ne.Tensor", "ne_.Tensor", "ne.Tensor_out", NE, Compare)                                   \
+  X(lt, "lt.Tensor", "lt_.Tensor", "lt.Tensor_out", LT, Compare)                                   \
+  X(le, "le.Tensor", "le_.Tensor", "le.Tensor_out", LE, Compare)                                   \
+  X(gt, "gt.Tensor", "gt_.Tensor", "gt.Tensor_out", GT, Compare)                                   \
+  X(ge, "ge.Tensor", "ge_.Tensor", "ge.Tensor_out", GE, Compare)                                   \
+  X(logical_and, "logical_and", "logical_and_", "logical_and.out", LOGICAL_AND, Compare)           \
+  X(logical_or, "logical_or", "logical_or_", "logical_or.out", LOGICAL_OR, Compare)                \
+  X(logical_xor, "logical_xor", "logical_xor_", "logical_xor.out", LOGICAL_XOR, Compare)
+
+#define DEFINE_BINARY(name, fname, iname, oname, OP, K)                                                   \
+  Tensor name##_fn(const Tensor &a, const Tensor &b) { return binary(Tensor(), a, b, NRT_OP_##OP, Kind::K); } \
+  Tensor &name##_ip(Tensor &a, const Tensor &b) {                                                  \
+    binary(a, a, b, NRT_OP_##OP, Kind::K);                                                         \
+    return a;                                                                                      \
+  }                                                                                                \
+  Tensor &name##_out(const Tensor &a, const Tensor &b, Tensor &out) {                              \
+    binary(out, a, b, NRT_OP_##OP, Kind::K);                                                       \
+    return out;                                                                                    \
+  }
+NEURON_BINARY_TABLE(DEFINE_BINARY)
+#undef DEFINE_BINARY
+
+// Comparisons against a Scalar: the scalar becomes a wrapped number, so
+// type promotion treats it exactly as PyTorch does.
+#define NEURON_COMPARE_SCALAR_TABLE(X) X(eq, EQ) X(ne, NE) X(lt, LT) X(le, LE) X(gt, GT) X(ge, GE)
+#define DEFINE_COMPARE_SCALAR(name, OP)                                                      \
+  Tensor name##_scalar_fn(const Tensor &a, const Scalar &b) {                                \
+    return binary(Tensor(), a, at::native::wrapped_scalar_tensor(b), NRT_OP_##OP, Kind::Compare); \
+  }                                                                                          \
+  Tensor &name##_scalar_ip(Tensor &a, const Scalar &b) {                                     \
+    binary(a, a, at::native::wrapped_scalar_tensor(b), NRT_OP_##OP, Kind::Compare);          \
+    return a;                                                                                \
+  }                                                                                          \
+  Tensor &name##_scalar_out(const Tensor &a, const Scalar &b, Tensor &out) {                 \
+    binary(out, a, at::native::wrapped_scalar_tensor(b), NRT_OP_##OP, Kind::Compare);        \
+    return out;                                                                              \
+  }
+NEURON_COMPARE_SCALAR_TABLE(DEFINE_COMPARE_SCALAR)
+#undef DEFINE_COMPARE_SCALAR
+
+// add/sub carry alpha.
+Tensor add_fn(const Tensor &a, const Tensor &b, const Scalar &alpha) {
+  return binary(Tensor(), a, b, NRT_OP_ADD, Kind::Binary, &alpha);
+}
+Tensor &add_ip(Tensor &a, const Tensor &b, const Scalar &alpha) {
+  binary(a, a, b, NRT_OP_ADD, Kind::Binary, &alpha);
+  return a;
+}
+Tensor &add_out(const Tensor &a, const Tensor &b, const Scalar &alpha, Tensor &out) {
+  binary(out, a, b, NRT_OP_ADD, Kind::Binary, &alpha);
+  return out;
+}
+Tensor sub_fn(const Tensor &a, const Tensor &b, const Scalar &alpha) {
+  at::native::sub_check(a, b);
+  return binary(Tensor(), a, b, NRT_OP_SUB, Kind::Binary, &alpha);
+}
+Tensor &sub_ip(Tensor &a, const Tensor &b, const Scalar &alpha) {
+  at::native::sub_check(a, b);
+  binary(a, a, b, NRT_OP_SUB, Kind::Binary, &alpha);
+  return a;
+}
+Tensor &sub_out(const Tensor &a, const Tensor &b, const Scalar &alpha, Tensor &out) {
+  at::native::sub_check(a, b);
+  binary(out, a, b, NRT_OP_SUB, Kind::Binary, &alpha);
+  return out;
+}
+
+// div with rounding_mode: None = true division; "trunc"/"floor" keep integer dtypes.
+nrt_op div_mode_op(std::optional<c10::string_view> mode, Kind *k) {
+  if (!mode.has_value()) {
+    *k = Kind::BinaryFloat;
+    return NRT_OP_DIV;
+  }
+  *k = Kind::Binary;
+  if (*mode == "trunc") return NRT_OP_DIV_TRUNC;
+  if (*mode == "floor") return NRT_OP_DIV_FLOOR;
+  TORCH_CHECK(false, "div expected rounding_mode to be one of None, 'trunc', or 'floor' but found '", *mode, "'");
+}
+Tensor div_mode_fn(const Tensor &a, const Tensor &b, std::optional<c10::string_view> mode) {
+  Kind k;
+  nrt_op op = div_mode_op(mode, &k);
+  return binary(Tensor(), a, b, op, k);
+}
+Tensor &div_mode_ip(Tensor &a, const Tensor &b, std::optional<c10::string_view> mode) {
+  Kind k;
+  nrt_op op = div_mode_op(mode, &k);
+  binary(a, a, b, op, k);
+  return a;
+}
+Tensor &div_mode_out(const Tensor &a, const Tensor &b, std::optional<c10::string_view> mode, Tensor &out) {
+  Kind k;
+  nrt_op op = div_mode_op(mode, &k);
+  binary(out, a, b, op, k);
+  return out;
+}
+
+// pow with a Scalar exponent or base: wrapped numbers keep PyTorch's typing.
+Tensor pow_ts_fn(const Tensor &a, const Scalar &e) {
+  return binary(Tensor(), a, at::native::wrapped_scalar_tensor(e), NRT_OP_POW, Kind::Binary);
+}
+Tensor &pow_ts_ip(Tensor &a, const Scalar &e) {
+  binary(a, a, at::native::wrapped_scalar_tensor(e), NRT_OP_POW, Kind::Binary);
+  return a;
+}
+Tensor &pow_ts_out(const Tensor &a, const Scalar &e, Tensor &out) {
+  binary(out, a, at::native::wrapped_scalar_tensor(e), NRT_OP_POW, Kind::Binary);
+  return out;
+}
+Tensor pow_st_fn(const Scalar &base, const Tensor &e) {
+  return binary(Tensor(), at::native::wrapped_scalar_tensor(base), e, NRT_OP_POW, Kind::Binary);
+}
+
+// ---- activations with parameters -----------------------------------------
+int64_t gelu_mode(c10::string_view approximate) {
+  if (approximate == "none") return 0;
+  if (approximate == "tanh") return 1;
+  TORCH_CHECK(false, "approximate argument must be either none or tanh.");
+}
+Tensor gelu_fn(const Tensor &a, c10::string_view approx) {
+  return unary(Tensor(), a, NRT_OP_GELU, Kind::Unary, {}, {gelu_mode(approx)});
+}
+Tensor &gelu_ip(Tensor &a, c10::string_view approx) {
+  unary(a, a, NRT_OP_GELU, Kind::Unary, {}, {gelu_mode(approx)});
+  return a;
+}
+Tensor &gelu_out(const Tensor &a, c10::string_view approx, Tensor &out) {
+  unary(out, a, NRT_OP_GELU, Kind::Unary, {}, {gelu_mode(approx)});
+  return out;
+}
+Tensor leaky_relu_fn(const Tensor &a, const Scalar &slope) {
+  return unary(Tensor(), a, NRT_OP_LEAKY_RELU, Kind::Unary, {fscalar(slope.toDouble())});
+}
+Tensor &leaky_relu_ip(Tensor &a, const Scalar &slope) {
+  unary(a, a, NRT_OP_LEAKY_RELU, Kind::Unary, {fscalar(slope.toDouble())});
+  return a;
+}
+Tensor &leaky_relu_out(const Tensor &a, const Scalar &slope, Tensor &out) {
+  unary(out, a, NRT_OP_LEAKY_RELU, Kind::Unary, {fscalar(slope.toDouble())});
+  return out;
+}
+Tensor elu_fn(const Tensor &a, const Scalar &alpha, const Scalar &scale, const Scalar &iscale) {
+  return unary(Tensor(), a, NRT_OP_ELU, Kind::Unary,
+               {fscalar(alpha.toDouble()), fscalar(scale.toDouble()), fscalar(iscale.toDouble())});
+}
+Tensor &elu_ip(Tensor &a, const Scalar &alpha, const Scalar &scale, const Scalar &iscale) {
+  unary(a, a, NRT_OP_ELU, Kind::Unary,
+        {fscalar(alpha.toDouble()), fscalar(scale.toDouble()), fscalar(iscale.toDouble())});
+  return a;
+}
+Tensor &elu_out(const Tensor &a, const Scalar &alpha, const Scalar &scale, const Scalar &iscale, Tensor &out) {
+  unary(out, a, NRT_OP_ELU, Kind::Unary,
+        {fscalar(alpha.toDouble()), fscalar(scale.toDouble()), fscalar(iscale.toDouble())});
+  return out;
+}
+Tensor softplus_fn(const Tensor &a, const Scalar &beta, const Scalar &thr) {
+  return unary(Tensor(), a, NRT_OP_SOFTPLUS, Kind::Unary, {fscalar(beta.toDouble()), fscalar(thr.toDouble())});
+}
+Tensor &softplus_out(const Tensor &a, const Scalar &beta, const Scalar &thr, Tensor &out) {
+  unary(out, a, NRT_OP_SOFTPLUS, Kind::Unary, {fscalar(beta.toDouble()), fscalar(thr.toDouble())});
+  return out;
+}
+Tensor hardtanh_fn(const Tensor &a, const Scalar &lo, const Scalar &hi) {
+  auto iter_out = Tensor();
+  auto iter = build_unary(iter_out, a, Kind::Unary);
+  launch_iter(iter, NRT_OP_HARDTANH, {scalar_for(iter, lo), scalar_for(iter, hi)});
+  return iter.output();
+}
+Tensor &hardtanh_ip(Tensor &a, const Scalar &lo, const Scalar &hi) {
+  auto iter = build_unary(a, a, Kind::Unary);
+  launch_iter(iter, NRT_OP_HARDTANH, {scalar_for(iter, lo), scalar_for(iter, hi)});
+  return a;
+}
+Tensor &hardtanh_out(const Tensor &a, const Scalar &lo, const Scalar &hi, Tensor &out) {
+  auto iter = build_unary(out, a, Kind::Unary);
+  launch_iter(iter, NRT_OP_HARDTANH, {scalar_for(iter, lo), scalar_for(iter, hi)});
+  return out;
+}
+
+// clamp with optional Scalar bounds.
+Tensor &clamp_into(Tensor &out, const Tensor &a, const std::optional<Scalar> &lo, const std::optional<Scalar> &hi) {
+  TORCH_CHECK(lo.has_value() || hi.has_value(), "torch.clamp: At least one of 'min' or 'max' must not be None");
+  Tensor o = out;
+  auto iter = build_unary(o, a, Kind::Unary);
+  nrt_scalar l = lo ? scalar_for(iter, *lo) : nrt_scalar{}, h = hi ? scalar_for(iter, *hi) : nrt_scalar{};
+  launch_iter(iter, NRT_OP_CLAMP_SCALAR, {l, h}, {lo.has_value(), hi.has_value()});
+  out = iter.output();
+  return out;
+}
+Tensor clamp_fn(const Tensor &a, const std::optional<Scalar> &lo, const std::optional<Scalar> &hi) {
+  Tensor out;
+  return clamp_into(out, a, lo, hi);
+}
+Tensor &clamp_ip(Tensor &a, const std::optional<Scalar> &lo, const std::optional<Scalar> &hi) {
+  Tensor out = a;
+  clamp_into(out, a, lo, hi);
+  return a;
+}
+Tensor &clamp_out(const Tensor &a, const std::optional<Scalar> &lo, const std::optional<Scalar> &hi, Tensor &out) {
+  Tensor o = out;
+  clamp_into(o, a, lo, hi);
+  return out;
+}
+Tensor clamp_min_fn(const Tensor &a, const Scalar &lo) { return clamp_fn(a, lo, std::nullopt); }
+Tensor &clamp_min_ip(Tensor &a, const Scalar &lo) { return clamp_ip(a, lo, std::nullopt); }
+Tensor clamp_max_fn(const Tensor &a, const Scalar &hi) { return clamp_fn(a, std::nullopt, hi); }
+Tensor &clamp_max_ip(Tensor &a, const Scalar &hi) { return clamp_ip(a, std::nullopt, hi); }
+
+// ---- backward helpers --------------------------------------------------------
+Tensor threshold_backward_fn(const Tensor &g, const Tensor &self, const Scalar &thr) {
+  Tensor out;
+  auto iter = TensorIterator::borrowing_binary_op(out, g, self);
+  launch_iter(iter, NRT_OP_THRESHOLD_BACKWARD, {scalar_for(iter, thr)});
+  return iter.output();
+}
+#define NEURON_SIMPLE_BACKWARD_TABLE(X)                         \
+  X(sigmoid_backward, SIGMOID_BACKWARD)                         \
+  X(tanh_backward, TANH_BACKWARD)                               \
+  X(silu_backward, SILU_BACKWARD)                               \
+  X(mish_backward, MISH_BACKWARD)                               \
+  X(hardsigmoid_backward, HARDSIGMOID_BACKWARD)                 \
+  X(hardswish_backward, HARDSWISH_BACKWARD)
+#define DEFINE_BACKWARD(name, OP)                                        \
+  Tensor name##_fn(const Tensor &g, const Tensor &x) {                   \
+    return binary(Tensor(), g, x, NRT_OP_##OP, Kind::Backward);          \
+  }
+NEURON_SIMPLE_BACKWARD_TABLE(DEFINE_BACKWARD)
+#undef DEFINE_BACKWARD
+Tensor gelu_backward_fn(const Tensor &g, const Tensor &x, c10::string_view approx) {
+  return binary(Tensor(), g, x, NRT_OP_GELU_BACKWARD, Kind::Backward, nullptr, {gelu_mode(approx)});
+}
+Tensor leaky_relu_backward_fn(const Tensor &g, const Tensor &x, const Scalar &slope, bool self_is_result) {
+  TORCH_CHECK(!self_is_result || slope.to<double>() >= 0.0,
+              "In-place leakyReLu backward calculation is triggered with a negative slope which is not supported.");
+  Tensor out;
+  auto iter = TensorIterator::borrowing_binary_op(out, g, x);
+  launch_iter(iter, NRT_OP_LEAKY_RELU_BACKWARD, {fscalar(slope.toDouble())});
+  return iter.output();
+}
+Tensor elu_backward_fn(const Tensor &g, const Scalar &alpha, const Scalar &scale, const Scalar &iscale,
+                       bool is_result, const Tensor &x) {
+  Tensor out;
+  auto iter = TensorIterator::borrowing_binary_op(out, g, x);
+  launch_iter(iter, NRT_OP_ELU_BACKWARD,
+              {fscalar(alpha.toDouble()), fscalar(scale.toDouble()), fscalar(iscale.toDouble())}, {is_result});
+  return iter.output();
+}
+Tensor softplus_backward_fn(const Tensor &g, const Tensor &x, const Scalar &beta, const Scalar &thr) {
+  Tensor out;
+  auto iter = TensorIterator::borrowing_binary_op(out, g, x);
+  launch_iter(iter, NRT_OP_SOFTPLUS_BACKWARD, {fscalar(beta.toDouble()), fscalar(thr.toDouble())});
+  return iter.output();
+}
+Tensor hardtanh_backward_fn(const Tensor &g, const Tensor &x, const Scalar &lo, const Scalar &hi) {
+  Tensor out;
+  auto iter = TensorIterator::borrowing_binary_op(out, g, x);
+  launch_iter(iter, NRT_OP_HARDTANH_BACKWARD, {fscalar(lo.toDouble()), fscalar(hi.toDouble())});
+  return iter.output();
+}
+
+// ---- ternary -----------------------------------------------------------------
+Tensor where_fn(const Tensor &cond, const Tensor &a, const Tensor &b) {
+  TORCH_CHECK(cond.scalar_type() == at::kBool || cond.scalar_type() == at::kByte,
+              "where expected condition to be a boolean tensor, but got a tensor with dtype ", cond.scalar_type());
+  Tensor out;
+  auto iter = at::TensorIteratorConfig()
+                  .check_all_same_dtype(false)
+                  .add_output(out)
+                  .add_const_input(cond)
+                  .add_const_input(a)
+                  .add_const_input(b)
+                  .promote_inputs_to_common_dtype(false)
+                  .declare_static_dtype(at::result_type(a, b))
+                  .build();
+  launch_iter(iter, NRT_OP_WHERE);
+  return iter.output();
+}
+
+TensorIterator ternary_iter(Tensor &out, const Tensor &a, const Tensor &b, const Tensor &c) {
+  return at::TensorIteratorConfig()
+      .allow_cpu_scalars(true)
+      .promote_inputs_to_common_dtype(true)
+      .cast_common_dtype_to_outputs(true)
+      .enforce_safe_casting_to_output(true)
+      .add_output(out)
+      .add_const_input(a)
+      .add_const_input(b)
+      .add_const_input(c)
+      .build();
+}
+
+#define DEFINE_ADDC(name, OP)                                                                    \
+  Tensor name##_fn(const Tensor &s, const Tensor &t1, const Tensor &t2, const Scalar &v) {       \
+    Tensor out;                                                                                  \
+    auto iter = ternary_iter(out, s, t1, t2);                                                    \
+    launch_iter(iter, NRT_OP_##OP, {scalar_for(iter, v)});                                       \
+    return iter.output();                                                                        \
+  }                                                                                              \
+  Tensor &name##_ip(Tensor &s, const Tensor &t1, const Tensor &t2, const Scalar &v) {            \
+    auto iter = ternary_iter(s, s, t1, t2);                                                      \
+    launch_iter(iter, NRT_OP_##OP, {scalar_for(iter, v)});                                       \
+    return s;                                                                                    \
+  }                                                                                              \
+  Tensor &name##_out(const Tensor &s, const Tensor &t1, const Tensor &t2, const Scalar &v, Tensor &out) { \
+    auto iter = ternary_iter(out, s, t1, t2);                                                    \
+    launch_iter(iter, NRT_OP_##OP, {scalar_for(iter, v)});                                       \
+    return out;                                                                                  \
+  }
+DEFINE_ADDC(addcmul, ADDCMUL)
+DEFINE_ADDC(addcdiv, ADDCDIV)
+#undef DEFINE_ADDC
+
+Tensor lerp_t_fn(const Tensor &s, const Tensor &e, const Tensor &w) {
+  Tensor out;
+  auto iter = ternary_iter(out, s, e, w);
+  launch_iter(iter, NRT_OP_LERP);
+  return iter.output();
+}
+Tensor &lerp_t_ip(Tensor &s, const Tensor &e, const Tensor &w) {
+  auto iter = ternary_iter(s, s, e, w);
+  launch_iter(iter, NRT_OP_LERP);
+  return s;
+}
+Tensor lerp_s_fn(const Tensor &s, const Tensor &e, const Scalar &w) {
+  return lerp_t_fn(s, e, at::native::wrapped_scalar_tensor(w));
+}
+Tensor &lerp_s_ip(Tensor &s, const Tensor &e, const Scalar &w) {
+  return lerp_t_ip(s, e, at::native::wrapped_scalar_tensor(w));
+}
+
+}  // namespace
+
+TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+#define REG_UNARY(name, OP, K)              \
+  NEURON_IMPL(m, #name, name##_fn);         \
+  NEURON_IMPL(m, #name "_", name##_ip);     \
+  NEURON_IMPL(m, #name ".out", name##_out);
+  NEURON_UNARY_TABLE(REG_UNARY)
+#undef REG_UNARY
+#define REG_UNARY_BOOL(name, OP)    \
+  NEURON_IMPL(m, #name, name##_fn); \
+  NEURON_IMPL(m, #name ".out", name##_out);
+  NEURON_UNARY_BOOL_TABLE(REG_UNARY_BOOL)
+#undef REG_UNARY_BOOL
+  NEURON_IMPL(m, "logical_not_", logical_not_ip);
+
+#define REG_BINARY(name, fname, iname, oname, OP, K)       \
+  NEURON_IMPL(m, fname, name##_fn);                         \
+  if (iname != nullptr) NEURON_IMPL(m, iname, name##_ip);   \
+  NEURON_IMPL(m, oname, name##_out);
+  NEURON_BINARY_TABLE(REG_BINARY)
+#undef REG_BINARY
+}
+
+}  // namespace torch_neuronx

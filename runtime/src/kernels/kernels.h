@@ -1,0 +1,151 @@
+/* Shared by the kernel files only: dtype conversion helpers, the pointwise
+ * op table and a few vectorisable math functions.
+ *
+ * Conversions here are inline and branch-light so that block loops
+ * vectorise; dtype.c keeps the out-of-line versions the rest of the
+ * runtime uses, and the tests check the two agree. */
+#ifndef NRT_KERNELS_H
+#define NRT_KERNELS_H
+
+#include <math.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <string.h>
+#include "internal.h"
+
+/* Elements per block in the pointwise and reduction engines: small enough
+ * for the block buffers of three inputs and an output to stay in L1. */
+#define NRT_BLOCK 256
+
+/* Functions compiled for AVX-512 beside their baseline (x86-64-v2)
+ * version; the rest of the build must run on any x86-64-v2 host. */
+#define NRT_TARGET_AVX512 __attribute__((target("avx512f,avx512vl,avx512bw,avx512dq,fma")))
+#define NRT_TARGET_AVX2 __attribute__((target("avx2,fma")))
+bool nrt_cpu_has_avx512(void);
+bool nrt_cpu_has_avx2(void);
+
+static inline uint32_t nrt_f32_bits(float f) {
+  uint32_t u;
+  memcpy(&u, &f, 4);
+  return u;
+}
+static inline float nrt_bits_f32(uint32_t u) {
+  float f;
+  memcpy(&f, &u, 4);
+  return f;
+}
+
+/* ---- 16-bit floats ------------------------------------------------------ */
+static inline float nrt_k_bf16_to_f32(uint16_t v) { return nrt_bits_f32((uint32_t)v << 16); }
+
+static inline uint16_t nrt_k_f32_to_bf16(float f) {
+  uint32_t u = nrt_f32_bits(f);
+  /* NaN must stay NaN (rounding could carry it into infinity); PyTorch
+   * writes the canonical 0x7fc0. */
+  uint32_t rounded = (u + 0x7fffu + ((u >> 16) & 1u)) >> 16;
+  return (uint16_t)((u & 0x7fffffffu) > 0x7f800000u ? 0x7fc0u : rounded);
+}
+
+static inline float nrt_k_f16_to_f32(uint16_t h) {
+  uint32_t sign = (uint32_t)(h & 0x8000u) << 16;
+  uint32_t em = h & 0x7fffu;
+  /* Shifting exponent+mantissa into float position and scaling by 2^112
+   * rebias the exponent and normalise half subnormals in one multiply. */
+  float f = nrt_bits_f32(em << 13) * 0x1p112f;
+  uint32_t bits = em >= 0x7c00u ? (0x7f800000u | (em & 0x3ffu) << 13) : nrt_f32_bits(f);
+  return nrt_bits_f32(bits | sign);
+}
+
+static inline uint16_t nrt_k_f32_to_f16(float f) {
+  uint32_t x = nrt_f32_bits(f);
+  uint32_t sign = x & 0x80000000u;
+  x ^= sign;
+  uint16_t o;
+  if (x >= 0x47800000u) { /* >= 65536: infinity, or NaN (kept quiet) */
+    o = x > 0x7f800000u ? 0x7e00u : 0x7c00u;
+  } else if (x < 0x38800000u) {
+    /* Below the smallest normal half: adding 0.5 lets the FPU do the
+     * round-to-nearest-even of the subnormal mantissa. */
+    o = (uint16_t)(nrt_f32_bits(nrt_bits_f32(x) + 0.5f) - 0x3f000000u);
+  } else {
+    uint32_t odd = (x >> 13) & 1u;
+    x += ((uint32_t)(15 - 127) << 23) + 0xfffu + odd;
+    o = (uint16_t)(x >> 13);
+  }
+  return (uint16_t)(o | (sign >> 16));
+}
+
+/* ---- float -> integer, as PyTorch on x86 --------------------------------
+ * static_cast<intN_t>(float) compiles to cvttss2si: out of range and NaN
+ * give INT_MIN of the 32- or 64-bit form; narrower types truncate the
+ * 32-bit result. C leaves those cases undefined, so spell them out. */
+static inline int32_t nrt_k_f64_to_i32(double x) {
+  return (x > -2147483649.0 && x < 2147483648.0) ? (int32_t)x : INT32_MIN;
+}
+static inline int64_t nrt_k_f64_to_i64(double x) {
+  return (x >= -9223372036854775808.0 && x < 9223372036854775808.0) ? (int64_t)x : INT64_MIN;
+}
+
+/* Wrap-around integer arithmetic (signed overflow is undefined in C). */
+static inline int64_t nrt_wadd(int64_t a, int64_t b) { return (int64_t)((uint64_t)a + (uint64_t)b); }
+static inline int64_t nrt_wsub(int64_t a, int64_t b) { return (int64_t)((uint64_t)a - (uint64_t)b); }
+static inline int64_t nrt_wmul(int64_t a, int64_t b) { return (int64_t)((uint64_t)a * (uint64_t)b); }
+
+/* ---- strided block loads and stores (conv.c) ----------------------------
+ * `stride` is in bytes and may be 0 or negative. The float loaders read
+ * float64 as float32 (the device computes floats in float32); the double
+ * and int64 forms exist for exact copies and integer work. */
+void nrt_load_f32(float *dst, const char *src, int64_t stride, nrt_dtype dt, int64_t n);
+void nrt_load_i64(int64_t *dst, const char *src, int64_t stride, nrt_dtype dt, int64_t n);
+void nrt_load_f64(double *dst, const char *src, int64_t stride, nrt_dtype dt, int64_t n);
+void nrt_store_f32(char *dst, int64_t stride, nrt_dtype dt, const float *src, int64_t n);
+void nrt_store_i64(char *dst, int64_t stride, nrt_dtype dt, const int64_t *src, int64_t n);
+void nrt_store_f64(char *dst, int64_t stride, nrt_dtype dt, const double *src, int64_t n);
+
+/* One element, through dtype.c's out-of-line conversions: the reference
+ * paths use these so the fast loaders are checked against independent
+ * code. */
+double nrt_ref_load_f64(const char *src, nrt_dtype dt);
+int64_t nrt_ref_load_i64(const char *src, nrt_dtype dt);
+void nrt_ref_store_f64(char *dst, nrt_dtype dt, double v);
+void nrt_ref_store_i64(char *dst, nrt_dtype dt, int64_t v);
+
+static inline bool nrt_dtype_is_integral(nrt_dtype dt) { return !nrt_dtype_is_floating(dt); }
+
+/* ---- pointwise op table --------------------------------------------------
+ * A block function computes n elements from converted input blocks (a, b,
+ * c; unused ones are NULL). out may alias an input at the same index (in-
+ * place ops), never at a shifted one. Float blocks hold float32 values,
+ * integer blocks int64 values; integer functions return nonzero on an
+ * integer division by zero. Random functions also get the linear index of
+ * their first element (consecutive elements have consecutive indices). */
+typedef void (*nrt_pw_f32_fn)(float *out, const float *a, const float *b, const float *c,
+                              int64_t n, const nrt_launch *l);
+typedef int (*nrt_pw_i64_fn)(int64_t *out, const int64_t *a, const int64_t *b,
+                             const int64_t *c, int64_t n, const nrt_launch *l);
+typedef void (*nrt_pw_rng_f32_fn)(float *out, const float *a, int64_t n, int64_t index,
+                                  const nrt_launch *l);
+typedef void (*nrt_pw_rng_i64_fn)(int64_t *out, int64_t n, int64_t index, const nrt_launch *l);
+
+typedef struct nrt_pw_kernel {
+  nrt_pw_f32_fn f32;        /* float domain; NULL: not supported */
+  nrt_pw_f32_fn f32_avx512; /* optional AVX-512 build of f32 */
+  nrt_pw_f32_fn f32_ref;    /* scalar reference when f32 is hand-vectorised */
+  nrt_pw_i64_fn i64;        /* integer domain; NULL: not supported */
+  nrt_pw_rng_f32_fn rng_f32;
+  nrt_pw_rng_i64_fn rng_i64;
+} nrt_pw_kernel;
+
+/* Family lookups: NULL if the op is not in the family. */
+const nrt_pw_kernel *nrt_pw_unary_kernel(nrt_op op);
+const nrt_pw_kernel *nrt_pw_binary_kernel(nrt_op op);
+const nrt_pw_kernel *nrt_pw_activation_kernel(nrt_op op);
+const nrt_pw_kernel *nrt_pw_random_kernel(nrt_op op);
+
+/* Philox4x32-10 (random.c), exposed for tests. */
+void nrt_philox4x32(uint64_t key, uint64_t counter, uint32_t out[4]);
+
+/* ---- vectorisable float math (vmath.h-style inline, ~1 ulp) ------------ */
+#include "kernels/vmath.h"
+
+#endif

@@ -1,0 +1,80 @@
+/* Branch-free float32 math that the compiler can vectorise (libm's
+ * functions are opaque calls, one element at a time). Polynomials and
+ * range reductions follow Cephes (S. Moshier) single precision; each is
+ * within ~1-2 ulp of the correctly rounded result over its whole domain,
+ * which is what PyTorch's own vectorised (Sleef) paths give. Specials
+ * (NaN, +-inf, overflow, subnormal results) are handled with selects.
+ * Included from kernels.h. */
+#ifndef NRT_KERNELS_VMATH_H
+#define NRT_KERNELS_VMATH_H
+
+#include <stdint.h>
+
+static inline uint32_t nrt_vm_bits(float f) {
+  union { float f; uint32_t u; } v = {.f = f};
+  return v.u;
+}
+static inline float nrt_vm_float(uint32_t u) {
+  union { uint32_t u; float f; } v = {.u = u};
+  return v.f;
+}
+
+static inline float nrt_vexpf(float x) {
+  /* Clamping keeps 2^n representable as two normal factors; the clamp
+   * values still overflow / underflow to inf / 0. NaN fails both tests
+   * and flows through. */
+  float xc = x < -104.0f ? -104.0f : (x > 89.0f ? 89.0f : x);
+  float t = xc * 1.44269504088896341f;
+  float n = (t + 0x1.8p23f) - 0x1.8p23f; /* round to nearest */
+  /* Cody-Waite: ln2 split so n * 0.693359375 is exact. */
+  float r = xc - n * 0.693359375f;
+  r = r + n * 2.12194440e-4f;
+  float z = r * r;
+  float p = ((((1.9875691500e-4f * r + 1.3981999507e-3f) * r + 8.3334519073e-3f) * r +
+              4.1665795894e-2f) * r + 1.6666665459e-1f) * r + 5.0000001201e-1f;
+  p = p * z + r + 1.0f;
+  int32_t ni = (int32_t)n;
+  int32_t n1 = ni >> 1, n2 = ni - n1;
+  /* Two factors so results down to the subnormal range round once. */
+  float s1 = nrt_vm_float((uint32_t)(n1 + 127) << 23);
+  float s2 = nrt_vm_float((uint32_t)(n2 + 127) << 23);
+  return p * s1 * s2;
+}
+
+static inline float nrt_vlogf(float x) {
+  int sub = x < 0x1p-126f;
+  float xs = sub ? x * 0x1p23f : x;
+  uint32_t u = nrt_vm_bits(xs);
+  int32_t e = (int32_t)((u >> 23) & 0xffu) - 126 - (sub ? 23 : 0);
+  float m = nrt_vm_float((u & 0x007fffffu) | 0x3f000000u); /* [0.5, 1) */
+  int lo = m < 0.707106781186547524f;
+  float f = lo ? (m + m) - 1.0f : m - 1.0f;
+  float ef = (float)(e - lo);
+  float z = f * f;
+  float y = ((((((((7.0376836292e-2f * f - 1.1514610310e-1f) * f + 1.1676998740e-1f) * f -
+                  1.2420140846e-1f) * f + 1.4249322787e-1f) * f - 1.6668057665e-1f) * f +
+               2.0000714765e-1f) * f - 2.4999993993e-1f) * f + 3.3333331174e-1f) * f * z;
+  y = y + -2.12194440e-4f * ef;
+  y = y + -0.5f * z;
+  float r = f + y;
+  r = r + 0.693359375f * ef;
+  r = x == __builtin_inff() ? x : r;
+  r = x == 0.0f ? -__builtin_inff() : r;
+  r = x < 0.0f ? __builtin_nanf("") : r;
+  return x != x ? x : r;
+}
+
+static inline float nrt_vtanhf(float x) {
+  float ax = x < 0.0f ? -x : x;
+  float s = x * x;
+  float small = ((((-5.70498872745e-3f * s + 2.06390887954e-2f) * s - 5.37397155531e-2f) * s +
+                  1.33314422036e-1f) * s - 3.33332819422e-1f) * s * x + x;
+  float e = nrt_vexpf(ax + ax);
+  float big = 1.0f - 2.0f / (e + 1.0f);
+  big = x < 0.0f ? -big : big;
+  return ax < 0.625f ? small : big;
+}
+
+static inline float nrt_vsigmoidf(float x) { return 1.0f / (1.0f + nrt_vexpf(-x)); }
+
+#endif

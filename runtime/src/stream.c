@@ -1,0 +1,507 @@
+/* Streams: in-order task queues, one runtime worker thread each.
+ *
+ * Every device owns NRT_STREAMS_PER_DEVICE stream objects allocated at
+ * nrt_init(); a stream's worker thread starts at its first enqueue, so an
+ * unused stream costs only its struct. The worker sleeps on a condition
+ * variable when the queue is empty, so idle streams cost no CPU.
+ *
+ * Ordering and counters: each task gets a ticket (1, 2, ...) when it is
+ * enqueued; `enqueued` is the last ticket handed out and `completed` the
+ * last ticket finished. Tasks finish in ticket order, so "completed >= t"
+ * means every task up to t has run (events and the allocator rely on it).
+ *
+ * Sticky errors: the first task that fails records its status and a
+ * message naming it; later tasks of the stream are skipped (release still
+ * runs, completed still advances) until a synchronising call returns the
+ * error and clears it. As with a poisoned CUDA context, nothing queued
+ * after a failure can observe half-computed results.
+ *
+ * Fork: worker threads do not survive fork(). A pthread_atfork handler
+ * holds every stream lock across the fork, so the child inherits
+ * consistent queues, and then resets each stream in the child: the queued
+ * tasks are dropped without running (their release functions are not
+ * called; the parent owns that work), `completed` is set to `enqueued` so
+ * no event or cached block waits forever on work that will never run,
+ * sticky errors are cleared, and a new worker starts at the child's first
+ * enqueue. A forked child (a DataLoader worker, say) can therefore use the
+ * runtime; it never sees the parent's in-flight work. */
+#include <pthread.h>
+#include <signal.h>
+#include <stdalign.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "internal.h"
+
+/* Back-pressure like CUDA's launch queue: a producer that runs this far
+ * ahead of the worker blocks until the worker catches up, bounding the
+ * memory held by queued tasks. */
+#define NRT_STREAM_MAX_PENDING 1024
+/* Task nodes kept per stream for reuse, so the steady-state enqueue path
+ * does not allocate. */
+#define NRT_STREAM_MAX_CACHED_TASKS 256
+
+typedef struct task {
+  struct task *next;
+  const char *name;
+  nrt_task_fn run;
+  nrt_release_fn release;
+  void *arg;
+  uint64_t ticket;
+  unsigned flags;
+  alignas(max_align_t) unsigned char inline_arg[NRT_TASK_INLINE_MAX];
+} task;
+
+struct nrt_stream {
+  pthread_mutex_t mu;
+  pthread_cond_t work_cv; /* the worker waits here for tasks */
+  pthread_cond_t done_cv; /* synchronisers and blocked producers wait here */
+  task *head, *tail;
+  task *free_tasks;
+  int free_count;
+  int waiters;      /* threads waiting on done_cv; the worker signals only if > 0 */
+  bool started;     /* worker thread exists */
+  bool worker_idle; /* the worker waits on work_cv; enqueue signals only then */
+  bool inline_busy; /* launch-blocking mode: a task runs on a caller thread */
+  int device, index;
+  _Atomic uint64_t enqueued;
+  _Atomic uint64_t completed;
+  nrt_status error;
+  uint64_t error_ticket;
+  char error_msg[NRT_ERROR_MESSAGE_MAX];
+};
+
+/* The runtime context's stream table: device_count * NRT_STREAMS_PER_DEVICE
+ * entries, allocated once at nrt_init() and never freed. */
+static nrt_stream *stream_table;
+static int stream_table_devices;
+static _Atomic unsigned acquire_next[NRT_MAX_DEVICES];
+
+static void streams_atfork_prepare(void);
+static void streams_atfork_parent(void);
+static void streams_atfork_child(void);
+
+static void stream_init_sync(nrt_stream *s) {
+  pthread_mutex_init(&s->mu, NULL);
+  pthread_cond_init(&s->work_cv, NULL);
+  pthread_cond_init(&s->done_cv, NULL);
+}
+
+void nrt_streams_init(int device_count) {
+  size_t n = (size_t)device_count * NRT_STREAMS_PER_DEVICE;
+  size_t bytes = n * sizeof(nrt_stream);
+  /* Cache-line aligned so one busy stream's counters do not false-share
+   * with its neighbour's. */
+  bytes = (bytes + 63) & ~(size_t)63;
+  stream_table = aligned_alloc(64, bytes);
+  if (!stream_table) {
+    fprintf(stderr, "nrt: fatal: cannot allocate the stream table\n");
+    abort();
+  }
+  memset(stream_table, 0, bytes);
+  for (size_t i = 0; i < n; i++) {
+    nrt_stream *s = &stream_table[i];
+    stream_init_sync(s);
+    s->device = (int)(i / NRT_STREAMS_PER_DEVICE);
+    s->index = (int)(i % NRT_STREAMS_PER_DEVICE);
+    s->error = NRT_SUCCESS;
+  }
+  stream_table_devices = device_count;
+  pthread_atfork(streams_atfork_prepare, streams_atfork_parent, streams_atfork_child);
+}
+
+nrt_stream *nrt_stream_at(int device, int index) {
+  return &stream_table[(size_t)device * NRT_STREAMS_PER_DEVICE + (size_t)index];
+}
+
+/* ---- lookup ------------------------------------------------------------------ */
+
+nrt_status nrt_stream_get(int device, int index, nrt_stream **out_stream) {
+  if (!nrt_device_valid(device)) {
+    nrt_set_error_message("nrt_stream_get: invalid device %d", device);
+    return NRT_ERROR_INVALID_DEVICE;
+  }
+  if (index < 0 || index >= NRT_STREAMS_PER_DEVICE || !out_stream) {
+    nrt_set_error_message("nrt_stream_get: stream index %d out of range 0..%d", index,
+                          NRT_STREAMS_PER_DEVICE - 1);
+    return NRT_ERROR_INVALID_ARGUMENT;
+  }
+  *out_stream = nrt_stream_at(device, index);
+  return NRT_SUCCESS;
+}
+
+nrt_status nrt_stream_get_default(int device, nrt_stream **out_stream) {
+  return nrt_stream_get(device, 0, out_stream);
+}
+
+nrt_status nrt_stream_acquire(int device, nrt_stream **out_stream) {
+  if (!nrt_device_valid(device)) {
+    nrt_set_error_message("nrt_stream_acquire: invalid device %d", device);
+    return NRT_ERROR_INVALID_DEVICE;
+  }
+  if (!out_stream) return NRT_ERROR_INVALID_ARGUMENT;
+  unsigned n = atomic_fetch_add_explicit(&acquire_next[device], 1u, memory_order_relaxed);
+  *out_stream = nrt_stream_at(device, 1 + (int)(n % (NRT_STREAMS_PER_DEVICE - 1)));
+  return NRT_SUCCESS;
+}
+
+int nrt_stream_device(const nrt_stream *stream) { return stream ? stream->device : -1; }
+int nrt_stream_index(const nrt_stream *stream) { return stream ? stream->index : -1; }
+
+uint64_t nrt_stream_enqueued(const nrt_stream *stream) {
+  return atomic_load_explicit(&((nrt_stream *)stream)->enqueued, memory_order_acquire);
+}
+
+uint64_t nrt_stream_completed(const nrt_stream *stream) {
+  /* Acquire pairs with the worker's release store: whoever sees a task as
+   * completed also sees everything the task wrote. */
+  return atomic_load_explicit(&((nrt_stream *)stream)->completed, memory_order_acquire);
+}
+
+/* ---- worker --------------------------------------------------------------- */
+
+static void format_failure(const nrt_stream *s, const char *name, nrt_status st, char *buf,
+                           size_t size) {
+  const char *detail = nrt_last_error_message();
+  snprintf(buf, size, "kernel %s failed on neuron:%d stream %d: %s%s%s", name, s->device,
+           s->index, nrt_status_string(st), detail[0] ? ": " : "", detail);
+}
+
+/* Called with s->mu held. */
+static void recycle_task(nrt_stream *s, task *t) {
+  if (s->free_count < NRT_STREAM_MAX_CACHED_TASKS) {
+    t->next = s->free_tasks;
+    s->free_tasks = t;
+    s->free_count++;
+  } else {
+    free(t);
+  }
+}
+
+/* Called with s->mu held, after the task's run and release. */
+static void finish_task(nrt_stream *s, uint64_t ticket, nrt_status st, const char *msg) {
+  if (st != NRT_SUCCESS && s->error == NRT_SUCCESS) {
+    s->error = st;
+    s->error_ticket = ticket;
+    snprintf(s->error_msg, sizeof s->error_msg, "%s", msg);
+  }
+  atomic_store_explicit(&s->completed, ticket, memory_order_release);
+  if (s->waiters > 0) pthread_cond_broadcast(&s->done_cv);
+}
+
+static void *worker_main(void *arg) {
+  nrt_stream *s = arg;
+  char msg[NRT_ERROR_MESSAGE_MAX];
+  nrt_set_device(s->device); /* kernels asking for the current device get theirs */
+  pthread_mutex_lock(&s->mu);
+  for (;;) {
+    while (!s->head) {
+      s->worker_idle = true;
+      pthread_cond_wait(&s->work_cv, &s->mu);
+      s->worker_idle = false;
+    }
+    task *t = s->head;
+    s->head = t->next;
+    if (!s->head) s->tail = NULL;
+    bool skip = s->error != NRT_SUCCESS && !(t->flags & NRT_TASK_ALWAYS_RUN);
+    pthread_mutex_unlock(&s->mu);
+
+    nrt_status st = NRT_SUCCESS;
+    if (!skip) {
+      nrt_clear_error_message();
+      st = t->run(t->arg);
+      if (st != NRT_SUCCESS) format_failure(s, t->name, st, msg, sizeof msg);
+    }
+    if (t->release) t->release(t->arg);
+
+    pthread_mutex_lock(&s->mu);
+    finish_task(s, t->ticket, st, msg);
+    recycle_task(s, t);
+  }
+  return NULL;
+}
+
+/* Called with s->mu held. */
+static nrt_status start_worker(nrt_stream *s) {
+  pthread_attr_t attr;
+  pthread_attr_init(&attr);
+  pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+  /* Workers block every signal so that asynchronous signals (SIGINT for
+   * Python's KeyboardInterrupt) are delivered to application threads. */
+  sigset_t all, old;
+  sigfillset(&all);
+  pthread_sigmask(SIG_BLOCK, &all, &old);
+  pthread_t thread;
+  int rc = pthread_create(&thread, &attr, worker_main, s);
+  pthread_sigmask(SIG_SETMASK, &old, NULL);
+  pthread_attr_destroy(&attr);
+  if (rc != 0) {
+    nrt_set_error_message("neuron:%d stream %d: cannot start its worker thread: %s", s->device,
+                          s->index, strerror(rc));
+    return NRT_ERROR_INTERNAL;
+  }
+  char name[16];
+  snprintf(name, sizeof name, "nrt-d%d-s%d", s->device, s->index);
+  pthread_setname_np(thread, name);
+  s->started = true;
+  return NRT_SUCCESS;
+}
+
+/* Called with s->mu held: waits until completed >= target. */
+static void wait_completed_locked(nrt_stream *s, uint64_t target) {
+  while (atomic_load_explicit(&s->completed, memory_order_relaxed) < target) {
+    s->waiters++;
+    pthread_cond_wait(&s->done_cv, &s->mu);
+    s->waiters--;
+  }
+}
+
+/* NEURON_LAUNCH_BLOCKING: the task runs on the calling thread once all
+ * earlier work of the stream has finished, and its failure is returned
+ * here instead of becoming sticky. It still takes a ticket, so events and
+ * the allocator see the same counters as in asynchronous mode. */
+static nrt_status run_inline(nrt_stream *s, const char *name, nrt_task_fn run, void *arg,
+                             nrt_release_fn release, unsigned flags, uint64_t *out_ticket) {
+  pthread_mutex_lock(&s->mu);
+  while (s->inline_busy || atomic_load_explicit(&s->completed, memory_order_relaxed) <
+                               atomic_load_explicit(&s->enqueued, memory_order_relaxed)) {
+    s->waiters++;
+    pthread_cond_wait(&s->done_cv, &s->mu);
+    s->waiters--;
+  }
+  s->inline_busy = true;
+  uint64_t ticket = atomic_load_explicit(&s->enqueued, memory_order_relaxed) + 1;
+  atomic_store_explicit(&s->enqueued, ticket, memory_order_release);
+  bool skip = s->error != NRT_SUCCESS && !(flags & NRT_TASK_ALWAYS_RUN);
+  pthread_mutex_unlock(&s->mu);
+  if (out_ticket) *out_ticket = ticket;
+
+  nrt_status st = NRT_SUCCESS;
+  char msg[NRT_ERROR_MESSAGE_MAX];
+  if (!skip) {
+    nrt_clear_error_message();
+    st = run(arg);
+    if (st != NRT_SUCCESS) format_failure(s, name, st, msg, sizeof msg);
+  }
+  if (release) release(arg);
+
+  pthread_mutex_lock(&s->mu);
+  s->inline_busy = false;
+  finish_task(s, ticket, NRT_SUCCESS, NULL);
+  pthread_mutex_unlock(&s->mu);
+  if (st != NRT_SUCCESS) nrt_set_error_message("%s", msg);
+  return st;
+}
+
+nrt_status nrt_stream_enqueue_ex(nrt_stream *s, const char *name, nrt_task_fn run, void *arg,
+                                 size_t copy_size, nrt_release_fn release, unsigned flags,
+                                 uint64_t *out_ticket) {
+  if (!s || !run) {
+    nrt_set_error_message("nrt_stream_enqueue: %s is NULL", s ? "the task function" : "stream");
+    return NRT_ERROR_INVALID_ARGUMENT;
+  }
+  if (copy_size > NRT_TASK_INLINE_MAX) {
+    nrt_set_error_message("nrt_stream_enqueue: inline argument of %zu bytes exceeds %zu",
+                          copy_size, (size_t)NRT_TASK_INLINE_MAX);
+    return NRT_ERROR_INVALID_ARGUMENT;
+  }
+  if (!name) name = "host task";
+  /* The caller's argument outlives an inline run, so no copy is needed. */
+  if (nrt_launch_blocking()) return run_inline(s, name, run, arg, release, flags, out_ticket);
+
+  pthread_mutex_lock(&s->mu);
+  if (!s->started) {
+    nrt_status st = start_worker(s);
+    if (st != NRT_SUCCESS) {
+      pthread_mutex_unlock(&s->mu);
+      return st;
+    }
+  }
+  while (atomic_load_explicit(&s->enqueued, memory_order_relaxed) -
+             atomic_load_explicit(&s->completed, memory_order_relaxed) >=
+         NRT_STREAM_MAX_PENDING) {
+    s->waiters++;
+    pthread_cond_wait(&s->done_cv, &s->mu);
+    s->waiters--;
+  }
+  task *t = s->free_tasks;
+  if (t) {
+    s->free_tasks = t->next;
+    s->free_count--;
+  } else {
+    t = malloc(sizeof *t);
+    if (!t) {
+      pthread_mutex_unlock(&s->mu);
+      nrt_set_error_message("nrt_stream_enqueue: host out of memory for a task");
+      return NRT_ERROR_OUT_OF_MEMORY;
+    }
+  }
+  t->next = NULL;
+  t->name = name;
+  t->run = run;
+  t->release = release;
+  t->flags = flags;
+  if (copy_size > 0) {
+    memcpy(t->inline_arg, arg, copy_size);
+    t->arg = t->inline_arg;
+  } else {
+    t->arg = arg;
+  }
+  uint64_t ticket = atomic_load_explicit(&s->enqueued, memory_order_relaxed) + 1;
+  t->ticket = ticket;
+  atomic_store_explicit(&s->enqueued, ticket, memory_order_release);
+  if (s->tail)
+    s->tail->next = t;
+  else
+    s->head = t;
+  s->tail = t;
+  bool wake = s->worker_idle;
+  pthread_mutex_unlock(&s->mu);
+  /* Signalling after unlock saves the worker from waking into a held lock;
+   * worker_idle was read under the lock, so no wake-up is lost. */
+  if (wake) pthread_cond_signal(&s->work_cv);
+  if (out_ticket) *out_ticket = ticket;
+  return NRT_SUCCESS;
+}
+
+nrt_status nrt_stream_enqueue(nrt_stream *stream, const char *name, nrt_task_fn run, void *arg,
+                              nrt_release_fn release) {
+  return nrt_stream_enqueue_ex(stream, name, run, arg, 0, release, 0, NULL);
+}
+
+typedef struct host_func_arg {
+  void (*fn)(void *);
+  void *arg;
+} host_func_arg;
+
+static nrt_status run_host_func(void *p) {
+  host_func_arg *h = p;
+  h->fn(h->arg);
+  return NRT_SUCCESS;
+}
+
+nrt_status nrt_stream_launch_host_func(nrt_stream *stream, void (*fn)(void *), void *arg) {
+  if (!fn) {
+    nrt_set_error_message("nrt_stream_launch_host_func: fn is NULL");
+    return NRT_ERROR_INVALID_ARGUMENT;
+  }
+  host_func_arg h = {fn, arg};
+  return nrt_stream_enqueue_ex(stream, "host_func", run_host_func, &h, sizeof h, NULL, 0, NULL);
+}
+
+/* ---- waiting ------------------------------------------------------------- */
+
+/* Called with s->mu held. Hands the sticky error to the caller's thread. */
+static nrt_status take_error_locked(nrt_stream *s) {
+  nrt_status st = s->error;
+  if (st != NRT_SUCCESS) {
+    nrt_set_error_message("%s", s->error_msg);
+    s->error = NRT_SUCCESS;
+    s->error_msg[0] = '\0';
+  }
+  return st;
+}
+
+nrt_status nrt_stream_wait_until(nrt_stream *stream, uint64_t target) {
+  if (!stream) {
+    nrt_set_error_message("nrt_stream_wait_until: stream is NULL");
+    return NRT_ERROR_INVALID_ARGUMENT;
+  }
+  pthread_mutex_lock(&stream->mu);
+  if (target > atomic_load_explicit(&stream->enqueued, memory_order_relaxed)) {
+    pthread_mutex_unlock(&stream->mu);
+    nrt_set_error_message("nrt_stream_wait_until: target %llu is beyond the %llu tasks enqueued",
+                          (unsigned long long)target,
+                          (unsigned long long)nrt_stream_enqueued(stream));
+    return NRT_ERROR_INVALID_ARGUMENT;
+  }
+  wait_completed_locked(stream, target);
+  nrt_status st = take_error_locked(stream);
+  pthread_mutex_unlock(&stream->mu);
+  return st;
+}
+
+nrt_status nrt_stream_synchronize(nrt_stream *stream) {
+  if (!stream) {
+    nrt_set_error_message("nrt_stream_synchronize: stream is NULL");
+    return NRT_ERROR_INVALID_ARGUMENT;
+  }
+  /* Work enqueued by other threads after this point is not waited for. */
+  pthread_mutex_lock(&stream->mu);
+  wait_completed_locked(stream, atomic_load_explicit(&stream->enqueued, memory_order_relaxed));
+  nrt_status st = take_error_locked(stream);
+  pthread_mutex_unlock(&stream->mu);
+  return st;
+}
+
+nrt_status nrt_stream_query(nrt_stream *stream) {
+  if (!stream) return NRT_ERROR_INVALID_ARGUMENT;
+  uint64_t enq = nrt_stream_enqueued(stream);
+  return nrt_stream_completed(stream) >= enq ? NRT_SUCCESS : NRT_ERROR_NOT_READY;
+}
+
+void nrt_stream_wait_quiet(nrt_stream *stream, uint64_t target) {
+  if (nrt_stream_completed(stream) >= target) return;
+  pthread_mutex_lock(&stream->mu);
+  wait_completed_locked(stream, target);
+  pthread_mutex_unlock(&stream->mu);
+}
+
+nrt_status nrt_stream_peek_error(nrt_stream *stream, uint64_t max_ticket, char *msg,
+                                 size_t msg_size) {
+  pthread_mutex_lock(&stream->mu);
+  nrt_status st = NRT_SUCCESS;
+  if (stream->error != NRT_SUCCESS && stream->error_ticket <= max_ticket) {
+    st = stream->error;
+    if (msg && msg_size) snprintf(msg, msg_size, "%s", stream->error_msg);
+  }
+  pthread_mutex_unlock(&stream->mu);
+  return st;
+}
+
+void nrt_device_wait_idle(int device) {
+  for (int i = 0; i < NRT_STREAMS_PER_DEVICE; i++) {
+    nrt_stream *s = nrt_stream_at(device, i);
+    nrt_stream_wait_quiet(s, nrt_stream_enqueued(s));
+  }
+}
+
+/* ---- fork ------------------------------------------------------------------ */
+
+static size_t stream_count(void) { return (size_t)stream_table_devices * NRT_STREAMS_PER_DEVICE; }
+
+static void streams_atfork_prepare(void) {
+  for (size_t i = 0; i < stream_count(); i++) pthread_mutex_lock(&stream_table[i].mu);
+}
+
+static void streams_atfork_parent(void) {
+  for (size_t i = stream_count(); i-- > 0;) pthread_mutex_unlock(&stream_table[i].mu);
+}
+
+static void streams_atfork_child(void) {
+  for (size_t i = 0; i < stream_count(); i++) {
+    nrt_stream *s = &stream_table[i];
+    /* Waiters of the parent do not exist here, so the condition variables
+     * are re-created rather than destroyed (destroy would wait for them). */
+    stream_init_sync(s);
+    task *t = s->head;
+    while (t) {
+      task *next = t->next;
+      free(t);
+      t = next;
+    }
+    s->head = s->tail = NULL;
+    s->waiters = 0;
+    s->started = false;
+    s->worker_idle = false;
+    s->inline_busy = false;
+    atomic_store_explicit(&s->completed, atomic_load_explicit(&s->enqueued, memory_order_relaxed),
+                          memory_order_relaxed);
+    s->error = NRT_SUCCESS;
+    s->error_msg[0] = '\0';
+  }
+}
