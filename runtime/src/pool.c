@@ -154,8 +154,8 @@ static void start_workers(void) {
   for (int i = pool.workers; i < pool_thread_count - 1; i++) {
     pthread_t t;
     if (pthread_create(&t, &attr, pool_worker, NULL) != 0) break;
-    char name[16];
-    snprintf(name, sizeof name, "nrt-pool-%d", i);
+    char name[16]; /* the kernel keeps 15 characters */
+    snprintf(name, sizeof name, "nrt-pool-%d", i % 1000);
     pthread_setname_np(t, name);
     pool.workers++;
   }

@@ -1,0 +1,150 @@
+/* Kernel launches: the op tables, descriptor validation, and the enqueue
+ * of a launch on a stream. Execution itself is nrt_kernel_execute()
+ * (kernels/dispatch.c). */
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdio.h>
+
+#include "internal.h"
+
+static const char *const op_names[] = {
+#define NRT_X(name, kind, nin) #name,
+    NRT_OP_LIST(NRT_X)
+#undef NRT_X
+};
+_Static_assert(sizeof(op_names) / sizeof(op_names[0]) == NRT_OP_COUNT,
+               "op_names must list every nrt_op");
+
+static const unsigned char op_kinds[] = {
+#define NRT_X(name, kind, nin) NRT_KIND_##kind,
+    NRT_OP_LIST(NRT_X)
+#undef NRT_X
+};
+_Static_assert(sizeof(op_kinds) / sizeof(op_kinds[0]) == NRT_OP_COUNT,
+               "op_kinds must list every nrt_op");
+
+static const signed char op_ninputs[] = {
+#define NRT_X(name, kind, nin) nin,
+    NRT_OP_LIST(NRT_X)
+#undef NRT_X
+};
+_Static_assert(sizeof(op_ninputs) / sizeof(op_ninputs[0]) == NRT_OP_COUNT,
+               "op_ninputs must list every nrt_op");
+
+/* The descriptor is copied into the stream's task; it must fit. */
+_Static_assert(sizeof(nrt_launch) <= NRT_TASK_INLINE_MAX, "nrt_launch exceeds a task's payload");
+
+static atomic_bool use_reference_kernels;
+
+const char *nrt_op_name(nrt_op op) {
+  if ((unsigned)op >= NRT_OP_COUNT) return "invalid";
+  return op_names[op];
+}
+
+/* An invalid op reports POINTWISE; callers validate the op first. */
+nrt_kind nrt_op_kind(nrt_op op) {
+  if ((unsigned)op >= NRT_OP_COUNT) return NRT_KIND_POINTWISE;
+  return (nrt_kind)op_kinds[op];
+}
+
+/* -1 for an invalid op. GEMM reports 2; it also accepts 3 (with bias). */
+int nrt_op_ninputs(nrt_op op) {
+  if ((unsigned)op >= NRT_OP_COUNT) return -1;
+  return op_ninputs[op];
+}
+
+void nrt_kernels_set_reference(bool use_reference) {
+  atomic_store_explicit(&use_reference_kernels, use_reference, memory_order_relaxed);
+}
+
+bool nrt_kernels_reference(void) {
+  return atomic_load_explicit(&use_reference_kernels, memory_order_relaxed);
+}
+
+static nrt_status invalid(const char *fn, const char *op, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+static nrt_status invalid(const char *fn, const char *op, const char *fmt, ...) {
+  char detail[256];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(detail, sizeof detail, fmt, ap);
+  va_end(ap);
+  nrt_set_error_message("%s: %s: %s", fn, op, detail);
+  return NRT_ERROR_INVALID_ARGUMENT;
+}
+
+static bool dtype_valid(nrt_dtype d) { return (unsigned)d < NRT_DTYPE_COUNT; }
+
+/* Whether operand i of a GEMM launch has no elements: C and bias span
+ * batch*M*N, A batch*M*K, B batch*K*N. With K == 0, C is not empty
+ * although A and B are. */
+static bool gemm_operand_empty(const nrt_launch *l, int i) {
+  int64_t batch = l->sizes[0], m = l->sizes[1], n = l->sizes[2], k = l->sizes[3];
+  switch (i) {
+    case 1: return batch == 0 || m == 0 || k == 0;
+    case 2: return batch == 0 || k == 0 || n == 0;
+    default: return batch == 0 || m == 0 || n == 0;
+  }
+}
+
+static nrt_status validate(const char *fn, const nrt_launch *l) {
+  if (!l) {
+    nrt_set_error_message("%s: launch descriptor is NULL", fn);
+    return NRT_ERROR_INVALID_ARGUMENT;
+  }
+  if ((unsigned)l->op >= NRT_OP_COUNT) return invalid(fn, "?", "invalid op %d", (int)l->op);
+  const char *op = op_names[l->op];
+  if (l->ndim < 0 || l->ndim > NRT_MAX_DIMS)
+    return invalid(fn, op, "ndim %d outside 0..%d", l->ndim, NRT_MAX_DIMS);
+  bool empty = false;
+  for (int d = 0; d < l->ndim; d++) {
+    if (l->sizes[d] < 0) return invalid(fn, op, "negative size %lld in dim %d", (long long)l->sizes[d], d);
+    if (l->sizes[d] == 0) empty = true;
+  }
+  bool gemm = op_kinds[l->op] == NRT_KIND_GEMM;
+  if (gemm && l->ndim != 4)
+    return invalid(fn, op, "GEMM sizes are {batch, M, N, K}, got ndim %d", l->ndim);
+  if (l->noutputs < 1 || l->noutputs > NRT_MAX_OPERANDS)
+    return invalid(fn, op, "noutputs %d outside 1..%d", l->noutputs, NRT_MAX_OPERANDS);
+  int want = op_ninputs[l->op];
+  bool inputs_ok = l->ninputs == want || (gemm && l->ninputs == 3);
+  if (!inputs_ok) return invalid(fn, op, "expected %d inputs%s, got %d", want, gemm ? " (3 with bias)" : "", l->ninputs);
+  if (l->noutputs + l->ninputs > NRT_MAX_OPERANDS)
+    return invalid(fn, op, "%d operands, at most %d", l->noutputs + l->ninputs,
+                   NRT_MAX_OPERANDS);
+  if (!dtype_valid(l->compute_dtype))
+    return invalid(fn, op, "invalid compute dtype %d", (int)l->compute_dtype);
+  for (int i = 0; i < l->noutputs + l->ninputs; i++) {
+    const nrt_operand *o = &l->operands[i];
+    if (!dtype_valid(o->dtype))
+      return invalid(fn, op, "operand %d has invalid dtype %d", i, (int)o->dtype);
+    bool operand_empty = gemm ? gemm_operand_empty(l, i) : empty;
+    if (!o->data && !operand_empty)
+      return invalid(fn, op, "operand %d has NULL data", i);
+  }
+  return NRT_SUCCESS;
+}
+
+static nrt_status run_launch(void *arg) { return nrt_kernel_execute((const nrt_launch *)arg); }
+
+nrt_status nrt_launch_kernel(nrt_stream *stream, const nrt_launch *launch) {
+  nrt_status st = validate("nrt_launch_kernel", launch);
+  if (st != NRT_SUCCESS) return st;
+  if (!stream) {
+    nrt_set_error_message("nrt_launch_kernel: %s: stream is NULL", op_names[launch->op]);
+    return NRT_ERROR_INVALID_ARGUMENT;
+  }
+  /* The descriptor is copied into the task, so the caller's copy may die
+   * right after this call. */
+  return nrt_stream_enqueue_ex(stream, op_names[launch->op], run_launch, (void *)launch,
+                               sizeof *launch, NULL, 0, NULL);
+}
+
+nrt_status nrt_launch_run(const nrt_launch *launch) {
+  nrt_status st = validate("nrt_launch_run", launch);
+  if (st != NRT_SUCCESS) return st;
+  nrt_clear_error_message();
+  return nrt_kernel_execute(launch);
+}
