@@ -73,6 +73,8 @@ class NeuronGeneratorImpl final : public c10::GeneratorImpl {
 std::once_flag g_gen_once;
 std::vector<at::Generator> g_default_generators;
 
+}  // namespace
+
 const at::Generator &default_generator(c10::DeviceIndex device) {
   std::call_once(g_gen_once, [] {
     int n = device_count();
@@ -83,6 +85,8 @@ const at::Generator &default_generator(c10::DeviceIndex device) {
   check_device_index(device);
   return g_default_generators[device];
 }
+
+namespace {
 
 // ---- pinned host memory ----------------------------------------------------
 void delete_pinned(void *ptr) { nrt_host_free(ptr); }

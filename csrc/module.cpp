@@ -7,6 +7,7 @@
 
 #include <c10/core/Stream.h>
 #include <c10/util/Exception.h>
+#include <torch/csrc/Generator.h>
 
 #include "accounting.h"
 #include "neuron.h"
@@ -122,6 +123,12 @@ PYBIND11_MODULE(_C, m) {
   });
   m.def("_launch_blocking", [] { return nrt_launch_blocking() != 0; });
   m.def("_kernel_threads", [] { nrt_device_properties p; nrt_get_device_properties(0, &p); return p.worker_threads; });
+  m.def("_default_generator", [](int d) {
+    return translate([&] {
+      return py::reinterpret_steal<py::object>(
+          THPGenerator_initDefaultGenerator(default_generator(static_cast<c10::DeviceIndex>(d))));
+    });
+  });
   m.def("_native_ops", [] { return native_op_names(); });
   m.def("_executed_ops", [] { return executed_ops(); });
   m.def("_fallback_ops", [] { return fallback_ops(); });

@@ -59,6 +59,9 @@ void resize_storage_bytes(const c10::Storage &storage, size_t nbytes);
 std::atomic<int64_t> &native_op_counter(const char *aten_name);
 void record_fallback(const char *aten_name);
 
+// The device's default Philox generator (torch.neuron.manual_seed etc.).
+const at::Generator &default_generator(c10::DeviceIndex device);
+
 // Philox state of `gen` (nullptr: the device's default generator): returns
 // (seed, offset) and advances the offset by `increment` (rounded up to 4).
 void philox_next(const at::Generator *gen, c10::DeviceIndex device, uint64_t increment,

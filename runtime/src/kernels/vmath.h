@@ -72,7 +72,8 @@ static inline float nrt_vtanhf(float x) {
   float e = nrt_vexpf(ax + ax);
   float big = 1.0f - 2.0f / (e + 1.0f);
   big = x < 0.0f ? -big : big;
-  return ax < 0.625f ? small : big;
+  float r = ax < 0.625f ? small : big;
+  return x == 0.0f ? x : r; /* keeps the sign of -0 */
 }
 
 static inline float nrt_vsigmoidf(float x) { return 1.0f / (1.0f + nrt_vexpf(-x)); }
