@@ -21,8 +21,9 @@
  * version; the rest of the build must run on any x86-64-v2 host. */
 #define NRT_TARGET_AVX512 __attribute__((target("avx512f,avx512vl,avx512bw,avx512dq,fma")))
 #define NRT_TARGET_AVX2 __attribute__((target("avx2,fma")))
-bool nrt_cpu_has_avx512(void);
-bool nrt_cpu_has_avx2(void);
+typedef enum nrt_isa { NRT_ISA_BASELINE, NRT_ISA_AVX2, NRT_ISA_AVX512 } nrt_isa;
+nrt_isa nrt_kernels_isa(void);            /* best usable, after the limit */
+void nrt_kernels_limit_isa(nrt_isa limit); /* tests: cap the ISA used */
 
 static inline uint32_t nrt_f32_bits(float f) {
   uint32_t u;
@@ -90,6 +91,20 @@ static inline int64_t nrt_k_f64_to_i64(double x) {
 static inline int64_t nrt_wadd(int64_t a, int64_t b) { return (int64_t)((uint64_t)a + (uint64_t)b); }
 static inline int64_t nrt_wsub(int64_t a, int64_t b) { return (int64_t)((uint64_t)a - (uint64_t)b); }
 static inline int64_t nrt_wmul(int64_t a, int64_t b) { return (int64_t)((uint64_t)a * (uint64_t)b); }
+
+/* Integer power by squaring, wrapping like PyTorch's. A negative exponent
+ * follows PyTorch's integer rule: 1 and -1 keep their magnitude, anything
+ * else truncates to 0. */
+static inline int64_t nrt_ipow(int64_t base, int64_t e) {
+  if (e < 0) return base == 1 ? 1 : (base == -1 ? ((e & 1) ? -1 : 1) : 0);
+  int64_t r = 1;
+  while (e) {
+    if (e & 1) r = nrt_wmul(r, base);
+    base = nrt_wmul(base, base);
+    e >>= 1;
+  }
+  return r;
+}
 
 /* ---- strided block loads and stores (conv.c) ----------------------------
  * `stride` is in bytes and may be 0 or negative. The float loaders read

@@ -1,0 +1,77 @@
+/* Macros the pointwise op families use to write block functions. A block
+ * function is one flat loop over `n` converted elements; writing them
+ * through these macros keeps every loop simple enough to vectorise and
+ * keeps the op semantics readable as one expression each.
+ *
+ * In an expression: x, y, z are the element of input a, b, c; s0..s3 are
+ * the launch scalars (float in float functions, int64 in integer ones);
+ * p0..p3 the integer params. */
+#ifndef NRT_KERNELS_PW_OPS_H
+#define NRT_KERNELS_PW_OPS_H
+
+#include "kernels/kernels.h"
+
+#define PW_U __attribute__((unused))
+
+#define PW_SCALARS_F                                                           \
+  PW_U const float s0 = (float)l->scalars[0].f, s1 = (float)l->scalars[1].f,   \
+                   s2 = (float)l->scalars[2].f, s3 = (float)l->scalars[3].f;   \
+  PW_U const int64_t p0 = l->params[0], p1 = l->params[1], p2 = l->params[2], \
+                     p3 = l->params[3];
+#define PW_SCALARS_I                                                           \
+  PW_U const int64_t s0 = l->scalars[0].i, s1 = l->scalars[1].i,              \
+                     s2 = l->scalars[2].i, s3 = l->scalars[3].i;              \
+  PW_U const int64_t p0 = l->params[0], p1 = l->params[1], p2 = l->params[2], \
+                     p3 = l->params[3];
+
+#define PW_X0
+#define PW_X1 const float x = a[i];
+#define PW_X2 const float x = a[i], y = b[i];
+#define PW_X3 const float x = a[i], y = b[i], z = c[i];
+#define PW_I0
+#define PW_I1 const int64_t x = a[i];
+#define PW_I2 const int64_t x = a[i], y = b[i];
+#define PW_I3 const int64_t x = a[i], y = b[i], z = c[i];
+
+#define PW_DEF_F32(fname, ATTR, ARITY, EXPR)                                     \
+  ATTR static void fname(float *out, const float *a, const float *b, const float *c, \
+                         int64_t n, const nrt_launch *l) {                       \
+    PW_SCALARS_F                                                                 \
+    for (int64_t i = 0; i < n; i++) {                                            \
+      PW_X##ARITY                                                                \
+      out[i] = (EXPR);                                                           \
+    }                                                                            \
+  }
+
+/* name##_f32: baseline build. */
+#define PW_F32(name, ARITY, EXPR) PW_DEF_F32(name##_f32, , ARITY, EXPR)
+/* Also name##_f32_avx512, for compute-bound expressions (the engine
+ * picks it on AVX-512 hosts). */
+#define PW_F32_MV(name, ARITY, EXPR)             \
+  PW_DEF_F32(name##_f32, , ARITY, EXPR)          \
+  PW_DEF_F32(name##_f32_avx512, NRT_TARGET_AVX512, ARITY, EXPR)
+
+#define PW_I64(name, ARITY, EXPR)                                                \
+  static int name##_i64(int64_t *out, const int64_t *a, const int64_t *b,       \
+                        const int64_t *c, int64_t n, const nrt_launch *l) {      \
+    PW_SCALARS_I                                                                 \
+    for (int64_t i = 0; i < n; i++) {                                            \
+      PW_I##ARITY                                                                \
+      out[i] = (EXPR);                                                           \
+    }                                                                            \
+    return 0;                                                                    \
+  }
+
+/* Table entries: `PW_CASE(NEG, .f32 = neg_f32, .i64 = neg_i64)`. */
+#define PW_CASE(OP, ...)                                \
+  case NRT_OP_##OP: {                                   \
+    static const nrt_pw_kernel k_ = {__VA_ARGS__};      \
+    return &k_;                                         \
+  }
+#define PW_MV(name) .f32 = name##_f32, .f32_avx512 = name##_f32_avx512
+
+/* NaN-propagating max/min (torch.maximum, clamp): any NaN operand wins. */
+static inline float pw_maxf(float a, float b) { return a != a ? a : (b != b ? b : (a > b ? a : b)); }
+static inline float pw_minf(float a, float b) { return a != a ? a : (b != b ? b : (a < b ? a : b)); }
+
+#endif

@@ -1,0 +1,118 @@
+"""Copies host<->device and device<->device: strided, broadcast, dtype
+conversion, non_blocking with pinned memory."""
+import pytest
+import torch
+
+from conftest import assert_no_fallbacks
+
+DTYPES = [torch.float32, torch.bfloat16, torch.float16, torch.float64, torch.int8, torch.uint8, torch.int16,
+          torch.int32, torch.int64, torch.bool]
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_roundtrip_exact(dtype):
+    x = (torch.randn(37, 5) * 50).to(dtype)
+    assert torch.equal(x.to("neuron").cpu(), x)
+
+
+def test_float64_roundtrip_keeps_precision():
+    x = torch.tensor([1.0 + 2**-40, 3.141592653589793], dtype=torch.float64)
+    assert torch.equal(x.to("neuron").cpu(), x)
+
+
+@pytest.mark.parametrize("src", [torch.float32, torch.int64, torch.bfloat16, torch.bool])
+@pytest.mark.parametrize("dst", [torch.float32, torch.float16, torch.int32, torch.bool])
+def test_dtype_conversion_on_device(src, dst):
+    x = (torch.randn(64) * 10).to(src)
+    y = x.to("neuron").to(dst)
+    assert y.dtype == dst
+    assert torch.equal(y.cpu(), x.to(dst))
+    assert torch.equal(x.to("neuron", dst).cpu(), x.to(dst))
+
+
+def test_strided_views():
+    x = torch.randn(6, 8, 5)
+    d = x.to("neuron")
+    for view in (lambda t: t.transpose(0, 2), lambda t: t[::2, 1:, ::3], lambda t: t.permute(2, 0, 1)[1],
+                 lambda t: t.expand(2, 6, 8, 5)[1]):
+        assert torch.equal(view(d).cpu(), view(x))
+        assert torch.equal(view(d).contiguous().cpu(), view(x).contiguous())
+    # Strided destinations on both sides.
+    out = torch.zeros(5, 8, 6)
+    out.copy_(d.permute(2, 1, 0))
+    assert torch.equal(out, x.permute(2, 1, 0))
+    dd = torch.zeros(5, 8, 6, device="neuron")
+    dd.transpose(0, 2).copy_(x)
+    assert torch.equal(dd.cpu(), x.transpose(0, 2))
+    assert_no_fallbacks()
+
+
+def test_broadcast_copy():
+    d = torch.zeros(4, 3, device="neuron")
+    d.copy_(torch.tensor([1.0, 2.0, 3.0]))
+    assert torch.equal(d.cpu(), torch.tensor([1.0, 2.0, 3.0]).expand(4, 3))
+    d.copy_(torch.tensor([[5.0], [6.0], [7.0], [8.0]], device="neuron"))
+    assert torch.equal(d.cpu()[:, 2], torch.tensor([5.0, 6.0, 7.0, 8.0]))
+
+
+def test_non_blocking_pinned():
+    x = torch.randn(1 << 16).pin_memory()
+    assert x.is_pinned()
+    d = x.to("neuron", non_blocking=True)
+    back = torch.empty_like(x).pin_memory()
+    back.copy_(d, non_blocking=True)
+    torch.neuron.synchronize()
+    assert torch.equal(back, x)
+
+
+def test_pageable_source_can_change_after_copy():
+    x = torch.ones(1000)
+    d = x.to("neuron", non_blocking=True)
+    x.fill_(7)  # the device copy must have captured the old values
+    assert torch.equal(d.cpu(), torch.ones(1000))
+
+
+def test_cross_device_copy():
+    x = torch.randn(33, 7)
+    a = x.to("neuron:0")
+    b = a.to("neuron:1")
+    assert b.device == torch.device("neuron", 1)
+    assert torch.equal(b.cpu(), x)
+    c = a.t().to("neuron:1")
+    assert torch.equal(c.cpu(), x.t())
+
+
+def test_item_and_scalar_reads():
+    for v, dt in ((3.5, torch.float32), (-7, torch.int64), (True, torch.bool), (2.5, torch.bfloat16)):
+        t = torch.tensor(v, dtype=dt, device="neuron")
+        assert t.item() == v
+    t = torch.arange(5.0).to("neuron")
+    assert t[3].item() == 3.0
+    assert t.tolist() == [0.0, 1.0, 2.0, 3.0, 4.0]
+
+
+def test_fill_zero_and_factories():
+    t = torch.empty(3, 4, device="neuron").fill_(2.5)
+    assert torch.equal(t.cpu(), torch.full((3, 4), 2.5))
+    t.zero_()
+    assert torch.equal(t.cpu(), torch.zeros(3, 4))
+    assert torch.equal(torch.ones(2, 3, device="neuron", dtype=torch.int32).cpu(), torch.ones(2, 3, dtype=torch.int32))
+    assert torch.equal(torch.full((2,), 7, device="neuron").cpu(), torch.full((2,), 7))
+    t = torch.ones(2, 2, device="neuron")
+    t.fill_(torch.tensor(4.0, device="neuron"))
+    assert torch.equal(t.cpu(), torch.full((2, 2), 4.0))
+    assert_no_fallbacks()
+
+
+def test_resize_and_set():
+    t = torch.arange(6.0).to("neuron")
+    t.resize_(2, 3)
+    assert t.shape == (2, 3)
+    assert torch.equal(t.cpu(), torch.arange(6.0).view(2, 3))
+    t.resize_(4, 4)  # grows storage; keeps the first bytes
+    assert torch.equal(t.cpu().flatten()[:6], torch.arange(6.0))
+    u = torch.empty(0, device="neuron")
+    u.set_(t)
+    assert u.shape == (4, 4) and u.data_ptr() == t.data_ptr()
+    v = torch.empty(0, device="neuron").set_(t.untyped_storage(), 4, (2,), (1,))
+    assert torch.equal(v.cpu(), torch.tensor([4.0, 5.0]))

@@ -1,0 +1,221 @@
+"""Native kernels against PyTorch on the CPU: semantics (broadcasting, type
+promotion, out=, in-place, views) come from PyTorch; compute from the runtime."""
+import warnings
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from conftest import assert_no_fallbacks
+
+TOL = {torch.float32: dict(rtol=1.3e-6 * 10, atol=1e-5), torch.bfloat16: dict(rtol=1.6e-2, atol=1e-2),
+       torch.float16: dict(rtol=1e-3, atol=1e-3)}
+
+
+def close(dev, ref, dtype=torch.float32, **kw):
+    tol = dict(TOL.get(dtype, dict(rtol=1e-5, atol=1e-5)))
+    tol.update(kw)
+    assert dev.device.type == "neuron"
+    torch.testing.assert_close(dev.cpu(), ref, **tol)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float16])
+@pytest.mark.parametrize("op", ["add", "sub", "mul", "div"])
+def test_binary_broadcast(op, dtype):
+    a = torch.randn(4, 1, 5).to(dtype)
+    b = torch.randn(3, 1).to(dtype) + 3
+    f = getattr(torch, op)
+    close(f(a.neuron(), b.neuron()), f(a, b), dtype)
+    assert_no_fallbacks()
+
+
+def test_type_promotion_and_scalars():
+    i = torch.arange(6).view(2, 3)
+    f = torch.randn(3)
+    for expr in (lambda x, y: x + y, lambda x, y: x * 2.5, lambda x, y: x / 2, lambda x, y: x - y * 3,
+                 lambda x, y: 2 ** y, lambda x, y: x ** 2, lambda x, y: x // 2, lambda x, y: x % 4,
+                 lambda x, y: (x > 2) & (x < 5)):
+        ref = expr(i, f)
+        got = expr(i.neuron(), f.neuron())
+        assert got.dtype == ref.dtype, (got.dtype, ref.dtype)
+        close(got, ref)
+    assert_no_fallbacks()
+
+
+def test_alpha_inplace_and_out():
+    a, b = torch.randn(5, 5), torch.randn(5)
+    da, db = a.neuron(), b.neuron()
+    close(torch.add(da, db, alpha=0.5), torch.add(a, b, alpha=0.5))
+    da.mul_(db)
+    a.mul_(b)
+    close(da, a)
+    out = torch.empty(5, 5, device="neuron")
+    torch.sub(da, db, alpha=2, out=out)
+    close(out, torch.sub(a, b, alpha=2))
+    with pytest.raises(RuntimeError, match="can't be cast"):
+        torch.arange(3).neuron().div_(2)
+    assert_no_fallbacks()
+
+
+@pytest.mark.parametrize("name", ["exp", "log", "sqrt", "rsqrt", "sin", "cos", "tanh", "sigmoid", "relu", "abs",
+                                  "neg", "erf", "floor", "ceil", "round", "reciprocal", "log1p", "expm1"])
+def test_unary_math(name):
+    x = torch.randn(257) * 2
+    if name in ("log", "sqrt", "rsqrt", "log1p"):
+        x = x.abs() + 0.1
+    f = getattr(torch, name)
+    close(f(x.neuron()), f(x))
+    assert_no_fallbacks()
+
+
+@pytest.mark.parametrize("fn", [F.gelu, lambda x: F.gelu(x, approximate="tanh"), F.silu, F.mish, F.softplus,
+                                F.elu, F.leaky_relu, F.hardswish, F.hardsigmoid, F.hardtanh, torch.tanh,
+                                torch.sigmoid, F.relu])
+def test_activation_forward_backward(fn):
+    x = torch.randn(64, 17, requires_grad=True)
+    xd = x.detach().neuron().requires_grad_()
+    y, yd = fn(x), fn(xd)
+    g = torch.randn_like(y)
+    y.backward(g)
+    yd.backward(g.neuron())
+    close(yd, y)
+    close(xd.grad, x.grad)
+    assert_no_fallbacks()
+
+
+def test_where_clamp_lerp_addcmul():
+    a, b, c = torch.randn(3, 4), torch.randn(3, 4), torch.rand(3, 4)
+    da, db, dc = a.neuron(), b.neuron(), c.neuron()
+    close(torch.where(da > 0, da, db), torch.where(a > 0, a, b))
+    close(torch.clamp(da, -0.5, 0.5), torch.clamp(a, -0.5, 0.5))
+    close(torch.clamp(da, min=0.1), torch.clamp(a, min=0.1))
+    close(torch.lerp(da, db, 0.3), torch.lerp(a, b, 0.3))
+    close(torch.lerp(da, db, dc), torch.lerp(a, b, c))
+    close(torch.addcmul(da, db, dc, value=2), torch.addcmul(a, b, c, value=2))
+    close(torch.addcdiv(da, db, dc + 1, value=-1), torch.addcdiv(a, b, c + 1, value=-1))
+    assert_no_fallbacks()
+
+
+def test_comparisons_and_logical():
+    a, b = torch.randn(10), torch.randn(10)
+    for op in (torch.eq, torch.ne, torch.lt, torch.le, torch.gt, torch.ge, torch.maximum, torch.minimum):
+        got = op(a.neuron(), b.neuron())
+        assert torch.equal(got.cpu(), op(a, b))
+    assert torch.equal((a.neuron() > 0.5).cpu(), a > 0.5)
+    assert torch.equal(torch.logical_and(a.neuron() > 0, b.neuron() > 0).cpu(), (a > 0) & (b > 0))
+    assert torch.equal(torch.isnan(torch.tensor([1.0, float("nan")]).neuron()).cpu(), torch.tensor([False, True]))
+    assert_no_fallbacks()
+
+
+@pytest.mark.parametrize("dim,keepdim", [(None, False), (0, False), (1, True), ((0, 2), False), (-1, True)])
+def test_reductions(dim, keepdim):
+    x = torch.randn(6, 7, 8)
+    d = x.neuron()
+    kw = {} if dim is None else dict(dim=dim, keepdim=keepdim)
+    close(d.sum(**kw), x.sum(**kw), atol=1e-4)
+    close(d.mean(**kw), x.mean(**kw))
+    close(d.var(**kw), x.var(**kw), atol=1e-4)
+    close(d.std(**kw, correction=0), x.std(**kw, correction=0), atol=1e-4)
+    close(d.amax(**({} if dim is None else kw)), x.amax(**({} if dim is None else kw)))
+    close(torch.linalg.vector_norm(d, **kw), torch.linalg.vector_norm(x, **kw), atol=1e-4)
+    assert_no_fallbacks()
+
+
+def test_reductions_indices_and_bool():
+    x = torch.randn(5, 9)
+    d = x.neuron()
+    v, i = d.max(dim=1)
+    rv, ri = x.max(dim=1)
+    close(v, rv)
+    assert torch.equal(i.cpu(), ri)
+    assert torch.equal(d.argmin(dim=0).cpu(), x.argmin(dim=0))
+    assert d.argmax().item() == x.argmax().item()
+    assert torch.equal((d > 0).all(dim=1).cpu(), (x > 0).all(dim=1))
+    assert (d > -100).all().item() is True
+    assert torch.equal(torch.arange(10).neuron().sum().cpu(), torch.tensor(45))
+    assert torch.arange(10).neuron().sum().dtype == torch.int64
+    close(x.neuron().cumsum(1), x.cumsum(1), atol=1e-5)
+    assert torch.equal(torch.zeros(3, 0).neuron().sum(1).cpu(), torch.zeros(3))
+    assert_no_fallbacks()
+
+
+@pytest.mark.parametrize("dim", [0, 1, -1])
+def test_softmax_family(dim):
+    x = torch.randn(7, 11, 5, requires_grad=True)
+    xd = x.detach().neuron().requires_grad_()
+    for f in (F.softmax, F.log_softmax):
+        y, yd = f(x, dim=dim), f(xd, dim=dim)
+        g = torch.randn_like(y)
+        (gx,) = torch.autograd.grad(y, x, g)
+        (gxd,) = torch.autograd.grad(yd, xd, g.neuron())
+        close(yd, y)
+        close(gxd, gx)
+    assert_no_fallbacks()
+
+
+@pytest.mark.parametrize("m,k,n", [(1, 1, 1), (17, 33, 65), (128, 64, 256)])
+def test_matmul_family(m, k, n):
+    a, b, bias = torch.randn(m, k), torch.randn(k, n), torch.randn(n)
+    da, db, dbias = a.neuron(), b.neuron(), bias.neuron()
+    close(da @ db, a @ b, atol=1e-4, rtol=1e-4)
+    close(torch.addmm(dbias, da, db, beta=0.5, alpha=2), torch.addmm(bias, a, b, beta=0.5, alpha=2), atol=1e-4,
+          rtol=1e-4)
+    close(db.t() @ da.t(), b.t() @ a.t(), atol=1e-4, rtol=1e-4)
+    ba, bb = torch.randn(3, m, k), torch.randn(3, k, n)
+    close(torch.bmm(ba.neuron(), bb.neuron()), torch.bmm(ba, bb), atol=1e-4, rtol=1e-4)
+    with pytest.raises(RuntimeError, match="cannot be multiplied"):
+        da @ torch.randn(k + 1, 2).neuron()
+    assert_no_fallbacks()
+
+
+def test_mlp_forward_native():
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(32, 64), torch.nn.ReLU(), torch.nn.Linear(64, 10))
+    x = torch.randn(16, 32)
+    ref = model(x)
+    model.neuron()
+    import torch_neuronx
+    torch_neuronx.clear_op_tracking()
+    out = model(x.neuron())
+    close(out, ref, atol=1e-5)
+    assert_no_fallbacks()
+    ops = torch_neuronx.get_executed_ops()
+    assert ops.get("aten::addmm", 0) == 2
+    assert ops.get("aten::relu", 0) == 1
+
+
+def test_mlp_training_step_native():
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.Tanh(), torch.nn.Linear(16, 1))
+    dev = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.Tanh(), torch.nn.Linear(16, 1))
+    dev.load_state_dict(model.state_dict())
+    dev.neuron()
+    x, y = torch.randn(32, 8), torch.randn(32, 1)
+    for m, xx, yy in ((model, x, y), (dev, x.neuron(), y.neuron())):
+        opt = torch.optim.SGD(m.parameters(), lr=0.1, momentum=0.9)
+        for _ in range(3):
+            loss = F.mse_loss(m(xx), yy)
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+    for p, q in zip(model.parameters(), dev.parameters()):
+        close(q, p.detach(), atol=1e-5)
+
+
+def test_mixing_devices_is_an_error():
+    a = torch.randn(3).neuron()
+    with pytest.raises(RuntimeError, match="same device"):
+        a + torch.randn(3)
+    with pytest.raises(RuntimeError, match="same device"):
+        a @ torch.randn(3, 3)  # noqa: B018
+    # A CPU scalar (0-dim) is allowed, as with CUDA.
+    close(a + torch.tensor(2.0), a.cpu() + 2)
+
+
+def test_float64_warns_once_and_keeps_dtype():
+    x = torch.tensor([1.0, 2.0], dtype=torch.float64)
+    with warnings.catch_warnings(record=True) as w:
+        warnings.simplefilter("always")
+        y = x.neuron() * 3
+    assert y.dtype == torch.float64
+    assert torch.equal(y.cpu(), x * 3)

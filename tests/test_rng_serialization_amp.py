@@ -1,0 +1,112 @@
+"""RNG on the device's Philox generator, torch.save/torch.load, autocast."""
+import io
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from conftest import assert_no_fallbacks
+
+
+def test_manual_seed_reproducible():
+    torch.manual_seed(123)
+    a = torch.randn(1000, device="neuron")
+    b = torch.rand(10, device="neuron")
+    torch.manual_seed(123)
+    assert torch.equal(torch.randn(1000, device="neuron").cpu(), a.cpu())
+    assert torch.equal(torch.rand(10, device="neuron").cpu(), b.cpu())
+    torch.neuron.manual_seed(5)
+    c = torch.randn(10, device="neuron")
+    assert not torch.equal(c.cpu(), a[:10].cpu())
+    assert_no_fallbacks()
+
+
+def test_distributions_of_samples():
+    torch.manual_seed(0)
+    x = torch.randn(200_000, device="neuron").cpu()
+    assert abs(x.mean().item()) < 0.01 and abs(x.std().item() - 1) < 0.01
+    u = torch.empty(200_000, device="neuron").uniform_(2, 4).cpu()
+    assert u.min().item() >= 2 and u.max().item() < 4 and abs(u.mean().item() - 3) < 0.01
+    bern = torch.empty(100_000, device="neuron").bernoulli_(0.3).cpu()
+    assert abs(bern.mean().item() - 0.3) < 0.01
+    r = torch.randint(3, 9, (50_000,), device="neuron").cpu()
+    assert r.min().item() == 3 and r.max().item() == 8
+
+
+def test_rng_state_roundtrip():
+    torch.neuron.manual_seed(7)
+    state = torch.neuron.get_rng_state()
+    assert state.dtype == torch.uint8 and state.device.type == "cpu"
+    a = torch.randn(64, device="neuron")
+    torch.neuron.set_rng_state(state)
+    b = torch.randn(64, device="neuron")
+    assert torch.equal(a.cpu(), b.cpu())
+    assert torch.neuron.initial_seed() == 7
+
+
+def test_generator_object_and_dropout():
+    g = torch.Generator(device="neuron").manual_seed(3)
+    a = torch.randn(5, device="neuron", generator=g)
+    g.manual_seed(3)
+    assert torch.equal(torch.randn(5, device="neuron", generator=g).cpu(), a.cpu())
+    x = torch.ones(10_000, device="neuron", requires_grad=True)
+    y = F.dropout(x, p=0.25, training=True)
+    kept = (y != 0).float().mean().item()
+    assert abs(kept - 0.75) < 0.03
+    assert torch.allclose(y[y != 0].cpu(), torch.tensor(1 / 0.75))
+    y.sum().backward()
+    assert torch.equal((x.grad != 0).cpu(), (y != 0).cpu())
+
+
+def test_save_and_load(tmp_path):
+    t = torch.randn(4, 5).neuron()
+    state = {"w": t, "b": torch.arange(3).neuron()}
+    path = tmp_path / "ckpt.pt"
+    torch.save(state, path)
+    loaded = torch.load(path)
+    assert loaded["w"].device.type == "neuron"
+    assert torch.equal(loaded["w"].cpu(), t.cpu())
+    cpu = torch.load(path, map_location="cpu")
+    assert cpu["w"].device.type == "cpu" and torch.equal(cpu["b"], torch.arange(3))
+    buf = io.BytesIO()
+    torch.save(torch.ones(3), buf)
+    buf.seek(0)
+    moved = torch.load(buf, map_location="neuron:1")
+    assert moved.device == torch.device("neuron", 1)
+    # A module's state dict round trip.
+    m = torch.nn.Linear(3, 2).neuron()
+    torch.save(m.state_dict(), path)
+    m2 = torch.nn.Linear(3, 2).neuron()
+    m2.load_state_dict(torch.load(path))
+    assert torch.equal(m2.weight.cpu(), m.weight.cpu())
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+def test_autocast_lists(dtype):
+    a, b = torch.randn(8, 8, device="neuron"), torch.randn(8, 8, device="neuron")
+    lin = torch.nn.Linear(8, 4).neuron()
+    with torch.autocast("neuron", dtype=dtype):
+        assert (a @ b).dtype == dtype                    # matmul: lower precision
+        assert lin(a).dtype == dtype
+        assert torch.exp(a).dtype == torch.float32       # fp32 list
+        assert F.softmax(a.to(dtype), dim=-1).dtype == torch.float32
+        assert (a + b).dtype == torch.float32            # not listed: unchanged
+        assert torch.addcmul(a, a.to(dtype), b).dtype == torch.float32  # promote
+    ref = (a.cpu().to(dtype) @ b.cpu().to(dtype))
+    with torch.autocast("neuron", dtype=dtype):
+        got = a @ b
+    torch.testing.assert_close(got.cpu(), ref, rtol=2e-2, atol=2e-2)
+
+
+def test_autocast_training_step():
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(16, 32), torch.nn.GELU(), torch.nn.Linear(32, 4)).neuron()
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
+    x = torch.randn(8, 16, device="neuron")
+    with torch.autocast("neuron", dtype=torch.bfloat16):
+        out = model(x)
+        assert out.dtype == torch.bfloat16
+        loss = out.float().pow(2).mean()
+    loss.backward()
+    opt.step()
+    assert all(p.grad.dtype == torch.float32 for p in model.parameters())

@@ -1,0 +1,79 @@
+"""TorchNeuron: the ``neuron`` device for PyTorch.
+
+Importing this package (``import torch`` does it through the
+``torch.backends`` entry point unless ``TORCH_DEVICE_BACKEND_AUTOLOAD=0``)
+registers PyTorch's PrivateUse1 device under the name ``neuron``, installs
+``torch.neuron`` and adds ``Tensor.neuron()`` / ``Tensor.is_neuron``.
+
+Ops run natively in the C runtime when a kernel exists; the others run on
+the CPU through a fallback that warns once per op.
+``get_fallback_ops()``, ``get_executed_ops()`` and ``clear_op_tracking()``
+say which was which.
+"""
+from __future__ import annotations
+
+import torch
+
+from . import _C  # noqa: F401  (registers kernels, allocator, guard, hooks)
+
+__all__ = [
+    "get_fallback_ops",
+    "get_executed_ops",
+    "clear_op_tracking",
+    "native_ops",
+    "device_count",
+]
+
+_BACKEND = "neuron"
+
+
+def _register() -> None:
+    if torch._C._get_privateuse1_backend_name() != _BACKEND:
+        torch.utils.rename_privateuse1_backend(_BACKEND)
+    from . import neuron as _neuron_mod
+
+    if not hasattr(torch, _BACKEND):
+        torch._register_device_module(_BACKEND, _neuron_mod)
+    if not hasattr(torch.Tensor, "is_neuron"):
+        torch.utils.generate_methods_for_privateuse1_backend(
+            for_tensor=True, for_module=True, for_packed_sequence=True, for_storage=True
+        )
+
+
+_register()
+
+
+def _autoload() -> None:
+    """Entry point for ``torch.backends``: importing the package is enough."""
+
+
+def get_fallback_ops() -> list[str]:
+    """Ops that ran on the CPU through the fallback since the last
+    ``clear_op_tracking()``, sorted by name."""
+    return sorted(_C._fallback_ops().keys())
+
+
+def get_fallback_counts() -> dict[str, int]:
+    """Like ``get_fallback_ops()`` with the number of calls of each op."""
+    return dict(_C._fallback_ops())
+
+
+def get_executed_ops() -> dict[str, int]:
+    """Every op executed on the neuron device (natively or by the CPU
+    fallback) since the last ``clear_op_tracking()``, with call counts."""
+    return dict(_C._executed_ops())
+
+
+def clear_op_tracking() -> None:
+    """Resets the counters behind ``get_executed_ops()`` and ``get_fallback_ops()``."""
+    _C._clear_op_tracking()
+
+
+def native_ops() -> list[str]:
+    """Every ATen op with a native neuron kernel (the registration table)."""
+    return sorted(set(_C._native_ops()))
+
+
+def device_count() -> int:
+    """Number of logical NeuronCores visible to this process."""
+    return _C._device_count()
