@@ -82,6 +82,10 @@ nrt_status nrt_stream_peek_error(nrt_stream *stream, uint64_t max_ticket, char *
 /* Waits for every stream of the device, leaving sticky errors in place. */
 void nrt_device_wait_idle(int device);
 
+/* launch.c: the checks nrt_launch_kernel/nrt_launch_run apply; `fn`
+ * names the caller in the error message. */
+nrt_status nrt_launch_validate(const char *fn, const nrt_launch *launch);
+
 /* memory.c */
 nrt_status nrt_memory_set_capacity(int device, uint64_t bytes);
 uint64_t nrt_memory_capacity(int device);

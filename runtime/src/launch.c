@@ -89,7 +89,7 @@ static bool gemm_operand_empty(const nrt_launch *l, int i) {
   }
 }
 
-static nrt_status validate(const char *fn, const nrt_launch *l) {
+nrt_status nrt_launch_validate(const char *fn, const nrt_launch *l) {
   if (!l) {
     nrt_set_error_message("%s: launch descriptor is NULL", fn);
     return NRT_ERROR_INVALID_ARGUMENT;
@@ -130,7 +130,7 @@ static nrt_status validate(const char *fn, const nrt_launch *l) {
 static nrt_status run_launch(void *arg) { return nrt_kernel_execute((const nrt_launch *)arg); }
 
 nrt_status nrt_launch_kernel(nrt_stream *stream, const nrt_launch *launch) {
-  nrt_status st = validate("nrt_launch_kernel", launch);
+  nrt_status st = nrt_launch_validate("nrt_launch_kernel", launch);
   if (st != NRT_SUCCESS) return st;
   if (!stream) {
     nrt_set_error_message("nrt_launch_kernel: %s: stream is NULL", op_names[launch->op]);
@@ -143,7 +143,7 @@ nrt_status nrt_launch_kernel(nrt_stream *stream, const nrt_launch *launch) {
 }
 
 nrt_status nrt_launch_run(const nrt_launch *launch) {
-  nrt_status st = validate("nrt_launch_run", launch);
+  nrt_status st = nrt_launch_validate("nrt_launch_run", launch);
   if (st != NRT_SUCCESS) return st;
   nrt_clear_error_message();
   return nrt_kernel_execute(launch);
