@@ -3,6 +3,7 @@
 #ifndef NRT_INTERNAL_H
 #define NRT_INTERNAL_H
 
+#include <stdbool.h>
 #include <stdint.h>
 #include "nrt/nrt.h"
 
@@ -58,6 +59,14 @@ nrt_status nrt_parse_visible_cores(const char *text, int max_cores, int *out_cor
 /* "1073741824", "512M", "1.5GiB", "24 gb": binary multiples, case-insensitive. */
 nrt_status nrt_parse_memory_size(const char *text, uint64_t *out_bytes);
 int nrt_device_count(void); /* after nrt_init */
+
+/* pool.c: spin-then-sleep. Runtime threads poll briefly for new work
+ * before sleeping on a condition variable, because waking a sleeping
+ * thread (futex + cross-CPU interrupt) costs microseconds on the per-op
+ * path. Polls ready(ctx) for up to max_ns, yielding the CPU to runnable
+ * threads after a short busy phase; returns whether it became ready. */
+typedef bool (*nrt_ready_fn)(const void *ctx);
+bool nrt_spin_until(nrt_ready_fn ready, const void *ctx, uint64_t max_ns);
 
 /* stream.c */
 void nrt_streams_init(int device_count);

@@ -100,7 +100,8 @@ nrt_status nrt_launch_validate(const char *fn, const nrt_launch *l) {
     return invalid(fn, op, "ndim %d outside 0..%d", l->ndim, NRT_MAX_DIMS);
   bool empty = false;
   for (int d = 0; d < l->ndim; d++) {
-    if (l->sizes[d] < 0) return invalid(fn, op, "negative size %lld in dim %d", (long long)l->sizes[d], d);
+    if (l->sizes[d] < 0)
+      return invalid(fn, op, "negative size %lld in dim %d", (long long)l->sizes[d], d);
     if (l->sizes[d] == 0) empty = true;
   }
   bool gemm = op_kinds[l->op] == NRT_KIND_GEMM;
@@ -110,7 +111,9 @@ nrt_status nrt_launch_validate(const char *fn, const nrt_launch *l) {
     return invalid(fn, op, "noutputs %d outside 1..%d", l->noutputs, NRT_MAX_OPERANDS);
   int want = op_ninputs[l->op];
   bool inputs_ok = l->ninputs == want || (gemm && l->ninputs == 3);
-  if (!inputs_ok) return invalid(fn, op, "expected %d inputs%s, got %d", want, gemm ? " (3 with bias)" : "", l->ninputs);
+  if (!inputs_ok)
+    return invalid(fn, op, "expected %d inputs%s, got %d", want, gemm ? " (3 with bias)" : "",
+                   l->ninputs);
   if (l->noutputs + l->ninputs > NRT_MAX_OPERANDS)
     return invalid(fn, op, "%d operands, at most %d", l->noutputs + l->ninputs,
                    NRT_MAX_OPERANDS);

@@ -28,7 +28,10 @@
  *
  * Locking. One mutex per device allocator; it is never held while
  * waiting for streams (the OOM path drops it to wait), and nothing else is
- * locked under it, so the allocator can never deadlock with a stream. */
+ * locked under it, so the allocator can never deadlock with a stream.
+ * nrt_free may be called from anywhere, stream tasks included; nrt_malloc
+ * and nrt_empty_cache may wait for the device's streams, so a stream task
+ * must not call them. */
 #include <errno.h>
 #include <pthread.h>
 #include <stdbool.h>
@@ -581,6 +584,7 @@ uint64_t nrt_memory_capacity(int device) {
 nrt_status nrt_memory_set_capacity(int device, uint64_t bytes) {
   allocator *a = &allocators[device];
   pthread_mutex_lock(&a->mu);
+  if (a->pending) process_pending(a);
   uint64_t reserved = (uint64_t)a->stats.reserved_bytes[NRT_POOL_ALL].current;
   if (bytes < reserved) {
     pthread_mutex_unlock(&a->mu);
@@ -684,9 +688,22 @@ nrt_status nrt_malloc(size_t size, nrt_stream *stream, void **out_ptr) {
   return NRT_SUCCESS;
 }
 
-/* Locks the allocator owning the allocated block at `ptr` and returns the
- * block (NULL, nothing locked, if none does). */
-static block *lock_allocated_block(const void *ptr, allocator **out_a, size_t *out_slot) {
+/* The allocated block containing `p`, found through its segment. */
+static block *allocated_block_containing(const allocator *a, const void *p) {
+  segment *seg = segment_containing(a, p);
+  if (!seg) return NULL;
+  for (block *b = seg->head; b; b = b->next)
+    if ((const char *)p < b->ptr + b->size)
+      return b->state == BLOCK_ALLOCATED ? b : NULL;
+  return NULL;
+}
+
+/* Locks the allocator owning the allocated block that starts at `ptr`
+ * (or, with `interior`, contains it) and returns the block; NULL, with
+ * nothing locked, if there is none. out_slot (may be NULL) receives the
+ * block's table slot for an exact match. */
+static block *lock_allocated_block(const void *ptr, bool interior, allocator **out_a,
+                                   size_t *out_slot) {
   int n = allocator_count;
   int hint = tls_device_hint < n ? tls_device_hint : 0;
   for (int k = 0; k < n; k++) {
@@ -694,6 +711,7 @@ static block *lock_allocated_block(const void *ptr, allocator **out_a, size_t *o
     allocator *a = &allocators[d];
     pthread_mutex_lock(&a->mu);
     block *b = table_find(a, ptr, out_slot);
+    if (!b && interior) b = allocated_block_containing(a, ptr);
     if (b) {
       *out_a = a;
       return b;
@@ -708,7 +726,7 @@ nrt_status nrt_free(void *ptr) {
   nrt_init();
   allocator *a;
   size_t slot;
-  block *b = lock_allocated_block(ptr, &a, &slot);
+  block *b = lock_allocated_block(ptr, false, &a, &slot);
   if (!b) {
     nrt_set_error_message("nrt_free: %p is not an allocated device pointer", ptr);
     return NRT_ERROR_INVALID_ARGUMENT;
@@ -742,7 +760,7 @@ nrt_status nrt_record_stream(void *ptr, nrt_stream *stream) {
   }
   nrt_init();
   allocator *a;
-  block *b = lock_allocated_block(ptr, &a, NULL);
+  block *b = lock_allocated_block(ptr, true, &a, NULL);
   if (!b) {
     nrt_set_error_message("nrt_record_stream: %p is not an allocated device pointer", ptr);
     return NRT_ERROR_INVALID_ARGUMENT;
@@ -819,6 +837,7 @@ nrt_status nrt_memory_get_stats(int device, nrt_memory_stats *out_stats) {
   if (!out_stats) return NRT_ERROR_INVALID_ARGUMENT;
   allocator *a = &allocators[device];
   pthread_mutex_lock(&a->mu);
+  if (a->pending) process_pending(a); /* report blocks whose streams have moved on as free */
   *out_stats = a->stats;
   pthread_mutex_unlock(&a->mu);
   return NRT_SUCCESS;
@@ -860,6 +879,7 @@ nrt_status nrt_mem_get_info(int device, size_t *out_free, size_t *out_total) {
   if (!out_free || !out_total) return NRT_ERROR_INVALID_ARGUMENT;
   allocator *a = &allocators[device];
   pthread_mutex_lock(&a->mu);
+  if (a->pending) process_pending(a);
   uint64_t reserved = (uint64_t)a->stats.reserved_bytes[NRT_POOL_ALL].current;
   uint64_t active = (uint64_t)a->stats.active_bytes[NRT_POOL_ALL].current;
   uint64_t cached = reserved - active;

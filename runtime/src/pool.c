@@ -22,6 +22,7 @@
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "internal.h"
@@ -30,6 +31,9 @@
 /* More chunks than threads evens out uneven chunk costs and threads that
  * start late. */
 #define NRT_POOL_CHUNKS_PER_THREAD 4
+/* How long a worker polls for the next job before sleeping: back-to-back
+ * kernels then start without a wake-up. */
+#define NRT_POOL_SPIN_NS 20000
 
 static struct {
   pthread_mutex_t job_mu; /* the single job slot */
@@ -37,10 +41,10 @@ static struct {
   pthread_cond_t start_cv;
   pthread_cond_t done_cv;
   bool started;
-  int workers; /* running worker threads */
-  uint64_t generation;
-  bool job_open; /* workers may still join the current job */
-  int active;    /* workers inside the current job */
+  int workers;                 /* running worker threads */
+  _Atomic uint64_t generation; /* atomic: spinning workers poll it unlocked */
+  atomic_bool job_open;        /* workers may still join the current job */
+  atomic_int active;           /* workers inside the current job (changed under mu) */
   nrt_range_fn fn;
   void *ctx;
   int64_t n, chunk, nchunks;
@@ -54,6 +58,36 @@ static struct {
 
 static pthread_once_t pool_once = PTHREAD_ONCE_INIT;
 static int pool_thread_count = 1; /* written once under pool_once */
+
+static uint64_t monotonic_ns(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+static inline void cpu_relax(void) {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_ia32_pause();
+#endif
+}
+
+bool nrt_spin_until(nrt_ready_fn ready, const void *ctx, uint64_t max_ns) {
+  /* Pure busy-waiting for the first microseconds catches a producer that
+   * is about to enqueue; after that, yield between polls so that on a
+   * small host the spinning thread does not starve the very producer it
+   * waits for. */
+  const uint64_t busy_ns = 2000;
+  uint64_t start = monotonic_ns();
+  for (unsigned i = 0;; i++) {
+    if (ready(ctx)) return true;
+    if ((i & 15) == 15) {
+      uint64_t elapsed = monotonic_ns() - start;
+      if (elapsed >= max_ns) return false;
+      if (elapsed >= busy_ns) sched_yield();
+    }
+    cpu_relax();
+  }
+}
 
 static void pool_atfork_prepare(void) {
   pthread_mutex_lock(&pool.job_mu);
@@ -121,13 +155,27 @@ static void run_chunks(nrt_range_fn fn, void *ctx, int64_t n, int64_t chunk, int
   }
 }
 
+static bool pool_has_new_job(const void *seen) {
+  return atomic_load_explicit(&pool.job_open, memory_order_relaxed) &&
+         atomic_load_explicit(&pool.generation, memory_order_relaxed) != *(const uint64_t *)seen;
+}
+
+static bool pool_idle(const void *unused) {
+  (void)unused;
+  return atomic_load_explicit(&pool.active, memory_order_acquire) == 0;
+}
+
 static void *pool_worker(void *unused) {
   (void)unused;
   pthread_mutex_lock(&pool.mu);
   uint64_t seen = pool.generation; /* never join a job already under way */
   for (;;) {
-    while (!(pool.job_open && pool.generation != seen))
-      pthread_cond_wait(&pool.start_cv, &pool.mu);
+    while (!pool_has_new_job(&seen)) {
+      pthread_mutex_unlock(&pool.mu);
+      bool ready = nrt_spin_until(pool_has_new_job, &seen, NRT_POOL_SPIN_NS);
+      pthread_mutex_lock(&pool.mu);
+      if (!ready || !pool_has_new_job(&seen)) pthread_cond_wait(&pool.start_cv, &pool.mu);
+    }
     seen = pool.generation;
     pool.active++;
     nrt_range_fn fn = pool.fn;
@@ -202,7 +250,14 @@ void nrt_parallel_for(int64_t n, int64_t grain, nrt_range_fn fn, void *ctx) {
    * that joined, since their chunks may still be running. */
   pthread_mutex_lock(&pool.mu);
   pool.job_open = false;
-  while (pool.active > 0) pthread_cond_wait(&pool.done_cv, &pool.mu);
+  if (pool.active > 0) {
+    /* The helpers usually finish their last chunk within microseconds;
+     * polling spares both sides a sleep and a wake-up. */
+    pthread_mutex_unlock(&pool.mu);
+    nrt_spin_until(pool_idle, NULL, NRT_POOL_SPIN_NS);
+    pthread_mutex_lock(&pool.mu);
+    while (pool.active > 0) pthread_cond_wait(&pool.done_cv, &pool.mu);
+  }
   pthread_mutex_unlock(&pool.mu);
   pthread_mutex_unlock(&pool.job_mu);
 }

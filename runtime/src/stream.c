@@ -2,8 +2,10 @@
  *
  * Every device owns NRT_STREAMS_PER_DEVICE stream objects allocated at
  * nrt_init(); a stream's worker thread starts at its first enqueue, so an
- * unused stream costs only its struct. The worker sleeps on a condition
- * variable when the queue is empty, so idle streams cost no CPU.
+ * unused stream costs only its struct. When its queue runs dry the worker
+ * polls for NRT_STREAM_SPIN_NS (a producer issuing op after op then never
+ * pays for a wake-up) and then sleeps on a condition variable, so an idle
+ * stream costs no CPU.
  *
  * Ordering and counters: each task gets a ticket (1, 2, ...) when it is
  * enqueued; `enqueued` is the last ticket handed out and `completed` the
@@ -44,6 +46,13 @@
 /* Task nodes kept per stream for reuse, so the steady-state enqueue path
  * does not allocate. */
 #define NRT_STREAM_MAX_CACHED_TASKS 256
+/* How long an idle worker polls for the next task before sleeping. A
+ * producer that finds the worker polling enqueues without a wake-up
+ * syscall, which would otherwise dominate the per-op host cost. */
+#define NRT_STREAM_SPIN_NS 50000
+/* How long a synchronising caller polls before sleeping: short kernels
+ * finish within it, sparing the caller a wake-up. */
+#define NRT_SYNC_SPIN_NS 20000
 
 typedef struct task {
   struct task *next;
@@ -63,14 +72,18 @@ struct nrt_stream {
   task *head, *tail;
   task *free_tasks;
   int free_count;
-  int waiters;      /* threads waiting on done_cv; the worker signals only if > 0 */
   bool started;     /* worker thread exists */
   bool worker_idle; /* the worker waits on work_cv; enqueue signals only then */
   bool inline_busy; /* launch-blocking mode: a task runs on a caller thread */
   int device, index;
+  /* Threads waiting on done_cv. Changed under `mu`, read by the worker
+   * without it after each task: it signals only when someone waits. */
+  atomic_int waiters;
   _Atomic uint64_t enqueued;
   _Atomic uint64_t completed;
-  nrt_status error;
+  /* Sticky error: written under `mu`; the worker reads it without the
+   * lock to decide whether to skip a task. */
+  _Atomic(nrt_status) error;
   uint64_t error_ticket;
   char error_msg[NRT_ERROR_MESSAGE_MAX];
 };
@@ -80,6 +93,12 @@ struct nrt_stream {
 static nrt_stream *stream_table;
 static int stream_table_devices;
 static _Atomic unsigned acquire_next[NRT_MAX_DEVICES];
+
+/* The stream whose task this thread is running (a worker's own stream, or
+ * the stream of an inline launch-blocking task), so that a task calling
+ * back into its own stream cannot wait for itself. */
+static _Thread_local nrt_stream *tls_running_stream;
+static _Thread_local uint64_t tls_running_ticket;
 
 static void streams_atfork_prepare(void);
 static void streams_atfork_parent(void);
@@ -108,7 +127,7 @@ void nrt_streams_init(int device_count) {
     stream_init_sync(s);
     s->device = (int)(i / NRT_STREAMS_PER_DEVICE);
     s->index = (int)(i % NRT_STREAMS_PER_DEVICE);
-    s->error = NRT_SUCCESS;
+    atomic_init(&s->error, NRT_SUCCESS);
   }
   stream_table_devices = device_count;
   pthread_atfork(streams_atfork_prepare, streams_atfork_parent, streams_atfork_child);
@@ -171,56 +190,93 @@ static void format_failure(const nrt_stream *s, const char *name, nrt_status st,
            s->index, nrt_status_string(st), detail[0] ? ": " : "", detail);
 }
 
+/* Called with s->mu held. Returns a list of nodes to the free list, or
+ * to the heap beyond the cache limit. */
+static void recycle_tasks(nrt_stream *s, task *first) {
+  while (first) {
+    task *next = first->next;
+    if (s->free_count < NRT_STREAM_MAX_CACHED_TASKS) {
+      first->next = s->free_tasks;
+      s->free_tasks = first;
+      s->free_count++;
+    } else {
+      free(first);
+    }
+    first = next;
+  }
+}
+
 /* Called with s->mu held. */
-static void recycle_task(nrt_stream *s, task *t) {
-  if (s->free_count < NRT_STREAM_MAX_CACHED_TASKS) {
-    t->next = s->free_tasks;
-    s->free_tasks = t;
-    s->free_count++;
-  } else {
-    free(t);
+static void record_failure(nrt_stream *s, uint64_t ticket, nrt_status st, const char *msg) {
+  if (atomic_load_explicit(&s->error, memory_order_relaxed) != NRT_SUCCESS) return;
+  s->error_ticket = ticket;
+  snprintf(s->error_msg, sizeof s->error_msg, "%s", msg);
+  atomic_store_explicit(&s->error, st, memory_order_relaxed);
+}
+
+/* Publishes a finished task. seq_cst on both the store and the waiters
+ * load pairs with the waiter's increment-then-check (see
+ * wait_completed_locked): either the worker sees the waiter and wakes
+ * it, or the waiter sees the new count and does not sleep. */
+static void publish_completed(nrt_stream *s, uint64_t ticket, bool locked) {
+  atomic_store_explicit(&s->completed, ticket, memory_order_seq_cst);
+  if (atomic_load_explicit(&s->waiters, memory_order_seq_cst) > 0) {
+    if (!locked) pthread_mutex_lock(&s->mu);
+    pthread_cond_broadcast(&s->done_cv);
+    if (!locked) pthread_mutex_unlock(&s->mu);
   }
 }
 
-/* Called with s->mu held, after the task's run and release. */
-static void finish_task(nrt_stream *s, uint64_t ticket, nrt_status st, const char *msg) {
-  if (st != NRT_SUCCESS && s->error == NRT_SUCCESS) {
-    s->error = st;
-    s->error_ticket = ticket;
-    snprintf(s->error_msg, sizeof s->error_msg, "%s", msg);
-  }
-  atomic_store_explicit(&s->completed, ticket, memory_order_release);
-  if (s->waiters > 0) pthread_cond_broadcast(&s->done_cv);
+/* Only the worker advances `completed`, so a difference means queued work. */
+static bool stream_has_work(const void *arg) {
+  const nrt_stream *s = arg;
+  return atomic_load_explicit(&((nrt_stream *)s)->enqueued, memory_order_relaxed) !=
+         atomic_load_explicit(&((nrt_stream *)s)->completed, memory_order_relaxed);
 }
 
+/* The worker takes the whole queue at once and runs it without the lock,
+ * so producers and the worker meet on the mutex once per batch rather
+ * than once per task. */
 static void *worker_main(void *arg) {
   nrt_stream *s = arg;
   char msg[NRT_ERROR_MESSAGE_MAX];
   nrt_set_device(s->device); /* kernels asking for the current device get theirs */
+  tls_running_stream = s;
   pthread_mutex_lock(&s->mu);
   for (;;) {
     while (!s->head) {
+      pthread_mutex_unlock(&s->mu);
+      nrt_spin_until(stream_has_work, s, NRT_STREAM_SPIN_NS);
+      pthread_mutex_lock(&s->mu);
+      if (s->head) break;
       s->worker_idle = true;
       pthread_cond_wait(&s->work_cv, &s->mu);
       s->worker_idle = false;
     }
-    task *t = s->head;
-    s->head = t->next;
-    if (!s->head) s->tail = NULL;
-    bool skip = s->error != NRT_SUCCESS && !(t->flags & NRT_TASK_ALWAYS_RUN);
+    task *batch = s->head;
+    s->head = s->tail = NULL;
     pthread_mutex_unlock(&s->mu);
 
-    nrt_status st = NRT_SUCCESS;
-    if (!skip) {
-      nrt_clear_error_message();
-      st = t->run(t->arg);
+    for (task *t = batch; t; t = t->next) {
+      bool skip = atomic_load_explicit(&s->error, memory_order_relaxed) != NRT_SUCCESS &&
+                  !(t->flags & NRT_TASK_ALWAYS_RUN);
+      nrt_status st = NRT_SUCCESS;
+      if (!skip) {
+        nrt_clear_error_message();
+        st = t->run(t->arg);
+      }
       if (st != NRT_SUCCESS) format_failure(s, t->name, st, msg, sizeof msg);
+      if (t->release) t->release(t->arg);
+      if (st != NRT_SUCCESS) {
+        pthread_mutex_lock(&s->mu);
+        record_failure(s, t->ticket, st, msg);
+        pthread_mutex_unlock(&s->mu);
+      }
+      publish_completed(s, t->ticket, false);
     }
-    if (t->release) t->release(t->arg);
 
     pthread_mutex_lock(&s->mu);
-    finish_task(s, t->ticket, st, msg);
-    recycle_task(s, t);
+    recycle_tasks(s, batch);
   }
   return NULL;
 }
@@ -251,13 +307,29 @@ static nrt_status start_worker(nrt_stream *s) {
   return NRT_SUCCESS;
 }
 
+typedef struct completion_target {
+  nrt_stream *stream;
+  uint64_t target;
+} completion_target;
+
+static bool target_reached(const void *arg) {
+  const completion_target *c = arg;
+  return atomic_load_explicit(&c->stream->completed, memory_order_acquire) >= c->target;
+}
+
+/* Called without the lock, before a blocking wait. */
+static void spin_for_completion(nrt_stream *s, uint64_t target) {
+  completion_target c = {s, target};
+  if (!target_reached(&c)) nrt_spin_until(target_reached, &c, NRT_SYNC_SPIN_NS);
+}
+
 /* Called with s->mu held: waits until completed >= target. */
 static void wait_completed_locked(nrt_stream *s, uint64_t target) {
-  while (atomic_load_explicit(&s->completed, memory_order_relaxed) < target) {
-    s->waiters++;
+  if (atomic_load_explicit(&s->completed, memory_order_acquire) >= target) return;
+  atomic_fetch_add_explicit(&s->waiters, 1, memory_order_seq_cst);
+  while (atomic_load_explicit(&s->completed, memory_order_seq_cst) < target)
     pthread_cond_wait(&s->done_cv, &s->mu);
-    s->waiters--;
-  }
+  atomic_fetch_sub_explicit(&s->waiters, 1, memory_order_relaxed);
 }
 
 /* NEURON_LAUNCH_BLOCKING: the task runs on the calling thread once all
@@ -266,32 +338,51 @@ static void wait_completed_locked(nrt_stream *s, uint64_t target) {
  * the allocator see the same counters as in asynchronous mode. */
 static nrt_status run_inline(nrt_stream *s, const char *name, nrt_task_fn run, void *arg,
                              nrt_release_fn release, unsigned flags, uint64_t *out_ticket) {
+  char msg[NRT_ERROR_MESSAGE_MAX];
+  if (tls_running_stream == s) {
+    /* Enqueued by the task running inline on this stream: it runs now, as
+     * part of that task (waiting for the stream would wait for itself). */
+    if (out_ticket) *out_ticket = tls_running_ticket;
+    nrt_status st = run(arg);
+    if (st != NRT_SUCCESS) format_failure(s, name, st, msg, sizeof msg);
+    if (release) release(arg);
+    if (st != NRT_SUCCESS) nrt_set_error_message("%s", msg);
+    return st;
+  }
   pthread_mutex_lock(&s->mu);
-  while (s->inline_busy || atomic_load_explicit(&s->completed, memory_order_relaxed) <
-                               atomic_load_explicit(&s->enqueued, memory_order_relaxed)) {
-    s->waiters++;
+  for (;;) {
+    uint64_t pending = atomic_load_explicit(&s->enqueued, memory_order_relaxed);
+    wait_completed_locked(s, pending);
+    if (!s->inline_busy) break;
+    atomic_fetch_add_explicit(&s->waiters, 1, memory_order_seq_cst);
     pthread_cond_wait(&s->done_cv, &s->mu);
-    s->waiters--;
+    atomic_fetch_sub_explicit(&s->waiters, 1, memory_order_relaxed);
   }
   s->inline_busy = true;
   uint64_t ticket = atomic_load_explicit(&s->enqueued, memory_order_relaxed) + 1;
   atomic_store_explicit(&s->enqueued, ticket, memory_order_release);
-  bool skip = s->error != NRT_SUCCESS && !(flags & NRT_TASK_ALWAYS_RUN);
+  bool skip = atomic_load_explicit(&s->error, memory_order_relaxed) != NRT_SUCCESS &&
+              !(flags & NRT_TASK_ALWAYS_RUN);
   pthread_mutex_unlock(&s->mu);
   if (out_ticket) *out_ticket = ticket;
 
   nrt_status st = NRT_SUCCESS;
-  char msg[NRT_ERROR_MESSAGE_MAX];
   if (!skip) {
+    nrt_stream *outer = tls_running_stream;
+    uint64_t outer_ticket = tls_running_ticket;
+    tls_running_stream = s;
+    tls_running_ticket = ticket;
     nrt_clear_error_message();
     st = run(arg);
     if (st != NRT_SUCCESS) format_failure(s, name, st, msg, sizeof msg);
+    tls_running_stream = outer;
+    tls_running_ticket = outer_ticket;
   }
   if (release) release(arg);
 
   pthread_mutex_lock(&s->mu);
   s->inline_busy = false;
-  finish_task(s, ticket, NRT_SUCCESS, NULL);
+  publish_completed(s, ticket, true);
   pthread_mutex_unlock(&s->mu);
   if (st != NRT_SUCCESS) nrt_set_error_message("%s", msg);
   return st;
@@ -321,13 +412,11 @@ nrt_status nrt_stream_enqueue_ex(nrt_stream *s, const char *name, nrt_task_fn ru
       return st;
     }
   }
-  while (atomic_load_explicit(&s->enqueued, memory_order_relaxed) -
-             atomic_load_explicit(&s->completed, memory_order_relaxed) >=
-         NRT_STREAM_MAX_PENDING) {
-    s->waiters++;
-    pthread_cond_wait(&s->done_cv, &s->mu);
-    s->waiters--;
-  }
+  /* A task enqueuing on its own stream must not wait for room: only its
+   * own worker could make it. */
+  uint64_t enq = atomic_load_explicit(&s->enqueued, memory_order_relaxed);
+  if (enq >= NRT_STREAM_MAX_PENDING && tls_running_stream != s)
+    wait_completed_locked(s, enq - NRT_STREAM_MAX_PENDING + 1);
   task *t = s->free_tasks;
   if (t) {
     s->free_tasks = t->next;
@@ -395,12 +484,20 @@ nrt_status nrt_stream_launch_host_func(nrt_stream *stream, void (*fn)(void *), v
 
 /* ---- waiting ------------------------------------------------------------- */
 
+/* A task waiting for later work of its own stream would wait forever. */
+static nrt_status check_not_self_wait(nrt_stream *s, uint64_t target, const char *fn) {
+  if (tls_running_stream != s || nrt_stream_completed(s) >= target) return NRT_SUCCESS;
+  nrt_set_error_message("%s: a task of neuron:%d stream %d cannot wait for its own stream", fn,
+                        s->device, s->index);
+  return NRT_ERROR_INVALID_ARGUMENT;
+}
+
 /* Called with s->mu held. Hands the sticky error to the caller's thread. */
 static nrt_status take_error_locked(nrt_stream *s) {
-  nrt_status st = s->error;
+  nrt_status st = atomic_load_explicit(&s->error, memory_order_relaxed);
   if (st != NRT_SUCCESS) {
     nrt_set_error_message("%s", s->error_msg);
-    s->error = NRT_SUCCESS;
+    atomic_store_explicit(&s->error, NRT_SUCCESS, memory_order_relaxed);
     s->error_msg[0] = '\0';
   }
   return st;
@@ -411,16 +508,18 @@ nrt_status nrt_stream_wait_until(nrt_stream *stream, uint64_t target) {
     nrt_set_error_message("nrt_stream_wait_until: stream is NULL");
     return NRT_ERROR_INVALID_ARGUMENT;
   }
-  pthread_mutex_lock(&stream->mu);
-  if (target > atomic_load_explicit(&stream->enqueued, memory_order_relaxed)) {
-    pthread_mutex_unlock(&stream->mu);
+  uint64_t enqueued = nrt_stream_enqueued(stream); /* monotonic: no lock needed */
+  if (target > enqueued) {
     nrt_set_error_message("nrt_stream_wait_until: target %llu is beyond the %llu tasks enqueued",
-                          (unsigned long long)target,
-                          (unsigned long long)nrt_stream_enqueued(stream));
+                          (unsigned long long)target, (unsigned long long)enqueued);
     return NRT_ERROR_INVALID_ARGUMENT;
   }
+  nrt_status st = check_not_self_wait(stream, target, "nrt_stream_wait_until");
+  if (st != NRT_SUCCESS) return st;
+  spin_for_completion(stream, target);
+  pthread_mutex_lock(&stream->mu);
   wait_completed_locked(stream, target);
-  nrt_status st = take_error_locked(stream);
+  st = take_error_locked(stream);
   pthread_mutex_unlock(&stream->mu);
   return st;
 }
@@ -431,9 +530,13 @@ nrt_status nrt_stream_synchronize(nrt_stream *stream) {
     return NRT_ERROR_INVALID_ARGUMENT;
   }
   /* Work enqueued by other threads after this point is not waited for. */
+  uint64_t target = nrt_stream_enqueued(stream);
+  nrt_status st = check_not_self_wait(stream, target, "nrt_stream_synchronize");
+  if (st != NRT_SUCCESS) return st;
+  spin_for_completion(stream, target);
   pthread_mutex_lock(&stream->mu);
-  wait_completed_locked(stream, atomic_load_explicit(&stream->enqueued, memory_order_relaxed));
-  nrt_status st = take_error_locked(stream);
+  wait_completed_locked(stream, target);
+  st = take_error_locked(stream);
   pthread_mutex_unlock(&stream->mu);
   return st;
 }
@@ -446,6 +549,8 @@ nrt_status nrt_stream_query(nrt_stream *stream) {
 
 void nrt_stream_wait_quiet(nrt_stream *stream, uint64_t target) {
   if (nrt_stream_completed(stream) >= target) return;
+  if (tls_running_stream == stream) return; /* cannot wait for itself; see above */
+  spin_for_completion(stream, target);
   pthread_mutex_lock(&stream->mu);
   wait_completed_locked(stream, target);
   pthread_mutex_unlock(&stream->mu);
@@ -455,8 +560,9 @@ nrt_status nrt_stream_peek_error(nrt_stream *stream, uint64_t max_ticket, char *
                                  size_t msg_size) {
   pthread_mutex_lock(&stream->mu);
   nrt_status st = NRT_SUCCESS;
-  if (stream->error != NRT_SUCCESS && stream->error_ticket <= max_ticket) {
-    st = stream->error;
+  nrt_status err = atomic_load_explicit(&stream->error, memory_order_relaxed);
+  if (err != NRT_SUCCESS && stream->error_ticket <= max_ticket) {
+    st = err;
     if (msg && msg_size) snprintf(msg, msg_size, "%s", stream->error_msg);
   }
   pthread_mutex_unlock(&stream->mu);
@@ -495,13 +601,13 @@ static void streams_atfork_child(void) {
       t = next;
     }
     s->head = s->tail = NULL;
-    s->waiters = 0;
+    atomic_store_explicit(&s->waiters, 0, memory_order_relaxed);
     s->started = false;
     s->worker_idle = false;
     s->inline_busy = false;
     atomic_store_explicit(&s->completed, atomic_load_explicit(&s->enqueued, memory_order_relaxed),
                           memory_order_relaxed);
-    s->error = NRT_SUCCESS;
+    atomic_store_explicit(&s->error, NRT_SUCCESS, memory_order_relaxed);
     s->error_msg[0] = '\0';
   }
 }

@@ -385,6 +385,18 @@ static void test_record_stream(void) {
   char *u = dmalloc(1000, s0);
   CHECK(u == t);
   CHECK_OK(nrt_free(u));
+  /* A view's pointer inside the block marks the whole block. */
+  char *v = dmalloc(4096, s0);
+  CHECK_OK(nrt_record_stream(v + 1000, s1));
+  gate g2 = {0, 0};
+  CHECK_OK(nrt_stream_enqueue(s1, "uses_v", gate_task, &g2, NULL));
+  CHECK_OK(nrt_free(v));
+  char *w = dmalloc(4096, s0);
+  CHECK(w != v);
+  atomic_store(&g2.open, 1);
+  CHECK_OK(nrt_stream_synchronize(s1));
+  CHECK_OK(nrt_free(w));
+  CHECK_STATUS(nrt_record_stream(v + 1000, s1), NRT_ERROR_INVALID_ARGUMENT); /* freed */
   int local = 0;
   CHECK_STATUS(nrt_record_stream(&local, s1), NRT_ERROR_INVALID_ARGUMENT);
   CHECK_STATUS(nrt_record_stream(NULL, s1), NRT_ERROR_INVALID_ARGUMENT);

@@ -323,6 +323,37 @@ static void test_streams_independent(void) {
   CHECK_OK(nrt_stream_synchronize(a));
 }
 
+typedef struct self_ctx {
+  nrt_stream *stream;
+  int enqueue_failures;
+  nrt_status sync_status;
+} self_ctx;
+
+static nrt_status self_enqueue_task(void *arg) {
+  /* More than the queue holds: must not wait for room (only this worker
+   * could make it), and waiting for its own stream must fail, not hang. */
+  self_ctx *c = arg;
+  for (int i = 0; i < 3000; i++)
+    if (nrt_stream_enqueue(c->stream, "child", count_run, NULL, NULL) != NRT_SUCCESS)
+      c->enqueue_failures++;
+  c->sync_status = nrt_stream_synchronize(c->stream);
+  nrt_stream_wait_quiet(c->stream, nrt_stream_enqueued(c->stream)); /* returns at once */
+  return NRT_SUCCESS;
+}
+
+static void test_task_uses_own_stream(void) {
+  nrt_stream *s;
+  CHECK_OK(nrt_stream_get(0, 12, &s));
+  atomic_store(&run_count, 0);
+  self_ctx c = {s, 0, NRT_SUCCESS};
+  CHECK_OK(nrt_stream_enqueue(s, "parent", self_enqueue_task, &c, NULL));
+  CHECK_OK(nrt_stream_synchronize(s)); /* the parent; its children may not be enqueued yet */
+  CHECK_OK(nrt_stream_synchronize(s)); /* now they all are */
+  CHECK(c.enqueue_failures == 0);
+  CHECK(c.sync_status == NRT_ERROR_INVALID_ARGUMENT);
+  CHECK(atomic_load(&run_count) == 3000);
+}
+
 static void test_fork_child_uses_streams(void) {
   /* The parent has a started worker with a blocked task when it forks.
    * The child must neither run nor wait for it. */
@@ -366,6 +397,7 @@ int main(void) {
   RUN_TEST(test_invalid_arguments);
   RUN_TEST(test_wait_until);
   RUN_TEST(test_streams_independent);
+  RUN_TEST(test_task_uses_own_stream);
   RUN_TEST(test_fork_child_uses_streams);
   return TEST_RESULT();
 }

@@ -23,6 +23,7 @@ nrt_status nrt_event_record(nrt_event *event, nrt_stream *stream);
 nrt_status nrt_stream_wait_event(nrt_stream *stream, nrt_event *event);
 /* NRT_SUCCESS if completed (or never recorded), NRT_ERROR_NOT_READY otherwise. */
 nrt_status nrt_event_query(nrt_event *event);
+/* Waits for the event; returns (and clears) its stream's sticky error. */
 nrt_status nrt_event_synchronize(nrt_event *event);
 /* Milliseconds between two completed timing events. INVALID_ARGUMENT if
  * either lacks NRT_EVENT_TIMING or was never recorded; NOT_READY if pending. */

@@ -28,7 +28,8 @@ nrt_status nrt_malloc(size_t size, nrt_stream *stream, void **out_ptr);
 /* Returns the block to its device's cache. NULL is a no-op. */
 nrt_status nrt_free(void *ptr);
 /* Marks the block as used by `stream`, so its reuse waits for that
- * stream's work enqueued before the free. */
+ * stream's work enqueued before the free. `ptr` may point inside the
+ * block (a view); `stream` may belong to another device. */
 nrt_status nrt_record_stream(void *ptr, nrt_stream *stream);
 /* Device owning a pointer returned by nrt_malloc (also interior pointers);
  * NRT_ERROR_INVALID_ARGUMENT if it is not device memory. */

@@ -51,7 +51,8 @@ nrt_status nrt_stream_launch_host_func(nrt_stream *stream, void (*fn)(void *), v
  * events and by the allocator's stream-ordered reuse. */
 uint64_t nrt_stream_enqueued(const nrt_stream *stream);
 uint64_t nrt_stream_completed(const nrt_stream *stream);
-/* Blocks until completed >= target. Returns the sticky error, if any. */
+/* Blocks until completed >= target. Returns (and clears, as
+ * nrt_stream_synchronize does) the sticky error, if any. */
 nrt_status nrt_stream_wait_until(nrt_stream *stream, uint64_t target);
 
 #ifdef __cplusplus
