@@ -70,7 +70,7 @@ venv: $(STAMP)
 # The C++ glue is compiled by setup.py (torch's cpp_extension with ninja,
 # incremental); setup.py first runs `make lib` for the C runtime.
 build: $(STAMP) build/libnrt.a
-	$(PIP) install -q --no-build-isolation --no-deps -e . 2>&1 | grep -v "^WARNING: Location" || true
+	TORCH_DEVICE_BACKEND_AUTOLOAD=0 $(PIP) install -q --no-build-isolation --no-deps -e . 2>&1 | grep -v "^WARNING: Location" || true
 	$(PY) -c "import torch_neuronx" 
 
 install: build

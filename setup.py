@@ -17,6 +17,10 @@ ROOT = os.path.dirname(os.path.abspath(__file__))
 class BuildWithRuntime(BuildExtension):
     def run(self):
         subprocess.check_call(["make", "-C", ROOT, "lib"])
+        # A fixed build directory keeps ninja's objects between builds (pip's
+        # editable builds would otherwise use a fresh temporary directory),
+        # so touching one glue file recompiles only that file.
+        self.build_temp = os.path.join(ROOT, "build", "ext")
         super().run()
 
 
@@ -27,7 +31,7 @@ ext = CppExtension(
     extra_compile_args=["-O2", "-std=c++17", "-fvisibility=hidden", "-Wno-unused-parameter"],
     extra_objects=[os.path.join(ROOT, "build", "libnrt.a")],
     extra_link_args=["-pthread", "-lm"],
-    depends=sorted(glob.glob(os.path.join("csrc", "*.h")) + glob.glob(os.path.join("runtime", "include", "nrt", "*.h"))),
+    depends=[os.path.join("build", "libnrt.a")] + sorted(glob.glob(os.path.join("csrc", "*.h")) + glob.glob(os.path.join("runtime", "include", "nrt", "*.h"))),
 )
 
 setup(ext_modules=[ext], cmdclass={"build_ext": BuildWithRuntime.with_options(use_ninja=True)})

@@ -520,6 +520,66 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   NEURON_IMPL(m, oname, name##_out);
   NEURON_BINARY_TABLE(REG_BINARY)
 #undef REG_BINARY
+#define REG_COMPARE_SCALAR(name, OP)                    \
+  NEURON_IMPL(m, #name ".Scalar", name##_scalar_fn);    \
+  NEURON_IMPL(m, #name "_.Scalar", name##_scalar_ip);   \
+  NEURON_IMPL(m, #name ".Scalar_out", name##_scalar_out);
+  NEURON_COMPARE_SCALAR_TABLE(REG_COMPARE_SCALAR)
+#undef REG_COMPARE_SCALAR
+  NEURON_IMPL(m, "add.Tensor", add_fn);
+  NEURON_IMPL(m, "add_.Tensor", add_ip);
+  NEURON_IMPL(m, "add.out", add_out);
+  NEURON_IMPL(m, "sub.Tensor", sub_fn);
+  NEURON_IMPL(m, "sub_.Tensor", sub_ip);
+  NEURON_IMPL(m, "sub.out", sub_out);
+  NEURON_IMPL(m, "div.Tensor_mode", div_mode_fn);
+  NEURON_IMPL(m, "div_.Tensor_mode", div_mode_ip);
+  NEURON_IMPL(m, "div.out_mode", div_mode_out);
+  NEURON_IMPL(m, "pow.Tensor_Scalar", pow_ts_fn);
+  NEURON_IMPL(m, "pow_.Scalar", pow_ts_ip);
+  NEURON_IMPL(m, "pow.Tensor_Scalar_out", pow_ts_out);
+  NEURON_IMPL(m, "pow.Scalar", pow_st_fn);
+  NEURON_IMPL(m, "gelu", gelu_fn);
+  NEURON_IMPL(m, "gelu_", gelu_ip);
+  NEURON_IMPL(m, "gelu.out", gelu_out);
+  NEURON_IMPL(m, "leaky_relu", leaky_relu_fn);
+  NEURON_IMPL(m, "leaky_relu_", leaky_relu_ip);
+  NEURON_IMPL(m, "leaky_relu.out", leaky_relu_out);
+  NEURON_IMPL(m, "elu", elu_fn);
+  NEURON_IMPL(m, "elu_", elu_ip);
+  NEURON_IMPL(m, "elu.out", elu_out);
+  NEURON_IMPL(m, "softplus", softplus_fn);
+  NEURON_IMPL(m, "softplus.out", softplus_out);
+  NEURON_IMPL(m, "hardtanh", hardtanh_fn);
+  NEURON_IMPL(m, "hardtanh_", hardtanh_ip);
+  NEURON_IMPL(m, "hardtanh.out", hardtanh_out);
+  NEURON_IMPL(m, "clamp", clamp_fn);
+  NEURON_IMPL(m, "clamp_", clamp_ip);
+  NEURON_IMPL(m, "clamp.out", clamp_out);
+  NEURON_IMPL(m, "clamp_min", clamp_min_fn);
+  NEURON_IMPL(m, "clamp_min_", clamp_min_ip);
+  NEURON_IMPL(m, "clamp_max", clamp_max_fn);
+  NEURON_IMPL(m, "clamp_max_", clamp_max_ip);
+  NEURON_IMPL(m, "threshold_backward", threshold_backward_fn);
+#define REG_BACKWARD(name, OP) NEURON_IMPL(m, #name, name##_fn);
+  NEURON_SIMPLE_BACKWARD_TABLE(REG_BACKWARD)
+#undef REG_BACKWARD
+  NEURON_IMPL(m, "gelu_backward", gelu_backward_fn);
+  NEURON_IMPL(m, "leaky_relu_backward", leaky_relu_backward_fn);
+  NEURON_IMPL(m, "elu_backward", elu_backward_fn);
+  NEURON_IMPL(m, "softplus_backward", softplus_backward_fn);
+  NEURON_IMPL(m, "hardtanh_backward", hardtanh_backward_fn);
+  NEURON_IMPL(m, "where.self", where_fn);
+  NEURON_IMPL(m, "addcmul", addcmul_fn);
+  NEURON_IMPL(m, "addcmul_", addcmul_ip);
+  NEURON_IMPL(m, "addcmul.out", addcmul_out);
+  NEURON_IMPL(m, "addcdiv", addcdiv_fn);
+  NEURON_IMPL(m, "addcdiv_", addcdiv_ip);
+  NEURON_IMPL(m, "addcdiv.out", addcdiv_out);
+  NEURON_IMPL(m, "lerp.Tensor", lerp_t_fn);
+  NEURON_IMPL(m, "lerp_.Tensor", lerp_t_ip);
+  NEURON_IMPL(m, "lerp.Scalar", lerp_s_fn);
+  NEURON_IMPL(m, "lerp_.Scalar", lerp_s_ip);
 }
 
 }  // namespace torch_neuronx

@@ -12,9 +12,18 @@ say which was which.
 """
 from __future__ import annotations
 
-import torch
 
-from . import _C  # noqa: F401  (registers kernels, allocator, guard, hooks)
+def _autoload() -> None:
+    """Entry point for ``torch.backends``: importing the package is enough.
+
+    Defined before ``import torch`` so that ``import torch_neuronx`` as the
+    first import works: torch's autoload then finds this function on the
+    partially initialised module instead of failing on a circular import."""
+
+
+import torch  # noqa: E402
+
+from . import _C  # noqa: E402 F401 # noqa: F401  (registers kernels, allocator, guard, hooks)
 
 __all__ = [
     "get_fallback_ops",
@@ -41,10 +50,6 @@ def _register() -> None:
 
 
 _register()
-
-
-def _autoload() -> None:
-    """Entry point for ``torch.backends``: importing the package is enough."""
 
 
 def get_fallback_ops() -> list[str]:

@@ -49,13 +49,13 @@ PW_F32(fmod, 2, fmodf(x, y))
 
 /* Integer division family. INT64_MIN / -1 overflows in C; it wraps to
  * INT64_MIN (remainder 0), which is what the narrower types get too. */
-#define INT_DIV_FN(name, BODY)                                                     \
+#define INT_DIV_FN(name, ...)                                                      \
   static int name##_i64(int64_t *out, const int64_t *a, const int64_t *b,         \
                         const int64_t *c, int64_t n, const nrt_launch *l) {        \
     for (int64_t i = 0; i < n; i++) {                                              \
       int64_t x = a[i], y = b[i];                                                  \
       if (y == 0) return 1;                                                        \
-      BODY                                                                         \
+      __VA_ARGS__                                                                  \
     }                                                                              \
     return 0;                                                                      \
   }

@@ -157,7 +157,10 @@ const nrt_pw_kernel *nrt_pw_binary_kernel(nrt_op op);
 const nrt_pw_kernel *nrt_pw_activation_kernel(nrt_op op);
 const nrt_pw_kernel *nrt_pw_random_kernel(nrt_op op);
 
-/* Philox4x32-10 (random.c), exposed for tests. */
+/* Philox4x32-10 (random.c), exposed for tests: one block with a full
+ * 128-bit counter, and the kernels' form (64-bit counter, high words 0,
+ * through the batched code path). */
+void nrt_philox4x32_10(const uint32_t ctr[4], const uint32_t key[2], uint32_t out[4]);
 void nrt_philox4x32(uint64_t key, uint64_t counter, uint32_t out[4]);
 
 /* ---- vectorisable float math (vmath.h-style inline, ~1 ulp) ------------ */

@@ -2,11 +2,12 @@
  * op. The op families (unary_math.c, binary.c, activations.c, random.c)
  * only supply block functions over converted, contiguous buffers.
  *
- * Iteration order is row-major over launch->sizes (the last dimension is
- * the innermost), which is also what defines the "linear element index"
- * the random ops key their counters on.
+ * The "linear element index" the random ops key their counters on is
+ * row-major over launch->sizes (the last dimension varies fastest).
  *
- * Fast path: dimensions are collapsed where every operand's strides allow,
+ * Fast path: dimensions are ordered by stride (smallest innermost; random
+ * ops keep the given order so their numbering holds) and collapsed where
+ * every operand's strides allow,
  * the element range is split across the kernel pool, and each row of the
  * innermost dimension is processed in blocks of NRT_BLOCK: inputs are
  * converted into small buffers (or used in place when they already are
@@ -15,6 +16,7 @@
  * time over the original shape, on the calling thread. */
 #pragma GCC optimize("O3,no-trapping-math,no-math-errno")
 #include <stdatomic.h>
+#include <stdlib.h>
 #include "kernels/kernels.h"
 
 /* Elements per parallel chunk: large enough to amortise the hand-off. */
@@ -43,17 +45,45 @@ static const nrt_pw_kernel *lookup(nrt_op op) {
   return k;
 }
 
-/* Drops size-1 dims and merges a dim into its inner neighbour when, for
+/* Orders dims outermost-first by stride, the way TensorIterator does
+ * (the glue hands us TensorIterator's fastest-first order; tests use
+ * row-major): a dim goes inside another when its stride is smaller for
+ * the first operand where both are nonzero. Ties keep the given order. */
+static int order_dims(const nrt_launch *l, int nops, bool keep_order, int *perm) {
+  int n = 0;
+  for (int d = 0; d < l->ndim; d++)
+    if (l->sizes[d] != 1) perm[n++] = d; /* size-1 strides are arbitrary */
+  if (keep_order) return n;
+  for (int i = 1; i < n; i++) {
+    for (int j = i; j > 0; j--) {
+      int outer = perm[j - 1], inner = perm[j];
+      bool swap = false;
+      for (int k = 0; k < nops; k++) {
+        int64_t so = llabs(l->operands[k].strides[outer]), si = llabs(l->operands[k].strides[inner]);
+        if (so == 0 || si == 0 || so == si) continue;
+        swap = si > so;
+        break;
+      }
+      if (!swap) break;
+      perm[j - 1] = inner;
+      perm[j] = outer;
+    }
+  }
+  return n;
+}
+
+/* Merges a dim into its inner neighbour when, for
  * every operand, stepping the outer dim equals stepping the whole inner
- * one. Merging adjacent dims keeps the row-major linear index, so random
- * ops see the same element numbering. Returns the collapsed ndim (>= 1). */
-static int collapse(const nrt_launch *l, int nops, int64_t *sizes,
+ * one. Without reordering, merging keeps the row-major linear index, so
+ * random ops see the same element numbering as the reference loop.
+ * Returns the collapsed ndim (>= 1). */
+static int collapse(const nrt_launch *l, int nops, const int *perm, int nperm, int64_t *sizes,
                     int64_t strides[][NRT_MAX_DIMS]) {
   int64_t rs[NRT_MAX_DIMS], rst[NRT_MAX_OPERANDS][NRT_MAX_DIMS]; /* innermost first */
   int n = 0;
-  for (int d = l->ndim - 1; d >= 0; d--) {
+  for (int i = nperm - 1; i >= 0; i--) {
+    int d = perm[i];
     int64_t sz = l->sizes[d];
-    if (sz == 1) continue;
     bool merge = n > 0;
     for (int k = 0; merge && k < nops; k++)
       merge = l->operands[k].strides[d] == rst[k][n - 1] * rs[n - 1];
@@ -291,7 +321,10 @@ nrt_status nrt_pointwise_execute(const nrt_launch *l) {
       p.dt[o] = l->operands[o].dtype;
     }
     atomic_init(&p.failed, 0);
-    p.ndim = collapse(l, p.nops, p.sizes, p.strides);
+    int perm[NRT_MAX_DIMS];
+    /* Random ops number elements row-major over the given shape. */
+    int nperm = order_dims(l, p.nops, k && (k->rng_f32 || k->rng_i64), perm);
+    p.ndim = collapse(l, p.nops, perm, nperm, p.sizes, p.strides);
     nrt_parallel_for(numel, PW_GRAIN, pw_range, &p);
     if (atomic_load(&p.failed)) st = NRT_ERROR_INVALID_ARGUMENT;
   }

@@ -25,13 +25,13 @@
                      p3 = l->params[3];
 
 #define PW_X0
-#define PW_X1 const float x = a[i];
-#define PW_X2 const float x = a[i], y = b[i];
-#define PW_X3 const float x = a[i], y = b[i], z = c[i];
+#define PW_X1 PW_U const float x = a[i];
+#define PW_X2 PW_U const float x = a[i], y = b[i];
+#define PW_X3 PW_U const float x = a[i], y = b[i], z = c[i];
 #define PW_I0
-#define PW_I1 const int64_t x = a[i];
-#define PW_I2 const int64_t x = a[i], y = b[i];
-#define PW_I3 const int64_t x = a[i], y = b[i], z = c[i];
+#define PW_I1 PW_U const int64_t x = a[i];
+#define PW_I2 PW_U const int64_t x = a[i], y = b[i];
+#define PW_I3 PW_U const int64_t x = a[i], y = b[i], z = c[i];
 
 #define PW_DEF_F32(fname, ATTR, ARITY, EXPR)                                     \
   ATTR static void fname(float *out, const float *a, const float *b, const float *c, \

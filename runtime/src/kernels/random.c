@@ -65,6 +65,26 @@ static void philox_batch(uint64_t key, uint64_t first, int nb, uint32_t w[4][MAX
   }
 }
 
+/* One block, straight from the Philox paper (Salmon et al., SC'11); the
+ * reference the batched version is tested against. */
+void nrt_philox4x32_10(const uint32_t ctr[4], const uint32_t key[2], uint32_t out[4]) {
+  uint32_t c0 = ctr[0], c1 = ctr[1], c2 = ctr[2], c3 = ctr[3], k0 = key[0], k1 = key[1];
+  for (int r = 0; r < 10; r++) {
+    uint64_t p0 = (uint64_t)PHILOX_M0 * c0, p1 = (uint64_t)PHILOX_M1 * c2;
+    uint32_t n0 = (uint32_t)(p1 >> 32) ^ c1 ^ k0, n2 = (uint32_t)(p0 >> 32) ^ c3 ^ k1;
+    c1 = (uint32_t)p1;
+    c3 = (uint32_t)p0;
+    c0 = n0;
+    c2 = n2;
+    k0 += PHILOX_W0;
+    k1 += PHILOX_W1;
+  }
+  out[0] = c0;
+  out[1] = c1;
+  out[2] = c2;
+  out[3] = c3;
+}
+
 void nrt_philox4x32(uint64_t key, uint64_t counter, uint32_t out[4]) {
   uint32_t w[4][MAX_CTR];
   philox_batch(key, counter, 1, w);
