@@ -100,10 +100,12 @@ struct NeuronGuardImpl final : public c10::impl::DeviceGuardImplInterface {
   }
   c10::Stream getStream(c10::Device d) const override { return current_stream(d.index()); }
   c10::Stream getDefaultStream(c10::Device d) const override {
+    if (!d.has_index()) d = c10::Device(kNeuron, current_device());
     check_device_index(d.index());
     return c10::Stream(c10::Stream::UNSAFE, d, 0);
   }
   c10::Stream getNewStream(c10::Device d, int /*priority*/) const override {
+    if (!d.has_index()) d = c10::Device(kNeuron, current_device());
     check_device_index(d.index());
     nrt_stream *s = nullptr;
     check(nrt_stream_acquire(d.index(), &s), "neuron stream");

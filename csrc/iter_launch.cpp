@@ -63,8 +63,16 @@ void launch_iter(at::TensorIteratorBase &iter, nrt_op op, std::initializer_list<
   for (int i = 0; i < d.ndim; ++i) d.sizes[i] = iter.shape()[i];
   d.noutputs = iter.noutputs();
   d.ninputs = iter.ninputs();
-  at::ScalarType common = iter.common_dtype();
-  if (common == at::ScalarType::Undefined) common = iter.dtype(0);
+  // The compute domain: the promoted input type where TensorIterator
+  // computed one; otherwise (fills, copies, RNG, where) the operand's own.
+  at::ScalarType common;
+  if (iter.ninputs() == 0 || op == NRT_OP_WHERE || op == NRT_OP_BERNOULLI_TENSOR) {
+    common = iter.dtype(0);
+  } else if (op == NRT_OP_COPY) {
+    common = iter.dtype(iter.noutputs());
+  } else {
+    common = iter.common_dtype();
+  }
   d.compute_dtype = to_nrt_dtype(common);
   int k = 0;
   for (const auto &s : scalars) d.scalars[k++] = s;

@@ -154,6 +154,7 @@ Tensor &logical_not_ip(Tensor &a) {
 #define NEURON_BINARY_TABLE(X)                                                                     \
   X(mul, "mul.Tensor", "mul_.Tensor", "mul.out", MUL, Binary)                                      \
   X(div, "div.Tensor", "div_.Tensor", "div.out", DIV, BinaryFloat)                                 \
+  X(floor_divide, "floor_divide", "floor_divide_.Tensor", "floor_divide.out", DIV_FLOOR, Binary)    \
   X(remainder, "remainder.Tensor", "remainder_.Tensor", "remainder.Tensor_out", REMAINDER, Binary) \
   X(fmod, "fmod.Tensor", "fmod_.Tensor", "fmod.Tensor_out", FMOD, Binary)                          \
   X(pow, "pow.Tensor_Tensor", "pow_.Tensor", "pow.Tensor_Tensor_out", POW, Binary)                 \

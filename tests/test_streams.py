@@ -48,7 +48,7 @@ def test_event_timing():
     assert ms > 0
     no_timing = torch.neuron.Event()
     no_timing.record()
-    with pytest.raises(RuntimeError):
+    with pytest.raises(ValueError, match="enable_timing=True"):
         start.elapsed_time(no_timing)
 
 

@@ -138,47 +138,47 @@ def get_amp_supported_dtype() -> list[torch.dtype]:
 
 
 # ---- streams and events ----------------------------------------------------
-class Stream(torch.Stream):
-    """An in-order queue of work on a neuron device."""
+class _NeuronTypeMeta(type):
+    """isinstance(x, torch.neuron.Stream) holds for any neuron torch.Stream.
 
-    def __new__(cls, device: _DeviceLike = None, priority: int = 0, **kwargs: Any) -> "Stream":
-        if "stream_id" in kwargs:
-            return super().__new__(cls, stream_id=kwargs["stream_id"], device_index=kwargs["device_index"],
-                                   device_type=kwargs["device_type"])
-        return super().__new__(cls, device=torch.device("neuron", _index(device)), priority=priority)
+    torch.neuron.Stream()/Event() return plain torch.Stream/torch.Event
+    objects: PyTorch's C methods (elapsed_time, wait_event, ...) accept only
+    those exact types, so a Python subclass would not interoperate."""
 
-    def wait_event(self, event: "torch.Event") -> None:
-        event.wait(self)
+    _base: type
 
-    def wait_stream(self, stream: "torch.Stream") -> None:
-        self.wait_event(stream.record_event())
-
-    def record_event(self, event: Optional["torch.Event"] = None) -> "torch.Event":
-        if event is None:
-            event = Event()
-        event.record(self)
-        return event
+    def __instancecheck__(cls, obj: Any) -> bool:
+        return isinstance(obj, cls._base) and obj.device.type == "neuron"
 
 
-class Event(torch.Event):
-    """A marker in a stream, with optional timing."""
+class Stream(metaclass=_NeuronTypeMeta):
+    """An in-order queue of work on a neuron device (a ``torch.Stream``)."""
 
-    def __new__(cls, enable_timing: bool = False, blocking: bool = False, interprocess: bool = False) -> "Event":
-        return super().__new__(cls, device=torch.device("neuron", current_device()), enable_timing=enable_timing,
-                               blocking=blocking, interprocess=interprocess)
+    _base = torch.Stream
 
-
-def _wrap(s: torch.Stream) -> Stream:
-    return Stream(stream_id=s.stream_id, device_index=s.device_index, device_type=s.device_type)
+    def __new__(cls, device: _DeviceLike = None, priority: int = 0) -> torch.Stream:  # type: ignore[misc]
+        return torch.Stream(device=torch.device("neuron", _index(device)), priority=priority)
 
 
-def current_stream(device: _DeviceLike = None) -> Stream:
-    return _wrap(torch.accelerator.current_stream(_index(device)))
+class Event(metaclass=_NeuronTypeMeta):
+    """A marker in a stream, with optional timing (a ``torch.Event``)."""
+
+    _base = torch.Event
+
+    def __new__(cls, enable_timing: bool = False, blocking: bool = False,  # type: ignore[misc]
+                interprocess: bool = False) -> torch.Event:
+        return torch.Event(device=torch.device("neuron", current_device()), enable_timing=enable_timing,
+                           blocking=blocking, interprocess=interprocess)
 
 
-def default_stream(device: _DeviceLike = None) -> Stream:
+def current_stream(device: _DeviceLike = None) -> torch.Stream:
+    return torch.accelerator.current_stream(_index(device))
+
+
+def default_stream(device: _DeviceLike = None) -> torch.Stream:
     idx = _index(device)
-    return Stream(stream_id=0, device_index=idx, device_type=current_stream(idx).device_type)
+    cur = torch.accelerator.current_stream(idx)
+    return torch.Stream(stream_id=0, device_index=idx, device_type=cur.device_type)
 
 
 def set_stream(stream: Optional[torch.Stream]) -> None:
