@@ -133,7 +133,7 @@ def main() -> int:
     print(f"  final loss: cpu {cpu_losses[-1]:.6f}, neuron {dev_losses[-1]:.6f}")
     print(f"  largest deviation: {diffs[worst]:.3e} at step {worst} "
           f"(relative {diffs[worst] / max(abs(cpu_losses[worst]), 1e-12):.2e})")
-    print("time per training step (median-free mean over the timed steps, warm-up excluded):")
+    print("time per training step (mean over the timed steps, warm-up step excluded):")
     print(f"  cpu    {cpu_step * 1e3:8.2f} ms")
     print(f"  neuron {dev_step * 1e3:8.2f} ms   ({cpu_step / dev_step:.2f}x the cpu speed)")
     print(f"peak neuron memory allocated: {peak / 2**20:.2f} MiB "

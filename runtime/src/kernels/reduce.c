@@ -21,6 +21,7 @@
  * first occurrence of the extreme; NaN is the extreme of both max and
  * min, as in PyTorch. */
 #pragma GCC optimize("O3,no-trapping-math,no-math-errno")
+#include <immintrin.h>
 #include <stdlib.h>
 #include "kernels/kernels.h"
 
@@ -114,27 +115,35 @@ static double sumabs_f64(const float *x, int64_t n) {
   return ((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7]));
 }
 
-/* Block max/min ignoring NaN, plus whether a NaN was seen. */
-static float block_max(const float *x, int64_t n, int *nan) {
-  float m = -INFINITY;
-  int any = 0;
-  for (int64_t i = 0; i < n; i++) {
-    m = x[i] > m ? x[i] : m;
-    any |= x[i] != x[i];
+/* Block max/min ignoring NaN, plus whether a NaN was seen. By hand with
+ * SSE (part of x86-64): the compiler will not vectorise a running float
+ * max, max not being associative under NaN and signed-zero rules.
+ * maxps(v, m) keeps m when v is NaN; cmpunordps finds the NaNs. */
+#define BLOCK_EXTREME(name, VOP, CMP, INIT)                                 \
+  static float name(const float *x, int64_t n, int *nan) {               \
+    __m128 m0 = _mm_set1_ps(INIT), m1 = m0, u0 = _mm_setzero_ps(), u1 = u0; \
+    int64_t i = 0;                                                         \
+    for (; i + 8 <= n; i += 8) {                                           \
+      __m128 a = _mm_loadu_ps(x + i), b = _mm_loadu_ps(x + i + 4);         \
+      m0 = VOP(a, m0);                                                     \
+      m1 = VOP(b, m1);                                                     \
+      u0 = _mm_or_ps(u0, _mm_cmpunord_ps(a, a));                           \
+      u1 = _mm_or_ps(u1, _mm_cmpunord_ps(b, b));                           \
+    }                                                                      \
+    float lanes[4];                                                        \
+    _mm_storeu_ps(lanes, VOP(m0, m1));                                     \
+    int any = _mm_movemask_ps(_mm_or_ps(u0, u1)) != 0;                     \
+    float r = lanes[0];                                                    \
+    for (int j = 1; j < 4; j++) r = lanes[j] CMP r ? lanes[j] : r;         \
+    for (; i < n; i++) {                                                   \
+      r = x[i] CMP r ? x[i] : r;                                           \
+      any |= x[i] != x[i];                                                 \
+    }                                                                      \
+    *nan = any;                                                            \
+    return r;                                                              \
   }
-  *nan = any;
-  return m;
-}
-static float block_min(const float *x, int64_t n, int *nan) {
-  float m = INFINITY;
-  int any = 0;
-  for (int64_t i = 0; i < n; i++) {
-    m = x[i] < m ? x[i] : m;
-    any |= x[i] != x[i];
-  }
-  *nan = any;
-  return m;
-}
+BLOCK_EXTREME(block_max, _mm_max_ps, >, -INFINITY)
+BLOCK_EXTREME(block_min, _mm_min_ps, <, INFINITY)
 
 static void merge_var(rstate *s, int64_t nb, double mean_b, double m2_b) {
   if (nb == 0) return;

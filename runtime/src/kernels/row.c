@@ -8,6 +8,7 @@
  * converted out. Softmax is max-shifted; sums accumulate in double. */
 #pragma GCC optimize("O3,no-trapping-math,no-math-errno")
 #include <stdatomic.h>
+#include <immintrin.h>
 #include <stdlib.h>
 #include "kernels/kernels.h"
 
@@ -46,9 +47,23 @@ static double dot_f64(const float *x, const float *y, int64_t n) {
 /* Max ignoring NaN: a NaN in the row still poisons the results through
  * x - max, as in PyTorch. */
 static float row_max(const float *x, int64_t n) {
-  float m = -INFINITY;
-  for (int64_t i = 0; i < n; i++) m = x[i] > m ? x[i] : m;
-  return m;
+  /* maxps by hand (SSE is part of x86-64): the compiler will not turn a
+   * running float max into one, as max is not associative under NaN and
+   * signed-zero rules. maxps(v, m) keeps m when v is NaN. */
+  __m128 m0 = _mm_set1_ps(-INFINITY), m1 = m0, m2 = m0, m3 = m0;
+  int64_t i = 0;
+  for (; i + 16 <= n; i += 16) {
+    m0 = _mm_max_ps(_mm_loadu_ps(x + i), m0);
+    m1 = _mm_max_ps(_mm_loadu_ps(x + i + 4), m1);
+    m2 = _mm_max_ps(_mm_loadu_ps(x + i + 8), m2);
+    m3 = _mm_max_ps(_mm_loadu_ps(x + i + 12), m3);
+  }
+  float lanes[4];
+  _mm_storeu_ps(lanes, _mm_max_ps(_mm_max_ps(m0, m1), _mm_max_ps(m2, m3)));
+  float r = lanes[0];
+  for (int j = 1; j < 4; j++) r = lanes[j] > r ? lanes[j] : r;
+  for (; i < n; i++) r = x[i] > r ? x[i] : r;
+  return r;
 }
 
 /* ---- fast row functions ---------------------------------------------------- */
