@@ -83,7 +83,11 @@ pytest: build
 
 test: build ctest asan pytest
 
-bench: build
+build/triad: benchmarks/triad.c
+	@mkdir -p build
+	$(CC) -O2 -pthread $< -o $@
+
+bench: build build/triad
 	$(PY) benchmarks/run.py
 
 clean:
