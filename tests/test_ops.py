@@ -219,3 +219,20 @@ def test_float64_warns_once_and_keeps_dtype():
         y = x.neuron() * 3
     assert y.dtype == torch.float64
     assert torch.equal(y.cpu(), x * 3)
+
+
+def test_cat_flip_roll_stack():
+    x = torch.randn(3, 4, 5)
+    d = x.neuron()
+    assert torch.equal(torch.flip(d, [0, 2]).cpu(), torch.flip(x, [0, 2]))
+    assert torch.equal(torch.flip(d.transpose(0, 2), [1]).cpu(), torch.flip(x.transpose(0, 2), [1]))
+    assert torch.equal(torch.roll(d, 2, 1).cpu(), torch.roll(x, 2, 1))
+    assert torch.equal(torch.roll(d, (-1, 7), (0, 2)).cpu(), torch.roll(x, (-1, 7), (0, 2)))
+    assert torch.equal(torch.roll(d, 3).cpu(), torch.roll(x, 3))
+    assert torch.equal(torch.cat([d, d[:, :2]], 1).cpu(), torch.cat([x, x[:, :2]], 1))
+    assert torch.equal(torch.stack([d, d], dim=2).cpu(), torch.stack([x, x], dim=2))
+    mixed = torch.cat([torch.ones(2, dtype=torch.int32).neuron(), torch.ones(2).neuron(), torch.empty(0).neuron()])
+    assert mixed.dtype == torch.float32 and mixed.tolist() == [1.0] * 4
+    with pytest.raises(RuntimeError, match="Sizes of tensors must match"):
+        torch.cat([d, torch.randn(2, 3, 5).neuron()], 1)
+    assert_no_fallbacks()
