@@ -9,7 +9,7 @@ STAMP      := $(VENV)/.deps-stamp
 JOBS       ?= 2
 
 CC      ?= cc
-CFLAGS_COMMON := -std=c11 -D_GNU_SOURCE -Wall -Wextra -Wno-unused-parameter -fPIC -pthread \
+CFLAGS_COMMON := -std=c11 -D_GNU_SOURCE -Wall -Wextra -Wno-unused-parameter -fPIC -pthread -fno-math-errno \
                  -Iruntime/include -Iruntime/src
 CFLAGS  := $(CFLAGS_COMMON) -O2 -g -march=x86-64-v2 -mtune=native
 ASAN_FLAGS := $(CFLAGS_COMMON) -O1 -g -fsanitize=address,undefined -fno-omit-frame-pointer \

@@ -25,6 +25,8 @@ nrt_status nrt_pointwise_execute(const nrt_launch *launch);
 nrt_status nrt_reduce_execute(const nrt_launch *launch);
 nrt_status nrt_row_execute(const nrt_launch *launch);
 nrt_status nrt_gemm_execute(const nrt_launch *launch);
+nrt_status nrt_index_execute(const nrt_launch *launch);     /* kernels/index.c */
+nrt_status nrt_norm_execute(const nrt_launch *launch);      /* kernels/norm.c */
 
 /* ---- device table (device.c) ------------------------------------------ */
 int nrt_device_valid(int device);  /* 1 if 0 <= device < count (after init) */

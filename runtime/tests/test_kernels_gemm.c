@@ -110,7 +110,7 @@ static void run_case(const gcase *c) {
   nrt_kernels_set_reference(false);
 
   double tol = 8 * (eps_of(c->adt) + eps_of(c->bdt) + eps_of(c->cdt)) + 1e-6 * (double)K;
-  for (int isa = NRT_ISA_AVX512; isa >= NRT_ISA_BASELINE; isa--) {
+  for (int isa = NRT_ISA_BEST; isa >= NRT_ISA_BASELINE; isa--) {
     if ((int)nrt_kernels_isa() < isa && isa != NRT_ISA_BASELINE) continue;
     nrt_kernels_limit_isa((nrt_isa)isa);
     memset(out, 0xff, (size_t)(B * M * N) * cs); /* NaN garbage: must be overwritten */
@@ -130,7 +130,7 @@ static void run_case(const gcase *c) {
     }
     CHECK(bad == 0);
   }
-  nrt_kernels_limit_isa(NRT_ISA_AVX512);
+  nrt_kernels_limit_isa(NRT_ISA_BEST);
   free(a); free(b); free(bias); free(out); free(ref);
 }
 
@@ -173,6 +173,9 @@ static void test_gemm_dtypes(void) {
     run_case(&c);
     c.cdt = NRT_FLOAT32; /* low-precision inputs, float32 output */
     c.bias = 0;
+    run_case(&c);
+    c.ta = true; /* column-major A, row-major B: the generic packers */
+    c.tb = false;
     run_case(&c);
   }
 }
@@ -292,6 +295,14 @@ static void test_gemm_large(void) {
   c.cdt = NRT_BFLOAT16; /* converted C through the scratch tile */
   c.bias = 1;
   c.beta = 1.0;
+  run_case(&c);
+  /* bfloat16 operands: several K slices, the last one odd */
+  c.m = 45;
+  c.n = 70;
+  c.k = 1043;
+  c.adt = c.bdt = NRT_BFLOAT16;
+  run_case(&c);
+  c.tb = false;
   run_case(&c);
 }
 

@@ -165,6 +165,28 @@ static void test_distributions(void) {
   free(r);
 }
 
+/* Every op takes counter e / 4: the 32-bit draws of RANDOM_RANGE are the
+ * low halves of its 64-bit draws, and an offset of 4 moves to the next
+ * counter without overlap. */
+static void test_counter_mapping(void) {
+  enum { N = 1000 };
+  int64_t lo[N], full[N];
+  int64_t s[1] = {N};
+  nrt_launch l = rng_launch(NRT_OP_RANDOM_RANGE, NRT_INT64, lo, 1, s, 77, 12);
+  l.params[3] = (int64_t)(1ull << 32);
+  CHECK_OK(nrt_launch_run(&l));
+  l.params[3] = 0;
+  l.operands[0].data = full;
+  CHECK_OK(nrt_launch_run(&l));
+  int bad = 0;
+  for (int i = 0; i < N; i++) bad += (uint64_t)lo[i] != ((uint64_t)full[i] & 0xffffffffu);
+  CHECK(bad == 0);
+  /* element e's 32-bit word is word e % 4 of counter e / 4 */
+  uint32_t w[4];
+  nrt_philox4x32(77, (12 + 5) / 4, w);
+  CHECK((uint64_t)lo[5] == w[(12 + 5) % 4]);
+}
+
 static void test_seeds_differ(void) {
   float a[64], b[64];
   int64_t s[1] = {64};
@@ -183,6 +205,7 @@ int main(void) {
   RUN_TEST(test_philox_known_answers);
   RUN_TEST(test_thread_and_shape_independence);
   RUN_TEST(test_distributions);
+  RUN_TEST(test_counter_mapping);
   RUN_TEST(test_seeds_differ);
   return TEST_RESULT();
 }

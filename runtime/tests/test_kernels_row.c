@@ -77,26 +77,32 @@ static int run_rows(nrt_op op, nrt_dtype in_dt, nrt_dtype out_dt, int64_t rows, 
     if (k > 0) l.operands[k].data = in[k - 1];
   }
   int bad = 0;
-  for (int r = 0; r < 2; r++) {
-    nrt_kernels_set_reference(r == 0);
-    l.operands[0].data = out[r];
-    CHECK_OK(nrt_launch_run(&l));
-  }
-  nrt_kernels_set_reference(false);
-  double tol = out_dt == NRT_BFLOAT16 ? 1.0 / 64 : (out_dt == NRT_FLOAT16 ? 1.0 / 512 : 1e-5);
-  /* The backward ops subtract terms of the inputs' size (up to ~5): the
-   * error is relative to those, not to the (possibly tiny) result. */
-  bool backward = op == NRT_OP_SOFTMAX_BACKWARD || op == NRT_OP_LOG_SOFTMAX_BACKWARD;
-  double atol = backward ? 5 * tol : 1e-3 * tol;
-  for (int64_t i = 0; i < n && !bad; i++) {
-    double want = get(out[0], out_dt, i), got = get(out[1], out_dt, i);
-    bool ok = nrt_dtype_is_floating(in_dt) ? fabs(got - want) <= tol * fabs(want) + atol
-                                           : got == want;
-    if (!ok) {
-      fprintf(stderr, "%s %s->%s %lldx%lld col %d [%lld]: fast %.9g ref %.9g\n", nrt_op_name(op),
-              nrt_dtype_name(in_dt), nrt_dtype_name(out_dt), (long long)rows, (long long)len, column,
-              (long long)i, got, want);
-      bad = 1;
+  /* reference, then the fast path in its baseline build, compared below;
+   * the AVX-512 build runs in the second pass */
+  for (int pass = 0; pass < 2 && !bad; pass++) {
+    for (int r = 0; r < 2; r++) {
+      nrt_kernels_set_reference(r == 0);
+      nrt_kernels_limit_isa(pass == 0 ? NRT_ISA_BASELINE : NRT_ISA_AVX512);
+      l.operands[0].data = out[r];
+      CHECK_OK(nrt_launch_run(&l));
+    }
+    nrt_kernels_set_reference(false);
+    nrt_kernels_limit_isa(NRT_ISA_BEST);
+    double tol = out_dt == NRT_BFLOAT16 ? 1.0 / 64 : (out_dt == NRT_FLOAT16 ? 1.0 / 512 : 1e-5);
+    /* The backward ops subtract terms of the inputs' size (up to ~5): the
+     * error is relative to those, not to the (possibly tiny) result. */
+    bool backward = op == NRT_OP_SOFTMAX_BACKWARD || op == NRT_OP_LOG_SOFTMAX_BACKWARD;
+    double atol = backward ? 5 * tol : 1e-3 * tol;
+    for (int64_t i = 0; i < n && !bad; i++) {
+      double want = get(out[0], out_dt, i), got = get(out[1], out_dt, i);
+      bool ok = nrt_dtype_is_floating(in_dt) ? fabs(got - want) <= tol * fabs(want) + atol
+                                             : got == want;
+      if (!ok) {
+        fprintf(stderr, "%s %s->%s %lldx%lld col %d pass %d [%lld]: fast %.9g ref %.9g\n",
+                nrt_op_name(op), nrt_dtype_name(in_dt), nrt_dtype_name(out_dt), (long long)rows,
+                (long long)len, column, pass, (long long)i, got, want);
+        bad = 1;
+      }
     }
   }
   for (int k = 0; k < nin; k++) free(in[k]);

@@ -43,17 +43,21 @@ static inline float gelu_tanh_ref(float x) {
 }
 static inline float gelu_erf(float x) { return x * 0.5f * (1.0f + erff(x * GELU_SQRT1_2)); }
 
-#define GELU_FN(fname, ATTR, TANH_FN)                                                    \
+/* The fast exact form is x * Phi(x) with the vectorisable normal CDF; the
+ * reference keeps ATen's x * 0.5 * (1 + erf(x / sqrt 2)) through libm. */
+static inline float gelu_erf_v(float x) { return x * nrt_vnormcdf(x); }
+
+#define GELU_FN(fname, ATTR, TANH_FN, ERF_FN)                                            \
   ATTR static void fname(float *out, const float *a, const float *b, const float *c,     \
                          int64_t n, const nrt_launch *l) {                               \
     if (l->params[0])                                                                     \
       for (int64_t i = 0; i < n; i++) out[i] = TANH_FN(a[i]);                            \
     else                                                                                  \
-      for (int64_t i = 0; i < n; i++) out[i] = gelu_erf(a[i]);                           \
+      for (int64_t i = 0; i < n; i++) out[i] = ERF_FN(a[i]);                             \
   }
-GELU_FN(gelu_f32, , gelu_tanh_v)
-GELU_FN(gelu_f32_avx512, NRT_TARGET_AVX512, gelu_tanh_v)
-GELU_FN(gelu_ref_f32, , gelu_tanh_ref)
+GELU_FN(gelu_f32, , gelu_tanh_v, gelu_erf_v)
+GELU_FN(gelu_f32_avx512, NRT_TARGET_AVX512, gelu_tanh_v, gelu_erf_v)
+GELU_FN(gelu_ref_f32, , gelu_tanh_ref, gelu_erf)
 
 PW_F32_MV(silu, 1, x / (1.0f + nrt_vexpf(-x)))
 PW_F32(silu_ref, 1, x / (1.0f + expf(-x)))
@@ -94,18 +98,22 @@ static inline float gelu_erf_backward(float dy, float x) {
   float pdf = GELU_PDF_BETA * expf(-0.5f * x * x);
   return dy * (cdf + x * pdf);
 }
-#define GELU_BWD_FN(fname, ATTR, TANH_FN)                                               \
+static inline float gelu_erf_backward_v(float dy, float x) {
+  float pdf = GELU_PDF_BETA * nrt_vexpf(-0.5f * x * x);
+  return dy * (nrt_vnormcdf(x) + x * pdf);
+}
+#define GELU_BWD_FN(fname, ATTR, TANH_FN, ERF_FN)                                       \
   ATTR static void fname(float *out, const float *a, const float *b, const float *c,    \
                          int64_t n, const nrt_launch *l) {                              \
     if (l->params[0])                                                                    \
       for (int64_t i = 0; i < n; i++)                                                    \
         out[i] = gelu_tanh_backward_v(a[i], b[i], TANH_FN(gelu_tanh_inner(b[i])));      \
     else                                                                                 \
-      for (int64_t i = 0; i < n; i++) out[i] = gelu_erf_backward(a[i], b[i]);            \
+      for (int64_t i = 0; i < n; i++) out[i] = ERF_FN(a[i], b[i]);                       \
   }
-GELU_BWD_FN(gelu_backward_f32, , nrt_vtanhf)
-GELU_BWD_FN(gelu_backward_f32_avx512, NRT_TARGET_AVX512, nrt_vtanhf)
-GELU_BWD_FN(gelu_backward_ref_f32, , tanhf)
+GELU_BWD_FN(gelu_backward_f32, , nrt_vtanhf, gelu_erf_backward_v)
+GELU_BWD_FN(gelu_backward_f32_avx512, NRT_TARGET_AVX512, nrt_vtanhf, gelu_erf_backward_v)
+GELU_BWD_FN(gelu_backward_ref_f32, , tanhf, gelu_erf_backward)
 
 static inline float silu_backward_v(float dy, float x, float s) { return dy * s * (1.0f + x * (1.0f - s)); }
 PW_F32_MV(silu_backward, 2, silu_backward_v(x, y, nrt_vsigmoidf(y)))

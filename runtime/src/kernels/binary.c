@@ -19,25 +19,47 @@ PW_I64(sub, 2, nrt_wsub(x, nrt_wmul(s0, y)))
 PW_F32_MV(mul, 2, x * y)
 PW_I64(mul, 2, nrt_wmul(x, y))
 PW_F32_MV(div, 2, x / y)
-PW_F32_MV(div_trunc, 2, truncf(x / y))
+
+/* Rounds to the compute dtype when it is a 16-bit float. PyTorch runs
+ * the rounding divisions of bfloat16/float16 in that type, one rounded
+ * step at a time (trunc(a / b) truncates the already rounded quotient);
+ * DIV_TRUNC and DIV_FLOOR repeat those steps to give the same results. */
+static inline float round_to(float v, nrt_dtype dt) {
+  if (dt == NRT_BFLOAT16) return nrt_k_bf16_to_f32(nrt_k_f32_to_bf16(v));
+  if (dt == NRT_FLOAT16) return nrt_k_f16_to_f32(nrt_k_f32_to_f16(v));
+  return v;
+}
+
+static void div_trunc_f32(float *out, const float *a, const float *b, const float *c, int64_t n,
+                          const nrt_launch *l) {
+  nrt_dtype dt = l->compute_dtype;
+  if (dt == NRT_BFLOAT16 || dt == NRT_FLOAT16)
+    for (int64_t i = 0; i < n; i++) out[i] = truncf(round_to(a[i] / b[i], dt));
+  else
+    for (int64_t i = 0; i < n; i++) out[i] = truncf(a[i] / b[i]);
+}
 
 /* Python floor division in float, as PyTorch computes it (div_floor in
  * ATen): through fmod so that results are exact when the quotient is. */
-static inline float div_floor_one(float a, float b) {
+static inline float div_floor_one(float a, float b, nrt_dtype dt) {
   if (b == 0.0f) return a / b;
-  float mod = fmodf(a, b);
-  float div = (a - mod) / b;
-  if (mod != 0.0f && (b < 0.0f) != (mod < 0.0f)) div -= 1.0f;
+  float mod = fmodf(a, b); /* exact */
+  float div = round_to(round_to(a - mod, dt) / b, dt);
+  if (mod != 0.0f && (b < 0.0f) != (mod < 0.0f)) div = round_to(div - 1.0f, dt);
   float fl;
   if (div != 0.0f) {
     fl = floorf(div);
-    if (div - fl > 0.5f) fl += 1.0f;
+    if (round_to(div - fl, dt) > 0.5f) fl = round_to(fl + 1.0f, dt);
   } else {
     fl = copysignf(0.0f, a / b);
   }
   return fl;
 }
-PW_F32(div_floor, 2, div_floor_one(x, y))
+static void div_floor_f32(float *out, const float *a, const float *b, const float *c, int64_t n,
+                          const nrt_launch *l) {
+  nrt_dtype dt = l->compute_dtype;
+  for (int64_t i = 0; i < n; i++) out[i] = div_floor_one(a[i], b[i], dt);
+}
 
 static inline float remainder_one(float a, float b) {
   float mod = fmodf(a, b);
@@ -134,7 +156,7 @@ const nrt_pw_kernel *nrt_pw_binary_kernel(nrt_op op) {
     PW_CASE(SUB, PW_MV(sub), .i64 = sub_i64)
     PW_CASE(MUL, PW_MV(mul), .i64 = mul_i64)
     PW_CASE(DIV, PW_MV(div))
-    PW_CASE(DIV_TRUNC, PW_MV(div_trunc), .i64 = div_trunc_i64)
+    PW_CASE(DIV_TRUNC, .f32 = div_trunc_f32, .i64 = div_trunc_i64)
     PW_CASE(DIV_FLOOR, .f32 = div_floor_f32, .i64 = div_floor_i64)
     PW_CASE(REMAINDER, .f32 = remainder_f32, .i64 = remainder_i64)
     PW_CASE(FMOD, .f32 = fmod_f32, .i64 = fmod_i64)

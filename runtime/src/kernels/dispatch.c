@@ -8,6 +8,8 @@ nrt_status nrt_kernel_execute(const nrt_launch *launch) {
   case NRT_KIND_REDUCE: return nrt_reduce_execute(launch);
   case NRT_KIND_ROW: return nrt_row_execute(launch);
   case NRT_KIND_GEMM: return nrt_gemm_execute(launch);
+  case NRT_KIND_INDEX: return nrt_index_execute(launch);
+  case NRT_KIND_NORM: return nrt_norm_execute(launch);
   }
   nrt_set_error_message("kernel: unknown op %d", (int)launch->op);
   return NRT_ERROR_UNSUPPORTED;
@@ -17,15 +19,17 @@ nrt_status nrt_kernel_execute(const nrt_launch *launch) {
  * tests run the AVX2 and portable code paths on an AVX-512 host. Both are
  * process-wide, like nrt_kernels_set_reference(). */
 static _Atomic int detected_isa = -1;
-static _Atomic int isa_limit = NRT_ISA_AVX512;
+static _Atomic int isa_limit = NRT_ISA_BEST;
 
 static int detect_isa(void) {
   __builtin_cpu_init();
   if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
       __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512vl") &&
-      __builtin_cpu_supports("fma"))
-    return NRT_ISA_AVX512;
-  if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) return NRT_ISA_AVX2;
+      __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c"))
+    return __builtin_cpu_supports("avx512bf16") ? NRT_ISA_AVX512_BF16 : NRT_ISA_AVX512;
+  if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
+      __builtin_cpu_supports("f16c"))
+    return NRT_ISA_AVX2;
   return NRT_ISA_BASELINE;
 }
 

@@ -6,7 +6,8 @@
  *   b: kc steps of NR floats (row k of the B block), 64-byte aligned,
  *   c[i * ldc + j] = (accumulate ? c[i * ldc + j] : 0) + alpha * sum_k a[k][i] * b[k][j]
  * for the full MR x NR block; the driver handles edges through a scratch
- * block. */
+ * block. The bfloat16 kernel reads 32-bit units holding pairs of k
+ * instead of floats (see gemm_simd.c). */
 #ifndef NRT_KERNELS_GEMM_H
 #define NRT_KERNELS_GEMM_H
 
@@ -20,10 +21,21 @@ typedef struct nrt_gemm_ukernel {
   int mr, nr;
   /* cache blocking for this kernel: KC deep panels, MC x NC tiles of C */
   int kc, mc, nc;
+  /* panels hold pairs of bfloat16 per 32-bit unit (and kc counts pairs) */
+  bool bf16_pairs;
   nrt_gemm_ukernel_fn fn;
 } nrt_gemm_ukernel;
 
 extern const nrt_gemm_ukernel nrt_gemm_ukernel_avx512;
+extern const nrt_gemm_ukernel nrt_gemm_ukernel_avx512_bf16;
+/* AVX-512 packing of full panels for the 14 x 32 kernels, moving 32-bit
+ * units (a float32, or a pair of bfloat16): 14 rows of A whose units are
+ * contiguous; 32 columns of B whose units are contiguous. */
+void nrt_gemm_pack_a14_avx512(const void *const *rows, int64_t kc, void *panel);
+void nrt_gemm_pack_b32_avx512(const void *const *cols, int64_t kc, void *panel);
+/* Pairs of bfloat16 from column-major A / row-major B (see gemm_simd.c). */
+void nrt_gemm_pack_a14_bf16_cols_avx512(const char *a, int64_t sk, int64_t kpairs, void *panel);
+void nrt_gemm_pack_b32_bf16_rows_avx512(const char *b, int64_t sk, int64_t kpairs, void *panel);
 extern const nrt_gemm_ukernel nrt_gemm_ukernel_avx2;
 
 #endif

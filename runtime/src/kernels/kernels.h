@@ -7,6 +7,7 @@
 #ifndef NRT_KERNELS_H
 #define NRT_KERNELS_H
 
+#include <immintrin.h>
 #include <math.h>
 #include <stdbool.h>
 #include <stdint.h>
@@ -19,9 +20,17 @@
 
 /* Functions compiled for AVX-512 beside their baseline (x86-64-v2)
  * version; the rest of the build must run on any x86-64-v2 host. */
-#define NRT_TARGET_AVX512 __attribute__((target("avx512f,avx512vl,avx512bw,avx512dq,fma")))
-#define NRT_TARGET_AVX2 __attribute__((target("avx2,fma")))
-typedef enum nrt_isa { NRT_ISA_BASELINE, NRT_ISA_AVX2, NRT_ISA_AVX512 } nrt_isa;
+#define NRT_TARGET_AVX512 __attribute__((target("avx512f,avx512vl,avx512bw,avx512dq,fma,f16c")))
+#define NRT_TARGET_AVX2 __attribute__((target("avx2,fma,f16c")))
+#define NRT_TARGET_AVX512_BF16 \
+  __attribute__((target("avx512f,avx512vl,avx512bw,avx512dq,fma,f16c,avx512bf16")))
+typedef enum nrt_isa {
+  NRT_ISA_BASELINE,
+  NRT_ISA_AVX2,
+  NRT_ISA_AVX512,
+  NRT_ISA_AVX512_BF16, /* AVX-512 with the bfloat16 dot product (Zen 4, Cooper Lake+) */
+  NRT_ISA_BEST = NRT_ISA_AVX512_BF16
+} nrt_isa;
 nrt_isa nrt_kernels_isa(void);            /* best usable, after the limit */
 void nrt_kernels_limit_isa(nrt_isa limit); /* tests: cap the ISA used */
 
@@ -165,5 +174,15 @@ void nrt_philox4x32(uint64_t key, uint64_t counter, uint32_t out[4]);
 
 /* ---- vectorisable float math (vmath.h-style inline, ~1 ulp) ------------ */
 #include "kernels/vmath.h"
+
+/* o[i] = sqrtf(x[i]), correctly rounded, four at a time. The compiler only
+ * vectorises sqrtf when -fno-math-errno is on its command line (an optimize
+ * pragma does not reach it), so the SSE instruction is spelled out; SSE is
+ * part of x86-64. o may alias x. */
+static inline void nrt_sqrt_block(float *o, const float *x, int64_t n) {
+  int64_t i = 0;
+  for (; i + 4 <= n; i += 4) _mm_storeu_ps(o + i, _mm_sqrt_ps(_mm_loadu_ps(x + i)));
+  for (; i < n; i++) o[i] = _mm_cvtss_f32(_mm_sqrt_ss(_mm_set_ss(x[i])));
+}
 
 #endif

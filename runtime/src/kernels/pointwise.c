@@ -2,18 +2,20 @@
  * op. The op families (unary_math.c, binary.c, activations.c, random.c)
  * only supply block functions over converted, contiguous buffers.
  *
- * The "linear element index" the random ops key their counters on is
- * row-major over launch->sizes (the last dimension varies fastest).
+ * Fast path: dims are ordered by stride (smallest innermost) and collapsed
+ * where every operand's strides allow; the element range is split across
+ * the kernel pool, and each row of the innermost dim is processed in
+ * blocks of NRT_BLOCK: inputs are converted into small buffers (or used in
+ * place when they already are unit-stride float32 / int64), the block
+ * function runs, and the result is converted into the output. Transposed
+ * operands are walked in square tiles instead of rows.
  *
- * Fast path: dimensions are ordered by stride (smallest innermost; random
- * ops keep the given order so their numbering holds) and collapsed where
- * every operand's strides allow,
- * the element range is split across the kernel pool, and each row of the
- * innermost dimension is processed in blocks of NRT_BLOCK: inputs are
- * converted into small buffers (or used in place when they already are
- * unit-stride float32 / int64), the block function runs, and the result is
- * converted into the output. The reference path walks one element at a
- * time over the original shape, on the calling thread. */
+ * Random ops number elements row-major over launch->sizes as given (the
+ * last dim fastest); they keep the given dim order so that every element's
+ * number, and so its value, does not depend on the traversal.
+ *
+ * The reference path walks one element at a time over the original shape
+ * on the calling thread, converting through dtype.c. */
 #pragma GCC optimize("O3,no-trapping-math,no-math-errno")
 #include <stdatomic.h>
 #include <stdlib.h>
@@ -72,11 +74,11 @@ static int order_dims(const nrt_launch *l, int nops, bool keep_order, int *perm)
   return n;
 }
 
-/* Merges a dim into its inner neighbour when, for
- * every operand, stepping the outer dim equals stepping the whole inner
- * one. Without reordering, merging keeps the row-major linear index, so
- * random ops see the same element numbering as the reference loop.
- * Returns the collapsed ndim (>= 1). */
+/* Merges a dim into its inner neighbour when, for every operand, stepping
+ * the outer dim equals stepping over the whole inner one. Merging keeps
+ * the row-major order of the ordered dims, so random ops (given order)
+ * number elements exactly as the reference loop does. Returns the
+ * collapsed ndim (>= 1). */
 static int collapse(const nrt_launch *l, int nops, const int *perm, int nperm, int64_t *sizes,
                     int64_t strides[][NRT_MAX_DIMS]) {
   int64_t rs[NRT_MAX_DIMS], rst[NRT_MAX_OPERANDS][NRT_MAX_DIMS]; /* innermost first */
@@ -247,6 +249,52 @@ static void pw_range(void *ctx, int64_t begin, int64_t end) {
   }
 }
 
+/* ---- transposes: square tiles -------------------------------------------------
+ * When an input's fastest dim is the output's second-fastest (a transposed
+ * copy, x.t().contiguous()), walking output rows reads that input one
+ * element per cache line and page. Tiles of TILE x TILE over the two
+ * inner dims keep the TILE lines of each side in L1 while they are used
+ * TILE / (line size) times. */
+#define TILE 32
+
+static bool wants_tiles(const pw_plan *p) {
+  int nd = p->ndim;
+  if (nd < 2 || p->sizes[nd - 1] < 16 || p->sizes[nd - 2] < 16) return false;
+  for (int k = 1; k < p->nops; k++) {
+    int64_t inner = llabs(p->strides[k][nd - 1]), outer = llabs(p->strides[k][nd - 2]);
+    if (inner >= 256 && outer > 0 && outer <= 16) return true;
+  }
+  return false;
+}
+
+static void pw_tiles(void *ctx, int64_t begin, int64_t end) {
+  pw_plan *p = ctx;
+  int nd = p->ndim, nops = p->nops;
+  int64_t rows = p->sizes[nd - 2], cols = p->sizes[nd - 1];
+  int64_t rt = (rows + TILE - 1) / TILE, ct = (cols + TILE - 1) / TILE;
+  for (int64_t t = begin; t < end; t++) {
+    int64_t tj = t % ct, ti = (t / ct) % rt, outer = t / ct / rt;
+    char *base[NRT_MAX_OPERANDS];
+    for (int k = 0; k < nops; k++) base[k] = p->data[k];
+    for (int d = nd - 3; d >= 0; d--) {
+      int64_t i = outer % p->sizes[d];
+      outer /= p->sizes[d];
+      for (int k = 0; k < nops; k++) base[k] += i * p->strides[k][d];
+    }
+    int64_t r1 = (ti + 1) * TILE < rows ? (ti + 1) * TILE : rows;
+    int64_t n = (tj + 1) * TILE < cols ? TILE : cols - tj * TILE;
+    for (int64_t r = ti * TILE; r < r1; r++) {
+      char *ptr[NRT_MAX_OPERANDS];
+      for (int k = 0; k < nops; k++)
+        ptr[k] = base[k] + r * p->strides[k][nd - 2] + tj * TILE * p->strides[k][nd - 1];
+      if (p->copy) copy_row(p, ptr, n);
+      else if (p->fdomain) f32_row(p, ptr, n, 0);
+      else i64_row(p, ptr, n, 0);
+      if (atomic_load_explicit(&p->failed, memory_order_relaxed)) return;
+    }
+  }
+}
+
 /* ---- reference: one element at a time ------------------------------------ */
 
 static float ref_load_f32(const char *src, nrt_dtype dt) {
@@ -325,7 +373,15 @@ nrt_status nrt_pointwise_execute(const nrt_launch *l) {
     /* Random ops number elements row-major over the given shape. */
     int nperm = order_dims(l, p.nops, k && (k->rng_f32 || k->rng_i64), perm);
     p.ndim = collapse(l, p.nops, perm, nperm, p.sizes, p.strides);
-    nrt_parallel_for(numel, PW_GRAIN, pw_range, &p);
+    bool random = k && (k->rng_f32 || k->rng_i64);
+    if (!random && wants_tiles(&p)) {
+      int64_t ntiles = numel / (p.sizes[p.ndim - 2] * p.sizes[p.ndim - 1]) *
+                       ((p.sizes[p.ndim - 2] + TILE - 1) / TILE) *
+                       ((p.sizes[p.ndim - 1] + TILE - 1) / TILE);
+      nrt_parallel_for(ntiles, PW_GRAIN / (TILE * TILE), pw_tiles, &p);
+    } else {
+      nrt_parallel_for(numel, PW_GRAIN, pw_range, &p);
+    }
     if (atomic_load(&p.failed)) st = NRT_ERROR_INVALID_ARGUMENT;
   }
   /* The only failure a block reports is integer division by zero; the

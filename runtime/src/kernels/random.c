@@ -6,16 +6,19 @@
  *   key     = params[0] (seed), k0 = low 32 bits, k1 = high 32 bits
  *   e       = params[1] (offset) + the element's linear index, row-major
  *             over launch->sizes (the pointwise engine's iteration order)
- *   Philox4x32-10(key, counter = {lo32(c), hi32(c), 0, 0}) gives four
- *   32-bit words w[0..3] for each 64-bit counter value c.
+ *   c       = e / 4: four elements share a counter
+ *   Philox4x32-10(key, counter = {lo32(c), hi32(c), s, 0}) gives four
+ *   32-bit words w_s[0..3]; s (0 or 1) is a stream selector.
  *   UNIFORM, BERNOULLI_*, RANDOM_RANGE with range <= 2^32:
- *             c = e / 4, the element uses word w[e % 4].
- *   NORMAL:   c = e / 4; elements 4c, 4c+1 share the Box-Muller pair
- *             (w[0], w[1]) (cos and sin), 4c+2, 4c+3 the pair (w[2], w[3]).
+ *             the element uses w_0[e % 4].
+ *   NORMAL:   elements 4c, 4c+1 share the Box-Muller pair (w_0[0], w_0[1])
+ *             (r cos, r sin), 4c+2, 4c+3 the pair (w_0[2], w_0[3]).
  *   RANDOM_RANGE with range > 2^32 (or 0, meaning 2^64):
- *             c = e / 2, the element uses w[2(e%2)] | w[2(e%2)+1] << 32.
- * The glue advances the offset by at least the element count per launch;
- * consecutive launches then never reuse a word.
+ *             the element uses w_0[e % 4] | w_1[e % 4] << 32.
+ * Every op maps element e to counter e / 4, so a launch covering offsets
+ * [o, o + n) uses counters [o / 4, (o + n - 1) / 4] only; with the glue
+ * advancing the offset by at least n per launch, launches never share a
+ * word (a counter shared at a boundary is split by lane).
  *
  * Conversions: u24 = (w >> 8) * 2^-24 in [0, 1) for uniform values (what
  * a float can hold exactly); Bernoulli compares w * 2^-32 < p; normal uses
@@ -31,15 +34,17 @@
 /* Up to NRT_BLOCK elements need at most NRT_BLOCK/2 + 1 counters. */
 #define MAX_CTR (NRT_BLOCK / 2 + 2)
 
-/* Philox for nb consecutive counters starting at `first`, in
- * structure-of-arrays form so the rounds vectorise across counters. */
-static void philox_batch(uint64_t key, uint64_t first, int nb, uint32_t w[4][MAX_CTR]) {
+/* Philox for nb consecutive counters starting at `first`, rounds in
+ * structure-of-arrays form so they vectorise across counters; the words
+ * come out interleaved, out[4 j + k] = word k of counter first + j, which
+ * makes consecutive elements' words consecutive in memory. */
+static void philox_batch(uint64_t key, uint64_t first, int nb, uint32_t stream, uint32_t *out) {
   uint32_t c0[MAX_CTR], c1[MAX_CTR], c2[MAX_CTR], c3[MAX_CTR];
   for (int j = 0; j < nb; j++) {
     uint64_t c = first + (uint64_t)j;
     c0[j] = (uint32_t)c;
     c1[j] = (uint32_t)(c >> 32);
-    c2[j] = 0;
+    c2[j] = stream;
     c3[j] = 0;
   }
   uint32_t k0 = (uint32_t)key, k1 = (uint32_t)(key >> 32);
@@ -58,10 +63,10 @@ static void philox_batch(uint64_t key, uint64_t first, int nb, uint32_t w[4][MAX
     k1 += PHILOX_W1;
   }
   for (int j = 0; j < nb; j++) {
-    w[0][j] = c0[j];
-    w[1][j] = c1[j];
-    w[2][j] = c2[j];
-    w[3][j] = c3[j];
+    out[4 * j] = c0[j];
+    out[4 * j + 1] = c1[j];
+    out[4 * j + 2] = c2[j];
+    out[4 * j + 3] = c3[j];
   }
 }
 
@@ -86,90 +91,103 @@ void nrt_philox4x32_10(const uint32_t ctr[4], const uint32_t key[2], uint32_t ou
 }
 
 void nrt_philox4x32(uint64_t key, uint64_t counter, uint32_t out[4]) {
-  uint32_t w[4][MAX_CTR];
-  philox_batch(key, counter, 1, w);
-  for (int i = 0; i < 4; i++) out[i] = w[i][0];
+  philox_batch(key, counter, 1, 0, out);
 }
 
-/* Words for elements e0 .. e0+n-1, one word per element (c = e / 4). */
-static void words_per_element(const nrt_launch *l, int64_t index, int64_t n, uint32_t *out) {
-  uint32_t w[4][MAX_CTR];
+/* The words of elements e0 .. e0+n-1 from stream s (one word each,
+ * counter e / 4): returns a pointer to the first element's word in buf. */
+static const uint32_t *words_per_element(const nrt_launch *l, int64_t index, int64_t n,
+                                         uint32_t stream, uint32_t *buf) {
   uint64_t e0 = (uint64_t)l->params[1] + (uint64_t)index;
   uint64_t first = e0 >> 2;
   int nb = (int)((((e0 + (uint64_t)n - 1) >> 2) - first) + 1);
-  philox_batch((uint64_t)l->params[0], first, nb, w);
-  for (int64_t i = 0; i < n; i++) {
-    uint64_t e = e0 + (uint64_t)i;
-    out[i] = w[e & 3][(e >> 2) - first];
-  }
+  philox_batch((uint64_t)l->params[0], first, nb, stream, buf);
+  return buf + (e0 & 3);
 }
 
 static void uniform_rng(float *out, const float *a, int64_t n, int64_t index, const nrt_launch *l) {
-  uint32_t w[NRT_BLOCK];
+  uint32_t buf[4 * MAX_CTR];
   float from = (float)l->scalars[0].f, span = (float)(l->scalars[1].f - l->scalars[0].f);
-  words_per_element(l, index, n, w);
+  const uint32_t *w = words_per_element(l, index, n, 0, buf);
   for (int64_t i = 0; i < n; i++) out[i] = (float)(w[i] >> 8) * 0x1p-24f * span + from;
 }
 
+/* sin and cos of 2 pi t for t in [0, 1): quarter turns are exact, the rest
+ * |a| <= pi/4 goes through Cephes' single-precision polynomials. */
+static inline void sincos_2pi(float t, float *s_out, float *c_out) {
+  float q = (t * 4.0f + 0x1.8p23f) - 0x1.8p23f; /* nearest quarter */
+  float a = (t - q * 0.25f) * 6.28318530717958648f;
+  float z = a * a;
+  float s = ((-1.9515295891e-4f * z + 8.3321608736e-3f) * z - 1.6666654611e-1f) * z * a + a;
+  float c = ((2.443315711809948e-5f * z - 1.388731625493765e-3f) * z + 4.166664568298827e-2f) * z * z -
+            0.5f * z + 1.0f;
+  int qi = (int)q & 3;
+  float sr = qi == 0 ? s : (qi == 1 ? c : (qi == 2 ? -s : -c));
+  float cr = qi == 0 ? c : (qi == 1 ? -s : (qi == 2 ? -c : s));
+  *s_out = sr;
+  *c_out = cr;
+}
+
 static void normal_rng(float *out, const float *a, int64_t n, int64_t index, const nrt_launch *l) {
-  uint32_t w[4][MAX_CTR];
+  uint32_t w[4 * MAX_CTR];
+  float z[4 * MAX_CTR], r[2 * MAX_CTR];
   uint64_t e0 = (uint64_t)l->params[1] + (uint64_t)index;
   uint64_t first = e0 >> 2;
   int nb = (int)((((e0 + (uint64_t)n - 1) >> 2) - first) + 1);
-  philox_batch((uint64_t)l->params[0], first, nb, w);
-  double mean = l->scalars[0].f, std = l->scalars[1].f;
-  for (int64_t i = 0; i < n; i++) {
-    uint64_t e = e0 + (uint64_t)i;
-    uint64_t j = (e >> 2) - first;
-    int pair = (int)(e & 2);
-    double u1 = ((double)(w[pair][j] >> 8) + 1.0) * 0x1p-24;
-    double u2 = (double)(w[pair + 1][j] >> 8) * 0x1p-24;
-    double r = sqrt(-2.0 * log(u1)), theta = 6.283185307179586 * u2;
-    double z = (e & 1) ? r * sin(theta) : r * cos(theta);
-    out[i] = (float)(mean + std * z);
+  philox_batch((uint64_t)l->params[0], first, nb, 0, w);
+  /* Box-Muller: one counter's two word pairs give four normals. */
+  for (int j = 0; j < 2 * nb; j++) {
+    float u1 = ((float)(w[2 * j] >> 8) + 1.0f) * 0x1p-24f; /* (0, 1]: log is finite */
+    r[j] = -2.0f * nrt_vlogf(u1);
   }
+  nrt_sqrt_block(r, r, 2 * nb);
+  for (int j = 0; j < 2 * nb; j++) {
+    float u2 = (float)(w[2 * j + 1] >> 8) * 0x1p-24f, s, c;
+    sincos_2pi(u2, &s, &c);
+    z[2 * j] = r[j] * c;
+    z[2 * j + 1] = r[j] * s;
+  }
+  float mean = (float)l->scalars[0].f, std = (float)l->scalars[1].f;
+  const float *zz = z + (e0 & 3);
+  for (int64_t i = 0; i < n; i++) out[i] = mean + std * zz[i];
 }
 
 static void bernoulli_scalar_rng(float *out, const float *a, int64_t n, int64_t index,
                                  const nrt_launch *l) {
-  uint32_t w[NRT_BLOCK];
+  uint32_t buf[4 * MAX_CTR];
   double p = l->scalars[0].f;
-  words_per_element(l, index, n, w);
+  const uint32_t *w = words_per_element(l, index, n, 0, buf);
   for (int64_t i = 0; i < n; i++) out[i] = (double)w[i] * 0x1p-32 < p ? 1.0f : 0.0f;
 }
 static void bernoulli_scalar_rng_i64(int64_t *out, int64_t n, int64_t index, const nrt_launch *l) {
-  uint32_t w[NRT_BLOCK];
+  uint32_t buf[4 * MAX_CTR];
   /* The probability is a float even when the output is an integer. */
   double p = l->scalars[0].f;
-  words_per_element(l, index, n, w);
+  const uint32_t *w = words_per_element(l, index, n, 0, buf);
   for (int64_t i = 0; i < n; i++) out[i] = (double)w[i] * 0x1p-32 < p;
 }
 
 static void bernoulli_tensor_rng(float *out, const float *a, int64_t n, int64_t index,
                                  const nrt_launch *l) {
-  uint32_t w[NRT_BLOCK];
-  words_per_element(l, index, n, w);
+  uint32_t buf[4 * MAX_CTR];
+  const uint32_t *w = words_per_element(l, index, n, 0, buf);
   for (int64_t i = 0; i < n; i++) out[i] = (double)w[i] * 0x1p-32 < (double)a[i] ? 1.0f : 0.0f;
 }
 
-/* Integers in [p2, p2 + p3); p3 == 0 means the full 64-bit range. */
+/* Integers in [p2, p2 + p3); p3 == 0 means the full 64-bit range. The
+ * modulo keeps PyTorch's (small) bias for ranges that are not powers of
+ * two. */
 static void random_range_words(int64_t *out, int64_t n, int64_t index, const nrt_launch *l) {
   uint64_t base = (uint64_t)l->params[2], range = (uint64_t)l->params[3];
+  uint32_t buf[4 * MAX_CTR], buf_hi[4 * MAX_CTR];
+  const uint32_t *w = words_per_element(l, index, n, 0, buf);
   if (range != 0 && range <= (1ull << 32)) {
-    uint32_t w[NRT_BLOCK];
-    words_per_element(l, index, n, w);
     for (int64_t i = 0; i < n; i++) out[i] = (int64_t)(base + w[i] % range);
     return;
   }
-  uint32_t w[4][MAX_CTR];
-  uint64_t e0 = (uint64_t)l->params[1] + (uint64_t)index;
-  uint64_t first = e0 >> 1;
-  int nb = (int)((((e0 + (uint64_t)n - 1) >> 1) - first) + 1);
-  philox_batch((uint64_t)l->params[0], first, nb, w);
+  const uint32_t *hi = words_per_element(l, index, n, 1, buf_hi);
   for (int64_t i = 0; i < n; i++) {
-    uint64_t e = e0 + (uint64_t)i, j = (e >> 1) - first;
-    int lane = (int)(e & 1) * 2;
-    uint64_t r = (uint64_t)w[lane][j] | (uint64_t)w[lane + 1][j] << 32;
+    uint64_t r = (uint64_t)w[i] | (uint64_t)hi[i] << 32;
     out[i] = (int64_t)(base + (range ? r % range : r));
   }
 }

@@ -9,9 +9,14 @@
  *  - rows:    the input's fastest dim is reduced: one output at a time,
  *             blocks run along the reduced dim;
  *  - columns: the input's fastest dim is kept (sum over dim 0 of a
- *             row-major matrix): a tile of up to RED_COLS neighbouring
- *             outputs advances together, reading memory in order, and
- *             each output's values are gathered into a column buffer.
+ *             row-major matrix): a tile of neighbouring outputs advances
+ *             together, reading memory in order. The simple ops (sums,
+ *             extremes, all/any, 1- and 2-norms) accumulate "vertically",
+ *             one running value per column, vectorised across columns;
+ *             the others gather each output's values into a column
+ *             buffer and feed the usual block functions. Short
+ *             reductions of the simple ops (at most 32 elements per
+ *             output) also go this way, to spread the per-output cost.
  * Outputs are parallel tasks; when there are too few (a full reduction has
  * one), the reduced range is cut into chunks as well.
  *
@@ -25,8 +30,9 @@
 #include <stdlib.h>
 #include "kernels/kernels.h"
 
-#define RED_COLS 64
+#define RED_COLS 64    /* columns per tile when values are gathered per column */
 #define RED_ROWS 64
+#define RED_VCOLS 1024 /* columns per tile for the vertical ops: long row segments */
 #define RED_GRAIN 32768 /* elements per parallel task, at least */
 
 typedef struct rstate {
@@ -38,8 +44,13 @@ typedef struct rstate {
 } rstate;
 enum { RS_NAN = 1, RS_POSINF = 2 };
 
-typedef struct red_plan {
+typedef struct red_plan red_plan;
+typedef void (*acc_f32_fn)(const red_plan *p, struct rstate *s, const float *x, int64_t n,
+                           int64_t idx0);
+
+struct red_plan {
   const nrt_launch *l;
+  acc_f32_fn acc;           /* baseline or AVX-512 build of the float accumulators */
   nrt_op op;
   bool fdomain;
   bool with_index;          /* the op produces an index */
@@ -55,10 +66,12 @@ typedef struct red_plan {
   int64_t rsize[NRT_MAX_DIMS], rin[NRT_MAX_DIMS];
   int64_t nkept, nred;
   bool columns;
+  bool vertical;  /* columns path with per-column running values */
+  int tile;       /* columns per tile */
   int64_t ntiles; /* columns: tiles along the innermost kept dim */
   int64_t groups, chunks;
-  rstate *partial; /* groups * chunks * (columns ? RED_COLS : 1), when chunks > 1 */
-} red_plan;
+  rstate *partial; /* groups * chunks * (columns ? tile : 1), when chunks > 1 */
+};
 
 /* ---- states ---------------------------------------------------------------- */
 
@@ -80,9 +93,13 @@ static bool is_max_op(nrt_op op) {
   return op == NRT_OP_AMAX || op == NRT_OP_MAX_WITH_INDEX || op == NRT_OP_ARGMAX;
 }
 
+/* The block accumulators are inlined into two builds of acc_f32 (baseline
+ * and AVX-512), chosen per launch. */
+#define RED_INLINE static inline __attribute__((always_inline))
+
 /* Sum in double with independent partial sums, so it vectorises without
  * reassociating anything the compiler would have to prove. */
-static double sum_f64(const float *x, int64_t n) {
+RED_INLINE double sum_f64(const float *x, int64_t n) {
   double acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
   int64_t i = 0;
   for (; i + 8 <= n; i += 8)
@@ -91,7 +108,7 @@ static double sum_f64(const float *x, int64_t n) {
   return ((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7]));
 }
 
-static double sumsq_f64(const float *x, int64_t n, double shift) {
+RED_INLINE double sumsq_f64(const float *x, int64_t n, double shift) {
   double acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
   int64_t i = 0;
   for (; i + 8 <= n; i += 8)
@@ -106,7 +123,7 @@ static double sumsq_f64(const float *x, int64_t n, double shift) {
   return ((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7]));
 }
 
-static double sumabs_f64(const float *x, int64_t n) {
+RED_INLINE double sumabs_f64(const float *x, int64_t n) {
   double acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
   int64_t i = 0;
   for (; i + 8 <= n; i += 8)
@@ -120,7 +137,7 @@ static double sumabs_f64(const float *x, int64_t n) {
  * max, max not being associative under NaN and signed-zero rules.
  * maxps(v, m) keeps m when v is NaN; cmpunordps finds the NaNs. */
 #define BLOCK_EXTREME(name, VOP, CMP, INIT)                                 \
-  static float name(const float *x, int64_t n, int *nan) {               \
+  RED_INLINE float name(const float *x, int64_t n, int *nan) {           \
     __m128 m0 = _mm_set1_ps(INIT), m1 = m0, u0 = _mm_setzero_ps(), u1 = u0; \
     int64_t i = 0;                                                         \
     for (; i + 8 <= n; i += 8) {                                           \
@@ -144,6 +161,34 @@ static double sumabs_f64(const float *x, int64_t n) {
   }
 BLOCK_EXTREME(block_max, _mm_max_ps, >, -INFINITY)
 BLOCK_EXTREME(block_min, _mm_min_ps, <, INFINITY)
+
+/* The same with 16 lanes. */
+#define BLOCK_EXTREME512(name, VOP, CMP, INIT)                               \
+  NRT_TARGET_AVX512 static float name(const float *x, int64_t n, int *nan) { \
+    __m512 m0 = _mm512_set1_ps(INIT), m1 = m0;                              \
+    __mmask16 u = 0;                                                         \
+    int64_t i = 0;                                                           \
+    for (; i + 32 <= n; i += 32) {                                           \
+      __m512 a = _mm512_loadu_ps(x + i), b = _mm512_loadu_ps(x + i + 16);    \
+      m0 = VOP(a, m0);                                                       \
+      m1 = VOP(b, m1);                                                       \
+      u |= _mm512_cmp_ps_mask(a, a, _CMP_UNORD_Q) |                          \
+           _mm512_cmp_ps_mask(b, b, _CMP_UNORD_Q);                           \
+    }                                                                        \
+    float lanes[16];                                                         \
+    _mm512_storeu_ps(lanes, VOP(m0, m1));                                    \
+    int any = u != 0;                                                        \
+    float r = lanes[0];                                                      \
+    for (int j = 1; j < 16; j++) r = lanes[j] CMP r ? lanes[j] : r;          \
+    for (; i < n; i++) {                                                     \
+      r = x[i] CMP r ? x[i] : r;                                             \
+      any |= x[i] != x[i];                                                   \
+    }                                                                        \
+    *nan = any;                                                              \
+    return r;                                                                \
+  }
+BLOCK_EXTREME512(block_max512, _mm512_max_ps, >, -INFINITY)
+BLOCK_EXTREME512(block_min512, _mm512_min_ps, <, INFINITY)
 
 static void merge_var(rstate *s, int64_t nb, double mean_b, double m2_b) {
   if (nb == 0) return;
@@ -170,7 +215,8 @@ static void merge_lse(rstate *s, double m, double sum, int flags) {
   }
 }
 
-static void acc_f32(const red_plan *p, rstate *s, const float *x, int64_t n, int64_t idx0) {
+RED_INLINE void acc_f32_impl(const red_plan *p, rstate *s, const float *x, int64_t n,
+                             int64_t idx0, bool wide) {
   int nan;
   switch (p->op) {
   case NRT_OP_SUM:
@@ -182,13 +228,13 @@ static void acc_f32(const red_plan *p, rstate *s, const float *x, int64_t n, int
     break;
   }
   case NRT_OP_AMAX: {
-    float m = block_max(x, n, &nan);
+    float m = (wide ? block_max512(x, n, &nan) : block_max(x, n, &nan));
     if (nan) s->flags |= RS_NAN;
     if (m > s->a) s->a = m;
     break;
   }
   case NRT_OP_AMIN: {
-    float m = block_min(x, n, &nan);
+    float m = (wide ? block_min512(x, n, &nan) : block_min(x, n, &nan));
     if (nan) s->flags |= RS_NAN;
     if (m < s->a) s->a = m;
     break;
@@ -199,7 +245,7 @@ static void acc_f32(const red_plan *p, rstate *s, const float *x, int64_t n, int
   case NRT_OP_ARGMIN: {
     if (s->flags & RS_NAN) break; /* the first NaN stays the answer */
     bool mx = is_max_op(p->op);
-    float m = mx ? block_max(x, n, &nan) : block_min(x, n, &nan);
+    float m = mx ? (wide ? block_max512(x, n, &nan) : block_max(x, n, &nan)) : (wide ? block_min512(x, n, &nan) : block_min(x, n, &nan));
     if (nan) {
       for (int64_t i = 0; i < n; i++)
         if (x[i] != x[i]) {
@@ -266,7 +312,7 @@ static void acc_f32(const red_plan *p, rstate *s, const float *x, int64_t n, int
     break;
   }
   case NRT_OP_LOGSUMEXP: {
-    float m = block_max(x, n, &nan);
+    float m = (wide ? block_max512(x, n, &nan) : block_max(x, n, &nan));
     int flags = (nan ? RS_NAN : 0) | (m == INFINITY ? RS_POSINF : 0);
     double sum = 0;
     if (m != -INFINITY && m != INFINITY) {
@@ -278,6 +324,18 @@ static void acc_f32(const red_plan *p, rstate *s, const float *x, int64_t n, int
   }
   default: break;
   }
+}
+
+static void acc_f32_base(const red_plan *p, rstate *s, const float *x, int64_t n, int64_t idx0) {
+  acc_f32_impl(p, s, x, n, idx0, false);
+}
+NRT_TARGET_AVX512 static void acc_f32_avx512(const red_plan *p, rstate *s, const float *x, int64_t n,
+                                             int64_t idx0) {
+  acc_f32_impl(p, s, x, n, idx0, true);
+}
+
+static void acc_f32(const red_plan *p, rstate *s, const float *x, int64_t n, int64_t idx0) {
+  p->acc(p, s, x, n, idx0);
 }
 
 static void acc_i64(const red_plan *p, rstate *s, const int64_t *x, int64_t n, int64_t idx0) {
@@ -513,6 +571,100 @@ static void feed_columns(const red_plan *p, rstate *s, int nc, const char *base,
   }
 }
 
+static bool vertical_op(const red_plan *p) {
+  switch (p->op) {
+  case NRT_OP_SUM: case NRT_OP_AMAX: case NRT_OP_AMIN: case NRT_OP_ALL: case NRT_OP_ANY: return true;
+  case NRT_OP_MEAN: return p->fdomain;
+  case NRT_OP_NORM: return p->p == 1.0 || p->p == 2.0;
+  default: return false;
+  }
+}
+
+/* Columns, vertical form: nc running values advance one input row at a
+ * time, each loop vectorised across the columns. Leaves finished states
+ * in s_out (nc of them). */
+static void feed_vertical(const red_plan *p, rstate *s_out, int nc, const char *base, int64_t r0,
+                          int64_t r1) {
+  double acc[RED_VCOLS];
+  float fm[RED_VCOLS];
+  int64_t im[RED_VCOLS];
+  union { float f[RED_VCOLS]; int64_t i[RED_VCOLS]; } buf;
+  int nanf = 0;
+  int64_t cst = p->kin[p->nk - 1];
+  nrt_op op = p->op;
+  bool mx = op == NRT_OP_AMAX;
+  for (int c = 0; c < nc; c++) {
+    acc[c] = 0;
+    fm[c] = mx ? -INFINITY : INFINITY;
+    im[c] = op == NRT_OP_AMAX ? INT64_MIN : (op == NRT_OP_AMIN ? INT64_MAX : (op == NRT_OP_ALL));
+  }
+  for (int64_t r = r0; r < r1; r++) {
+    const char *src = base + reduced_offset(p, r);
+    if (p->fdomain) {
+      const float *x = buf.f;
+      if (p->in_dt == NRT_FLOAT32 && cst == 4) x = (const float *)src;
+      else nrt_load_f32(buf.f, src, cst, p->in_dt, nc);
+      switch (op) {
+      case NRT_OP_SUM: case NRT_OP_MEAN:
+        for (int c = 0; c < nc; c++) acc[c] += (double)x[c];
+        break;
+      case NRT_OP_NORM:
+        if (p->p == 1.0) for (int c = 0; c < nc; c++) acc[c] += fabs((double)x[c]);
+        else for (int c = 0; c < nc; c++) acc[c] += (double)x[c] * (double)x[c];
+        break;
+      case NRT_OP_AMAX: {
+        int any = 0;
+        for (int c = 0; c < nc; c++) {
+          fm[c] = x[c] > fm[c] ? x[c] : fm[c];
+          any |= x[c] != x[c];
+        }
+        nanf |= any;
+        break;
+      }
+      case NRT_OP_AMIN: {
+        int any = 0;
+        for (int c = 0; c < nc; c++) {
+          fm[c] = x[c] < fm[c] ? x[c] : fm[c];
+          any |= x[c] != x[c];
+        }
+        nanf |= any;
+        break;
+      }
+      case NRT_OP_ALL: for (int c = 0; c < nc; c++) im[c] &= x[c] != 0.0f; break;
+      case NRT_OP_ANY: for (int c = 0; c < nc; c++) im[c] |= x[c] != 0.0f; break;
+      default: break;
+      }
+    } else {
+      const int64_t *x = buf.i;
+      if (p->in_dt == NRT_INT64 && cst == 8) x = (const int64_t *)src;
+      else nrt_load_i64(buf.i, src, cst, p->in_dt, nc);
+      switch (op) {
+      case NRT_OP_SUM: for (int c = 0; c < nc; c++) im[c] = (int64_t)((uint64_t)im[c] + (uint64_t)x[c]); break;
+      case NRT_OP_AMAX: for (int c = 0; c < nc; c++) im[c] = x[c] > im[c] ? x[c] : im[c]; break;
+      case NRT_OP_AMIN: for (int c = 0; c < nc; c++) im[c] = x[c] < im[c] ? x[c] : im[c]; break;
+      case NRT_OP_ALL: for (int c = 0; c < nc; c++) im[c] &= x[c] != 0; break;
+      case NRT_OP_ANY: for (int c = 0; c < nc; c++) im[c] |= x[c] != 0; break;
+      default: break;
+      }
+    }
+  }
+  /* A NaN seen anywhere in the tile is re-found per column (rare path). */
+  for (int c = 0; c < nc; c++) {
+    rstate *s = &s_out[c];
+    st_init(p, s);
+    s->a = (op == NRT_OP_AMAX || op == NRT_OP_AMIN) ? fm[c] : acc[c];
+    s->i = im[c];
+  }
+  if (nanf) {
+    for (int64_t r = r0; r < r1; r++) {
+      const char *src = base + reduced_offset(p, r);
+      nrt_load_f32(buf.f, src, cst, p->in_dt, nc);
+      for (int c = 0; c < nc; c++)
+        if (buf.f[c] != buf.f[c]) s_out[c].flags |= RS_NAN;
+    }
+  }
+}
+
 static void run_task(const red_plan *p, int64_t task) {
   int64_t g = task / p->chunks, q = task % p->chunks;
   int64_t r0 = p->nred * q / p->chunks, r1 = p->nred * (q + 1) / p->chunks;
@@ -527,19 +679,25 @@ static void run_task(const red_plan *p, int64_t task) {
     return;
   }
   int64_t outer = g / p->ntiles, tile = g % p->ntiles;
-  int64_t c0 = tile * RED_COLS, inner = p->ksize[p->nk - 1];
-  int nc = (int)(inner - c0 < RED_COLS ? inner - c0 : RED_COLS);
+  int64_t c0 = tile * p->tile, inner = p->ksize[p->nk - 1];
+  int nc = (int)(inner - c0 < p->tile ? inner - c0 : p->tile);
   kept_offsets(p, outer, p->nk - 1, &in_off, out_off);
   in_off += c0 * p->kin[p->nk - 1];
-  for (int c = 0; c < nc; c++) st_init(p, &s[c]);
-  feed_columns(p, s, nc, p->in + in_off, r0, r1);
+  rstate vs[RED_VCOLS];
+  rstate *st = p->vertical ? vs : s;
+  if (p->vertical) {
+    feed_vertical(p, vs, nc, p->in + in_off, r0, r1);
+  } else {
+    for (int c = 0; c < nc; c++) st_init(p, &s[c]);
+    feed_columns(p, s, nc, p->in + in_off, r0, r1);
+  }
   for (int c = 0; c < nc; c++) {
     if (p->chunks == 1) {
       int64_t o[2] = {out_off[0] + (c0 + c) * p->kout[0][p->nk - 1],
                       out_off[1] + (c0 + c) * p->kout[1][p->nk - 1]};
-      st_store(p, &s[c], o);
+      st_store(p, &st[c], o);
     } else {
-      p->partial[task * RED_COLS + c] = s[c];
+      p->partial[task * p->tile + c] = st[c];
     }
   }
 }
@@ -550,14 +708,14 @@ static void red_range(void *ctx, int64_t begin, int64_t end) {
 
 /* Merges the chunks of every group in index order and stores. */
 static void finish_chunks(const red_plan *p) {
-  int width = p->columns ? RED_COLS : 1;
+  int width = p->columns ? p->tile : 1;
   for (int64_t g = 0; g < p->groups; g++) {
     int64_t in_off, out_off[2], c0 = 0;
     int nc = 1;
     if (p->columns) {
       int64_t outer = g / p->ntiles, inner = p->ksize[p->nk - 1];
-      c0 = (g % p->ntiles) * RED_COLS;
-      nc = (int)(inner - c0 < RED_COLS ? inner - c0 : RED_COLS);
+      c0 = (g % p->ntiles) * p->tile;
+      nc = (int)(inner - c0 < p->tile ? inner - c0 : p->tile);
       kept_offsets(p, outer, p->nk - 1, &in_off, out_off);
     } else {
       kept_offsets(p, g, p->nk, &in_off, out_off);
@@ -797,6 +955,7 @@ nrt_status nrt_reduce_execute(const nrt_launch *l) {
   }
 
   /* Index ops count in the given order of the reduced dims. */
+  p.acc = nrt_kernels_isa() >= NRT_ISA_AVX512 ? acc_f32_avx512 : acc_f32_base;
   p.nk = arrange(&p, kd, nkd, true, p.ksize, p.kin, p.kout);
   int64_t dummy[2][NRT_MAX_DIMS];
   p.nr = arrange(&p, rd, nrd, !(p.with_index && nrd > 1), p.rsize, p.rin, dummy);
@@ -806,23 +965,34 @@ nrt_status nrt_reduce_execute(const nrt_launch *l) {
     p.rin[0] = 0;
   }
   p.columns = p.nk > 0 && llabs(p.kin[p.nk - 1]) < llabs(p.rin[p.nr - 1]);
+  /* Short reductions (sum over a last dim of 4) cost more per output than
+   * per element in the rows form; the vertical form amortises that over
+   * a tile of outputs even though its loads are strided. */
+  if (!p.columns && p.nk > 0 && p.nred <= 32 && vertical_op(&p)) p.columns = true;
   if (p.columns) {
-    p.ntiles = (p.ksize[p.nk - 1] + RED_COLS - 1) / RED_COLS;
+    p.vertical = vertical_op(&p);
+    p.tile = p.vertical ? RED_VCOLS : RED_COLS;
+    p.ntiles = (p.ksize[p.nk - 1] + p.tile - 1) / p.tile;
     p.groups = p.nkept / p.ksize[p.nk - 1] * p.ntiles;
   } else {
     p.groups = p.nkept;
   }
   int threads = nrt_pool_threads();
+  /* Few groups: cut each group's reduced range too, keeping chunks of at
+   * least RED_GRAIN elements. */
   p.chunks = 1;
-  if (p.groups < 2 * threads && p.nred >= 2 * RED_GRAIN) {
+  int64_t width = p.columns ? (p.ksize[p.nk - 1] < p.tile ? p.ksize[p.nk - 1] : p.tile) : 1;
+  int64_t group_work = p.nred * width;
+  if (p.groups < 2 * threads && group_work >= 2 * RED_GRAIN) {
     int64_t want = (4 * threads + p.groups - 1) / p.groups;
-    int64_t most = p.nred / RED_GRAIN;
+    int64_t most = group_work / RED_GRAIN;
     p.chunks = want < most ? want : most;
+    if (p.chunks > p.nred) p.chunks = p.nred;
     if (p.chunks < 1) p.chunks = 1;
   }
   int64_t ntasks = p.groups * p.chunks;
   if (p.chunks > 1) {
-    int width = p.columns ? RED_COLS : 1;
+    int width = p.columns ? p.tile : 1;
     p.partial = malloc(sizeof(rstate) * (size_t)(ntasks * width));
     if (!p.partial) {
       nrt_set_error_message("%s: out of host memory for partial results", nrt_op_name(l->op));
@@ -830,6 +1000,7 @@ nrt_status nrt_reduce_execute(const nrt_launch *l) {
     }
   }
   int64_t per_task = (p.nkept / p.groups) * (p.nred / p.chunks);
+  if (per_task < 1) per_task = 1;
   int64_t grain = per_task >= RED_GRAIN ? 1 : RED_GRAIN / (per_task > 0 ? per_task : 1);
   nrt_parallel_for(ntasks, grain, red_range, &p);
   if (p.chunks > 1) {

@@ -21,8 +21,15 @@ PW_I64(abs, 1, x < 0 ? nrt_wsub(0, x) : x)
 PW_F32_MV(sign, 1, (float)((x > 0.0f) - (x < 0.0f)))
 PW_I64(sign, 1, (x > 0) - (x < 0))
 PW_F32_MV(reciprocal, 1, 1.0f / x)
-PW_F32_MV(sqrt, 1, sqrtf(x))
-PW_F32_MV(rsqrt, 1, 1.0f / sqrtf(x))
+static void sqrt_f32(float *out, const float *a, const float *b, const float *c, int64_t n,
+                     const nrt_launch *l) {
+  nrt_sqrt_block(out, a, n);
+}
+static void rsqrt_f32(float *out, const float *a, const float *b, const float *c, int64_t n,
+                      const nrt_launch *l) {
+  nrt_sqrt_block(out, a, n);
+  for (int64_t i = 0; i < n; i++) out[i] = 1.0f / out[i];
+}
 
 PW_F32_MV(exp, 1, nrt_vexpf(x))
 PW_F32(exp_ref, 1, expf(x))
@@ -144,8 +151,11 @@ static void pow_scalar_f32(float *out, const float *a, const float *b, const flo
   double e = l->scalars[0].f;
   if (e == 2.0) for (int64_t i = 0; i < n; i++) out[i] = a[i] * a[i];
   else if (e == 3.0) for (int64_t i = 0; i < n; i++) out[i] = a[i] * a[i] * a[i];
-  else if (e == 0.5) for (int64_t i = 0; i < n; i++) out[i] = sqrtf(a[i]);
-  else if (e == -0.5) for (int64_t i = 0; i < n; i++) out[i] = 1.0f / sqrtf(a[i]);
+  else if (e == 0.5) nrt_sqrt_block(out, a, n);
+  else if (e == -0.5) {
+    nrt_sqrt_block(out, a, n);
+    for (int64_t i = 0; i < n; i++) out[i] = 1.0f / out[i];
+  }
   else if (e == -1.0) for (int64_t i = 0; i < n; i++) out[i] = 1.0f / a[i];
   else if (e == -2.0) for (int64_t i = 0; i < n; i++) out[i] = 1.0f / (a[i] * a[i]);
   else if (e == 1.0) for (int64_t i = 0; i < n; i++) out[i] = a[i];
@@ -165,8 +175,8 @@ const nrt_pw_kernel *nrt_pw_unary_kernel(nrt_op op) {
     PW_CASE(ABS, PW_MV(abs), .i64 = abs_i64)
     PW_CASE(SIGN, PW_MV(sign), .i64 = sign_i64)
     PW_CASE(RECIPROCAL, PW_MV(reciprocal))
-    PW_CASE(SQRT, PW_MV(sqrt))
-    PW_CASE(RSQRT, PW_MV(rsqrt))
+    PW_CASE(SQRT, .f32 = sqrt_f32)
+    PW_CASE(RSQRT, .f32 = rsqrt_f32)
     PW_CASE(EXP, PW_MV(exp), .f32_ref = exp_ref_f32)
     PW_CASE(EXP2, .f32 = exp2_f32)
     PW_CASE(EXPM1, .f32 = expm1_f32)
