@@ -89,6 +89,31 @@ static bool gemm_operand_empty(const nrt_launch *l, int i) {
   }
 }
 
+/* Inputs an op accepts: its table count, except for the ops with optional
+ * operands (GEMM bias, NLL_LOSS weight, LAYER_NORM weight/bias,
+ * LAYER_NORM_BACKWARD weight) and the advanced-indexing ops, which take one
+ * index operand per indexed dim (p0 of them). */
+static nrt_status input_range(const char *fn, const nrt_launch *l, int *lo, int *hi) {
+  *lo = *hi = op_ninputs[l->op];
+  switch (l->op) {
+  case NRT_OP_GEMM: *hi = 3; break;
+  case NRT_OP_NLL_LOSS: *lo = 2; *hi = 3; break;
+  case NRT_OP_LAYER_NORM: *lo = 1; *hi = 3; break;
+  case NRT_OP_LAYER_NORM_BACKWARD: *lo = 4; *hi = 5; break;
+  case NRT_OP_INDEX_GATHER:
+  case NRT_OP_INDEX_PUT: {
+    int64_t k = l->params[0];
+    if (k < 1 || 2 + k > NRT_MAX_OPERANDS)
+      return invalid(fn, op_names[l->op], "p0 = %lld index operands, expected 1..%d",
+                     (long long)k, NRT_MAX_OPERANDS - 2);
+    *lo = *hi = (int)(1 + k);
+    break;
+  }
+  default: break;
+  }
+  return NRT_SUCCESS;
+}
+
 nrt_status nrt_launch_validate(const char *fn, const nrt_launch *l) {
   if (!l) {
     nrt_set_error_message("%s: launch descriptor is NULL", fn);
@@ -110,10 +135,20 @@ nrt_status nrt_launch_validate(const char *fn, const nrt_launch *l) {
   if (l->noutputs < 1 || l->noutputs > NRT_MAX_OPERANDS)
     return invalid(fn, op, "noutputs %d outside 1..%d", l->noutputs, NRT_MAX_OPERANDS);
   int want = op_ninputs[l->op];
-  bool inputs_ok = l->ninputs == want || (gemm && l->ninputs == 3);
-  if (!inputs_ok)
-    return invalid(fn, op, "expected %d inputs%s, got %d", want, gemm ? " (3 with bias)" : "",
-                   l->ninputs);
+  int lo, hi;
+  nrt_status st = input_range(fn, l, &lo, &hi);
+  if (st != NRT_SUCCESS) return st;
+  if (l->ninputs < lo || l->ninputs > hi) {
+    if (lo == hi && lo != want) /* INDEX_GATHER / INDEX_PUT: 1 + p0 */
+      return invalid(fn, op, "expected %d inputs (1 + p0 index operands), got %d", lo, l->ninputs);
+    if (lo == hi)
+      return invalid(fn, op, "expected %d inputs, got %d", want, l->ninputs);
+    if (gemm)
+      return invalid(fn, op, "expected %d inputs (3 with bias), got %d", want, l->ninputs);
+    return invalid(fn, op, "expected %d to %d inputs, got %d", lo, hi, l->ninputs);
+  }
+  if (l->op == NRT_OP_SORT && l->noutputs != 2)
+    return invalid(fn, op, "expected 2 outputs (values, indices), got %d", l->noutputs);
   if (l->noutputs + l->ninputs > NRT_MAX_OPERANDS)
     return invalid(fn, op, "%d operands, at most %d", l->noutputs + l->ninputs,
                    NRT_MAX_OPERANDS);
