@@ -114,7 +114,8 @@ void set_index_aux(nrt_launch &d, const IndexPlan &p) {
   }
 }
 
-Tensor &index_into(Tensor &out, const Tensor &self, const c10::List<std::optional<Tensor>> &indices) {
+Tensor &index_into(Tensor &out, const Tensor &self, const c10::List<std::optional<Tensor>> &indices,
+                   bool nowrap = false) {
   c10::DeviceGuard guard(self.device());
   IndexPlan p = plan_index(self, indices);
   auto cfg = at::TensorIteratorConfig();
@@ -131,6 +132,7 @@ Tensor &index_into(Tensor &out, const Tensor &self, const c10::List<std::optiona
     nrt_launch d;
     describe(d, iter, NRT_OP_INDEX_GATHER);
     set_index_aux(d, p);
+    d.params[2] = nowrap ? 1 : 0;
     launch(self.device().index(), d);
   }
   if (!out.defined()) out = iter.output();
@@ -171,18 +173,22 @@ Tensor &index_put_impl(Tensor &self, const c10::List<std::optional<Tensor>> &ind
 
 Tensor index_select_fn(const Tensor &self, int64_t dim, const Tensor &index) {
   dim = at::maybe_wrap_dim(dim, self.dim());
+
   TORCH_CHECK_INDEX(index.dim() <= 1, "index_select(): Index is supposed to be a vector");
   TORCH_CHECK(index.scalar_type() == at::kLong || index.scalar_type() == at::kInt,
               "index_select(): Expected dtype int32 or int64 for index");
   if (self.dim() == 0) {
     c10::List<std::optional<Tensor>> l;
     l.push_back(index.reshape({-1}));
-    return index_fn(self.reshape({1}), l).reshape(index.dim() == 0 ? c10::IntArrayRef{} : c10::IntArrayRef{index.numel()});
+    Tensor out;
+    return index_into(out, self.reshape({1}), l, /*nowrap=*/true)
+        .reshape(index.dim() == 0 ? c10::IntArrayRef{} : c10::IntArrayRef{index.numel()});
   }
   c10::List<std::optional<Tensor>> l;
   for (int64_t d = 0; d < dim; ++d) l.push_back(std::nullopt);
   l.push_back(index.reshape({-1}));
-  return index_fn(self, l);
+  Tensor out;
+  return index_into(out, self, l, /*nowrap=*/true);
 }
 
 // masked_fill_: where(mask, value, self) written into self.
@@ -302,6 +308,7 @@ Tensor gather_fn(const Tensor &self, int64_t dim, const Tensor &index, bool /*sp
   describe(d, iter, NRT_OP_GATHER);
   d.aux[0] = src.size(dim);
   d.aux[1] = src.stride(dim) * static_cast<int64_t>(src.element_size());
+  d.aux[2] = dim;  // named in out-of-bounds errors
   launch(self.device().index(), d);
   return out;
 }
@@ -340,6 +347,7 @@ void scatter_launch(const Tensor &self, int64_t dim, const Tensor &index, const 
   describe(d, iter, NRT_OP_SCATTER);
   d.aux[0] = s.size(dim);
   d.aux[1] = s.stride(dim) * static_cast<int64_t>(s.element_size());
+  d.aux[2] = dim;  // named in out-of-bounds errors
   d.params[0] = reduce;
   launch(self.device().index(), d);
 }

@@ -430,6 +430,41 @@ Tensor hardtanh_backward_fn(const Tensor &g, const Tensor &x, const Scalar &lo, 
 }
 
 // ---- ternary -----------------------------------------------------------------
+Tensor &where_into(Tensor &out, const Tensor &cond, const Tensor &a, const Tensor &b) {
+  TORCH_CHECK(cond.scalar_type() == at::kBool || cond.scalar_type() == at::kByte,
+              "where expected condition to be a boolean tensor, but got a tensor with dtype ", cond.scalar_type());
+  auto iter = at::TensorIteratorConfig()
+                  .check_all_same_dtype(false)
+                  .add_output(out)
+                  .add_const_input(cond)
+                  .add_const_input(a)
+                  .add_const_input(b)
+                  .promote_inputs_to_common_dtype(false)
+                  .build();
+  launch_iter(iter, NRT_OP_WHERE);
+  return out;
+}
+Tensor &where_out(const Tensor &cond, const Tensor &a, const Tensor &b, Tensor &out) {
+  return where_into(out, cond, a, b);
+}
+
+// isposinf / isneginf: a comparison with +-inf as a wrapped number (integers
+// promote to float and compare false, as in PyTorch).
+Tensor isinf_signed(Tensor out, const Tensor &a, double inf) {
+  if (!out.defined()) out = at::empty(a.sizes(), a.options().dtype(at::kBool));
+  return binary(out, a, at::native::wrapped_scalar_tensor(Scalar(inf)), NRT_OP_EQ, Kind::Compare);
+}
+Tensor isposinf_fn(const Tensor &a) { return isinf_signed(Tensor(), a, INFINITY); }
+Tensor &isposinf_out(const Tensor &a, Tensor &out) {
+  isinf_signed(out, a, INFINITY);
+  return out;
+}
+Tensor isneginf_fn(const Tensor &a) { return isinf_signed(Tensor(), a, -INFINITY); }
+Tensor &isneginf_out(const Tensor &a, Tensor &out) {
+  isinf_signed(out, a, -INFINITY);
+  return out;
+}
+
 Tensor where_fn(const Tensor &cond, const Tensor &a, const Tensor &b) {
   TORCH_CHECK(cond.scalar_type() == at::kBool || cond.scalar_type() == at::kByte,
               "where expected condition to be a boolean tensor, but got a tensor with dtype ", cond.scalar_type());
@@ -571,6 +606,11 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   NEURON_IMPL(m, "softplus_backward", softplus_backward_fn);
   NEURON_IMPL(m, "hardtanh_backward", hardtanh_backward_fn);
   NEURON_IMPL(m, "where.self", where_fn);
+  NEURON_IMPL(m, "where.self_out", where_out);
+  NEURON_IMPL(m, "isposinf", isposinf_fn);
+  NEURON_IMPL(m, "isposinf.out", isposinf_out);
+  NEURON_IMPL(m, "isneginf", isneginf_fn);
+  NEURON_IMPL(m, "isneginf.out", isneginf_out);
   NEURON_IMPL(m, "addcmul", addcmul_fn);
   NEURON_IMPL(m, "addcmul_", addcmul_ip);
   NEURON_IMPL(m, "addcmul.out", addcmul_out);

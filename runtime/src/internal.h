@@ -27,6 +27,9 @@ nrt_status nrt_row_execute(const nrt_launch *launch);
 nrt_status nrt_gemm_execute(const nrt_launch *launch);
 nrt_status nrt_index_execute(const nrt_launch *launch);     /* kernels/index.c */
 nrt_status nrt_norm_execute(const nrt_launch *launch);      /* kernels/norm.c */
+nrt_status nrt_conv_execute(const nrt_launch *launch);      /* kernels/convolution.c */
+nrt_status nrt_pool_execute(const nrt_launch *launch);      /* kernels/pooling.c */
+nrt_status nrt_channel_norm_execute(const nrt_launch *launch); /* kernels/channel_norm.c */
 
 /* ---- device table (device.c) ------------------------------------------ */
 int nrt_device_valid(int device);  /* 1 if 0 <= device < count (after init) */

@@ -91,8 +91,9 @@ static bool gemm_operand_empty(const nrt_launch *l, int i) {
 
 /* Inputs an op accepts: its table count, except for the ops with optional
  * operands (GEMM bias, NLL_LOSS weight, LAYER_NORM weight/bias,
- * LAYER_NORM_BACKWARD weight) and the advanced-indexing ops, which take one
- * index operand per indexed dim (p0 of them). */
+ * LAYER_NORM_BACKWARD weight, CONV / CONV_BACKWARD_INPUT bias, the
+ * CHANNEL_NORM weight and bias) and the advanced-indexing ops, which take
+ * one index operand per indexed dim (p0 of them). */
 static nrt_status input_range(const char *fn, const nrt_launch *l, int *lo, int *hi) {
   *lo = *hi = op_ninputs[l->op];
   switch (l->op) {
@@ -100,6 +101,13 @@ static nrt_status input_range(const char *fn, const nrt_launch *l, int *lo, int 
   case NRT_OP_NLL_LOSS: *lo = 2; *hi = 3; break;
   case NRT_OP_LAYER_NORM: *lo = 1; *hi = 3; break;
   case NRT_OP_LAYER_NORM_BACKWARD: *lo = 4; *hi = 5; break;
+  case NRT_OP_CONV:
+  case NRT_OP_CONV_BACKWARD_INPUT: *hi = 3; break;
+  case NRT_OP_BATCH_NORM:
+  case NRT_OP_GROUP_NORM: *lo = 1; *hi = 3; break;
+  case NRT_OP_BATCH_NORM_EVAL: *lo = 3; *hi = 5; break;
+  case NRT_OP_BATCH_NORM_BACKWARD:
+  case NRT_OP_GROUP_NORM_BACKWARD: *lo = 4; *hi = 5; break;
   case NRT_OP_INDEX_GATHER:
   case NRT_OP_INDEX_PUT: {
     int64_t k = l->params[0];

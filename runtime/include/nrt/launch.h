@@ -46,7 +46,10 @@ typedef enum nrt_kind {
   NRT_KIND_ROW,
   NRT_KIND_GEMM,
   NRT_KIND_INDEX, /* data-dependent addressing; layouts per op below */
-  NRT_KIND_NORM   /* normalisation over the last dim (rows), like ROW */
+  NRT_KIND_NORM,  /* normalisation over the last dim (rows), like ROW */
+  NRT_KIND_CONV,  /* convolution (kernels/convolution.c); layout per op below */
+  NRT_KIND_POOL,  /* spatial pooling (kernels/pooling.c) */
+  NRT_KIND_CHANNEL_NORM /* batch / group norm over (N, C, S) (kernels/channel_norm.c) */
 } nrt_kind;
 
 /* X(name, kind, inputs). Scalars (s0..s3) and params (p0..p3) in comments. */
@@ -201,17 +204,21 @@ typedef enum nrt_kind {
      layout): operands out, src, idx_0..idx_{K-1} (ninputs = 1 + K), all    \
      iterated over sizes; src has stride 0 along the indexed dims. p0 = K;  \
      aux[2k] = size of indexed dim k, aux[2k+1] = its byte stride in src.   \
-     out[i] = *(src_ptr(i) + sum_k idx_k(i) * aux[2k+1]) */                 \
+     out[i] = *(src_ptr(i) + sum_k idx_k(i) * aux[2k+1]); p2 = 1: negative  \
+     indices are out of range ("index out of range in self", index_select) */ \
   X(INDEX_PUT, INDEX, 1)         /* the inverse: operands out (= self        \
      restrided, written), value, idx_0..idx_{K-1}; p0 = K; aux as above;    \
      p1 = accumulate (deterministic: duplicates summed in iteration order) */ \
   X(GATHER, INDEX, 2)            /* torch.gather: operands out, src, index,  \
      iterated over index's shape; src has stride 0 along dim.               \
-     aux[0] = src size along dim, aux[1] = src byte stride along dim. */   \
+     aux[0] = src size along dim, aux[1] = src byte stride along dim,      \
+     aux[2] = dim (named in out-of-bounds errors); indices must lie in     \
+     [0, size) as in PyTorch (no wrapping for gather/scatter). */   \
   X(SCATTER, INDEX, 2)           /* scatter/scatter_add/scatter_reduce:      \
      operands self (written, stride 0 along dim), index, src (stride 0     \
      when p1 says src is a scalar s0), iterated over index's shape.         \
-     aux[0] = self size along dim, aux[1] = self byte stride along dim;     \
+     aux[0] = self size along dim, aux[1] = self byte stride along dim,     \
+     aux[2] = dim (for errors);                                             \
      p0 = reduce: 0 assign, 1 add, 2 multiply, 3 mean-sum, 4 amax, 5 amin;  \
      duplicates applied in iteration order (serial where they may collide) */ \
   X(NONZERO, INDEX, 1)           /* out int64 [count, ndim] row-major coords \
@@ -240,7 +247,59 @@ typedef enum nrt_kind {
      inputs x, optional weight[row], optional bias[row] (ninputs 1..3,      \
      p1 bit0 = has weight, bit1 = has bias); s0 = eps */                   \
   X(LAYER_NORM_BACKWARD, NORM, 4) /* output grad_x; inputs grad_y, x, mean, \
-     rstd, optional weight (ninputs 4..5) */
+     rstd, optional weight (ninputs 4..5) */                               \
+  /* ---- CONV kind (kernels/convolution.c): grouped N-d convolution as     \
+     im2col x packed GEMM, 1-3 spatial dims (unused leading ones size 1).   \
+     sizes (ndim 13) = {N, G, Cog, Cig, OD, OH, OW, ID, IH, IW, KD, KH, KW}: \
+     batch, groups, out / in channels per group, output, input and kernel  \
+     extents; aux[0..8] = stride d,h,w, padding d,h,w, dilation d,h,w.     \
+     Activation strides {n, c, d, h, w} (channel = g * C?g + c), weight    \
+     strides {o, i, kd, kh, kw} (shape [G*Cog, Cig, KD, KH, KW]), bias {c}. \
+     Float domain only, float32 accumulation (float64 at float32). A       \
+     transposed convolution is CONV_BACKWARD_INPUT of the forward one. */   \
+  X(CONV, CONV, 2)               /* output y [N, G*Cog, O*]; inputs x       \
+     [N, G*Cig, I*], weight, optional bias [G*Cog] (ninputs 2..3) */        \
+  X(CONV_BACKWARD_INPUT, CONV, 2) /* output grad_x [N, G*Cig, I*] (fully    \
+     written); inputs grad_y [N, G*Cog, O*], weight, optional bias [G*Cig]  \
+     added to every grad_x element of its channel (ninputs 2..3) */         \
+  X(CONV_BACKWARD_WEIGHT, CONV, 2) /* output grad_w [G*Cog, Cig, K*] (fully \
+     written); inputs grad_y [N, G*Cog, O*], x [N, G*Cig, I*] */             \
+  /* ---- POOL kind (kernels/pooling.c): windows over the (d, h, w) planes  \
+     of each (n, c). sizes (ndim 11) = {N, C, OD, OH, OW, ID, IH, IW, KD,   \
+     KH, KW}; aux[0..8] = stride d,h,w, padding d,h,w, dilation d,h,w;      \
+     strides {n, c, d, h, w}. p0 = 1: adaptive windows (start            \
+     floor(o*I/O), end ceil((o+1)*I/O); kernel, aux ignored). Indices are  \
+     int64 offsets within the input plane, d*IH*IW + h*IW + w. */           \
+  X(MAX_POOL, POOL, 1)           /* outputs y, indices; input x. NaN wins   \
+     (the last NaN of a window); an all -inf window gives its first        \
+     in-bounds element */                                                  \
+  X(MAX_POOL_BACKWARD, POOL, 2)  /* output grad_x (fully written); inputs  \
+     grad_y, indices (shaped like grad_y) */                                \
+  X(AVG_POOL, POOL, 1)           /* output y; input x. p1 count_include_pad, \
+     p2 divisor_override (0: none); window ends clip at I + pad for the    \
+     divisor, at I for the sum (ATen's rule) */                            \
+  X(AVG_POOL_BACKWARD, POOL, 1)  /* output grad_x (fully written); input    \
+     grad_y; params as AVG_POOL */                                          \
+  /* ---- CHANNEL_NORM kind (kernels/channel_norm.c). Activations [N, C, S] \
+     with strides {n, c, s} (spatial dims collapsed into s by the caller),  \
+     per-channel vectors strides {c}. Statistics accumulate in double; p1  \
+     bit0 = has weight, bit1 = has bias (those inputs follow in order). */ \
+  X(BATCH_NORM, CHANNEL_NORM, 1) /* training: sizes {N, C, S}; outputs y,   \
+     save_mean[C], save_invstd[C] (1/sqrt(biased var + s0)) and, when       \
+     noutputs = 5, running_mean[C], running_var[C] updated in place with   \
+     momentum s1 (unbiased var); inputs x, weight?, bias? (1..3) */         \
+  X(BATCH_NORM_EVAL, CHANNEL_NORM, 3) /* sizes {N, C, S}; output y; inputs  \
+     x, running_mean, running_var, weight?, bias? (3..5); s0 eps */         \
+  X(BATCH_NORM_BACKWARD, CHANNEL_NORM, 4) /* sizes {N, C, S}; outputs by    \
+     p0 mask, in order: bit0 grad_x, bit1 grad_weight (sum dy*xhat), bit2   \
+     grad_bias (sum dy); inputs grad_y, x, mean, invstd, weight? (4..5).    \
+     p2 = 1 training (grad_x through the batch statistics); p2 = 0: mean,  \
+     invstd are running_mean, running_var and invstd = 1/sqrt(var + s0) */  \
+  X(GROUP_NORM, CHANNEL_NORM, 1) /* sizes {N, G, Cg, S}; outputs y, mean,    \
+     rstd (strides {n, g}); inputs x, weight?, bias? (1..3); s0 eps */      \
+  X(GROUP_NORM_BACKWARD, CHANNEL_NORM, 4) /* sizes {N, G, Cg, S}; outputs   \
+     by p0 mask as BATCH_NORM_BACKWARD (grad_x, grad_weight, grad_bias);   \
+     inputs grad_y, x, mean, rstd, weight? (4..5) */
 
 typedef enum nrt_op {
 #define NRT_X(name, kind, nin) NRT_OP_##name,

@@ -251,6 +251,9 @@ typedef struct bad_index {
 } bad_index;
 
 static nrt_status bad_index_error(const bad_index *b) {
+  if (b->dim < 0) /* index_select's wording */
+    return fail(NRT_ERROR_INVALID_ARGUMENT, "index out of range in self (index %lld, size %lld)",
+                (long long)b->value, (long long)b->size);
   return fail(NRT_ERROR_INVALID_ARGUMENT, "index %lld is out of bounds for dimension %d with size %lld",
               (long long)b->value, b->dim, (long long)b->size);
 }
@@ -288,6 +291,7 @@ typedef struct adv_plan {
   int64_t size[NRT_MAX_OPERANDS], stride[NRT_MAX_OPERANDS];
   mover mv;       /* out <- src (gather), self <- value (put) */
   bool accumulate, fdomain;
+  bool nowrap;    /* p2 = 1: negative indices are errors (index_select) */
   bad_index bad;  /* the first bad index, filled by the serial passes */
 } adv_plan;
 
@@ -298,8 +302,8 @@ static inline bool adv_offset(const adv_plan *p, char *const *ptr, const int64_t
   int64_t off = 0;
   for (int k = 0; k < p->nidx; k++) {
     int64_t v = load_index(ptr[ADV_IDX0 + k] + j * st[ADV_IDX0 + k], p->idt[k]), size = p->size[k];
-    if (v < -size || v >= size) {
-      if (bad) *bad = (bad_index){v, size, k};
+    if (v < (p->nowrap ? 0 : -size) || v >= size) {
+      if (bad) *bad = (bad_index){v, size, p->nowrap ? -1 : k};
       return false;
     }
     if (v < 0) v += size;
@@ -409,6 +413,7 @@ static nrt_status advanced_index(const nrt_launch *l, bool put) {
   }
   p.mv = make_mover(l->operands[ADV_OUT].dtype, l->operands[ADV_SRC].dtype);
   p.accumulate = put && l->params[1] != 0;
+  p.nowrap = l->params[2] != 0;
   p.fdomain = nrt_dtype_is_floating(l->compute_dtype);
   if (launch_numel(l) == 0) return NRT_SUCCESS;
   if (nrt_kernels_reference()) return adv_reference(&p, put);
