@@ -63,6 +63,9 @@ asan: $(addprefix build/ctest-asan/,$(CTESTS))
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON_SYS) -m venv $(VENV)
 	$(PIP) install -q torch==2.13.0 numpy pytest ninja setuptools wheel
+	# transformers: real-model tests (tests/models); it does not depend on torch,
+	# so the CPU torch above stays.
+	$(PIP) install -q transformers
 	touch $@
 
 venv: $(STAMP)

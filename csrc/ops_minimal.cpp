@@ -306,6 +306,18 @@ Tensor &fill_tensor_(Tensor &self, const Tensor &value) {
 
 Tensor &zero_(Tensor &self) { return fill_scalar_(self, 0); }
 
+// param.data = neuron_tensor (what Module.to() does) must keep the Parameter
+// object, or weights tied by sharing one Parameter (embeddings and LM heads)
+// come apart on the device. c10 only knows CUDA-like dense backends, so say
+// that dense CPU and neuron tensors can be shallow-copied into each other.
+bool has_compatible_shallow_copy_type(const Tensor &self, const Tensor &from) {
+  auto dense = [](const Tensor &t) {
+    return t.layout() == c10::kStrided && (t.is_cpu() || t.device().type() == kNeuron);
+  };
+  if (dense(self) && dense(from)) return true;
+  return self.unsafeGetTensorImpl()->key_set() == from.unsafeGetTensorImpl()->key_set();
+}
+
 }  // namespace
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
@@ -325,6 +337,7 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   NEURON_IMPL(m, "fill_.Scalar", fill_scalar_);
   NEURON_IMPL(m, "fill_.Tensor", fill_tensor_);
   NEURON_IMPL(m, "zero_", zero_);
+  NEURON_IMPL(m, "_has_compatible_shallow_copy_type", has_compatible_shallow_copy_type);
 }
 
 }  // namespace torch_neuronx

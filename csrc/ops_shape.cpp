@@ -153,9 +153,38 @@ Tensor roll_fn(const Tensor &self, c10::IntArrayRef shifts, c10::IntArrayRef dim
   return cur;
 }
 
+// isin: elementwise membership by broadcast comparison (ATen uses the same
+// formulation for small test sets), all on the device.
+Tensor &isin_into(Tensor &out, const Tensor &elements, const Tensor &test, bool invert) {
+  c10::DeviceGuard guard(elements.device());
+  Tensor hit = elements.unsqueeze(-1).eq(test.reshape({-1})).any(-1);
+  if (invert) hit = hit.logical_not();
+  if (!out.defined()) {
+    out = hit;
+  } else {
+    at::native::resize_output(out, elements.sizes());
+    out.copy_(hit);
+  }
+  return out;
+}
+Tensor isin_tt(const Tensor &e, const Tensor &t, bool /*assume_unique*/, bool invert) {
+  Tensor out;
+  return isin_into(out, e, t, invert);
+}
+Tensor &isin_tt_out(const Tensor &e, const Tensor &t, bool /*assume_unique*/, bool invert, Tensor &out) {
+  return isin_into(out, e, t, invert);
+}
+Tensor isin_ts(const Tensor &e, const c10::Scalar &t, bool /*assume_unique*/, bool invert) {
+  Tensor out;
+  return isin_into(out, e, at::empty({1}, e.options()).fill_(t), invert);
+}
+
 }  // namespace
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+  NEURON_IMPL(m, "isin.Tensor_Tensor", isin_tt);
+  NEURON_IMPL(m, "isin.Tensor_Tensor_out", isin_tt_out);
+  NEURON_IMPL(m, "isin.Tensor_Scalar", isin_ts);
   NEURON_IMPL(m, "cat", cat_fn);
   NEURON_IMPL(m, "cat.out", cat_out);
   NEURON_IMPL(m, "flip", flip_fn);
