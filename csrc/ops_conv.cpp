@@ -114,10 +114,13 @@ void check_types(const Tensor &input, const Tensor &weight, const std::optional<
               input.sizes(), " and weight ", weight.sizes());
 }
 
-// Output (activation) tensors keep the input's memory format, as PyTorch's
-// CPU convolutions do for channels-last inputs.
-Tensor empty_act(IntArrayRef shape, const Tensor &like) {
-  return at::empty(shape, like.options().memory_format(like.suggest_memory_format()));
+// Activations come out channels-last when the input or the weight is, as
+// from PyTorch's CPU (oneDNN) convolutions; contiguous otherwise.
+Tensor empty_act(IntArrayRef shape, const Tensor &input, const Tensor &weight) {
+  auto fmt = input.suggest_memory_format();
+  auto wfmt = weight.suggest_memory_format();
+  if (fmt == at::MemoryFormat::Contiguous && wfmt != at::MemoryFormat::Contiguous) fmt = wfmt;
+  return at::empty(shape, input.options().memory_format(fmt));
 }
 
 Tensor conv_fn(const Tensor &input, const Tensor &weight, const std::optional<Tensor> &bias, IntArrayRef stride,
@@ -135,7 +138,7 @@ Tensor conv_fn(const Tensor &input, const Tensor &weight, const std::optional<Te
                                : (in + 2 * p - dl * (k - 1) - 1) / s + 1);
   }
   shape[1] = transposed ? weight.size(1) * groups : weight.size(0);
-  Tensor out = empty_act(shape, input);
+  Tensor out = empty_act(shape, input, weight);
   const Tensor *b = bias && bias->defined() ? &*bias : nullptr;
   if (!transposed) {
     launch_conv(NRT_OP_CONV, make_geom(input, out, weight, stride, padding, dilation, groups), out, input, weight, b);
@@ -162,7 +165,7 @@ std::tuple<Tensor, Tensor, Tensor> conv_backward_fn(const Tensor &grad_output, c
   const Tensor &conv_out = transposed ? input : gy;
   ConvGeom g = make_geom(conv_in, conv_out, weight, stride, padding, dilation, groups);
   if (mask[0]) {
-    gi = empty_act(input.sizes(), input);
+    gi = empty_act(input.sizes(), input, weight);
     if (!transposed) launch_conv(NRT_OP_CONV_BACKWARD_INPUT, g, gi, gy, weight, nullptr);
     else launch_conv(NRT_OP_CONV, g, gi, gy, weight, nullptr);
   }

@@ -5,6 +5,7 @@
 #include <ATen/WrapDimUtils.h>
 #include <ATen/core/Reduction.h>
 #include <ATen/ops/empty.h>
+#include <ATen/ops/softplus.h>
 #include <ATen/ops/zeros.h>
 #include <c10/core/DeviceGuard.h>
 
@@ -135,7 +136,7 @@ std::tuple<Tensor, Tensor, Tensor> layer_norm_fn(const Tensor &input, c10::IntAr
   for (int64_t i = axis; i < input.dim(); ++i) n *= input.size(i);
   Tensor x = input.contiguous().view({m, n});
   Tensor y = at::empty(input.sizes(), input.options());
-  at::ScalarType stat_t = at::isReducedFloatingType(input.scalar_type()) ? at::kFloat : input.scalar_type();
+  at::ScalarType stat_t = input.scalar_type();  // as ATen's CPU kernel returns them
   std::vector<int64_t> stat_shape(input.sizes().begin(), input.sizes().begin() + axis);
   stat_shape.resize(input.dim(), 1);
   Tensor mean = at::empty(stat_shape, input.options().dtype(stat_t));
@@ -231,6 +232,16 @@ Tensor mse_loss_backward_fn(const Tensor &grad_output, const Tensor &self, const
   return self.sub(target).mul(norm).mul(grad_output);
 }
 
+// log_sigmoid = -softplus(-x); its backward grad * sigmoid(-x). The buffer
+// output is unused (CPU-only scratch in ATen), returned empty.
+std::tuple<Tensor, Tensor> log_sigmoid_forward_fn(const Tensor &self) {
+  Tensor out = at::softplus(self.neg(), 1, 20).neg_();
+  return {out, at::empty({0}, self.options())};
+}
+Tensor log_sigmoid_backward_fn(const Tensor &grad, const Tensor &self, const Tensor & /*buffer*/) {
+  return self.neg().sigmoid().mul_(grad);
+}
+
 }  // namespace
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
@@ -239,6 +250,8 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   NEURON_IMPL(m, "native_layer_norm", layer_norm_fn);
   NEURON_IMPL(m, "native_layer_norm_backward", layer_norm_backward_fn);
   NEURON_IMPL(m, "mse_loss", mse_loss_fn);
+  NEURON_IMPL(m, "log_sigmoid_forward", log_sigmoid_forward_fn);
+  NEURON_IMPL(m, "log_sigmoid_backward", log_sigmoid_backward_fn);
   NEURON_IMPL(m, "mse_loss_backward", mse_loss_backward_fn);
 }
 

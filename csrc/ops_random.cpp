@@ -6,7 +6,9 @@
 #include <ATen/TensorIterator.h>
 #include <ATen/core/Generator.h>
 #include <ATen/ops/empty.h>
+#include <ATen/ExpandUtils.h>
 #include <ATen/ops/empty_like.h>
+#include <ATen/ops/result_type.h>
 #include <c10/core/DeviceGuard.h>
 
 #include "iter_launch.h"
@@ -112,9 +114,70 @@ Tensor native_dropout_backward_fn(const Tensor &grad, const Tensor &mask, double
   return grad.mul(mask).mul_(scale);
 }
 
+// normal with tensor mean/std: standard normals scaled and shifted on the device.
+Tensor normal_tt(const Tensor &mean, const Tensor &std, std::optional<at::Generator> gen) {
+  auto shape = at::infer_size(mean.sizes(), std.sizes());
+  Tensor out = at::empty(shape, mean.options().dtype(at::result_type(mean, std)));
+  normal_fn(out, 0.0, 1.0, gen);
+  return out.mul_(std).add_(mean);
+}
+Tensor normal_tf(const Tensor &mean, double std, std::optional<at::Generator> gen) {
+  TORCH_CHECK(std >= 0.0, "normal expects std >= 0.0, but found std ", std);
+  Tensor out = at::empty(mean.sizes(), mean.options());
+  normal_fn(out, 0.0, std, gen);
+  return out.add_(mean);
+}
+Tensor normal_ft(double mean, const Tensor &std, std::optional<at::Generator> gen) {
+  Tensor out = at::empty(std.sizes(), std.options());
+  normal_fn(out, 0.0, 1.0, gen);
+  return out.mul_(std).add_(mean);
+}
+
+// exponential_: inverse CDF of uniforms, -log(1 - u) / lambda.
+Tensor &exponential_fn(Tensor &self, double lambd, std::optional<at::Generator> gen) {
+  TORCH_CHECK(lambd > 0.0, "exponential_ expects lambda > 0.0, but found lambda=", lambd);
+  uniform_fn(self, 0.0, 1.0, gen);
+  return self.neg_().log1p_().mul_(-1.0 / lambd);
+}
+
+// multinomial: with replacement, inverse-CDF sampling (count of CDF entries
+// below a uniform); without, exponential races (the k smallest E/p, the
+// Gumbel-top-k trick), both entirely from device ops.
+Tensor multinomial_fn(const Tensor &self, int64_t n, bool replacement, std::optional<at::Generator> gen) {
+  TORCH_CHECK(self.dim() == 1 || self.dim() == 2, "prob_dist must be 1 or 2 dim");
+  TORCH_CHECK(at::isFloatingType(self.scalar_type()), "multinomial only supports floating-point dtypes for input, got: ",
+              self.scalar_type());
+  TORCH_CHECK(n > 0, "cannot sample n_sample <= 0 samples");
+  int64_t cats = self.size(-1);
+  TORCH_CHECK(replacement || n <= cats, "cannot sample n_sample > prob_dist.size(-1) samples without replacement");
+  c10::DeviceGuard guard(self.device());
+  Tensor p = (self.dim() == 1 ? self.unsqueeze(0) : self).to(at::kFloat);
+  Tensor out;
+  if (replacement) {
+    Tensor cdf = p.cumsum(-1);
+    Tensor total = cdf.narrow(-1, cats - 1, 1);
+    Tensor u = at::empty({p.size(0), n}, p.options());
+    uniform_fn(u, 0.0, 1.0, gen);
+    u.mul_(total);
+    // index = number of CDF entries <= u (clamped for rounding at the top)
+    out = cdf.unsqueeze(1).le(u.unsqueeze(-1)).sum(-1).clamp_max_(cats - 1);
+  } else {
+    Tensor e = at::empty(p.sizes(), p.options());
+    exponential_fn(e, 1.0, gen);
+    Tensor keys = e.div(p);  // p == 0 gives inf: never chosen before positive-p categories
+    out = std::get<1>(keys.topk(n, -1, /*largest=*/false, /*sorted=*/true));
+  }
+  return self.dim() == 1 ? out.squeeze(0) : out;
+}
+
 }  // namespace
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+  NEURON_IMPL(m, "normal.Tensor_Tensor", normal_tt);
+  NEURON_IMPL(m, "normal.Tensor_float", normal_tf);
+  NEURON_IMPL(m, "normal.float_Tensor", normal_ft);
+  NEURON_IMPL(m, "exponential_", exponential_fn);
+  NEURON_IMPL(m, "multinomial", multinomial_fn);
   NEURON_IMPL(m, "uniform_", uniform_fn);
   NEURON_IMPL(m, "normal_", normal_fn);
   NEURON_IMPL(m, "bernoulli_.float", bernoulli_float);

@@ -27,6 +27,7 @@ nrt_status nrt_row_execute(const nrt_launch *launch);
 nrt_status nrt_gemm_execute(const nrt_launch *launch);
 nrt_status nrt_index_execute(const nrt_launch *launch);     /* kernels/index.c */
 nrt_status nrt_norm_execute(const nrt_launch *launch);      /* kernels/norm.c */
+nrt_status nrt_linalg_execute(const nrt_launch *launch);    /* kernels/linalg.c */
 nrt_status nrt_conv_execute(const nrt_launch *launch);      /* kernels/convolution.c */
 nrt_status nrt_pool_execute(const nrt_launch *launch);      /* kernels/pooling.c */
 nrt_status nrt_channel_norm_execute(const nrt_launch *launch); /* kernels/channel_norm.c */

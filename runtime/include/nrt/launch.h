@@ -49,7 +49,8 @@ typedef enum nrt_kind {
   NRT_KIND_NORM,  /* normalisation over the last dim (rows), like ROW */
   NRT_KIND_CONV,  /* convolution (kernels/convolution.c); layout per op below */
   NRT_KIND_POOL,  /* spatial pooling (kernels/pooling.c) */
-  NRT_KIND_CHANNEL_NORM /* batch / group norm over (N, C, S) (kernels/channel_norm.c) */
+  NRT_KIND_CHANNEL_NORM, /* batch / group norm over (N, C, S) (kernels/channel_norm.c) */
+  NRT_KIND_LINALG /* small dense factorisations and solves (kernels/linalg.c) */
 } nrt_kind;
 
 /* X(name, kind, inputs). Scalars (s0..s3) and params (p0..p3) in comments. */
@@ -247,7 +248,15 @@ typedef enum nrt_kind {
      inputs x, optional weight[row], optional bias[row] (ninputs 1..3,      \
      p1 bit0 = has weight, bit1 = has bias); s0 = eps */                   \
   X(LAYER_NORM_BACKWARD, NORM, 4) /* output grad_x; inputs grad_y, x, mean, \
-     rstd, optional weight (ninputs 4..5) */                               \
+     rstd, optional weight (ninputs 4..5) */                                \
+  /* ---- LINALG kind (kernels/linalg.c): batched small matrices, computed  \
+     in double; strides per operand are {batch, row, col} in bytes. */      \
+  X(CHOLESKY, LINALG, 1)         /* outputs L (n x n; the other triangle is \
+     zeroed), info int32 [batch] (0, or the order k of the first minor that \
+     is not positive-definite); input A; sizes {batch, n}; p0 = upper */     \
+  X(TRIANGULAR_SOLVE, LINALG, 2) /* output X; inputs A (triangular), B;     \
+     sizes {batch, m, k} = X's shape; p0 = upper, p1 = left (A X = B, A is  \
+     m x m; else X A = B, A is k x k), p2 = unitriangular */                \
   /* ---- CONV kind (kernels/convolution.c): grouped N-d convolution as     \
      im2col x packed GEMM, 1-3 spatial dims (unused leading ones size 1).   \
      sizes (ndim 13) = {N, G, Cog, Cig, OD, OH, OW, ID, IH, IW, KD, KH, KW}: \

@@ -10,6 +10,7 @@ nrt_status nrt_kernel_execute(const nrt_launch *launch) {
   case NRT_KIND_GEMM: return nrt_gemm_execute(launch);
   case NRT_KIND_INDEX: return nrt_index_execute(launch);
   case NRT_KIND_NORM: return nrt_norm_execute(launch);
+  case NRT_KIND_LINALG: return nrt_linalg_execute(launch);
   case NRT_KIND_CONV: return nrt_conv_execute(launch);
   case NRT_KIND_POOL: return nrt_pool_execute(launch);
   case NRT_KIND_CHANNEL_NORM: return nrt_channel_norm_execute(launch);

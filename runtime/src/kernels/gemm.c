@@ -57,6 +57,9 @@ static const nrt_gemm_ukernel *pick_ukernel(nrt_dtype a, nrt_dtype b) {
   }
 }
 
+/* The float32 micro-kernel for this host (convolution.c drives it itself). */
+const nrt_gemm_ukernel *nrt_gemm_ukernel_f32(void) { return pick_ukernel(NRT_FLOAT32, NRT_FLOAT32); }
+
 /* ---- plan ------------------------------------------------------------------ */
 
 typedef struct gemm_plan {

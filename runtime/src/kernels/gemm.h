@@ -37,5 +37,8 @@ void nrt_gemm_pack_b32_avx512(const void *const *cols, int64_t kc, void *panel);
 void nrt_gemm_pack_a14_bf16_cols_avx512(const char *a, int64_t sk, int64_t kpairs, void *panel);
 void nrt_gemm_pack_b32_bf16_rows_avx512(const char *b, int64_t sk, int64_t kpairs, void *panel);
 extern const nrt_gemm_ukernel nrt_gemm_ukernel_avx2;
+/* The float32 micro-kernel gemm.c would pick on this host (portable,
+ * AVX2 or AVX-512, after nrt_kernels_limit_isa). */
+const nrt_gemm_ukernel *nrt_gemm_ukernel_f32(void);
 
 #endif
