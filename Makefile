@@ -60,9 +60,9 @@ asan: $(addprefix build/ctest-asan/,$(CTESTS))
 	  ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 $$t; done
 
 # ---- Python environment and the extension -------------------------------
-$(STAMP): pyproject.toml
+$(STAMP): pyproject.toml Makefile
 	test -x $(PY) || $(PYTHON_SYS) -m venv $(VENV)
-	$(PIP) install -q torch==2.13.0 numpy pytest ninja setuptools wheel
+	$(PIP) install -q torch==2.13.0 numpy pytest ninja setuptools wheel expecttest
 	# transformers: real-model tests (tests/models); it does not depend on torch,
 	# so the CPU torch above stays.
 	$(PIP) install -q transformers
@@ -89,6 +89,11 @@ test: build ctest asan pytest
 build/triad: benchmarks/triad.c
 	@mkdir -p build
 	$(CC) -O2 -pthread $< -o $@
+
+# The full OpInfo sweep: writes docs/op-support.md and docs/op-support.json.
+# (A bounded subset runs inside `make test`, tests/conformance.)
+conformance: build
+	$(PY) tests/conformance/opinfo_sweep.py --full
 
 bench: build build/triad
 	$(PY) benchmarks/run.py

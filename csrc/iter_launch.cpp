@@ -87,14 +87,18 @@ void launch_iter(at::TensorIteratorBase &iter, nrt_op op, std::initializer_list<
       // A wrapped number or CPU 0-dim tensor: its value lives on the host,
       // so put it on the device (a FILL) and broadcast it with stride 0.
       TORCH_INTERNAL_ASSERT(i >= iter.noutputs(), "CPU output in a neuron kernel");
-      at::Tensor t = at::empty({}, at::TensorOptions().dtype(common).device(device));
+      // PyTorch computes with the scalar's value in the compute type (float32
+      // for bfloat16/float16 ops), not rounded to the tensor's low precision.
+      at::ScalarType st = common;
+      if (common == at::kBFloat16 || common == at::kHalf) st = at::kFloat;
+      at::Tensor t = at::empty({}, at::TensorOptions().dtype(st).device(device));
       nrt_launch f;
       std::memset(&f, 0, sizeof f);
       f.op = NRT_OP_FILL;
       f.noutputs = 1;
       f.compute_dtype = d.compute_dtype;
       f.operands[0].data = t.data_ptr();
-      f.operands[0].dtype = d.compute_dtype;
+      f.operands[0].dtype = to_nrt_dtype(st);
       if (at::isFloatingType(common)) {
         f.scalars[0].f = iter.scalar_value<double>(i);
       } else if (at::isFloatingType(iter.dtype(i))) {
@@ -104,7 +108,7 @@ void launch_iter(at::TensorIteratorBase &iter, nrt_op op, std::initializer_list<
       }
       launch(device.index(), f);
       o.data = t.data_ptr();
-      o.dtype = d.compute_dtype;
+      o.dtype = to_nrt_dtype(st);
       temps.push_back(std::move(t));
       continue;
     }

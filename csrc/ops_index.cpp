@@ -178,11 +178,11 @@ Tensor index_select_fn(const Tensor &self, int64_t dim, const Tensor &index) {
   TORCH_CHECK(index.scalar_type() == at::kLong || index.scalar_type() == at::kInt,
               "index_select(): Expected dtype int32 or int64 for index");
   if (self.dim() == 0) {
+    // A 0-dim input gives a 0-dim result (PyTorch treats it as size 1).
     c10::List<std::optional<Tensor>> l;
     l.push_back(index.reshape({-1}));
     Tensor out;
-    return index_into(out, self.reshape({1}), l, /*nowrap=*/true)
-        .reshape(index.dim() == 0 ? c10::IntArrayRef{} : c10::IntArrayRef{index.numel()});
+    return index_into(out, self.reshape({1}), l, /*nowrap=*/true).reshape({});
   }
   c10::List<std::optional<Tensor>> l;
   for (int64_t d = 0; d < dim; ++d) l.push_back(std::nullopt);
@@ -263,9 +263,14 @@ Tensor nonzero_fn(const Tensor &self) {
 Tensor masked_select_fn(const Tensor &self, const Tensor &mask) {
   TORCH_CHECK(mask.scalar_type() == at::kBool, "masked_select: expected BoolTensor for mask");
   auto expanded = at::expand_outplace(self, mask);
+  Tensor s = *std::get<0>(expanded), mk = *std::get<1>(expanded);
+  if (s.dim() == 0) {  // index a 1-element view: 0-dim tensors take no mask index
+    s = s.reshape({1});
+    mk = mk.reshape({1});
+  }
   c10::List<std::optional<Tensor>> l;
-  l.push_back(*std::get<1>(expanded));
-  return index_fn(*std::get<0>(expanded), l);
+  l.push_back(mk);
+  return index_fn(s, l);
 }
 
 // ---- gather / scatter -----------------------------------------------------------
@@ -276,7 +281,8 @@ Tensor restride_dim(const Tensor &t, int64_t dim, c10::IntArrayRef shape) {
 }
 
 void check_index_dtype(const Tensor &index, const char *name) {
-  TORCH_CHECK(index.scalar_type() == at::kLong, name, "(): Expected dtype int64 for index");
+  TORCH_CHECK(index.scalar_type() == at::kLong || index.scalar_type() == at::kInt, name,
+              "(): Expected dtype int32/int64 for index");
 }
 
 Tensor gather_fn(const Tensor &self, int64_t dim, const Tensor &index, bool /*sparse_grad*/) {
@@ -498,10 +504,12 @@ Tensor &arange_out(const Scalar &start, const Scalar &end, const Scalar &step, T
   TORCH_CHECK(std::isfinite(s) && std::isfinite(e), "unsupported range: ", s, " -> ", e);
   TORCH_CHECK((st > 0 && e >= s) || (st < 0 && e <= s), "upper bound and larger bound inconsistent with step sign");
   int64_t n;
-  if (at::isIntegralType(out.scalar_type(), true) && start.isIntegral(true) && end.isIntegral(true) &&
-      step.isIntegral(true)) {
+  if (at::isIntegralType(out.scalar_type(), true)) {
+    // Integer outputs: PyTorch truncates start, end and step to int64 first.
     int64_t a = start.toLong(), b = end.toLong(), c = step.toLong();
+    TORCH_CHECK(c != 0, "step must be nonzero");
     n = c > 0 ? (b - a + c - 1) / c : (a - b - c - 1) / (-c);
+    if (n < 0) n = 0;
   } else {
     n = static_cast<int64_t>(std::ceil((e - s) / st));
   }

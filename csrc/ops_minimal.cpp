@@ -10,6 +10,7 @@
 #include <ATen/native/Resize.h>
 #include <ATen/ops/_reshape_alias_native.h>
 #include <ATen/ops/as_strided_native.h>
+#include <ATen/ops/unfold_native.h>
 #include <ATen/ops/empty.h>
 #include <ATen/ops/view_native.h>
 #include <c10/core/DeviceGuard.h>
@@ -56,6 +57,10 @@ Tensor as_strided(const Tensor &self, c10::IntArrayRef size, c10::IntArrayRef st
 }
 
 Tensor view(const Tensor &self, c10::IntArrayRef size) { return at::native::view(self, size); }
+
+Tensor unfold(const Tensor &self, int64_t dim, int64_t size, int64_t step) {
+  return at::native::unfold(self, dim, size, step);  // a view: metadata only
+}
 
 Tensor reshape_alias(const Tensor &self, c10::IntArrayRef size, c10::IntArrayRef stride) {
   return at::native::_reshape_alias(self, size, stride);
@@ -229,6 +234,10 @@ void copy_device_to_device(const Tensor &src, const Tensor &dst) {
 
 Tensor copy_from(const Tensor &self, const Tensor &dst, bool non_blocking) {
   TORCH_CHECK(self.defined() && dst.defined(), "copy_: tensors must be defined");
+  // Complex tensors cannot live on the device; checking here also stops
+  // conjugate/negative views from recursing through copy_ -> clone -> copy_.
+  TORCH_CHECK_TYPE(!self.is_complex() && !dst.is_complex(), "neuron does not support complex dtypes (got ",
+                   self.is_complex() ? self.scalar_type() : dst.scalar_type(), "); keep complex tensors on the CPU");
   if (self.numel() == 0 || dst.numel() == 0) return dst;
   bool src_dev = self.device().type() == kNeuron, dst_dev = dst.device().type() == kNeuron;
   if (src_dev && dst_dev) {
@@ -325,6 +334,7 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   NEURON_IMPL(m, "empty_strided", empty_strided);
   NEURON_IMPL(m, "as_strided", as_strided);
   NEURON_IMPL(m, "view", view);
+  NEURON_IMPL(m, "unfold", unfold);
   NEURON_IMPL(m, "_reshape_alias", reshape_alias);
   NEURON_IMPL(m, "resize_", resize_);
   NEURON_IMPL(m, "set_.source_Storage_storage_offset", set_storage_offset_);

@@ -52,6 +52,26 @@ def _register() -> None:
 _register()
 
 
+def _drain_at_exit() -> None:
+    # Let queued device work and autograd's device threads finish before the
+    # interpreter tears down: without a pause, a process that exits right
+    # after backward() can abort in "terminate called without an active
+    # exception" (pytorch/pytorch#38228, seen for every non-CPU device).
+    import time
+
+    try:
+        for i in range(_C._device_count()):
+            _C._synchronize(i)
+    except Exception:
+        pass
+    time.sleep(0.01)
+
+
+import atexit  # noqa: E402
+
+atexit.register(_drain_at_exit)
+
+
 def get_fallback_ops() -> list[str]:
     """Ops that ran on the CPU through the fallback since the last
     ``clear_op_tracking()``, sorted by name."""

@@ -1,0 +1,357 @@
+"""Generates docs/op-support.md and docs/op-support.json from the results of
+the OpInfo conformance sweep (build/conformance/full.jsonl, written by
+tests/conformance/opinfo_sweep.py --full) and the known-gaps list
+(tests/conformance/known_gaps.py).
+
+  python tools/gen_op_support.py [results.jsonl]
+
+Re-running it after editing known_gaps.py refreshes the reasons without
+running the sweep again.
+"""
+from __future__ import annotations
+
+import json
+import os
+import sys
+from collections import Counter, defaultdict
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(ROOT, "tests", "conformance"))
+
+import known_gaps  # noqa: E402
+from opinfo_sweep import DTYPE_NAMES, NONDETERMINISTIC, TOLERANCES  # noqa: E402
+
+STATUSES = ["native-pass", "fallback-pass", "mismatch", "error", "crash", "skipped-cpu"]
+BAD = ("mismatch", "error", "crash")
+CELL = {"native-pass": "native", "fallback-pass": "fallback", "mismatch": "**MISMATCH**", "error": "**ERROR**",
+        "crash": "**CRASH**", "skipped-cpu": "skip-cpu"}
+
+
+def _key(r: dict) -> str:
+    return r["op"] + ("." + r["variant"] if r["variant"] else "")
+
+
+def gap_key(r: dict) -> str | None:
+    """The known-gaps entry for a record: "name.variant@dtype", "name@dtype",
+    "name.variant", "name", most specific first."""
+    for k in (f"{_key(r)}@{r['dtype']}", f"{r['op']}@{r['dtype']}", _key(r), r["op"]):
+        if k in known_gaps.KNOWN_GAPS:
+            return k
+    return None
+
+
+def gap_for(r: dict) -> str | None:
+    k = gap_key(r)
+    return known_gaps.KNOWN_GAPS[k] if k else None
+
+
+def _short(text: str, n: int) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= n else text[: n - 1] + "…"
+
+
+def _md(text: str) -> str:
+    return text.replace("|", "\\|").replace("<", "&lt;").replace(">", "&gt;")
+
+
+def load(results_path: str) -> list[dict]:
+    by_task: dict[tuple, dict] = {}
+    with open(results_path) as f:
+        for line in f:
+            if line.strip():
+                r = json.loads(line)
+                by_task[(_key(r), r["dtype"])] = r  # a rerun of a task replaces it
+    return list(by_task.values())
+
+
+def summarize(records: list[dict]) -> dict:
+    by_dtype: dict[str, Counter] = {d: Counter() for d in DTYPE_NAMES}
+    total: Counter = Counter()
+    for r in records:
+        by_dtype.setdefault(r["dtype"], Counter())[r["status"]] += 1
+        total[r["status"]] += 1
+    out = {"by_status": {s: total.get(s, 0) for s in STATUSES}, "by_dtype": {}}
+    for d, c in by_dtype.items():
+        tested = sum(c.values()) - c.get("skipped-cpu", 0)
+        out["by_dtype"][d] = {s: c.get(s, 0) for s in STATUSES}
+        out["by_dtype"][d]["tested"] = tested
+        out["by_dtype"][d]["native_pass_rate"] = round(c.get("native-pass", 0) / tested, 4) if tested else None
+        out["by_dtype"][d]["pass_rate"] = (round((c.get("native-pass", 0) + c.get("fallback-pass", 0)) / tested, 4)
+                                          if tested else None)
+    return out
+
+
+def _native_ops() -> list[str]:
+    import torch  # noqa: F401  (autoloads the backend)
+    import torch_neuronx
+
+    return torch_neuronx.native_ops()
+
+
+def generate(results_path: str, meta: dict | None = None, md_path: str | None = None,
+             json_path: str | None = None) -> None:
+    md_path = md_path or os.path.join(ROOT, "docs", "op-support.md")
+    json_path = json_path or os.path.join(ROOT, "docs", "op-support.json")
+    if meta is None:
+        mp = results_path[: -len(".jsonl")] + ".meta.json"
+        meta = json.load(open(mp)) if os.path.exists(mp) else {}
+    records = load(results_path)
+    import torch
+
+    torch_version = torch.__version__
+    native = _native_ops()
+    summary = summarize(records)
+
+    rows: dict[str, dict[str, dict]] = defaultdict(dict)
+    order: list[str] = []
+    for r in records:
+        k = _key(r)
+        if k not in rows:
+            order.append(k)
+        rows[k][r["dtype"]] = r
+    order.sort()
+
+    # ---- JSON ----
+    jrecords = []
+    for k in order:
+        for d in DTYPE_NAMES:
+            r = rows[k].get(d)
+            if r is None:
+                continue
+            jr = {"op": r["op"], "variant": r["variant"], "dtype": d, "status": r["status"],
+                  "reason": r.get("reason", ""), "fallback_ops": r.get("fallback_ops", [])}
+            for extra in ("max_abs_diff", "failed_samples", "problems", "cpu_less_accurate"):
+                if r.get(extra) not in (None, "", []):
+                    jr[extra] = r[extra][:2] if isinstance(r[extra], list) else r[extra]
+            g = gap_key(r)
+            if g:
+                jr["known_gap"] = g  # key into "known_gaps"
+            jrecords.append(jr)
+    doc = {
+        "generated_by": "tools/gen_op_support.py from tests/conformance/opinfo_sweep.py --full",
+        "torch_version": torch_version,
+        "sweep": meta,
+        "tolerances": {d: {"rtol": t[0], "atol": t[1]} for d, t in TOLERANCES.items()},
+        "summary": summary,
+        "known_gaps": dict(sorted(known_gaps.KNOWN_GAPS.items())),
+        "records": jrecords,
+        "native_ops": native,
+    }
+    with open(json_path, "w") as f:
+        # One record per line: small diffs between sweeps, greppable.
+        head = {k: v for k, v in doc.items() if k not in ("records", "native_ops")}
+        head["sweep"] = json.loads(json.dumps(head["sweep"], default=str))
+        text = json.dumps(head, indent=1, default=str)[:-2]
+        f.write(text + ',\n "records": [\n')
+        f.write(",\n".join("  " + json.dumps(r, default=str) for r in doc["records"]))
+        f.write('\n ],\n "native_ops": ' + json.dumps(doc["native_ops"]) + "\n}\n")
+
+    # ---- Markdown ----
+    L: list[str] = []
+    w = L.append
+    w("# Operator support")
+    w("")
+    w("<!-- Generated by tools/gen_op_support.py from the OpInfo sweep; do not edit by hand. -->")
+    w("")
+    w("Every OpInfo in PyTorch's `op_db` (torch " + torch_version + ") is run on the CPU (the reference) "
+      "and on `neuron` for each dtype the OpInfo supports on the CPU among "
+      + ", ".join(f"`{d}`" for d in DTYPE_NAMES) + f": the first {meta.get('max_samples', 8)} sample inputs, "
+      "forward, and for differentiable ops in floating dtypes also backward (gradients of "
+      "`sum(output * fixed random weights)` with respect to every tensor input).")
+    w("")
+    w("Regenerate with `make conformance` (runs `tests/conformance/opinfo_sweep.py --full`, then this generator). "
+      "`python tools/gen_op_support.py` alone refreshes the document from the last sweep's results "
+      "(build/conformance/full.jsonl), e.g. after editing the known-gaps list "
+      "`tests/conformance/known_gaps.py`, the one place where known gaps and their reasons live. "
+      "`make test` runs a fast subset (`--subset`: about 40 common ops, float32).")
+    w("")
+    w("## Statuses")
+    w("")
+    w("| status | meaning |")
+    w("|---|---|")
+    w("| native | every sample matches the CPU and no ATen op fell back to the CPU |")
+    w("| fallback | every sample matches, but some ATen ops ran through the CPU fallback (listed in the reason) |")
+    w("| **MISMATCH** | a value, shape or dtype differs from the CPU beyond the tolerance, and the value is not "
+      "within tolerance of a float64 CPU run either (max abs diff, the worst element and its float64 value "
+      "are given) |")
+    w("| **ERROR** | neuron raised where the CPU did not |")
+    w("| **CRASH** | the worker process died (signal, abort) or gave no result within "
+      f"{meta.get('timeout_s', 60):.0f} s |")
+    w("| skip-cpu | the CPU reference raised for every sample: nothing to compare with |")
+    w("| · | the OpInfo does not support this dtype on the CPU |")
+    w("")
+    w("Tolerances (`torch.testing.assert_close`, per result dtype; for a result whose dtype differs from the "
+      "dtype swept, the looser of the two):")
+    w("")
+    w("| dtype | rtol | atol | why |")
+    w("|---|---|---|---|")
+    why = {
+        "float32": "the device sums in another order (blocked, multithreaded reductions and GEMM)",
+        "bfloat16": "8-bit mantissa; intermediate roundings differ between the CPU's and the device's kernels "
+                    "(about 2.5 machine epsilons)",
+        "float16": "the same 2.5 machine epsilons as bfloat16; composite ops (most gradients) round after each step",
+        "float64": "the device computes float64 at float32 precision (documented)",
+    }
+    for d in ("float32", "bfloat16", "float16", "float64"):
+        t = TOLERANCES[d]
+        w(f"| {d} | {t[0]:g} | {t[1]:g} | {why[d]} |")
+    w("| int64, bool | 0 | 0 | exact |")
+    w("")
+    w("When the device and the CPU disagree, the sample is also run on the CPU in float64 (inputs, weights and "
+      "dtype arguments cast): a device result within tolerance of the float64 result passes, since the CPU is then "
+      "the less accurate side (listed below under *The CPU is the less accurate side*). Sort-like ops "
+      "(sort, argsort, msort, topk, kthvalue, median, nanmedian, mode) may order equal keys either way unless "
+      "`stable=True`: their indices are checked by the values they select, and their gradients are compared only "
+      "when the input has no ties.")
+    w("")
+    w("Ops with random or uninitialised results (" + ", ".join(f"`{n}`" for n in sorted(NONDETERMINISTIC))
+      + ", and samples with `dropout_p > 0`) are compared by shape and dtype only.")
+    w("")
+    w("## Summary")
+    w("")
+    wall = meta.get("wall_time_s")
+    if wall is not None:
+        b = meta.get("build", {})
+        built = ""
+        if b.get("git_head"):
+            built = f" Tested build: commit {b['git_head']}" + (" with local changes" if b.get("local_changes") else "")
+            built += (f", extension built {b['extension_mtime']} UTC." if b.get("extension_mtime") else ".")
+            if b.get("rebuilt_during_sweep"):
+                built += " **The extension was rebuilt during the sweep: results mix two builds.**"
+        w(f"{len(order)} OpInfos, {len(records)} OpInfo × dtype combinations; the sweep took {wall:.0f} s "
+          f"of wall time with {meta.get('workers', 2)} worker processes.{built}")
+        w("")
+    w("| dtype | tested | native | fallback | mismatch | error | crash | skip-cpu | native-pass rate | pass rate |")
+    w("|---|---|---|---|---|---|---|---|---|---|")
+    for d in DTYPE_NAMES:
+        s = summary["by_dtype"].get(d)
+        if not s:
+            continue
+        rate = lambda x: f"{100 * x:.1f}%" if x is not None else "–"  # noqa: E731
+        w(f"| {d} | {s['tested']} | {s['native-pass']} | {s['fallback-pass']} | {s['mismatch']} | {s['error']} | "
+          f"{s['crash']} | {s['skipped-cpu']} | {rate(s['native_pass_rate'])} | {rate(s['pass_rate'])} |")
+    t = summary["by_status"]
+    w(f"| all | {sum(t.values()) - t['skipped-cpu']} | {t['native-pass']} | {t['fallback-pass']} | {t['mismatch']} | "
+      f"{t['error']} | {t['crash']} | {t['skipped-cpu']} | | |")
+    w("")
+    w("Rates are over the combinations tested (skip-cpu excluded); pass = native + fallback.")
+    w("")
+
+    # Failures not explained by the known-gaps list: what a reviewer should look at first.
+    unlisted: dict[tuple, list[dict]] = {}
+    for k in order:
+        for d in DTYPE_NAMES:
+            r = rows[k].get(d)
+            if r and r["status"] in BAD and not gap_for(r):
+                unlisted.setdefault((k, r["status"]), []).append(r)
+    if unlisted:
+        w("## Failures not in the known-gaps list")
+        w("")
+        w("Look at these first: each is a bug or a gap to add to `tests/conformance/known_gaps.py`.")
+        w("")
+        for (k, st), rs in unlisted.items():
+            dts = ", ".join(r["dtype"] for r in rs)
+            w(f"- `{k}` ({dts}): {st}: {_md(_short(rs[0].get('reason', ''), 220))}")
+        w("")
+
+    arb = [(k, r) for k in order for r in (rows[k].get(d) for d in DTYPE_NAMES) if r and r.get("cpu_less_accurate")]
+    if arb:
+        w("## The CPU is the less accurate side")
+        w("")
+        w("These passed although the device differs from the CPU beyond the tolerance: the device is within "
+          "tolerance of the float64 result, the CPU is not (usually reduced-precision CPU kernels that round "
+          "intermediates, or a result that should be exactly 0).")
+        w("")
+        for k, r in arb:
+            a = r["cpu_less_accurate"][0]
+            w(f"- `{k}` {r['dtype']}: {a['where']}, sample {a['sample']}: {_md(_short(a['shape'], 120))}")
+        w("")
+
+    w("## Per OpInfo")
+    w("")
+    w("| OpInfo | variant | " + " | ".join(DTYPE_NAMES) + " | reason |")
+    w("|---|---|" + "---|" * len(DTYPE_NAMES) + "---|")
+    for k in order:
+        rs = rows[k]
+        any_r = next(iter(rs.values()))
+        cells = [CELL[rs[d]["status"]] if d in rs else "·" for d in DTYPE_NAMES]
+        w(f"| `{any_r['op']}` | {any_r['variant']} | " + " | ".join(cells) + f" | {_md(row_reason(rs))} |")
+    w("")
+
+    # The fallback backlog: which missing kernels would help the most OpInfos.
+    fb: Counter = Counter()
+    for k in order:
+        ops = set()
+        for r in rows[k].values():
+            ops.update(r.get("fallback_ops", []))
+        fb.update(ops)
+    if fb:
+        w("## ATen ops that fall back most often")
+        w("")
+        w("Number of OpInfos (any dtype) whose run used each op through the CPU fallback.")
+        w("")
+        w("| ATen op | OpInfos |")
+        w("|---|---|")
+        for op, n in fb.most_common(40):
+            w(f"| `{op}` | {n} |")
+        w("")
+
+    w("## Known gaps")
+    w("")
+    w("From `tests/conformance/known_gaps.py`. An entry whose OpInfo now passes in every dtype is marked stale.")
+    w("")
+    names = set(order) | {r["op"] for k in order for r in rows[k].values()}
+    for gk, reason in sorted(known_gaps.KNOWN_GAPS.items()):
+        base = gk.split("@")[0]
+        matched = [r for k in order for r in rows[k].values()
+                   if base in (k, r["op"]) and ("@" not in gk or r["dtype"] == gk.split("@")[1])]
+        stale = ""
+        if base not in names:
+            stale = " *(no such OpInfo in this op_db)*"
+        elif matched and all(r["status"] in ("native-pass", "fallback-pass", "skipped-cpu") for r in matched):
+            stale = " *(stale: passes now)*"
+        w(f"- `{gk}`: {_md(reason)}{stale}")
+    w("")
+
+    w(f"## Native ATen ops ({len(native)})")
+    w("")
+    w("Registered neuron kernels (`torch_neuronx.native_ops()`); every other op runs through the CPU fallback.")
+    w("")
+    w(", ".join(f"`{n.replace('aten::', '')}`" for n in native))
+    w("")
+    with open(md_path, "w") as f:
+        f.write("\n".join(L))
+    print(f"wrote {os.path.relpath(md_path, ROOT)} and {os.path.relpath(json_path, ROOT)}", file=sys.stderr)
+
+
+def row_reason(rs: dict[str, dict]) -> str:
+    """The reason column: the known gap if one is listed, else the worst
+    problem found, else the ops that fell back."""
+    recs = [rs[d] for d in DTYPE_NAMES if d in rs]
+    gaps = []
+    for r in recs:
+        g = gap_for(r)
+        if g and g not in gaps:
+            gaps.append(g)
+    bad = [r for r in recs if r["status"] in BAD]
+    parts = []
+    if gaps:
+        parts.append(" ".join(gaps))
+    if bad and not all(gap_for(r) for r in bad):
+        r = next(r for r in bad if not gap_for(r))
+        parts.append(f"{r['dtype']}: {_short(r.get('reason', ''), 160)}")
+    fbs: list[str] = []
+    for r in recs:
+        for o in r.get("fallback_ops", []):
+            if o not in fbs:
+                fbs.append(o)
+    if fbs and not gaps:
+        shown = ", ".join(o.replace("aten::", "") for o in fbs[:4])
+        parts.append("falls back: " + shown + (f" (+{len(fbs) - 4})" if len(fbs) > 4 else ""))
+    text = " — ".join(parts)
+    return text if len(text) <= 200 else _short(text, 170) + " (see Known gaps)"
+
+
+if __name__ == "__main__":
+    path = sys.argv[1] if len(sys.argv) > 1 else os.path.join(ROOT, "build", "conformance", "full.jsonl")
+    generate(path)
