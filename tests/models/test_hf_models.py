@@ -1,4 +1,4 @@
-"""Hugging Face models from small configs with random weights (nothing is
+"""Hugging Face models (GPT-2, Llama, BERT, T5, ViT, ResNet, Whisper's encoder) from small configs with random weights (nothing is
 downloaded: HF_HUB_OFFLINE=1), unchanged, on the neuron device.
 
 Each model: three training steps (forward, loss, backward, AdamW) on neuron
@@ -44,11 +44,30 @@ def build(name):
         cfg = T.T5Config(d_model=64, d_ff=128, num_layers=2, num_heads=4, vocab_size=VOCAB, d_kv=16,
                          decoder_start_token_id=0, pad_token_id=0, eos_token_id=1, dropout_rate=0.0)
         return T.T5ForConditionalGeneration(cfg), "lm"
+    if name == "vit":
+        cfg = T.ViTConfig(hidden_size=64, num_hidden_layers=2, num_attention_heads=4, intermediate_size=128,
+                          image_size=32, patch_size=8, num_labels=10, hidden_dropout_prob=0.0,
+                          attention_probs_dropout_prob=0.0)
+        return T.ViTForImageClassification(cfg), "img"
+    if name == "resnet":
+        cfg = T.ResNetConfig(embedding_size=16, hidden_sizes=[16, 32], depths=[1, 1], num_labels=10)
+        return T.ResNetForImageClassification(cfg), "img"
+    if name == "whisper":
+        cfg = T.WhisperConfig(d_model=64, encoder_layers=2, decoder_layers=2, encoder_attention_heads=4,
+                              decoder_attention_heads=4, encoder_ffn_dim=128, decoder_ffn_dim=128, num_mel_bins=16,
+                              max_source_positions=32, vocab_size=VOCAB, pad_token_id=0, bos_token_id=1,
+                              eos_token_id=2, decoder_start_token_id=1, dropout=0.0)
+        return T.WhisperModel(cfg).encoder, "audio"
     raise ValueError(name)
 
 
 def make_batch(kind, device):
     g = torch.Generator().manual_seed(1)
+    if kind == "img":
+        return dict(pixel_values=torch.randn(2, 3, 32, 32, generator=g).to(device),
+                    labels=torch.tensor([1, 7]).to(device))
+    if kind == "audio":
+        return dict(input_features=torch.randn(2, 16, 64, generator=g).to(device))
     ids = torch.randint(2, VOCAB, (2, 16), generator=g)
     return dict(input_ids=ids.to(device), labels=ids.to(device))
 
@@ -63,7 +82,8 @@ def train(name, device, autocast_dtype=None, steps=3):
         with torch.autocast(device_type="neuron" if device == "neuron" else "cpu", dtype=autocast_dtype,
                             enabled=autocast_dtype is not None):
             out = model(**batch)
-        loss = out.loss
+        # Whisper's encoder has no loss head: a quadratic loss of its output.
+        loss = out.loss if getattr(out, "loss", None) is not None else out.last_hidden_state.float().pow(2).mean()
         opt.zero_grad(set_to_none=True)
         loss.backward()
         opt.step()
@@ -71,7 +91,7 @@ def train(name, device, autocast_dtype=None, steps=3):
     return losses, {k: v.detach().cpu() for k, v in model.state_dict().items()}
 
 
-MODELS = ["gpt2", "llama", "bert", "t5"]
+MODELS = ["gpt2", "llama", "bert", "t5", "vit", "resnet", "whisper"]
 
 
 @pytest.mark.parametrize("name", MODELS)
