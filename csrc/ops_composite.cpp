@@ -108,6 +108,24 @@ Tensor clamp_max_t(const Tensor &self, const Tensor &hi) { return at::minimum(se
 Tensor &clamp_min_t_out(const Tensor &self, const Tensor &lo, Tensor &out) { return at::maximum_out(out, self, lo); }
 Tensor &clamp_max_t_out(const Tensor &self, const Tensor &hi, Tensor &out) { return at::minimum_out(out, self, hi); }
 
+// clamp with tensor bounds: maximum then minimum (NaN-propagating, as clamp).
+Tensor clamp_t(const Tensor &self, const std::optional<Tensor> &lo, const std::optional<Tensor> &hi) {
+  bool has_lo = lo && lo->defined(), has_hi = hi && hi->defined();
+  TORCH_CHECK(has_lo || has_hi, "torch.clamp: At least one of 'min' or 'max' must not be None");
+  Tensor r = has_lo ? at::maximum(self, *lo) : self;
+  if (has_hi) r = at::minimum(r, *hi);
+  if (!has_lo && !has_hi) r = self.clone();
+  return r;
+}
+Tensor &clamp_t_out(const Tensor &self, const std::optional<Tensor> &lo, const std::optional<Tensor> &hi,
+                    Tensor &out) {
+  return write_out(out, clamp_t(self, lo, hi));
+}
+Tensor &clamp_t_ip(Tensor &self, const std::optional<Tensor> &lo, const std::optional<Tensor> &hi) {
+  self.copy_(clamp_t(self, lo, hi));
+  return self;
+}
+
 // logaddexp = max + log1p(exp(-|a - b|)), with equal infinities handled as
 // PyTorch does (log(2 * exp(inf)) = inf, -inf stays -inf).
 Tensor logaddexp_fn(const Tensor &a, const Tensor &b) {
@@ -159,6 +177,9 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   NEURON_IMPL(m, "clamp_max.Tensor", clamp_max_t);
   NEURON_IMPL(m, "clamp_min.Tensor_out", clamp_min_t_out);
   NEURON_IMPL(m, "clamp_max.Tensor_out", clamp_max_t_out);
+  NEURON_IMPL(m, "clamp.Tensor", clamp_t);
+  NEURON_IMPL(m, "clamp.Tensor_out", clamp_t_out);
+  NEURON_IMPL(m, "clamp_.Tensor", clamp_t_ip);
   NEURON_IMPL(m, "logaddexp", logaddexp_fn);
   NEURON_IMPL(m, "logaddexp.out", logaddexp_out);
   NEURON_IMPL(m, "equal", equal_fn);
