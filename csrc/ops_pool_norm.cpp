@@ -81,15 +81,27 @@ int64_t pool_out(int64_t in, int64_t k, int64_t s, int64_t p, int64_t d, bool ce
   return o;
 }
 
+// Dtypes the CPU kernels accept (and so do we): max pooling any real type
+// but bool; avg pooling floats and int64; adaptive pooling floats.
+enum class Dtypes { kMax, kAvg, kFloat };
+
+void check_dtype(const Tensor &t, Dtypes allowed, const char *op) {
+  at::ScalarType st = t.scalar_type();
+  bool ok = at::isFloatingType(st) || (allowed == Dtypes::kMax && at::isIntegralType(st, false)) ||
+            (allowed == Dtypes::kAvg && st == at::kLong);
+  TORCH_CHECK(ok, "\"", op, "\" not implemented for '", st, "'");
+  if (st == at::kDouble) warn_float64_once();
+}
+
 // Checks the input (nsp + 1 or nsp + 2 dims, non-empty non-batch dims) and
 // returns it with a batch dim.
-Tensor batched_input(const Tensor &self, int64_t nsp, const char *op) {
+Tensor batched_input(const Tensor &self, int64_t nsp, const char *op, Dtypes allowed) {
   TORCH_CHECK(self.dim() == nsp + 1 || self.dim() == nsp + 2, op, ": Expected ", nsp + 1, "D or ", nsp + 2,
               "D (batch mode) tensor for input, but got: ", self.sizes());
   for (int64_t j = self.dim() == nsp + 2 ? 1 : 0; j < self.dim(); ++j)
     TORCH_CHECK(self.size(j) > 0, op, ": Expected input's non-batch dimensions to have positive length, but input has "
                 "a shape of ", self.sizes(), " and non-batch dimension ", self.size(j), " has length zero!");
-  check_float(self, op);
+  check_dtype(self, allowed, op);
   return self.dim() == nsp + 1 ? self.unsqueeze(0) : self;
 }
 
@@ -158,7 +170,7 @@ void max_pool_into(int64_t nsp, const Tensor &self, IntArrayRef kernel, IntArray
                    Tensor *ridx) {
   const char *op = nsp == 2 ? "max_pool2d" : "max_pool3d";
   c10::DeviceGuard guard(self.device());
-  Tensor xb = batched_input(self, nsp, op);
+  Tensor xb = batched_input(self, nsp, op, Dtypes::kMax);
   bool unbatched = xb.dim() != self.dim();
   Win w = make_win(nsp, kernel, stride, padding, dilation, op);
   int64_t o[3] = {1, 1, 1};
@@ -214,6 +226,7 @@ std::tuple<Tensor &, Tensor &> max_pool3d_out(const Tensor &self, IntArrayRef ke
 // -- backward of max pools (fixed and adaptive): scatter through indices --
 Tensor &max_pool_backward_into(int64_t nsp, const Tensor &grad_output, const Tensor &self, const Tensor &indices,
                                Tensor &gi) {
+  check_dtype(self, Dtypes::kFloat, nsp == 2 ? "max_pool2d_backward" : "max_pool3d_backward");
   c10::DeviceGuard guard(self.device());
   bool unbatched = self.dim() == nsp + 1;
   TORCH_CHECK(grad_output.sizes() == indices.sizes(), "max_pool backward: grad_output ", grad_output.sizes(),
@@ -276,7 +289,7 @@ Tensor &avg_pool_into(int64_t nsp, const Tensor &self, IntArrayRef kernel, IntAr
                       Tensor &result) {
   const char *op = nsp == 2 ? "avg_pool2d" : "avg_pool3d";
   c10::DeviceGuard guard(self.device());
-  Tensor xb = batched_input(self, nsp, op);
+  Tensor xb = batched_input(self, nsp, op, Dtypes::kAvg);
   bool unbatched = xb.dim() != self.dim();
   Win w = avg_win(nsp, kernel, stride, padding, divisor, op);
   int64_t o[3] = {1, 1, 1};
@@ -324,6 +337,7 @@ Tensor &avg_pool_backward_into(int64_t nsp, const Tensor &grad_output, const Ten
                                IntArrayRef stride, IntArrayRef padding, bool count_include_pad,
                                std::optional<int64_t> divisor, Tensor &gi) {
   const char *op = nsp == 2 ? "avg_pool2d_backward" : "avg_pool3d_backward";
+  check_dtype(self, Dtypes::kFloat, op);
   c10::DeviceGuard guard(self.device());
   bool unbatched = self.dim() == nsp + 1;
   Win w = avg_win(nsp, kernel, stride, padding, divisor, op);
@@ -371,7 +385,7 @@ void adaptive_shape(int64_t nsp, IntArrayRef output_size, int64_t o[3], const ch
 Tensor &adaptive_avg_into(int64_t nsp, const Tensor &self, IntArrayRef output_size, Tensor *out, Tensor &result) {
   const char *op = nsp == 2 ? "adaptive_avg_pool2d" : "adaptive_avg_pool3d";
   c10::DeviceGuard guard(self.device());
-  Tensor xb = batched_input(self, nsp, op);
+  Tensor xb = batched_input(self, nsp, op, Dtypes::kFloat);
   bool unbatched = xb.dim() != self.dim();
   int64_t o[3];
   adaptive_shape(nsp, output_size, o, op);
@@ -407,6 +421,7 @@ Tensor &adaptive_avg3d_out(const Tensor &self, IntArrayRef output_size, Tensor &
 }
 
 Tensor adaptive_avg_backward(int64_t nsp, const Tensor &grad_output, const Tensor &self) {
+  check_dtype(self, Dtypes::kFloat, nsp == 2 ? "adaptive_avg_pool2d_backward" : "adaptive_avg_pool3d_backward");
   c10::DeviceGuard guard(self.device());
   bool unbatched = self.dim() == nsp + 1;
   Tensor gi = at::empty(self.sizes(), act_options(self));
@@ -426,7 +441,7 @@ void adaptive_max_into(int64_t nsp, const Tensor &self, IntArrayRef output_size,
                        Tensor *rout, Tensor *ridx) {
   const char *op = nsp == 2 ? "adaptive_max_pool2d" : "adaptive_max_pool3d";
   c10::DeviceGuard guard(self.device());
-  Tensor xb = batched_input(self, nsp, op);
+  Tensor xb = batched_input(self, nsp, op, Dtypes::kFloat);
   bool unbatched = xb.dim() != self.dim();
   int64_t o[3];
   adaptive_shape(nsp, output_size, o, op);

@@ -151,16 +151,37 @@ def test_conv_channels_last():
     assert_no_fallbacks()
 
 
-def test_conv_float64_and_errors():
+def test_conv_float64_integers_and_errors():
     x = torch.randn(1, 2, 5, 5, dtype=torch.float64)
     w = torch.randn(3, 2, 3, 3, dtype=torch.float64)
     y = F.conv2d(x.neuron(), w.neuron())
     assert y.dtype == torch.float64
     torch.testing.assert_close(y.cpu(), F.conv2d(x, w), rtol=1e-5, atol=1e-5)
-    with pytest.raises(RuntimeError, match="not implemented for 'Long'"):
-        F.conv2d(torch.ones(1, 1, 3, 3, dtype=torch.long).neuron(), torch.ones(1, 1, 1, 1, dtype=torch.long).neuron())
+    # integers convolve exactly (wrapping like the CPU), transposed too
+    for dt in (torch.int64, torch.int32, torch.int8):
+        xi = torch.randint(-50, 50, (2, 4, 6, 5)).to(dt)
+        wi = torch.randint(-5, 5, (6, 2, 3, 3)).to(dt)
+        bi = torch.randint(-5, 5, (6,)).to(dt)
+        assert torch.equal(F.conv2d(xi.neuron(), wi.neuron(), bi.neuron(), 2, 1, 1, 2).cpu(),
+                           F.conv2d(xi, wi, bi, 2, 1, 1, 2))
+        if dt == torch.int64:  # the CPU's transposed convolution takes int64 only
+            wt = torch.randint(-5, 5, (4, 3, 2, 2)).to(dt)
+            assert torch.equal(F.conv_transpose2d(xi.neuron(), wt.neuron(), stride=2).cpu(),
+                               F.conv_transpose2d(xi, wt, stride=2))
+    assert_no_fallbacks()
+    with pytest.raises(RuntimeError, match="not implemented for 'Bool'"):
+        F.conv2d(torch.ones(1, 1, 3, 3, dtype=torch.bool).neuron(), torch.ones(1, 1, 1, 1, dtype=torch.bool).neuron())
     with pytest.raises(RuntimeError):
         F.conv2d(x.float().neuron(), w.neuron())  # dtype mismatch
+
+
+def test_conv_transpose_output_padding_beyond_stride():
+    """output_padding may reach the dilation - 1: the output is longer than
+    the convolution it transposes needs."""
+    x = torch.randn(1, 2, 4, 4)
+    w = torch.randn(2, 3, 5, 5) / 10
+    run_both(lambda x, w: F.conv_transpose2d(x, w, stride=2, padding=2, output_padding=3, dilation=4), x, w)
+    assert_no_fallbacks()
 
 
 def test_conv_unbatched_and_empty_batch():
@@ -202,6 +223,25 @@ def test_max_pool_ties_nan_and_channels_last():
     out_d, out_c = run_both(lambda x: F.max_pool2d(x, 3, 2, 1), xc)
     assert out_d[0].is_contiguous(memory_format=torch.channels_last)
     assert_no_fallbacks()
+
+
+def test_pool_integers():
+    x = torch.randint(-100, 100, (2, 3, 9, 8))
+    for dt in (torch.int64, torch.int32, torch.uint8):
+        xi = x.to(dt)
+        yd, id_ = F.max_pool2d(xi.neuron(), 3, 2, 1, return_indices=True)
+        yc, ic = F.max_pool2d(xi, 3, 2, 1, return_indices=True)
+        assert torch.equal(yd.cpu(), yc) and torch.equal(id_.cpu(), ic)
+    for args in [(3, 1, 1), (2, 2, 0, True, False), (3, 2, 1, False, True, 2)]:
+        assert torch.equal(F.avg_pool2d(x.neuron(), *args).cpu(), F.avg_pool2d(x, *args))
+    assert torch.equal(F.max_pool3d(x.unsqueeze(0).neuron(), 2).cpu(), F.max_pool3d(x.unsqueeze(0), 2))
+    assert_no_fallbacks()
+    with pytest.raises(RuntimeError, match="not implemented for 'Int'"):
+        F.avg_pool2d(x.int().neuron(), 2)
+    with pytest.raises(RuntimeError, match="not implemented for 'Long'"):
+        F.adaptive_avg_pool2d(x.neuron(), 3)
+    with pytest.raises(RuntimeError, match="not implemented for 'Bool'"):
+        F.max_pool2d(x.bool().neuron(), 2)
 
 
 @pytest.mark.parametrize("dims", [1, 3])

@@ -73,6 +73,7 @@ typedef struct ccase {
   int64_t i[3], k[3], s[3], p[3], d[3];
   bool bias, channels_last;
   nrt_dtype dt;
+  int64_t o_less; /* outputs fewer than the input allows along w (transposed conv output_padding) */
 } ccase;
 
 static const int PERM_NCHW[5] = {0, 1, 2, 3, 4};
@@ -124,6 +125,7 @@ static int64_t out_size(int64_t in, int64_t k, int64_t s, int64_t p, int64_t d) 
 static void run_case(const ccase *c) {
   int64_t o[3];
   for (int i = 0; i < 3; i++) o[i] = out_size(c->i[i], c->k[i], c->s[i], c->p[i], c->d[i]);
+  o[2] -= c->o_less;
   const int *perm = c->channels_last ? PERM_NHWC : PERM_NCHW;
   int64_t xs[5] = {c->n, c->g * c->cig, c->i[0], c->i[1], c->i[2]};
   int64_t ys[5] = {c->n, c->g * c->cog, o[0], o[1], o[2]};
@@ -233,7 +235,71 @@ static void test_conv_1d_3d(void) {
   run_case(&b);
 }
 
+/* A transposed convolution with output_padding >= stride (allowed while
+ * below the dilation) has more input positions than its outputs use. */
+static void test_conv_short_output(void) {
+  ccase c = C2(2, 1, 6, 4, 7, 22, 5, 5, 2, 2, 4, true);
+  c.o_less = 1;
+  run_case(&c);
+}
+
+/* Integers: the loop nest in wrapping int64 (PyTorch's CPU convolves
+ * integer tensors). x = [1 2 3 4], w = [1 0 -1], padding 1, as int64 and
+ * as int8 with wrap-around. */
+static void test_conv_integer(void) {
+  int64_t x[4] = {1, 2, 3, 4}, w[3] = {1, 0, -1}, y[4], b[1] = {10};
+  nrt_launch l;
+  memset(&l, 0, sizeof l);
+  l.op = NRT_OP_CONV;
+  l.ndim = 13;
+  int64_t sizes[13] = {1, 1, 1, 1, 1, 1, 4, 1, 1, 4, 1, 1, 3};
+  memcpy(l.sizes, sizes, sizeof sizes);
+  for (int i = 0; i < 3; i++) l.aux[i] = 1, l.aux[6 + i] = 1;
+  l.aux[5] = 1;
+  l.noutputs = 1;
+  l.ninputs = 3;
+  l.compute_dtype = NRT_INT64;
+  int64_t *ptr[4] = {y, x, w, b};
+  for (int i = 0; i < 4; i++) {
+    l.operands[i].data = ptr[i];
+    l.operands[i].dtype = NRT_INT64;
+    l.operands[i].strides[0] = l.operands[i].strides[1] = 32;
+    l.operands[i].strides[4] = 8;
+  }
+  l.operands[3].strides[0] = 8;
+  CHECK_OK(nrt_launch_run(&l));
+  CHECK(y[0] == 8 && y[1] == 8 && y[2] == 8 && y[3] == 13);
+  int8_t x8[4] = {100, 100, 100, 100}, w8[3] = {1, 1, 1}, y8[4];
+  int8_t *p8[3] = {y8, x8, w8};
+  for (int i = 0; i < 3; i++) {
+    l.operands[i].data = p8[i];
+    l.operands[i].dtype = NRT_INT8;
+    l.operands[i].strides[0] = l.operands[i].strides[1] = 4;
+    l.operands[i].strides[4] = 1;
+  }
+  l.ninputs = 2;
+  l.compute_dtype = NRT_INT8;
+  CHECK_OK(nrt_launch_run(&l));
+  CHECK(y8[0] == (int8_t)200 && y8[1] == (int8_t)300); /* wraps like int8 arithmetic */
+}
+
 static void test_conv_dtypes(void) {
+  /* bfloat16 through the pair-packed kernel: Kdim 549 = a 512 slice and an
+   * odd one; channels-last too */
+  ccase bf = C2(2, 1, 20, 61, 6, 5, 3, 3, 1, 1, 1, true);
+  bf.dt = NRT_BFLOAT16;
+  run_case(&bf);
+  bf.channels_last = true;
+  run_case(&bf);
+  /* full dy^T panels packed raw (even and odd pixel counts), Cog > KC pairs */
+  ccase bf2 = C2(2, 1, 40, 8, 10, 10, 3, 3, 1, 1, 1, false);
+  bf2.dt = NRT_BFLOAT16;
+  run_case(&bf2);
+  bf2.i[1] = bf2.i[2] = 9;
+  run_case(&bf2);
+  ccase bf3 = C2(1, 1, 600, 3, 4, 5, 3, 3, 1, 1, 1, true);
+  bf3.dt = NRT_BFLOAT16;
+  run_case(&bf3);
   nrt_dtype dts[] = {NRT_BFLOAT16, NRT_FLOAT16, NRT_FLOAT64};
   for (size_t i = 0; i < 3; i++) {
     ccase c = C2(2, 1, 18, 7, 9, 8, 3, 3, 1, 1, 1, true);
@@ -326,7 +392,7 @@ static void test_conv_validation(void) {
   l.ninputs = 4;
   CHECK_STATUS(nrt_launch_run(&l), NRT_ERROR_INVALID_ARGUMENT);
   l.ninputs = 2;
-  l.compute_dtype = NRT_INT64;
+  l.compute_dtype = NRT_BOOL;
   CHECK_STATUS(nrt_launch_run(&l), NRT_ERROR_UNSUPPORTED);
 }
 
@@ -336,6 +402,8 @@ int main(void) {
   RUN_TEST(test_conv2d_shapes);
   RUN_TEST(test_conv_1d_3d);
   RUN_TEST(test_conv_dtypes);
+  RUN_TEST(test_conv_short_output);
+  RUN_TEST(test_conv_integer);
   RUN_TEST(test_conv_large);
   return TEST_RESULT();
 }

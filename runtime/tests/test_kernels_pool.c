@@ -304,9 +304,44 @@ static void test_pool_known(void) {
   nrt_kernels_set_reference(false);
 }
 
+/* Integers (forward only): exact max with first-index ties; avg divides
+ * with truncation toward zero. Values checked against PyTorch's CPU. */
+static void test_pool_integer(void) {
+  int64_t x[16] = {-7, 3, 5, 8, 1, 2, 3, 4, 9, 9, 9, 9, 1, 1, 1, 2}, y[16], idx[4];
+  nrt_launch l = pool2d(NRT_OP_MAX_POOL, 4, 4, 2, 2, 2, 2);
+  l.compute_dtype = NRT_INT64;
+  l.noutputs = 2;
+  l.ninputs = 1;
+  set2d(&l.operands[0], y, NRT_INT64, 2, 2);
+  set2d(&l.operands[1], idx, NRT_INT64, 2, 2);
+  set2d(&l.operands[2], x, NRT_INT64, 4, 4);
+  CHECK_OK(nrt_launch_run(&l));
+  CHECK(y[0] == 3 && y[1] == 8 && y[2] == 9 && y[3] == 9);
+  CHECK(idx[0] == 1 && idx[1] == 3 && idx[2] == 8 && idx[3] == 10);
+  nrt_launch a = pool2d(NRT_OP_AVG_POOL, 4, 4, 4, 4, 3, 1);
+  a.aux[4] = a.aux[5] = 1;
+  a.params[1] = 1;
+  a.compute_dtype = NRT_INT64;
+  a.noutputs = 1;
+  a.ninputs = 1;
+  set2d(&a.operands[0], y, NRT_INT64, 4, 4);
+  set2d(&a.operands[1], x, NRT_INT64, 4, 4);
+  CHECK_OK(nrt_launch_run(&a));
+  int64_t want[16] = {0, 0, 2, 2, 1, 3, 5, 4, 2, 4, 4, 3, 2, 3, 3, 2};
+  for (int i = 0; i < 16; i++) CHECK(y[i] == want[i]);
+  nrt_launch b = pool2d(NRT_OP_AVG_POOL_BACKWARD, 4, 4, 4, 4, 3, 1);
+  b.compute_dtype = NRT_INT64;
+  b.noutputs = 1;
+  b.ninputs = 1;
+  set2d(&b.operands[0], y, NRT_INT64, 4, 4);
+  set2d(&b.operands[1], x, NRT_INT64, 4, 4);
+  CHECK_STATUS(nrt_launch_run(&b), NRT_ERROR_UNSUPPORTED); /* no integer gradients */
+}
+
 int main(void) {
   RUN_TEST(test_pool_known);
   RUN_TEST(test_pool_fixed);
   RUN_TEST(test_pool_adaptive);
+  RUN_TEST(test_pool_integer);
   return TEST_RESULT();
 }

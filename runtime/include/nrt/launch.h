@@ -264,8 +264,10 @@ typedef enum nrt_kind {
      extents; aux[0..8] = stride d,h,w, padding d,h,w, dilation d,h,w.     \
      Activation strides {n, c, d, h, w} (channel = g * C?g + c), weight    \
      strides {o, i, kd, kh, kw} (shape [G*Cog, Cig, KD, KH, KW]), bias {c}. \
-     Float domain only, float32 accumulation (float64 at float32). A       \
-     transposed convolution is CONV_BACKWARD_INPUT of the forward one. */   \
+     Floats accumulate in float32 (float64 at float32); integers (not bool) \
+     in wrapping int64, through the plain loop nest. Outputs may be fewer   \
+     than the input allows (transposed conv with output_padding >= stride). \
+     A transposed convolution is CONV_BACKWARD_INPUT of the forward one. */ \
   X(CONV, CONV, 2)               /* output y [N, G*Cog, O*]; inputs x       \
      [N, G*Cig, I*], weight, optional bias [G*Cog] (ninputs 2..3) */        \
   X(CONV_BACKWARD_INPUT, CONV, 2) /* output grad_x [N, G*Cig, I*] (fully    \

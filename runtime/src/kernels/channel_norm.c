@@ -238,6 +238,178 @@ static void bn_backward_channels(void *ctx, int64_t begin, int64_t end) {
   }
 }
 
+/* ---- batch norm, channels innermost (channels-last) ------------------------------
+ * With the channels contiguous, a per-channel sweep would touch every cache
+ * line once per channel; instead rows of C channels (one per (n, s)) are
+ * processed whole: per-channel partial sums per chunk of rows (fixed
+ * chunks, so results do not depend on the thread count), combined in chunk
+ * order, then a pass over the rows normalises. */
+
+#define CL_CHUNKS 64
+
+typedef struct cl_job {
+  cn_job *j;
+  int phase;       /* 0: sum x, 1: sum (x-mean)^2, 2: normalise, 3: backward sums, 4: grad_x */
+  double *part;    /* [CL_CHUNKS][2][C] */
+  float *mean, *a, *b, *k, *gm; /* per channel */
+  int64_t rows;
+} cl_job;
+
+static inline char *row_ptr(const nrt_operand *o, const cn_geom *g, int64_t r) {
+  int64_t n = r / g->S, s = r - n * g->S;
+  return (char *)o->data + n * o->strides[0] + s * o->strides[2];
+}
+
+static void cl_range(void *ctx, int64_t begin, int64_t end) {
+  cl_job *cj = ctx;
+  cn_job *j = cj->j;
+  const cn_geom *g = &j->g;
+  const int64_t C = g->C;
+  float *bx = malloc(sizeof(float) * (size_t)(2 * C + 1)), *by = bx + C;
+  if (!bx) {
+    j->failed = 1;
+    return;
+  }
+  const nrt_launch *l = j->l;
+  bool bwd = l->op == NRT_OP_BATCH_NORM_BACKWARD;
+  const nrt_operand *x = bwd ? j->in[1] : j->in[0];
+  for (int64_t chunk = begin; chunk < end; chunk++) {
+    int64_t r0 = chunk * cj->rows / CL_CHUNKS, r1 = (chunk + 1) * cj->rows / CL_CHUNKS;
+    double *p0 = cj->part + chunk * 2 * C, *p1 = p0 + C;
+    if (cj->phase <= 1 || cj->phase == 3)
+      for (int64_t c = 0; c < C; c++) p0[c] = p1[c] = 0.0;
+    for (int64_t r = r0; r < r1; r++) {
+      nrt_load_f32(bx, row_ptr(x, g, r), x->strides[1], x->dtype, C);
+      switch (cj->phase) {
+      case 0:
+        for (int64_t c = 0; c < C; c++) p0[c] += bx[c];
+        break;
+      case 1:
+        for (int64_t c = 0; c < C; c++) {
+          float d = bx[c] - cj->mean[c];
+          p0[c] += d * d;
+        }
+        break;
+      case 2: {
+        const nrt_operand *y = j->out[0];
+        for (int64_t c = 0; c < C; c++) bx[c] = bx[c] * cj->a[c] + cj->b[c];
+        nrt_store_f32(row_ptr(y, g, r), y->strides[1], y->dtype, bx, C);
+        break;
+      }
+      case 3: {
+        const nrt_operand *gy = j->in[0];
+        nrt_load_f32(by, row_ptr(gy, g, r), gy->strides[1], gy->dtype, C);
+        for (int64_t c = 0; c < C; c++) {
+          p0[c] += by[c];
+          p1[c] += (bx[c] - cj->mean[c]) * by[c];
+        }
+        break;
+      }
+      default: { /* 4: grad_x */
+        const nrt_operand *gy = j->in[0];
+        int slot[3];
+        mask_slots(l->params[0], slot);
+        const nrt_operand *gx = j->out[slot[0]];
+        nrt_load_f32(by, row_ptr(gy, g, r), gy->strides[1], gy->dtype, C);
+        if (l->params[2])
+          for (int64_t c = 0; c < C; c++) by[c] = (by[c] - cj->gm[c] - (bx[c] - cj->mean[c]) * cj->k[c]) * cj->a[c];
+        else
+          for (int64_t c = 0; c < C; c++) by[c] *= cj->a[c];
+        nrt_store_f32(row_ptr(gx, g, r), gx->strides[1], gx->dtype, by, C);
+        break;
+      }
+      }
+    }
+  }
+  free(bx);
+}
+
+/* Sums chunk partials [chunk][which][C] in chunk order. */
+static void cl_combine(const cl_job *cj, int which, int64_t C, double *out) {
+  for (int64_t c = 0; c < C; c++) out[c] = 0.0;
+  for (int64_t k = 0; k < CL_CHUNKS; k++)
+    for (int64_t c = 0; c < C; c++) out[c] += cj->part[(k * 2 + which) * C + c];
+}
+
+static bool channels_inner(const nrt_operand *o) {
+  return o->strides[1] == (int64_t)nrt_dtype_size(o->dtype);
+}
+
+static nrt_status bn_channels_last(cn_job *j) {
+  const cn_geom *g = &j->g;
+  const nrt_launch *l = j->l;
+  const int64_t C = g->C;
+  cl_job cj = {.j = j, .rows = g->N * g->S};
+  cj.part = malloc(sizeof(double) * (size_t)(CL_CHUNKS * 2 * C + 2 * C));
+  float *vecs = malloc(sizeof(float) * (size_t)(5 * C));
+  if (!cj.part || !vecs) {
+    free(cj.part);
+    free(vecs);
+    return NRT_ERROR_OUT_OF_MEMORY;
+  }
+  double *s0 = cj.part + CL_CHUNKS * 2 * C, *s1 = s0 + C;
+  cj.mean = vecs;
+  cj.a = vecs + C;
+  cj.b = vecs + 2 * C;
+  cj.k = vecs + 3 * C;
+  cj.gm = vecs + 4 * C;
+  double count = (double)(g->N * g->S), eps = l->scalars[0].f;
+  if (l->op == NRT_OP_BATCH_NORM) {
+    const nrt_operand *w = g->has_w ? j->in[1] : NULL, *b = g->has_b ? j->in[g->has_w ? 2 : 1] : NULL;
+    double mom = l->scalars[1].f;
+    cj.phase = 0;
+    nrt_parallel_for(CL_CHUNKS, 1, cl_range, &cj);
+    cl_combine(&cj, 0, C, s0);
+    for (int64_t c = 0; c < C; c++) cj.mean[c] = (float)(s0[c] / count);
+    cj.phase = 1;
+    nrt_parallel_for(CL_CHUNKS, 1, cl_range, &cj);
+    cl_combine(&cj, 0, C, s1);
+    for (int64_t c = 0; c < C; c++) {
+      double mean = s0[c] / count, invstd = 1.0 / sqrt(s1[c] / count + eps);
+      vstore(j->out[1], c, mean);
+      vstore(j->out[2], c, invstd);
+      if (j->nout == 5) {
+        vstore(j->out[3], c, mom * mean + (1.0 - mom) * vload(j->out[3], c));
+        vstore(j->out[4], c, mom * s1[c] / (count - 1.0) + (1.0 - mom) * vload(j->out[4], c));
+      }
+      cj.a[c] = (float)invstd * (w ? vload(w, c) : 1.0f);
+      cj.b[c] = (b ? vload(b, c) : 0.0f) - (float)mean * cj.a[c];
+    }
+    cj.phase = 2;
+  } else if (l->op == NRT_OP_BATCH_NORM_EVAL) {
+    const nrt_operand *w = g->has_w ? j->in[3] : NULL, *b = g->has_b ? j->in[g->has_w ? 4 : 3] : NULL;
+    for (int64_t c = 0; c < C; c++) {
+      double invstd = 1.0 / sqrt((double)vload(j->in[2], c) + eps);
+      cj.a[c] = (float)invstd * (w ? vload(w, c) : 1.0f);
+      cj.b[c] = (b ? vload(b, c) : 0.0f) - vload(j->in[1], c) * cj.a[c];
+    }
+    cj.phase = 2;
+  } else { /* BATCH_NORM_BACKWARD */
+    const nrt_operand *w = g->has_w ? j->in[4] : NULL;
+    bool train = l->params[2] != 0;
+    int slot[3];
+    mask_slots(l->params[0], slot);
+    for (int64_t c = 0; c < C; c++) cj.mean[c] = vload(j->in[2], c);
+    cj.phase = 3;
+    nrt_parallel_for(CL_CHUNKS, 1, cl_range, &cj);
+    cl_combine(&cj, 0, C, s0);
+    cl_combine(&cj, 1, C, s1);
+    for (int64_t c = 0; c < C; c++) {
+      double invstd = train ? vload(j->in[3], c) : 1.0 / sqrt((double)vload(j->in[3], c) + eps);
+      if (slot[1] >= 0) vstore(j->out[slot[1]], c, s1[c] * invstd);
+      if (slot[2] >= 0) vstore(j->out[slot[2]], c, s0[c]);
+      cj.a[c] = (float)invstd * (w ? vload(w, c) : 1.0f);
+      cj.k[c] = (float)(s1[c] * invstd * invstd / count);
+      cj.gm[c] = (float)(s0[c] / count);
+    }
+    cj.phase = slot[0] >= 0 ? 4 : -1;
+  }
+  if (cj.phase >= 0) nrt_parallel_for(CL_CHUNKS, 1, cl_range, &cj);
+  free(cj.part);
+  free(vecs);
+  return j->failed ? NRT_ERROR_OUT_OF_MEMORY : NRT_SUCCESS;
+}
+
 /* ---- group norm (fast) --------------------------------------------------------- */
 
 static void gn_rows(void *ctx, int64_t begin, int64_t end) {
@@ -538,6 +710,14 @@ nrt_status nrt_channel_norm_execute(const nrt_launch *l) {
   if (g->C == 0) return NRT_SUCCESS;
   if (nrt_kernels_reference()) return reference(&j);
   int64_t per_channel = g->N * g->S;
+  if (!group && g->C > 1 && per_channel >= CL_CHUNKS) {
+    /* every activation operand channels-innermost: the row path */
+    bool act_out = !backward || (l->params[0] & 1);
+    bool cl = !act_out || channels_inner(j.out[0]);
+    int nact = backward ? 2 : 1;
+    for (int i = 0; i < nact; i++) cl = cl && channels_inner(j.in[i]);
+    if (cl) return bn_channels_last(&j);
+  }
   switch (l->op) {
   case NRT_OP_BATCH_NORM:
     nrt_parallel_for(g->C, per_channel >= 8192 ? 1 : 8192 / (per_channel + 1) + 1, bn_train_channels, &j);

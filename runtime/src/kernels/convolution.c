@@ -31,7 +31,8 @@
  * im2col rows instead.
  *
  * The reference path is a plain loop nest accumulating in double; it also
- * serves the degenerate shapes (an empty dimension). */
+ * serves the degenerate shapes (an empty dimension) and integer dtypes
+ * (wrapping int64 accumulation, as PyTorch's CPU integer convolution). */
 #pragma GCC optimize("O3,no-trapping-math,no-math-errno")
 #include <stdatomic.h>
 #include <stdlib.h>
@@ -58,8 +59,8 @@ static nrt_status geom_init(const nrt_launch *l, conv_geom *g) {
     nrt_set_error_message("%s: expected 1 output, got %d", op, l->noutputs);
     return NRT_ERROR_INVALID_ARGUMENT;
   }
-  if (!nrt_dtype_is_floating(l->compute_dtype)) {
-    nrt_set_error_message("%s: floating dtypes only, got %s", op, nrt_dtype_name(l->compute_dtype));
+  if (l->compute_dtype == NRT_BOOL) {
+    nrt_set_error_message("%s: not implemented for bool", op);
     return NRT_ERROR_UNSUPPORTED;
   }
   const int64_t *s = l->sizes;
@@ -80,13 +81,16 @@ static nrt_status geom_init(const nrt_launch *l, conv_geom *g) {
                             (long long)g->D[i]);
       return NRT_ERROR_INVALID_ARGUMENT;
     }
+    /* Fewer outputs than the input allows is fine: a transposed
+     * convolution with output_padding >= stride has an input (its output)
+     * longer than its outputs (its input) need. */
     int64_t span = g->I[i] + 2 * g->P[i] - g->D[i] * (g->K[i] - 1) - 1;
-    int64_t want = span < 0 ? 0 : span / g->S[i] + 1;
-    if (g->O[i] != want) {
+    int64_t most = span < 0 ? 0 : span / g->S[i] + 1;
+    if (g->O[i] < 0 || g->O[i] > most) {
       nrt_set_error_message("%s: dim %d: output size %lld, but input %lld with kernel %lld, stride %lld, "
-                            "padding %lld, dilation %lld gives %lld", op, i, (long long)g->O[i],
+                            "padding %lld, dilation %lld gives at most %lld", op, i, (long long)g->O[i],
                             (long long)g->I[i], (long long)g->K[i], (long long)g->S[i],
-                            (long long)g->P[i], (long long)g->D[i], (long long)want);
+                            (long long)g->P[i], (long long)g->D[i], (long long)most);
       return NRT_ERROR_INVALID_ARGUMENT;
     }
   }
@@ -164,6 +168,49 @@ static void im2col_img(const conv_geom *g, const tap *t, const char *xc, const i
       ih = t->off[1];
       id += g->S[0];
     }
+  }
+}
+
+/* im2col_img for 16-bit data copied as raw bits (bfloat16 pair panels). */
+static void im2col_img_u16(const conv_geom *g, const tap *t, const char *xc, const int64_t *xs, int64_t p0,
+                           int64_t len, uint16_t *dst) {
+  const int64_t O1 = g->O[1], O2 = g->O[2], S2 = g->S[2], sx = S2 * xs[4];
+  int64_t od = p0 / (O1 * O2), r = p0 - od * O1 * O2, oh = r / O2, ow = r - oh * O2;
+  int64_t id = od * g->S[0] + t->off[0], ih = oh * g->S[1] + t->off[1];
+  for (int64_t done = 0; done < len;) {
+    int64_t n = min64(O2 - ow, len - done);
+    uint16_t *d = dst + done;
+    int64_t a = max64(ow, t->lo), b = min64(ow + n, t->hi);
+    if (id < 0 || id >= g->I[0] || ih < 0 || ih >= g->I[1] || b <= a) {
+      memset(d, 0, sizeof(uint16_t) * (size_t)n);
+    } else {
+      memset(d, 0, sizeof(uint16_t) * (size_t)(a - ow));
+      const char *src = xc + id * xs[2] + ih * xs[3] + (a * S2 + t->off[2]) * xs[4];
+      uint16_t *dd = d + (a - ow);
+      if (sx == 2) memcpy(dd, src, sizeof(uint16_t) * (size_t)(b - a));
+      else
+        for (int64_t j = 0; j < b - a; j++) memcpy(dd + j, src + j * sx, 2);
+      memset(d + (b - ow), 0, sizeof(uint16_t) * (size_t)(ow + n - b));
+    }
+    done += n;
+    ow = 0;
+    ih += g->S[1];
+    if (++oh == O1) {
+      oh = 0;
+      ih = t->off[1];
+      id += g->S[0];
+    }
+  }
+}
+
+static void im2col_cols_u16(const conv_geom *g, const tap *t, const nrt_operand *x, int64_t grp, int64_t q0,
+                            int64_t len, uint16_t *dst) {
+  while (len > 0) {
+    int64_t n = q0 / g->L, p = q0 - n * g->L, m = min64(g->L - p, len);
+    im2col_img_u16(g, t, ACT(x, n, grp * g->Cig + t->ci), x->strides, p, m, dst);
+    dst += m;
+    q0 += m;
+    len -= m;
   }
 }
 
@@ -246,12 +293,24 @@ static void act_cols(const nrt_operand *a, const int64_t *e, int64_t c, int64_t 
   }
 }
 
+/* Whether a weight row's taps (ci, kd, kh, kw) are one run with step
+ * ws[4] (dims of size 1 may have any stride). */
+static bool w_taps_linear(const conv_geom *g, const int64_t *ws) {
+  int64_t ext[4] = {g->Cig, g->K[0], g->K[1], g->K[2]}, want = ws[4];
+  for (int i = 3; i >= 0; i--) {
+    if (ext[i] == 1) continue;
+    if (ws[1 + i] != want) return false;
+    want *= ext[i];
+  }
+  return true;
+}
+
 /* Loads or stores weight row o over taps [kk0, kk0 + len). */
 static void w_row(const conv_geom *g, const nrt_operand *w, int64_t o, int64_t kk0, int64_t len, float *buf,
                   bool store) {
   const int64_t *ws = w->strides;
   /* Contiguous taps (any standard weight layout but channels-last): one run. */
-  if (ws[3] == g->K[2] * ws[4] && ws[2] == g->K[1] * ws[3] && ws[1] == g->K[0] * ws[2]) {
+  if (w_taps_linear(g, ws)) {
     char *ptr = (char *)w->data + o * ws[0] + kk0 * ws[4];
     if (store) nrt_store_f32(ptr, ws[4], w->dtype, buf, len);
     else nrt_load_f32(buf, ptr, ws[4], w->dtype, len);
@@ -266,6 +325,13 @@ static void w_row(const conv_geom *g, const nrt_operand *w, int64_t o, int64_t k
     else nrt_load_f32(buf + (kk - kk0), ptr, ws[4], w->dtype, m);
     kk += m;
   }
+}
+
+/* Weight row o as a float32 array when the taps are one unit-stride run
+ * (standard layouts); NULL otherwise. */
+static const float *w_row_f32(const conv_geom *g, const nrt_operand *w, int64_t o) {
+  if (w->dtype != NRT_FLOAT32 || w->strides[4] != 4 || !w_taps_linear(g, w->strides)) return NULL;
+  return (const float *)((const char *)w->data + o * w->strides[0]);
 }
 
 static float load1(const nrt_operand *o, int64_t i) {
@@ -314,17 +380,38 @@ static float *acc_planes(const conv_geom *g, const nrt_operand *gx, int64_t n, i
 }
 
 /* ---- reference ------------------------------------------------------------- */
+/* Values of the reference loops: double in the float domain (inputs at
+ * float32 precision, as the device computes), wrapping int64 in the
+ * integer domain (PyTorch's CPU convolves integers too; narrowing the
+ * int64 sum on store gives the same bits as accumulating in the type). */
 
-static double ref_ld(const nrt_operand *o, const int64_t *idx, int nidx) {
+typedef struct rval {
+  double f;
+  int64_t i;
+} rval;
+
+static const char *ref_at(const nrt_operand *o, const int64_t *idx, int nidx) {
   const char *p = o->data;
   for (int i = 0; i < nidx; i++) p += idx[i] * o->strides[i];
-  return (float)nrt_ref_load_f64(p, o->dtype); /* float32 precision, as the device computes */
+  return p;
 }
 
-static void ref_st(const nrt_operand *o, const int64_t *idx, int nidx, double v) {
-  char *p = o->data;
-  for (int i = 0; i < nidx; i++) p += idx[i] * o->strides[i];
-  nrt_ref_store_f64(p, o->dtype, v);
+static rval ref_ld(const nrt_operand *o, const int64_t *idx, int nidx, bool ints) {
+  rval v = {0.0, 0};
+  if (ints) v.i = nrt_ref_load_i64(ref_at(o, idx, nidx), o->dtype);
+  else v.f = (float)nrt_ref_load_f64(ref_at(o, idx, nidx), o->dtype);
+  return v;
+}
+
+static void ref_st(const nrt_operand *o, const int64_t *idx, int nidx, rval v, bool ints) {
+  char *p = (char *)ref_at(o, idx, nidx);
+  if (ints) nrt_ref_store_i64(p, o->dtype, v.i);
+  else nrt_ref_store_f64(p, o->dtype, v.f);
+}
+
+static inline void ref_mac(rval *acc, rval a, rval b, bool ints) {
+  if (ints) acc->i = nrt_wadd(acc->i, nrt_wmul(a.i, b.i));
+  else acc->f += a.f * b.f;
 }
 
 /* Input position of output position o[3] through tap k[3]; false in padding. */
@@ -339,7 +426,7 @@ static bool ref_in(const conv_geom *g, const int64_t *o, const int64_t *k, int64
 #define FOR3(v, ext) \
   for (v[0] = 0; v[0] < (ext)[0]; v[0]++) for (v[1] = 0; v[1] < (ext)[1]; v[1]++) for (v[2] = 0; v[2] < (ext)[2]; v[2]++)
 
-static void ref_forward(const conv_geom *g, const nrt_launch *l) {
+static void ref_forward(const conv_geom *g, const nrt_launch *l, bool ints) {
   const nrt_operand *y = &l->operands[0], *x = &l->operands[1], *w = &l->operands[2];
   const nrt_operand *bias = l->ninputs == 3 ? &l->operands[3] : NULL;
   int64_t o[3], k[3], in[3];
@@ -347,72 +434,74 @@ static void ref_forward(const conv_geom *g, const nrt_launch *l) {
     for (int64_t c = 0; c < g->G * g->Cog; c++) {
       int64_t grp = c / g->Cog;
       FOR3(o, g->O) {
-        double acc = 0.0;
-        if (bias) acc = ref_ld(bias, &c, 1);
+        rval acc = {0.0, 0};
+        if (bias) acc = ref_ld(bias, &c, 1, ints);
         for (int64_t ci = 0; ci < g->Cig; ci++)
           FOR3(k, g->K) {
             if (!ref_in(g, o, k, in)) continue;
             int64_t xi[5] = {n, grp * g->Cig + ci, in[0], in[1], in[2]};
             int64_t wi[5] = {c, ci, k[0], k[1], k[2]};
-            acc += ref_ld(x, xi, 5) * ref_ld(w, wi, 5);
+            ref_mac(&acc, ref_ld(x, xi, 5, ints), ref_ld(w, wi, 5, ints), ints);
           }
         int64_t yi[5] = {n, c, o[0], o[1], o[2]};
-        ref_st(y, yi, 5, acc);
+        ref_st(y, yi, 5, acc, ints);
       }
     }
 }
 
-static nrt_status ref_backward_input(const conv_geom *g, const nrt_launch *l) {
+static nrt_status ref_backward_input(const conv_geom *g, const nrt_launch *l, bool ints) {
   const nrt_operand *gx = &l->operands[0], *gy = &l->operands[1], *w = &l->operands[2];
   const nrt_operand *bias = l->ninputs == 3 ? &l->operands[3] : NULL;
-  double *acc = malloc(sizeof(double) * (size_t)(g->Cig * g->LI + 1));
+  rval *acc = malloc(sizeof(rval) * (size_t)(g->Cig * g->LI + 1));
   if (!acc) return NRT_ERROR_OUT_OF_MEMORY;
   int64_t o[3], k[3], in[3], i3[3];
   for (int64_t n = 0; n < g->N; n++)
     for (int64_t grp = 0; grp < g->G; grp++) {
       for (int64_t ci = 0; ci < g->Cig; ci++) {
         int64_t c = grp * g->Cig + ci;
-        double b = bias ? ref_ld(bias, &c, 1) : 0.0;
+        rval b = {0.0, 0};
+        if (bias) b = ref_ld(bias, &c, 1, ints);
         for (int64_t i = 0; i < g->LI; i++) acc[ci * g->LI + i] = b;
       }
       for (int64_t co = 0; co < g->Cog; co++)
         FOR3(o, g->O) {
           int64_t yi[5] = {n, grp * g->Cog + co, o[0], o[1], o[2]};
-          double dy = ref_ld(gy, yi, 5);
+          rval dy = ref_ld(gy, yi, 5, ints);
           for (int64_t ci = 0; ci < g->Cig; ci++)
             FOR3(k, g->K) {
               if (!ref_in(g, o, k, in)) continue;
               int64_t wi[5] = {grp * g->Cog + co, ci, k[0], k[1], k[2]};
-              acc[ci * g->LI + (in[0] * g->I[1] + in[1]) * g->I[2] + in[2]] += dy * ref_ld(w, wi, 5);
+              ref_mac(&acc[ci * g->LI + (in[0] * g->I[1] + in[1]) * g->I[2] + in[2]], dy, ref_ld(w, wi, 5, ints),
+                      ints);
             }
         }
       for (int64_t ci = 0; ci < g->Cig; ci++)
         FOR3(i3, g->I) {
           int64_t xi[5] = {n, grp * g->Cig + ci, i3[0], i3[1], i3[2]};
-          ref_st(gx, xi, 5, acc[ci * g->LI + (i3[0] * g->I[1] + i3[1]) * g->I[2] + i3[2]]);
+          ref_st(gx, xi, 5, acc[ci * g->LI + (i3[0] * g->I[1] + i3[1]) * g->I[2] + i3[2]], ints);
         }
     }
   free(acc);
   return NRT_SUCCESS;
 }
 
-static void ref_backward_weight(const conv_geom *g, const nrt_launch *l) {
+static void ref_backward_weight(const conv_geom *g, const nrt_launch *l, bool ints) {
   const nrt_operand *gw = &l->operands[0], *gy = &l->operands[1], *x = &l->operands[2];
   int64_t o[3], k[3], in[3];
   for (int64_t c = 0; c < g->G * g->Cog; c++) {
     int64_t grp = c / g->Cog;
     for (int64_t ci = 0; ci < g->Cig; ci++)
       FOR3(k, g->K) {
-        double acc = 0.0;
+        rval acc = {0.0, 0};
         for (int64_t n = 0; n < g->N; n++)
           FOR3(o, g->O) {
             if (!ref_in(g, o, k, in)) continue;
             int64_t yi[5] = {n, c, o[0], o[1], o[2]};
             int64_t xi[5] = {n, grp * g->Cig + ci, in[0], in[1], in[2]};
-            acc += ref_ld(gy, yi, 5) * ref_ld(x, xi, 5);
+            ref_mac(&acc, ref_ld(gy, yi, 5, ints), ref_ld(x, xi, 5, ints), ints);
           }
         int64_t wi[5] = {c, ci, k[0], k[1], k[2]};
-        ref_st(gw, wi, 5, acc);
+        ref_st(gw, wi, 5, acc, ints);
       }
   }
 }
@@ -428,7 +517,8 @@ typedef struct conv_plan {
   int64_t wp_unit;  /* floats per packing unit (group, or group x channel block) */
   int64_t mp;       /* forward: row panels per group */
   int64_t ntiles;   /* forward: column tiles per group */
-  int64_t tpi;      /* forward: tiles per image (0: tiles run across images) */
+  int64_t tpi;      /* forward: tiles per image (0: tiles run across images); input
+                     * grad: images per task */
   int64_t mpb, nmb; /* forward: row panels per block of output channels, blocks */
   float *bshared;   /* forward with channel blocks: the tiles' B panels, generated once */
   int64_t cb, nblk; /* input grad: channels per block, blocks per group; weight grad: rows per block */
@@ -437,6 +527,10 @@ typedef struct conv_plan {
   float *part;      /* weight grad: partial results [nsplit][G][kdim_pad][cog_pad] */
   _Atomic int failed;
 } conv_plan;
+
+/* Panel depth in 32-bit units: k values, or pairs of k for the bfloat16
+ * micro-kernel (an odd last k pairs with zero). */
+static inline int64_t units(const conv_plan *p, int64_t k) { return p->uk->bf16_pairs ? (k + 1) / 2 : k; }
 
 static void *falloc(int64_t nfloats) {
   size_t bytes = (size_t)round_up(nfloats > 0 ? nfloats : 1, 16) * sizeof(float);
@@ -470,30 +564,109 @@ static void row_to_bpanels(const conv_plan *p, const float *row, int64_t nt, int
   }
 }
 
+/* Pair unit of two bfloat16 values held exactly in float32. */
+static inline uint32_t bf16_pair(float lo, float hi) {
+  return (uint32_t)nrt_k_f32_to_bf16(lo) | (uint32_t)nrt_k_f32_to_bf16(hi) << 16;
+}
+
+/* B panels from pairs of rows (depth k = the row index): unit (kp, j) =
+ * (row k0 + 2kp, row k0 + 2kp + 1) at column j, NR-wide panels of ku units. */
+static void rows_to_bpanels_pairs(const conv_plan *p, const float *r0, const float *r1, int64_t nt, int64_t kp,
+                                  int64_t ku, float *bp) {
+  int64_t NR = p->NR;
+  uint32_t *b32 = (uint32_t *)bp;
+  for (int64_t jp = 0; jp < nt; jp += NR) {
+    uint32_t *d = b32 + jp * ku + kp * NR;
+    int64_t cols = min64(NR, nt - jp);
+    for (int64_t j = 0; j < cols; j++) d[j] = bf16_pair(r0[jp + j], r1 ? r1[jp + j] : 0.0f);
+    for (int64_t j = cols; j < NR; j++) d[j] = 0;
+  }
+}
+
 /* ---- forward (GEMM) -------------------------------------------------------- */
 
 /* Weight panels for the forward: per group, for each KC slice of taps, for
  * each MR-row panel: element (k, i) = W[group row i][tap k]. */
+/* bfloat16 pair panels of the weights: unit (kp, i) = (W[i][k0 + 2kp],
+ * W[i][k0 + 2kp + 1]), from bf16 rows contiguous in the taps. */
+static void fwd_pack_w_bf16(conv_plan *p, int64_t u, uint16_t *rows) {
+  const conv_geom *g = p->g;
+  const nrt_operand *w = &p->l->operands[2];
+  int64_t MR = p->MR, grp = u / p->mp, ip = u % p->mp;
+  int64_t nrow = min64(MR, g->Cog - ip * MR);
+  const uint16_t *rp[14];
+  const int64_t *ws = w->strides;
+  bool lin = w->dtype == NRT_BFLOAT16 && ws[4] == 2 && w_taps_linear(g, ws);
+  for (int64_t i = 0; i < MR; i++) {
+    uint16_t *r = rows + i * g->Kdim;
+    if (i < nrow && lin) {
+      rp[i] = (const uint16_t *)((const char *)w->data + (grp * g->Cog + ip * MR + i) * ws[0]);
+      continue;
+    }
+    if (i < nrow) {
+      float *tmp = (float *)(rows + MR * g->Kdim);
+      w_row(g, w, grp * g->Cog + ip * MR + i, 0, g->Kdim, tmp, false);
+      for (int64_t k = 0; k < g->Kdim; k++) r[k] = nrt_k_f32_to_bf16(tmp[k]);
+    } else {
+      memset(r, 0, sizeof(uint16_t) * (size_t)g->Kdim);
+    }
+    rp[i] = r;
+  }
+  float *base = p->wp + grp * p->wp_unit;
+  for (int64_t k0 = 0; k0 < g->Kdim; k0 += p->KC) {
+    int64_t kc = min64(p->KC, g->Kdim - k0), full = kc / 2;
+    uint16_t *panel = (uint16_t *)(base + p->mp * MR * units(p, k0) + ip * MR * units(p, kc));
+    const void *r[14];
+    for (int64_t i = 0; i < MR; i++) r[i] = rp[i] + k0;
+    nrt_gemm_pack_a14_avx512(r, full, panel);
+    if (kc & 1)
+      for (int64_t i = 0; i < MR; i++) {
+        panel[2 * (full * MR + i)] = rp[i][k0 + kc - 1];
+        panel[2 * (full * MR + i) + 1] = 0;
+      }
+  }
+}
+
 static void fwd_pack_w(void *ctx, int64_t begin, int64_t end) {
   conv_plan *p = ctx;
   const conv_geom *g = p->g;
   const nrt_operand *w = &p->l->operands[2];
   int64_t MR = p->MR;
-  float *rows = falloc(MR * g->Kdim);
+  float *rows = falloc(MR * g->Kdim + g->Kdim);
   if (!rows) {
     p->failed = 1;
+    return;
+  }
+  if (p->uk->bf16_pairs) {
+    for (int64_t u = begin; u < end; u++) fwd_pack_w_bf16(p, u, (uint16_t *)rows);
+    free(rows);
     return;
   }
   for (int64_t u = begin; u < end; u++) {
     int64_t grp = u / p->mp, ip = u % p->mp;
     int64_t nrow = min64(MR, g->Cog - ip * MR);
-    for (int64_t i = 0; i < nrow; i++) w_row(g, w, grp * g->Cog + ip * MR + i, 0, g->Kdim, rows + i * g->Kdim, false);
+    const float *rp[32];
+    for (int64_t i = 0; i < MR; i++) {
+      const float *direct = i < nrow ? w_row_f32(g, w, grp * g->Cog + ip * MR + i) : NULL;
+      if (!direct) {
+        if (i < nrow) w_row(g, w, grp * g->Cog + ip * MR + i, 0, g->Kdim, rows + i * g->Kdim, false);
+        else zero_f(rows + i * g->Kdim, g->Kdim);
+        direct = rows + i * g->Kdim;
+      }
+      rp[i] = direct;
+    }
     float *base = p->wp + grp * p->wp_unit;
     for (int64_t k0 = 0; k0 < g->Kdim; k0 += p->KC) {
       int64_t kc = min64(p->KC, g->Kdim - k0);
       float *panel = base + p->mp * MR * k0 + ip * MR * kc;
-      for (int64_t k = 0; k < kc; k++)
-        for (int64_t i = 0; i < MR; i++) panel[k * MR + i] = i < nrow ? rows[i * g->Kdim + k0 + k] : 0.0f;
+      if (p->uk == &nrt_gemm_ukernel_avx512) {
+        const void *r[14];
+        for (int64_t i = 0; i < MR; i++) r[i] = rp[i] + k0;
+        nrt_gemm_pack_a14_avx512(r, kc, panel);
+      } else {
+        for (int64_t k = 0; k < kc; k++)
+          for (int64_t i = 0; i < MR; i++) panel[k * MR + i] = rp[i][k0 + k];
+      }
     }
   }
   free(rows);
@@ -515,6 +688,32 @@ static void fwd_tile_cols(const conv_plan *p, int64_t t, int64_t *q0, int64_t *n
  * tile (grp, t) occupies NT * kc floats from bp. */
 static void fwd_gen_slice(const conv_plan *p, int64_t grp, int64_t q0, int64_t nt, int64_t k0, int64_t kc,
                           float *row, float *bp) {
+  if (p->uk->bf16_pairs) {
+    /* pairs of im2col rows, interleaved 16 bits at a time: unit (kp, j) =
+     * (col[k0 + 2kp][j], col[k0 + 2kp + 1][j]); the rows are bfloat16
+     * values already, so the round trip through float is exact */
+    int64_t NR = p->NR, ku = units(p, kc);
+    uint16_t *r0 = (uint16_t *)row, *r1 = r0 + p->NT;
+    uint32_t *b32 = (uint32_t *)bp;
+    for (int64_t kp = 0; kp < ku; kp++) {
+      tap t;
+      tap_init(p->g, k0 + 2 * kp, &t);
+      im2col_cols_u16(p->g, &t, &p->l->operands[1], grp, q0, nt, r0);
+      if (2 * kp + 1 < kc) {
+        tap_init(p->g, k0 + 2 * kp + 1, &t);
+        im2col_cols_u16(p->g, &t, &p->l->operands[1], grp, q0, nt, r1);
+      } else {
+        memset(r1, 0, sizeof(uint16_t) * (size_t)nt);
+      }
+      for (int64_t jp = 0; jp < nt; jp += NR) {
+        uint32_t *d = b32 + jp * ku + kp * NR;
+        int64_t cols = min64(NR, nt - jp);
+        for (int64_t j = 0; j < cols; j++) d[j] = (uint32_t)r0[jp + j] | (uint32_t)r1[jp + j] << 16;
+        for (int64_t j = cols; j < NR; j++) d[j] = 0;
+      }
+    }
+    return;
+  }
   for (int64_t k = 0; k < kc; k++) {
     tap t;
     tap_init(p->g, k0 + k, &t);
@@ -527,7 +726,7 @@ static void fwd_gen_shared(void *ctx, int64_t begin, int64_t end) {
   conv_plan *p = ctx;
   const conv_geom *g = p->g;
   int64_t nslices = cdiv(g->Kdim, p->KC);
-  float *row = falloc(p->NT);
+  float *row = falloc(2 * p->NT);
   if (!row) {
     p->failed = 1;
     return;
@@ -536,7 +735,7 @@ static void fwd_gen_shared(void *ctx, int64_t begin, int64_t end) {
     int64_t gt = u / nslices, k0 = u % nslices * p->KC, q0, nt;
     fwd_tile_cols(p, gt % p->ntiles, &q0, &nt);
     fwd_gen_slice(p, gt / p->ntiles, q0, nt, k0, min64(p->KC, g->Kdim - k0), row,
-                  p->bshared + gt * g->Kdim * p->NT + k0 * p->NT);
+                  p->bshared + gt * units(p, g->Kdim) * p->NT + units(p, k0) * p->NT);
   }
   free(row);
 }
@@ -549,7 +748,7 @@ static void fwd_tiles(void *ctx, int64_t begin, int64_t end) {
   const nrt_operand *bias = l->ninputs == 3 ? &l->operands[3] : NULL;
   int64_t MR = p->MR, NR = p->NR, NT = p->NT, KC = p->KC;
   int64_t rows_pad = p->mp * MR;
-  float *bp = falloc(KC * NT), *row = falloc(NT), *ct = falloc(rows_pad * NT), *edge = falloc(MR * NR);
+  float *bp = falloc(KC * NT), *row = falloc(2 * NT), *ct = falloc(rows_pad * NT), *edge = falloc(MR * NR);
   if (!bp || !row || !ct || !edge) {
     p->failed = 1;
     goto out;
@@ -584,25 +783,25 @@ static void fwd_tiles(void *ctx, int64_t begin, int64_t end) {
     }
     const float *wg = p->wp + grp * p->wp_unit;
     for (int64_t k0 = 0; k0 < g->Kdim; k0 += KC) {
-      int64_t kc = min64(KC, g->Kdim - k0);
+      int64_t kc = min64(KC, g->Kdim - k0), ku = units(p, kc), k0u = units(p, k0);
       const float *b;
       if (p->bshared) {
-        b = p->bshared + gt * g->Kdim * NT + k0 * NT;
+        b = p->bshared + gt * units(p, g->Kdim) * NT + k0u * NT;
       } else {
         fwd_gen_slice(p, grp, q0, nt, k0, kc, row, bp);
         b = bp;
       }
       for (int64_t ip = ip0; ip < ip1; ip++) {
         int64_t rows = min64(MR, g->Cog - ip * MR);
-        const float *ap = wg + p->mp * MR * k0 + ip * MR * kc;
+        const float *ap = wg + p->mp * MR * k0u + ip * MR * ku;
         for (int64_t jp = 0; jp < nt; jp += NR) {
           int64_t cols = min64(NR, nt - jp);
           float *cb = c + ip * MR * ldc + jp;
           if (direct) {
-            ublock(p, kc, ap, b + jp * kc, cb, ldc, rows, cols, accumulate, edge);
+            ublock(p, ku, ap, b + jp * ku, cb, ldc, rows, cols, accumulate, edge);
           } else {
             /* the scratch tile has room for full blocks */
-            p->uk->fn(kc, ap, b + jp * kc, cb, ldc, 1.0f, accumulate);
+            p->uk->fn(ku, ap, b + jp * ku, cb, ldc, 1.0f, accumulate);
           }
         }
       }
@@ -622,17 +821,26 @@ out:
   free(edge);
 }
 
+/* The bfloat16 dot-product kernel when both operands are bfloat16 and the
+ * CPU has AVX512_BF16 (products exact in float32, float32 accumulation, as
+ * PyTorch's oneDNN bf16 convolutions); else float32 panels. */
+static const nrt_gemm_ukernel *pick_ukernel(const nrt_operand *a, const nrt_operand *b) {
+  if (a->dtype == NRT_BFLOAT16 && b->dtype == NRT_BFLOAT16 && nrt_kernels_isa() >= NRT_ISA_AVX512_BF16)
+    return &nrt_gemm_ukernel_avx512_bf16;
+  return nrt_gemm_ukernel_f32();
+}
+
 static nrt_status fwd_gemm(const conv_geom *g, const nrt_launch *l) {
   conv_plan p;
   memset(&p, 0, sizeof p);
   p.g = g;
   p.l = l;
-  p.uk = nrt_gemm_ukernel_f32();
+  p.uk = pick_ukernel(&l->operands[1], &l->operands[2]);
   p.MR = p.uk->mr;
   p.NR = p.uk->nr;
   p.KC = min64(p.uk->kc, g->Kdim);
   p.mp = cdiv(g->Cog, p.MR);
-  p.wp_unit = p.mp * p.MR * g->Kdim;
+  p.wp_unit = p.mp * p.MR * units(&p, g->Kdim);
   int threads = nrt_pool_threads();
   int64_t cols = g->N * g->L;
   /* Column tiles of at most 512, evened out; large images are tiled one
@@ -642,13 +850,14 @@ static nrt_status fwd_gemm(const conv_geom *g, const nrt_launch *l) {
    * its own im2col tile, which costs 1 / (2 * rows) of its flops), and
    * then, for small Cog, the columns into narrower tiles. */
   int64_t want = 4 * threads;
-  if (g->L >= 512 || g->N * g->L >= 512 * want) {
-    p.tpi = cdiv(g->L, 512);
+  const int64_t ntmax = 512;
+  if (g->L >= ntmax || g->N * g->L >= ntmax * want) {
+    p.tpi = cdiv(g->L, ntmax);
     p.NT = round_up(cdiv(g->L, p.tpi), p.NR);
     p.tpi = cdiv(g->L, p.NT);
     p.ntiles = g->N * p.tpi;
   } else {
-    p.NT = round_up(cdiv(cols, cdiv(cols, 512)), p.NR);
+    p.NT = round_up(cdiv(cols, cdiv(cols, ntmax)), p.NR);
     p.ntiles = cdiv(cols, p.NT);
   }
   p.nmb = max64(1, min64(cdiv(want, g->G * p.ntiles), p.mp / 4));
@@ -673,7 +882,7 @@ static nrt_status fwd_gemm(const conv_geom *g, const nrt_launch *l) {
   nrt_parallel_for(g->G * p.mp, 1, fwd_pack_w, &p);
   /* Channel blocks would each regenerate their tile's im2col panels:
    * generate them once instead when they fit in 64 MiB. */
-  int64_t shared = g->G * p.ntiles * g->Kdim * p.NT;
+  int64_t shared = g->G * p.ntiles * units(&p, g->Kdim) * p.NT;
   if (!p.failed && p.nmb > 1 && shared <= (64 << 20) / 4) {
     p.bshared = falloc(shared);
     if (p.bshared) nrt_parallel_for(g->G * p.ntiles * cdiv(g->Kdim, p.KC), 1, fwd_gen_shared, &p);
@@ -700,78 +909,127 @@ static void bwdi_pack_w(void *ctx, int64_t begin, int64_t end) {
   const conv_geom *g = p->g;
   const nrt_operand *w = &p->l->operands[2];
   int64_t MR = p->MR, nrows_max = p->cb * g->KK;
-  float *row = falloc(nrows_max);
-  if (!row) {
+  float *rows = falloc(p->KC * (nrows_max + MR));
+  if (!rows) {
+    p->failed = 1;
+    return;
+  }
+  if (p->KC > 512) {
+    free(rows);
     p->failed = 1;
     return;
   }
   for (int64_t u = begin; u < end; u++) {
     int64_t grp = u / p->nblk, blk = u % p->nblk;
     int64_t ci0 = blk * p->cb, nrows = min64(p->cb, g->Cig - ci0) * g->KK;
-    int64_t rows_pad = round_up(nrows, MR);
+    int64_t rows_pad = round_up(nrows, MR), ld = rows_pad;
     float *base = p->wp + u * p->wp_unit;
-    for (int64_t co = 0; co < g->Cog; co++) {
-      w_row(g, w, grp * g->Cog + co, ci0 * g->KK, nrows, row, false);
-      int64_t k0 = co / p->KC * p->KC, kc = min64(p->KC, g->Cog - k0), k = co - k0;
+    for (int64_t k0 = 0; k0 < g->Cog; k0 += p->KC) {
+      int64_t kc = min64(p->KC, g->Cog - k0);
+      /* the slice's W rows (taps of this block), zero-padded to rows_pad */
+      const float *src[512 + 1];
+      for (int64_t k = 0; k < kc; k++) {
+        int64_t o = grp * g->Cog + k0 + k;
+        const float *direct = rows_pad == nrows ? w_row_f32(g, w, o) : NULL;
+        if (direct) {
+          src[k] = direct + ci0 * g->KK;
+        } else {
+          w_row(g, w, o, ci0 * g->KK, nrows, rows + k * ld, false);
+          zero_f(rows + k * ld + nrows, rows_pad - nrows);
+          src[k] = rows + k * ld;
+        }
+      }
+      /* panel ip, row k (= output channel k0 + k): MR consecutive taps;
+       * bfloat16 pairs: unit (kp, i) = channels k0 + 2kp, + 1 */
+      int64_t ku = units(p, kc);
       for (int64_t ip = 0; ip < rows_pad; ip += MR) {
-        float *panel = base + rows_pad * k0 + ip * kc;
-        for (int64_t i = 0; i < MR; i++) panel[k * MR + i] = ip + i < nrows ? row[ip + i] : 0.0f;
+        float *panel = base + rows_pad * units(p, k0) + ip * ku;
+        if (p->uk->bf16_pairs) {
+          uint32_t *u32 = (uint32_t *)panel;
+          for (int64_t kp = 0; kp < ku; kp++)
+            for (int64_t i = 0; i < MR; i++)
+              u32[kp * MR + i] = bf16_pair(src[2 * kp][ip + i], 2 * kp + 1 < kc ? src[2 * kp + 1][ip + i] : 0.0f);
+        } else {
+          for (int64_t k = 0; k < kc; k++) memcpy(panel + k * MR, src[k] + ip, sizeof(float) * (size_t)MR);
+        }
       }
     }
   }
-  free(row);
+  free(rows);
 }
 
+/* Tasks (image group, group, channel block). An image group is one image
+ * tiled by pixels, or several whole small images forming one tile. */
 static void bwdi_tasks(void *ctx, int64_t begin, int64_t end) {
   conv_plan *p = ctx;
   const conv_geom *g = p->g;
   const nrt_launch *l = p->l;
   const nrt_operand *gx = &l->operands[0], *gy = &l->operands[1];
   const nrt_operand *bias = l->ninputs == 3 ? &l->operands[3] : NULL;
-  int64_t MR = p->MR, NR = p->NR, NT = p->NT, KC = p->KC;
+  int64_t MR = p->MR, NR = p->NR, NT = p->NT, KC = p->KC, ipt = p->tpi;
   int64_t rows_pad_max = round_up(p->cb * g->KK, MR);
-  float *bp = falloc(KC * NT), *row = falloc(NT), *dcol = falloc(rows_pad_max * NT);
-  float *scratch = gx->dtype == NRT_FLOAT32 ? NULL : falloc(p->cb * g->LI);
-  if (!bp || !row || !dcol || (gx->dtype != NRT_FLOAT32 && !scratch)) {
+  float *bp = falloc(KC * NT), *row = falloc(2 * NT), *dcol = falloc(rows_pad_max * NT);
+  float *scratch = gx->dtype == NRT_FLOAT32 ? NULL : falloc(ipt * p->cb * g->LI);
+  float **acs = malloc(sizeof(float *) * (size_t)ipt);
+  if (!bp || !row || !dcol || !acs || (gx->dtype != NRT_FLOAT32 && !scratch)) {
     p->failed = 1;
     goto out;
   }
   for (int64_t task = begin; task < end; task++) {
-    int64_t n = task / (g->G * p->nblk), u = task % (g->G * p->nblk);
+    int64_t ig = task / (g->G * p->nblk), u = task % (g->G * p->nblk);
     int64_t grp = u / p->nblk, blk = u % p->nblk;
+    int64_t n0 = ig * ipt, ni = min64(ipt, g->N - n0);
     int64_t ci0 = blk * p->cb, ncb = min64(p->cb, g->Cig - ci0), nrows = ncb * g->KK;
     int64_t rows_pad = round_up(nrows, MR);
-    int64_t as[4];
-    float *ac = acc_planes(g, gx, n, grp * g->Cig + ci0, scratch, as);
-    acc_init(g, ac, as, ncb, bias, grp * g->Cig + ci0);
+    int64_t as[4] = {0, 0, 0, 0};
+    for (int64_t i = 0; i < ni; i++) {
+      acs[i] = acc_planes(g, gx, n0 + i, grp * g->Cig + ci0, scratch ? scratch + i * p->cb * g->LI : NULL, as);
+      acc_init(g, acs[i], as, ncb, bias, grp * g->Cig + ci0);
+    }
     const float *wb = p->wp + u * p->wp_unit;
-    for (int64_t p0 = 0; p0 < g->L; p0 += NT) {
-      int64_t nt = min64(NT, g->L - p0);
+    int64_t cols = ni * g->L;
+    for (int64_t c0 = 0; c0 < cols; c0 += NT) {
+      int64_t nt = min64(NT, cols - c0), q0 = n0 * g->L + c0;
       for (int64_t k0 = 0; k0 < g->Cog; k0 += KC) {
-        int64_t kc = min64(KC, g->Cog - k0);
-        for (int64_t k = 0; k < kc; k++) {
-          act_cols(gy, g->O, grp * g->Cog + k0 + k, n * g->L + p0, nt, row, false);
-          row_to_bpanels(p, row, nt, k, kc, bp);
+        int64_t kc = min64(KC, g->Cog - k0), ku = units(p, kc);
+        if (p->uk->bf16_pairs) {
+          for (int64_t kp = 0; kp < ku; kp++) {
+            act_cols(gy, g->O, grp * g->Cog + k0 + 2 * kp, q0, nt, row, false);
+            bool two = 2 * kp + 1 < kc;
+            if (two) act_cols(gy, g->O, grp * g->Cog + k0 + 2 * kp + 1, q0, nt, row + NT, false);
+            rows_to_bpanels_pairs(p, row, two ? row + NT : NULL, nt, kp, ku, bp);
+          }
+        } else {
+          for (int64_t k = 0; k < kc; k++) {
+            act_cols(gy, g->O, grp * g->Cog + k0 + k, q0, nt, row, false);
+            row_to_bpanels(p, row, nt, k, kc, bp);
+          }
         }
         for (int64_t ip = 0; ip < rows_pad; ip += MR) {
-          const float *ap = wb + rows_pad * k0 + ip * kc;
+          const float *ap = wb + rows_pad * units(p, k0) + ip * ku;
           for (int64_t jp = 0; jp < nt; jp += NR)
-            p->uk->fn(kc, ap, bp + jp * kc, dcol + ip * NT + jp, NT, 1.0f, k0 > 0);
+            p->uk->fn(ku, ap, bp + jp * ku, dcol + ip * NT + jp, NT, 1.0f, k0 > 0);
         }
       }
       for (int64_t r = 0; r < nrows; r++) {
         tap t;
         tap_init(g, ci0 * g->KK + r, &t);
-        col2im_img(g, &t, ac + (t.ci - ci0) * as[0], as + 1, p0, nt, dcol + r * NT);
+        for (int64_t q = q0; q < q0 + nt;) {
+          int64_t n = q / g->L, pix = q - n * g->L, len = min64(g->L - pix, q0 + nt - q);
+          col2im_img(g, &t, acs[n - n0] + (t.ci - ci0) * as[0], as + 1, pix, len, dcol + r * NT + (q - q0));
+          q += len;
+        }
       }
     }
-    if (gx->dtype != NRT_FLOAT32) acc_store(g, gx, n, grp * g->Cig + ci0, ncb, ac);
+    if (gx->dtype != NRT_FLOAT32)
+      for (int64_t i = 0; i < ni; i++) acc_store(g, gx, n0 + i, grp * g->Cig + ci0, ncb, acs[i]);
   }
 out:
   free(bp);
   free(row);
   free(dcol);
   free(scratch);
+  free(acs);
 }
 
 static nrt_status bwdi_gemm(const conv_geom *g, const nrt_launch *l) {
@@ -779,25 +1037,37 @@ static nrt_status bwdi_gemm(const conv_geom *g, const nrt_launch *l) {
   memset(&p, 0, sizeof p);
   p.g = g;
   p.l = l;
-  p.uk = nrt_gemm_ukernel_f32();
+  p.uk = pick_ukernel(&l->operands[1], &l->operands[2]);
   p.MR = p.uk->mr;
   p.NR = p.uk->nr;
   p.KC = min64(p.uk->kc, g->Cog);
   int threads = nrt_pool_threads();
-  /* Channel blocks: enough tasks for the threads, and a dcol tile of about
-   * 256 KiB (rows = the block's taps). */
-  int64_t want = cdiv(4 * threads, g->N * g->G);
-  int64_t nblk = min64(g->Cig, max64(want, cdiv(g->Kdim, 512)));
+  /* Channel blocks of at most ~256 taps (rows of dcol), and enough blocks
+   * for 4 tasks per thread; then a dcol tile of about 512 KiB (half an L2)
+   * sets the width. Small images are grouped into one tile (whole images,
+   * so that no two tasks scatter into the same image), large ones are
+   * tiled by pixels, evened out. */
+  int64_t want = 4 * threads;
+  int64_t nblk = min64(g->Cig, max64(cdiv(want, g->N * g->G), cdiv(g->Kdim, 256)));
   p.cb = cdiv(g->Cig, nblk);
   p.nblk = cdiv(g->Cig, p.cb);
   int64_t rows_pad = round_up(p.cb * g->KK, p.MR);
-  p.NT = min64(512, max64(p.NR, (65536 / rows_pad) / p.NR * p.NR));
-  p.NT = min64(p.NT, round_up(g->L, p.NR));
-  p.wp_unit = rows_pad * g->Cog;
+  int64_t ntmax = min64(1024, max64(p.NR, (131072 / rows_pad) / p.NR * p.NR));
+  int64_t ipt = 1;
+  if (g->L < ntmax) {
+    ipt = max64(1, min64(g->N, ntmax / g->L));
+    /* keep enough tasks */
+    while (ipt > 1 && cdiv(g->N, ipt) * g->G * p.nblk < want) ipt--;
+    p.NT = round_up(ipt * g->L, p.NR);
+  } else {
+    p.NT = round_up(cdiv(g->L, cdiv(g->L, ntmax)), p.NR);
+  }
+  p.tpi = ipt;
+  p.wp_unit = rows_pad * units(&p, g->Cog);
   p.wp = falloc(g->G * p.nblk * p.wp_unit);
   if (!p.wp) return NRT_ERROR_OUT_OF_MEMORY;
   nrt_parallel_for(g->G * p.nblk, 1, bwdi_pack_w, &p);
-  if (!p.failed) nrt_parallel_for(g->N * g->G * p.nblk, 1, bwdi_tasks, &p);
+  if (!p.failed) nrt_parallel_for(cdiv(g->N, ipt) * g->G * p.nblk, 1, bwdi_tasks, &p);
   free(p.wp);
   if (p.failed) {
     nrt_set_error_message("CONV_BACKWARD_INPUT: out of host memory for packing buffers");
@@ -822,7 +1092,16 @@ static void bwdw_pack_a(const conv_plan *p, int64_t grp, int64_t kk0, int64_t q0
     im2col_cols(g, &t, x, grp, q0, kc, rows + i * kc);
   }
   for (int64_t i = nrow; i < MR; i++) zero_f(rows + i * kc, kc);
-  if (p->uk == &nrt_gemm_ukernel_avx512) {
+  if (p->uk->bf16_pairs) {
+    /* unit (kp, i) = (col[i][2kp], col[i][2kp + 1]) */
+    uint32_t *u32 = (uint32_t *)panel;
+    int64_t ku = units(p, kc);
+    for (int64_t kp = 0; kp < ku; kp++)
+      for (int64_t i = 0; i < MR; i++) {
+        const float *r = rows + i * kc;
+        u32[kp * MR + i] = bf16_pair(r[2 * kp], 2 * kp + 1 < kc ? r[2 * kp + 1] : 0.0f);
+      }
+  } else if (p->uk == &nrt_gemm_ukernel_avx512) {
     const void *rp[14];
     for (int64_t i = 0; i < MR; i++) rp[i] = rows + i * kc;
     nrt_gemm_pack_a14_avx512(rp, kc, panel);
@@ -841,9 +1120,27 @@ static void bwdw_pack_b(const conv_plan *p, int64_t grp, int64_t q0, int64_t kc,
   int64_t n = q0 / g->L, pix0 = q0 - n * g->L;
   bool fast = p->uk == &nrt_gemm_ukernel_avx512 && gy->dtype == NRT_FLOAT32 && gy->strides[4] == 4 &&
               plane_linear(g->O, gy->strides + 2);
+  int64_t ku = units(p, kc);
   for (int64_t jp = 0; jp < p->cog_pad; jp += NR) {
-    float *panel = bp + jp * kc;
+    float *panel = bp + jp * ku;
     int64_t cols = min64(NR, g->Cog - jp);
+    if (p->uk->bf16_pairs) {
+      /* unit (kp, j) = (dy[j][2kp], dy[j][2kp + 1]) */
+      bool raw = gy->dtype == NRT_BFLOAT16 && gy->strides[4] == 2 && plane_linear(g->O, gy->strides + 2);
+      if (raw && cols == NR && !(kc & 1)) {
+        const void *cp[32];
+        for (int64_t j = 0; j < NR; j++) cp[j] = ACT(gy, n, grp * g->Cog + jp + j) + pix0 * 2;
+        nrt_gemm_pack_b32_avx512(cp, ku, panel);
+        continue;
+      }
+      for (int64_t j = 0; j < cols; j++) act_cols(gy, g->O, grp * g->Cog + jp + j, q0, kc, rows + j * kc, false);
+      uint32_t *u32 = (uint32_t *)panel;
+      for (int64_t kp = 0; kp < ku; kp++)
+        for (int64_t j = 0; j < NR; j++)
+          u32[kp * NR + j] = j < cols ? bf16_pair(rows[j * kc + 2 * kp], 2 * kp + 1 < kc ? rows[j * kc + 2 * kp + 1] : 0.0f)
+                                      : 0;
+      continue;
+    }
     if (fast && cols == NR) {
       const void *cp[32];
       for (int64_t j = 0; j < NR; j++) cp[j] = ACT(gy, n, grp * g->Cog + jp + j) + pix0 * 4;
@@ -856,62 +1153,80 @@ static void bwdw_pack_b(const conv_plan *p, int64_t grp, int64_t q0, int64_t kc,
   }
 }
 
+/* Tasks (column slice, group, block of rb Kdim rows): C^T[rows][co] summed
+ * over the slice's columns (whole batch when nsplit == 1, then stored
+ * straight into grad_w; else into the partial buffer). */
 static void bwdw_tasks(void *ctx, int64_t begin, int64_t end) {
   conv_plan *p = ctx;
   const conv_geom *g = p->g;
+  const nrt_operand *gw = &p->l->operands[0];
   int64_t MR = p->MR, NR = p->NR, KC = p->KC, rb = p->cb;
   int64_t rbuf_n = max64(MR, NR) * KC;
-  float *ap = falloc(MR * KC), *bp = falloc(p->cog_pad * KC), *rows = falloc(rbuf_n);
-  if (!ap || !bp || !rows) {
+  float *ap = falloc(MR * KC), *bp = falloc(p->cog_pad * KC), *rows = falloc(max64(rbuf_n, rb));
+  float *local = p->nsplit == 1 ? falloc(rb * p->cog_pad) : NULL;
+  if (!ap || !bp || !rows || (p->nsplit == 1 && !local)) {
     p->failed = 1;
     goto out;
   }
+  int64_t cols = g->N * g->L;
   for (int64_t task = begin; task < end; task++) {
     int64_t split = task / (g->G * p->nblk), u = task % (g->G * p->nblk);
     int64_t grp = u / p->nblk, blk = u % p->nblk;
-    int64_t r0 = blk * rb, nr_rows = min64(rb, p->kdim_pad - r0);
-    float *c = p->part + ((split * g->G + grp) * p->kdim_pad + r0) * p->cog_pad;
-    for (int64_t i = 0; i < nr_rows * p->cog_pad; i++) c[i] = 0.0f;
-    int64_t nb0 = split * g->N / p->nsplit, nb1 = (split + 1) * g->N / p->nsplit;
-    for (int64_t n = nb0; n < nb1; n++)
-      for (int64_t p0 = 0; p0 < g->L; p0 += KC) {
-        int64_t kc = min64(KC, g->L - p0), q0 = n * g->L + p0;
-        bwdw_pack_b(p, grp, q0, kc, rows, bp);
-        for (int64_t ip = 0; ip < nr_rows; ip += MR) {
-          if (r0 + ip >= g->Kdim) break;
-          bwdw_pack_a(p, grp, r0 + ip, q0, kc, rows, ap);
-          for (int64_t jp = 0; jp < p->cog_pad; jp += NR)
-            p->uk->fn(kc, ap, bp + jp * kc, c + ip * p->cog_pad + jp, p->cog_pad, 1.0f, 1);
-        }
+    int64_t r0 = blk * rb, nr_rows = min64(rb, g->Kdim - r0);
+    float *c = local ? local : p->part + ((split * g->G + grp) * p->kdim_pad + r0) * p->cog_pad;
+    for (int64_t i = 0; i < rb * p->cog_pad; i++) c[i] = 0.0f;
+    int64_t qa = split * cols / p->nsplit, qb = (split + 1) * cols / p->nsplit;
+    for (int64_t q0 = qa; q0 < qb;) {
+      /* slices of at most KC columns within one image */
+      int64_t n = q0 / g->L, kc = min64(min64(KC, qb - q0), (n + 1) * g->L - q0);
+      bwdw_pack_b(p, grp, q0, kc, rows, bp);
+      for (int64_t ip = 0; ip < nr_rows; ip += MR) {
+        bwdw_pack_a(p, grp, r0 + ip, q0, kc, rows, ap);
+        for (int64_t jp = 0; jp < p->cog_pad; jp += NR)
+          p->uk->fn(units(p, kc), ap, bp + jp * units(p, kc), c + ip * p->cog_pad + jp, p->cog_pad, 1.0f, 1);
+      }
+      q0 += kc;
+    }
+    if (local)
+      for (int64_t co = 0; co < g->Cog; co++) {
+        for (int64_t r = 0; r < nr_rows; r++) rows[r] = local[r * p->cog_pad + co];
+        w_row(g, gw, grp * g->Cog + co, r0, nr_rows, rows, true);
       }
   }
 out:
   free(ap);
   free(bp);
   free(rows);
+  free(local);
 }
 
-/* Sums the batch slices and stores grad_w rows (group, co). */
+/* Sums the batch slices and stores grad_w rows: units are (group, block
+ * of 16 output channels), read 16 contiguous floats per tap. */
+#define FINISH_CO 16
+
 static void bwdw_finish(void *ctx, int64_t begin, int64_t end) {
   conv_plan *p = ctx;
   const conv_geom *g = p->g;
   const nrt_operand *gw = &p->l->operands[0];
-  float *row = falloc(g->Kdim);
-  if (!row) {
+  int64_t nb = (g->Cog + FINISH_CO - 1) / FINISH_CO;
+  float *rows = falloc(FINISH_CO * g->Kdim);
+  if (!rows) {
     p->failed = 1;
     return;
   }
   for (int64_t u = begin; u < end; u++) {
-    int64_t grp = u / g->Cog, co = u % g->Cog;
+    int64_t grp = u / nb, co0 = u % nb * FINISH_CO, nco = min64(FINISH_CO, g->Cog - co0);
     for (int64_t kk = 0; kk < g->Kdim; kk++) {
-      float s = 0.0f;
-      for (int64_t sp = 0; sp < p->nsplit; sp++)
-        s += p->part[((sp * g->G + grp) * p->kdim_pad + kk) * p->cog_pad + co];
-      row[kk] = s;
+      float s[FINISH_CO] = {0};
+      for (int64_t sp = 0; sp < p->nsplit; sp++) {
+        const float *src = p->part + ((sp * g->G + grp) * p->kdim_pad + kk) * p->cog_pad + co0;
+        for (int64_t j = 0; j < nco; j++) s[j] += src[j];
+      }
+      for (int64_t j = 0; j < nco; j++) rows[j * g->Kdim + kk] = s[j];
     }
-    w_row(g, gw, u, 0, g->Kdim, row, true);
+    for (int64_t j = 0; j < nco; j++) w_row(g, gw, grp * g->Cog + co0 + j, 0, g->Kdim, rows + j * g->Kdim, true);
   }
-  free(row);
+  free(rows);
 }
 
 static nrt_status bwdw_gemm(const conv_geom *g, const nrt_launch *l) {
@@ -919,27 +1234,31 @@ static nrt_status bwdw_gemm(const conv_geom *g, const nrt_launch *l) {
   memset(&p, 0, sizeof p);
   p.g = g;
   p.l = l;
-  p.uk = nrt_gemm_ukernel_f32();
+  p.uk = pick_ukernel(&l->operands[1], &l->operands[2]);
   p.MR = p.uk->mr;
   p.NR = p.uk->nr;
   p.KC = p.uk->kc;
   p.cog_pad = round_up(g->Cog, p.NR);
   int threads = nrt_pool_threads();
   int64_t rpanels = cdiv(g->Kdim, p.MR);
-  /* Row blocks: at least two panels each (B panels are packed per block),
-   * enough blocks for the threads; the batch is sliced when groups x
-   * blocks still leave threads idle. */
-  int64_t want = cdiv(4 * threads, g->G);
-  int64_t pb = max64(2, cdiv(rpanels, want));
+  /* Row blocks of at least 8 panels (112 rows: the dy^T panels are packed
+   * per block, and amortised over its rows), split further while there are
+   * fewer than 4 tasks per thread; then the batch columns are sliced, with
+   * partial sums added at the end. */
+  int64_t want = 4 * threads;
+  int64_t pb = max64(min64(8, rpanels), cdiv(rpanels, cdiv(want, g->G)));
   p.nblk = cdiv(rpanels, pb);
   p.cb = pb * p.MR;
   p.kdim_pad = p.nblk * p.cb;
   p.nsplit = 1;
-  if (g->G * p.nblk < 2 * threads) p.nsplit = min64(g->N, cdiv(4 * threads, g->G * p.nblk));
-  p.part = falloc(p.nsplit * g->G * p.kdim_pad * p.cog_pad);
-  if (!p.part) return NRT_ERROR_OUT_OF_MEMORY;
+  if (g->G * p.nblk < want) p.nsplit = min64(cdiv(g->N * g->L, 4 * p.KC), cdiv(want, g->G * p.nblk));
+  if (p.nsplit < 1) p.nsplit = 1;
+  if (p.nsplit > 1) {
+    p.part = falloc(p.nsplit * g->G * p.kdim_pad * p.cog_pad);
+    if (!p.part) return NRT_ERROR_OUT_OF_MEMORY;
+  }
   nrt_parallel_for(p.nsplit * g->G * p.nblk, 1, bwdw_tasks, &p);
-  if (!p.failed) nrt_parallel_for(g->G * g->Cog, 16, bwdw_finish, &p);
+  if (!p.failed && p.nsplit > 1) nrt_parallel_for(g->G * cdiv(g->Cog, FINISH_CO), 1, bwdw_finish, &p);
   free(p.part);
   if (p.failed) {
     nrt_set_error_message("CONV_BACKWARD_WEIGHT: out of host memory for packing buffers");
@@ -948,146 +1267,195 @@ static nrt_status bwdw_gemm(const conv_geom *g, const nrt_launch *l) {
   return NRT_SUCCESS;
 }
 
-/* ---- direct paths (few output channels per group) -------------------------- */
+/* ---- direct paths (few output channels per group) --------------------------
+ * Depthwise-style convolutions have almost nothing to reuse, so a GEMM tile
+ * would be mostly padding. These work tap by tap over whole planes held as
+ * dense float32: for each tap and output row, a unit-stride (or strided)
+ * axpy between an input row and an output row. Tasks: (image, group) for
+ * the forward and input gradient, group for the weight gradient (it sums
+ * over images). */
 
-#define DIRECT_NT 1024
+/* Loads (store = false) or stores `nc` channel planes of image n, channels
+ * from c0, as dense float [nc][extent] (extent e[3]). */
+static void planes_io(const nrt_operand *o, const int64_t *e, int64_t n, int64_t c0, int64_t nc, float *buf,
+                      bool store) {
+  int64_t npix = e[0] * e[1] * e[2];
+  for (int64_t c = 0; c < nc; c++) act_cols(o, e, c0 + c, n * npix, npix, buf + c * npix, store);
+}
 
-/* Forward: per (image, group, pixel tile), every im2col row is generated
- * once and added, scaled by each output channel's weight, into Cog rows. */
+/* Calls body(tap, out row index ro, input row pointer offset ri) for every
+ * output row whose tap row lies inside the input, with the tap's valid
+ * output columns [t.lo, t.hi). */
+#define FOR_TAP_ROWS(g, t, ro, ri, ...)                                                        \
+  for (int64_t od_ = 0; od_ < (g)->O[0]; od_++) {                                              \
+    int64_t id_ = od_ * (g)->S[0] + (t).off[0];                                                \
+    if (id_ < 0 || id_ >= (g)->I[0]) continue;                                                 \
+    for (int64_t oh_ = 0; oh_ < (g)->O[1]; oh_++) {                                            \
+      int64_t ih_ = oh_ * (g)->S[1] + (t).off[1];                                              \
+      if (ih_ < 0 || ih_ >= (g)->I[1]) continue;                                               \
+      int64_t ro = (od_ * (g)->O[1] + oh_) * (g)->O[2];                                        \
+      int64_t ri = (id_ * (g)->I[1] + ih_) * (g)->I[2] + (t).off[2];                           \
+      __VA_ARGS__                                                                              \
+    }                                                                                          \
+  }
+
+/* dst[i] += w * src[i * s] over [lo, hi) (and the transposed scatter),
+ * built for AVX-512 too: depthwise rows are short, so width matters. */
+#define AXPY_ROW(NAME, ATTR)                                                                        \
+  ATTR static void NAME(float *restrict dst, const float *restrict src, float w, int64_t lo, int64_t hi, \
+                        int64_t s) {                                                                \
+    if (s == 1)                                                                                     \
+      for (int64_t i = lo; i < hi; i++) dst[i] += w * src[i];                                       \
+    else                                                                                            \
+      for (int64_t i = lo; i < hi; i++) dst[i] += w * src[i * s];                                   \
+  }
+AXPY_ROW(axpy_row_base, )
+AXPY_ROW(axpy_row_avx512, NRT_TARGET_AVX512)
+
+typedef struct direct_bufs {
+  float *x, *y, *w;
+} direct_bufs;
+
+static bool direct_alloc(const conv_geom *g, direct_bufs *b) {
+  b->x = falloc(g->Cig * g->LI);
+  b->y = falloc(g->Cog * g->L);
+  b->w = falloc(g->Cog * g->Kdim);
+  return b->x && b->y && b->w;
+}
+
+static void direct_free(direct_bufs *b) {
+  free(b->x);
+  free(b->y);
+  free(b->w);
+}
+
 static void direct_fwd(void *ctx, int64_t begin, int64_t end) {
   conv_plan *p = ctx;
   const conv_geom *g = p->g;
   const nrt_launch *l = p->l;
   const nrt_operand *y = &l->operands[0], *x = &l->operands[1], *w = &l->operands[2];
   const nrt_operand *bias = l->ninputs == 3 ? &l->operands[3] : NULL;
-  int64_t tiles = cdiv(g->L, DIRECT_NT);
-  float *wt = malloc(sizeof(float) * (size_t)(g->Cog * g->Kdim)), *row = malloc(sizeof(float) * DIRECT_NT);
-  float *acc = malloc(sizeof(float) * (size_t)(g->Cog * DIRECT_NT));
-  if (!wt || !row || !acc) {
+  direct_bufs b;
+  if (!direct_alloc(g, &b)) {
     p->failed = 1;
     goto out;
   }
-  int64_t wgrp = -1;
+  const int64_t S2 = g->S[2];
+  const bool avx512 = nrt_kernels_isa() >= NRT_ISA_AVX512;
   for (int64_t task = begin; task < end; task++) {
-    int64_t n = task / (g->G * tiles), r = task % (g->G * tiles), grp = r / tiles;
-    int64_t p0 = (r % tiles) * DIRECT_NT, nt = min64(DIRECT_NT, g->L - p0);
-    if (grp != wgrp) {
-      for (int64_t co = 0; co < g->Cog; co++) w_row(g, w, grp * g->Cog + co, 0, g->Kdim, wt + co * g->Kdim, false);
-      wgrp = grp;
-    }
+    int64_t n = task / g->G, grp = task % g->G;
     for (int64_t co = 0; co < g->Cog; co++) {
+      w_row(g, w, grp * g->Cog + co, 0, g->Kdim, b.w + co * g->Kdim, false);
       float v = bias ? load1(bias, grp * g->Cog + co) : 0.0f;
-      for (int64_t j = 0; j < nt; j++) acc[co * DIRECT_NT + j] = v;
+      for (int64_t i = 0; i < g->L; i++) b.y[co * g->L + i] = v;
     }
+    planes_io(x, g->I, n, grp * g->Cig, g->Cig, b.x, false);
     for (int64_t kk = 0; kk < g->Kdim; kk++) {
       tap t;
       tap_init(g, kk, &t);
-      im2col_img(g, &t, ACT(x, n, grp * g->Cig + t.ci), x->strides, x->dtype, p0, nt, row);
-      for (int64_t co = 0; co < g->Cog; co++) {
-        float wv = wt[co * g->Kdim + kk], *a = acc + co * DIRECT_NT;
-        for (int64_t j = 0; j < nt; j++) a[j] += wv * row[j];
-      }
+      const float *xc = b.x + t.ci * g->LI;
+      FOR_TAP_ROWS(g, t, ro, ri, {
+        for (int64_t co = 0; co < g->Cog; co++) {
+          float wv = b.w[co * g->Kdim + kk], *dst = b.y + co * g->L + ro;
+          if (avx512) axpy_row_avx512(dst, xc + ri, wv, t.lo, t.hi, S2);
+          else axpy_row_base(dst, xc + ri, wv, t.lo, t.hi, S2);
+        }
+      })
     }
-    for (int64_t co = 0; co < g->Cog; co++)
-      act_cols(y, g->O, grp * g->Cog + co, n * g->L + p0, nt, acc + co * DIRECT_NT, true);
+    planes_io(y, g->O, n, grp * g->Cog, g->Cog, b.y, true);
   }
 out:
-  free(wt);
-  free(row);
-  free(acc);
+  direct_free(&b);
 }
 
-/* Input gradient: per (image, group), dcol rows = sum_co W[co][kk] dy[co],
- * scattered into the group's accumulator planes. */
 static void direct_bwdi(void *ctx, int64_t begin, int64_t end) {
   conv_plan *p = ctx;
   const conv_geom *g = p->g;
   const nrt_launch *l = p->l;
   const nrt_operand *gx = &l->operands[0], *gy = &l->operands[1], *w = &l->operands[2];
   const nrt_operand *bias = l->ninputs == 3 ? &l->operands[3] : NULL;
-  float *wt = malloc(sizeof(float) * (size_t)(g->Cog * g->Kdim)), *row = malloc(sizeof(float) * DIRECT_NT);
-  float *dy = malloc(sizeof(float) * (size_t)(g->Cog * DIRECT_NT));
-  float *scratch = gx->dtype == NRT_FLOAT32 ? NULL : malloc(sizeof(float) * (size_t)(g->Cig * g->LI));
-  if (!wt || !row || !dy || (gx->dtype != NRT_FLOAT32 && !scratch)) {
+  direct_bufs b;
+  if (!direct_alloc(g, &b)) {
     p->failed = 1;
     goto out;
   }
+  const int64_t S2 = g->S[2];
   for (int64_t task = begin; task < end; task++) {
     int64_t n = task / g->G, grp = task % g->G;
-    for (int64_t co = 0; co < g->Cog; co++) w_row(g, w, grp * g->Cog + co, 0, g->Kdim, wt + co * g->Kdim, false);
-    int64_t as[4];
-    float *ac = acc_planes(g, gx, n, grp * g->Cig, scratch, as);
-    acc_init(g, ac, as, g->Cig, bias, grp * g->Cig);
-    for (int64_t p0 = 0; p0 < g->L; p0 += DIRECT_NT) {
-      int64_t nt = min64(DIRECT_NT, g->L - p0);
-      for (int64_t co = 0; co < g->Cog; co++)
-        act_cols(gy, g->O, grp * g->Cog + co, n * g->L + p0, nt, dy + co * DIRECT_NT, false);
-      for (int64_t kk = 0; kk < g->Kdim; kk++) {
-        for (int64_t j = 0; j < nt; j++) row[j] = 0.0f;
-        for (int64_t co = 0; co < g->Cog; co++) {
-          float wv = wt[co * g->Kdim + kk];
-          const float *d = dy + co * DIRECT_NT;
-          for (int64_t j = 0; j < nt; j++) row[j] += wv * d[j];
-        }
-        tap t;
-        tap_init(g, kk, &t);
-        col2im_img(g, &t, ac + t.ci * as[0], as + 1, p0, nt, row);
-      }
+    for (int64_t co = 0; co < g->Cog; co++) w_row(g, w, grp * g->Cog + co, 0, g->Kdim, b.w + co * g->Kdim, false);
+    for (int64_t ci = 0; ci < g->Cig; ci++) {
+      float v = bias ? load1(bias, grp * g->Cig + ci) : 0.0f;
+      for (int64_t i = 0; i < g->LI; i++) b.x[ci * g->LI + i] = v;
     }
-    if (gx->dtype != NRT_FLOAT32) acc_store(g, gx, n, grp * g->Cig, g->Cig, ac);
+    planes_io(gy, g->O, n, grp * g->Cog, g->Cog, b.y, false);
+    for (int64_t kk = 0; kk < g->Kdim; kk++) {
+      tap t;
+      tap_init(g, kk, &t);
+      float *xc = b.x + t.ci * g->LI;
+      FOR_TAP_ROWS(g, t, ro, ri, {
+        for (int64_t co = 0; co < g->Cog; co++) {
+          float wv = b.w[co * g->Kdim + kk], *dst = xc + ri;
+          const float *src = b.y + co * g->L + ro;
+          if (S2 == 1) {
+            for (int64_t ow = t.lo; ow < t.hi; ow++) dst[ow] += wv * src[ow];
+          } else {
+            for (int64_t ow = t.lo; ow < t.hi; ow++) dst[ow * S2] += wv * src[ow];
+          }
+        }
+      })
+    }
+    planes_io(gx, g->I, n, grp * g->Cig, g->Cig, b.x, true);
   }
 out:
-  free(wt);
-  free(row);
-  free(dy);
-  free(scratch);
+  direct_free(&b);
 }
 
-/* Weight gradient: per group, dot products of dy rows with im2col rows. */
 static void direct_bwdw(void *ctx, int64_t begin, int64_t end) {
   conv_plan *p = ctx;
   const conv_geom *g = p->g;
   const nrt_launch *l = p->l;
   const nrt_operand *gw = &l->operands[0], *gy = &l->operands[1], *x = &l->operands[2];
-  float *row = malloc(sizeof(float) * DIRECT_NT), *dy = malloc(sizeof(float) * (size_t)(g->Cog * DIRECT_NT));
-  double *acc = malloc(sizeof(double) * (size_t)(g->Cog * g->Kdim));
-  float *out = malloc(sizeof(float) * (size_t)g->Kdim);
-  if (!row || !dy || !acc || !out) {
+  direct_bufs b;
+  double *acc = malloc(sizeof(double) * (size_t)(g->Cog * g->Kdim + 1));
+  if (!direct_alloc(g, &b) || !acc) {
     p->failed = 1;
     goto out;
   }
+  const int64_t S2 = g->S[2];
   for (int64_t grp = begin; grp < end; grp++) {
     for (int64_t i = 0; i < g->Cog * g->Kdim; i++) acc[i] = 0.0;
-    for (int64_t n = 0; n < g->N; n++)
-      for (int64_t p0 = 0; p0 < g->L; p0 += DIRECT_NT) {
-        int64_t nt = min64(DIRECT_NT, g->L - p0);
-        for (int64_t co = 0; co < g->Cog; co++)
-          act_cols(gy, g->O, grp * g->Cog + co, n * g->L + p0, nt, dy + co * DIRECT_NT, false);
-        for (int64_t kk = 0; kk < g->Kdim; kk++) {
-          tap t;
-          tap_init(g, kk, &t);
-          im2col_img(g, &t, ACT(x, n, grp * g->Cig + t.ci), x->strides, x->dtype, p0, nt, row);
-          for (int64_t co = 0; co < g->Cog; co++) {
-            const float *d = dy + co * DIRECT_NT;
-            float s[8] = {0};
-            int64_t j = 0;
-            for (; j + 8 <= nt; j += 8)
-              for (int v = 0; v < 8; v++) s[v] += d[j + v] * row[j + v];
-            for (; j < nt; j++) s[0] += d[j] * row[j];
-            acc[co * g->Kdim + kk] += (double)(((s[0] + s[1]) + (s[2] + s[3])) + ((s[4] + s[5]) + (s[6] + s[7])));
-          }
+    for (int64_t n = 0; n < g->N; n++) {
+      planes_io(x, g->I, n, grp * g->Cig, g->Cig, b.x, false);
+      planes_io(gy, g->O, n, grp * g->Cog, g->Cog, b.y, false);
+      for (int64_t kk = 0; kk < g->Kdim; kk++) {
+        tap t;
+        tap_init(g, kk, &t);
+        const float *xc = b.x + t.ci * g->LI;
+        for (int64_t co = 0; co < g->Cog; co++) {
+          float sum = 0.0f;
+          FOR_TAP_ROWS(g, t, ro, ri, {
+            const float *dy = b.y + co * g->L + ro, *src = xc + ri;
+            float s8[8] = {0};
+            int64_t ow = t.lo;
+            if (S2 == 1) {
+              for (; ow + 8 <= t.hi; ow += 8)
+                for (int v = 0; v < 8; v++) s8[v] += dy[ow + v] * src[ow + v];
+            }
+            for (; ow < t.hi; ow++) s8[0] += dy[ow] * src[ow * S2];
+            sum += ((s8[0] + s8[1]) + (s8[2] + s8[3])) + ((s8[4] + s8[5]) + (s8[6] + s8[7]));
+          })
+          acc[co * g->Kdim + kk] += sum;
         }
       }
+    }
     for (int64_t co = 0; co < g->Cog; co++) {
-      for (int64_t kk = 0; kk < g->Kdim; kk++) out[kk] = (float)acc[co * g->Kdim + kk];
-      w_row(g, gw, grp * g->Cog + co, 0, g->Kdim, out, true);
+      for (int64_t kk = 0; kk < g->Kdim; kk++) b.w[kk] = (float)acc[co * g->Kdim + kk];
+      w_row(g, gw, grp * g->Cog + co, 0, g->Kdim, b.w, true);
     }
   }
 out:
-  free(row);
-  free(dy);
+  direct_free(&b);
   free(acc);
-  free(out);
 }
 
 static nrt_status run_direct(const conv_geom *g, const nrt_launch *l) {
@@ -1095,9 +1463,11 @@ static nrt_status run_direct(const conv_geom *g, const nrt_launch *l) {
   memset(&p, 0, sizeof p);
   p.g = g;
   p.l = l;
+  int64_t work = (g->L + g->LI) * (g->Cog + g->Cig) * g->KK;
+  int64_t grain = work >= 65536 ? 1 : 65536 / (work + 1) + 1;
   switch (l->op) {
-  case NRT_OP_CONV: nrt_parallel_for(g->N * g->G * cdiv(g->L, DIRECT_NT), 1, direct_fwd, &p); break;
-  case NRT_OP_CONV_BACKWARD_INPUT: nrt_parallel_for(g->N * g->G, 1, direct_bwdi, &p); break;
+  case NRT_OP_CONV: nrt_parallel_for(g->N * g->G, grain, direct_fwd, &p); break;
+  case NRT_OP_CONV_BACKWARD_INPUT: nrt_parallel_for(g->N * g->G, grain, direct_bwdi, &p); break;
   default: nrt_parallel_for(g->G, 1, direct_bwdw, &p); break;
   }
   if (p.failed) {
@@ -1123,12 +1493,13 @@ nrt_status nrt_conv_execute(const nrt_launch *l) {
   if (empty_out) return NRT_SUCCESS;
   /* An empty reduction (no input channels, no output pixels, no images)
    * and the reference mode take the loop nest. */
+  bool ints = !nrt_dtype_is_floating(l->compute_dtype);
   bool degenerate = g.Kdim == 0 || g.L == 0 || g.N == 0 || g.Cog == 0;
-  if (degenerate || nrt_kernels_reference()) {
+  if (degenerate || ints || nrt_kernels_reference()) {
     switch (l->op) {
-    case NRT_OP_CONV: ref_forward(&g, l); return NRT_SUCCESS;
-    case NRT_OP_CONV_BACKWARD_INPUT: return ref_backward_input(&g, l);
-    default: ref_backward_weight(&g, l); return NRT_SUCCESS;
+    case NRT_OP_CONV: ref_forward(&g, l, ints); return NRT_SUCCESS;
+    case NRT_OP_CONV_BACKWARD_INPUT: return ref_backward_input(&g, l, ints);
+    default: ref_backward_weight(&g, l, ints); return NRT_SUCCESS;
     }
   }
   if (g.Cog <= DIRECT_MAX_COG) return run_direct(&g, l);

@@ -44,8 +44,9 @@ static nrt_status geom_init(const nrt_launch *l, pool_geom *g) {
     nrt_set_error_message("%s: expected %d output(s), got %d", op, want_out, l->noutputs);
     return NRT_ERROR_INVALID_ARGUMENT;
   }
-  if (!nrt_dtype_is_floating(l->compute_dtype)) {
-    nrt_set_error_message("%s: floating dtypes only, got %s", op, nrt_dtype_name(l->compute_dtype));
+  bool fwd = l->op == NRT_OP_MAX_POOL || l->op == NRT_OP_AVG_POOL;
+  if (l->compute_dtype == NRT_BOOL || (!fwd && !nrt_dtype_is_floating(l->compute_dtype))) {
+    nrt_set_error_message("%s: not implemented for %s", op, nrt_dtype_name(l->compute_dtype));
     return NRT_ERROR_UNSUPPORTED;
   }
   if (l->op == NRT_OP_MAX_POOL && l->operands[1].dtype != NRT_INT64) {
@@ -153,6 +154,95 @@ static void plane_io_i64(const nrt_operand *o, int64_t n, int64_t c, const int64
     }
 }
 
+/* Output columns ow whose tap at input offset ow*S + off lies in [0, in):
+ * [lo, hi). */
+static void tap_cols(int64_t off, int64_t s, int64_t in, int64_t out, int64_t *lo, int64_t *hi) {
+  int64_t a = off >= 0 ? 0 : (-off + s - 1) / s;
+  int64_t b = in - 1 - off < 0 ? 0 : (in - 1 - off) / s + 1;
+  if (b > out) b = out;
+  *lo = a < b ? a : b;
+  *hi = b;
+}
+
+/* One max-pool tap over a row of outputs: branch-free (the compare is a
+ * coin flip on real data), so it vectorises; built for AVX-512 too. */
+#define MAX_TAP_ROW(NAME, ATTR)                                                                    \
+  ATTR static void NAME(float *restrict out, int64_t *restrict idx, const float *restrict r,       \
+                        int64_t lo, int64_t hi, int64_t s, int64_t off, int64_t base) {            \
+    for (int64_t ow = lo; ow < hi; ow++) {                                                         \
+      int64_t x = ow * s + off;                                                                    \
+      float v = r[x], m = out[ow];                                                                 \
+      bool take = v > m || v != v;                                                                 \
+      out[ow] = take ? v : m;                                                                      \
+      idx[ow] = take ? base + x : idx[ow];                                                         \
+    }                                                                                              \
+  }
+MAX_TAP_ROW(max_tap_row_base, )
+MAX_TAP_ROW(max_tap_row_avx512, NRT_TARGET_AVX512)
+
+/* One output row (od, oh) of fixed-window max / avg pooling, tap by tap:
+ * for each tap (kd, kh, kw) in ATen's order, a tight loop over the row's
+ * outputs, so every output still sees its taps in the same order (same
+ * first-max / NaN rule, same summation order). */
+static void fixed_row(const pool_geom *g, bool is_max, const float *in, int64_t od, int64_t oh, const win *ww,
+                      float *out, int64_t *idx, float *div) {
+  const int64_t OW = g->O[2], HW = g->I[1] * g->I[2], IW = g->I[2], S2 = g->S[2];
+  win wd = window(g, is_max, 0, od), wh = window(g, is_max, 1, oh);
+  if (is_max) {
+    const bool avx512 = nrt_kernels_isa() >= NRT_ISA_AVX512;
+    for (int64_t ow = 0; ow < OW; ow++) {
+      out[ow] = -INFINITY;
+      idx[ow] = wd.lo * HW + wh.lo * IW + ww[ow].lo;
+    }
+    for (int64_t d = wd.lo; d < wd.hi; d += wd.step)
+      for (int64_t h = wh.lo; h < wh.hi; h += wh.step) {
+        const float *r = in + d * HW + h * IW;
+        for (int64_t kw = 0; kw < g->K[2]; kw++) {
+          int64_t off = kw * g->D[2] - g->P[2], lo, hi;
+          tap_cols(off, S2, IW, OW, &lo, &hi);
+          if (avx512) max_tap_row_avx512(out, idx, r, lo, hi, S2, off, d * HW + h * IW);
+          else max_tap_row_base(out, idx, r, lo, hi, S2, off, d * HW + h * IW);
+        }
+      }
+    return;
+  }
+  for (int64_t ow = 0; ow < OW; ow++) {
+    win w3[3] = {wd, wh, ww[ow]};
+    out[ow] = 0.0f;
+    div[ow] = win_empty(w3) ? 0.0f : (float)avg_divisor(g, w3);
+  }
+  for (int64_t d = wd.lo; d < wd.hi; d++)
+    for (int64_t h = wh.lo; h < wh.hi; h++) {
+      const float *r = in + d * HW + h * IW;
+      for (int64_t kw = 0; kw < g->K[2]; kw++) {
+        int64_t off = kw - g->P[2], lo, hi;
+        tap_cols(off, S2, IW, OW, &lo, &hi);
+        for (int64_t ow = lo; ow < hi; ow++) out[ow] += r[ow * S2 + off];
+      }
+    }
+  for (int64_t ow = 0; ow < OW; ow++) out[ow] = div[ow] == 0.0f ? 0.0f : out[ow] / div[ow];
+}
+
+/* Backward of one output row of fixed-window avg pooling (tap by tap). */
+static void fixed_row_avg_backward(const pool_geom *g, float *gin, int64_t od, int64_t oh, const win *ww,
+                                   const float *gout, float *scaled) {
+  const int64_t OW = g->O[2], HW = g->I[1] * g->I[2], IW = g->I[2], S2 = g->S[2];
+  win wd = window(g, false, 0, od), wh = window(g, false, 1, oh);
+  for (int64_t ow = 0; ow < OW; ow++) {
+    win w3[3] = {wd, wh, ww[ow]};
+    scaled[ow] = win_empty(w3) ? 0.0f : gout[ow] / (float)avg_divisor(g, w3);
+  }
+  for (int64_t d = wd.lo; d < wd.hi; d++)
+    for (int64_t h = wh.lo; h < wh.hi; h++) {
+      float *r = gin + d * HW + h * IW;
+      for (int64_t kw = 0; kw < g->K[2]; kw++) {
+        int64_t off = kw - g->P[2], lo, hi;
+        tap_cols(off, S2, IW, OW, &lo, &hi);
+        for (int64_t ow = lo; ow < hi; ow++) r[ow * S2 + off] += scaled[ow];
+      }
+    }
+}
+
 typedef struct pool_job {
   const nrt_launch *l;
   const pool_geom *g;
@@ -170,7 +260,8 @@ static void fast_planes(void *ctx, int64_t begin, int64_t end) {
   float *in = malloc(sizeof(float) * (size_t)(g->IL + 1)), *out = malloc(sizeof(float) * (size_t)(g->OL + 1));
   int64_t *idx = is_max ? malloc(sizeof(int64_t) * (size_t)(g->OL + 1)) : NULL;
   win *ww = malloc(sizeof(win) * (size_t)(g->O[2] + 1));
-  if (!in || !out || (is_max && !idx) || !ww) {
+  float *rowbuf = malloc(sizeof(float) * (size_t)(g->O[2] + 1));
+  if (!in || !out || (is_max && !idx) || !ww || !rowbuf) {
     job->failed = 1;
     goto done;
   }
@@ -178,7 +269,16 @@ static void fast_planes(void *ctx, int64_t begin, int64_t end) {
   const int64_t HW = g->I[1] * g->I[2];
   for (int64_t plane = begin; plane < end; plane++) {
     int64_t n = plane / g->C, c = plane % g->C;
-    if (!backward) {
+    if (!backward && !g->adaptive) {
+      plane_io(&l->operands[l->noutputs], n, c, g->I, in, false);
+      for (int64_t od = 0; od < g->O[0]; od++)
+        for (int64_t oh = 0; oh < g->O[1]; oh++) {
+          int64_t ob = (od * g->O[1] + oh) * g->O[2];
+          fixed_row(g, is_max, in, od, oh, ww, out + ob, is_max ? idx + ob : NULL, rowbuf);
+        }
+      plane_io(&l->operands[0], n, c, g->O, out, true);
+      if (is_max) plane_io_i64(&l->operands[1], n, c, g->O, idx, true);
+    } else if (!backward) {
       plane_io(&l->operands[l->noutputs], n, c, g->I, in, false);
       for (int64_t od = 0; od < g->O[0]; od++)
         for (int64_t oh = 0; oh < g->O[1]; oh++) {
@@ -224,6 +324,12 @@ static void fast_planes(void *ctx, int64_t begin, int64_t end) {
         plane_io_i64(&l->operands[2], n, c, g->O, idx, false);
         for (int64_t i = 0; i < g->OL; i++)
           if (idx[i] >= 0 && idx[i] < g->IL) in[idx[i]] += out[i];
+      } else if (!g->adaptive) {
+        for (int64_t od = 0; od < g->O[0]; od++)
+          for (int64_t oh = 0; oh < g->O[1]; oh++) {
+            int64_t ob = (od * g->O[1] + oh) * g->O[2];
+            fixed_row_avg_backward(g, in, od, oh, ww, out + ob, rowbuf);
+          }
       } else {
         for (int64_t od = 0; od < g->O[0]; od++)
           for (int64_t oh = 0; oh < g->O[1]; oh++) {
@@ -249,6 +355,7 @@ done:
   free(out);
   free(idx);
   free(ww);
+  free(rowbuf);
 }
 
 /* ---- reference ---------------------------------------------------------------- */
@@ -324,14 +431,63 @@ static nrt_status reference(const nrt_launch *l, const pool_geom *g) {
   return NRT_SUCCESS;
 }
 
+/* ---- integers (forward only, as in PyTorch) ---------------------------------------
+ * max: exact int64 compares, an all-INT64_MIN window keeps its first tap;
+ * avg: wrapping int64 sum, divided with truncation toward zero (C++). */
+static void int_planes(void *ctx, int64_t begin, int64_t end) {
+  pool_job *job = ctx;
+  const nrt_launch *l = job->l;
+  const pool_geom *g = job->g;
+  bool is_max = l->op == NRT_OP_MAX_POOL;
+  const nrt_operand *x = &l->operands[l->noutputs];
+  const int64_t HW = g->I[1] * g->I[2];
+  for (int64_t plane = begin; plane < end; plane++) {
+    int64_t n = plane / g->C, c = plane % g->C;
+    for (int64_t od = 0; od < g->O[0]; od++)
+      for (int64_t oh = 0; oh < g->O[1]; oh++)
+        for (int64_t ow = 0; ow < g->O[2]; ow++) {
+          win w[3] = {window(g, is_max, 0, od), window(g, is_max, 1, oh), window(g, is_max, 2, ow)};
+          int64_t r = is_max ? INT64_MIN : 0, best = w[0].lo * HW + w[1].lo * g->I[2] + w[2].lo;
+          for (int64_t d = w[0].lo; d < w[0].hi; d += w[0].step)
+            for (int64_t h = w[1].lo; h < w[1].hi; h += w[1].step)
+              for (int64_t xw = w[2].lo; xw < w[2].hi; xw += w[2].step) {
+                const char *p = PLANE(x, n, c) + d * x->strides[2] + h * x->strides[3] + xw * x->strides[4];
+                int64_t v = nrt_ref_load_i64(p, x->dtype);
+                if (!is_max) {
+                  r = nrt_wadd(r, v);
+                } else if (v > r) {
+                  r = v;
+                  best = d * HW + h * g->I[2] + xw;
+                }
+              }
+          if (!is_max) {
+            int64_t div = win_empty(w) ? 0 : (int64_t)avg_divisor(g, w);
+            r = div == 0 ? 0 : (div == -1 ? nrt_wsub(0, r) : r / div);
+          }
+          char *yo = PLANE(&l->operands[0], n, c) + od * l->operands[0].strides[2] +
+                     oh * l->operands[0].strides[3] + ow * l->operands[0].strides[4];
+          nrt_ref_store_i64(yo, l->operands[0].dtype, r);
+          if (is_max) {
+            const nrt_operand *io = &l->operands[1];
+            nrt_ref_store_i64(PLANE(io, n, c) + od * io->strides[2] + oh * io->strides[3] + ow * io->strides[4],
+                              NRT_INT64, best);
+          }
+        }
+  }
+}
+
 nrt_status nrt_pool_execute(const nrt_launch *l) {
   pool_geom g;
   nrt_status st = geom_init(l, &g);
   if (st != NRT_SUCCESS) return st;
   bool backward = l->op == NRT_OP_MAX_POOL_BACKWARD || l->op == NRT_OP_AVG_POOL_BACKWARD;
   if (g.N * g.C == 0 || (backward ? g.IL : g.OL) == 0) return NRT_SUCCESS;
-  if (nrt_kernels_reference()) return reference(l, &g);
   pool_job job = {.l = l, .g = &g, .failed = 0};
+  if (!nrt_dtype_is_floating(l->compute_dtype)) {
+    nrt_parallel_for(g.N * g.C, 1, int_planes, &job);
+    return NRT_SUCCESS;
+  }
+  if (nrt_kernels_reference()) return reference(l, &g);
   int64_t per_plane = g.IL + g.OL;
   nrt_parallel_for(g.N * g.C, per_plane >= 16384 ? 1 : 16384 / per_plane, fast_planes, &job);
   if (job.failed) {
