@@ -21,8 +21,10 @@
  * fast path); the normalisation itself runs in float32.
  *
  * Work split: batch norm by channel (each channel's N segments of S are
- * read by one thread, which keeps them in its cache across passes), group
- * norm by (n, group) row. The reference path is plain double loops. */
+ * read by one thread, which keeps them in its cache across passes), or, for
+ * channels-innermost (channels-last) activations, by fixed chunks of
+ * (n, s) rows whose per-channel partial sums are combined in chunk order;
+ * group norm by (n, group) row. The reference path is plain double loops. */
 #pragma GCC optimize("O3,no-trapping-math,no-math-errno")
 #include <stdlib.h>
 #include "kernels/kernels.h"

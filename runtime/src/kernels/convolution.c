@@ -7,28 +7,32 @@
  * output pixel q of every image (q = n * L + pixel): col[kk][q] is the
  * input element tap kk of the window at q reads, or 0 in the padding.
  *   forward      y    = W (Cog x Kdim) @ col (Kdim x N*L)
- *   input grad   dcol = W^T (Kdim x Cog) @ dy (Cog x L), per image, then
- *                col2im: each dcol element is added to the input element
- *                it was read from
+ *   input grad   dcol = W^T (Kdim x Cog) @ dy (Cog x cols), then col2im:
+ *                each dcol element is added to the input element it was
+ *                read from
  *   weight grad  dW^T = col (Kdim x N*L) @ dy^T (N*L x Cog)
  * The matrix is never materialised: rows of it are generated, a KC-deep
  * slice at a time, straight into the GEMM's packed panels (forward: B
  * panels; weight grad: A panels), so a tile of it only lives in L1/L2. The
- * weights are packed once per launch. The micro-kernels are gemm.c's
- * float32 ones: every dtype is converted while packing and accumulates in
- * float32, as PyTorch's CPU convolutions do.
+ * weights are packed once per launch. The micro-kernels are gemm.c's:
+ * float32 panels for every dtype (converted while packing), or, when both
+ * operands are bfloat16 and the CPU has AVX512_BF16, pair-packed bfloat16
+ * panels for the vdpbf16ps kernel; both accumulate in float32, as
+ * PyTorch's CPU convolutions do.
  *
  * Work split (tasks run on the kernel pool; none writes what another
  * writes):
- *   forward      (group, tile of output columns); columns run across
- *                images, so small feature maps still make wide tiles;
- *   input grad   (image, group, block of input channels): col2im of
- *                different channels never touches the same element;
- *   weight grad  (group, block of Kdim rows, slice of the batch); batch
- *                slices keep partial sums, added up in a final pass.
- * With very few output channels per group (depthwise) a GEMM tile would be
- * mostly padding, so a direct path does axpy / dot products over generated
- * im2col rows instead.
+ *   forward      (group, tile of output columns, block of output
+ *                channels); columns run across images, so small feature
+ *                maps still make wide tiles; with channel blocks, each
+ *                tile's panels are generated once into a shared buffer;
+ *   input grad   (images, group, block of input channels): col2im of
+ *                different channels or images never touches the same
+ *                element; small images are grouped into one tile;
+ *   weight grad  (column slice, group, block of Kdim rows); column slices
+ *                keep partial sums, added up in a final pass.
+ * With one or two output channels per group (depthwise) a GEMM tile would
+ * be mostly padding, so a direct path works tap by tap over whole planes.
  *
  * The reference path is a plain loop nest accumulating in double; it also
  * serves the degenerate shapes (an empty dimension) and integer dtypes
@@ -522,7 +526,7 @@ typedef struct conv_plan {
   int64_t mpb, nmb; /* forward: row panels per block of output channels, blocks */
   float *bshared;   /* forward with channel blocks: the tiles' B panels, generated once */
   int64_t cb, nblk; /* input grad: channels per block, blocks per group; weight grad: rows per block */
-  int64_t nsplit;   /* weight grad: batch slices */
+  int64_t nsplit;   /* weight grad: column (batch) slices */
   int64_t cog_pad, kdim_pad;
   float *part;      /* weight grad: partial results [nsplit][G][kdim_pad][cog_pad] */
   _Atomic int failed;
@@ -1299,19 +1303,6 @@ static void planes_io(const nrt_operand *o, const int64_t *e, int64_t n, int64_t
     }                                                                                          \
   }
 
-/* dst[i] += w * src[i * s] over [lo, hi) (and the transposed scatter),
- * built for AVX-512 too: depthwise rows are short, so width matters. */
-#define AXPY_ROW(NAME, ATTR)                                                                        \
-  ATTR static void NAME(float *restrict dst, const float *restrict src, float w, int64_t lo, int64_t hi, \
-                        int64_t s) {                                                                \
-    if (s == 1)                                                                                     \
-      for (int64_t i = lo; i < hi; i++) dst[i] += w * src[i];                                       \
-    else                                                                                            \
-      for (int64_t i = lo; i < hi; i++) dst[i] += w * src[i * s];                                   \
-  }
-AXPY_ROW(axpy_row_base, )
-AXPY_ROW(axpy_row_avx512, NRT_TARGET_AVX512)
-
 typedef struct direct_bufs {
   float *x, *y, *w;
 } direct_bufs;
@@ -1341,7 +1332,6 @@ static void direct_fwd(void *ctx, int64_t begin, int64_t end) {
     goto out;
   }
   const int64_t S2 = g->S[2];
-  const bool avx512 = nrt_kernels_isa() >= NRT_ISA_AVX512;
   for (int64_t task = begin; task < end; task++) {
     int64_t n = task / g->G, grp = task % g->G;
     for (int64_t co = 0; co < g->Cog; co++) {
@@ -1357,8 +1347,12 @@ static void direct_fwd(void *ctx, int64_t begin, int64_t end) {
       FOR_TAP_ROWS(g, t, ro, ri, {
         for (int64_t co = 0; co < g->Cog; co++) {
           float wv = b.w[co * g->Kdim + kk], *dst = b.y + co * g->L + ro;
-          if (avx512) axpy_row_avx512(dst, xc + ri, wv, t.lo, t.hi, S2);
-          else axpy_row_base(dst, xc + ri, wv, t.lo, t.hi, S2);
+          const float *src = xc + ri;
+          if (S2 == 1) {
+            for (int64_t ow = t.lo; ow < t.hi; ow++) dst[ow] += wv * src[ow];
+          } else {
+            for (int64_t ow = t.lo; ow < t.hi; ow++) dst[ow] += wv * src[ow * S2];
+          }
         }
       })
     }
