@@ -62,34 +62,16 @@ KNOWN_GAPS: dict[str, str] = {
     "stft": _COMPLEX,
     **{f"fft.{n}": _COMPLEX for n in ("fft", "fft2", "fftn", "hfft", "hfft2", "hfftn", "ifft2", "ifftn",
                                       "irfft", "irfft2", "irfftn", "rfft", "rfft2", "rfftn")},
-    **{f"fft.{n}": _CONJ_CRASH for n in ("ifft", "ihfft", "ihfft2", "ihfftn")},
+    **{f"fft.{n}": _COMPLEX for n in ("ifft", "ihfft", "ihfft2", "ihfftn")},
+    "complex": _COMPLEX, "polar": _COMPLEX, "linalg.eigvals": _COMPLEX,
     "to_sparse": _SPARSE, "sparse.mm.reduce": _SPARSE, "sparse.sampled_addmm": _SPARSE,
 
     # ---- ops that fail instead of falling back -------------------------------
-    **{f"nn.functional.{n}@int64": _CONV_INT for n in ("conv1d", "conv2d", "conv3d", "conv_transpose1d",
-                                                       "conv_transpose2d", "conv_transpose3d")},
-    "nn.functional.conv_transpose2d": _CONV_T, "nn.functional.conv_transpose3d": _CONV_T,
-    "unfold": _UNFOLD, "unfold_copy": _UNFOLD, "repeat": _UNFOLD, "tile": _UNFOLD,
-    "nn.functional.instance_norm": _UNFOLD + " (instance_norm repeats weight and bias)",
-    "nn.functional.multi_head_attention_forward": _UNFOLD + " (through repeat)",
 
     # ---- kernel and glue bugs --------------------------------------------------
-    "ldexp@bfloat16": _SCALAR.format(where="ldexp's backward multiplies by ln 2 through aten::mul.Scalar"),
-    "ldexp@float16": _SCALAR.format(where="ldexp's backward multiplies by ln 2 through aten::mul.Scalar"),
-    "addcmul@float16": _SCALAR.format(where="the backward multiplies by value=3.14 through aten::mul.Scalar"),
     "addr": _SCALAR.format(where="addr has no native kernel; its decomposition scales by beta and alpha "
                                  "through aten::mul.Scalar and rounds the outer product first"),
-    "arange@int64": (
-        "bug (native arange): for an integer dtype PyTorch converts start/end/step to int64 before "
-        "computing the length; the device computes it in double: arange(0.0, -8.000001, -4.0, "
-        "dtype=int64) has 2 elements on the CPU, 3 on neuron"),
     "gather": "bug (native gather): rejects int32 indices ('Expected dtype int64 for index'); the CPU accepts them",
-    "scatter": "bug (native scatter): rejects int32 indices ('Expected dtype int64 for index'); the CPU accepts them",
-    "index_select": _INDEX_0DIM.format(what="index_select(0-dim, 0, T[1]) returns shape (1,), the CPU shape ()"),
-    "index_reduce": _INDEX_0DIM.format(what="the backward's index_select of a 0-dim tensor returns shape (1,)"),
-    "masked_select": _INDEX_0DIM.format(what="IndexError 'too many indices for tensor of dimension 0'"),
-    "masked_fill": _INDEX_0DIM.format(what="the backward raises IndexError 'too many indices for tensor of "
-                                           "dimension 0'"),
     "native_dropout_backward@int64": (
         "bug (native native_dropout_backward): computes grad * mask * scale in float and cannot cast "
         "to an integer grad; the CPU accepts integer grads"),
@@ -98,10 +80,6 @@ KNOWN_GAPS: dict[str, str] = {
         "to a bool grad; the CPU accepts it"),
 
     # ---- no native kernel: the decomposition loses precision --------------------
-    "native_group_norm@float16": (
-        "gap: no native group_norm; the math decomposition (var_mean on the CPU fallback, then float16 "
-        "pointwise ops) rounds intermediates to float16 and the weight gradient is ~16 ulp further from "
-        "float64 than the CPU's float32-accumulating kernel"),
     "_unsafe_masked_index": (
         "precision (bfloat16, float16): the backward accumulates duplicate indices in the tensor dtype, "
         "so the result depends on the order; the CPU and the device are both ~1% from float64"),
