@@ -153,6 +153,37 @@ Tensor roll_fn(const Tensor &self, c10::IntArrayRef shifts, c10::IntArrayRef dim
   return cur;
 }
 
+// constant_pad_nd: a filled tensor of the padded shape and one copy of the
+// overlapping region (negative pads crop), as ATen's own implementation.
+Tensor constant_pad_nd_fn(const Tensor &self, c10::IntArrayRef pad, const c10::Scalar &value) {
+  TORCH_CHECK(pad.size() % 2 == 0, "Length of pad must be even but instead it equals ", pad.size());
+  int64_t l_pad = static_cast<int64_t>(pad.size()) / 2, l_inp = self.dim();
+  TORCH_CHECK(l_pad <= l_inp, "Length of pad should be no more than twice the number of dimensions of the input. "
+              "Pad length is ", pad.size(), " while the input has ", l_inp, " dimensions.");
+  c10::DeviceGuard guard(self.device());
+  std::vector<int64_t> shape = self.sizes().vec();
+  Tensor src = self;
+  std::vector<int64_t> lo(l_inp, 0);
+  for (int64_t i = 0; i < l_pad; ++i) {
+    int64_t d = l_inp - 1 - i, before = pad[2 * i], after = pad[2 * i + 1];
+    int64_t n = shape[d] + before + after;
+    TORCH_CHECK(n >= 0, "The input size ", shape[d], ", plus negative padding ", before, " and ", after,
+                " resulted in a negative output size, which is invalid. Check dimension ", d, " of your input.");
+    // crop the source where a pad is negative
+    int64_t start = before < 0 ? -before : 0, stop = shape[d] - (after < 0 ? -after : 0);
+    src = src.narrow(d, start, std::max<int64_t>(stop - start, 0));
+    lo[d] = before > 0 ? before : 0;
+    shape[d] = n;
+  }
+  Tensor out = at::empty(shape, self.options());
+  out.fill_(value);
+  if (src.numel() == 0) return out;
+  Tensor dst = out;
+  for (int64_t d = 0; d < l_inp; ++d) dst = dst.narrow(d, lo[d], src.size(d));
+  dst.copy_(src);
+  return out;
+}
+
 // isin: elementwise membership by broadcast comparison (ATen uses the same
 // formulation for small test sets), all on the device.
 Tensor &isin_into(Tensor &out, const Tensor &elements, const Tensor &test, bool invert) {
@@ -182,6 +213,7 @@ Tensor isin_ts(const Tensor &e, const c10::Scalar &t, bool /*assume_unique*/, bo
 }  // namespace
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+  NEURON_IMPL(m, "constant_pad_nd", constant_pad_nd_fn);
   NEURON_IMPL(m, "isin.Tensor_Tensor", isin_tt);
   NEURON_IMPL(m, "isin.Tensor_Tensor_out", isin_tt_out);
   NEURON_IMPL(m, "isin.Tensor_Scalar", isin_ts);

@@ -287,3 +287,15 @@ def test_optimizers_native(opt_name, kw, impl):
     # clip_grad_norm_ runs natively too
     torch.nn.utils.clip_grad_norm_(dev.parameters(), 0.5)
     assert_no_fallbacks()
+
+
+@pytest.mark.parametrize("pad", [(1, 2), (1, 1, 2, 0), (-1, 2, 0, -2), (0, 0, 0, 0, 1, 1), (2, 2, 2, 2, 2, 2, 1, 1)])
+def test_constant_pad(pad):
+    x = torch.randn(2, 3, 4, 5, requires_grad=True)
+    xd = x.detach().neuron().requires_grad_()
+    y, yd = F.pad(x, pad, value=0.5), F.pad(xd, pad, value=0.5)
+    assert torch.equal(yd.cpu(), y.detach())
+    y.pow(2).sum().backward()
+    yd.pow(2).sum().backward()
+    close(xd.grad, x.grad)
+    assert_no_fallbacks()
