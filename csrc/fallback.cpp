@@ -7,6 +7,7 @@
 #include <cstdlib>
 #include <deque>
 #include <map>
+#include <set>
 #include <mutex>
 #include <string>
 #include <unordered_map>
@@ -32,6 +33,7 @@ struct Accounting {
   std::unordered_map<const void *, NativeEntry *> by_fn;  // first registration names the counter
   std::map<std::string, int64_t> fallback;               // op -> calls
   std::unordered_set<std::string> warned;
+  std::set<std::string> names;                           // every registered native name
 };
 
 Accounting &acct() {
@@ -49,8 +51,9 @@ bool fallback_disabled() {
 std::atomic<int64_t> &register_native_op(const char *name, const void *fn) {
   Accounting &a = acct();
   std::lock_guard<std::mutex> lock(a.mu);
+  a.names.insert(std::string("aten::") + name);
   auto it = a.by_fn.find(fn);
-  if (it != a.by_fn.end()) return it->second->count;
+  if (it != a.by_fn.end()) return it->second->count;  // one kernel, several overloads: one counter
   a.native.emplace_back();
   NativeEntry &e = a.native.back();
   e.name = std::string("aten::") + name;
@@ -84,9 +87,7 @@ void record_fallback(const char *aten_name) {
 std::vector<std::string> native_op_names() {
   Accounting &a = acct();
   std::lock_guard<std::mutex> lock(a.mu);
-  std::vector<std::string> out;
-  for (auto &e : a.native) out.push_back(e.name);
-  return out;
+  return std::vector<std::string>(a.names.begin(), a.names.end());
 }
 
 std::map<std::string, int64_t> executed_ops() {
