@@ -281,6 +281,7 @@ Tensor restride_dim(const Tensor &t, int64_t dim, c10::IntArrayRef shape) {
 }
 
 void check_index_dtype(const Tensor &index, const char *name) {
+  if (index.numel() == 0) return;  // PyTorch accepts an empty index of any dtype
   TORCH_CHECK(index.scalar_type() == at::kLong || index.scalar_type() == at::kInt, name,
               "(): Expected dtype int32/int64 for index");
 }
@@ -289,6 +290,7 @@ Tensor gather_fn(const Tensor &self, int64_t dim, const Tensor &index, bool /*sp
   c10::DeviceGuard guard(self.device());
   check_index_dtype(index, "gather");
   dim = at::maybe_wrap_dim(dim, self.dim());
+  if (index.numel() == 0) return at::empty(index.sizes(), self.options());  // PyTorch skips the shape checks
   TORCH_CHECK(std::max<int64_t>(index.dim(), 1) == std::max<int64_t>(self.dim(), 1),
               "Index tensor must have the same number of dimensions as input tensor");
   for (int64_t d = 0; d < index.dim(); ++d) {

@@ -71,7 +71,6 @@ KNOWN_GAPS: dict[str, str] = {
     # ---- kernel and glue bugs --------------------------------------------------
     "addr": _SCALAR.format(where="addr has no native kernel; its decomposition scales by beta and alpha "
                                  "through aten::mul.Scalar and rounds the outer product first"),
-    "gather": "bug (native gather): rejects int32 indices ('Expected dtype int64 for index'); the CPU accepts them",
     "native_dropout_backward@int64": (
         "bug (native native_dropout_backward): computes grad * mask * scale in float and cannot cast "
         "to an integer grad; the CPU accepts integer grads"),
