@@ -170,9 +170,24 @@ Tensor multinomial_fn(const Tensor &self, int64_t n, bool replacement, std::opti
   return self.dim() == 1 ? out.squeeze(0) : out;
 }
 
+// randperm: sort random 62-bit keys (ties have probability ~n^2/2^63) and
+// keep the permutation, all on the device.
+Tensor &randperm_out(int64_t n, std::optional<at::Generator> gen, Tensor &out) {
+  TORCH_CHECK(n >= 0, "n must be non-negative, got", n);
+  c10::DeviceGuard guard(out.device());
+  out.resize_({n});
+  if (n == 0) return out;
+  Tensor keys = at::empty({n}, out.options().dtype(at::kLong));
+  random_from(keys, 0, int64_t(1) << 62, gen);
+  Tensor perm = std::get<1>(keys.sort(/*stable=*/true, 0, false));
+  out.copy_(perm);
+  return out;
+}
+
 }  // namespace
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+  NEURON_IMPL(m, "randperm.generator_out", randperm_out);
   NEURON_IMPL(m, "normal.Tensor_Tensor", normal_tt);
   NEURON_IMPL(m, "normal.Tensor_float", normal_tf);
   NEURON_IMPL(m, "normal.float_Tensor", normal_ft);

@@ -110,3 +110,13 @@ def test_autocast_training_step():
     loss.backward()
     opt.step()
     assert all(p.grad.dtype == torch.float32 for p in model.parameters())
+
+
+def test_randperm_native_and_reproducible():
+    torch.manual_seed(0)
+    p = torch.randperm(1000, device="neuron")
+    assert p.dtype == torch.int64 and sorted(p.cpu().tolist()) == list(range(1000))
+    torch.manual_seed(0)
+    assert torch.equal(torch.randperm(1000, device="neuron").cpu(), p.cpu())
+    assert sorted(torch.randperm(7, device="neuron", dtype=torch.float32).cpu().tolist()) == list(range(7))
+    assert_no_fallbacks()
