@@ -42,6 +42,13 @@ void warn_float64_once() {
       "results keep dtype float64. Use float32 to silence this warning.");
 }
 
+void set_operand(nrt_operand &o, const at::Tensor &t, std::initializer_list<int64_t> dims) {
+  o.data = const_cast<void *>(t.const_data_ptr());
+  o.dtype = to_nrt_dtype(t.scalar_type());
+  int j = 0;
+  for (int64_t dim : dims) o.strides[j++] = dim < 0 ? 0 : t.stride(dim) * static_cast<int64_t>(t.element_size());
+}
+
 void launch(c10::DeviceIndex device, const nrt_launch &desc) {
   check(nrt_launch_kernel(current_nrt_stream(device), &desc), nrt_op_name(desc.op));
 }

@@ -9,6 +9,7 @@
 
 namespace at {
 struct TensorIteratorBase;
+class Tensor;
 }
 
 namespace torch_neuronx {
@@ -21,6 +22,10 @@ void launch_iter(at::TensorIteratorBase &iter, nrt_op op, std::initializer_list<
 
 // Enqueues a filled descriptor on the current stream of `device`.
 void launch(c10::DeviceIndex device, const nrt_launch &desc);
+
+// Describes tensor `t` as a launch operand: pointer, dtype, and the byte
+// stride of each listed tensor dim in order (-1 gives stride 0: broadcast).
+void set_operand(nrt_operand &o, const at::Tensor &t, std::initializer_list<int64_t> dims);
 
 // One-time warning when float64 data is computed at float32 precision.
 void warn_float64_once();

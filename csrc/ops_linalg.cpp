@@ -47,11 +47,8 @@ void launch_gemm(const Tensor &c, const Tensor &a, const Tensor &b, const Tensor
   d.compute_dtype = to_nrt_dtype(a.scalar_type());
   bool f64 = false;
   auto put = [&](int i, const Tensor &t) {
-    nrt_operand &o = d.operands[i];
-    o.data = const_cast<void *>(t.const_data_ptr());
-    o.dtype = to_nrt_dtype(t.scalar_type());
-    f64 |= o.dtype == NRT_FLOAT64;
-    for (int j = 0; j < 3; ++j) o.strides[j] = t.stride(j) * static_cast<int64_t>(t.element_size());
+    set_operand(d.operands[i], t, {0, 1, 2});
+    f64 |= d.operands[i].dtype == NRT_FLOAT64;
   };
   put(0, c);
   put(1, a);

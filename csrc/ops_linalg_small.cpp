@@ -15,12 +15,7 @@ namespace {
 
 using at::Tensor;
 
-void put3(nrt_launch &d, int i, const Tensor &t3) {
-  nrt_operand &o = d.operands[i];
-  o.data = const_cast<void *>(t3.const_data_ptr());
-  o.dtype = to_nrt_dtype(t3.scalar_type());
-  for (int j = 0; j < 3; ++j) o.strides[j] = t3.stride(j) * static_cast<int64_t>(t3.element_size());
-}
+void put3(nrt_launch &d, int i, const Tensor &t3) { set_operand(d.operands[i], t3, {0, 1, 2}); }
 
 std::tuple<Tensor, Tensor> cholesky_ex_fn(const Tensor &self, bool upper, bool check_errors) {
   TORCH_CHECK(self.dim() >= 2, "linalg.cholesky: The input tensor A must have at least 2 dimensions.");

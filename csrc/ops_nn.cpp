@@ -18,11 +18,7 @@ namespace {
 using at::Tensor;
 
 void put(nrt_launch &d, int i, const Tensor &t, std::initializer_list<int64_t> dims) {
-  nrt_operand &o = d.operands[i];
-  o.data = const_cast<void *>(t.const_data_ptr());
-  o.dtype = to_nrt_dtype(t.scalar_type());
-  int j = 0;
-  for (int64_t dim : dims) o.strides[j++] = dim < 0 ? 0 : t.stride(dim) * static_cast<int64_t>(t.element_size());
+  set_operand(d.operands[i], t, dims);
 }
 
 // Per-sample loss and weight (0 where ignored) for self [N, C], target [N].

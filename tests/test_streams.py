@@ -53,18 +53,16 @@ def test_event_timing():
 
 
 def test_async_runs_ahead_of_python():
+    # Eight 1024^3 matmuls take tens of milliseconds; enqueuing them must
+    # return before they ran, so the stream is still busy right after.
     x = torch.randn(1024, 1024, device="neuron")
     torch.neuron.synchronize()
-    t0 = time.perf_counter()
     for _ in range(8):
         x = x @ x / 1024
-    enqueue = time.perf_counter() - t0
-    t0 = time.perf_counter()
+    assert not torch.neuron.current_stream().query(), "launches ran inline instead of being queued"
     torch.neuron.synchronize()
-    wait = time.perf_counter() - t0
-    assert not torch.neuron.current_stream().query() or wait >= 0  # work was queued, not run inline
+    assert torch.neuron.current_stream().query()
     assert torch.isfinite(x.cpu()).all()
-    assert wait > 0 and enqueue >= 0
 
 
 def test_two_threads_two_streams():
