@@ -18,7 +18,7 @@ ASAN_FLAGS := $(CFLAGS_COMMON) -O1 -g -fsanitize=address,undefined -fno-omit-fra
 RT_SRCS  := $(sort $(wildcard runtime/src/*.c runtime/src/kernels/*.c))
 RT_OBJS  := $(patsubst runtime/src/%.c,build/rt/%.o,$(RT_SRCS))
 RT_AOBJS := $(patsubst runtime/src/%.c,build/rt-asan/%.o,$(RT_SRCS))
-RT_HDRS  := $(wildcard runtime/include/nrt/*.h runtime/src/*.h runtime/src/kernels/*.h)
+RT_HDRS  := $(wildcard runtime/include/nrt/*.h runtime/include/nrt/ops/*.h runtime/src/*.h runtime/src/kernels/*.h)
 CTESTS   := $(patsubst runtime/tests/%.c,%,$(sort $(wildcard runtime/tests/test_*.c)))
 
 .PHONY: all run test ctest asan pytest build lib install bench conformance clean venv

@@ -31,7 +31,7 @@ ext = CppExtension(
     extra_compile_args=["-O2", "-std=c++17", "-fvisibility=hidden", "-Wno-unused-parameter"],
     extra_objects=[os.path.join(ROOT, "build", "libnrt.a")],
     extra_link_args=["-pthread", "-lm"],
-    depends=[os.path.join("build", "libnrt.a")] + sorted(glob.glob(os.path.join("csrc", "*.h")) + glob.glob(os.path.join("runtime", "include", "nrt", "*.h"))),
+    depends=[os.path.join("build", "libnrt.a")] + sorted(glob.glob(os.path.join("csrc", "*.h")) + glob.glob(os.path.join("runtime", "include", "nrt", "*.h")) + glob.glob(os.path.join("runtime", "include", "nrt", "ops", "*.h"))),
 )
 
 setup(ext_modules=[ext], cmdclass={"build_ext": BuildWithRuntime.with_options(use_ninja=True)})

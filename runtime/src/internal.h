@@ -31,6 +31,10 @@ nrt_status nrt_linalg_execute(const nrt_launch *launch);    /* kernels/linalg.c 
 nrt_status nrt_conv_execute(const nrt_launch *launch);      /* kernels/convolution.c */
 nrt_status nrt_pool_execute(const nrt_launch *launch);      /* kernels/pooling.c */
 nrt_status nrt_channel_norm_execute(const nrt_launch *launch); /* kernels/channel_norm.c */
+nrt_status nrt_decomp_execute(const nrt_launch *launch);    /* kernels/decomp.c */
+nrt_status nrt_resample_execute(const nrt_launch *launch);  /* kernels/resample.c */
+nrt_status nrt_select_execute(const nrt_launch *launch);    /* kernels/select.c */
+nrt_status nrt_segment_execute(const nrt_launch *launch);   /* kernels/segment.c */
 
 /* ---- device table (device.c) ------------------------------------------ */
 int nrt_device_valid(int device);  /* 1 if 0 <= device < count (after init) */

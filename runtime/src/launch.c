@@ -7,52 +7,62 @@
 #include <stdio.h>
 
 #include "internal.h"
+#include "nrt/ops/decomp.h"
+#include "nrt/ops/nn.h"
+#include "nrt/ops/resample.h"
+#include "nrt/ops/segment.h"
+#include "nrt/ops/select.h"
+#include "nrt/ops/special.h"
 
-static const char *const op_names[] = {
-#define NRT_X(name, kind, nin) #name,
+/* One table over every op id, base list and families alike (designated
+ * initializers; ids no family uses stay NULL-named, i.e. invalid). */
+typedef struct op_info {
+  const char *name;
+  unsigned char kind;
+  signed char min_inputs, max_inputs;
+} op_info;
+
+#define NRT_FAMILY_ASSERT(family)                                                    \
+  _Static_assert(NRT_OP_##family##_END_ <= ((NRT_OP_FAMILY_##family + 1) << NRT_OP_FAMILY_BITS), \
+                 "op family " #family " has more ops than its id range")
+NRT_FAMILY_ASSERT(SPECIAL);
+NRT_FAMILY_ASSERT(DECOMP);
+NRT_FAMILY_ASSERT(RESAMPLE);
+NRT_FAMILY_ASSERT(SELECT);
+NRT_FAMILY_ASSERT(SEGMENT);
+NRT_FAMILY_ASSERT(NN);
+_Static_assert(NRT_OP_COUNT <= (1 << NRT_OP_FAMILY_BITS), "the base op list outgrew its id range");
+
+static const op_info ops[NRT_OP_ID_LIMIT] = {
+#define NRT_X(name, kind, nin) [NRT_OP_##name] = {#name, NRT_KIND_##kind, nin, nin},
     NRT_OP_LIST(NRT_X)
 #undef NRT_X
-};
-_Static_assert(sizeof(op_names) / sizeof(op_names[0]) == NRT_OP_COUNT,
-               "op_names must list every nrt_op");
-
-static const unsigned char op_kinds[] = {
-#define NRT_X(name, kind, nin) NRT_KIND_##kind,
-    NRT_OP_LIST(NRT_X)
+#define NRT_X(name, kind, lo, hi) [NRT_OP_##name] = {#name, NRT_KIND_##kind, lo, hi},
+    NRT_OPS_SPECIAL(NRT_X)
+    NRT_OPS_DECOMP(NRT_X)
+    NRT_OPS_RESAMPLE(NRT_X)
+    NRT_OPS_SELECT(NRT_X)
+    NRT_OPS_SEGMENT(NRT_X)
+    NRT_OPS_NN(NRT_X)
 #undef NRT_X
 };
-_Static_assert(sizeof(op_kinds) / sizeof(op_kinds[0]) == NRT_OP_COUNT,
-               "op_kinds must list every nrt_op");
 
-static const signed char op_ninputs[] = {
-#define NRT_X(name, kind, nin) nin,
-    NRT_OP_LIST(NRT_X)
-#undef NRT_X
-};
-_Static_assert(sizeof(op_ninputs) / sizeof(op_ninputs[0]) == NRT_OP_COUNT,
-               "op_ninputs must list every nrt_op");
+static bool op_valid(nrt_op op) { return (unsigned)op < NRT_OP_ID_LIMIT && ops[op].name; }
 
 /* The descriptor is copied into the stream's task; it must fit. */
 _Static_assert(sizeof(nrt_launch) <= NRT_TASK_INLINE_MAX, "nrt_launch exceeds a task's payload");
 
 static atomic_bool use_reference_kernels;
 
-const char *nrt_op_name(nrt_op op) {
-  if ((unsigned)op >= NRT_OP_COUNT) return "invalid";
-  return op_names[op];
-}
+const char *nrt_op_name(nrt_op op) { return op_valid(op) ? ops[op].name : "invalid"; }
 
 /* An invalid op reports POINTWISE; callers validate the op first. */
 nrt_kind nrt_op_kind(nrt_op op) {
-  if ((unsigned)op >= NRT_OP_COUNT) return NRT_KIND_POINTWISE;
-  return (nrt_kind)op_kinds[op];
+  return op_valid(op) ? (nrt_kind)ops[op].kind : NRT_KIND_POINTWISE;
 }
 
 /* -1 for an invalid op. GEMM reports 2; it also accepts 3 (with bias). */
-int nrt_op_ninputs(nrt_op op) {
-  if ((unsigned)op >= NRT_OP_COUNT) return -1;
-  return op_ninputs[op];
-}
+int nrt_op_ninputs(nrt_op op) { return op_valid(op) ? ops[op].min_inputs : -1; }
 
 void nrt_kernels_set_reference(bool use_reference) {
   atomic_store_explicit(&use_reference_kernels, use_reference, memory_order_relaxed);
@@ -95,7 +105,8 @@ static bool gemm_operand_empty(const nrt_launch *l, int i) {
  * CHANNEL_NORM weight and bias) and the advanced-indexing ops, which take
  * one index operand per indexed dim (p0 of them). */
 static nrt_status input_range(const char *fn, const nrt_launch *l, int *lo, int *hi) {
-  *lo = *hi = op_ninputs[l->op];
+  *lo = ops[l->op].min_inputs;
+  *hi = ops[l->op].max_inputs;
   switch (l->op) {
   case NRT_OP_GEMM: *hi = 3; break;
   case NRT_OP_NLL_LOSS: *lo = 2; *hi = 3; break;
@@ -112,7 +123,7 @@ static nrt_status input_range(const char *fn, const nrt_launch *l, int *lo, int 
   case NRT_OP_INDEX_PUT: {
     int64_t k = l->params[0];
     if (k < 1 || 2 + k > NRT_MAX_OPERANDS)
-      return invalid(fn, op_names[l->op], "p0 = %lld index operands, expected 1..%d",
+      return invalid(fn, ops[l->op].name, "p0 = %lld index operands, expected 1..%d",
                      (long long)k, NRT_MAX_OPERANDS - 2);
     *lo = *hi = (int)(1 + k);
     break;
@@ -127,8 +138,8 @@ nrt_status nrt_launch_validate(const char *fn, const nrt_launch *l) {
     nrt_set_error_message("%s: launch descriptor is NULL", fn);
     return NRT_ERROR_INVALID_ARGUMENT;
   }
-  if ((unsigned)l->op >= NRT_OP_COUNT) return invalid(fn, "?", "invalid op %d", (int)l->op);
-  const char *op = op_names[l->op];
+  if (!op_valid(l->op)) return invalid(fn, "?", "invalid op %d", (int)l->op);
+  const char *op = ops[l->op].name;
   if (l->ndim < 0 || l->ndim > NRT_MAX_DIMS)
     return invalid(fn, op, "ndim %d outside 0..%d", l->ndim, NRT_MAX_DIMS);
   bool empty = false;
@@ -137,12 +148,12 @@ nrt_status nrt_launch_validate(const char *fn, const nrt_launch *l) {
       return invalid(fn, op, "negative size %lld in dim %d", (long long)l->sizes[d], d);
     if (l->sizes[d] == 0) empty = true;
   }
-  bool gemm = op_kinds[l->op] == NRT_KIND_GEMM;
+  bool gemm = ops[l->op].kind == NRT_KIND_GEMM;
   if (gemm && l->ndim != 4)
     return invalid(fn, op, "GEMM sizes are {batch, M, N, K}, got ndim %d", l->ndim);
   if (l->noutputs < 1 || l->noutputs > NRT_MAX_OPERANDS)
     return invalid(fn, op, "noutputs %d outside 1..%d", l->noutputs, NRT_MAX_OPERANDS);
-  int want = op_ninputs[l->op];
+  int want = ops[l->op].min_inputs;
   int lo, hi;
   nrt_status st = input_range(fn, l, &lo, &hi);
   if (st != NRT_SUCCESS) return st;
@@ -179,12 +190,12 @@ nrt_status nrt_launch_kernel(nrt_stream *stream, const nrt_launch *launch) {
   nrt_status st = nrt_launch_validate("nrt_launch_kernel", launch);
   if (st != NRT_SUCCESS) return st;
   if (!stream) {
-    nrt_set_error_message("nrt_launch_kernel: %s: stream is NULL", op_names[launch->op]);
+    nrt_set_error_message("nrt_launch_kernel: %s: stream is NULL", ops[launch->op].name);
     return NRT_ERROR_INVALID_ARGUMENT;
   }
   /* The descriptor is copied into the task, so the caller's copy may die
    * right after this call. */
-  return nrt_stream_enqueue_ex(stream, op_names[launch->op], run_launch, (void *)launch,
+  return nrt_stream_enqueue_ex(stream, ops[launch->op].name, run_launch, (void *)launch,
                                sizeof *launch, NULL, 0, NULL);
 }
 

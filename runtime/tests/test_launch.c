@@ -23,6 +23,11 @@ static void test_op_tables(void) {
   CHECK(nrt_op_ninputs(NRT_OP_WHERE) == 3);
   CHECK(nrt_op_ninputs(NRT_OP_GEMM) == 2);
   CHECK(nrt_op_ninputs(NRT_OP_COUNT) == -1);
+  /* Ids between families, or past a family's last op, are invalid. */
+  CHECK(strcmp(nrt_op_name((nrt_op)NRT_OP_COUNT), "invalid") == 0);
+  CHECK(strcmp(nrt_op_name((nrt_op)(NRT_OP_FAMILY_SEGMENT << NRT_OP_FAMILY_BITS | 0xff)), "invalid") == 0);
+  CHECK(strcmp(nrt_op_name((nrt_op)NRT_OP_ID_LIMIT), "invalid") == 0);
+  CHECK(nrt_op_ninputs((nrt_op)NRT_OP_ID_LIMIT) == -1);
   for (int op = 0; op < NRT_OP_COUNT; op++) {
     CHECK(strcmp(nrt_op_name((nrt_op)op), "invalid") != 0);
     CHECK(nrt_op_ninputs((nrt_op)op) >= 0 && nrt_op_ninputs((nrt_op)op) <= 4);  /* LAYER_NORM_BACKWARD takes 4 (5 with weight) */

@@ -50,8 +50,40 @@ typedef enum nrt_kind {
   NRT_KIND_CONV,  /* convolution (kernels/convolution.c); layout per op below */
   NRT_KIND_POOL,  /* spatial pooling (kernels/pooling.c) */
   NRT_KIND_CHANNEL_NORM, /* batch / group norm over (N, C, S) (kernels/channel_norm.c) */
-  NRT_KIND_LINALG /* small dense factorisations and solves (kernels/linalg.c) */
+  NRT_KIND_LINALG, /* small dense factorisations and solves (kernels/linalg.c) */
+  NRT_KIND_DECOMP,  /* LU, QR, SVD, eigh and what is built on them (kernels/decomp*.c) */
+  NRT_KIND_RESAMPLE, /* interpolation, grid sampling, im2col, unpooling (kernels/resample.c) */
+  NRT_KIND_SELECT,  /* order statistics, scans, bucketing, uniqueness (kernels/select.c) */
+  NRT_KIND_SEGMENT  /* keyed and segmented reductions, distances (kernels/segment.c) */
 } nrt_kind;
+
+/* Op families. The base list below (NRT_OP_LIST) owns ids 0..NRT_OP_COUNT-1.
+ * Every later family lives in its own header, runtime/include/nrt/ops/<family>.h,
+ * and numbers its ops from its own base (family << NRT_OP_FAMILY_BITS): adding
+ * an op to one family renumbers nothing else, and only the glue files that
+ * include that family's header recompile. A family's entries are
+ * X(name, kind, min_inputs, max_inputs); use an op as NRT_OP(name), which has
+ * type nrt_op in C and C++. nrt/nrt.h does not include the family headers. */
+#define NRT_OP_FAMILY_BITS 8
+enum {
+  NRT_OP_FAMILY_BASE = 0,     /* this header */
+  NRT_OP_FAMILY_SPECIAL = 1,  /* nrt/ops/special.h: special functions (pointwise) */
+  NRT_OP_FAMILY_DECOMP = 2,   /* nrt/ops/decomp.h */
+  NRT_OP_FAMILY_RESAMPLE = 3, /* nrt/ops/resample.h */
+  NRT_OP_FAMILY_SELECT = 4,   /* nrt/ops/select.h */
+  NRT_OP_FAMILY_SEGMENT = 5,  /* nrt/ops/segment.h */
+  NRT_OP_FAMILY_NN = 6,       /* nrt/ops/nn.h: more activations, elementwise losses (pointwise) */
+  NRT_OP_FAMILY_COUNT = 7
+};
+#define NRT_OP_ID_LIMIT (NRT_OP_FAMILY_COUNT << NRT_OP_FAMILY_BITS)
+#define NRT_OP(name) ((nrt_op)NRT_OP_##name)
+/* Opens a family's enum: its first op gets id family << NRT_OP_FAMILY_BITS. */
+#define NRT_OP_FAMILY_ENUM(family, list)                                     \
+  enum {                                                                     \
+    NRT_OP_##family##_BEFORE_ = (NRT_OP_FAMILY_##family << NRT_OP_FAMILY_BITS) - 1, \
+    list(NRT_OP_FAMILY_ENUM_X_) NRT_OP_##family##_END_                        \
+  }
+#define NRT_OP_FAMILY_ENUM_X_(name, kind, lo, hi) NRT_OP_##name,
 
 /* X(name, kind, inputs). Scalars (s0..s3) and params (p0..p3) in comments. */
 #define NRT_OP_LIST(X)                                                        \
@@ -316,7 +348,8 @@ typedef enum nrt_op {
 #define NRT_X(name, kind, nin) NRT_OP_##name,
   NRT_OP_LIST(NRT_X)
 #undef NRT_X
-  NRT_OP_COUNT
+  NRT_OP_COUNT,                       /* ops in the base list */
+  NRT_OP_ID_MAX_ = NRT_OP_ID_LIMIT - 1 /* family ids are nrt_op values too */
 } nrt_op;
 
 typedef struct nrt_operand {
@@ -346,7 +379,7 @@ typedef struct nrt_launch {
 
 const char *nrt_op_name(nrt_op op);   /* "ADD", ... or "invalid" */
 nrt_kind nrt_op_kind(nrt_op op);
-int nrt_op_ninputs(nrt_op op);
+int nrt_op_ninputs(nrt_op op);        /* the minimum, -1 for an invalid op */
 
 /* Checks the descriptor and enqueues a copy of it on `stream`. Validation
  * errors return at once; execution errors are sticky on the stream. */

@@ -14,6 +14,10 @@ nrt_status nrt_kernel_execute(const nrt_launch *launch) {
   case NRT_KIND_CONV: return nrt_conv_execute(launch);
   case NRT_KIND_POOL: return nrt_pool_execute(launch);
   case NRT_KIND_CHANNEL_NORM: return nrt_channel_norm_execute(launch);
+  case NRT_KIND_DECOMP: return nrt_decomp_execute(launch);
+  case NRT_KIND_RESAMPLE: return nrt_resample_execute(launch);
+  case NRT_KIND_SELECT: return nrt_select_execute(launch);
+  case NRT_KIND_SEGMENT: return nrt_segment_execute(launch);
   }
   nrt_set_error_message("kernel: unknown op %d", (int)launch->op);
   return NRT_ERROR_UNSUPPORTED;

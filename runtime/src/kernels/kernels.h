@@ -165,6 +165,8 @@ const nrt_pw_kernel *nrt_pw_unary_kernel(nrt_op op);
 const nrt_pw_kernel *nrt_pw_binary_kernel(nrt_op op);
 const nrt_pw_kernel *nrt_pw_activation_kernel(nrt_op op);
 const nrt_pw_kernel *nrt_pw_random_kernel(nrt_op op);
+const nrt_pw_kernel *nrt_pw_special_kernel(nrt_op op); /* special.c, family SPECIAL */
+const nrt_pw_kernel *nrt_pw_nn_kernel(nrt_op op);      /* nn_pointwise.c, family NN */
 
 /* Philox4x32-10 (random.c), exposed for tests: one block with a full
  * 128-bit counter, and the kernels' form (64-bit counter, high words 0,

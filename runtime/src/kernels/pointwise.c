@@ -44,6 +44,8 @@ static const nrt_pw_kernel *lookup(nrt_op op) {
   if (!k) k = nrt_pw_binary_kernel(op);
   if (!k) k = nrt_pw_activation_kernel(op);
   if (!k) k = nrt_pw_random_kernel(op);
+  if (!k) k = nrt_pw_special_kernel(op);
+  if (!k) k = nrt_pw_nn_kernel(op);
   return k;
 }
 
