@@ -1,0 +1,270 @@
+// Native special functions (family SPECIAL: gamma family, Bessel, error
+// functions, orthogonal polynomials, and extra elementwise math). Each op
+// builds the TensorIterator its ATen structured meta builds (so
+// broadcasting, promotion, out= and in-place rules are PyTorch's) and
+// launches one pointwise kernel from kernels/special.c.
+#include <cmath>
+
+#include <ATen/TensorIterator.h>
+#include <ATen/native/Resize.h>
+#include <ATen/ops/empty.h>
+#include <ATen/ops/empty_like.h>
+
+#include "iter_launch.h"
+#include "nrt/ops/special.h"
+#include "registry.h"
+
+namespace torch_neuronx {
+namespace {
+
+using at::Tensor;
+using at::TensorIterator;
+
+nrt_scalar fscalar(double d) {
+  nrt_scalar v;
+  v.f = d;
+  return v;
+}
+
+// ---- unary float ops: integer inputs promote to the default float type ----
+Tensor unary_float(Tensor out, const Tensor &a, nrt_op op, std::initializer_list<int64_t> p = {}) {
+  auto iter = TensorIterator::unary_float_op(out, a);
+  launch_iter(iter, op, {}, p);
+  return iter.output();
+}
+
+// name, ATen functional name, in-place name (nullptr: none), out name, op.
+#define NEURON_SPECIAL_UNARY_TABLE(X)                                                                     \
+  X(digamma, "digamma", "digamma_", "digamma.out", DIGAMMA)                                               \
+  X(lgamma, "lgamma", "lgamma_", "lgamma.out", LGAMMA)                                                    \
+  X(i0, "i0", "i0_", "i0.out", I0)                                                                        \
+  X(sinc, "sinc", "sinc_", "sinc.out", SINC)                                                              \
+  X(i0e, "special_i0e", nullptr, "special_i0e.out", I0E)                                                  \
+  X(i1, "special_i1", nullptr, "special_i1.out", I1)                                                      \
+  X(i1e, "special_i1e", nullptr, "special_i1e.out", I1E)                                                  \
+  X(mod_i0, "special_modified_bessel_i0", nullptr, "special_modified_bessel_i0.out", I0)                  \
+  X(mod_i1, "special_modified_bessel_i1", nullptr, "special_modified_bessel_i1.out", I1)                  \
+  X(mod_k0, "special_modified_bessel_k0", nullptr, "special_modified_bessel_k0.out", K0)                  \
+  X(mod_k1, "special_modified_bessel_k1", nullptr, "special_modified_bessel_k1.out", K1)                  \
+  X(scaled_k0, "special_scaled_modified_bessel_k0", nullptr, "special_scaled_modified_bessel_k0.out", K0E) \
+  X(scaled_k1, "special_scaled_modified_bessel_k1", nullptr, "special_scaled_modified_bessel_k1.out", K1E) \
+  X(bessel_j0, "special_bessel_j0", nullptr, "special_bessel_j0.out", BESSEL_J0)                          \
+  X(bessel_j1, "special_bessel_j1", nullptr, "special_bessel_j1.out", BESSEL_J1)                          \
+  X(bessel_y0, "special_bessel_y0", nullptr, "special_bessel_y0.out", BESSEL_Y0)                          \
+  X(bessel_y1, "special_bessel_y1", nullptr, "special_bessel_y1.out", BESSEL_Y1)                          \
+  X(spherical_j0, "special_spherical_bessel_j0", nullptr, "special_spherical_bessel_j0.out", SPHERICAL_BESSEL_J0) \
+  X(airy_ai, "special_airy_ai", nullptr, "special_airy_ai.out", AIRY_AI)                                  \
+  X(erfcx, "special_erfcx", nullptr, "special_erfcx.out", ERFCX)                                          \
+  X(log_ndtr, "special_log_ndtr", nullptr, "special_log_ndtr.out", LOG_NDTR)                              \
+  X(ndtri, "special_ndtri", nullptr, "special_ndtri.out", NDTRI)                                          \
+  X(entr, "special_entr", nullptr, "special_entr.out", ENTR)
+
+#define DEFINE_UNARY(name, fname, iname, oname, OP)                                 \
+  Tensor name##_fn(const Tensor &a) { return unary_float(Tensor(), a, NRT_OP(OP)); } \
+  Tensor &name##_ip(Tensor &a) {                                                    \
+    unary_float(a, a, NRT_OP(OP));                                                  \
+    return a;                                                                       \
+  }                                                                                 \
+  Tensor &name##_out(const Tensor &a, Tensor &out) {                                \
+    unary_float(out, a, NRT_OP(OP));                                                \
+    return out;                                                                     \
+  }
+NEURON_SPECIAL_UNARY_TABLE(DEFINE_UNARY)
+#undef DEFINE_UNARY
+
+// polygamma(n, x): the order is an integer parameter of the kernel.
+void check_polygamma_order(int64_t n) {
+  TORCH_CHECK(n >= 0, "polygamma(n, x) does not support negative n.");
+}
+Tensor polygamma_fn(int64_t n, const Tensor &a) {
+  check_polygamma_order(n);
+  return unary_float(Tensor(), a, NRT_OP(POLYGAMMA), {n});
+}
+Tensor &polygamma_ip(Tensor &a, int64_t n) {
+  check_polygamma_order(n);
+  unary_float(a, a, NRT_OP(POLYGAMMA), {n});
+  return a;
+}
+Tensor &polygamma_out(int64_t n, const Tensor &a, Tensor &out) {
+  check_polygamma_order(n);
+  unary_float(out, a, NRT_OP(POLYGAMMA), {n});
+  return out;
+}
+
+// round(decimals=d). decimals == 0 is plain round (ATen takes round_stub
+// then, which keeps integers); otherwise the kernel scales by 10^|d| in
+// float32 as ATen's does. Integers are refused as on the CPU.
+Tensor &round_decimals_into(Tensor &out, const Tensor &a, int64_t decimals) {
+  auto iter = TensorIterator::unary_op(out, a);
+  TORCH_CHECK_NOT_IMPLEMENTED(at::isFloatingType(iter.common_dtype()), "\"round_cpu\" not implemented for '",
+                              iter.common_dtype(), "'");
+  if (decimals == 0) {
+    launch_iter(iter, NRT_OP_ROUND);
+  } else {
+    double ten = std::pow(10.0, static_cast<double>(decimals < 0 ? -decimals : decimals));
+    launch_iter(iter, NRT_OP(ROUND_DECIMALS), {fscalar(ten)}, {decimals < 0});
+  }
+  out = iter.output();
+  return out;
+}
+Tensor round_decimals_fn(const Tensor &a, int64_t decimals) {
+  Tensor out;
+  return round_decimals_into(out, a, decimals);
+}
+Tensor &round_decimals_ip(Tensor &a, int64_t decimals) {
+  Tensor out = a;
+  round_decimals_into(out, a, decimals);
+  return a;
+}
+Tensor &round_decimals_out(const Tensor &a, int64_t decimals, Tensor &out) {
+  Tensor o = out;
+  round_decimals_into(o, a, decimals);
+  return out;
+}
+
+// frexp: two outputs. The two-output iterator ATen builds checks and
+// resizes both; each output is then written by its own launch.
+std::tuple<Tensor &, Tensor &> frexp_out(const Tensor &a, Tensor &mantissa, Tensor &exponent) {
+  TORCH_CHECK(at::isFloatingType(a.scalar_type()), "torch.frexp() only supports floating-point dtypes");
+  TORCH_CHECK(mantissa.dtype() == a.dtype(), "torch.frexp() expects mantissa to have dtype ", a.dtype(),
+              " but got ", mantissa.dtype());
+  TORCH_CHECK(exponent.dtype() == at::kInt, "torch.frexp() expects exponent to have int dtype but got ",
+              exponent.dtype());
+  auto both = at::TensorIteratorConfig()
+                  .add_output(mantissa)
+                  .add_output(exponent)
+                  .add_const_input(a)
+                  .check_all_same_dtype(false)
+                  .set_check_mem_overlap(true)
+                  .build();
+  for (auto [t, op] : {std::pair<Tensor *, nrt_op>{&mantissa, NRT_OP(FREXP_MANTISSA)},
+                       std::pair<Tensor *, nrt_op>{&exponent, NRT_OP(FREXP_EXPONENT)}}) {
+    auto iter = at::TensorIteratorConfig()
+                    .add_output(*t)
+                    .add_const_input(a)
+                    .check_all_same_dtype(false)
+                    .promote_inputs_to_common_dtype(true)
+                    .build();
+    launch_iter(iter, op);
+  }
+  return std::forward_as_tuple(mantissa, exponent);
+}
+std::tuple<Tensor, Tensor> frexp_fn(const Tensor &a) {
+  Tensor mantissa = at::empty_like(a);
+  Tensor exponent = at::empty_like(a, a.options().dtype(at::kInt));
+  frexp_out(a, mantissa, exponent);
+  return std::make_tuple(mantissa, exponent);
+}
+
+// ---- binary ops -----------------------------------------------------------------
+enum class BKind { Float, Plain };
+
+Tensor binary(Tensor out, const Tensor &a, const Tensor &b, nrt_op op, BKind k) {
+  auto iter = k == BKind::Float ? TensorIterator::binary_float_op(out, a, b) : TensorIterator::binary_op(out, a, b);
+  launch_iter(iter, op);
+  return iter.output();
+}
+
+// Float ops whose integer inputs promote: name, functional, in-place, out, op.
+#define NEURON_SPECIAL_BINARY_TABLE(X)                                                                        \
+  X(igamma, "igamma", "igamma_", "igamma.out", IGAMMA)                                                        \
+  X(igammac, "igammac", "igammac_", "igammac.out", IGAMMAC)                                                   \
+  X(xlog1py, "special_xlog1py", nullptr, "special_xlog1py.out", XLOG1PY)                                      \
+  X(zeta, "special_zeta", nullptr, "special_zeta.out", ZETA)                                                  \
+  X(cheb_t, "special_chebyshev_polynomial_t", nullptr, "special_chebyshev_polynomial_t.out", CHEBYSHEV_T)     \
+  X(cheb_u, "special_chebyshev_polynomial_u", nullptr, "special_chebyshev_polynomial_u.out", CHEBYSHEV_U)     \
+  X(cheb_v, "special_chebyshev_polynomial_v", nullptr, "special_chebyshev_polynomial_v.out", CHEBYSHEV_V)     \
+  X(cheb_w, "special_chebyshev_polynomial_w", nullptr, "special_chebyshev_polynomial_w.out", CHEBYSHEV_W)     \
+  X(scheb_t, "special_shifted_chebyshev_polynomial_t", nullptr, "special_shifted_chebyshev_polynomial_t.out", \
+    SHIFTED_CHEBYSHEV_T)                                                                                      \
+  X(scheb_u, "special_shifted_chebyshev_polynomial_u", nullptr, "special_shifted_chebyshev_polynomial_u.out", \
+    SHIFTED_CHEBYSHEV_U)                                                                                      \
+  X(scheb_v, "special_shifted_chebyshev_polynomial_v", nullptr, "special_shifted_chebyshev_polynomial_v.out", \
+    SHIFTED_CHEBYSHEV_V)                                                                                      \
+  X(scheb_w, "special_shifted_chebyshev_polynomial_w", nullptr, "special_shifted_chebyshev_polynomial_w.out", \
+    SHIFTED_CHEBYSHEV_W)                                                                                      \
+  X(hermite_h, "special_hermite_polynomial_h", nullptr, "special_hermite_polynomial_h.out", HERMITE_H)        \
+  X(hermite_he, "special_hermite_polynomial_he", nullptr, "special_hermite_polynomial_he.out", HERMITE_HE)    \
+  X(laguerre_l, "special_laguerre_polynomial_l", nullptr, "special_laguerre_polynomial_l.out", LAGUERRE_L)    \
+  X(legendre_p, "special_legendre_polynomial_p", nullptr, "special_legendre_polynomial_p.out", LEGENDRE_P)
+
+#define DEFINE_BINARY(name, fname, iname, oname, OP)                                                   \
+  Tensor name##_fn(const Tensor &a, const Tensor &b) { return binary(Tensor(), a, b, NRT_OP(OP), BKind::Float); } \
+  Tensor &name##_ip(Tensor &a, const Tensor &b) {                                                      \
+    binary(a, a, b, NRT_OP(OP), BKind::Float);                                                         \
+    return a;                                                                                          \
+  }                                                                                                    \
+  Tensor &name##_out(const Tensor &a, const Tensor &b, Tensor &out) {                                  \
+    binary(out, a, b, NRT_OP(OP), BKind::Float);                                                       \
+    return out;                                                                                        \
+  }
+NEURON_SPECIAL_BINARY_TABLE(DEFINE_BINARY)
+#undef DEFINE_BINARY
+
+// logaddexp2 and nextafter: binary_op typing, floating dtypes only (the
+// CPU kernels are not built for integers).
+Tensor float_only_binary(Tensor out, const Tensor &a, const Tensor &b, nrt_op op, const char *cpu_name) {
+  auto iter = TensorIterator::binary_op(out, a, b);
+  TORCH_CHECK_NOT_IMPLEMENTED(at::isFloatingType(iter.common_dtype()), "\"", cpu_name, "\" not implemented for '",
+                              iter.common_dtype(), "'");
+  launch_iter(iter, op);
+  return iter.output();
+}
+#define DEFINE_FLOAT_ONLY(name, OP, cpu_name)                                                                  \
+  Tensor name##_fn(const Tensor &a, const Tensor &b) { return float_only_binary(Tensor(), a, b, NRT_OP(OP), cpu_name); } \
+  Tensor &name##_ip(Tensor &a, const Tensor &b) {                                                              \
+    float_only_binary(a, a, b, NRT_OP(OP), cpu_name);                                                          \
+    return a;                                                                                                  \
+  }                                                                                                            \
+  Tensor &name##_out(const Tensor &a, const Tensor &b, Tensor &out) {                                          \
+    float_only_binary(out, a, b, NRT_OP(OP), cpu_name);                                                        \
+    return out;                                                                                                \
+  }
+DEFINE_FLOAT_ONLY(logaddexp2, LOGADDEXP2, "logaddexp2_cpu")
+DEFINE_FLOAT_ONLY(nextafter, NEXTAFTER, "nextafter_cpu")
+#undef DEFINE_FLOAT_ONLY
+
+// heaviside: inputs (and out=) must share one dtype; any real dtype.
+void check_heaviside(const Tensor &a, const Tensor &v, const Tensor *out) {
+  TORCH_CHECK(!a.is_complex() && !v.is_complex() && (out == nullptr || !out->is_complex()),
+              "heaviside is not yet implemented for complex tensors.");
+  TORCH_CHECK(a.dtype() == v.dtype() && (out == nullptr || out->dtype() == a.dtype()),
+              "heaviside is not yet implemented for tensors with different dtypes.");
+}
+Tensor heaviside_fn(const Tensor &a, const Tensor &v) {
+  check_heaviside(a, v, nullptr);
+  return binary(Tensor(), a, v, NRT_OP(HEAVISIDE), BKind::Plain);
+}
+Tensor &heaviside_ip(Tensor &a, const Tensor &v) {
+  check_heaviside(a, v, &a);
+  binary(a, a, v, NRT_OP(HEAVISIDE), BKind::Plain);
+  return a;
+}
+Tensor &heaviside_out(const Tensor &a, const Tensor &v, Tensor &out) {
+  check_heaviside(a, v, &out);
+  binary(out, a, v, NRT_OP(HEAVISIDE), BKind::Plain);
+  return out;
+}
+
+}  // namespace
+
+TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+#define REG3(name, fname, iname, oname)                    \
+  NEURON_IMPL(m, fname, name##_fn);                         \
+  if (iname != nullptr) NEURON_IMPL(m, iname, name##_ip);   \
+  NEURON_IMPL(m, oname, name##_out);
+#define REG_TABLE(name, fname, iname, oname, OP) REG3(name, fname, iname, oname)
+  NEURON_SPECIAL_UNARY_TABLE(REG_TABLE)
+  NEURON_SPECIAL_BINARY_TABLE(REG_TABLE)
+#undef REG_TABLE
+  REG3(logaddexp2, "logaddexp2", nullptr, "logaddexp2.out")
+  REG3(nextafter, "nextafter", "nextafter_", "nextafter.out")
+  REG3(heaviside, "heaviside", "heaviside_", "heaviside.out")
+  REG3(polygamma, "polygamma", "polygamma_", "polygamma.out")
+  REG3(round_decimals, "round.decimals", "round_.decimals", "round.decimals_out")
+#undef REG3
+  NEURON_IMPL(m, "frexp.Tensor", frexp_fn);
+  NEURON_IMPL(m, "frexp.Tensor_out", frexp_out);
+}
+
+}  // namespace torch_neuronx
