@@ -1,0 +1,126 @@
+"""The NN op family (csrc/ops_activation.cpp, runtime kernels/nn_pointwise.c):
+threshold, shrink, logit, nan_to_num, signbit, angle, PReLU, RReLU, GLU and the
+Huber, smooth-L1 and BCE losses, forward and backward against PyTorch on the
+CPU with zero CPU fallbacks.
+
+Tolerances: float32 rtol/atol 1e-5 (one rounding of the same formula, or a
+mean in another summation order); bfloat16 2e-2 (both sides compute in float32
+and round the result).
+"""
+import pytest
+import torch
+import torch.nn.functional as F
+
+from conftest import assert_no_fallbacks
+
+TOL = {torch.float32: 1e-5, torch.bfloat16: 2e-2}
+
+
+def check(fn, *tensors, dtype=torch.float32, grad=True):
+    cpu = [t.detach().clone().to(dtype).requires_grad_(grad and t.is_floating_point()) for t in tensors]
+    dev = [t.to(dtype).to("neuron").requires_grad_(grad and t.is_floating_point()) for t in tensors]
+    oc, od = fn(*cpu), fn(*dev)
+    tol = TOL.get(dtype, 0)
+    torch.testing.assert_close(od.cpu(), oc, rtol=tol, atol=tol, equal_nan=True)
+    if grad and oc.requires_grad:
+        w = torch.randn(oc.shape, generator=torch.Generator().manual_seed(3)).to(oc.dtype)
+        gc = torch.autograd.grad((oc * w).sum(), [t for t in cpu if t.requires_grad])
+        gd = torch.autograd.grad((od * w.to("neuron")).sum(), [t for t in dev if t.requires_grad])
+        for a, b in zip(gd, gc):
+            torch.testing.assert_close(a.cpu(), b, rtol=tol, atol=tol, equal_nan=True)
+    assert_no_fallbacks()
+
+
+def rnd(*shape, seed=0):
+    return torch.randn(*shape, generator=torch.Generator().manual_seed(seed))
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_activations(dtype):
+    x = rnd(4, 7) * 2
+    check(lambda t: F.threshold(t, 0.3, -2.0), x, dtype=dtype)
+    check(lambda t: F.hardshrink(t, 0.7), x, dtype=dtype)
+    check(lambda t: F.softshrink(t, 0.7), x, dtype=dtype)
+    check(lambda t: torch.logit(t.sigmoid()), x, dtype=dtype)
+    check(lambda t: torch.logit(t.sigmoid(), eps=0.2), x, dtype=dtype)
+    check(lambda t: F.glu(t, dim=0), x, dtype=dtype)
+    w = torch.tensor([0.25, -0.5, 1.5])
+    check(lambda t, ww: F.prelu(t, ww), rnd(2, 3, 5), w, dtype=dtype)
+
+
+def test_threshold_integers_and_inplace():
+    x = torch.arange(-5, 6)
+    check(lambda t: F.threshold(t, 1, 7), x, dtype=torch.int64, grad=False)
+    a, b = rnd(10), rnd(10).to("neuron")
+    F.threshold_(a, 0.0, 5.0)
+    F.threshold_(b, 0.0, 5.0)
+    torch.testing.assert_close(b.cpu(), torch.where(rnd(10) > 0, rnd(10), 5.0))
+    torch.testing.assert_close(b.cpu(), a)
+
+
+def test_logit_outside_unit_interval():
+    x = torch.tensor([-0.5, 0.0, 0.25, 1.0, 1.5, float("nan")])
+    check(torch.logit, x)
+    check(lambda t: torch.logit(t, eps=1e-3), x)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float16, torch.int64])
+def test_nan_to_num_signbit_angle(dtype):
+    x = torch.tensor([float("nan"), float("inf"), -float("inf"), -0.0, 0.0, -2.5, 3.0])
+    if not dtype.is_floating_point:
+        x = torch.tensor([-3, 0, 4])
+    grad = dtype.is_floating_point
+    check(torch.nan_to_num, x, dtype=dtype, grad=grad)
+    check(lambda t: torch.nan_to_num(t, nan=1.0, posinf=2.0, neginf=-2.0), x, dtype=dtype, grad=grad)
+    check(torch.signbit, x, dtype=dtype, grad=False)
+    check(torch.angle, x, dtype=dtype, grad=grad)
+
+
+@pytest.mark.parametrize("reduction", ["none", "mean", "sum"])
+def test_losses(reduction):
+    x, t = rnd(3, 8), rnd(3, 8, seed=1)
+    check(lambda a, b: F.huber_loss(a, b, reduction=reduction, delta=0.6), x, t)
+    check(lambda a, b: F.smooth_l1_loss(a, b, reduction=reduction, beta=0.6), x, t)
+    check(lambda a, b: F.smooth_l1_loss(a, b, reduction=reduction, beta=0.0), x, t)
+    p, y = torch.rand(3, 8) * 0.98 + 0.01, torch.rand(3, 8, generator=torch.Generator().manual_seed(2))
+    wt = torch.rand(8)
+    check(lambda a, b: F.binary_cross_entropy(a, b, reduction=reduction), p, y)
+    check(lambda a, b: F.binary_cross_entropy(a, b, weight=wt.to(a.device), reduction=reduction), p, y)
+
+
+def test_bce_at_the_edges_and_bad_input():
+    # Inputs 0 and 1 give finite losses (log clamped at -100) and gradients
+    # (denominator clamped at 1e-12), as on the CPU.
+    p = torch.tensor([0.0, 1.0, 0.5, 1.0])
+    y = torch.tensor([1.0, 0.0, 0.5, 1.0])
+    check(lambda a, b: F.binary_cross_entropy(a, b, reduction="sum"), p, y)
+    with pytest.raises(RuntimeError, match="between 0 and 1"):
+        F.binary_cross_entropy(torch.tensor([1.5]).to("neuron"), torch.tensor([1.0]).to("neuron"))
+
+
+def test_rrelu():
+    x = rnd(64, 64)
+    check(lambda t: F.rrelu(t, 0.1, 0.3, training=False), x)
+    xd = x.to("neuron").requires_grad_(True)
+    out = F.rrelu(xd, 0.1, 0.3, training=True)
+    (out.sum()).backward()
+    out, g = out.detach().cpu(), xd.grad.cpu()
+    pos = x > 0
+    torch.testing.assert_close(out[pos], x[pos])
+    slope = out[~pos] / x[~pos]
+    assert slope.min() >= 0.1 - 1e-6 and slope.max() <= 0.3 + 1e-6
+    assert slope.std() > 0.03  # really random, not one slope
+    torch.testing.assert_close(g[~pos], slope)  # the gradient is the slope drawn
+    torch.testing.assert_close(g[pos], torch.ones(int(pos.sum())))
+    # The same seed draws the same slopes.
+    torch.manual_seed(5)
+    a = F.rrelu(x.to("neuron"), training=True).cpu()
+    torch.manual_seed(5)
+    b = F.rrelu(x.to("neuron"), training=True).cpu()
+    torch.testing.assert_close(a, b, rtol=0, atol=0)
+    assert_no_fallbacks()
+
+
+def test_glu_odd_dimension_raises():
+    with pytest.raises(RuntimeError, match="Halving dimension must be even"):
+        F.glu(torch.ones(3, 5).to("neuron"), dim=1)
