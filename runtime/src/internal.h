@@ -35,6 +35,7 @@ nrt_status nrt_decomp_execute(const nrt_launch *launch);    /* kernels/decomp.c 
 nrt_status nrt_resample_execute(const nrt_launch *launch);  /* kernels/resample.c */
 nrt_status nrt_select_execute(const nrt_launch *launch);    /* kernels/select.c */
 nrt_status nrt_segment_execute(const nrt_launch *launch);   /* kernels/segment.c */
+nrt_status nrt_complex_execute(const nrt_launch *launch);   /* kernels/complex.c */
 
 /* ---- device table (device.c) ------------------------------------------ */
 int nrt_device_valid(int device);  /* 1 if 0 <= device < count (after init) */

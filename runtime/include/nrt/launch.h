@@ -54,7 +54,8 @@ typedef enum nrt_kind {
   NRT_KIND_DECOMP,  /* LU, QR, SVD, eigh and what is built on them (kernels/decomp*.c) */
   NRT_KIND_RESAMPLE, /* interpolation, grid sampling, im2col, unpooling (kernels/resample.c) */
   NRT_KIND_SELECT,  /* order statistics, scans, bucketing, uniqueness (kernels/select.c) */
-  NRT_KIND_SEGMENT  /* keyed and segmented reductions, distances (kernels/segment.c) */
+  NRT_KIND_SEGMENT, /* keyed and segmented reductions, distances (kernels/segment.c) */
+  NRT_KIND_COMPLEX  /* complex elementwise ops and FFTs (kernels/complex*.c, fft*.c) */
 } nrt_kind;
 
 /* Op families. The base list below (NRT_OP_LIST) owns ids 0..NRT_OP_COUNT-1.
@@ -73,7 +74,8 @@ enum {
   NRT_OP_FAMILY_SELECT = 4,   /* nrt/ops/select.h */
   NRT_OP_FAMILY_SEGMENT = 5,  /* nrt/ops/segment.h */
   NRT_OP_FAMILY_NN = 6,       /* nrt/ops/nn.h: more activations, elementwise losses (pointwise) */
-  NRT_OP_FAMILY_COUNT = 7
+  NRT_OP_FAMILY_COMPLEX = 7,  /* nrt/ops/complex.h */
+  NRT_OP_FAMILY_COUNT = 8
 };
 #define NRT_OP_ID_LIMIT (NRT_OP_FAMILY_COUNT << NRT_OP_FAMILY_BITS)
 #define NRT_OP(name) ((nrt_op)NRT_OP_##name)
