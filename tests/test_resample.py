@@ -1,0 +1,183 @@
+"""Resampling on the neuron device: interpolation (nearest, nearest-exact,
+linear, bilinear, trilinear, bicubic, antialiased), max unpooling,
+nn.functional.unfold / fold and Tensor.unfold's backward, forward and
+backward against PyTorch on the CPU, with zero CPU fallbacks.
+
+Tolerances: float32 rtol/atol 1e-5 (both sides sum at most a few dozen
+float32 products, in different orders); bfloat16 2e-2 (both sides compute in
+float32 and round once per result; the CPU's separable bicubic rounds its
+intermediate pass to bfloat16 as well). Nearest modes and unpooling are
+copies and must match exactly.
+"""
+import pytest
+import torch
+import torch.nn.functional as F
+
+import torch_neuronx  # noqa: F401
+from conftest import assert_no_fallbacks
+
+TOL = {torch.float32: (1e-5, 1e-5), torch.bfloat16: (2e-2, 2e-2), torch.float16: (2.5e-3, 2.5e-3)}
+
+
+def run_both(fn, x, dtype=torch.float32, exact=False):
+    """fn on CPU and device; compares outputs and input gradients."""
+    xc = x.detach().to(dtype).requires_grad_(True)
+    xd = x.detach().to(dtype).neuron().requires_grad_(True)
+    yc, yd = fn(xc), fn(xd)
+    rtol, atol = (0, 0) if exact else TOL[dtype]
+    torch.testing.assert_close(yd.detach().cpu(), yc.detach(), rtol=rtol, atol=atol)
+    g = torch.randn_like(yc)
+    yc.backward(g)
+    yd.backward(g.neuron())
+    rtol, atol = TOL[dtype]
+    torch.testing.assert_close(xd.grad.cpu(), xc.grad, rtol=rtol, atol=atol * 4)
+
+
+SHAPES = {1: (2, 3, 7), 2: (2, 3, 5, 6), 3: (1, 2, 3, 4, 5)}
+MODES = {"nearest": [1, 2, 3], "nearest-exact": [1, 2, 3], "linear": [1], "bilinear": [2], "trilinear": [3],
+         "bicubic": [2]}
+
+
+@pytest.mark.parametrize("mode", list(MODES))
+@pytest.mark.parametrize("how", ["up", "down", "scale", "scale_norecompute"])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_interpolate(mode, how, dtype):
+    for nsp in MODES[mode]:
+        x = torch.randn(SHAPES[nsp])
+        kw = {}
+        if how == "up":
+            kw["size"] = tuple(s * 2 + 1 for s in x.shape[2:])
+        elif how == "down":
+            kw["size"] = tuple(max(1, s // 2) for s in x.shape[2:])
+        else:
+            kw["scale_factor"] = 1.7
+            kw["recompute_scale_factor"] = how == "scale"
+        aligns = [None] if mode.startswith("nearest") else [False, True]
+        for align in aligns:
+            run_both(lambda t: F.interpolate(t, mode=mode, align_corners=align, **kw), x, dtype,
+                     exact=mode.startswith("nearest"))
+    assert_no_fallbacks()
+
+
+@pytest.mark.parametrize("size", [(3, 4), (11, 13), (5, 17)])
+@pytest.mark.parametrize("mode", ["bilinear", "bicubic"])
+def test_interpolate_antialias(size, mode):
+    x = torch.randn(2, 3, 9, 10)
+    run_both(lambda t: F.interpolate(t, size=size, mode=mode, antialias=True), x)
+    assert_no_fallbacks()
+
+
+def test_interpolate_channels_last_and_uint8():
+    x = torch.randn(2, 4, 6, 5).to(memory_format=torch.channels_last)
+    run_both(lambda t: F.interpolate(t, size=(9, 7), mode="bilinear"), x)
+    y = F.interpolate(x.neuron(), size=(9, 7), mode="bilinear")
+    assert y.is_contiguous(memory_format=torch.channels_last)
+    xi = torch.randint(0, 255, (1, 3, 4, 5), dtype=torch.uint8)
+    assert torch.equal(F.interpolate(xi.neuron(), size=(7, 3), mode="nearest").cpu(),
+                       F.interpolate(xi, size=(7, 3), mode="nearest"))
+    assert_no_fallbacks()
+
+
+def test_interpolate_out_and_errors():
+    x = torch.randn(1, 2, 4, 4)
+    out = torch.empty(0).neuron()
+    torch.ops.aten.upsample_bilinear2d.out(x.neuron(), [6, 6], False, None, None, out=out)
+    torch.testing.assert_close(out.cpu(), torch.ops.aten.upsample_bilinear2d(x, [6, 6], False, None, None))
+    with pytest.raises(RuntimeError, match="output_size equals to 2"):
+        torch.ops.aten.upsample_bilinear2d(x.neuron(), [6], False, None, None)
+    with pytest.raises(RuntimeError, match="should be greater than 0"):
+        torch.ops.aten.upsample_bilinear2d(x.neuron(), [0, 3], False, None, None)
+    with pytest.raises(RuntimeError, match="not implemented for 'Long'"):
+        torch.ops.aten.upsample_bilinear2d(x.long().neuron(), [3, 3], False, None, None)
+    assert_no_fallbacks()
+
+
+@pytest.mark.parametrize("nsp", [1, 2, 3])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_max_unpool(nsp, dtype):
+    pool = [F.max_pool1d, F.max_pool2d, F.max_pool3d][nsp - 1]
+    unpool = [F.max_unpool1d, F.max_unpool2d, F.max_unpool3d][nsp - 1]
+    x = torch.randn((2, 3) + (6, 7, 5)[:nsp])
+    _, idx = pool(x, 2, stride=2, return_indices=True)
+    y = pool(x, 2, stride=2)
+    run_both(lambda t: unpool(t, idx.to(t.device), 2, stride=2, output_size=x.shape[2:]), y, dtype,
+             exact=True)
+    assert_no_fallbacks()
+
+
+def test_max_unpool_invalid_index():
+    x = torch.randn(1, 1, 2, 2).neuron()
+    idx = torch.tensor([[[[0, 1], [2, 99]]]]).neuron()
+    with pytest.raises(RuntimeError, match="Found an invalid max index: 99"):
+        F.max_unpool2d(x, idx, 2, output_size=(4, 4))
+        torch.neuron.synchronize()
+
+
+@pytest.mark.parametrize("args", [dict(kernel_size=2), dict(kernel_size=(2, 3), dilation=(1, 2), padding=1, stride=2),
+                                  dict(kernel_size=3, padding=2, stride=(1, 3))])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_unfold_fold(args, dtype):
+    x = torch.randn(2, 3, 7, 8)
+    run_both(lambda t: F.unfold(t, **args), x, dtype, exact=True)
+    cols = F.unfold(x, **args)
+    run_both(lambda t: F.fold(t, (7, 8), **args), cols, dtype)
+    xb = torch.rand(3, 5, 6) > 0.5  # unbatched bool
+    assert torch.equal(F.unfold(xb.neuron(), 2).cpu(), F.unfold(xb, 2))
+    assert_no_fallbacks()
+
+
+@pytest.mark.parametrize("shape,dim,size,step", [((7,), 0, 3, 2), ((4, 9), 1, 2, 1), ((5, 6, 3), 0, 2, 3),
+                                                  ((4, 6), -2, 4, 1), ((), 0, 1, 1)])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_tensor_unfold_backward(shape, dim, size, step, dtype):
+    run_both(lambda t: t.unfold(dim, size, step), torch.randn(shape), dtype, exact=True)
+    assert_no_fallbacks()
+
+
+# (PyTorch has no 3-d bicubic grid sampling.)
+@pytest.mark.parametrize("nsp,mode", [(2, "bilinear"), (2, "nearest"), (2, "bicubic"), (3, "bilinear"),
+                                      (3, "nearest")])
+@pytest.mark.parametrize("padding_mode", ["zeros", "border", "reflection"])
+@pytest.mark.parametrize("align", [False, True])
+def test_grid_sample(nsp, mode, padding_mode, align):
+    x = torch.randn((2, 3, 4, 5, 6)[:nsp + 2])
+    grid = torch.rand((2, 3, 4, 5, nsp) if nsp == 3 else (2, 3, 4, 2)) * 2.4 - 1.2
+    kw = dict(mode=mode, padding_mode=padding_mode, align_corners=align)
+    xc, gc = x.clone().requires_grad_(), grid.clone().requires_grad_()
+    xd, gd = x.neuron().requires_grad_(), grid.neuron().requires_grad_()
+    yc, yd = F.grid_sample(xc, gc, **kw), F.grid_sample(xd, gd, **kw)
+    torch.testing.assert_close(yd.detach().cpu(), yc.detach(), rtol=1e-5, atol=1e-5)
+    g = torch.randn_like(yc)
+    yc.backward(g)
+    yd.backward(g.neuron())
+    torch.testing.assert_close(xd.grad.cpu(), xc.grad, rtol=1e-4, atol=1e-4)
+    torch.testing.assert_close(gd.grad.cpu(), gc.grad, rtol=1e-4, atol=1e-4)
+    assert_no_fallbacks()
+
+
+def test_grid_sample_errors():
+    x, grid = torch.randn(1, 1, 3, 3).neuron(), torch.zeros(1, 2, 2, 3).neuron()
+    with pytest.raises(RuntimeError, match="size 2 in last dimension"):
+        F.grid_sample(x, grid, align_corners=False)
+    with pytest.raises(RuntimeError, match="bicubic interpolation only supports 4D"):
+        F.grid_sample(torch.randn(1, 1, 2, 2, 2).neuron(), torch.zeros(1, 1, 1, 1, 3).neuron(), mode="bicubic",
+                      align_corners=False)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float16])
+@pytest.mark.parametrize("nsp,shape,k,o", [(2, (2, 3, 9, 11), (2, 3), (5, 6)), (3, (2, 2, 6, 7, 8), (2, 2, 3), (3, 4, 5)),
+                                           (2, (3, 8, 8), 2, (4, 3))])
+def test_fractional_max_pool(dtype, nsp, shape, k, o):
+    x = torch.randn(shape).to(dtype)
+    samples = torch.rand(shape[0] if len(shape) == nsp + 2 else 1, shape[-nsp - 1], nsp).to(dtype)
+    f = F.fractional_max_pool2d if nsp == 2 else F.fractional_max_pool3d
+    xc, xd = x.clone().requires_grad_(), x.neuron().requires_grad_()
+    yc, ic = f(xc, k, output_size=o, return_indices=True, _random_samples=samples)
+    yd, idd = f(xd, k, output_size=o, return_indices=True, _random_samples=samples.neuron())
+    assert torch.equal(yd.detach().cpu(), yc.detach()) and torch.equal(idd.cpu(), ic)
+    g = torch.randn_like(yc)
+    yc.backward(g)
+    yd.backward(g.neuron())
+    rtol, atol = TOL[dtype]
+    torch.testing.assert_close(xd.grad.cpu(), xc.grad, rtol=rtol, atol=atol * 4)
+    assert_no_fallbacks()
