@@ -1,0 +1,430 @@
+/* SEGMENT family tests: EMBEDDING_BAG, CDIST(_BACKWARD), PDIST(_BACKWARD).
+ * Each kernel is compared with a plain double-precision computation written
+ * here, in both the fast and the reference mode, on non-contiguous strides,
+ * bfloat16/float16 operands and edge cases (empty bags, zero distances,
+ * p = 0, 1, 2, inf and fractional p), plus the error paths. */
+#include <stdint.h>
+#include <string.h>
+#include "testing.h"
+#include "kernels/kernels.h"
+#include "nrt/ops/segment.h"
+
+static uint64_t rng_state = 0x9E3779B97F4A7C15ull;
+static uint64_t rnd(void) {
+  rng_state ^= rng_state << 13;
+  rng_state ^= rng_state >> 7;
+  rng_state ^= rng_state << 17;
+  return rng_state;
+}
+static double urand(void) { return (double)(rnd() >> 11) / 9007199254740992.0 * 2.0 - 1.0; }
+
+static nrt_launch mk(nrt_op op, int ndim, const int64_t *sizes, int nout, int nin) {
+  nrt_launch l;
+  memset(&l, 0, sizeof l);
+  l.op = op;
+  l.ndim = ndim;
+  for (int d = 0; d < ndim; d++) l.sizes[d] = sizes[d];
+  l.noutputs = nout;
+  l.ninputs = nin;
+  l.compute_dtype = NRT_FLOAT32;
+  return l;
+}
+
+static void opnd(nrt_launch *l, int k, void *data, nrt_dtype dt, int n, const int64_t *strides) {
+  l->operands[k].data = data;
+  l->operands[k].dtype = dt;
+  for (int d = 0; d < n; d++) l->operands[k].strides[d] = strides[d];
+}
+
+#define S(...) ((const int64_t[]){__VA_ARGS__})
+
+static nrt_status run(const nrt_launch *l, int reference) {
+  nrt_kernels_set_reference(reference);
+  nrt_status s = nrt_launch_run(l);
+  nrt_kernels_set_reference(false);
+  return s;
+}
+
+static void check_prefix_at(const char *want, int line) {
+  const char *got = nrt_last_error_message();
+  if (strncmp(got, want, strlen(want)) != 0) {
+    fprintf(stderr, "%s:%d: message \"%s\", want prefix \"%s\"\n", __FILE__, line, got, want);
+    nrt_test_failures++;
+  }
+}
+#define CHECK_PREFIX(want) check_prefix_at(want, __LINE__)
+
+/* ---- EMBEDDING_BAG ---------------------------------------------------------------- */
+
+/* weight [V, D] float32 with row stride wrs (elements) and column stride 2
+ * (non-contiguous); indices, offsets int64 (offsets int32 when off32). */
+static void bag_case(int mode, int64_t V, int64_t D, int64_t N, const int64_t *idx, const int64_t *off,
+                     int64_t noff, int include_last, int64_t padding, const float *psw, int off32, int reference) {
+  int64_t B = include_last ? noff - 1 : noff;
+  float *w = calloc((size_t)(V * D * 2 + 1), sizeof(float));
+  for (int64_t i = 0; i < V * D * 2; i++) w[i] = (float)urand();
+  /* a tie in row 1 and 2 of column 0 to exercise first-max-wins */
+  if (V > 2) w[1 * D * 2] = w[2 * D * 2] = 5.0f;
+  float *out = calloc((size_t)(B * D + 1), sizeof(float));
+  int64_t *o2b = calloc((size_t)(N + 1), sizeof(int64_t)), *bsz = calloc((size_t)(B + 1), sizeof(int64_t));
+  int64_t *maxi = calloc((size_t)(B * D + 1), sizeof(int64_t));
+  int32_t off_i32[16];
+  for (int64_t b = 0; off32 && b < noff && b < 16; b++) off_i32[b] = (int32_t)off[b];
+  nrt_launch l = mk(NRT_OP(EMBEDDING_BAG), 3, S(B, D, N), mode == NRT_BAG_MAX ? 4 : 3, psw ? 4 : 3);
+  int k = 0;
+  opnd(&l, k++, out, NRT_FLOAT32, 2, S(D * 4, 4));
+  opnd(&l, k++, o2b, NRT_INT64, 1, S(8));
+  opnd(&l, k++, bsz, NRT_INT64, 1, S(8));
+  if (mode == NRT_BAG_MAX) opnd(&l, k++, maxi, NRT_INT64, 2, S(D * 8, 8));
+  opnd(&l, k++, w, NRT_FLOAT32, 2, S(D * 2 * 4, 8));
+  opnd(&l, k++, (void *)idx, NRT_INT64, 1, S(8));
+  if (off32)
+    opnd(&l, k++, off_i32, NRT_INT32, 1, S(4));
+  else
+    opnd(&l, k++, (void *)off, NRT_INT64, 1, S(8));
+  if (psw) opnd(&l, k++, (void *)psw, NRT_FLOAT32, 1, S(4));
+  l.params[0] = mode;
+  l.params[1] = padding;
+  l.params[2] = include_last;
+  l.aux[0] = V;
+  CHECK_OK(run(&l, reference));
+  for (int64_t b = 0; b < B; b++) {
+    int64_t s = off[b], e = b + 1 < noff ? off[b + 1] : N, cnt = 0;
+    for (int64_t i = s; i < e; i++) {
+      CHECK(o2b[i] == b);
+      if (idx[i] != padding) cnt++;
+    }
+    CHECK(bsz[b] == cnt);
+    for (int64_t d = 0; d < D; d++) {
+      double acc = 0.0;
+      int64_t best = -1, seen = 0;
+      for (int64_t i = s; i < e; i++) {
+        if (idx[i] == padding) continue;
+        double v = w[idx[i] * D * 2 + d * 2];
+        if (mode == NRT_BAG_MAX) {
+          if (seen == 0 || v > acc) {
+            acc = v;
+            best = idx[i];
+          }
+        } else {
+          acc += (psw ? psw[i] : 1.0) * v;
+        }
+        seen++;
+      }
+      if (mode == NRT_BAG_MEAN && seen) acc /= (double)seen;
+      CHECK_NEAR(out[b * D + d], acc, 1e-5);
+      if (mode == NRT_BAG_MAX) CHECK(maxi[b * D + d] == best);
+    }
+  }
+  free(w);
+  free(out);
+  free(o2b);
+  free(bsz);
+  free(maxi);
+}
+
+static void test_embedding_bag_modes(void) {
+  const int64_t idx[] = {1, 2, 4, 5, 4, 3, 2, 9};
+  const int64_t off[] = {0, 4, 4, 6};
+  const float psw[] = {0.5f, -1.0f, 2.0f, 0.25f, 1.0f, 3.0f, -0.5f, 1.5f};
+  for (int ref = 0; ref < 2; ref++) {
+    for (int mode = 0; mode < 3; mode++) {
+      bag_case(mode, 10, 3, 8, idx, off, 4, 0, -1, NULL, 0, ref);
+      bag_case(mode, 10, 3, 8, idx, off, 4, 1, -1, NULL, 1, ref);  /* include_last: 3 bags over [0, 6) */
+      bag_case(mode, 10, 3, 8, idx, off, 4, 0, 4, NULL, 0, ref);   /* padding_idx 4 */
+    }
+    bag_case(NRT_BAG_SUM, 10, 3, 8, idx, off, 4, 0, -1, psw, 0, ref);
+    bag_case(NRT_BAG_SUM, 10, 3, 8, idx, off, 4, 0, 2, psw, 1, ref);
+    bag_case(NRT_BAG_MEAN, 10, 0, 8, idx, off, 4, 0, -1, NULL, 0, ref); /* D = 0 */
+    bag_case(NRT_BAG_MAX, 10, 3, 0, idx, S(0, 0), 2, 0, -1, NULL, 0, ref); /* no indices, empty bags */
+  }
+}
+
+/* Many bags, compared fast vs reference: identical arithmetic, so equal. */
+static void test_embedding_bag_large(void) {
+  enum { V = 300, D = 37, N = 5000, B = 700 };
+  int64_t *idx = malloc(N * sizeof(int64_t)), *off = malloc(B * sizeof(int64_t));
+  for (int i = 0; i < N; i++) idx[i] = (int64_t)(rnd() % V);
+  off[0] = 0;
+  for (int b = 1; b < B; b++) off[b] = off[b - 1] + (int64_t)(rnd() % 14);
+  if (off[B - 1] > N) off[B - 1] = N;
+  for (int b = 1; b < B; b++)
+    if (off[b] > N) off[b] = N;
+  for (int mode = 0; mode < 3; mode++) bag_case(mode, V, D, N, idx, off, B, 0, 7, NULL, 0, 0);
+  /* bfloat16 weights and output: fast and reference paths agree exactly */
+  uint16_t *w = malloc(V * D * sizeof(uint16_t)), *o1 = malloc(B * D * 2), *o2 = malloc(B * D * 2);
+  for (int i = 0; i < V * D; i++) w[i] = nrt_f32_to_bf16((float)urand());
+  int64_t *o2b = malloc(N * 8), *bsz = malloc(B * 8);
+  for (int ref = 0; ref < 2; ref++) {
+    nrt_launch l = mk(NRT_OP(EMBEDDING_BAG), 3, S(B, D, N), 3, 3);
+    opnd(&l, 0, ref ? o2 : o1, NRT_BFLOAT16, 2, S(D * 2, 2));
+    opnd(&l, 1, o2b, NRT_INT64, 1, S(8));
+    opnd(&l, 2, bsz, NRT_INT64, 1, S(8));
+    opnd(&l, 3, w, NRT_BFLOAT16, 2, S(D * 2, 2));
+    opnd(&l, 4, idx, NRT_INT64, 1, S(8));
+    opnd(&l, 5, off, NRT_INT64, 1, S(8));
+    l.params[0] = NRT_BAG_MEAN;
+    l.params[1] = -1;
+    l.aux[0] = V;
+    l.compute_dtype = NRT_BFLOAT16;
+    CHECK_OK(run(&l, ref));
+  }
+  CHECK(memcmp(o1, o2, B * D * 2) == 0);
+  free(idx), free(off), free(w), free(o1), free(o2), free(o2b), free(bsz);
+}
+
+static void test_embedding_bag_errors(void) {
+  float w[6] = {0}, out[6];
+  int64_t o2b[3], bsz[2];
+  int64_t idx[3] = {0, 1, 2};
+  int64_t bad_first[2] = {1, 2}, bad_order[2] = {0, -1}, bad_end[2] = {0, 5};
+  int64_t *offs[3] = {bad_first, bad_order, bad_end};
+  const char *want[3] = {"offsets[0] has to be 0", "embedding_bag: offsets must be non-decreasing",
+                         "offsets[-1] can not be greater than input's length 3"};
+  for (int c = 0; c < 3; c++) {
+    nrt_launch l = mk(NRT_OP(EMBEDDING_BAG), 3, S(2, 2, 3), 3, 3);
+    opnd(&l, 0, out, NRT_FLOAT32, 2, S(8, 4));
+    opnd(&l, 1, o2b, NRT_INT64, 1, S(8));
+    opnd(&l, 2, bsz, NRT_INT64, 1, S(8));
+    opnd(&l, 3, w, NRT_FLOAT32, 2, S(8, 4));
+    opnd(&l, 4, idx, NRT_INT64, 1, S(8));
+    opnd(&l, 5, offs[c], NRT_INT64, 1, S(8));
+    l.params[1] = -1;
+    l.aux[0] = 3;
+    CHECK_STATUS(run(&l, 0), NRT_ERROR_INVALID_ARGUMENT);
+    CHECK_PREFIX(want[c]);
+  }
+  int64_t ok_off[2] = {0, 1}, bad_idx[3] = {0, 3, 1};
+  nrt_launch l = mk(NRT_OP(EMBEDDING_BAG), 3, S(2, 2, 3), 3, 3);
+  opnd(&l, 0, out, NRT_FLOAT32, 2, S(8, 4));
+  opnd(&l, 1, o2b, NRT_INT64, 1, S(8));
+  opnd(&l, 2, bsz, NRT_INT64, 1, S(8));
+  opnd(&l, 3, w, NRT_FLOAT32, 2, S(8, 4));
+  opnd(&l, 4, bad_idx, NRT_INT64, 1, S(8));
+  opnd(&l, 5, ok_off, NRT_INT64, 1, S(8));
+  l.params[1] = -1;
+  l.aux[0] = 3;
+  CHECK_STATUS(run(&l, 1), NRT_ERROR_INVALID_ARGUMENT);
+  CHECK_PREFIX("index 3 is out of bounds for dimension 0 with size 3");
+  l.params[0] = NRT_BAG_MAX; /* MAX needs 4 outputs */
+  l.operands[4].data = idx;
+  CHECK_STATUS(run(&l, 0), NRT_ERROR_INVALID_ARGUMENT);
+}
+
+/* ---- distances ------------------------------------------------------------------- */
+
+static double ref_dist(const double *a, const double *b, int64_t m, double p) {
+  double acc = 0;
+  for (int64_t i = 0; i < m; i++) {
+    double d = fabs(a[i] - b[i]);
+    if (p == 0) acc += d != 0;
+    else if (isinf(p)) acc = d > acc ? d : acc;
+    else acc += pow(d, p);
+  }
+  if (p == 0 || isinf(p)) return acc;
+  return pow(acc, 1 / p);
+}
+
+/* Gradient by central differences of ref_dist, weighted by g. */
+static double ref_grad(const double *a, const double *b, int64_t m, double p, int64_t k) {
+  double t[64], u[64], h = 1e-6;
+  memcpy(t, a, (size_t)m * sizeof(double));
+  memcpy(u, a, (size_t)m * sizeof(double));
+  t[k] += h;
+  u[k] -= h;
+  return (ref_dist(t, b, m, p) - ref_dist(u, b, m, p)) / (2 * h);
+}
+
+static const double ps[] = {0.0, 1.0, 2.0, 3.0, 1.5, 0.5, INFINITY};
+
+/* x1 [B, P, M] and x2 [B, R, M] stored transposed in the last two dims
+ * (non-contiguous), float32. */
+static void test_cdist(void) {
+  enum { B = 2, P = 5, R = 4, M = 6 };
+  float x1[B * M * P], x2[B * M * R];
+  for (int i = 0; i < B * M * P; i++) x1[i] = (float)urand();
+  for (int i = 0; i < B * M * R; i++) x2[i] = (float)urand();
+  /* make one pair identical: zero distance, zero gradient */
+  for (int m = 0; m < M; m++) x2[(0 * M + m) * R + 1] = x1[(0 * M + m) * P + 2];
+  const int64_t s1[3] = {M * P * 4, 4, P * 4}, s2[3] = {M * R * 4, 4, R * 4};
+  for (size_t pi = 0; pi < sizeof ps / sizeof ps[0]; pi++) {
+    double p = ps[pi];
+    for (int ref = 0; ref < 2; ref++) {
+      float dist[B * P * R], g[B * P * R], gx[B * P * M];
+      nrt_launch l = mk(NRT_OP(CDIST), 4, S(B, P, R, M), 1, 2);
+      opnd(&l, 0, dist, NRT_FLOAT32, 3, S(P * R * 4, R * 4, 4));
+      opnd(&l, 1, x1, NRT_FLOAT32, 3, s1);
+      opnd(&l, 2, x2, NRT_FLOAT32, 3, s2);
+      l.scalars[0].f = p;
+      CHECK_OK(run(&l, ref));
+      for (int i = 0; i < B * P * R; i++) g[i] = (float)urand();
+      nrt_launch lb = mk(NRT_OP(CDIST_BACKWARD), 4, S(B, P, R, M), 1, 4);
+      opnd(&lb, 0, gx, NRT_FLOAT32, 3, S(P * M * 4, M * 4, 4));
+      opnd(&lb, 1, g, NRT_FLOAT32, 3, S(P * R * 4, R * 4, 4));
+      opnd(&lb, 2, x1, NRT_FLOAT32, 3, s1);
+      opnd(&lb, 3, x2, NRT_FLOAT32, 3, s2);
+      opnd(&lb, 4, dist, NRT_FLOAT32, 3, S(P * R * 4, R * 4, 4));
+      lb.scalars[0].f = p;
+      CHECK_OK(run(&lb, ref));
+      for (int b = 0; b < B; b++)
+        for (int i = 0; i < P; i++) {
+          double a[M], acc[M] = {0};
+          for (int m = 0; m < M; m++) a[m] = x1[(b * M + m) * P + i];
+          for (int j = 0; j < R; j++) {
+            double c[M];
+            for (int m = 0; m < M; m++) c[m] = x2[(b * M + m) * R + j];
+            double want = ref_dist(a, c, M, p);
+            CHECK_NEAR(dist[(b * P + i) * R + j], want, 1e-5);
+            if (p == 0 || want == 0) continue;
+            for (int m = 0; m < M; m++) acc[m] += g[(b * P + i) * R + j] * ref_grad(a, c, M, p, m);
+          }
+          for (int m = 0; m < M; m++) CHECK_NEAR(gx[(b * P + i) * M + m], acc[m], 2e-3);
+        }
+    }
+  }
+}
+
+/* bfloat16 / float16 inputs: compare with the double computation on the
+ * rounded inputs, within the output dtype's rounding. */
+static void test_cdist_half(void) {
+  enum { P = 3, R = 7, M = 5 };
+  uint16_t x1[P * M], x2[R * M], out[P * R];
+  nrt_dtype dts[2] = {NRT_BFLOAT16, NRT_FLOAT16};
+  for (int t = 0; t < 2; t++) {
+    double a[P * M], c[R * M];
+    for (int i = 0; i < P * M; i++) {
+      float v = (float)urand();
+      x1[i] = t == 0 ? nrt_f32_to_bf16(v) : nrt_f32_to_f16(v);
+      a[i] = t == 0 ? nrt_bf16_to_f32(x1[i]) : nrt_f16_to_f32(x1[i]);
+    }
+    for (int i = 0; i < R * M; i++) {
+      float v = (float)urand();
+      x2[i] = t == 0 ? nrt_f32_to_bf16(v) : nrt_f32_to_f16(v);
+      c[i] = t == 0 ? nrt_bf16_to_f32(x2[i]) : nrt_f16_to_f32(x2[i]);
+    }
+    for (int ref = 0; ref < 2; ref++) {
+      nrt_launch l = mk(NRT_OP(CDIST), 4, S(1, P, R, M), 1, 2);
+      opnd(&l, 0, out, dts[t], 3, S(0, R * 2, 2));
+      opnd(&l, 1, x1, dts[t], 3, S(0, M * 2, 2));
+      opnd(&l, 2, x2, dts[t], 3, S(0, M * 2, 2));
+      l.compute_dtype = dts[t];
+      l.scalars[0].f = 2.0;
+      CHECK_OK(run(&l, ref));
+      for (int i = 0; i < P; i++)
+        for (int j = 0; j < R; j++) {
+          double got = t == 0 ? nrt_bf16_to_f32(out[i * R + j]) : nrt_f16_to_f32(out[i * R + j]);
+          CHECK_NEAR(got, ref_dist(a + i * M, c + j * M, M, 2.0), t == 0 ? 8e-3 : 1e-3);
+        }
+    }
+  }
+}
+
+static void test_pdist(void) {
+  enum { N = 6, M = 4, K = N * (N - 1) / 2 };
+  float x[N * M];
+  for (int i = 0; i < N * M; i++) x[i] = (float)urand();
+  for (int m = 0; m < M; m++) x[4 * M + m] = x[1 * M + m]; /* rows 1 and 4 equal */
+  for (size_t pi = 0; pi < sizeof ps / sizeof ps[0]; pi++) {
+    double p = ps[pi];
+    for (int ref = 0; ref < 2; ref++) {
+      float d[K], g[K], gx[N * M];
+      nrt_launch l = mk(NRT_OP(PDIST), 2, S(N, M), 1, 1);
+      opnd(&l, 0, d, NRT_FLOAT32, 1, S(4));
+      opnd(&l, 1, x, NRT_FLOAT32, 2, S(M * 4, 4));
+      l.scalars[0].f = p;
+      CHECK_OK(run(&l, ref));
+      for (int k = 0; k < K; k++) g[k] = (float)urand();
+      nrt_launch lb = mk(NRT_OP(PDIST_BACKWARD), 2, S(N, M), 1, 3);
+      opnd(&lb, 0, gx, NRT_FLOAT32, 2, S(M * 4, 4));
+      opnd(&lb, 1, g, NRT_FLOAT32, 1, S(4));
+      opnd(&lb, 2, x, NRT_FLOAT32, 2, S(M * 4, 4));
+      opnd(&lb, 3, d, NRT_FLOAT32, 1, S(4));
+      lb.scalars[0].f = p;
+      CHECK_OK(run(&lb, ref));
+      double want_g[N * M] = {0};
+      int k = 0;
+      for (int i = 0; i < N; i++)
+        for (int j = i + 1; j < N; j++, k++) {
+          double a[M], b[M];
+          for (int m = 0; m < M; m++) a[m] = x[i * M + m], b[m] = x[j * M + m];
+          double want = ref_dist(a, b, M, p);
+          CHECK_NEAR(d[k], want, 1e-5);
+          if (p == 0 || want == 0) continue;
+          for (int m = 0; m < M; m++) {
+            want_g[i * M + m] += g[k] * ref_grad(a, b, M, p, m);
+            want_g[j * M + m] += g[k] * ref_grad(b, a, M, p, m);
+          }
+        }
+      for (int i = 0; i < N * M; i++) CHECK_NEAR(gx[i], want_g[i], 2e-3);
+    }
+  }
+  /* a single row: no pairs, zero gradient */
+  float one[3] = {1, 2, 3}, g1[3] = {7, 7, 7};
+  nrt_launch lb = mk(NRT_OP(PDIST_BACKWARD), 2, S(1, 3), 1, 3);
+  opnd(&lb, 0, g1, NRT_FLOAT32, 2, S(12, 4));
+  opnd(&lb, 1, one, NRT_FLOAT32, 1, S(4));
+  opnd(&lb, 2, one, NRT_FLOAT32, 2, S(12, 4));
+  opnd(&lb, 3, one, NRT_FLOAT32, 1, S(4));
+  lb.scalars[0].f = 2.0;
+  CHECK_OK(run(&lb, 0));
+  CHECK(g1[0] == 0 && g1[1] == 0 && g1[2] == 0);
+}
+
+/* Larger shapes: the parallel fast path must equal the reference path. */
+static void test_dist_large(void) {
+  enum { P = 300, R = 200, M = 17 };
+  float *x1 = malloc(P * M * 4), *x2 = malloc(R * M * 4), *d1 = malloc(P * R * 4), *d2 = malloc(P * R * 4);
+  for (int i = 0; i < P * M; i++) x1[i] = (float)urand();
+  for (int i = 0; i < R * M; i++) x2[i] = (float)urand();
+  for (int ref = 0; ref < 2; ref++) {
+    nrt_launch l = mk(NRT_OP(CDIST), 4, S(1, P, R, M), 1, 2);
+    opnd(&l, 0, ref ? d2 : d1, NRT_FLOAT32, 3, S(0, R * 4, 4));
+    opnd(&l, 1, x1, NRT_FLOAT32, 3, S(0, M * 4, 4));
+    opnd(&l, 2, x2, NRT_FLOAT32, 3, S(0, M * 4, 4));
+    l.scalars[0].f = 1.5;
+    CHECK_OK(run(&l, ref));
+  }
+  CHECK(memcmp(d1, d2, P * R * 4) == 0);
+  free(x1), free(x2), free(d1), free(d2);
+}
+
+static void test_dist_errors(void) {
+  float x[4] = {0}, o[4];
+  int64_t xi[4] = {0};
+  nrt_launch l = mk(NRT_OP(PDIST), 2, S(2, 2), 1, 1);
+  opnd(&l, 0, o, NRT_FLOAT32, 1, S(4));
+  opnd(&l, 1, x, NRT_FLOAT32, 2, S(8, 4));
+  l.scalars[0].f = -1.0;
+  CHECK_STATUS(run(&l, 0), NRT_ERROR_INVALID_ARGUMENT);
+  CHECK_PREFIX("PDIST: p value for the p-norm must be >= 0");
+  l.scalars[0].f = 2.0;
+  opnd(&l, 1, xi, NRT_INT64, 2, S(16, 8));
+  CHECK_STATUS(run(&l, 0), NRT_ERROR_UNSUPPORTED);
+  nrt_launch c = mk(NRT_OP(CDIST), 3, S(1, 2, 2), 1, 2);
+  opnd(&c, 0, o, NRT_FLOAT32, 3, S(0, 8, 4));
+  opnd(&c, 1, x, NRT_FLOAT32, 3, S(0, 8, 4));
+  opnd(&c, 2, x, NRT_FLOAT32, 3, S(0, 8, 4));
+  CHECK_STATUS(run(&c, 0), NRT_ERROR_INVALID_ARGUMENT);
+  /* empty: M = 0 gives zero distances */
+  nrt_launch e = mk(NRT_OP(CDIST), 4, S(1, 2, 2, 0), 1, 2);
+  opnd(&e, 0, o, NRT_FLOAT32, 3, S(0, 8, 4));
+  opnd(&e, 1, x, NRT_FLOAT32, 3, S(0, 0, 4));
+  opnd(&e, 2, x, NRT_FLOAT32, 3, S(0, 0, 4));
+  e.scalars[0].f = 2.0;
+  o[0] = o[1] = o[2] = o[3] = 9;
+  CHECK_OK(run(&e, 0));
+  CHECK(o[0] == 0 && o[1] == 0 && o[2] == 0 && o[3] == 0);
+}
+
+int main(void) {
+  printf("test_segment\n");
+  RUN_TEST(test_embedding_bag_modes);
+  RUN_TEST(test_embedding_bag_large);
+  RUN_TEST(test_embedding_bag_errors);
+  RUN_TEST(test_cdist);
+  RUN_TEST(test_cdist_half);
+  RUN_TEST(test_pdist);
+  RUN_TEST(test_dist_large);
+  RUN_TEST(test_dist_errors);
+  return TEST_RESULT();
+}

@@ -1,0 +1,220 @@
+"""SEGMENT family on the neuron device against PyTorch's CPU: spatial
+nll_loss / cross_entropy, masked_scatter, index_reduce / index_copy / take /
+put, embedding_bag, cdist / pdist, margin losses, and the compositions
+(trace, addbmm, renorm, channel_shuffle, logspace, random distributions).
+Every test also checks that nothing fell back to the CPU."""
+import pytest
+import torch
+import torch.nn.functional as F
+
+from conftest import assert_no_fallbacks
+
+DEV = "neuron"
+TOL = {torch.float32: (1e-4, 1e-4), torch.bfloat16: (2e-2, 2e-2), torch.float16: (2.5e-3, 2.5e-3)}
+
+
+def both(fn, *args, dtype=torch.float32, grad=True, rtol=None, atol=None):
+    """Runs fn on CPU and neuron copies of args; compares outputs and the
+    gradients of the floating args."""
+    r, a = TOL.get(dtype, (0, 0))
+    rtol, atol = rtol if rtol is not None else r, atol if atol is not None else a
+    cpu = [x.clone().requires_grad_(grad and x.is_floating_point()) if isinstance(x, torch.Tensor) else x
+           for x in args]
+    dev = [x.detach().to(DEV).requires_grad_(grad and x.is_floating_point()) if isinstance(x, torch.Tensor) else x
+           for x in args]
+    out_c, out_d = fn(*cpu), fn(*dev)
+    torch.testing.assert_close(out_d.cpu(), out_c, rtol=rtol, atol=atol)
+    if grad and out_c.requires_grad:
+        g = torch.randn_like(out_c)
+        out_c.backward(g)
+        out_d.backward(g.to(DEV))
+        for c, d in zip(cpu, dev):
+            if isinstance(c, torch.Tensor) and c.requires_grad:
+                torch.testing.assert_close(d.grad.cpu(), c.grad, rtol=rtol, atol=atol)
+    assert_no_fallbacks()
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+@pytest.mark.parametrize("reduction", ["mean", "sum", "none"])
+def test_cross_entropy_spatial(dtype, reduction):
+    x = torch.randn(2, 5, 3, 4, dtype=dtype)
+    t = torch.randint(0, 5, (2, 3, 4))
+    t[0, 1, 2] = -100
+    w = torch.rand(5, dtype=dtype) + 0.5
+    both(lambda x: F.cross_entropy(x, t.to(x.device), weight=w.to(x.device), reduction=reduction), x, dtype=dtype)
+    both(lambda x: F.nll_loss(x.log_softmax(1), t.to(x.device), ignore_index=-100, reduction=reduction), x, dtype=dtype)
+    # 3-d and 5-d inputs go through the same 4-d op
+    x3 = torch.randn(3, 4, 7, dtype=dtype)
+    t3 = torch.randint(0, 4, (3, 7))
+    both(lambda x: F.cross_entropy(x, t3.to(x.device), reduction=reduction), x3, dtype=dtype)
+
+
+def test_nll_loss2d_errors():
+    x = torch.randn(2, 3, 4, 4, device=DEV)
+    with pytest.raises(RuntimeError, match="Target 7 is out of bounds"):
+        F.nll_loss(x, torch.full((2, 4, 4), 7, device=DEV))
+        torch.neuron.synchronize()
+    with pytest.raises(RuntimeError, match="spatial sizes don't match|size mismatch"):
+        F.nll_loss(x, torch.zeros(2, 4, 5, dtype=torch.long, device=DEV))
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.int64, torch.bool])
+def test_masked_scatter(dtype):
+    x = torch.randn(4, 5).to(dtype)
+    mask = torch.rand(4, 5) > 0.4
+    src = torch.randn(30).to(dtype)
+    out = x.to(DEV).masked_scatter(mask.to(DEV), src.to(DEV))
+    torch.testing.assert_close(out.cpu(), x.masked_scatter(mask, src))
+    # broadcast mask, and masked_select's backward (a masked_scatter)
+    m1 = torch.tensor([True, False, True, True, False])
+    torch.testing.assert_close(x.to(DEV).masked_scatter(m1.to(DEV), src.to(DEV)).cpu(), x.masked_scatter(m1, src))
+    if dtype.is_floating_point:
+        both(lambda a: a.masked_select(mask).sum(), x, dtype=dtype)
+    assert_no_fallbacks()
+    with pytest.raises(RuntimeError, match="at least"):
+        x.to(DEV).masked_scatter(torch.ones(4, 5, dtype=torch.bool, device=DEV), src[:3].to(DEV))
+
+
+@pytest.mark.parametrize("reduce", ["prod", "mean", "amax", "amin"])
+@pytest.mark.parametrize("include_self", [True, False])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.int64])
+def test_index_reduce(reduce, include_self, dtype):
+    x = (torch.randn(5, 3) * 4).to(dtype)
+    src = (torch.randn(6, 3) * 4).to(dtype)
+    idx = torch.tensor([0, 4, 2, 0, 4, 4])
+    want = x.index_reduce(0, idx, src, reduce, include_self=include_self)
+    got = x.to(DEV).index_reduce(0, idx.to(DEV), src.to(DEV), reduce, include_self=include_self)
+    torch.testing.assert_close(got.cpu(), want)
+    want1 = x.index_reduce(1, torch.tensor([2, 0]), src[:5, :2], reduce, include_self=include_self)
+    got1 = x.to(DEV).index_reduce(1, torch.tensor([2, 0], device=DEV), src[:5, :2].to(DEV), reduce,
+                                  include_self=include_self)
+    torch.testing.assert_close(got1.cpu(), want1)
+    assert_no_fallbacks()
+
+
+def test_index_copy_take_put():
+    x = torch.randn(5, 4)
+    src = torch.randn(5, 2)
+    idx = torch.tensor([3, 0])
+    torch.testing.assert_close(x.to(DEV).index_copy(1, idx.to(DEV), src.to(DEV)).cpu(), x.index_copy(1, idx, src))
+    ti = torch.tensor([[0, -1], [7, 19]])
+    torch.testing.assert_close(torch.take(x.to(DEV).t(), ti.to(DEV)).cpu(), torch.take(x.t(), ti))
+    for acc in (False, True):
+        pi = torch.tensor([1, 5, 1, -2]) if acc else torch.tensor([1, 5, 0, -2])
+        v = torch.randn(4)
+        want = x.clone().put_(pi, v, accumulate=acc)
+        got = x.to(DEV).put_(pi.to(DEV), v.to(DEV), accumulate=acc)
+        torch.testing.assert_close(got.cpu(), want)
+        xt = x.t().contiguous().t()  # non-contiguous self
+        got_nc = xt.to(DEV).t().contiguous().t().put_(pi.to(DEV), v.to(DEV), accumulate=acc)
+        torch.testing.assert_close(got_nc.cpu(), xt.clone().put_(pi, v, accumulate=acc))
+    both(lambda a, s: a.index_copy(0, torch.tensor([1, 3], device=a.device), s), x, torch.randn(2, 4))
+    both(lambda a: torch.take(a, torch.tensor([0, 3, 3], device=a.device)), x)
+    assert_no_fallbacks()
+    with pytest.raises(RuntimeError, match="same number of elements"):
+        x.to(DEV).put_(pi.to(DEV), torch.randn(3, device=DEV))
+
+
+@pytest.mark.parametrize("mode", ["sum", "mean", "max"])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_embedding_bag(mode, dtype):
+    w = torch.randn(12, 5, dtype=dtype)
+    idx = torch.tensor([1, 2, 4, 5, 4, 3, 2, 9, 11, 0])
+    off = torch.tensor([0, 4, 4, 7])
+    both(lambda w: F.embedding_bag(idx.to(w.device), w, off.to(w.device), mode=mode), w, dtype=dtype)
+    both(lambda w: F.embedding_bag(idx.to(w.device), w, off.to(w.device), mode=mode, padding_idx=4), w, dtype=dtype)
+    # include_last_offset: the extra offset is the number of indices (the documented contract)
+    last = torch.tensor([0, 4, 4, 7, 10])
+    both(lambda w: F.embedding_bag(idx.to(w.device), w, last.to(w.device), mode=mode, include_last_offset=True), w,
+         dtype=dtype)
+    both(lambda w: F.embedding_bag(idx.reshape(2, 5).to(w.device), w, mode=mode), w, dtype=dtype)
+    if mode == "sum":
+        psw = torch.randn(10, dtype=dtype)
+        both(lambda w, p: F.embedding_bag(idx.to(w.device), w, off.to(w.device), per_sample_weights=p,
+                                          mode="sum", padding_idx=2), w, psw, dtype=dtype)
+    # scale_grad_by_freq, indices without repeats (with repeats the CPU's
+    # divisors do not follow the documented per-index frequency)
+    uniq = torch.tensor([3, 1, 7, 0, 5])
+    both(lambda w: F.embedding_bag(uniq.to(w.device), w, torch.tensor([0, 2], device=w.device), mode=mode,
+                                   scale_grad_by_freq=mode != "max"), w, dtype=dtype)
+
+
+def test_embedding_bag_errors():
+    w = torch.randn(4, 3, device=DEV)
+    with pytest.raises(RuntimeError, match="offsets\\[0\\] has to be 0"):
+        F.embedding_bag(torch.tensor([0, 1], device=DEV), w, torch.tensor([1], device=DEV))
+        torch.neuron.synchronize()
+    with pytest.raises(RuntimeError, match="out of bounds"):
+        F.embedding_bag(torch.tensor([0, 9], device=DEV), w, torch.tensor([0], device=DEV))
+        torch.neuron.synchronize()
+    with pytest.raises(RuntimeError, match="only supported for mode='sum'"):
+        F.embedding_bag(torch.tensor([0, 1], device=DEV), w, torch.tensor([0], device=DEV), mode="mean",
+                        per_sample_weights=torch.ones(2, device=DEV))
+
+
+@pytest.mark.parametrize("p", [0.0, 1.0, 2.0, 3.0, 0.5, float("inf")])
+def test_cdist_pdist(p):
+    x1 = torch.randn(2, 5, 4)
+    x2 = torch.randn(1, 6, 4)  # broadcast batch
+    x2[0, 1] = x1[0, 2]  # a zero distance
+    if p == 0.0:
+        both(lambda a, b: torch.cdist(a, b, p=p), x1, x2, grad=False)
+    else:
+        both(lambda a, b: torch.cdist(a, b, p=p), x1, x2)
+    x = torch.randn(7, 3)
+    both(lambda a: F.pdist(a, p=p), x, grad=p != 0.0)
+    # the matmul path of cdist (more than 25 rows) stays native too
+    both(lambda a, b: torch.cdist(a, b), torch.randn(30, 3), torch.randn(4, 3))
+
+
+def test_margin_losses():
+    x = torch.randn(4, 6)
+    t = torch.tensor([0, 5, 2, 2])
+    w = torch.rand(6) + 0.5
+    for red in ("mean", "sum", "none"):
+        for p in (1, 2):
+            both(lambda a: F.multi_margin_loss(a, t.to(a.device), p=p, margin=0.7, weight=w.to(a.device),
+                                               reduction=red), x)
+        mt = torch.tensor([[3, 0, -1, 1, 1, 1], [0, 1, 2, 3, 4, 5], [-1, 2, 0, 0, 0, 0], [5, 5, -1, 0, 0, 0]])
+        both(lambda a: F.multilabel_margin_loss(a, mt.to(a.device), reduction=red), x)
+    both(lambda a: F.multi_margin_loss(a, torch.tensor(2, device=a.device)), torch.randn(5))
+    with pytest.raises(RuntimeError, match="target out of range"):
+        F.multi_margin_loss(x.to(DEV), torch.tensor([0, 6, 1, 1], device=DEV))
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_compositions(dtype):
+    a = torch.randn(5, 5, dtype=dtype)
+    both(torch.trace, a, dtype=dtype)
+    torch.testing.assert_close(torch.trace(torch.arange(9).reshape(3, 3).to(DEV)).cpu(),
+                               torch.trace(torch.arange(9).reshape(3, 3)))
+    b1, b2, m = torch.randn(3, 4, 5, dtype=dtype), torch.randn(3, 5, 2, dtype=dtype), torch.randn(4, 2, dtype=dtype)
+    both(lambda m, b1, b2: torch.addbmm(m, b1, b2, beta=0.5, alpha=2.0), m, b1, b2, dtype=dtype, rtol=5e-2,
+         atol=5e-2)
+    both(lambda a: torch.renorm(a, 2, 0, 1.5), a, dtype=dtype)
+    both(lambda a: torch.renorm(a, 1, 1, 2.0), a, dtype=dtype)
+    c = torch.randn(2, 6, 3, 2, dtype=dtype)
+    both(lambda c: F.channel_shuffle(c, 3), c, dtype=dtype)
+    for st, en, steps, base in [(0, 3, 4, 10.0), (-1.5, 2.5, 9, 2.0), (2, 2, 1, 3.0)]:
+        torch.testing.assert_close(torch.logspace(st, en, steps, base, dtype=dtype, device=DEV).cpu(),
+                                   torch.logspace(st, en, steps, base, dtype=dtype), rtol=TOL[dtype][0],
+                                   atol=TOL[dtype][1])
+    torch.testing.assert_close(torch.logspace(0, 6, 7, 10, dtype=torch.int64, device=DEV).cpu(),
+                               torch.logspace(0, 6, 7, 10, dtype=torch.int64))
+    assert_no_fallbacks()
+
+
+def test_random_distributions():
+    torch.manual_seed(0)
+    n = 20000
+    c = torch.empty(n, device=DEV).cauchy_(1.0, 2.0).cpu()
+    assert abs(c.median().item() - 1.0) < 0.1
+    g = torch.empty(n, device=DEV, dtype=torch.int64).geometric_(0.25).cpu()
+    assert g.min().item() >= 1 and abs(g.float().mean().item() - 4.0) < 0.2
+    ln = torch.empty(n, device=DEV, dtype=torch.bfloat16).log_normal_(0.5, 0.3).cpu()
+    assert ln.min().item() > 0 and abs(ln.float().log().mean().item() - 0.5) < 0.02
+    # sgn's backward builds an _efficientzerotensor
+    both(torch.sgn, torch.randn(6))
+    assert_no_fallbacks()
+    with pytest.raises(RuntimeError, match="geometric_ expects p"):
+        torch.empty(3, device=DEV).geometric_(1.5)
