@@ -5,6 +5,7 @@
 #include <ATen/TensorIterator.h>
 #include <ATen/native/BinaryOps.h>
 #include <ATen/ops/empty.h>
+#include <ATen/ops/result_type.h>
 #include <c10/core/DeviceGuard.h>
 
 #include "iter_launch.h"
@@ -267,15 +268,26 @@ Tensor &div_mode_out(const Tensor &a, const Tensor &b, std::optional<c10::string
 }
 
 // pow with a Scalar exponent or base: wrapped numbers keep PyTorch's typing.
-Tensor pow_ts_fn(const Tensor &a, const Scalar &e) {
-  return binary(Tensor(), a, at::native::wrapped_scalar_tensor(e), NRT_OP_POW, Kind::Binary);
+// When the exponent does not change the result dtype, POW_SCALAR runs
+// instead: it has PyTorch's special forms for the common exponents (x*x,
+// sqrt, 1/x, ...), which give the CPU's values bit for bit where powf would
+// differ in the last place.
+Tensor pow_ts_into(Tensor out, const Tensor &a, const Scalar &e) {
+  at::ScalarType rt = at::result_type(a, e);
+  if (rt == a.scalar_type() && (!out.defined() || out.scalar_type() == rt)) {
+    auto iter = TensorIterator::unary_op(out, a);
+    launch_iter(iter, NRT_OP_POW_SCALAR, {scalar_for(iter, e)});
+    return iter.output();
+  }
+  return binary(out, a, at::native::wrapped_scalar_tensor(e), NRT_OP_POW, Kind::Binary);
 }
+Tensor pow_ts_fn(const Tensor &a, const Scalar &e) { return pow_ts_into(Tensor(), a, e); }
 Tensor &pow_ts_ip(Tensor &a, const Scalar &e) {
-  binary(a, a, at::native::wrapped_scalar_tensor(e), NRT_OP_POW, Kind::Binary);
+  pow_ts_into(a, a, e);
   return a;
 }
 Tensor &pow_ts_out(const Tensor &a, const Scalar &e, Tensor &out) {
-  binary(out, a, at::native::wrapped_scalar_tensor(e), NRT_OP_POW, Kind::Binary);
+  pow_ts_into(out, a, e);
   return out;
 }
 Tensor pow_st_fn(const Scalar &base, const Tensor &e) {

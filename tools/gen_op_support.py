@@ -155,9 +155,11 @@ def generate(results_path: str, meta: dict | None = None, md_path: str | None = 
     w("")
     w("Every OpInfo in PyTorch's `op_db` (torch " + torch_version + ") is run on the CPU (the reference) "
       "and on `neuron` for each dtype the OpInfo supports on the CPU among "
-      + ", ".join(f"`{d}`" for d in DTYPE_NAMES) + f": the first {meta.get('max_samples', 8)} sample inputs, "
+      + ", ".join(f"`{d}`" for d in DTYPE_NAMES) + f": up to {meta.get('max_samples', 8)} sample inputs (spread evenly over the first 256 the OpInfo generates), "
       "forward, and for differentiable ops in floating dtypes also backward (gradients of "
-      "`sum(output * fixed random weights)` with respect to every tensor input).")
+      "`sum(output * fixed random weights)` with respect to every tensor input). As in PyTorch's own "
+      "CPU-comparison test, both results first go through the sample's `output_process_fn_grad`, which "
+      "makes outputs that are only defined up to sign (eigenvectors, singular vectors) comparable.")
     w("")
     w("Regenerate with `make conformance` (runs `tests/conformance/opinfo_sweep.py --full`, then this generator). "
       "`python tools/gen_op_support.py` alone refreshes the document from the last sweep's results "
@@ -294,6 +296,30 @@ def generate(results_path: str, meta: dict | None = None, md_path: str | None = 
         w("|---|---|")
         for op, n in fb.most_common(40):
             w(f"| `{op}` | {n} |")
+        w("")
+
+    core = meta.get("core_ops")
+    if core:
+        fell = defaultdict(set)  # aten op -> OpInfos in which it fell back
+        for k in order:
+            for r in rows[k].values():
+                for o in r.get("fallback_ops", []):
+                    fell[o.replace("aten::", "")].add(k)
+        counts = Counter(c["how"] for c in core)
+        seen_fb = [c for c in core if c["op"] in fell or c["op"].split(".")[0] in fell]
+        w(f"## Core ATen opset ({len(core)} overloads)")
+        w("")
+        w("Every overload tagged `torch.Tag.core`: **native** = a neuron kernel is registered; "
+          "**composite** = PyTorch's composite kernel runs, calling other ops (any of those that fall back "
+          "appear in the OpInfo table); **fallback** = neither, so it runs through the CPU fallback. "
+          f"Counts: {', '.join(f'{k} {v}' for k, v in sorted(counts.items()))}. "
+          f"Seen falling back in this sweep: {len(seen_fb)}"
+          + (" (" + ", ".join(f"`{c['op']}`" for c in seen_fb) + ")" if seen_fb else "") + ".")
+        w("")
+        for how in ("fallback", "composite", "native"):
+            ops_ = [c["op"] for c in core if c["how"] == how]
+            if ops_:
+                w(f"- {how} ({len(ops_)}): " + ", ".join(f"`{o}`" for o in ops_))
         w("")
 
     w("## Known gaps")

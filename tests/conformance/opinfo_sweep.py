@@ -112,6 +112,23 @@ SUBSET: tuple[str, ...] = (
 )
 
 
+# Samples generated before choosing: a few OpInfos yield hundreds.
+SAMPLE_POOL = 256
+
+
+def pick_samples(gen, max_samples: int) -> list:
+    """Up to max_samples of an OpInfo's samples, spread evenly over (the
+    first SAMPLE_POOL of) its sequence rather than the first ones: some
+    OpInfos list their degenerate cases first (svd's first 32 samples are
+    all empty matrices). Deterministic, so the meta-device pass that finds
+    pinned leaves and --bisect see the same samples."""
+    pool = list(islice(iter(gen), SAMPLE_POOL))
+    if len(pool) <= max_samples:
+        return pool
+    step = (len(pool) - 1) / (max_samples - 1) if max_samples > 1 else 0
+    return [pool[round(i * step)] for i in range(max_samples)]
+
+
 def has_native_kernel(op_name: str, native_ops: list[str]) -> bool:
     """Whether an OpInfo's own ATen op has a native kernel ("index_select" ->
     aten::index_select, "nn.functional.gelu" -> aten::gelu, "softmax" ->
@@ -170,7 +187,7 @@ class _Worker:
         torch = self.torch
         try:
             torch.manual_seed(seed)
-            metas = list(islice(iter(op.sample_inputs("meta", dtype, requires_grad=want_grad)), max_samples))
+            metas = pick_samples(op.sample_inputs("meta", dtype, requires_grad=want_grad), max_samples)
         except Exception:  # noqa: BLE001
             return []
         out = []
@@ -332,6 +349,7 @@ class _Worker:
                     grads = self._grads(sample, tree, out, [w.double() for w in weights])
                 except Exception:  # noqa: BLE001
                     grads = None
+            out = sample.output_process_fn_grad(out)
             return {"output": self._leaves(out), "grad": self._leaves(grads) if grads is not None else None}
         except Exception:  # noqa: BLE001
             return None
@@ -440,7 +458,7 @@ class _Worker:
         seed = 0
         try:
             torch.manual_seed(seed)
-            samples = list(islice(iter(op.sample_inputs("cpu", dtype, requires_grad=want_grad)), max_samples))
+            samples = pick_samples(op.sample_inputs("cpu", dtype, requires_grad=want_grad), max_samples)
         except Exception as e:  # noqa: BLE001
             rec.update(status="skipped-cpu", reason="sample_inputs raised: " + _first_line(e))
             return rec
@@ -529,6 +547,12 @@ class _Worker:
                 arbitrated.append({"sample": i, "where": where, "shape": desc})
                 return True
 
+            # As PyTorch's own test_compare_cpu: outputs defined only up to a
+            # gauge (eigenvector and singular vector signs) are compared
+            # through the OpInfo's output_process_fn_grad (e.g. abs of the
+            # vectors), which is the identity for most ops.
+            ref_out = sample.output_process_fn_grad(ref_out)
+            out = sample.output_process_fn_grad(out)
             diff = self._compare(ref_out, out, dtype_name, values, "output", arbiter)
             if diff is None and grads is not None:
                 diff = self._compare(ref_grads, grads, dtype_name, grad_values, "grad", arbiter)
@@ -600,6 +624,50 @@ def _selftest_hook(task: dict) -> None:
         time.sleep(3600)
 
 
+def core_ops_main() -> int:
+    """Prints (JSON) every overload of PyTorch's Core ATen opset (tagged
+    torch.Tag.core) with how the neuron device runs it: "native" (a neuron
+    kernel is registered), "composite" (PyTorch's composite kernel, which
+    calls other ops: the sweep records any of those that fall back), or
+    "fallback" (no neuron kernel and no composite: the CPU fallback)."""
+    import torch
+    import torch_neuronx  # noqa: F401
+
+    rows = []
+    for name in sorted(dir(torch.ops.aten)):
+        try:
+            packet = getattr(torch.ops.aten, name)
+        except (AttributeError, RuntimeError):
+            continue
+        if not isinstance(packet, torch._ops.OpOverloadPacket):
+            continue
+        for ov in packet.overloads():
+            op = getattr(packet, ov)
+            if torch.Tag.core not in op.tags:
+                continue
+            full = op.name()
+            has = torch._C._dispatch_has_kernel_for_dispatch_key
+            if has(full, "PrivateUse1"):
+                how = "native"
+            elif has(full, "CompositeImplicitAutograd") or has(full, "CompositeExplicitAutograd") or \
+                    has(full, "CompositeExplicitAutogradNonFunctional"):
+                how = "composite"
+            else:
+                how = "fallback"
+            rows.append({"op": full + ("" if ov == "default" else "." + ov), "how": how})
+    print(json.dumps(rows))
+    return 0
+
+
+def core_op_table() -> list | None:
+    try:
+        r = subprocess.run([sys.executable, os.path.abspath(__file__), "--core-ops"], capture_output=True,
+                           text=True, timeout=300, cwd=ROOT)
+        return json.loads(r.stdout) if r.returncode == 0 else None
+    except (OSError, subprocess.SubprocessError, ValueError):
+        return None
+
+
 def worker_main() -> int:
     """Reads tasks (JSON lines) on stdin, writes one result line per task on
     the protocol fd (the original stdout; anything the ops print goes to stderr)."""
@@ -631,7 +699,7 @@ def worker_main() -> int:
 # ---- triage: which ATen op of a mismatching sample differs ------------------
 
 
-def bisect_main(key: str, dtype_name: str, sample_index: int, top: int = 15) -> int:
+def bisect_main(key: str, dtype_name: str, sample_index: int, max_samples: int, top: int = 15) -> int:
     """Runs one sample on neuron (forward and the weighted backward) under a
     dispatch mode that re-runs every ATen op on the CPU with copies of the
     same inputs, and prints the ops whose neuron results differ most. The
@@ -646,9 +714,9 @@ def bisect_main(key: str, dtype_name: str, sample_index: int, top: int = 15) -> 
     want_grad = bool(op.supports_autograd and dtype in op.supported_backward_dtypes("cpu")
                      and dtype.is_floating_point)
     torch.manual_seed(0)
-    samples = list(islice(iter(op.sample_inputs("cpu", dtype, requires_grad=want_grad)), sample_index + 1))
+    samples = pick_samples(op.sample_inputs("cpu", dtype, requires_grad=want_grad), max_samples)
     sample = samples[sample_index]
-    pins_all = w._pinned(op, dtype, want_grad, sample_index + 1, 0)
+    pins_all = w._pinned(op, dtype, want_grad, max_samples, 0)
     pins = pins_all[sample_index] if sample_index < len(pins_all) else None
     rows: list[tuple] = []
 
@@ -873,6 +941,7 @@ def main(argv: list[str] | None = None) -> int:
     mode.add_argument("--full", action="store_true", help="every OpInfo of op_db (writes docs/op-support.*)")
     mode.add_argument("--subset", action="store_true", help="~40 common ops, float32 only")
     mode.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
+    mode.add_argument("--core-ops", action="store_true", help=argparse.SUPPRESS)
     ap.add_argument("--ops", help="comma-separated OpInfo names (or name.variant) to run")
     ap.add_argument("--dtypes", help="comma-separated dtypes (default: float32,bfloat16,float16,int64,bool; "
                                      "subset: float32)")
@@ -889,10 +958,12 @@ def main(argv: list[str] | None = None) -> int:
     a = ap.parse_args(argv)
     if a.worker:
         return worker_main()
+    if a.core_ops:
+        return core_ops_main()
     if a.bisect is not None:
         if not a.ops or "," in a.ops:
             ap.error("--bisect needs exactly one OpInfo in --ops")
-        return bisect_main(a.ops, (a.dtypes or "float32").split(",")[0], a.bisect)
+        return bisect_main(a.ops, (a.dtypes or "float32").split(",")[0], a.bisect, a.max_samples)
 
     select = "subset" if a.subset else "full"
     dtypes = a.dtypes.split(",") if a.dtypes else (["float32"] if a.subset else DTYPE_NAMES)
@@ -932,6 +1003,8 @@ def main(argv: list[str] | None = None) -> int:
           + ", ".join(f"{k} {v}" for k, v in sorted(counts.items())), file=sys.stderr)
     meta = {"mode": select, "wall_time_s": round(wall, 1), "workers": a.workers, "max_samples": a.max_samples,
             "timeout_s": a.timeout, "dtypes": dtypes, "build": build}
+    if select == "full" and not ops_filter:
+        meta["core_ops"] = core_op_table()
     with open(out_path[:-len(".jsonl")] + ".meta.json" if out_path.endswith(".jsonl") else out_path + ".meta.json",
               "w") as f:
         json.dump(meta, f, indent=1)

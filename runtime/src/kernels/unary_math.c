@@ -149,7 +149,17 @@ static int clamp_scalar_i64(int64_t *out, const int64_t *a, const int64_t *b, co
 static void pow_scalar_f32(float *out, const float *a, const float *b, const float *c, int64_t n,
                            const nrt_launch *l) {
   double e = l->scalars[0].f;
-  if (e == 2.0) for (int64_t i = 0; i < n; i++) out[i] = a[i] * a[i];
+  /* PyTorch's bfloat16 kernels spell x**3 and x**-2 with bfloat16
+   * arithmetic, so x*x is rounded to bfloat16 before the second step;
+   * rounding there too gives the CPU's values bit for bit (float16 and
+   * float32 round once, like the loops below). */
+  if (l->compute_dtype == NRT_BFLOAT16 && (e == 3.0 || e == -2.0)) {
+    for (int64_t i = 0; i < n; i++) {
+      float sq = nrt_k_bf16_to_f32(nrt_k_f32_to_bf16(a[i] * a[i]));
+      out[i] = e == 3.0 ? sq * a[i] : 1.0f / sq;
+    }
+  }
+  else if (e == 2.0) for (int64_t i = 0; i < n; i++) out[i] = a[i] * a[i];
   else if (e == 3.0) for (int64_t i = 0; i < n; i++) out[i] = a[i] * a[i] * a[i];
   else if (e == 0.5) nrt_sqrt_block(out, a, n);
   else if (e == -0.5) {
