@@ -1,6 +1,9 @@
 # TorchNeuron build. Two user-facing commands: `make run` and `make test`.
 # Everything a clean machine needs is installed from here.
 
+# bash for pipefail: a failed step piped through a filter must still fail.
+SHELL := /bin/bash
+
 PYTHON_SYS ?= python3
 VENV       := .venv
 PY         := $(VENV)/bin/python
@@ -73,7 +76,8 @@ venv: $(STAMP)
 # The C++ glue is compiled by setup.py (torch's cpp_extension with ninja,
 # incremental); setup.py first runs `make lib` for the C runtime.
 build: $(STAMP) build/libnrt.a
-	TORCH_DEVICE_BACKEND_AUTOLOAD=0 $(PIP) install -q --no-build-isolation --no-deps -e . 2>&1 | grep -v "^WARNING: Location" || true
+	set -o pipefail; TORCH_DEVICE_BACKEND_AUTOLOAD=0 $(PIP) install -q --no-build-isolation --no-deps -e . 2>&1 \
+	  | { grep -v "^WARNING: Location" || true; }
 	$(PY) -c "import torch_neuronx" 
 
 install: build

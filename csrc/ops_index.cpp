@@ -148,9 +148,19 @@ Tensor &index_out(const Tensor &self, const c10::List<std::optional<Tensor>> &in
 }
 
 Tensor &index_put_impl(Tensor &self, const c10::List<std::optional<Tensor>> &indices, const Tensor &values,
-                       bool accumulate, bool /*unsafe*/) {
+                       bool accumulate, bool unsafe) {
   c10::DeviceGuard guard(self.device());
   if (self.numel() == 0) return self;
+  if (accumulate && (self.scalar_type() == at::kBFloat16 || self.scalar_type() == at::kHalf)) {
+    // Duplicate indices add up in float32 and round once: summing in the
+    // 16-bit type rounds after every addition, and the error grows with
+    // the number of duplicates (the CPU does that; float32 sums stay
+    // within the type's rounding of the exact total).
+    Tensor acc = self.to(at::kFloat);
+    index_put_impl(acc, indices, values.to(at::kFloat), true, unsafe);
+    self.copy_(acc);
+    return self;
+  }
   Tensor value = values.device() == self.device() ? values : values.to(self.device());
   if (value.scalar_type() != self.scalar_type()) value = value.to(self.scalar_type());
   IndexPlan p = plan_index(self, indices);

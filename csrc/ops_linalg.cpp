@@ -2,10 +2,12 @@
 // meta functions make them, then one GEMM launch with the operands' own
 // strides (transposed views need no copy: the runtime packs them).
 #include <ATen/ExpandUtils.h>
+#include <ATen/TensorIterator.h>
 #include <ATen/ops/empty.h>
 #include <c10/core/DeviceGuard.h>
 
 #include "iter_launch.h"
+#include "nrt/ops/nn.h"
 #include "registry.h"
 
 namespace torch_neuronx {
@@ -184,9 +186,59 @@ Tensor &baddbmm_ip(Tensor &self, const Tensor &a, const Tensor &b, const Scalar 
   return self;
 }
 
+// addr: beta * self + alpha * outer(vec1, vec2) as one elementwise kernel
+// over ATen's own iterator (self broadcast to n x m, vec1 as a column), so
+// bfloat16 rounds once instead of after each of the four steps.
+Tensor addr_into(Tensor out, const Tensor &self, const Tensor &v1, const Tensor &v2, const Scalar &beta,
+                 const Scalar &alpha) {
+  TORCH_CHECK(v1.dim() == 1, "addr: Expected 1-D argument vec1, but got ", v1.dim(), "-D");
+  TORCH_CHECK(v2.dim() == 1, "addr: Expected 1-D argument vec2, but got ", v2.dim(), "-D");
+  Tensor s = self.expand({v1.size(0), v2.size(0)});
+  Tensor col = v1.reshape({v1.size(0), 1});
+  auto iter = at::TensorIteratorConfig()
+                  .add_output(out)
+                  .add_const_input(s)
+                  .add_const_input(col)
+                  .add_const_input(v2)
+                  .promote_inputs_to_common_dtype(true)
+                  .cast_common_dtype_to_outputs(true)
+                  .enforce_safe_casting_to_output(true)
+                  .build();
+  at::ScalarType rt = iter.common_dtype();
+  if (rt == at::kBool) {
+    TORCH_CHECK(beta.isBoolean() || !beta.isFloatingPoint(), "Boolean beta only supported for Boolean results.");
+    TORCH_CHECK(alpha.isBoolean() || !alpha.isFloatingPoint(), "Boolean alpha only supported for Boolean results.");
+  } else if (at::isIntegralType(rt, /*includeBool=*/false)) {
+    TORCH_CHECK(!beta.isFloatingPoint() && !alpha.isFloatingPoint(),
+                "For integral input tensors, argument beta must not be a floating point number.");
+  }
+  bool fdom = at::isFloatingType(iter.common_dtype());
+  nrt_scalar b, a;
+  if (fdom) {
+    b.f = beta.toDouble();
+    a.f = alpha.toDouble();
+  } else {
+    b.i = beta.toLong();
+    a.i = alpha.toLong();
+  }
+  bool ignore_self = fdom ? beta.toDouble() == 0.0 : beta.toLong() == 0;
+  launch_iter(iter, NRT_OP(SCALED_ADDCMUL), {b, a}, {ignore_self});
+  return iter.output();
+}
+Tensor addr_fn(const Tensor &self, const Tensor &v1, const Tensor &v2, const Scalar &beta, const Scalar &alpha) {
+  return addr_into(Tensor(), self, v1, v2, beta, alpha);
+}
+Tensor &addr_out(const Tensor &self, const Tensor &v1, const Tensor &v2, const Scalar &beta, const Scalar &alpha,
+                 Tensor &out) {
+  addr_into(out, self, v1, v2, beta, alpha);
+  return out;
+}
+
 }  // namespace
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+  NEURON_IMPL(m, "addr", addr_fn);
+  NEURON_IMPL(m, "addr.out", addr_out);
   NEURON_IMPL(m, "mm", mm_fn);
   NEURON_IMPL(m, "mm.out", mm_out);
   NEURON_IMPL(m, "addmm", addmm_fn);

@@ -75,6 +75,8 @@ static inline float bce_backward_one(float g, float x, float t) {
 }
 PW_F32(bce_backward, 3, bce_backward_one(x, y, z))
 PW_F32(prelu_backward_input, 3, y > 0.0f ? x : z * x)
+PW_F32(scaled_addcmul, 3, p0 ? s1 * (y * z) : s0 * x + s1 * (y * z))
+PW_I64(scaled_addcmul, 3, p0 ? nrt_wmul(s1, nrt_wmul(y, z)) : nrt_wadd(nrt_wmul(s0, x), nrt_wmul(s1, nrt_wmul(y, z))))
 
 const nrt_pw_kernel *nrt_pw_nn_kernel(nrt_op op) {
   /* Switch on (int)op: family ids are not enumerators of nrt_op. */
@@ -95,6 +97,7 @@ const nrt_pw_kernel *nrt_pw_nn_kernel(nrt_op op) {
     PW_CASE(SMOOTH_L1_BACKWARD, .f32 = smooth_l1_backward_f32)
     PW_CASE(BCE_BACKWARD, .f32 = bce_backward_f32)
     PW_CASE(PRELU_BACKWARD_INPUT, .f32 = prelu_backward_input_f32)
+    PW_CASE(SCALED_ADDCMUL, .f32 = scaled_addcmul_f32, .i64 = scaled_addcmul_i64)
   default: return NULL;
   }
 }

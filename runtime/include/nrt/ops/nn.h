@@ -1,5 +1,6 @@
-/* Op family NN. Activations and elementwise losses beyond the base list,
- * run by the pointwise engine (kernels/nn_pointwise.c). Operand layout as
+/* Op family NN. Activations, elementwise losses and fused elementwise
+ * helpers beyond the base list, run by the pointwise engine
+ * (kernels/nn_pointwise.c). Operand layout as
  * POINTWISE: outputs, then inputs.
  * Entries: X(name, kind, min_inputs, max_inputs); scalars (s0..s3),
  * params (p0..p3) and aux[] as each comment says. See nrt/launch.h for
@@ -38,7 +39,10 @@
   X(BCE_BACKWARD, POINTWISE, 3, 3)       /* a = grad, b = input, c = target: \
                                             grad (x - t) / max(x (1 - x), 1e-12) */ \
   X(PRELU_BACKWARD_INPUT, POINTWISE, 3, 3) /* a = grad, b = x, c = weight:     \
-                                              x > 0 ? grad : w grad */
+                                              x > 0 ? grad : w grad */       \
+  X(SCALED_ADDCMUL, POINTWISE, 3, 3) /* s0 a + s1 (b c), one rounding (addr: \
+                                        a = self, b c the outer product); p0: \
+                                        s0 == 0, a is ignored (NaN too) */
 
 NRT_OP_FAMILY_ENUM(NN, NRT_OPS_NN);
 
