@@ -36,6 +36,7 @@ nrt_status nrt_resample_execute(const nrt_launch *launch);  /* kernels/resample.
 nrt_status nrt_select_execute(const nrt_launch *launch);    /* kernels/select.c */
 nrt_status nrt_segment_execute(const nrt_launch *launch);   /* kernels/segment.c */
 nrt_status nrt_complex_execute(const nrt_launch *launch);   /* kernels/complex.c */
+nrt_status nrt_attention_execute(const nrt_launch *launch); /* kernels/attention.c */
 
 /* ---- device table (device.c) ------------------------------------------ */
 int nrt_device_valid(int device);  /* 1 if 0 <= device < count (after init) */

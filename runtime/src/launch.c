@@ -7,6 +7,7 @@
 #include <stdio.h>
 
 #include "internal.h"
+#include "nrt/ops/attention.h"
 #include "nrt/ops/complex.h"
 #include "nrt/ops/decomp.h"
 #include "nrt/ops/nn.h"
@@ -33,6 +34,7 @@ NRT_FAMILY_ASSERT(SELECT);
 NRT_FAMILY_ASSERT(SEGMENT);
 NRT_FAMILY_ASSERT(NN);
 NRT_FAMILY_ASSERT(COMPLEX);
+NRT_FAMILY_ASSERT(ATTENTION);
 _Static_assert(NRT_OP_COUNT <= (1 << NRT_OP_FAMILY_BITS), "the base op list outgrew its id range");
 
 static const op_info ops[NRT_OP_ID_LIMIT] = {
@@ -47,6 +49,7 @@ static const op_info ops[NRT_OP_ID_LIMIT] = {
     NRT_OPS_SEGMENT(NRT_X)
     NRT_OPS_NN(NRT_X)
     NRT_OPS_COMPLEX(NRT_X)
+    NRT_OPS_ATTENTION(NRT_X)
 #undef NRT_X
 };
 

@@ -55,7 +55,8 @@ typedef enum nrt_kind {
   NRT_KIND_RESAMPLE, /* interpolation, grid sampling, im2col, unpooling (kernels/resample.c) */
   NRT_KIND_SELECT,  /* order statistics, scans, bucketing, uniqueness (kernels/select.c) */
   NRT_KIND_SEGMENT, /* keyed and segmented reductions, distances (kernels/segment.c) */
-  NRT_KIND_COMPLEX  /* complex elementwise ops and FFTs (kernels/complex*.c, fft*.c) */
+  NRT_KIND_COMPLEX, /* complex elementwise ops and FFTs (kernels/complex*.c, fft*.c) */
+  NRT_KIND_ATTENTION /* fused scaled dot-product attention (kernels/attention*.c) */
 } nrt_kind;
 
 /* Op families. The base list below (NRT_OP_LIST) owns ids 0..NRT_OP_COUNT-1.
@@ -75,7 +76,8 @@ enum {
   NRT_OP_FAMILY_SEGMENT = 5,  /* nrt/ops/segment.h */
   NRT_OP_FAMILY_NN = 6,       /* nrt/ops/nn.h: more activations, elementwise losses (pointwise) */
   NRT_OP_FAMILY_COMPLEX = 7,  /* nrt/ops/complex.h */
-  NRT_OP_FAMILY_COUNT = 8
+  NRT_OP_FAMILY_ATTENTION = 8, /* nrt/ops/attention.h */
+  NRT_OP_FAMILY_COUNT = 9
 };
 #define NRT_OP_ID_LIMIT (NRT_OP_FAMILY_COUNT << NRT_OP_FAMILY_BITS)
 #define NRT_OP(name) ((nrt_op)NRT_OP_##name)
