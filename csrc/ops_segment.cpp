@@ -1,7 +1,7 @@
 // Keyed and segmented ops (family SEGMENT): masked_scatter, index_reduce,
 // index_copy, take/put, the spatial nll_loss, embedding_bag, cdist/pdist,
-// plus short compositions (trace, addbmm, renorm, channel_shuffle,
-// logspace, cauchy/geometric/log_normal). The shape rules and error
+// segment_reduce, ctc_loss, plus short compositions (trace, addbmm,
+// renorm, channel_shuffle, logspace, cauchy/geometric/log_normal). The shape rules and error
 // messages are PyTorch's; the work is either a SEGMENT kernel
 // (kernels/segment.c) or a chain of ops that already run natively.
 #include <ATen/ExpandUtils.h>
@@ -769,6 +769,290 @@ Tensor multilabel_margin_loss_backward_fn(const Tensor &grad_output, const Tenso
   return gx.reshape(self.sizes()).to(self.scalar_type());
 }
 
+// ---- segment_reduce ------------------------------------------------------------------------
+// One SEGMENT_REDUCE launch over the [O, L, I] view of the data (O: the
+// dims before axis, I: the dims after it). The kernel reads the lengths or
+// offsets itself and rejects bounds that would leave the data, so only
+// the !unsafe checks ATen makes up front need a read back here.
+int segment_reduction(c10::string_view reduce) {
+  if (reduce == "sum") return NRT_SEG_SUM;
+  if (reduce == "mean") return NRT_SEG_MEAN;
+  if (reduce == "max" || reduce == "amax") return NRT_SEG_MAX;
+  if (reduce == "min" || reduce == "amin") return NRT_SEG_MIN;
+  if (reduce == "prod") return NRT_SEG_PROD;
+  TORCH_CHECK(false, "reduce argument must be either sum, prod, mean, amax or amin, got ", reduce);
+}
+
+struct SegmentView {
+  Tensor bounds;  // [O, S] lengths or [O, S + 1] offsets
+  bool lengths;
+  int64_t O, S, I, L;
+  std::vector<int64_t> out_shape;
+};
+
+SegmentView segment_view(const Tensor &data, const std::optional<Tensor> &lengths,
+                         const std::optional<Tensor> &offsets, int64_t axis) {
+  axis = at::maybe_wrap_dim(axis, data.dim());
+  bool has_len = lengths.has_value() && lengths->defined();
+  bool has_off = offsets.has_value() && offsets->defined();
+  TORCH_CHECK(has_len || has_off, "segment_reduce(): Either lengths or offsets must be defined.");
+  TORCH_CHECK_NOT_IMPLEMENTED(at::isFloatingType(data.scalar_type()), "\"segment_reduce\" not implemented for '",
+                              data.scalar_type(), "'");
+  const Tensor &b = has_off ? *offsets : *lengths;  // offsets win when both are given, as in ATen
+  const char *what = has_off ? "offsets" : "lengths";
+  TORCH_CHECK_NOT_IMPLEMENTED(b.scalar_type() == at::kLong || b.scalar_type() == at::kInt, "segment_reduce(): ",
+                              what, " must be int32 or int64, got ", b.scalar_type());
+  TORCH_CHECK(b.device() == data.device(), "segment_reduce(): expected ", what, " on ", data.device(),
+              " like data, got ", b.device());
+  TORCH_CHECK(data.dim() >= b.dim(), "segment_reduce(): ", what, " has more dimensions (", b.dim(),
+              ") than data (", data.dim(), ")");
+  TORCH_CHECK(axis == b.dim() - 1, "segment_reduce(): Expected axis to be the last dimension of ", what,
+              " but got ", axis, ".");
+  for (int64_t d = 0; d < axis; ++d) {
+    TORCH_CHECK(b.size(d) == data.size(d), "segment_reduce(): ", what, " of shape ", b.sizes(),
+                " does not match data of shape ", data.sizes(), " in the dimensions before axis");
+  }
+  TORCH_CHECK(!has_off || b.size(-1) >= 1, "segment_reduce(): offsets needs at least one entry along axis");
+  SegmentView v;
+  v.lengths = !has_off;
+  v.O = c10::multiply_integers(data.sizes().slice(0, axis));
+  v.L = data.size(axis);
+  v.I = c10::multiply_integers(data.sizes().slice(axis + 1));
+  v.S = has_off ? b.size(-1) - 1 : b.size(-1);
+  v.bounds = b.reshape({v.O, b.size(-1)});
+  v.out_shape = data.sizes().vec();
+  v.out_shape[axis] = v.S;
+  return v;
+}
+
+void segment_params(nrt_launch &d, const SegmentView &v, int red, const std::optional<Scalar> &initial,
+                    c10::ScalarType dtype) {
+  d.compute_dtype = to_nrt_dtype(dtype);
+  d.params[0] = red;
+  d.params[1] = v.lengths ? 1 : 0;
+  d.params[2] = initial.has_value() ? 1 : 0;
+  if (initial.has_value()) d.scalars[0].f = initial->toDouble();
+}
+
+Tensor segment_reduce_fn(const Tensor &data, c10::string_view reduce, const std::optional<Tensor> &lengths,
+                         const std::optional<Tensor> &indices, const std::optional<Tensor> &offsets, int64_t axis,
+                         bool unsafe, const std::optional<Scalar> &initial) {
+  TORCH_CHECK(!indices.has_value() || !indices->defined(),
+              "segment_reduce(): indices based reduction is not supported yet.");
+  c10::DeviceGuard guard(data.device());
+  SegmentView v = segment_view(data, lengths, offsets, axis);
+  int red = segment_reduction(reduce);
+  if (v.lengths && !unsafe) {
+    // ATen's up-front checks, one read back each; offsets get none there
+    TORCH_CHECK(v.bounds.min().item<int64_t>() >= 0, "lengths contains negative value!");
+    TORCH_CHECK(v.bounds.sum(-1).eq(v.L).all().item<bool>(),
+                "segment_reduce(): Expected all rows of lengths along axis to sum to data.size(lengths.dim()-1) "
+                "when !unsafe.");
+  }
+  Tensor out = at::empty(v.out_shape, data.options());
+  if (out.numel() == 0) return out;
+  nrt_launch d = new_desc(NRT_OP(SEGMENT_REDUCE), {v.O, v.S, v.I, v.L});
+  d.noutputs = 1;
+  d.ninputs = 2;
+  put3(d, 0, out.view({v.O, v.S, v.I}));
+  put3(d, 1, data.reshape({v.O, v.L, v.I}));
+  set_operand(d.operands[2], v.bounds, {0, 1});
+  segment_params(d, v, red, initial, data.scalar_type());
+  launch(data.device().index(), d);
+  return out;
+}
+Tensor &segment_reduce_out(const Tensor &data, c10::string_view reduce, const std::optional<Tensor> &lengths,
+                           const std::optional<Tensor> &indices, const std::optional<Tensor> &offsets, int64_t axis,
+                           bool unsafe, const std::optional<Scalar> &initial, Tensor &out) {
+  return write_out(out, segment_reduce_fn(data, reduce, lengths, indices, offsets, axis, unsafe, initial));
+}
+
+Tensor segment_reduce_backward_fn(const Tensor &grad, const Tensor &output, const Tensor &data,
+                                  c10::string_view reduce, const std::optional<Tensor> &lengths,
+                                  const std::optional<Tensor> &offsets, int64_t axis,
+                                  const std::optional<Scalar> &initial) {
+  c10::DeviceGuard guard(data.device());
+  SegmentView v = segment_view(data, lengths, offsets, axis);
+  int red = segment_reduction(reduce);
+  c10::IntArrayRef want(v.out_shape);
+  TORCH_CHECK(grad.sizes() == want && output.sizes() == want, "_segment_reduce_backward: expected grad and output of ",
+              "shape ", want, ", got ", grad.sizes(), " and ", output.sizes());
+  TORCH_CHECK(at::isFloatingType(grad.scalar_type()) && at::isFloatingType(output.scalar_type()),
+              "_segment_reduce_backward: expected floating grad and output, got ", grad.scalar_type(), " and ",
+              output.scalar_type());
+  Tensor gd = at::empty(data.sizes(), grad.options());
+  if (gd.numel() == 0) return gd;
+  nrt_launch d = new_desc(NRT_OP(SEGMENT_REDUCE_BACKWARD), {v.O, v.S, v.I, v.L});
+  d.noutputs = 1;
+  d.ninputs = 4;
+  put3(d, 0, gd.view({v.O, v.L, v.I}));
+  put3(d, 1, grad.reshape({v.O, v.S, v.I}));
+  put3(d, 2, output.reshape({v.O, v.S, v.I}));
+  put3(d, 3, data.reshape({v.O, v.L, v.I}));
+  set_operand(d.operands[4], v.bounds, {0, 1});
+  segment_params(d, v, red, initial, data.scalar_type());
+  launch(data.device().index(), d);
+  return gd;
+}
+Tensor &segment_reduce_backward_out(const Tensor &grad, const Tensor &output, const Tensor &data,
+                                    c10::string_view reduce, const std::optional<Tensor> &lengths,
+                                    const std::optional<Tensor> &offsets, int64_t axis,
+                                    const std::optional<Scalar> &initial, Tensor &out) {
+  return write_out(out, segment_reduce_backward_fn(grad, output, data, reduce, lengths, offsets, axis, initial));
+}
+
+// ---- ctc_loss -----------------------------------------------------------------------------------
+// _ctc_loss is one CTC_LOSS launch (sequences in parallel), its backward one
+// CTC_LOSS_BACKWARD. The lengths are host lists (the Tensor overloads read
+// them back once, as ATen's own do); they are checked here with ATen's
+// messages and reach the kernel as a small [B, 4] table that also says
+// where each sequence's targets start. The kernel checks the labels.
+struct CtcSetup {
+  Tensor targets;  // on the device
+  Tensor table;    // int64 [B, NRT_CTC_TABLE_COLS] on the device
+  int64_t T, B, C, smax;
+};
+
+CtcSetup ctc_setup(const Tensor &log_probs, const Tensor &targets, c10::IntArrayRef il, c10::IntArrayRef tl,
+                   int64_t blank) {
+  const char *c = " (while checking arguments for ctc_loss_allocate_outputs)";
+  TORCH_CHECK(targets.scalar_type() == at::kLong || targets.scalar_type() == at::kInt,
+              "Expected tensor for argument #2 'targets' to have scalar type Long or Int; but got ",
+              targets.scalar_type(), " instead", c);
+  TORCH_CHECK(log_probs.dim() == 3, "Expected 3-dimensional tensor, but got ", log_probs.dim(),
+              "-dimensional tensor for argument #1 'log_probs'", c);
+  TORCH_CHECK(targets.dim() == 1 || targets.dim() == 2, "Expected 1 to 2 dimensions, but got ", targets.dim(),
+              "-dimensional tensor for argument #2 'targets'", c);
+  TORCH_CHECK_NOT_IMPLEMENTED(at::isFloatingType(log_probs.scalar_type()), "\"ctc_loss\" not implemented for '",
+                              log_probs.scalar_type(), "'");
+  CtcSetup s;
+  s.T = log_probs.size(0);
+  s.B = log_probs.size(1);
+  s.C = log_probs.size(2);
+  TORCH_CHECK(0 <= blank && blank < s.C, "blank must be in label range");
+  TORCH_CHECK(static_cast<int64_t>(il.size()) == s.B, "input_lengths must be of size batch_size");
+  TORCH_CHECK(static_cast<int64_t>(tl.size()) == s.B, "target_lengths must be of size batch_size");
+  // a host staging buffer for the table, copied to the device below
+  Tensor table = at::empty({s.B, NRT_CTC_TABLE_COLS}, at::TensorOptions().dtype(at::kLong));
+  int64_t *row = table.data_ptr<int64_t>();
+  int64_t pos = 0;
+  s.smax = 0;
+  for (int64_t b = 0; b < s.B; ++b, row += NRT_CTC_TABLE_COLS) {
+    TORCH_CHECK(tl[b] >= 0, "Expected target_lengths to have value at least 0, but got value ", tl[b], c);
+    TORCH_CHECK(il[b] >= 0, "Expected input_lengths to have value at least 0, but got value ", il[b], c);
+    TORCH_CHECK(il[b] <= s.T, "Expected input_lengths to have value at most ", s.T, ", but got value ", il[b], c);
+    row[NRT_CTC_INPUT_LEN] = il[b];
+    row[NRT_CTC_TARGET_LEN] = tl[b];
+    row[NRT_CTC_TARGET_ROW] = targets.dim() == 1 ? 0 : b;
+    row[NRT_CTC_TARGET_COL] = targets.dim() == 1 ? pos : 0;
+    pos += tl[b];
+    s.smax = std::max(s.smax, tl[b]);
+  }
+  if (targets.dim() == 1) {
+    TORCH_CHECK(targets.size(0) == pos, "Expected tensor to have size ", pos, " at dimension 0, but got size ",
+                targets.size(0), " for argument #2 'targets'", c);
+  } else {
+    TORCH_CHECK(targets.size(0) == s.B, "Expected tensor to have size ", s.B, " at dimension 0, but got size ",
+                targets.size(0), " for argument #2 'targets'", c);
+    TORCH_CHECK(targets.size(1) >= s.smax, "Expected tensor to have size at least ", s.smax,
+                " at dimension 1, but got size ", targets.size(1), " for argument #2 'targets'", c);
+  }
+  s.table = table.to(log_probs.device());
+  s.targets = targets.device() == log_probs.device() ? targets : targets.to(log_probs.device());
+  return s;
+}
+
+// Targets as a {row, col} operand: a concatenated 1-d list is one row.
+void put_targets(nrt_launch &d, int k, const Tensor &targets) {
+  if (targets.dim() == 1) {
+    set_operand(d.operands[k], targets, {-1, 0});
+    d.aux[0] = 1;
+    d.aux[1] = targets.size(0);
+  } else {
+    set_operand(d.operands[k], targets, {0, 1});
+    d.aux[0] = targets.size(0);
+    d.aux[1] = targets.size(1);
+  }
+}
+
+std::vector<int64_t> host_lengths(const Tensor &t, const char *what) {
+  TORCH_CHECK(at::isIntegralType(t.scalar_type(), /*includeBool=*/false), what, " must be integral");
+  Tensor h = t.to(at::kLong).reshape({-1}).to(at::kCPU);  // a few ints read back, as ATen's overload does
+  const int64_t *p = h.data_ptr<int64_t>();
+  return std::vector<int64_t>(p, p + h.numel());
+}
+
+std::tuple<Tensor, Tensor> ctc_loss_fn(const Tensor &log_probs, const Tensor &targets, c10::IntArrayRef il,
+                                       c10::IntArrayRef tl, int64_t blank, bool /*zero_infinity*/) {
+  // zero_infinity is applied by the composite ctc_loss and by the backward
+  c10::DeviceGuard guard(log_probs.device());
+  CtcSetup s = ctc_setup(log_probs, targets, il, tl, blank);
+  Tensor nll = at::empty({s.B}, log_probs.options());
+  Tensor alpha = at::empty({s.B, s.T, 2 * s.smax + 1}, log_probs.options());
+  if (s.B == 0) return {nll, alpha};
+  nrt_launch d = new_desc(NRT_OP(CTC_LOSS), {s.T, s.B, s.C, s.smax});
+  d.noutputs = 2;
+  d.ninputs = 3;
+  set_operand(d.operands[0], nll, {0});
+  put3(d, 1, alpha);
+  put3(d, 2, log_probs);
+  put_targets(d, 3, s.targets);
+  set_operand(d.operands[4], s.table, {0, 1});
+  d.compute_dtype = to_nrt_dtype(log_probs.scalar_type());
+  d.params[0] = blank;
+  launch(log_probs.device().index(), d);
+  return {nll, alpha};
+}
+
+std::tuple<Tensor, Tensor> ctc_loss_tensor_fn(const Tensor &log_probs, const Tensor &targets,
+                                              const Tensor &input_lengths, const Tensor &target_lengths,
+                                              int64_t blank, bool zero_infinity) {
+  auto il = host_lengths(input_lengths, "input_lengths");
+  auto tl = host_lengths(target_lengths, "target_lengths");
+  return ctc_loss_fn(log_probs, targets, il, tl, blank, zero_infinity);
+}
+
+Tensor ctc_loss_backward_fn(const Tensor &grad, const Tensor &log_probs, const Tensor &targets, c10::IntArrayRef il,
+                            c10::IntArrayRef tl, const Tensor &nll, const Tensor &log_alpha, int64_t blank,
+                            bool zero_infinity) {
+  c10::DeviceGuard guard(log_probs.device());
+  CtcSetup s = ctc_setup(log_probs, targets, il, tl, blank);
+  TORCH_CHECK(grad.numel() == s.B && nll.numel() == s.B, "_ctc_loss_backward: expected grad and neg_log_likelihood ",
+              "with ", s.B, " elements, got ", grad.sizes(), " and ", nll.sizes());
+  TORCH_CHECK(log_alpha.dim() == 3 && log_alpha.size(0) == s.B && log_alpha.size(1) == s.T &&
+                  log_alpha.size(2) >= 2 * s.smax + 1,
+              "_ctc_loss_backward: expected log_alpha of shape [", s.B, ", ", s.T, ", ", 2 * s.smax + 1, "], got ",
+              log_alpha.sizes());
+  TORCH_CHECK(at::isFloatingType(grad.scalar_type()) && at::isFloatingType(nll.scalar_type()) &&
+                  at::isFloatingType(log_alpha.scalar_type()),
+              "_ctc_loss_backward: expected floating grad, neg_log_likelihood and log_alpha");
+  Tensor out = at::empty(log_probs.sizes(), log_probs.options());
+  if (out.numel() == 0) return out;
+  nrt_launch d = new_desc(NRT_OP(CTC_LOSS_BACKWARD), {s.T, s.B, s.C, s.smax});
+  d.noutputs = 1;
+  d.ninputs = 6;
+  put3(d, 0, out);
+  set_operand(d.operands[1], grad.reshape({s.B}), {0});
+  put3(d, 2, log_probs);
+  put_targets(d, 3, s.targets);
+  set_operand(d.operands[4], s.table, {0, 1});
+  set_operand(d.operands[5], nll.reshape({s.B}), {0});
+  put3(d, 6, log_alpha);
+  d.compute_dtype = to_nrt_dtype(log_probs.scalar_type());
+  d.params[0] = blank;
+  d.params[1] = zero_infinity ? 1 : 0;
+  launch(log_probs.device().index(), d);
+  return out;
+}
+
+Tensor ctc_loss_backward_tensor_fn(const Tensor &grad, const Tensor &log_probs, const Tensor &targets,
+                                   const Tensor &input_lengths, const Tensor &target_lengths, const Tensor &nll,
+                                   const Tensor &log_alpha, int64_t blank, bool zero_infinity) {
+  auto il = host_lengths(input_lengths, "input_lengths");
+  auto tl = host_lengths(target_lengths, "target_lengths");
+  return ctc_loss_backward_fn(grad, log_probs, targets, il, tl, nll, log_alpha, blank, zero_infinity);
+}
+
 }  // namespace
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
@@ -811,6 +1095,14 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   NEURON_IMPL(m, "multi_margin_loss_backward", multi_margin_loss_backward_fn);
   NEURON_IMPL(m, "multilabel_margin_loss_forward", multilabel_margin_loss_forward_fn);
   NEURON_IMPL(m, "multilabel_margin_loss_backward", multilabel_margin_loss_backward_fn);
+  NEURON_IMPL(m, "segment_reduce", segment_reduce_fn);
+  NEURON_IMPL(m, "segment_reduce.out", segment_reduce_out);
+  NEURON_IMPL(m, "_segment_reduce_backward", segment_reduce_backward_fn);
+  NEURON_IMPL(m, "_segment_reduce_backward.out", segment_reduce_backward_out);
+  NEURON_IMPL(m, "_ctc_loss", ctc_loss_fn);
+  NEURON_IMPL(m, "_ctc_loss.Tensor", ctc_loss_tensor_fn);
+  NEURON_IMPL(m, "_ctc_loss_backward", ctc_loss_backward_fn);
+  NEURON_IMPL(m, "_ctc_loss_backward.Tensor", ctc_loss_backward_tensor_fn);
 }
 
 }  // namespace torch_neuronx

@@ -1,7 +1,8 @@
 """SEGMENT family on the neuron device against PyTorch's CPU: spatial
 nll_loss / cross_entropy, masked_scatter, index_reduce / index_copy / take /
-put, embedding_bag, cdist / pdist, margin losses, and the compositions
-(trace, addbmm, renorm, channel_shuffle, logspace, random distributions).
+put, embedding_bag, cdist / pdist, margin losses, segment_reduce, ctc_loss,
+and the compositions (trace, addbmm, renorm, channel_shuffle, logspace,
+random distributions).
 Every test also checks that nothing fell back to the CPU."""
 import pytest
 import torch
@@ -218,3 +219,199 @@ def test_random_distributions():
     assert_no_fallbacks()
     with pytest.raises(RuntimeError, match="geometric_ expects p"):
         torch.empty(3, device=DEV).geometric_(1.5)
+
+
+# ---- segment_reduce --------------------------------------------------------------------------
+
+def both_nan(fn, x, dtype, grad_seed=0):
+    """Like both() for one input, but NaN equals NaN (mean of an empty segment,
+    NaN data)."""
+    rtol, atol = TOL[dtype]
+    xc = x.clone().requires_grad_(True)
+    xd = x.detach().to(DEV).requires_grad_(True)
+    oc, od = fn(xc), fn(xd)
+    torch.testing.assert_close(od.cpu(), oc, rtol=rtol, atol=atol, equal_nan=True)
+    g = torch.randn(oc.shape, generator=torch.Generator().manual_seed(grad_seed)).to(dtype)
+    oc.backward(g)
+    od.backward(g.to(DEV))
+    torch.testing.assert_close(xd.grad.cpu(), xc.grad, rtol=rtol, atol=atol, equal_nan=True)
+    assert_no_fallbacks()
+
+
+def to_offsets(lengths, axis):
+    shape = list(lengths.shape)
+    shape[axis] = 1
+    return torch.cat((lengths.new_zeros(shape), lengths), axis).cumsum(axis)
+
+
+SEG_CASES = [
+    # data shape, axis, lengths, unsafe
+    ((5,), 0, [0, 1, 2, 2], False),
+    ((5,), 0, [2, 0, 3, 0], True),
+    ((4, 3), 0, [1, 0, 3], False),
+    ((10, 3, 2), 0, [1, 2, 0, 6, 0], True),  # lengths sum to less than the axis
+    ((5, 5), 1, [[2, 0, 3, 0], [0, 1, 2, 2], [3, 0, 2, 0], [1, 1, 1, 2], [0, 1, 2, 2]], False),
+    ((3, 5, 4), 1, [[2, 0, 3], [0, 1, 4], [5, 0, 0]], False),
+]
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float16])
+@pytest.mark.parametrize("reduce", ["sum", "mean", "max", "min", "prod", "amax"])
+@pytest.mark.parametrize("mode", ["lengths", "offsets"])
+def test_segment_reduce(dtype, reduce, mode):
+    torch.manual_seed(1)
+    for shape, axis, lengths, unsafe in SEG_CASES:
+        lengths = torch.tensor(lengths)
+        x = torch.randn(shape).to(dtype)
+        for initial in (None, 2.0):
+            kw = dict(axis=axis, unsafe=unsafe, initial=initial)
+            if mode == "lengths":
+                def fn(a, kw=kw):
+                    return torch.segment_reduce(a, reduce, lengths=lengths.to(a.device), **kw)
+            else:
+                offs = to_offsets(lengths, axis)
+
+                def fn(a, kw=kw):
+                    return torch.segment_reduce(a, reduce, offsets=offs.to(a.device), **kw)
+            both_nan(fn, x, dtype)
+
+
+@pytest.mark.parametrize("reduce", ["max", "min", "prod"])
+def test_segment_reduce_ties_zeros_nan(reduce):
+    # ties share the gradient (ATen divides only the positive shares), zeros
+    # and NaN take prod's explicit path, NaN wins max/min
+    x = torch.tensor([[1.0, 2.0], [1.0, 0.0], [3.0, 0.0], [1.0, float("nan")], [2.0, 2.0], [0.0, 2.0]])
+    lengths = torch.tensor([3, 3], dtype=torch.int32)
+    for seed in range(3):
+        both_nan(lambda a: torch.segment_reduce(a, reduce, lengths=lengths.to(a.device)), x, torch.float32,
+                 grad_seed=seed)
+        both_nan(lambda a: torch.segment_reduce(a, reduce, lengths=lengths.to(a.device), initial=0.5), x,
+                 torch.float32, grad_seed=seed)
+
+
+def test_segment_reduce_offsets_not_from_zero():
+    x = torch.randn(8, 3)
+    offs = torch.tensor([2, 4, 4, 7])
+    both_nan(lambda a: torch.segment_reduce(a, "sum", offsets=offs.to(a.device)), x, torch.float32)
+    both_nan(lambda a: torch.segment_reduce(a, "mean", offsets=offs.to(a.device), initial=-1.0), x, torch.float32)
+
+
+def test_segment_reduce_errors():
+    x = torch.randn(5, 3, device=DEV)
+    with pytest.raises(RuntimeError, match="lengths contains negative value"):
+        torch.segment_reduce(x, "sum", lengths=torch.tensor([6, -1], device=DEV))
+    with pytest.raises(RuntimeError, match="to sum to data.size"):
+        torch.segment_reduce(x, "sum", lengths=torch.tensor([1, 1], device=DEV))
+    with pytest.raises(RuntimeError, match="reduce argument must be either sum, prod, mean, amax or amin"):
+        torch.segment_reduce(x, "foo", lengths=torch.tensor([2, 3], device=DEV))
+    with pytest.raises(RuntimeError, match="Expected axis to be the last dimension of lengths"):
+        torch.segment_reduce(x, "sum", lengths=torch.tensor([2, 3], device=DEV), axis=1)
+    with pytest.raises(RuntimeError, match="Either lengths or offsets must be defined"):
+        torch.segment_reduce(x, "sum")
+    with pytest.raises(RuntimeError, match="does not match data"):  # the CPU crashes here
+        torch.segment_reduce(torch.randn(2, 5, device=DEV), "sum", lengths=torch.tensor([[1, 1, 3]], device=DEV),
+                             axis=1)
+    with pytest.raises(NotImplementedError):
+        torch.segment_reduce(x.long(), "sum", lengths=torch.tensor([2, 3], device=DEV))
+    # the kernel checks what unsafe skips
+    with pytest.raises(RuntimeError, match="sum past data.size"):
+        torch.segment_reduce(x, "sum", lengths=torch.tensor([4, 4], device=DEV), unsafe=True)
+        torch.neuron.synchronize()
+    with pytest.raises(RuntimeError, match="offsets must be non-decreasing"):
+        torch.segment_reduce(x, "sum", offsets=torch.tensor([0, 3, 2], device=DEV))
+        torch.neuron.synchronize()
+    with pytest.raises(RuntimeError, match="out of range"):
+        torch.segment_reduce(x, "sum", offsets=torch.tensor([0, 3, 7], device=DEV))
+        torch.neuron.synchronize()
+
+
+# ---- ctc_loss ------------------------------------------------------------------------------------
+
+def ctc_both(log_probs, targets, il, tl, dtype=torch.float32, **kw):
+    """F.ctc_loss on the CPU and the device; loss and gradient, NaN equal NaN."""
+    rtol, atol = TOL[dtype]
+    lc = log_probs.clone().to(dtype).requires_grad_(True)
+    ld = log_probs.detach().to(dtype).to(DEV).requires_grad_(True)
+
+    def dev(v):
+        return v.to(DEV) if isinstance(v, torch.Tensor) else v
+    oc = F.ctc_loss(lc, targets, il, tl, **kw)
+    od = F.ctc_loss(ld, dev(targets), dev(il), dev(tl), **kw)
+    torch.testing.assert_close(od.cpu(), oc, rtol=rtol, atol=atol, equal_nan=True)
+    g = torch.rand(oc.shape).to(dtype) + 0.5
+    oc.backward(g)
+    od.backward(g.to(DEV))
+    torch.testing.assert_close(ld.grad.cpu(), lc.grad, rtol=rtol, atol=atol, equal_nan=True)
+    assert_no_fallbacks()
+
+
+@pytest.mark.parametrize("reduction", ["none", "mean", "sum"])
+@pytest.mark.parametrize("zero_infinity", [False, True])
+@pytest.mark.parametrize("as_tensor", [False, True])
+def test_ctc_loss(reduction, zero_infinity, as_tensor):
+    torch.manual_seed(2)
+    T, B, C, S = 30, 6, 7, 10
+    lp = torch.randn(T, B, C).log_softmax(2)
+    targets = torch.randint(1, C, (B, S))
+    targets[1, :4] = 3  # repeated labels need blanks between them
+    il = [30, 25, 30, 7, 0, 12]  # sequence 4 has no frames
+    tl = [10, 8, 0, 6, 0, 5]     # sequence 2 an empty target
+    targets[3, :6] = torch.tensor([2, 2, 2, 2, 5, 5])  # needs 10 frames, has 7: infinite loss
+    kw = dict(reduction=reduction, zero_infinity=zero_infinity)
+    if as_tensor:
+        ctc_both(lp, targets, torch.tensor(il), torch.tensor(tl), **kw)
+    else:
+        ctc_both(lp, targets, il, tl, **kw)
+    # concatenated int32 targets
+    cat = torch.cat([targets[b, :tl[b]] for b in range(B)]).int()
+    ctc_both(lp, cat, il, tl, **kw)
+
+
+def test_ctc_loss_blank_and_unbatched():
+    torch.manual_seed(3)
+    lp = torch.randn(12, 2, 5).log_softmax(2)
+    targets = torch.tensor([[0, 1, 1, 3], [2, 0, 2, 2]])
+    ctc_both(lp, targets, [12, 9], [4, 3], blank=4, reduction="none")
+    ctc_both(lp[:, 0], targets[0], [12], [4], blank=4, reduction="sum")  # unbatched
+    ctc_both(lp, targets, torch.tensor([12, 9], dtype=torch.int32), torch.tensor([4, 3]), reduction="mean")
+
+
+def test_ctc_loss_raw_ops():
+    torch.manual_seed(4)
+    lp = torch.randn(8, 3, 4).log_softmax(2)
+    tg = torch.tensor([[1, 2, 2], [3, 1, 0], [2, 2, 2]])
+    il, tl = [8, 5, 4], [3, 2, 3]
+    for lengths in ((il, tl), (torch.tensor(il), torch.tensor(tl))):
+        nll_c, alpha_c = torch.ops.aten._ctc_loss(lp, tg, *lengths)
+        dl = [v.to(DEV) if isinstance(v, torch.Tensor) else v for v in lengths]
+        nll_d, alpha_d = torch.ops.aten._ctc_loss(lp.to(DEV), tg.to(DEV), *dl)
+        torch.testing.assert_close(nll_d.cpu(), nll_c)
+        # log_alpha agrees where ATen defines it (frames within the input length)
+        for b in range(3):
+            n = 2 * tl[b] + 1
+            torch.testing.assert_close(alpha_d[b, :il[b], :n].cpu(), alpha_c[b, :il[b], :n])
+        g = torch.rand(3)
+        gc = torch.ops.aten._ctc_loss_backward(g, lp, tg, *lengths, nll_c, alpha_c, 0, False)
+        gd = torch.ops.aten._ctc_loss_backward(g.to(DEV), lp.to(DEV), tg.to(DEV), *dl, nll_d, alpha_d, 0, False)
+        torch.testing.assert_close(gd.cpu(), gc, equal_nan=True)
+    assert_no_fallbacks()
+
+
+def test_ctc_loss_errors():
+    lp = torch.randn(6, 2, 4, device=DEV).log_softmax(2)
+    t = torch.tensor([[1, 2, 2], [3, 1, 0]], device=DEV)
+    with pytest.raises(RuntimeError, match="blank must be in label range"):
+        F.ctc_loss(lp, t, [6, 5], [3, 2], blank=4)
+    with pytest.raises(RuntimeError, match="Expected input_lengths to have value at most 6, but got value 7"):
+        F.ctc_loss(lp, t, [7, 5], [3, 2])
+    with pytest.raises(RuntimeError, match="Expected target_lengths to have value at least 0"):
+        F.ctc_loss(lp, t, [6, 5], [-3, 2])
+    with pytest.raises(RuntimeError, match="Expected tensor to have size at least 4 at dimension 1"):
+        F.ctc_loss(lp, t, [6, 5], [4, 2])
+    with pytest.raises(RuntimeError, match="input_lengths must be of size batch_size"):
+        torch.ops.aten._ctc_loss(lp, t, [6], [3, 2])
+    with pytest.raises(RuntimeError, match="input_lengths must be integral"):
+        F.ctc_loss(lp, t, torch.tensor([6.0, 5.0]), torch.tensor([3, 2]))
+    with pytest.raises(RuntimeError, match="target 9 of sequence 0 is out of range"):  # the CPU reads past C
+        F.ctc_loss(lp, torch.tensor([[1, 9, 2], [3, 1, 0]], device=DEV), [6, 5], [3, 2])
+        torch.neuron.synchronize()

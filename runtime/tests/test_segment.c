@@ -1,4 +1,6 @@
-/* SEGMENT family tests: EMBEDDING_BAG, CDIST(_BACKWARD), PDIST(_BACKWARD).
+/* SEGMENT family tests: EMBEDDING_BAG, CDIST(_BACKWARD), PDIST(_BACKWARD),
+ * SEGMENT_REDUCE(_BACKWARD) and CTC_LOSS(_BACKWARD) (the CTC loss against a
+ * brute force over every path).
  * Each kernel is compared with a plain double-precision computation written
  * here, in both the fast and the reference mode, on non-contiguous strides,
  * bfloat16/float16 operands and edge cases (empty bags, zero distances,
@@ -416,6 +418,412 @@ static void test_dist_errors(void) {
   CHECK(o[0] == 0 && o[1] == 0 && o[2] == 0 && o[3] == 0);
 }
 
+/* ---- SEGMENT_REDUCE(_BACKWARD) ------------------------------------------------------ */
+
+/* A segmented reduction in double, ATen's rules, for data [O, L, I]
+ * (contiguous in the test's own arrays) and starts [O][S + 1]. */
+static double seg_ref_forward(int red, const double *x, int64_t L, int64_t I, int64_t o, int64_t a, int64_t b,
+                              int64_t k, int has_init, double init) {
+  double acc = has_init ? init
+               : red == NRT_SEG_MAX ? -INFINITY
+               : red == NRT_SEG_MIN ? INFINITY
+               : red == NRT_SEG_PROD ? 1.0 : 0.0;
+  for (int64_t j = a; j < b; j++) {
+    double v = x[(o * L + j) * I + k];
+    switch (red) {
+    case NRT_SEG_SUM: case NRT_SEG_MEAN: acc += v; break;
+    case NRT_SEG_PROD: acc *= v; break;
+    case NRT_SEG_MAX: if (isnan(v) || v > acc) acc = v; break;
+    case NRT_SEG_MIN: if (isnan(v) || v < acc) acc = v; break;
+    }
+  }
+  if (red == NRT_SEG_MEAN) {
+    if (b == a && !has_init) acc = NAN;
+    else if (b > a && !isnan(acc)) acc /= (double)(b - a);
+  }
+  return acc;
+}
+
+static int same_or_near(double got, double want, double tol) {
+  if (isnan(want)) return isnan(got);
+  if (isinf(want)) return got == want;
+  return fabs(got - want) <= tol * (1.0 + fabs(want));
+}
+
+/* O x S segments over [O, L, I] float32 data with inner stride 2; bounds as
+ * lengths (int32) or offsets (int64). Checks forward and backward against
+ * the double reference, in fast or reference mode. */
+static void seg_case(int red, int64_t O, int64_t S, int64_t I, int64_t L, const int64_t *starts, int use_lengths,
+                     int has_init, double init, const float *special, int reference) {
+  int64_t nd = O * L * I, no = O * S * I;
+  float *x = calloc((size_t)(2 * nd + 1), sizeof(float));
+  double *xd = calloc((size_t)(nd + 1), sizeof(double));
+  for (int64_t i = 0; i < nd; i++) {
+    float sp = special ? special[i % 7] : 99.0f, v = sp == 99.0f ? (float)(urand() * 1.5) : sp;
+    x[2 * i] = v;
+    xd[i] = v;
+  }
+  float *out = calloc((size_t)(no + 1), sizeof(float)), *g = calloc((size_t)(no + 1), sizeof(float));
+  float *gd = calloc((size_t)(nd + 1), sizeof(float));
+  for (int64_t i = 0; i < no; i++) g[i] = (float)urand();
+  int32_t *len32 = calloc((size_t)(O * S + 1), sizeof(int32_t));
+  int64_t *off = calloc((size_t)(O * (S + 1) + 1), sizeof(int64_t));
+  for (int64_t o = 0; o < O; o++) {
+    for (int64_t s = 0; s < S; s++) len32[o * S + s] = (int32_t)(starts[o * (S + 1) + s + 1] - starts[o * (S + 1) + s]);
+    for (int64_t s = 0; s <= S; s++) off[o * (S + 1) + s] = starts[o * (S + 1) + s];
+  }
+  nrt_launch l = mk(NRT_OP(SEGMENT_REDUCE), 4, S(O, S, I, L), 1, 2);
+  opnd(&l, 0, out, NRT_FLOAT32, 3, S(S * I * 4, I * 4, 4));
+  opnd(&l, 1, x, NRT_FLOAT32, 3, S(L * I * 8, I * 8, 8));
+  if (use_lengths)
+    opnd(&l, 2, len32, NRT_INT32, 2, S(S * 4, 4));
+  else
+    opnd(&l, 2, off, NRT_INT64, 2, S((S + 1) * 8, 8));
+  l.params[0] = red;
+  l.params[1] = use_lengths;
+  l.params[2] = has_init;
+  l.scalars[0].f = init;
+  CHECK_OK(run(&l, reference));
+  for (int64_t o = 0; o < O; o++)
+    for (int64_t s = 0; s < S; s++)
+      for (int64_t k = 0; k < I; k++) {
+        double want = seg_ref_forward(red, xd, L, I, o, starts[o * (S + 1) + s], starts[o * (S + 1) + s + 1], k,
+                                      has_init, init);
+        double got = out[(o * S + s) * I + k];
+        if (!same_or_near(got, want, 1e-5)) {
+          fprintf(stderr, "seg %d fwd (o %lld s %lld k %lld): %g want %g\n", red, (long long)o, (long long)s,
+                  (long long)k, got, want);
+          nrt_test_failures++;
+        }
+      }
+  /* backward: the reference follows ATen's rules element by element */
+  nrt_launch bl = mk(NRT_OP(SEGMENT_REDUCE_BACKWARD), 4, S(O, S, I, L), 1, 4);
+  for (int64_t i = 0; i < nd; i++) gd[i] = 123.0f; /* must all be overwritten */
+  opnd(&bl, 0, gd, NRT_FLOAT32, 3, S(L * I * 4, I * 4, 4));
+  opnd(&bl, 1, g, NRT_FLOAT32, 3, S(S * I * 4, I * 4, 4));
+  opnd(&bl, 2, out, NRT_FLOAT32, 3, S(S * I * 4, I * 4, 4));
+  bl.operands[3] = l.operands[1];
+  bl.operands[4] = l.operands[2];
+  for (int p = 0; p < 3; p++) bl.params[p] = l.params[p];
+  bl.scalars[0] = l.scalars[0];
+  CHECK_OK(run(&bl, reference));
+  for (int64_t o = 0; o < O; o++) {
+    const int64_t *st = starts + o * (S + 1);
+    for (int64_t j = 0; j < L; j++)
+      for (int64_t k = 0; k < I; k++) {
+        double want = 0.0;
+        for (int64_t s = 0; s < S; s++) {
+          if (j < st[s] || j >= st[s + 1]) continue;
+          double gv = g[(o * S + s) * I + k], y = out[(o * S + s) * I + k], v = xd[(o * L + j) * I + k];
+          int64_t len = st[s + 1] - st[s];
+          if (red == NRT_SEG_SUM) want = gv;
+          else if (red == NRT_SEG_MEAN) want = gv / (double)len;
+          else if (red == NRT_SEG_MAX || red == NRT_SEG_MIN) {
+            int ties = 0;
+            for (int64_t m = st[s]; m < st[s + 1]; m++) {
+              double w = xd[(o * L + m) * I + k];
+              if (isnan(w) || w == y) ties++;
+            }
+            want = (isnan(v) || v == y) ? (ties >= 2 && gv > 0 ? gv / ties : gv) : 0.0;
+          } else {
+            double excl = has_init ? init : 1.0;
+            for (int64_t m = st[s]; m < st[s + 1]; m++)
+              if (m != j) excl *= xd[(o * L + m) * I + k];
+            want = gv * excl;
+          }
+        }
+        double got = gd[(o * L + j) * I + k];
+        if (!same_or_near(got, want, 1e-4)) {
+          fprintf(stderr, "seg %d bwd (o %lld j %lld k %lld): %g want %g\n", red, (long long)o, (long long)j,
+                  (long long)k, got, want);
+          nrt_test_failures++;
+        }
+      }
+  }
+  free(x);
+  free(xd);
+  free(out);
+  free(g);
+  free(gd);
+  free(len32);
+  free(off);
+}
+
+static void test_segment_reduce(void) {
+  /* O = 2 rows, S = 4 segments over L = 8 (empty segments; row 1 leaves a
+   * row before and after its segments, as offsets and unsafe lengths may) */
+  const int64_t st[] = {0, 0, 3, 3, 8, /* row 1 */ 1, 2, 2, 5, 6};
+  const int64_t st_len[] = {0, 0, 3, 3, 8, /* lengths start at 0 */ 0, 1, 1, 4, 5};
+  const float ties[7] = {2.0f, 2.0f, 99.0f, 0.0f, 99.0f, NAN, 2.0f}; /* 99: random */
+  for (int ref = 0; ref < 2; ref++) {
+    for (int red = 0; red <= NRT_SEG_PROD; red++) {
+      seg_case(red, 2, 4, 3, 8, st, 0, 0, 0.0, NULL, ref);
+      seg_case(red, 2, 4, 3, 8, st_len, 1, 0, 0.0, NULL, ref);
+      seg_case(red, 2, 4, 3, 8, st, 0, 1, 2.0, NULL, ref);
+      seg_case(red, 2, 4, 3, 8, st_len, 1, 1, -1.5, NULL, ref);
+      seg_case(red, 2, 4, 3, 8, st, 0, 0, 0.0, ties, ref); /* ties, zeros and NaN */
+      seg_case(red, 2, 4, 3, 8, st, 0, 1, 0.5, ties, ref);
+      seg_case(red, 1, 0, 3, 4, S(0), 0, 0, 0.0, NULL, ref);  /* no segments: zero gradient */
+      seg_case(red, 1, 2, 2, 0, S(0, 0, 0), 1, 0, 0.0, NULL, ref); /* no data */
+    }
+  }
+}
+
+/* bfloat16 data and float16 output: loads widen, stores round. Fast and
+ * reference paths run the same float arithmetic, so they agree exactly. */
+static void test_segment_reduce_half(void) {
+  enum { O = 3, S = 5, I = 37, L = 40 };
+  uint16_t x[O * L * I], out[2][O * S * I], gd[2][O * L * I], g[O * S * I];
+  int64_t len[O * S];
+  for (int i = 0; i < O * L * I; i++) x[i] = nrt_f32_to_bf16((float)urand());
+  for (int i = 0; i < O * S * I; i++) g[i] = nrt_f32_to_f16((float)urand());
+  for (int o = 0; o < O; o++) {
+    int left = L;
+    for (int s = 0; s < S; s++) {
+      len[o * S + s] = s == S - 1 ? left : (int64_t)(rnd() % (uint64_t)(left / 2 + 1));
+      left -= (int)len[o * S + s];
+    }
+  }
+  for (int red = 0; red <= NRT_SEG_PROD; red++) {
+    for (int ref = 0; ref < 2; ref++) {
+      nrt_launch l = mk(NRT_OP(SEGMENT_REDUCE), 4, S(O, S, I, L), 1, 2);
+      opnd(&l, 0, out[ref], NRT_FLOAT16, 3, S(S * I * 2, I * 2, 2));
+      opnd(&l, 1, x, NRT_BFLOAT16, 3, S(L * I * 2, I * 2, 2));
+      opnd(&l, 2, len, NRT_INT64, 2, S(S * 8, 8));
+      l.params[0] = red;
+      l.params[1] = 1;
+      CHECK_OK(run(&l, ref));
+      nrt_launch bl = mk(NRT_OP(SEGMENT_REDUCE_BACKWARD), 4, S(O, S, I, L), 1, 4);
+      opnd(&bl, 0, gd[ref], NRT_BFLOAT16, 3, S(L * I * 2, I * 2, 2));
+      opnd(&bl, 1, g, NRT_FLOAT16, 3, S(S * I * 2, I * 2, 2));
+      opnd(&bl, 2, out[0], NRT_FLOAT16, 3, S(S * I * 2, I * 2, 2));
+      bl.operands[3] = l.operands[1];
+      bl.operands[4] = l.operands[2];
+      bl.params[0] = red;
+      bl.params[1] = 1;
+      CHECK_OK(run(&bl, ref));
+    }
+    CHECK(memcmp(out[0], out[1], sizeof out[0]) == 0);
+    CHECK(memcmp(gd[0], gd[1], sizeof gd[0]) == 0);
+    /* spot-check the sum against a double reduction */
+    if (red == NRT_SEG_SUM) {
+      for (int o = 0; o < O; o++) {
+        int64_t a = 0;
+        for (int s = 0; s < S; s++) {
+          for (int k = 0; k < I; k++) {
+            double acc = 0.0;
+            for (int64_t j = a; j < a + len[o * S + s]; j++) acc += nrt_bf16_to_f32(x[(o * L + j) * I + k]);
+            CHECK_NEAR(nrt_f16_to_f32(out[0][(o * S + s) * I + k]), acc, 2e-3);
+          }
+          a += len[o * S + s];
+        }
+      }
+    }
+  }
+}
+
+static void test_segment_reduce_errors(void) {
+  float x[8] = {0}, out[4];
+  nrt_launch l = mk(NRT_OP(SEGMENT_REDUCE), 4, S(1, 2, 1, 4), 1, 2);
+  opnd(&l, 0, out, NRT_FLOAT32, 3, S(8, 4, 4));
+  opnd(&l, 1, x, NRT_FLOAT32, 3, S(16, 4, 4));
+  int64_t bad_len[2] = {3, -1};
+  opnd(&l, 2, bad_len, NRT_INT64, 2, S(16, 8));
+  l.params[1] = 1;
+  CHECK_STATUS(run(&l, 0), NRT_ERROR_INVALID_ARGUMENT);
+  CHECK_PREFIX("segment_reduce(): lengths contains negative value");
+  int64_t long_len[2] = {3, 2};
+  l.operands[2].data = long_len;
+  CHECK_STATUS(run(&l, 0), NRT_ERROR_INVALID_ARGUMENT);
+  CHECK_PREFIX("segment_reduce(): the lengths of row 0 sum past");
+  int64_t dec[3] = {0, 3, 2};
+  l.operands[2].data = dec;
+  l.params[1] = 0;
+  CHECK_STATUS(run(&l, 0), NRT_ERROR_INVALID_ARGUMENT);
+  CHECK_PREFIX("segment_reduce(): offsets must be non-decreasing");
+  int64_t past[3] = {0, 3, 5};
+  l.operands[2].data = past;
+  CHECK_STATUS(run(&l, 1), NRT_ERROR_INVALID_ARGUMENT);
+  CHECK_PREFIX("segment_reduce(): offset 5 is out of range");
+  int64_t ok[3] = {1, 1, 4};
+  l.operands[2].data = ok;
+  l.params[0] = 9;
+  CHECK_STATUS(run(&l, 0), NRT_ERROR_INVALID_ARGUMENT);
+  l.params[0] = NRT_SEG_SUM;
+  l.operands[1].dtype = NRT_INT32;
+  CHECK_STATUS(run(&l, 0), NRT_ERROR_UNSUPPORTED);
+  l.operands[1].dtype = NRT_FLOAT32;
+  l.operands[2].dtype = NRT_FLOAT32;
+  CHECK_STATUS(run(&l, 0), NRT_ERROR_UNSUPPORTED);
+  l.operands[2].dtype = NRT_INT64;
+  CHECK_OK(run(&l, 0));
+  CHECK(out[0] == 0.0f && out[1] == 0.0f);
+}
+
+/* ---- CTC_LOSS(_BACKWARD) ------------------------------------------------------------- */
+
+/* Brute force over every path of T frames and C classes: the probability
+ * of the paths that collapse (merge repeats, drop blanks) to the target,
+ * and for each (t, c) the part of it whose path has c at t. */
+static double ctc_brute(const double *lp, int64_t T, int64_t C, int64_t blank, const int64_t *tgt, int64_t L,
+                        double *by_tc) {
+  int64_t total = 1;
+  for (int64_t t = 0; t < T; t++) total *= C;
+  for (int64_t i = 0; i < T * C; i++) by_tc[i] = 0.0;
+  double p = 0.0;
+  int64_t path[16], out[16];
+  for (int64_t code = 0; code < total; code++) {
+    int64_t rest = code, n = 0;
+    for (int64_t t = 0; t < T; t++) {
+      path[t] = rest % C;
+      rest /= C;
+    }
+    for (int64_t t = 0; t < T; t++)
+      if (path[t] != blank && (t == 0 || path[t] != path[t - 1])) out[n++] = path[t];
+    if (n != L) continue;
+    int match = 1;
+    for (int64_t k = 0; k < L; k++) match &= out[k] == tgt[k];
+    if (!match) continue;
+    double lpp = 0.0;
+    for (int64_t t = 0; t < T; t++) lpp += lp[t * C + path[t]];
+    double pp = exp(lpp);
+    p += pp;
+    for (int64_t t = 0; t < T; t++) by_tc[t * C + path[t]] += pp;
+  }
+  return p;
+}
+
+/* One batch of B = 3 sequences in [T, B, C] float32 log-probs. Targets
+ * padded [B, Smax] int64, or concatenated int32 (concat = 1). */
+static void ctc_case(int64_t T, int64_t C, int64_t blank, const int64_t *in_len, const int64_t *tg_len,
+                     const int64_t *tgt_padded, int64_t Smax, int concat, int zero_inf, int reference) {
+  enum { B = 3 };
+  int64_t W = 2 * Smax + 1;
+  float *lp = malloc((size_t)(T * B * C + 1) * sizeof(float));
+  for (int64_t t = 0; t < T; t++)
+    for (int64_t b = 0; b < B; b++) {
+      double z = 0.0, v[16];
+      for (int64_t c = 0; c < C; c++) z += exp(v[c] = urand());
+      for (int64_t c = 0; c < C; c++) lp[(t * B + b) * C + c] = (float)(v[c] - log(z));
+    }
+  int64_t table[B * 4];
+  int32_t cat[64];
+  int64_t pos = 0;
+  for (int64_t b = 0; b < B; b++) {
+    table[b * 4 + NRT_CTC_INPUT_LEN] = in_len[b];
+    table[b * 4 + NRT_CTC_TARGET_LEN] = tg_len[b];
+    table[b * 4 + NRT_CTC_TARGET_ROW] = concat ? 0 : b;
+    table[b * 4 + NRT_CTC_TARGET_COL] = concat ? pos : 0;
+    for (int64_t k = 0; k < tg_len[b]; k++) cat[pos + k] = (int32_t)tgt_padded[b * Smax + k];
+    pos += tg_len[b];
+  }
+  float *nll = malloc(B * sizeof(float)), *alpha = malloc((size_t)(B * T * W + 1) * sizeof(float));
+  float *glp = malloc((size_t)(T * B * C + 1) * sizeof(float)), grad[B] = {0.5f, -1.0f, 2.0f};
+  nrt_launch l = mk(NRT_OP(CTC_LOSS), 4, S(T, B, C, Smax), 2, 3);
+  opnd(&l, 0, nll, NRT_FLOAT32, 1, S(4));
+  opnd(&l, 1, alpha, NRT_FLOAT32, 3, S(T * W * 4, W * 4, 4));
+  opnd(&l, 2, lp, NRT_FLOAT32, 3, S(B * C * 4, C * 4, 4));
+  if (concat) {
+    opnd(&l, 3, cat, NRT_INT32, 2, S(0, 4));
+    l.aux[0] = 1;
+    l.aux[1] = pos;
+  } else {
+    opnd(&l, 3, (void *)tgt_padded, NRT_INT64, 2, S(Smax * 8, 8));
+    l.aux[0] = B;
+    l.aux[1] = Smax;
+  }
+  opnd(&l, 4, table, NRT_INT64, 2, S(32, 8));
+  l.params[0] = blank;
+  CHECK_OK(run(&l, reference));
+  nrt_launch bl = mk(NRT_OP(CTC_LOSS_BACKWARD), 4, S(T, B, C, Smax), 1, 6);
+  opnd(&bl, 0, glp, NRT_FLOAT32, 3, S(B * C * 4, C * 4, 4));
+  opnd(&bl, 1, grad, NRT_FLOAT32, 1, S(4));
+  bl.operands[2] = l.operands[2];
+  bl.operands[3] = l.operands[3];
+  bl.operands[4] = l.operands[4];
+  opnd(&bl, 5, nll, NRT_FLOAT32, 1, S(4));
+  bl.operands[6] = l.operands[1];
+  bl.params[0] = blank;
+  bl.params[1] = zero_inf;
+  bl.aux[0] = l.aux[0];
+  bl.aux[1] = l.aux[1];
+  CHECK_OK(run(&bl, reference));
+  double lpb[16 * 16], by_tc[16 * 16];
+  for (int64_t b = 0; b < B; b++) {
+    int64_t Tb = in_len[b];
+    for (int64_t t = 0; t < Tb; t++)
+      for (int64_t c = 0; c < C; c++) lpb[t * C + c] = lp[(t * B + b) * C + c];
+    double p = ctc_brute(lpb, Tb, C, blank, tgt_padded + b * Smax, tg_len[b], by_tc);
+    double want = -log(p);
+    if (isinf(want)) CHECK(nll[b] == INFINITY);
+    else CHECK_NEAR(nll[b], want, 1e-5);
+    for (int64_t t = 0; t < T; t++)
+      for (int64_t c = 0; c < C; c++) {
+        double got = glp[(t * B + b) * C + c], gw;
+        if (t >= Tb || (zero_inf && isinf(want))) gw = 0.0;
+        else if (isinf(want)) gw = NAN; /* 0 / 0, as ATen */
+        else gw = (exp(lpb[t * C + c]) - by_tc[t * C + c] / p) * grad[b];
+        if (!same_or_near(got, gw, 1e-4)) {
+          fprintf(stderr, "ctc grad b %lld t %lld c %lld: %g want %g\n", (long long)b, (long long)t, (long long)c,
+                  got, gw);
+          nrt_test_failures++;
+        }
+      }
+    /* frames past the input length hold -inf in log_alpha */
+    for (int64_t t = Tb; t < T; t++)
+      for (int64_t s = 0; s < W; s++) CHECK(alpha[(b * T + t) * W + s] == -INFINITY);
+  }
+  free(lp);
+  free(nll);
+  free(alpha);
+  free(glp);
+}
+
+static void test_ctc(void) {
+  /* sequence 0: plain; 1: a repeated label (needs a blank between);
+   * 2: shorter input, empty-ish targets */
+  const int64_t tg[3 * 3] = {1, 2, 1, 2, 2, 0, 1, 1, 1};
+  for (int ref = 0; ref < 2; ref++) {
+    for (int concat = 0; concat < 2; concat++) {
+      ctc_case(6, 3, 0, S(6, 5, 4), S(3, 2, 1), tg, 3, concat, 0, ref);
+      ctc_case(6, 3, 0, S(6, 0, 6), S(2, 0, 0), tg, 3, concat, 0, ref); /* no frames / empty target */
+      ctc_case(5, 4, 3, S(5, 3, 2), S(3, 2, 2), tg, 3, concat, 0, ref); /* blank = 3; 1,1 in 2 frames is impossible */
+      ctc_case(5, 4, 3, S(5, 3, 2), S(3, 2, 2), tg, 3, concat, 1, ref); /* the same with zero_infinity */
+      ctc_case(4, 3, 0, S(4, 4, 4), S(3, 2, 3), tg, 3, concat, 0, ref); /* 1,1,1 needs 5 frames: inf */
+    }
+  }
+}
+
+static void test_ctc_errors(void) {
+  float lp[2 * 1 * 3] = {0}, nll[1], alpha[2 * 3];
+  int64_t tgt[1] = {3}, table[4] = {2, 1, 0, 0};
+  nrt_launch l = mk(NRT_OP(CTC_LOSS), 4, S(2, 1, 3, 1), 2, 3);
+  opnd(&l, 0, nll, NRT_FLOAT32, 1, S(4));
+  opnd(&l, 1, alpha, NRT_FLOAT32, 3, S(24, 12, 4));
+  opnd(&l, 2, lp, NRT_FLOAT32, 3, S(12, 12, 4));
+  opnd(&l, 3, tgt, NRT_INT64, 2, S(8, 8));
+  opnd(&l, 4, table, NRT_INT64, 2, S(32, 8));
+  l.aux[0] = 1;
+  l.aux[1] = 1;
+  CHECK_STATUS(run(&l, 0), NRT_ERROR_INVALID_ARGUMENT);
+  CHECK_PREFIX("ctc_loss: target 3 of sequence 0 is out of range [0, 3)");
+  tgt[0] = 1;
+  table[0] = 3;
+  CHECK_STATUS(run(&l, 0), NRT_ERROR_INVALID_ARGUMENT);
+  CHECK_PREFIX("ctc_loss: input length 3");
+  table[0] = 2;
+  table[3] = 1; /* column 1 of a one-column targets tensor */
+  CHECK_STATUS(run(&l, 0), NRT_ERROR_INVALID_ARGUMENT);
+  CHECK_PREFIX("ctc_loss: the targets of sequence 0 lie outside");
+  table[3] = 0;
+  l.params[0] = 3;
+  CHECK_STATUS(run(&l, 0), NRT_ERROR_INVALID_ARGUMENT);
+  CHECK_PREFIX("blank must be in label range");
+  l.params[0] = 0;
+  CHECK_OK(run(&l, 0));
+  CHECK_NEAR(nll[0], -log(3.0), 1e-5); /* log-probs 0: the paths 1b, b1 and 11 weigh 1 each */
+}
+
 int main(void) {
   printf("test_segment\n");
   RUN_TEST(test_embedding_bag_modes);
@@ -426,5 +834,10 @@ int main(void) {
   RUN_TEST(test_pdist);
   RUN_TEST(test_dist_large);
   RUN_TEST(test_dist_errors);
+  RUN_TEST(test_segment_reduce);
+  RUN_TEST(test_segment_reduce_half);
+  RUN_TEST(test_segment_reduce_errors);
+  RUN_TEST(test_ctc);
+  RUN_TEST(test_ctc_errors);
   return TEST_RESULT();
 }

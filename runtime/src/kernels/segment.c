@@ -1,15 +1,18 @@
 /* Family SEGMENT (nrt/ops/segment.h): embedding bags and pairwise
- * distances. Each op validates its index data serially first (so the first
- * bad value is the one reported and nothing is written on failure), then
- * splits independent output rows over the pool. The fast paths load whole
- * rows through the block loaders; the reference paths go element by
- * element through dtype.c's conversions, with the same arithmetic. */
+ * distances here; segmented reductions (segment_reduce.c) and the CTC
+ * loss (segment_ctc.c) are dispatched from nrt_segment_execute below.
+ * Each op validates its index data serially first (so the first bad value
+ * is the one reported and nothing is written on failure), then splits
+ * independent output rows over the pool. The fast paths load whole rows
+ * through the block loaders; the reference paths go element by element
+ * through dtype.c's conversions, with the same arithmetic. */
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include "internal.h"
 #include "kernels/kernels.h"
+#include "kernels/segment_kernels.h"
 #include "nrt/ops/segment.h"
 
 #define SEG_GRAIN_WORK 16384 /* elements of work per pool task, at least */
@@ -424,6 +427,10 @@ nrt_status nrt_segment_execute(const nrt_launch *l) {
     int64_t work = l->sizes[0] * (l->sizes[1] + 1);
     return run_dist(l, 1, 2, l->sizes[0], work, fwd ? pdist_range : pdist_backward_range);
   }
+  case NRT_OP_SEGMENT_REDUCE: return nrt_segment_reduce_execute(l);
+  case NRT_OP_SEGMENT_REDUCE_BACKWARD: return nrt_segment_reduce_backward_execute(l);
+  case NRT_OP_CTC_LOSS: return nrt_ctc_loss_execute(l);
+  case NRT_OP_CTC_LOSS_BACKWARD: return nrt_ctc_loss_backward_execute(l);
   default: break;
   }
   nrt_set_error_message("segment: op %s has no kernel", nrt_op_name(l->op));

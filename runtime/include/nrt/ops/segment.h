@@ -1,5 +1,6 @@
-/* Op family SEGMENT. Keyed and segmented reductions and pairwise distances
- * (kernels/segment.c).
+/* Op family SEGMENT. Keyed and segmented reductions, pairwise distances
+ * and the CTC loss (kernels/segment.c dispatches; segment_reduce.c,
+ * segment_ctc.c).
  * Entries: X(name, kind, min_inputs, max_inputs); scalars (s0..s3),
  * params (p0..p3) and aux[] as each comment says. See nrt/launch.h for
  * how families are numbered.
@@ -16,6 +17,15 @@
 
 /* EMBEDDING_BAG modes (p0), ATen's numbering. */
 enum { NRT_BAG_SUM = 0, NRT_BAG_MEAN = 1, NRT_BAG_MAX = 2 };
+
+/* SEGMENT_REDUCE reductions (p0). */
+enum { NRT_SEG_SUM = 0, NRT_SEG_MEAN = 1, NRT_SEG_MAX = 2, NRT_SEG_MIN = 3, NRT_SEG_PROD = 4 };
+
+/* CTC_LOSS / CTC_LOSS_BACKWARD per-sequence table (int64 [B, 4]) columns:
+ * the sequence's input length, its target length, and where its targets
+ * start in the targets operand (row, column). */
+enum { NRT_CTC_INPUT_LEN = 0, NRT_CTC_TARGET_LEN = 1, NRT_CTC_TARGET_ROW = 2, NRT_CTC_TARGET_COL = 3,
+       NRT_CTC_TABLE_COLS = 4 };
 
 #define NRT_OPS_SEGMENT(X)                                                    \
   /* Bags of embedding rows. sizes (ndim 3) = {B, D, N}: bags, embedding   \
@@ -50,7 +60,49 @@ enum { NRT_BAG_SUM = 0, NRT_BAG_MEAN = 1, NRT_BAG_MAX = 2 };
      (i, j); input x [N, M] strides {n, m}; s0 = p as CDIST */             \
   X(PDIST_BACKWARD, SEGMENT, 3, 3)   /* sizes {N, M}; output grad_x [N, M] \
      strides {n, m}; inputs grad [N(N-1)/2] strides {k}, x [N, M], pdist   \
-     [N(N-1)/2] strides {k}; s0 = p */
+     [N(N-1)/2] strides {k}; s0 = p */                                     \
+  /* Segmented reduction along one axis. sizes (ndim 4) = {O, S, I, L}:    \
+     outer size, segments, inner size, data length along the axis. Output  \
+     out [O, S, I] strides {o, s, i}; inputs data [O, L, I] strides {o, l,  \
+     i}, bounds [O, S] (lengths, p1 = 1) or [O, S + 1] (offsets, p1 = 0)   \
+     strides {o, s}. p0 = reduction (NRT_SEG_*); p2 = has initial, s0 (.f) \
+     = initial (rounded to out's dtype first, as ATen does). Segment s of  \
+     row o is [start, end): lengths run from 0, offsets give them directly \
+     (offsets[0] may be > 0). An empty segment gives initial, else the      \
+     reduction's identity (max -inf, min +inf, sum 0, prod 1), or NaN for   \
+     mean. NaN propagates through max/min. Accumulates in float32 in data  \
+     order. Fails on a negative length, decreasing offsets or a segment     \
+     past L. */                                                            \
+  X(SEGMENT_REDUCE, SEGMENT, 2, 2)                                          \
+  /* Its gradient. sizes, p0..p2, s0 as SEGMENT_REDUCE. Output grad_data   \
+     [O, L, I] strides {o, l, i} (0 outside every segment); inputs grad     \
+     [O, S, I] strides {o, s, i}, out [O, S, I] (the forward's result)     \
+     strides {o, s, i}, data [O, L, I] strides {o, l, i}, bounds as the     \
+     forward. max/min: every element equal to the result (or NaN) gets     \
+     grad, and when several do, the positive shares are divided by their  \
+     count (ATen's rule); mean: grad / length; prod: grad * out / x, or    \
+     grad times the product of the others (with initial) where x is 0 or   \
+     NaN. */                                                                \
+  X(SEGMENT_REDUCE_BACKWARD, SEGMENT, 4, 4)                                 \
+  /* CTC loss forward (alpha recursion in log space, double inside).       \
+     sizes (ndim 4) = {T, B, C, Smax}: input time steps, batch, classes,   \
+     longest target. Outputs: neg_log_likelihood [B] strides {b};          \
+     log_alpha [B, T, 2 Smax + 1] strides {b, t, s} (entries past a        \
+     sequence's input length or 2 target_length + 1 are -inf). Inputs:     \
+     log_probs [T, B, C] strides {t, b, c}; targets (any integer dtype)    \
+     strides {row, col}; table int64 [B, 4] strides {b, k} (NRT_CTC_*).    \
+     p0 = blank. Sequence b's k-th label is targets[row_b, col_b + k].     \
+     Input length 0 gives 0 for an empty target, else inf; an impossible  \
+     alignment gives inf. Fails on a label outside [0, C) or lengths out  \
+     of range. Sequences run in parallel. */                                \
+  X(CTC_LOSS, SEGMENT, 3, 3)                                                \
+  /* CTC loss gradient wrt log_probs. sizes, p0 as CTC_LOSS; p1 =          \
+     zero_infinity (an infinite loss gives a zero gradient). Output        \
+     grad_log_probs [T, B, C] strides {t, b, c} (0 past the input length); \
+     inputs grad [B] strides {b}, log_probs, targets, table as CTC_LOSS,   \
+     neg_log_likelihood [B] strides {b}, log_alpha [B, T, 2 Smax + 1]      \
+     strides {b, t, s} (CTC_LOSS's results). */                            \
+  X(CTC_LOSS_BACKWARD, SEGMENT, 6, 6)
 
 NRT_OP_FAMILY_ENUM(SEGMENT, NRT_OPS_SEGMENT);
 
