@@ -19,11 +19,17 @@ nrt_dtype to_nrt_dtype(c10::ScalarType type) {
     case c10::ScalarType::BFloat16: return NRT_BFLOAT16;
     case c10::ScalarType::Float: return NRT_FLOAT32;
     case c10::ScalarType::Double: return NRT_FLOAT64;
+    // Only the COMPLEX op family computes on these; launch() rejects them
+    // for every other kernel.
+    case c10::ScalarType::ComplexHalf: return NRT_COMPLEX32;
+    case c10::ScalarType::ComplexFloat: return NRT_COMPLEX64;
+    case c10::ScalarType::ComplexDouble: return NRT_COMPLEX128;
     default:
       TORCH_CHECK_TYPE(false, "neuron kernels do not support dtype ", type);
   }
 }
 
+// Whether the general (non-COMPLEX-family) kernels support `type`.
 bool nrt_supports(c10::ScalarType type) {
   switch (type) {
     case c10::ScalarType::Bool: case c10::ScalarType::Byte: case c10::ScalarType::Char:
@@ -49,7 +55,35 @@ void set_operand(nrt_operand &o, const at::Tensor &t, std::initializer_list<int6
   for (int64_t dim : dims) o.strides[j++] = dim < 0 ? 0 : t.stride(dim) * static_cast<int64_t>(t.element_size());
 }
 
+// ops_complex.cpp: runs an iteration that has a complex operand (or copies
+// between tensors whose conjugate/negative bits differ) on the COMPLEX
+// family's kernels, or raises a TypeError naming the op.
+void launch_iter_complex(at::TensorIteratorBase &iter, nrt_op op, std::initializer_list<nrt_scalar> scalars,
+                         std::initializer_list<int64_t> params);
+nrt_op complex_copy_op();  // ops_complex.cpp: CX_COPY (its header stays out of this file)
+
 void launch(c10::DeviceIndex device, const nrt_launch &desc) {
+  // The general kernels read complex data as garbage (their loaders know
+  // only real dtypes), so complex operands stop here unless the op is one
+  // of the COMPLEX family's.
+  if (nrt_op_kind(desc.op) != NRT_KIND_COMPLEX) {
+    bool complex = false;
+    for (int i = 0; i < desc.noutputs + desc.ninputs && i < NRT_MAX_OPERANDS; ++i)
+      complex |= nrt_dtype_is_complex(desc.operands[i].dtype);
+    if (complex && desc.op == NRT_OP_COPY) {
+      // Hand-built copies (flip, ...): the COMPLEX family's copy has the
+      // same operand layout.
+      nrt_launch c = desc;
+      c.op = complex_copy_op();
+      c.params[0] = c.params[1] = 0;
+      check(nrt_launch_kernel(current_nrt_stream(device), &c), nrt_op_name(c.op));
+      return;
+    }
+    for (int i = 0; i < desc.noutputs + desc.ninputs && i < NRT_MAX_OPERANDS; ++i)
+      TORCH_CHECK_TYPE(!nrt_dtype_is_complex(desc.operands[i].dtype), "neuron: ", nrt_op_name(desc.op),
+                       " does not support complex tensors (operand ", i, " is ",
+                       nrt_dtype_name(desc.operands[i].dtype), ")");
+  }
   check(nrt_launch_kernel(current_nrt_stream(device), &desc), nrt_op_name(desc.op));
 }
 
@@ -61,6 +95,13 @@ void launch_iter(at::TensorIteratorBase &iter, nrt_op op, std::initializer_list<
   TORCH_CHECK(iter.ntensors() <= NRT_MAX_OPERANDS, "too many operands for a neuron kernel");
   c10::Device device = iter.device();
   TORCH_CHECK(device.type() == kNeuron, "internal: neuron kernel launched for ", device);
+  bool complex = nrt_op_kind(op) == NRT_KIND_COMPLEX;
+  for (int i = 0; i < iter.ntensors() && !complex; ++i) complex = at::isComplexType(iter.dtype(i));
+  if (complex || (op == NRT_OP_COPY && (iter.tensor_base(0).is_conj() != iter.tensor_base(1).is_conj() ||
+                                        iter.tensor_base(0).is_neg() != iter.tensor_base(1).is_neg()))) {
+    launch_iter_complex(iter, op, scalars, params);
+    return;
+  }
   c10::DeviceGuard guard(device);
 
   nrt_launch d;

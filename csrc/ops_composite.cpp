@@ -23,13 +23,14 @@ Tensor &write_out(Tensor &out, const Tensor &value) {
   return out;
 }
 
-// sgn is sign for real tensors.
-Tensor sgn_fn(const Tensor &self) {
-  TORCH_CHECK_TYPE(!self.is_complex(), "neuron does not support complex dtypes");
-  return self.sign();
-}
+}  // namespace
+Tensor complex_sgn(const Tensor &self);  // ops_complex.cpp: z / |z|, 0 at 0
+namespace {
+
+// sgn is sign for real tensors, z / |z| for complex ones.
+Tensor sgn_fn(const Tensor &self) { return self.is_complex() ? complex_sgn(self) : self.sign(); }
 Tensor &sgn_out(const Tensor &self, Tensor &out) { return write_out(out, sgn_fn(self)); }
-Tensor &sgn_ip(Tensor &self) { return self.sign_(); }
+Tensor &sgn_ip(Tensor &self) { return self.is_complex() ? self.copy_(complex_sgn(self)) : self.sign_(); }
 
 Tensor dot_fn(const Tensor &a, const Tensor &b) {
   TORCH_CHECK(a.dim() == 1 && b.dim() == 1, "1D tensors expected, but got ", a.dim(), "D and ", b.dim(), "D tensors");

@@ -117,10 +117,18 @@ Tensor &set_empty_(Tensor &self) {
 
 // ---- copies ------------------------------------------------------------
 
-// Same dtype, same sizes and strides, no gaps or overlap: one byte copy.
+// Same dtype, same sizes and strides, no gaps or overlap, the same
+// conjugate/negative bits: one byte copy.
 bool same_dense_layout(const Tensor &a, const Tensor &b) {
   return a.dtype() == b.dtype() && a.sizes() == b.sizes() && a.strides() == b.strides() &&
-         a.is_non_overlapping_and_dense();
+         a.is_conj() == b.is_conj() && a.is_neg() == b.is_neg() && a.is_non_overlapping_and_dense();
+}
+
+// A staging tensor holding `like`'s physical bytes means what `like` means
+// only with the same conjugate/negative bits (the device copy applies them).
+void keep_math_bits(const Tensor &staging, const Tensor &like) {
+  staging._set_conj(like.is_conj());
+  staging._set_neg(like.is_neg());
 }
 
 // Device-side copy with broadcasting and dtype conversion (both on one device).
@@ -177,6 +185,7 @@ void copy_host_to_device(const Tensor &src, const Tensor &dst, bool non_blocking
   Tensor src_c = src.contiguous();
   Tensor tmp = at::empty(src_c.sizes(), src_c.options().device(dst.device()));
   upload_bytes(tmp.data_ptr(), src_c, src_c.nbytes(), non_blocking, stream);
+  keep_math_bits(tmp, src_c);
   device_copy(dst, tmp);
 }
 
@@ -229,15 +238,17 @@ void copy_device_to_device(const Tensor &src, const Tensor &dst) {
     // src_c's block must outlive the copy on the other device's stream.
     check(nrt_record_stream(src_c.data_ptr(), current_nrt_stream(dst.device().index())), "record_stream");
   }
+  keep_math_bits(tmp, src_c);
   device_copy(dst, tmp);
 }
 
 Tensor copy_from(const Tensor &self, const Tensor &dst, bool non_blocking) {
   TORCH_CHECK(self.defined() && dst.defined(), "copy_: tensors must be defined");
-  // Complex tensors cannot live on the device; checking here also stops
-  // conjugate/negative views from recursing through copy_ -> clone -> copy_.
-  TORCH_CHECK_TYPE(!self.is_complex() && !dst.is_complex(), "neuron does not support complex dtypes (got ",
-                   self.is_complex() ? self.scalar_type() : dst.scalar_type(), "); keep complex tensors on the CPU");
+  // Conjugate/negative bits reach here (ops_complex.cpp lets _copy_from
+  // fall through those keys): copies compare the bits of source and
+  // destination and the device copy conjugates/negates as needed.
+  if (self.is_complex() && !dst.is_complex() && dst.scalar_type() != at::kBool)
+    TORCH_WARN_ONCE("Casting complex values to real discards the imaginary part");
   if (self.numel() == 0 || dst.numel() == 0) return dst;
   bool src_dev = self.device().type() == kNeuron, dst_dev = dst.device().type() == kNeuron;
   if (src_dev && dst_dev) {
@@ -279,6 +290,9 @@ c10::Scalar local_scalar_dense(const Tensor &self) {
     NEURON_SCALAR_CASE(bool, Bool)
     NEURON_SCALAR_CASE(c10::BFloat16, BFloat16)
     NEURON_SCALAR_CASE(c10::Half, Half)
+    NEURON_SCALAR_CASE(c10::complex<c10::Half>, ComplexHalf)
+    NEURON_SCALAR_CASE(c10::complex<float>, ComplexFloat)
+    NEURON_SCALAR_CASE(c10::complex<double>, ComplexDouble)
 #undef NEURON_SCALAR_CASE
     default:
       TORCH_CHECK(false, "item(): unsupported dtype ", self.scalar_type(), " on neuron");
@@ -294,7 +308,14 @@ Tensor &fill_scalar_(Tensor &self, const c10::Scalar &value) {
                   .check_all_same_dtype(false)
                   .build();
   nrt_scalar s;
-  if (at::isFloatingType(self.scalar_type())) {
+  if (self.is_complex()) {  // the COMPLEX family's fill: s0 + i s1
+    c10::complex<double> v = value.toComplexDouble();
+    nrt_scalar im;
+    s.f = v.real();
+    im.f = v.imag();
+    launch_iter(iter, NRT_OP_FILL, {s, im});
+    return self;
+  } else if (at::isFloatingType(self.scalar_type())) {
     s.f = value.toDouble();
   } else {
     s.i = value.isFloatingPoint() ? static_cast<int64_t>(value.toDouble()) : value.toLong();

@@ -38,6 +38,10 @@ bool nrt_dtype_is_floating(nrt_dtype dtype) {
          dtype == NRT_FLOAT64;
 }
 
+bool nrt_dtype_is_complex(nrt_dtype dtype) {
+  return dtype == NRT_COMPLEX32 || dtype == NRT_COMPLEX64 || dtype == NRT_COMPLEX128;
+}
+
 static inline uint32_t f32_bits(float f) {
   uint32_t u;
   memcpy(&u, &f, sizeof u);

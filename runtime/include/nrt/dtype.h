@@ -1,7 +1,11 @@
 /* Element types the device stores. Computation rules (see DESIGN.md 3):
  * floating types compute in float32 (float64 too: the hardware has no
  * float64 units, so it runs at float32 precision and keeps its dtype);
- * integer and bool types compute in int64. */
+ * integer and bool types compute in int64. Complex types store interleaved
+ * (re, im) pairs of float16 / float32 / float64; only the COMPLEX op family
+ * (nrt/ops/complex.h) computes on them, in complex64 precision or better
+ * (complex128 keeps its dtype like float64). They are neither floating nor
+ * integral for the other kernels, which must reject them. */
 #ifndef NRT_DTYPE_H
 #define NRT_DTYPE_H
 
@@ -23,7 +27,10 @@ extern "C" {
   X(FLOAT16, float16, 2)  \
   X(BFLOAT16, bfloat16, 2)\
   X(FLOAT32, float32, 4)  \
-  X(FLOAT64, float64, 8)
+  X(FLOAT64, float64, 8)   \
+  X(COMPLEX32, complex32, 4)  \
+  X(COMPLEX64, complex64, 8)  \
+  X(COMPLEX128, complex128, 16)
 
 typedef enum nrt_dtype {
 #define NRT_X(e, n, s) NRT_##e,
@@ -34,7 +41,8 @@ typedef enum nrt_dtype {
 
 size_t nrt_dtype_size(nrt_dtype dtype);        /* 0 for an invalid dtype */
 const char *nrt_dtype_name(nrt_dtype dtype);   /* "float32", ... or "invalid" */
-bool nrt_dtype_is_floating(nrt_dtype dtype);
+bool nrt_dtype_is_floating(nrt_dtype dtype);   /* false for complex */
+bool nrt_dtype_is_complex(nrt_dtype dtype);
 
 /* Scalar conversions used by kernels and tests (round-to-nearest-even). */
 float nrt_bf16_to_f32(uint16_t v);

@@ -1,0 +1,285 @@
+"""Complex tensors and FFTs on the neuron device (family COMPLEX), against
+PyTorch on the CPU with zero CPU fallbacks: copies between host and device
+and between dtypes (complex <-> real), conjugate and negative views,
+view_as_real / view_as_complex, elementwise arithmetic and sums on complex
+tensors, complex / polar / sgn, and every torch.fft transform (forward and
+backward) for lengths that are powers of two, smooth, and prime.
+
+Values compute in double inside the kernels; float32 results get float32
+tolerances (1e-4: the CPU's FFT rounds in float32 at every butterfly).
+"""
+import warnings
+
+import pytest
+import torch
+
+import torch_neuronx  # noqa: F401
+from conftest import assert_no_fallbacks
+
+DEV = "neuron"
+TOL = dict(rtol=1e-4, atol=1e-4)
+
+
+def same(dev, ref, **kw):
+    kw = kw or TOL
+    torch.testing.assert_close(dev.cpu(), ref, equal_nan=True, **kw)
+
+
+def crandn(*shape, dtype=torch.complex64, seed=0):
+    g = torch.Generator().manual_seed(seed)
+    return torch.randn(*shape, generator=g, dtype=dtype)
+
+
+def rrandn(*shape, seed=0):
+    g = torch.Generator().manual_seed(seed)
+    return torch.randn(*shape, generator=g)
+
+
+# ---- storage, copies, views ------------------------------------------------
+
+@pytest.mark.parametrize("dtype", [torch.complex64, torch.complex128, torch.complex32])
+def test_roundtrip_and_item(dtype):
+    x = crandn(4, 5, dtype=torch.complex64).to(dtype)
+    d = x.to(DEV)
+    assert d.dtype == dtype
+    same(d, x, rtol=0, atol=0)
+    same(d.t().contiguous(), x.t().contiguous(), rtol=0, atol=0)  # strided device copy
+    assert d[1, 2].item() == x[1, 2].item()
+    assert_no_fallbacks()
+
+
+def test_dtype_conversions():
+    x = crandn(3, 7)
+    d = x.to(DEV)
+    same(d.to(torch.complex128), x.to(torch.complex128))
+    same(d.to(torch.complex32), x.to(torch.complex32), rtol=0, atol=0)
+    with warnings.catch_warnings():  # PyTorch's one-time "discards the imaginary part"
+        warnings.simplefilter("ignore")
+        same(d.to(torch.float32), x.real.contiguous())
+    same(d.to(torch.bool), x.to(torch.bool))
+    r = rrandn(3, 7)
+    same(r.to(DEV).to(torch.complex64), r.to(torch.complex64), rtol=0, atol=0)
+    i = torch.arange(-5, 5)
+    same(i.to(DEV).cfloat(), i.cfloat(), rtol=0, atol=0)
+    assert_no_fallbacks()
+
+
+def test_conj_and_neg_bits():
+    x = crandn(4, 6)
+    d = x.to(DEV)
+    c = d.conj()
+    assert c.is_conj()
+    same(c, x.conj())                      # device -> host through the conj bit
+    same(c.clone(), x.conj())              # materialised on the device
+    same(c.resolve_conj(), x.conj())
+    same(torch.conj_physical(d), x.conj_physical())
+    same(c.imag, x.conj().imag)            # a negative view of a real tensor
+    same(c.imag.clone(), x.conj().imag)
+    out = torch.empty_like(d)
+    out.copy_(c)
+    same(out, x.conj())
+    c2 = torch.empty_like(d).conj()        # destination with the conj bit
+    c2.copy_(d)
+    same(c2, x)
+    same(c2.resolve_conj(), x)
+    h = x.conj().to(DEV)                   # host conj view uploaded
+    same(h, x.conj())
+    same(c * d, x.conj() * x)              # conj input to a native op
+    assert_no_fallbacks()
+
+
+def test_view_as_real_complex():
+    x = crandn(3, 4)
+    d = x.to(DEV)
+    vr = torch.view_as_real(d)
+    assert vr.data_ptr() == d.data_ptr()
+    same(vr, torch.view_as_real(x))
+    same(d.real, x.real)
+    same(d.imag, x.imag)
+    r = rrandn(5, 2)
+    same(torch.view_as_complex(r.to(DEV)), torch.view_as_complex(r))
+    d.imag.zero_()                          # writes through the view
+    same(d, torch.complex(x.real, torch.zeros_like(x.real)))
+    with pytest.raises(RuntimeError, match="conjugated"):
+        torch.view_as_real(d.conj())
+    assert_no_fallbacks()
+
+
+# ---- arithmetic -------------------------------------------------------------
+
+def test_elementwise_and_scalars():
+    a, b = crandn(4, 5, seed=1), crandn(5, seed=2)
+    r = rrandn(4, 5, seed=3)
+    da, db, dr = a.to(DEV), b.to(DEV), r.to(DEV)
+    same(da + db, a + b)
+    same(da - db, a - b)
+    same(torch.add(da, db, alpha=2), torch.add(a, b, alpha=2))
+    same(da * db, a * b)
+    same(da / db, a / b)
+    same(da * dr, a * r)                   # complex x real promotes
+    same(dr / da, r / a)
+    same(-da, -a)
+    same(da * 2, a * 2)
+    same(da * (1 - 2j), a * (1 - 2j))      # a complex Python scalar
+    same(da + 0.5, a + 0.5)
+    same(da == da.clone(), a == a.clone())
+    same(da != db, a != b)
+    same(torch.where(dr > 0, da, db), torch.where(r > 0, a, b))
+    t = da.clone()
+    t.mul_(2).add_(db)
+    same(t, a * 2 + b)
+    same(torch.full((2, 3), 1 - 2j, device=DEV), torch.full((2, 3), 1 - 2j))
+    same(torch.zeros(3, dtype=torch.complex64, device=DEV), torch.zeros(3, dtype=torch.complex64))
+    assert_no_fallbacks()
+
+
+def test_sum_mean():
+    x = crandn(4, 5, 6)
+    d = x.to(DEV)
+    same(d.sum(), x.sum())
+    same(d.sum((0, 2)), x.sum((0, 2)))
+    same(d.sum(1, keepdim=True), x.sum(1, keepdim=True))
+    same(d.mean(), x.mean())
+    same(d.mean(-1), x.mean(-1))
+    same(d.transpose(0, 2).sum(0), x.transpose(0, 2).sum(0))
+    assert_no_fallbacks()
+
+
+def test_constructors_and_sgn():
+    re, im = rrandn(4, 3, seed=4), rrandn(4, 3, seed=5)
+    same(torch.complex(re.to(DEV), im.to(DEV)), torch.complex(re, im), rtol=0, atol=0)
+    same(torch.polar(re.abs().to(DEV), im.to(DEV)), torch.polar(re.abs(), im))
+    x = crandn(5, 4)
+    x[0, 0] = 0
+    same(torch.sgn(x.to(DEV)), torch.sgn(x))
+    y = x.to(DEV)
+    y.sgn_()
+    same(y, torch.sgn(x))
+    with pytest.raises(RuntimeError, match="Expected object of scalar type"):
+        torch.complex(re.to(DEV), im.double().to(DEV))
+    assert_no_fallbacks()
+
+
+@pytest.mark.parametrize("fn", ["exp", "exp2", "expm1", "log", "log2", "log10", "log1p", "sqrt", "rsqrt",
+                                "reciprocal", "sin", "cos", "tan", "sinh", "cosh", "tanh", "asin", "acos",
+                                "atan", "asinh", "acosh", "atanh", "sigmoid", "square"])
+def test_unary_math(fn):
+    x = crandn(6, 5, seed=11)
+    x[0, 0] = 1e-4 - 2e-4j  # small arguments (expm1, log1p)
+    f = getattr(torch, fn)
+    same(f(x.to(DEV)), f(x))
+    assert_no_fallbacks()
+
+
+def test_pow_logical_ternary_reductions():
+    a, b, c = crandn(4, 5, seed=12), crandn(4, 5, seed=13), crandn(4, 5, seed=14)
+    a[0, 0] = 0
+    da, db, dc = a.to(DEV), b.to(DEV), c.to(DEV)
+    same(torch.pow(da, db), torch.pow(a, b))
+    for e in (2, 3, 0.5, -1, 1.5):
+        same(torch.pow(db, e), torch.pow(b, e))
+    same(torch.isnan(da), torch.isnan(a))
+    same(torch.logical_not(da), torch.logical_not(a))
+    same(torch.logical_and(da, db), torch.logical_and(a, b))
+    same(torch.logical_xor(da, db), torch.logical_xor(a, b))
+    same(torch.addcmul(da, db, dc, value=0.5), torch.addcmul(a, b, c, value=0.5))
+    same(torch.addcdiv(da, db, dc, value=0.5), torch.addcdiv(a, b, c, value=0.5))
+    same(torch.lerp(da, db, 0.3), torch.lerp(a, b, 0.3))
+    same(torch.lerp(da, db, 0.8), torch.lerp(a, b, 0.8))
+    same(db.prod(1), b.prod(1))
+    same(da.all(1), a.all(1))
+    same(da.any(), a.any())
+    same(torch.flip(da, (0, 1)), torch.flip(a, (0, 1)))
+    assert_no_fallbacks()
+
+
+def test_unsupported_complex_op_raises_clearly():
+    d = crandn(3).to(DEV)
+    with pytest.raises(TypeError, match="does not support complex"):
+        torch.cumsum(d, 0)
+
+
+# ---- FFTs ---------------------------------------------------------------------
+
+LENGTHS = [1, 2, 8, 12, 17, 64, 97, 100]
+
+
+@pytest.mark.parametrize("n", LENGTHS)
+@pytest.mark.parametrize("norm", [None, "ortho", "forward"])
+def test_fft_1d(n, norm):
+    x = crandn(3, n, seed=n)
+    r = rrandn(3, n, seed=n + 1)
+    d, dr = x.to(DEV), r.to(DEV)
+    same(torch.fft.fft(d, norm=norm), torch.fft.fft(x, norm=norm))
+    same(torch.fft.ifft(d, norm=norm), torch.fft.ifft(x, norm=norm))
+    same(torch.fft.fft(dr, norm=norm), torch.fft.fft(r, norm=norm))
+    same(torch.fft.rfft(dr, norm=norm), torch.fft.rfft(r, norm=norm))
+    same(torch.fft.ihfft(dr, norm=norm), torch.fft.ihfft(r, norm=norm))
+    h = torch.fft.rfft(r)
+    same(torch.fft.irfft(h.to(DEV), n=n, norm=norm), torch.fft.irfft(h, n=n, norm=norm))
+    same(torch.fft.hfft(h.to(DEV), n=n, norm=norm), torch.fft.hfft(h, n=n, norm=norm))
+    assert_no_fallbacks()
+
+
+@pytest.mark.parametrize("fn", ["fft2", "ifft2", "fftn", "ifftn", "rfft2", "rfftn", "ihfft2", "ihfftn"])
+def test_fft_nd_real_input(fn):
+    r = rrandn(2, 6, 9, 5)
+    f = getattr(torch.fft, fn)
+    same(f(r.to(DEV)), f(r))
+    same(f(r.to(DEV), dim=(0, 2)), f(r, dim=(0, 2)))
+    same(f(r.to(DEV), s=(4, 7), dim=(1, 3)), f(r, s=(4, 7), dim=(1, 3)))  # padding and trimming
+    assert_no_fallbacks()
+
+
+@pytest.mark.parametrize("fn", ["fft2", "ifft2", "fftn", "ifftn", "irfft2", "irfftn", "hfft2", "hfftn"])
+def test_fft_nd_complex_input(fn):
+    x = crandn(3, 8, 7)
+    f = getattr(torch.fft, fn)
+    same(f(x.to(DEV)), f(x))
+    same(f(x.to(DEV).transpose(0, 2)), f(x.transpose(0, 2)))  # non-contiguous input
+    assert_no_fallbacks()
+
+
+def test_fft_out_and_shift():
+    x = crandn(4, 10)
+    out = torch.empty(0, dtype=torch.complex64, device=DEV)
+    torch.fft.fft(x.to(DEV), out=out)
+    same(out, torch.fft.fft(x))
+    rout = torch.empty(0, device=DEV)
+    torch.fft.irfft(x.to(DEV), out=rout)
+    same(rout, torch.fft.irfft(x))
+
+
+@pytest.mark.parametrize("fn,real_in", [("fft", True), ("rfft", True), ("irfft", False), ("hfft", False),
+                                        ("ihfft", True), ("fft2", False), ("irfftn", False), ("rfftn", True)])
+def test_fft_backward(fn, real_in):
+    """Gradients of sum(|f(x)| weights): both real and complex outputs."""
+    f = getattr(torch.fft, fn)
+    x = rrandn(3, 10, seed=7) if real_in else crandn(3, 10, seed=7)
+    grads = []
+    for dev in ("cpu", DEV):
+        t = x.to(dev).requires_grad_()
+        y = f(t)
+        w = torch.randn(y.shape, generator=torch.Generator().manual_seed(1), dtype=y.dtype).to(dev)
+        loss = (y * w).sum()
+        loss = loss.real if loss.is_complex() else loss
+        (g,) = torch.autograd.grad(loss, t)
+        grads.append(g)
+    same(grads[1], grads[0])
+    assert_no_fallbacks()
+
+
+def test_stft_istft_roundtrip_real():
+    sig = rrandn(400, seed=9)
+    win = torch.hann_window(64)
+    spec_c = torch.stft(sig, 64, hop_length=16, window=win, center=False, return_complex=True)
+    spec_d = torch.stft(sig.to(DEV), 64, hop_length=16, window=win.to(DEV), center=False, return_complex=True)
+    same(spec_d, spec_c)
+    assert_no_fallbacks()
+
+
+def test_fft_errors():
+    with pytest.raises(RuntimeError, match="Invalid number of data points"):
+        torch.fft.fft(torch.randn(4, device=DEV), n=0)
+    with pytest.raises(TypeError, match="Unsupported dtype"):
+        torch.ops.aten._fft_r2c(torch.randn(4, device=DEV).to(torch.bfloat16), [0], 0, True)
