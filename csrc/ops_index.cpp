@@ -10,6 +10,8 @@
 #include <ATen/native/Resize.h>
 #include <ATen/native/TensorAdvancedIndexingUtils.h>
 #include <ATen/ops/empty.h>
+#include <ATen/ops/ones.h>
+#include <ATen/ops/stack.h>
 #include <ATen/ops/zeros.h>
 #include <c10/core/DeviceGuard.h>
 
@@ -393,6 +395,47 @@ Tensor &scatter_value_(Tensor &self, int64_t dim, const Tensor &index, const Sca
   scatter_launch(self, at::maybe_wrap_dim(dim, self.dim()), index, nullptr, &value, kAssign);
   return self;
 }
+// The older scatter(reduce="add"|"multiply") overloads.
+int scatter_reduce_code(c10::string_view reduce) {
+  if (reduce == "add") return kAdd;
+  if (reduce == "multiply") return kMul;
+  TORCH_CHECK(false, "reduce argument must be either add or multiply.");
+}
+Tensor &scatter_reduce_src_(Tensor &self, int64_t dim, const Tensor &index, const Tensor &src,
+                            c10::string_view reduce) {
+  check_index_dtype(index, "scatter_");
+  scatter_launch(self, at::maybe_wrap_dim(dim, self.dim()), index, &src, nullptr, scatter_reduce_code(reduce));
+  return self;
+}
+Tensor &scatter_reduce_value_(Tensor &self, int64_t dim, const Tensor &index, const Scalar &value,
+                              c10::string_view reduce) {
+  check_index_dtype(index, "scatter_");
+  scatter_launch(self, at::maybe_wrap_dim(dim, self.dim()), index, nullptr, &value, scatter_reduce_code(reduce));
+  return self;
+}
+Tensor scatter_reduce_src(const Tensor &self, int64_t dim, const Tensor &index, const Tensor &src,
+                          c10::string_view reduce) {
+  Tensor out = self.clone();
+  return scatter_reduce_src_(out, dim, index, src, reduce);
+}
+Tensor scatter_reduce_value(const Tensor &self, int64_t dim, const Tensor &index, const Scalar &value,
+                            c10::string_view reduce) {
+  Tensor out = self.clone();
+  return scatter_reduce_value_(out, dim, index, value, reduce);
+}
+Tensor &scatter_reduce_src_out(const Tensor &self, int64_t dim, const Tensor &index, const Tensor &src,
+                               c10::string_view reduce, Tensor &out) {
+  at::native::resize_output(out, self.sizes());
+  out.copy_(self);
+  return scatter_reduce_src_(out, dim, index, src, reduce);
+}
+Tensor &scatter_reduce_value_out(const Tensor &self, int64_t dim, const Tensor &index, const Scalar &value,
+                                 c10::string_view reduce, Tensor &out) {
+  at::native::resize_output(out, self.sizes());
+  out.copy_(self);
+  return scatter_reduce_value_(out, dim, index, value, reduce);
+}
+
 Tensor scatter_add_fn(const Tensor &self, int64_t dim, const Tensor &index, const Tensor &src) {
   check_index_dtype(index, "scatter_add");
   Tensor out = self.clone();
@@ -559,7 +602,11 @@ Tensor &linspace_out(const Scalar &start, const Scalar &end, int64_t steps, Tens
   if (steps == 0) return out;
   Tensor dst = at::empty({steps}, out.options().dtype(at::isFloatingType(out.scalar_type()) ? out.scalar_type()
                                                                                            : at::kDouble));
-  double s = start.toDouble(), e = end.toDouble();
+  // Integer outputs: PyTorch converts start and end to the output type
+  // first (4.3 -> 4), then steps between them in double.
+  bool integral = !at::isFloatingType(out.scalar_type());
+  double s = integral ? static_cast<double>(start.toLong()) : start.toDouble();
+  double e = integral ? static_cast<double>(end.toLong()) : end.toDouble();
   nrt_launch d;
   std::memset(&d, 0, sizeof d);
   d.op = NRT_OP_LINSPACE;
@@ -645,9 +692,64 @@ Tensor &triu_ip(Tensor &self, int64_t k) {
   return self;
 }
 
+// bincount: one read of the input's range sizes the result (as on CUDA);
+// the counts (or weight sums) are an accumulating index_put_.
+Tensor bincount_fn(const Tensor &self, const std::optional<Tensor> &weights, int64_t minlength) {
+  TORCH_CHECK(minlength >= 0, "minlength should be >= 0");
+  TORCH_CHECK(self.dim() == 1 && !at::isFloatingType(self.scalar_type()) && self.scalar_type() != at::kBool,
+              "bincount only supports 1-d non-negative integral inputs.");
+  bool has_w = weights.has_value() && weights->defined();
+  if (has_w) {
+    TORCH_CHECK(weights->dim() == 1 && weights->size(0) == self.size(0),
+                "weights should be 1-d and have the same length as input");
+  }
+  at::ScalarType rt = !has_w ? at::kLong : (weights->scalar_type() == at::kFloat ? at::kFloat : at::kDouble);
+  int64_t n = minlength;
+  if (self.numel() > 0) {
+    Tensor mm = at::stack({self.min(), self.max()}).cpu();
+    TORCH_CHECK(mm[0].item<int64_t>() >= 0, "bincount only supports 1-d non-negative integral inputs.");
+    n = std::max(n, mm[1].item<int64_t>() + 1);
+  }
+  Tensor out = at::zeros({n}, self.options().dtype(rt));
+  if (self.numel() > 0) {
+    c10::List<std::optional<Tensor>> idx;
+    idx.push_back(self.to(at::kLong));
+    Tensor v = has_w ? weights->to(rt) : at::ones({self.numel()}, out.options());
+    index_put_impl(out, idx, v, /*accumulate=*/true, false);
+  }
+  return out;
+}
+
+// tril_indices / triu_indices: the coordinates of the triangle's elements in
+// row-major order, i.e. nonzero() of the triangular mask.
+Tensor tri_indices(int64_t row, int64_t col, int64_t offset, std::optional<at::ScalarType> dtype,
+                   std::optional<c10::Device> device, bool upper) {
+  TORCH_CHECK(row >= 0, "row must be non-negative, got", row);
+  TORCH_CHECK(col >= 0, "col must be non-negative, got", col);
+  at::ScalarType dt = dtype.value_or(at::kLong);
+  TORCH_CHECK(dt == at::kLong || dt == at::kInt, "\"", upper ? "triu" : "tril", "_indices\" not implemented for '",
+              c10::toString(dt), "'");
+  c10::Device dev = device.value_or(c10::Device(kNeuron));
+  c10::DeviceGuard guard(dev);
+  Tensor mask = at::ones({row, col}, at::TensorOptions().dtype(at::kBool).device(dev));
+  mask = upper ? mask.triu(offset) : mask.tril(offset);
+  return mask.nonzero().t().to(dt).contiguous();
+}
+Tensor tril_indices_fn(int64_t row, int64_t col, int64_t offset, std::optional<at::ScalarType> dtype,
+                       std::optional<at::Layout>, std::optional<c10::Device> device, std::optional<bool>) {
+  return tri_indices(row, col, offset, dtype, device, false);
+}
+Tensor triu_indices_fn(int64_t row, int64_t col, int64_t offset, std::optional<at::ScalarType> dtype,
+                       std::optional<at::Layout>, std::optional<c10::Device> device, std::optional<bool>) {
+  return tri_indices(row, col, offset, dtype, device, true);
+}
+
 }  // namespace
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+  NEURON_IMPL(m, "bincount", bincount_fn);
+  NEURON_IMPL(m, "tril_indices", tril_indices_fn);
+  NEURON_IMPL(m, "triu_indices", triu_indices_fn);
   NEURON_IMPL(m, "index.Tensor", index_fn);
   NEURON_IMPL(m, "index.Tensor_out", index_out);
   NEURON_IMPL(m, "_index_put_impl_", index_put_impl);
@@ -661,6 +763,12 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   NEURON_IMPL(m, "scatter_.src", scatter_src_);
   NEURON_IMPL(m, "scatter.value", scatter_value);
   NEURON_IMPL(m, "scatter_.value", scatter_value_);
+  NEURON_IMPL(m, "scatter.reduce", scatter_reduce_src);
+  NEURON_IMPL(m, "scatter_.reduce", scatter_reduce_src_);
+  NEURON_IMPL(m, "scatter.reduce_out", scatter_reduce_src_out);
+  NEURON_IMPL(m, "scatter.value_reduce", scatter_reduce_value);
+  NEURON_IMPL(m, "scatter_.value_reduce", scatter_reduce_value_);
+  NEURON_IMPL(m, "scatter.value_reduce_out", scatter_reduce_value_out);
   NEURON_IMPL(m, "scatter_add", scatter_add_fn);
   NEURON_IMPL(m, "scatter_add_", scatter_add_ip);
   NEURON_IMPL(m, "scatter_reduce.two", scatter_reduce_fn);

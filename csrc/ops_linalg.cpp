@@ -3,7 +3,10 @@
 // strides (transposed views need no copy: the runtime packs them).
 #include <ATen/ExpandUtils.h>
 #include <ATen/TensorIterator.h>
+#include <ATen/native/Resize.h>
+#include <ATen/ops/cat.h>
 #include <ATen/ops/empty.h>
+#include <ATen/TensorOperators.h>
 #include <c10/core/DeviceGuard.h>
 
 #include "iter_launch.h"
@@ -234,9 +237,33 @@ Tensor &addr_out(const Tensor &self, const Tensor &v1, const Tensor &v2, const S
   return out;
 }
 
+// linalg.cross: the three components from narrowed views; each is one
+// product and one fused multiply-subtract (ADDCMUL), on broadcast inputs.
+Tensor cross_fn(const Tensor &a, const Tensor &b, int64_t dim) {
+  TORCH_CHECK(a.dim() == b.dim(), "linalg.cross: inputs must have the same number of dimensions.");
+  TORCH_CHECK(a.scalar_type() == b.scalar_type(), "linalg.cross: expected input and other to have the same dtype, "
+              "but got ", a.scalar_type(), " and ", b.scalar_type());
+  int64_t d = c10::maybe_wrap_dim(dim, a.dim());
+  TORCH_CHECK(a.size(d) == 3 && b.size(d) == 3, "linalg.cross: inputs dimension ", dim,
+              " must have length 3. Got ", a.size(d), " and ", b.size(d));
+  auto shape = at::infer_size(a.sizes(), b.sizes());
+  Tensor A = a.expand(shape), B = b.expand(shape);
+  auto c = [&](int64_t i, int64_t j) {  // A_i * B_j - A_j * B_i
+    return (A.narrow(d, i, 1) * B.narrow(d, j, 1)).addcmul_(A.narrow(d, j, 1), B.narrow(d, i, 1), -1);
+  };
+  return at::cat({c(1, 2), c(2, 0), c(0, 1)}, d);
+}
+Tensor &cross_out(const Tensor &a, const Tensor &b, int64_t dim, Tensor &out) {
+  Tensor r = cross_fn(a, b, dim);
+  at::native::resize_output(out, r.sizes());
+  return out.copy_(r);
+}
+
 }  // namespace
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+  NEURON_IMPL(m, "linalg_cross", cross_fn);
+  NEURON_IMPL(m, "linalg_cross.out", cross_out);
   NEURON_IMPL(m, "addr", addr_fn);
   NEURON_IMPL(m, "addr.out", addr_out);
   NEURON_IMPL(m, "mm", mm_fn);

@@ -170,6 +170,10 @@ Tensor &logical_not_ip(Tensor &a) {
   X(bitwise_and, "bitwise_and.Tensor", "bitwise_and_.Tensor", "bitwise_and.Tensor_out", BITWISE_AND, Binary) \
   X(bitwise_or, "bitwise_or.Tensor", "bitwise_or_.Tensor", "bitwise_or.Tensor_out", BITWISE_OR, Binary)      \
   X(bitwise_xor, "bitwise_xor.Tensor", "bitwise_xor_.Tensor", "bitwise_xor.Tensor_out", BITWISE_XOR, Binary) \
+  X(bitwise_left_shift, "bitwise_left_shift.Tensor", "bitwise_left_shift_.Tensor",                     \
+    "bitwise_left_shift.Tensor_out", SHIFT_LEFT, Binary)                                               \
+  X(bitwise_right_shift, "bitwise_right_shift.Tensor", "bitwise_right_shift_.Tensor",                  \
+    "bitwise_right_shift.Tensor_out", SHIFT_RIGHT, Binary)                                             \
   X(eq, "eq.Tensor", "eq_.Tensor", "eq.Tensor_out", EQ, Compare)                                   \
   X(ne, "ne.Tensor", "ne_.Tensor", "ne.Tensor_out", NE, Compare)                                   \
   X(lt, "lt.Tensor", "lt_.Tensor", "lt.Tensor_out", LT, Compare)                                   \

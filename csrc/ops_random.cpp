@@ -111,7 +111,10 @@ std::tuple<Tensor, Tensor> native_dropout_fn(const Tensor &input, double p, std:
 }
 
 Tensor native_dropout_backward_fn(const Tensor &grad, const Tensor &mask, double scale) {
-  return grad.mul(mask).mul_(scale);
+  // Out of place, as ATen: an integer gradient times the float scale
+  // promotes to float.
+  Tensor r = grad.mul(mask);
+  return at::isFloatingType(r.scalar_type()) ? r.mul_(scale) : r.mul(scale);
 }
 
 // normal with tensor mean/std: standard normals scaled and shifted on the device.

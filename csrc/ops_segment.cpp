@@ -299,7 +299,10 @@ Tensor &logspace_out(const Scalar &start, const Scalar &end, int64_t steps, doub
   if (out.numel() != steps) out.resize_({steps});
   if (steps == 0) return out;
   Tensor e = at::empty({steps}, out.options().dtype(at::kFloat));
-  at::linspace_out(e, start, end, steps);
+  // Integer outputs take start and end in the output type first, as
+  // PyTorch's kernel does (1.2 -> 1).
+  bool integral = at::isIntegralType(out.scalar_type(), /*includeBool=*/true);
+  at::linspace_out(e, integral ? Scalar(start.toLong()) : start, integral ? Scalar(end.toLong()) : end, steps);
   Tensor v = at::pow(base, e);
   if (at::isIntegralType(out.scalar_type(), /*includeBool=*/true)) {
     Tensor r = v.round();

@@ -246,9 +246,43 @@ Tensor &heaviside_out(const Tensor &a, const Tensor &v, Tensor &out) {
   return out;
 }
 
+// gcd / lcm: integer dtypes only (the integer kernel; a float input is
+// rejected with the CPU's wording).
+Tensor gcd_lcm_into(Tensor out, const Tensor &a, const Tensor &b, nrt_op op, const char *name) {
+  auto iter = at::TensorIterator::borrowing_binary_op(out, a, b);
+  TORCH_CHECK(at::isIntegralType(iter.common_dtype(), /*includeBool=*/false), "\"", name,
+              "_cpu\" not implemented for '", c10::toString(iter.common_dtype()), "'");
+  launch_iter(iter, op);
+  return iter.output();
+}
+Tensor gcd_fn(const Tensor &a, const Tensor &b) { return gcd_lcm_into(Tensor(), a, b, NRT_OP(GCD), "gcd"); }
+Tensor &gcd_ip(Tensor &a, const Tensor &b) {
+  gcd_lcm_into(a, a, b, NRT_OP(GCD), "gcd");
+  return a;
+}
+Tensor &gcd_out(const Tensor &a, const Tensor &b, Tensor &out) {
+  gcd_lcm_into(out, a, b, NRT_OP(GCD), "gcd");
+  return out;
+}
+Tensor lcm_fn(const Tensor &a, const Tensor &b) { return gcd_lcm_into(Tensor(), a, b, NRT_OP(LCM), "lcm"); }
+Tensor &lcm_ip(Tensor &a, const Tensor &b) {
+  gcd_lcm_into(a, a, b, NRT_OP(LCM), "lcm");
+  return a;
+}
+Tensor &lcm_out(const Tensor &a, const Tensor &b, Tensor &out) {
+  gcd_lcm_into(out, a, b, NRT_OP(LCM), "lcm");
+  return out;
+}
+
 }  // namespace
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+  NEURON_IMPL(m, "gcd", gcd_fn);
+  NEURON_IMPL(m, "gcd_", gcd_ip);
+  NEURON_IMPL(m, "gcd.out", gcd_out);
+  NEURON_IMPL(m, "lcm", lcm_fn);
+  NEURON_IMPL(m, "lcm_", lcm_ip);
+  NEURON_IMPL(m, "lcm.out", lcm_out);
 #define REG3(name, fname, iname, oname)                    \
   NEURON_IMPL(m, fname, name##_fn);                         \
   if (iname != nullptr) NEURON_IMPL(m, iname, name##_ip);   \

@@ -166,6 +166,31 @@ static int heaviside_i64(int64_t *out, const int64_t *a, const int64_t *b, const
   return 0;
 }
 
+/* gcd/lcm by Euclid on magnitudes (unsigned, so INT64_MIN wraps as it
+ * does on the CPU instead of overflowing). */
+static uint64_t gcd_u(uint64_t x, uint64_t y) {
+  while (y) {
+    uint64_t t = x % y;
+    x = y;
+    y = t;
+  }
+  return x;
+}
+static uint64_t mag(int64_t v) { return v < 0 ? 0 - (uint64_t)v : (uint64_t)v; }
+static int gcd_i64(int64_t *out, const int64_t *a, const int64_t *b, const int64_t *c, int64_t n,
+                   const nrt_launch *l) {
+  for (int64_t i = 0; i < n; i++) out[i] = (int64_t)gcd_u(mag(a[i]), mag(b[i]));
+  return 0;
+}
+static int lcm_i64(int64_t *out, const int64_t *a, const int64_t *b, const int64_t *c, int64_t n,
+                   const nrt_launch *l) {
+  for (int64_t i = 0; i < n; i++) {
+    uint64_t g = gcd_u(mag(a[i]), mag(b[i]));
+    out[i] = g == 0 ? 0 : (int64_t)(mag(a[i]) / g * mag(b[i]));
+  }
+  return 0;
+}
+
 /* ---- orthogonal polynomials -------------------------------------------------------
  * PyTorch's rules, in double: n is truncated to an integer (NaN and
  * out-of-range give a negative n); n < 0 gives 0; the end points +-1 take
@@ -342,6 +367,8 @@ const nrt_pw_kernel *nrt_pw_special_kernel(nrt_op op) {
     SP_F(XLOG1PY, xlog1py)
     SP_F(NEXTAFTER, nextafter)
     SP_CASE(HEAVISIDE, .f32 = heaviside_f32, .i64 = heaviside_i64)
+    SP_CASE(GCD, .i64 = gcd_i64)
+    SP_CASE(LCM, .i64 = lcm_i64)
     SP_F(LOGADDEXP2, logaddexp2)
     SP_F(CHEBYSHEV_T, chebyshev_t)
     SP_F(CHEBYSHEV_U, chebyshev_u)

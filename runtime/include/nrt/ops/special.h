@@ -51,6 +51,8 @@
   X(NEXTAFTER, POINTWISE, 2, 2)         /* in the output's dtype */                     \
   X(HEAVISIDE, POINTWISE, 2, 2)         /* a == 0 ? b : a > 0; float and integer */     \
   X(LOGADDEXP2, POINTWISE, 2, 2)                                                        \
+  X(GCD, POINTWISE, 2, 2)               /* integers only; gcd(0, 0) = 0, result >= 0 */ \
+  X(LCM, POINTWISE, 2, 2)               /* integers only; |a / gcd * b|, 0 if either is 0 */ \
   /* orthogonal polynomials: out = P_n(x), a = x, b = n (truncated to an integer) */    \
   X(CHEBYSHEV_T, POINTWISE, 2, 2)                                                       \
   X(CHEBYSHEV_U, POINTWISE, 2, 2)                                                       \
