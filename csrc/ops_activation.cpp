@@ -20,6 +20,7 @@
 #include <c10/core/DeviceGuard.h>
 
 #include "iter_launch.h"
+#include "nrt/ops/complex.h"
 #include "nrt/ops/nn.h"
 #include "registry.h"
 
@@ -207,6 +208,14 @@ Tensor &signbit_out(const Tensor &self, Tensor &out) {
 }
 
 Tensor angle_into(Tensor out, const Tensor &self) {
+  if (self.is_complex()) {  // atan2(im, re), real result
+    at::ScalarType rt = c10::toRealValueType(self.scalar_type());
+    if (!out.defined()) out = at::empty(self.sizes(), self.options().dtype(rt));
+    TORCH_CHECK(out.scalar_type() == rt, "angle: result type ", rt, " can't be cast to the desired output type ",
+                out.scalar_type());
+    auto iter = at::TensorIteratorConfig().add_output(out).add_const_input(self).check_all_same_dtype(false).build();
+    return run(iter, NRT_OP(CX_ANGLE));
+  }
   auto iter = TensorIterator::unary_float_op(out, self);
   return run(iter, NRT_OP(ANGLE));
 }

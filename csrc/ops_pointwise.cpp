@@ -82,7 +82,6 @@ Tensor binary(Tensor out, const Tensor &a, const Tensor &b, nrt_op op, Kind k,
 
 // ---- unary table ------------------------------------------------------------
 #define NEURON_UNARY_TABLE(X)            \
-  X(abs, ABS, Unary)                     \
   X(neg, NEG, Unary)                     \
   X(sign, SIGN, Unary)                   \
   X(reciprocal, RECIPROCAL, UnaryFloat)  \
@@ -135,6 +134,29 @@ Tensor binary(Tensor out, const Tensor &a, const Tensor &b, nrt_op op, Kind k,
   }
 NEURON_UNARY_TABLE(DEFINE_UNARY)
 #undef DEFINE_UNARY
+
+// abs: a complex input gives its real magnitude (launch_iter routes ABS
+// with a real output to the COMPLEX family); real inputs keep their dtype.
+Tensor abs_into(Tensor out, const Tensor &a) {
+  if (!a.is_complex()) return unary(out, a, NRT_OP_ABS, Kind::Unary);
+  at::ScalarType rt = c10::toRealValueType(a.scalar_type());
+  if (!out.defined()) out = at::empty(a.sizes(), a.options().dtype(rt));
+  TORCH_CHECK(out.scalar_type() == rt || out.is_same(a), "abs: result type ", rt,
+              " can't be cast to the desired output type ", out.scalar_type());
+  TORCH_CHECK(!out.is_same(a), "In-place abs is not supported for complex tensors.");
+  auto iter = at::TensorIteratorConfig().add_output(out).add_const_input(a).check_all_same_dtype(false).build();
+  launch_iter(iter, NRT_OP_ABS);
+  return iter.output();
+}
+Tensor abs_fn(const Tensor &a) { return abs_into(Tensor(), a); }
+Tensor &abs_ip(Tensor &a) {
+  abs_into(a, a);
+  return a;
+}
+Tensor &abs_out(const Tensor &a, Tensor &out) {
+  abs_into(out, a);
+  return out;
+}
 
 // Bool-valued unary ops: functional and out= only.
 #define NEURON_UNARY_BOOL_TABLE(X) X(isnan, ISNAN) X(logical_not, LOGICAL_NOT)
@@ -558,6 +580,7 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   NEURON_IMPL(m, #name "_", name##_ip);     \
   NEURON_IMPL(m, #name ".out", name##_out);
   NEURON_UNARY_TABLE(REG_UNARY)
+  REG_UNARY(abs, ABS, Unary)
 #undef REG_UNARY
 #define REG_UNARY_BOOL(name, OP)    \
   NEURON_IMPL(m, #name, name##_fn); \

@@ -283,3 +283,16 @@ def test_fft_errors():
         torch.fft.fft(torch.randn(4, device=DEV), n=0)
     with pytest.raises(TypeError, match="Unsupported dtype"):
         torch.ops.aten._fft_r2c(torch.randn(4, device=DEV).to(torch.bfloat16), [0], 0, True)
+
+
+def test_abs_and_angle_of_complex_are_real():
+    z = torch.randn(4, 5, dtype=torch.complex64, generator=torch.Generator().manual_seed(3))
+    for fn in (torch.abs, torch.angle):
+        got = fn(z.to("neuron"))
+        assert got.dtype == torch.float32
+        torch.testing.assert_close(got.cpu(), fn(z))
+    zr = z.to("neuron").requires_grad_(True)
+    zr.abs().sum().backward()
+    zc = z.clone().requires_grad_(True)
+    zc.abs().sum().backward()
+    torch.testing.assert_close(zr.grad.cpu(), zc.grad)

@@ -184,9 +184,15 @@ static int gcd_i64(int64_t *out, const int64_t *a, const int64_t *b, const int64
 }
 static int lcm_i64(int64_t *out, const int64_t *a, const int64_t *b, const int64_t *c, int64_t n,
                    const nrt_launch *l) {
+  /* PyTorch's |a / g * b| in wrapping int64 arithmetic, overflow included. */
   for (int64_t i = 0; i < n; i++) {
     uint64_t g = gcd_u(mag(a[i]), mag(b[i]));
-    out[i] = g == 0 ? 0 : (int64_t)(mag(a[i]) / g * mag(b[i]));
+    if (g == 0) {
+      out[i] = 0;
+      continue;
+    }
+    int64_t q = g > (uint64_t)INT64_MAX ? (a[i] == INT64_MIN ? 1 : 0) : a[i] / (int64_t)g;
+    out[i] = (int64_t)mag(nrt_wmul(q, b[i]));
   }
   return 0;
 }
