@@ -1,0 +1,276 @@
+"""Fused scaled_dot_product_attention on neuron (ops_attention.cpp, kernels/attention*.c).
+
+Every case compares forward and backward (dq, dk, dv, and the float mask's
+gradient) with PyTorch's CPU math backend, checks that the fused
+overrideable op ran (forward and backward) and that nothing fell back to
+the CPU. Dropout is checked through its mask: with zero queries and keys
+(uniform attention) and value = identity, out * S is exactly the dropout
+multiplier matrix, which is then fed to the CPU math backend's dropout_mask
+argument to check the rest of the forward and the backward.
+"""
+import pytest
+import torch
+import torch.nn.functional as F
+from torch.nn.attention import SDPBackend, sdpa_kernel
+
+import torch_neuronx
+from conftest import assert_no_fallbacks
+
+FWD = "aten::_scaled_dot_product_fused_attention_overrideable"
+BWD = "aten::_scaled_dot_product_fused_attention_overrideable_backward"
+TOL = {torch.float32: dict(atol=2e-5, rtol=2e-4), torch.bfloat16: dict(atol=2e-2, rtol=2e-2),
+       torch.float16: dict(atol=2e-3, rtol=2e-3)}
+
+
+def _cpu_math(q, k, v, grad, **kw):
+    """CPU math-backend forward and gradients (q, k, v, and a float mask if it requires grad)."""
+    leaves = [t.detach().clone().requires_grad_() for t in (q, k, v)]
+    mask = kw.pop("attn_mask", None)
+    if mask is not None and mask.requires_grad:
+        mask = mask.detach().clone().requires_grad_()
+        leaves.append(mask)
+    with sdpa_kernel([SDPBackend.MATH]):
+        out = F.scaled_dot_product_attention(*leaves[:3], attn_mask=mask, **kw)
+    out.backward(grad)
+    return out.detach(), [t.grad for t in leaves]
+
+
+def _neuron(q, k, v, grad, **kw):
+    leaves = [t.detach().to("neuron").requires_grad_() for t in (q, k, v)]
+    mask = kw.pop("attn_mask", None)
+    if mask is not None:
+        rg = mask.requires_grad
+        mask = mask.detach().to("neuron").requires_grad_(rg)
+        if rg:
+            leaves.append(mask)
+    torch_neuronx.clear_op_tracking()
+    out = F.scaled_dot_product_attention(*leaves[:3], attn_mask=mask, **kw)
+    out.backward(grad.to("neuron"))
+    torch.neuron.synchronize()
+    return out.detach().cpu(), [t.grad.cpu() for t in leaves]
+
+
+def _assert_fused():
+    ops = torch_neuronx.get_executed_ops()
+    assert FWD in ops and BWD in ops, f"fused attention not used: {sorted(ops)}"
+    assert "aten::_scaled_dot_product_attention_math" not in ops
+    assert_no_fallbacks()
+
+
+def _check(q, k, v, dtype=torch.float32, ref_dtype=None, **kw):
+    """Neuron in `dtype` against the CPU math backend (in ref_dtype, default dtype)."""
+    g = torch.Generator().manual_seed(7)
+    q, k, v = (t.to(dtype) for t in (q, k, v))
+    ref_dtype = ref_dtype or dtype
+    L, Ev = q.shape[-2], v.shape[-1]
+    grad = torch.randn(*q.shape[:-2], L, Ev, generator=g).to(dtype)
+    mask = kw.get("attn_mask")
+    ref_kw = dict(kw)
+    if mask is not None and mask.is_floating_point():
+        ref_kw["attn_mask"] = mask.detach().to(ref_dtype).requires_grad_(mask.requires_grad)
+    want, want_grads = _cpu_math(*(t.to(ref_dtype) for t in (q, k, v)), grad.to(ref_dtype), **ref_kw)
+    got, got_grads = _neuron(q, k, v, grad, **kw)
+    _assert_fused()
+    assert got.dtype == dtype
+    tol = TOL[dtype]
+    torch.testing.assert_close(got.float(), want.float(), **tol)
+    for name, a, b in zip(("dq", "dk", "dv", "dmask"), got_grads, want_grads):
+        torch.testing.assert_close(a.float(), b.float(), **tol, msg=lambda m, n=name: f"{n}: {m}")
+    return got, got_grads
+
+
+def _qkv(B, Hq, Hk, L, S, E, Ev, seed=0):
+    g = torch.Generator().manual_seed(seed)
+    return (torch.randn(B, Hq, L, E, generator=g), torch.randn(B, Hk, S, E, generator=g),
+            torch.randn(B, Hk, S, Ev, generator=g))
+
+
+SHAPES = [
+    (2, 3, 3, 37, 50, 16, 16),   # L != S
+    (1, 1, 1, 1, 1, 8, 8),       # one of everything
+    (2, 4, 4, 5, 130, 64, 32),   # several key blocks, E != Ev
+    (3, 2, 2, 129, 7, 12, 20),   # L > S, odd dims, several query blocks
+    (1, 1, 1, 65, 65, 3, 5),     # tiny head dims
+]
+
+
+@pytest.mark.parametrize("shape", SHAPES)
+@pytest.mark.parametrize("causal", [False, True])
+def test_shapes(shape, causal):
+    _check(*_qkv(*shape), is_causal=causal)
+
+
+@pytest.mark.parametrize("scale", [0.3, -1.7])
+def test_scale(scale):
+    _check(*_qkv(2, 2, 2, 20, 30, 16, 16), scale=scale)
+
+
+def test_gqa():
+    _check(*_qkv(2, 8, 2, 33, 40, 16, 16), enable_gqa=True)
+    _check(*_qkv(2, 6, 3, 17, 70, 8, 12), enable_gqa=True, is_causal=True)
+
+
+def test_single_kv_head_broadcast():
+    # Hk = 1 broadcasts over the query heads even without enable_gqa (matmul broadcasting).
+    _check(*_qkv(2, 4, 1, 17, 19, 8, 8))
+
+
+def test_noncontiguous():
+    g = torch.Generator().manual_seed(3)
+    q = torch.randn(2, 21, 3, 16, generator=g).transpose(1, 2)
+    k = torch.randn(2, 40, 3, 16, generator=g).transpose(1, 2)
+    v = torch.randn(2, 3, 12, 40, generator=g).transpose(-1, -2)
+    _check(q, k, v)
+
+
+@pytest.mark.parametrize("mshape", [(37, 50), (2, 1, 37, 50), (1, 3, 1, 50), (2, 3, 37, 50)])
+def test_bool_mask(mshape):
+    g = torch.Generator().manual_seed(5)
+    mask = torch.rand(mshape, generator=g) > 0.3
+    _check(*_qkv(2, 3, 3, 37, 50, 16, 16), attn_mask=mask)
+
+
+@pytest.mark.parametrize("mshape", [(37, 50), (2, 1, 37, 50), (3, 37, 1)])
+def test_float_mask_with_grad(mshape):
+    g = torch.Generator().manual_seed(6)
+    mask = torch.randn(mshape, generator=g).requires_grad_()
+    _check(*_qkv(2, 3, 3, 37, 50, 16, 16), attn_mask=mask)
+
+
+def test_fully_masked_rows():
+    """Rows with nothing to attend to: 0 output and 0 gradients, as the CPU math backend."""
+    mask = torch.ones(9, 12, dtype=torch.bool)
+    mask[2] = False
+    mask[7] = False
+    got, grads = _check(*_qkv(2, 2, 2, 9, 12, 8, 8), attn_mask=mask)
+    assert (got[:, :, 2] == 0).all() and (got[:, :, 7] == 0).all()
+    assert (grads[0][:, :, 2] == 0).all()
+    fmask = torch.zeros(9, 12)
+    fmask[4] = float("-inf")
+    got, _ = _check(*_qkv(2, 2, 2, 9, 12, 8, 8), attn_mask=fmask)
+    assert (got[:, :, 4] == 0).all()
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+@pytest.mark.parametrize("causal", [False, True])
+def test_half_precision(dtype, causal):
+    # The kernel accumulates in float32 and rounds once: compare against the
+    # CPU in float32 on the same (rounded) inputs.
+    _check(*_qkv(2, 4, 2, 45, 67, 32, 16), dtype=dtype, ref_dtype=torch.float32, is_causal=causal,
+           enable_gqa=True)
+
+
+def test_bf16_against_cpu_bf16():
+    q, k, v = (t.bfloat16() for t in _qkv(2, 3, 3, 30, 40, 16, 16))
+    want = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+    got = F.scaled_dot_product_attention(q.to("neuron"), k.to("neuron"), v.to("neuron"), is_causal=True).cpu()
+    torch.testing.assert_close(got, want, **TOL[torch.bfloat16])
+    assert_no_fallbacks()
+
+
+def test_mask_dtype_differs_from_query():
+    mask = torch.randn(30, 40)
+    q, k, v = (t.bfloat16() for t in _qkv(2, 3, 3, 30, 40, 16, 16))
+    want = F.scaled_dot_product_attention(q.float(), k.float(), v.float(), attn_mask=mask)
+    got = F.scaled_dot_product_attention(q.to("neuron"), k.to("neuron"), v.to("neuron"),
+                                         attn_mask=mask.to("neuron")).cpu()
+    torch.testing.assert_close(got.float(), want, **TOL[torch.bfloat16])
+    assert FWD in torch_neuronx.get_executed_ops()
+    assert_no_fallbacks()
+
+
+# ---- dropout -----------------------------------------------------------------
+
+def _dropout_multipliers(B, H, L, S, p, seed):
+    """The kernel's dropout multipliers for a (B, H, L, S) problem under manual_seed(seed)."""
+    q = torch.zeros(B, H, L, 4, device="neuron")
+    k = torch.zeros(B, H, S, 4, device="neuron")
+    v = torch.eye(S, device="neuron").expand(B, H, S, S)
+    torch.manual_seed(seed)
+    return (F.scaled_dot_product_attention(q, k, v, dropout_p=p) * S).cpu()
+
+
+def test_dropout_statistics():
+    p = 0.3
+    z = _dropout_multipliers(2, 4, 64, 96, p, seed=11)
+    kept = z != 0
+    # Kept entries carry exactly 1/(1-p); the dropped fraction is ~p.
+    torch.testing.assert_close(z[kept], torch.full_like(z[kept], 1 / (1 - p)))
+    frac = 1 - kept.float().mean().item()
+    assert abs(frac - p) < 0.02, frac
+    # The expectation of the output is preserved.
+    assert abs(z.mean().item() - 1.0) < 0.03
+    assert_no_fallbacks()
+
+
+def test_dropout_determinism():
+    q, k, v = (t.to("neuron") for t in _qkv(2, 2, 2, 20, 30, 8, 8))
+    outs = []
+    for seed in (5, 5, 6):
+        torch.manual_seed(seed)
+        outs.append(F.scaled_dot_product_attention(q, k, v, dropout_p=0.4).cpu())
+    assert torch.equal(outs[0], outs[1])
+    assert not torch.equal(outs[0], outs[2])
+    # Consecutive calls draw fresh masks.
+    torch.manual_seed(5)
+    a = F.scaled_dot_product_attention(q, k, v, dropout_p=0.4).cpu()
+    b = F.scaled_dot_product_attention(q, k, v, dropout_p=0.4).cpu()
+    assert not torch.equal(a, b)
+
+
+@pytest.mark.parametrize("causal", [False, True])
+def test_dropout_forward_backward_match_mask(causal):
+    """The forward and the backward use the same mask: both agree with the CPU
+    math backend given that mask."""
+    B, H, L, S, E, p = 2, 3, 19, 37, 8, 0.25
+    z = _dropout_multipliers(B, H, L, S, p, seed=21)
+    q, k, v = _qkv(B, H, H, L, S, E, E, seed=4)
+    g = torch.Generator().manual_seed(9)
+    grad = torch.randn(B, H, L, E, generator=g)
+    leaves = [t.clone().requires_grad_() for t in (q, k, v)]
+    with sdpa_kernel([SDPBackend.MATH]):
+        want, _ = torch.ops.aten._scaled_dot_product_attention_math(*leaves, None, p, causal, dropout_mask=z != 0)
+    want.backward(grad)
+    torch.manual_seed(21)  # the same seed: the same mask
+    got, got_grads = _neuron(q, k, v, grad, dropout_p=p, is_causal=causal)
+    _assert_fused()
+    torch.testing.assert_close(got, want.detach(), **TOL[torch.float32])
+    for a, b in zip(got_grads, leaves):
+        torch.testing.assert_close(a, b.grad, **TOL[torch.float32])
+
+
+# ---- routing and errors --------------------------------------------------------
+
+def test_math_route_for_uncovered_cases():
+    """3-d inputs and float64 take the math decomposition (still native, still right)."""
+    q, k, v = _qkv(1, 4, 4, 10, 12, 8, 8)
+    for args in ((q[0], k[0], v[0]), (q.double(), k.double(), v.double())):
+        want = F.scaled_dot_product_attention(*args, is_causal=True)
+        torch_neuronx.clear_op_tracking()
+        got = F.scaled_dot_product_attention(*(t.to("neuron") for t in args), is_causal=True).cpu()
+        torch.testing.assert_close(got, want, atol=1e-5, rtol=1e-4)
+        assert FWD not in torch_neuronx.get_executed_ops()
+        assert_no_fallbacks()
+
+
+def test_choice():
+    q, k, v = (t.to("neuron") for t in _qkv(1, 2, 2, 4, 4, 8, 8))
+    assert torch._fused_sdp_choice(q, k, v) == SDPBackend.OVERRIDEABLE.value
+    assert torch._fused_sdp_choice(q.double(), k.double(), v.double()) == SDPBackend.MATH.value
+    with sdpa_kernel([SDPBackend.MATH]):
+        assert torch._fused_sdp_choice(q, k, v) == SDPBackend.MATH.value
+
+
+def test_errors():
+    q, k, v = (t.to("neuron") for t in _qkv(1, 4, 2, 4, 4, 8, 8))
+    with pytest.raises(RuntimeError):  # 4 query heads vs 2 kv heads without enable_gqa
+        F.scaled_dot_product_attention(q, k, v)
+    with pytest.raises(RuntimeError, match="4-d"):
+        torch.ops.aten._scaled_dot_product_fused_attention_overrideable(q[0], k[0], v[0])
+    with pytest.raises(RuntimeError, match="same dtype"):
+        torch.ops.aten._scaled_dot_product_fused_attention_overrideable(q, k.half(), v)
+    with pytest.raises(RuntimeError, match="divisible"):
+        torch.ops.aten._scaled_dot_product_fused_attention_overrideable(q[:, :3], k, v)
+    with pytest.raises(RuntimeError, match="is_causal"):
+        m = torch.ones(4, 4, dtype=torch.bool, device="neuron")
+        torch.ops.aten._scaled_dot_product_fused_attention_overrideable(q, k, v, m, is_causal=True)
