@@ -411,6 +411,11 @@ std::tuple<Tensor &, Tensor &> geqrf_out(const Tensor &A, Tensor &a, Tensor &tau
 // Q (m x cols) = H_0 ... H_{k-1} applied to the first cols columns of I.
 void orgqr_into(const Tensor &V, const Tensor &tau, Tensor &Q) {
   int64_t m = Q.size(-2), cols = Q.size(-1), k = tau.size(-1);
+  if (k == 0) {  // no reflectors: the first cols columns of the identity (tau has no data to describe)
+    Q.zero_();
+    Q.diagonal(0, -2, -1).fill_(1);
+    return;
+  }
   Flat v(V, 2, false), t(tau, 1, false), q(Q, 2, true);
   nrt_launch d = desc(NRT_OP(ORGQR), {q.t.size(0), m, cols}, 1, 2, Q);
   mat(d, 0, q.t);
@@ -479,6 +484,7 @@ Tensor ormqr_fn(const Tensor &self, const Tensor &tau, const Tensor &C, bool lef
   check_float(self, "torch.ormqr");
   c10::DeviceGuard guard(self.device());
   Tensor out = at::empty(C.sizes(), C.options());
+  if (tau.size(-1) == 0) return out.copy_(C);  // no reflectors: Q is the identity
   Flat v(self, 2, false), t(tau, 1, false), c(C, 2, false), o(out, 2, true);
   nrt_launch d = desc(NRT_OP(ORMQR), {c.t.size(0), C.size(-2), C.size(-1)}, 1, 3, C);
   mat(d, 0, o.t);

@@ -205,3 +205,12 @@ def test_out_variants_resize():
     torch.linalg.svd(to(a), out=(U, S, Vh))
     assert_close(S.cpu(), torch.linalg.svdvals(a), **TOL)
     assert_no_fallbacks()
+
+
+def test_householder_product_without_reflectors():
+    # k = 0: Q is the first columns of the identity (the empty tau has no data).
+    for shape, tshape in (((5, 5), (0,)), ((2, 5, 3), (2, 0))):
+        a, tau = torch.randn(*shape), torch.empty(*tshape)
+        assert torch.equal(torch.linalg.householder_product(to(a), to(tau)).cpu(),
+                           torch.linalg.householder_product(a, tau))
+    assert_no_fallbacks()

@@ -200,8 +200,9 @@ def generate(results_path: str, meta: dict | None = None, md_path: str | None = 
     w("| int64, bool | 0 | 0 | exact |")
     w("")
     w("When the device and the CPU disagree, the sample is also run on the CPU in float64 (inputs, weights and "
-      "dtype arguments cast): a device result within tolerance of the float64 result passes, since the CPU is then "
-      "the less accurate side (listed below under *The CPU is the less accurate side*). Sort-like ops "
+      "dtype arguments cast): a device result within tolerance of the float64 result, or no further from it "
+      "than the CPU's result (both measured against the float64 value rounded to the result dtype), passes, since "
+      "the CPU is then the less accurate side (listed below under *The CPU is the less accurate side*). Sort-like ops "
       "(sort, argsort, msort, topk, kthvalue, median, nanmedian, mode) may order equal keys either way unless "
       "`stable=True`: their indices are checked by the values they select, and their gradients are compared only "
       "when the input has no ties.")
@@ -261,12 +262,14 @@ def generate(results_path: str, meta: dict | None = None, md_path: str | None = 
         w("## The CPU is the less accurate side")
         w("")
         w("These passed although the device differs from the CPU beyond the tolerance: the device is within "
-          "tolerance of the float64 result, the CPU is not (usually reduced-precision CPU kernels that round "
-          "intermediates, or a result that should be exactly 0).")
+          "tolerance of the float64 result, or no further from it than the CPU is (usually reduced-precision "
+          "CPU kernels that round intermediates, an ill-conditioned gradient, or a result that should be "
+          "exactly 0).")
         w("")
         for k, r in arb:
             a = r["cpu_less_accurate"][0]
-            w(f"- `{k}` {r['dtype']}: {a['where']}, sample {a['sample']}: {_md(_short(a['shape'], 120))}")
+            how = f" ({a['how']})" if a.get("how") else ""
+            w(f"- `{k}` {r['dtype']}: {a['where']}, sample {a['sample']}{how}: {_md(_short(a['shape'], 120))}")
         w("")
 
     w("## Per OpInfo")
