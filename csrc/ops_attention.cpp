@@ -133,11 +133,8 @@ nrt_launch attn_desc(nrt_op op, const Tensor &q, const Tensor &k, const Tensor &
 
 void put4(nrt_operand &o, const Tensor &t) { set_operand(o, t, {0, 1, 2, 3}); }
 
-// rowstat [B, Hq, L, 2]: strides {b, h, l} and strides[3] from lse to D.
-void put_rows(nrt_operand &o, const Tensor &t, bool pair) {
-  if (pair) set_operand(o, t, {0, 1, 2, 3});
-  else set_operand(o, t, {0, 1, 2});
-}
+// lse [B, Hq, L]: strides {b, h, l}.
+void put_rows(nrt_operand &o, const Tensor &t) { set_operand(o, t, {0, 1, 2}); }
 
 double default_scale(const Tensor &q, std::optional<double> scale) {
   return scale ? *scale : 1.0 / std::sqrt(static_cast<double>(q.size(3)));
@@ -164,7 +161,7 @@ ForwardResult sdpa_forward(const Tensor &q, const Tensor &k, const Tensor &v, co
     d.noutputs = 2;
     d.ninputs = bias ? 4 : 3;
     put4(d.operands[0], out);
-    put_rows(d.operands[1], lse, false);
+    put_rows(d.operands[1], lse);
     put4(d.operands[2], q);
     put4(d.operands[3], k);
     put4(d.operands[4], v);
@@ -202,7 +199,7 @@ std::tuple<Tensor, Tensor, Tensor, Tensor> sdpa_backward(
     seed = static_cast<uint64_t>(philox_seed.item<int64_t>());
     offset = static_cast<uint64_t>(philox_offset.item<int64_t>());
   }
-  bool want_q = grad_input_mask[0], want_kv = grad_input_mask[1] || grad_input_mask[2];
+  bool want_q = grad_input_mask[0];
   bool want_bias = grad_input_mask[3] && bias && bias->scalar_type() != at::kBool;
   Tensor dq = at::empty_like(q, at::MemoryFormat::Contiguous), dk = at::empty_like(k, at::MemoryFormat::Contiguous),
          dv = at::empty_like(v, at::MemoryFormat::Contiguous), dbias;
@@ -211,15 +208,15 @@ std::tuple<Tensor, Tensor, Tensor, Tensor> sdpa_backward(
   double sc = default_scale(q, scale);
   c10::DeviceIndex dev = q.device().index();
   if (B * Hq * L > 0) {
-    // (lse, D = dO . O) per row, beside each other for the two passes.
-    Tensor rowstat = at::empty({B, Hq, L, 2}, q.options().dtype(at::kFloat));
+    // Per row: dO in float32, lse, D = dO . O (see SDPA_BACKWARD_PREP).
+    Tensor rowstat = at::empty({B, Hq, L, Ev + 2}, q.options().dtype(at::kFloat));
     nrt_launch d = attn_desc(NRT_OP(SDPA_BACKWARD_PREP), q, k, v, sc, dropout_p, is_causal, seed, offset);
     d.noutputs = 1;
     d.ninputs = 3;
-    put_rows(d.operands[0], rowstat, true);
+    put4(d.operands[0], rowstat);
     put4(d.operands[1], out);
     put4(d.operands[2], grad_out);
-    put_rows(d.operands[3], lse, false);
+    put_rows(d.operands[3], lse);
     if (out.scalar_type() != at::kFloat) {
       // D = dO . out cancels in dP - D: a 16-bit out would spoil the
       // gradients, so the kernel recomputes out in float32 from q, k, v.
@@ -230,33 +227,28 @@ std::tuple<Tensor, Tensor, Tensor, Tensor> sdpa_backward(
       if (bias) put4(d.operands[7], mask);
     }
     launch(dev, d);
-    if (want_kv) {
-      d = attn_desc(NRT_OP(SDPA_BACKWARD_KV), q, k, v, sc, dropout_p, is_causal, seed, offset);
-      d.noutputs = 2;
-      d.ninputs = bias ? 6 : 5;
-      put4(d.operands[0], dk);
-      put4(d.operands[1], dv);
-      put4(d.operands[2], q);
-      put4(d.operands[3], k);
-      put4(d.operands[4], v);
-      put4(d.operands[5], grad_out);
-      put_rows(d.operands[6], rowstat, true);
-      if (bias) put4(d.operands[7], mask);
-      launch(dev, d);
-    }
-    if (want_q || want_bias) {
-      d = attn_desc(NRT_OP(SDPA_BACKWARD_Q), q, k, v, sc, dropout_p, is_causal, seed, offset);
-      d.noutputs = want_bias ? 2 : 1;
-      d.ninputs = bias ? 6 : 5;
-      int in = d.noutputs;
-      put4(d.operands[0], dq);
-      if (want_bias) put4(d.operands[1], ds);
-      put4(d.operands[in], q);
-      put4(d.operands[in + 1], k);
-      put4(d.operands[in + 2], v);
-      put4(d.operands[in + 3], grad_out);
-      put_rows(d.operands[in + 4], rowstat, true);
-      if (bias) put4(d.operands[in + 5], mask);
+    // One pass gives dQ, dK and dV together (each tile's probabilities
+    // feed all three), so they are computed even when not all are wanted.
+    auto put_inputs = [&](nrt_launch &l, int in) {
+      l.ninputs = bias ? 5 : 4;
+      put4(l.operands[in], q);
+      put4(l.operands[in + 1], k);
+      put4(l.operands[in + 2], v);
+      put4(l.operands[in + 3], rowstat);
+      if (bias) put4(l.operands[in + 4], mask);
+    };
+    d = attn_desc(NRT_OP(SDPA_BACKWARD), q, k, v, sc, dropout_p, is_causal, seed, offset);
+    d.noutputs = 3;
+    put4(d.operands[0], dq);
+    put4(d.operands[1], dk);
+    put4(d.operands[2], dv);
+    put_inputs(d, 3);
+    launch(dev, d);
+    if (want_bias) {
+      d = attn_desc(NRT_OP(SDPA_BACKWARD_DS), q, k, v, sc, dropout_p, is_causal, seed, offset);
+      d.noutputs = 1;
+      put4(d.operands[0], ds);
+      put_inputs(d, 1);
       launch(dev, d);
     }
   } else {

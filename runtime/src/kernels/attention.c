@@ -51,6 +51,20 @@ void nrt_attn_mask_scores(const nrt_attn_problem *p, int64_t b, int64_t h, int64
 
 /* ---- backward row statistics (SDPA_BACKWARD_PREP) ----------------------- */
 
+void nrt_attn_store_rowstat(const nrt_attn_problem *p, int64_t b, int64_t h, int64_t i, float lse, float d) {
+  float g[64];
+  const char *src = nrt_attn_at(&p->dout, b, h, i);
+  char *dst = nrt_attn_at(&p->dcopy, b, h, i);
+  for (int64_t e = 0; e < p->Ev; e += 64) {
+    int64_t n = p->Ev - e < 64 ? p->Ev - e : 64;
+    nrt_load_f32(g, src + e * p->dout.s[3], p->dout.s[3], p->dout.dtype, n);
+    nrt_store_f32(dst + e * p->dcopy.s[3], p->dcopy.s[3], NRT_FLOAT32, g, n);
+  }
+  char *st = nrt_attn_at(&p->rowstat, b, h, i);
+  *(float *)st = lse;
+  *(float *)(st + p->rowstat.s[3]) = d;
+}
+
 static void prep_range(void *ctx, int64_t lo, int64_t hi) {
   const nrt_attn_problem *p = ctx;
   for (int64_t r = lo; r < hi; r++) {
@@ -60,9 +74,7 @@ static void prep_range(void *ctx, int64_t lo, int64_t hi) {
     for (int64_t e = 0; e < p->Ev; e++)
       d += nrt_ref_load_f64(o + e * p->out.s[3], p->out.dtype) *
            nrt_ref_load_f64(g + e * p->dout.s[3], p->dout.dtype);
-    char *st = nrt_attn_at(&p->rowstat, b, h, i);
-    *(float *)st = *(const float *)nrt_attn_at(&p->lse, b, h, i);
-    *(float *)(st + p->rowstat.s[3]) = (float)d;
+    nrt_attn_store_rowstat(p, b, h, i, *(const float *)nrt_attn_at(&p->lse, b, h, i), (float)d);
   }
 }
 
@@ -187,9 +199,7 @@ static void ref_prep_range(void *ctx, int64_t lo, int64_t hi) {
       for (int64_t j = 0; j < p->S; j++) a += r.prob[j] * r.z[j] * ref_load(&p->v, nrt_attn_at(&p->v, b, hk, j), e);
       d += a * ref_load(&p->dout, g, e);
     }
-    char *st = nrt_attn_at(&p->rowstat, b, h, i);
-    *(float *)st = *(const float *)nrt_attn_at(&p->lse, b, h, i);
-    *(float *)(st + p->rowstat.s[3]) = (float)d;
+    nrt_attn_store_rowstat(p, b, h, i, *(const float *)nrt_attn_at(&p->lse, b, h, i), (float)d);
   }
   ref_buf_free(&r);
 }
@@ -222,8 +232,8 @@ static void ref_backward_q_range(void *ctx, int64_t lo, int64_t hi) {
   for (int64_t row = lo; row < hi; row++) {
     int64_t i = row % p->L, bh = row / p->L, h = bh % p->Hq, b = bh / p->Hq, hk = h / p->group;
     ref_row_grad(p, b, h, i, &r);
-    char *dq = nrt_attn_at(&p->dq, b, h, i);
-    for (int64_t e = 0; e < p->E; e++) {
+    char *dq = p->dq.data ? nrt_attn_at(&p->dq, b, h, i) : NULL;
+    for (int64_t e = 0; dq && e < p->E; e++) {
       double a = 0;
       for (int64_t j = 0; j < p->S; j++) a += r.ds[j] * ref_load(&p->k, nrt_attn_at(&p->k, b, hk, j), e);
       nrt_ref_store_f64(dq + e * p->dq.s[3], p->dq.dtype, (double)p->scale * a);
@@ -303,7 +313,19 @@ static nrt_status bad(const nrt_launch *l, const char *what) {
 
 static bool floating(const nrt_attn_view *t) { return nrt_dtype_is_floating(t->dtype); }
 
-/* Decodes the descriptor; `in` is the index of q (first input). */
+/* The rowstat operand [B,Hq,L,Ev+2] {dO_i (float32), lse_i, D_i}: `dout`
+ * views its first Ev columns, `rowstat` starts at lse with strides[3] the
+ * step from lse to D. */
+static nrt_status rowstat_views(const nrt_launch *l, nrt_attn_problem *p, const nrt_operand *o,
+                                nrt_attn_view *dcopy) {
+  if (o->dtype != NRT_FLOAT32) return bad(l, "rowstat must be float32");
+  view(dcopy, o);
+  p->rowstat = *dcopy;
+  p->rowstat.data += p->Ev * o->strides[3];
+  return NRT_SUCCESS;
+}
+
+/* Decodes the descriptor. */
 static nrt_status decode(const nrt_launch *l, nrt_attn_problem *p) {
   memset(p, 0, sizeof *p);
   if (l->ndim != 7) return bad(l, "sizes must be {B, Hq, Hk, L, S, E, Ev}");
@@ -326,27 +348,36 @@ static nrt_status decode(const nrt_launch *l, nrt_attn_problem *p) {
   p->causal = l->params[0] != 0;
   p->seed = (uint64_t)l->params[1];
   p->offset = (uint64_t)l->params[2];
-  int in = l->noutputs;
   int op = (int)l->op;
+  int want_out = op == NRT_OP_SDPA_FORWARD ? 2 : (op == NRT_OP_SDPA_BACKWARD ? 3 : 1);
+  if (l->noutputs != want_out)
+    return bad(l, op == NRT_OP_SDPA_FORWARD    ? "expected 2 outputs (out, lse)"
+                  : op == NRT_OP_SDPA_BACKWARD ? "expected 3 outputs (dQ, dK, dV)"
+                  : op == NRT_OP_SDPA_BACKWARD_DS ? "expected 1 output (dS)"
+                                                  : "expected 1 output (rowstat)");
+  int in = l->noutputs, nin_base = 3;
   if (op == NRT_OP_SDPA_BACKWARD_PREP) {
-    view(&p->rowstat, &l->operands[0]);
+    nrt_status st = rowstat_views(l, p, &l->operands[0], &p->dcopy);
+    if (st != NRT_SUCCESS) return st;
     view(&p->out, &l->operands[1]);
     view(&p->dout, &l->operands[2]);
     view(&p->lse, &l->operands[3]);
-    if (l->noutputs != 1) return bad(l, "expected 1 output (rowstat)");
-    if (p->rowstat.dtype != NRT_FLOAT32 || p->lse.dtype != NRT_FLOAT32)
-      return bad(l, "lse and rowstat must be float32");
+    if (p->lse.dtype != NRT_FLOAT32) return bad(l, "lse must be float32");
     if (!floating(&p->out) || !floating(&p->dout)) return bad(l, "out and dO must be floating");
     if (l->ninputs == 4 || l->ninputs == 5) return bad(l, "expected q, k and v together");
     if (l->ninputs < 6) return NRT_SUCCESS;
+    in = 4;
+    nin_base = 6;
+  } else if (op != NRT_OP_SDPA_FORWARD) {
+    nrt_status st = rowstat_views(l, p, &l->operands[in + 3], &p->dout);
+    if (st != NRT_SUCCESS) return st;
+    nin_base = 4;
   }
-  if (op == NRT_OP_SDPA_BACKWARD_PREP) in = 4;
   view(&p->q, &l->operands[in]);
   view(&p->k, &l->operands[in + 1]);
   view(&p->v, &l->operands[in + 2]);
   if (!floating(&p->q) || !floating(&p->k) || !floating(&p->v))
     return bad(l, "query, key and value must be floating");
-  int nin_base = op == NRT_OP_SDPA_FORWARD ? 3 : (op == NRT_OP_SDPA_BACKWARD_PREP ? 6 : 5);
   p->has_mask = l->ninputs > nin_base;
   if (p->has_mask) {
     view(&p->mask, &l->operands[l->noutputs + nin_base]);
@@ -356,29 +387,20 @@ static nrt_status decode(const nrt_launch *l, nrt_attn_problem *p) {
   }
   switch (op) {
   case NRT_OP_SDPA_FORWARD:
-    if (l->noutputs != 2) return bad(l, "expected 2 outputs (out, lse)");
     view(&p->out, &l->operands[0]);
     view(&p->lse, &l->operands[1]);
     if (!floating(&p->out) || p->lse.dtype != NRT_FLOAT32)
       return bad(l, "out must be floating and lse float32");
     break;
-  case NRT_OP_SDPA_BACKWARD_KV:
-  case NRT_OP_SDPA_BACKWARD_Q:
-    if (op == NRT_OP_SDPA_BACKWARD_KV) {
-      if (l->noutputs != 2) return bad(l, "expected 2 outputs (dK, dV)");
-      view(&p->dk, &l->operands[0]);
-      view(&p->dv, &l->operands[1]);
-      if (!floating(&p->dk) || !floating(&p->dv)) return bad(l, "gradients must be floating");
-    } else {
-      if (l->noutputs < 1 || l->noutputs > 2) return bad(l, "expected outputs dQ and optional dS");
-      view(&p->dq, &l->operands[0]);
-      if (l->noutputs == 2) view(&p->ds, &l->operands[1]);
-      if (!floating(&p->dq) || (p->ds.data && !floating(&p->ds))) return bad(l, "gradients must be floating");
-    }
-    view(&p->dout, &l->operands[in + 3]);
-    view(&p->rowstat, &l->operands[in + 4]);
-    if (!floating(&p->dout) || p->rowstat.dtype != NRT_FLOAT32)
-      return bad(l, "dO must be floating and rowstat float32");
+  case NRT_OP_SDPA_BACKWARD:
+    view(&p->dq, &l->operands[0]);
+    view(&p->dk, &l->operands[1]);
+    view(&p->dv, &l->operands[2]);
+    if (!floating(&p->dq) || !floating(&p->dk) || !floating(&p->dv)) return bad(l, "gradients must be floating");
+    break;
+  case NRT_OP_SDPA_BACKWARD_DS:
+    view(&p->ds, &l->operands[0]);
+    if (!floating(&p->ds)) return bad(l, "dS must be floating");
     break;
   default:
     break;
@@ -389,8 +411,8 @@ static nrt_status decode(const nrt_launch *l, nrt_attn_problem *p) {
 nrt_status nrt_attention_execute(const nrt_launch *l) {
   /* Switch on (int)l->op: family ids are not enumerators of nrt_op. */
   int op = (int)l->op;
-  if (op != NRT_OP_SDPA_FORWARD && op != NRT_OP_SDPA_BACKWARD_PREP && op != NRT_OP_SDPA_BACKWARD_KV &&
-      op != NRT_OP_SDPA_BACKWARD_Q) {
+  if (op != NRT_OP_SDPA_FORWARD && op != NRT_OP_SDPA_BACKWARD_PREP && op != NRT_OP_SDPA_BACKWARD &&
+      op != NRT_OP_SDPA_BACKWARD_DS) {
     nrt_set_error_message("attention: op %s has no kernel", nrt_op_name(l->op));
     return NRT_ERROR_UNSUPPORTED;
   }
@@ -410,12 +432,14 @@ nrt_status nrt_attention_execute(const nrt_launch *l) {
       return NRT_SUCCESS;
     }
     return ref ? ref_run(&p, rows, ref_prep_range) : nrt_attn_prep_blocked(&p);
-  case NRT_OP_SDPA_BACKWARD_KV:
-    if (p.B * p.Hk * p.S == 0) return NRT_SUCCESS;
-    return ref ? ref_run(&p, p.B * p.Hk, ref_backward_kv_range) : nrt_attn_backward_kv_blocked(&p);
-  case NRT_OP_SDPA_BACKWARD_Q:
-    if (rows == 0) return NRT_SUCCESS;
-    return ref ? ref_run(&p, rows, ref_backward_q_range) : nrt_attn_backward_q_blocked(&p);
+  case NRT_OP_SDPA_BACKWARD:
+    if (rows == 0 && p.B * p.Hk * p.S == 0) return NRT_SUCCESS;
+    if (!ref) return nrt_attn_backward_blocked(&p);
+    st = ref_run(&p, p.B * p.Hk, ref_backward_kv_range);
+    return st != NRT_SUCCESS ? st : ref_run(&p, rows, ref_backward_q_range);
+  case NRT_OP_SDPA_BACKWARD_DS:
+    if (rows * p.S == 0) return NRT_SUCCESS;
+    return ref ? ref_run(&p, rows, ref_backward_q_range) : nrt_attn_backward_ds_blocked(&p);
   default:
     break;
   }

@@ -1,143 +1,125 @@
 /* Blocked (flash-attention style) scaled dot-product attention kernels.
  *
+ * Every product of the algorithm is a small dense tile product of float32
+ * blocks held in the task's workspace: C (+)= A B with A read through two
+ * strides (so that A or its transpose can be used without copying) and B
+ * row-major. One micro-kernel (tile_mm) computes it four rows of C at a
+ * time with the rows' accumulators in registers, so that each loaded row
+ * of B feeds four FMAs per vector and each broadcast of A one FMA per
+ * vector of the row. Widths are padded to multiples of 16 floats with
+ * zeros (Ep, Evp), which keeps the micro-kernel free of edge code; padded
+ * rows and keys get zero probability, so they add nothing.
+ *
  * Forward: one task per (batch*head, block of BQ query rows). Keys are
  * visited in blocks of BK; each row keeps a running maximum m, a running
  * sum l of exp(s - m) and an unnormalised float32 output accumulator that
  * is rescaled by exp(m_old - m_new) whenever the maximum grows. The L x S
- * score matrix never exists; per task the working set is the query block,
- * one key block (transposed, so that a row's BK scores are one vectorised
- * loop over keys) and one value block.
+ * score matrix never exists. SDPA_BACKWARD_PREP (16-bit outputs) runs the
+ * same loop with the saved logsumexp in place of the running statistics.
  *
- * Backward: probabilities are recomputed blockwise from the saved
- * logsumexp, P = exp(s - lse), and dS = P * (dP - D) with D = dO . O
- * (SDPA_BACKWARD_PREP). To avoid atomics (and keep results independent of
- * the thread count) the gradients come from two launches: dK, dV with one
- * task per (batch, kv head, key block) summing over every query row of
- * the head's group, then dQ (and the optional dS) with one task per
- * (batch*head, query block). The second pass recomputes the scores; that
- * costs one more Q K^T but no synchronisation.
+ * Backward (SDPA_BACKWARD): one pass over (query block, key block) tiles.
+ * Per tile the probabilities P = exp(s - lse) are computed once and give
+ * dV += P^T dO, dS = P * (dP - D), dK += dS^T Q and dQ += dS K. A task
+ * owns a (batch, key/value head, chunk of key blocks): it accumulates dK,
+ * dV of its keys privately (summing over the query heads of the group) and
+ * its dQ contribution into its own float32 slice; a second parallel pass
+ * sums the slices in chunk order. The chunking depends only on the shape,
+ * so results do not depend on the thread count, and no atomics are
+ * needed.
  *
  * The loops are written once (always-inline bodies) and compiled for the
  * baseline, AVX2 and AVX-512 targets; the widest the host supports runs. */
-#pragma GCC optimize("O3,no-trapping-math,no-math-errno")
+#pragma GCC optimize("O3,no-trapping-math,no-math-errno,fp-contract=fast")
 #include <stdatomic.h>
 #include <stdlib.h>
+#include <string.h>
 #include "kernels/attention_kernels.h"
+#include "kernels/vmath.h"
 
 #define BK 64 /* keys per block */
-#define BQ 32 /* query rows per task */
+#define BQ 64 /* query rows per block */
 #define INLINE static inline __attribute__((always_inline))
 
-typedef struct blk_ctx {
-  const nrt_attn_problem *p;
-  nrt_isa isa;
-  int64_t blocks; /* query or key blocks per (batch, head) */
-  atomic_int failed;
-} blk_ctx;
+static int64_t pad16(int64_t n) { return (n + 15) & ~(int64_t)15; }
+static int64_t min64(int64_t a, int64_t b) { return a < b ? a : b; }
 
-/* s[j] = sum_e x[e] * t[e*BK + j] for all BK columns of a transposed block. */
-INLINE void dot_block(float *restrict s, const float *restrict x, const float *restrict t, int64_t n) {
-  for (int j = 0; j < BK; j++) s[j] = 0.0f;
-  for (int64_t e = 0; e < n; e++) {
-    float xe = x[e];
-    const float *restrict te = t + e * BK;
-    for (int j = 0; j < BK; j++) s[j] += xe * te[j];
+/* ---- the tile product ---------------------------------------------------- */
+
+/* 64 bytes; GCC lowers it to one zmm, two ymm or four xmm per target.
+ * Accessed through v16u (any float address) by macros rather than
+ * functions: a 64-byte vector passed by value trips -Wpsabi in the
+ * baseline build. */
+typedef float v16 __attribute__((vector_size(64)));
+typedef float v16u __attribute__((vector_size(64), aligned(4), may_alias));
+#define LD16(x) ((v16)(*(const v16u *)(x)))
+#define ST16(x, v) (*(v16u *)(x) = (v))
+
+/* Rows r < 4, columns [0, 16*nv) of c:
+ * c[r*ldc + n] = (acc ? c[r*ldc + n] : 0) + sum_k a[r*ars + k*aks] * b[k*ldb + n]. */
+INLINE void mm4(float *restrict c, int64_t ldc, const float *restrict a, int64_t ars, int64_t aks,
+                const float *restrict b, int64_t ldb, int64_t K, int nv, bool acc) {
+  v16 c0[4], c1[4], c2[4], c3[4];
+#pragma GCC unroll 4
+  for (int u = 0; u < nv; u++) {
+    c0[u] = acc ? LD16(c + u * 16) : (v16){0};
+    c1[u] = acc ? LD16(c + ldc + u * 16) : (v16){0};
+    c2[u] = acc ? LD16(c + 2 * ldc + u * 16) : (v16){0};
+    c3[u] = acc ? LD16(c + 3 * ldc + u * 16) : (v16){0};
+  }
+  for (int64_t k = 0; k < K; k++) {
+    const float *ak = a + k * aks, *bk = b + k * ldb;
+    float x0 = ak[0], x1 = ak[ars], x2 = ak[2 * ars], x3 = ak[3 * ars];
+#pragma GCC unroll 4
+    for (int u = 0; u < nv; u++) {
+      v16 bv = LD16(bk + u * 16);
+      c0[u] += x0 * bv;
+      c1[u] += x1 * bv;
+      c2[u] += x2 * bv;
+      c3[u] += x3 * bv;
+    }
+  }
+#pragma GCC unroll 4
+  for (int u = 0; u < nv; u++) {
+    ST16(c + u * 16, c0[u]);
+    ST16(c + ldc + u * 16, c1[u]);
+    ST16(c + 2 * ldc + u * 16, c2[u]);
+    ST16(c + 3 * ldc + u * 16, c3[u]);
   }
 }
 
-/* Four rows at once (register blocking: each loaded key column feeds four
- * accumulators): s[r][j] = sum_e x[r*ldx + e] * t[e*BK + j], r < 4. */
-INLINE void dot_block4(float s[4][BK], const float *restrict x, int64_t ldx, const float *restrict t,
-                       int64_t n) {
-  for (int jc = 0; jc < BK; jc += 16) {
-    float a0[16] = {0}, a1[16] = {0}, a2[16] = {0}, a3[16] = {0};
-    for (int64_t e = 0; e < n; e++) {
-      const float *restrict te = t + e * BK + jc;
-      float x0 = x[e], x1 = x[ldx + e], x2 = x[2 * ldx + e], x3 = x[3 * ldx + e];
-      for (int j = 0; j < 16; j++) {
-        a0[j] += x0 * te[j];
-        a1[j] += x1 * te[j];
-        a2[j] += x2 * te[j];
-        a3[j] += x3 * te[j];
-      }
-    }
-    for (int j = 0; j < 16; j++) {
-      s[0][jc + j] = a0[j];
-      s[1][jc + j] = a1[j];
-      s[2][jc + j] = a2[j];
-      s[3][jc + j] = a3[j];
-    }
+/* C [M x N] (+)= A [M x K] B [K x N]; M % 4 == 0, N % 16 == 0. nv is the
+ * widest column step in vectors (4 where 32 vector registers hold the 16
+ * accumulators, 1 elsewhere); a compile-time constant after inlining. */
+INLINE void tile_mm(float *c, int64_t ldc, int64_t M, int64_t N, const float *a, int64_t ars, int64_t aks,
+                    const float *b, int64_t ldb, int64_t K, bool acc, int nv) {
+  for (int64_t r = 0; r < M; r += 4) {
+    int64_t n = 0;
+    if (nv == 4)
+      for (; n + 64 <= N; n += 64) mm4(c + r * ldc + n, ldc, a + r * ars, ars, aks, b + n, ldb, K, 4, acc);
+    for (; n < N; n += 16) mm4(c + r * ldc + n, ldc, a + r * ars, ars, aks, b + n, ldb, K, 1, acc);
   }
 }
 
-/* Four rows at once: a[r*lda + e] += sum_j c[r][j] * x[j*ldx + e] over
- * j < n, e < m. */
-INLINE void gemv_block4(float *restrict a, int64_t lda, const float c[4][BK], const float *restrict x,
-                        int64_t ldx, int64_t n, int64_t m) {
-  int64_t ec = 0;
-  for (; ec + 16 <= m; ec += 16) {
-    float a0[16], a1[16], a2[16], a3[16];
-    for (int e = 0; e < 16; e++) {
-      a0[e] = a[ec + e];
-      a1[e] = a[lda + ec + e];
-      a2[e] = a[2 * lda + ec + e];
-      a3[e] = a[3 * lda + ec + e];
-    }
-    for (int64_t j = 0; j < n; j++) {
-      const float *restrict xj = x + j * ldx + ec;
-      float c0 = c[0][j], c1 = c[1][j], c2 = c[2][j], c3 = c[3][j];
-      for (int e = 0; e < 16; e++) {
-        a0[e] += c0 * xj[e];
-        a1[e] += c1 * xj[e];
-        a2[e] += c2 * xj[e];
-        a3[e] += c3 * xj[e];
-      }
-    }
-    for (int e = 0; e < 16; e++) {
-      a[ec + e] = a0[e];
-      a[lda + ec + e] = a1[e];
-      a[2 * lda + ec + e] = a2[e];
-      a[3 * lda + ec + e] = a3[e];
-    }
+/* ---- block loads (to float32, zero padded) -------------------------------- */
+
+/* dst[r*ld + c] = x[r][c] for r < n, c < cols; zeros up to rows x ld. */
+INLINE void load_rows(float *dst, int64_t ld, int64_t rows, const char *base, int64_t row_stride,
+                      int64_t col_stride, nrt_dtype dt, int64_t n, int64_t cols) {
+  for (int64_t r = 0; r < n; r++) {
+    nrt_load_f32(dst + r * ld, base + r * row_stride, col_stride, dt, cols);
+    for (int64_t c = cols; c < ld; c++) dst[r * ld + c] = 0.0f;
   }
-  for (; ec < m; ec++)
-    for (int r = 0; r < 4; r++) {
-      float acc = a[r * lda + ec];
-      for (int64_t j = 0; j < n; j++) acc += c[r][j] * x[j * ldx + ec];
-      a[r * lda + ec] = acc;
-    }
+  for (int64_t x = n * ld; x < rows * ld; x++) dst[x] = 0.0f;
 }
 
-/* a[0..n) += c * x[0..n) */
-INLINE void axpy(float *restrict a, float c, const float *restrict x, int64_t n) {
-  for (int64_t e = 0; e < n; e++) a[e] += c * x[e];
-}
-
-/* Rows [0, n) of a {row, col} operand into dst[r*BK...] transposed:
- * dst[c*BK + r] = x[r][c]; columns past n are zero so that padded keys
- * contribute nothing (their scores are set to -inf anyway). */
-INLINE void load_transposed(float *dst, const char *base, int64_t row_stride, int64_t col_stride,
-                            nrt_dtype dt, int64_t n, int64_t cols) {
+/* dst[c*BK + r] = x[r][c] for r < n, c < cols; zeros up to colsp x BK. */
+INLINE void load_transposed(float *dst, int64_t colsp, const char *base, int64_t row_stride,
+                            int64_t col_stride, nrt_dtype dt, int64_t n, int64_t cols) {
   for (int64_t c = 0; c < cols; c++) {
     nrt_load_f32(dst + c * BK, base + c * col_stride, row_stride, dt, n);
     for (int64_t r = n; r < BK; r++) dst[c * BK + r] = 0.0f;
   }
-}
-
-INLINE void load_rows(float *dst, const char *base, int64_t row_stride, int64_t col_stride, nrt_dtype dt,
-                      int64_t n, int64_t cols) {
-  for (int64_t r = 0; r < n; r++) nrt_load_f32(dst + r * cols, base + r * row_stride, col_stride, dt, cols);
-}
-
-/* Scores of row (b, h, i) against keys j0..j0+n-1, scaled and masked;
- * -inf past n. */
-INLINE void row_scores(const nrt_attn_problem *p, float *s, const float *q, const float *kt, int64_t b,
-                       int64_t h, int64_t i, int64_t j0, int64_t n) {
-  dot_block(s, q, kt, p->E);
-  float scale = p->scale;
-  for (int j = 0; j < BK; j++) s[j] *= scale;
-  for (int64_t j = n; j < BK; j++) s[j] = -INFINITY;
-  if (p->has_mask || p->causal) nrt_attn_mask_scores(p, b, h, i, j0, n, s);
+  for (int64_t x = cols * BK; x < colsp * BK; x++) dst[x] = 0.0f;
 }
 
 /* Scales raw scores, -inf past n, then the mask and the causal limit. */
@@ -149,42 +131,53 @@ INLINE void finish_scores(const nrt_attn_problem *p, float *s, int64_t b, int64_
   if (p->has_mask || p->causal) nrt_attn_mask_scores(p, b, h, i, j0, n, s);
 }
 
-/* ---- forward ------------------------------------------------------------ */
+/* ---- forward (and the backward's D from a recomputed output) -------------- */
 
 static size_t fwd_floats(const nrt_attn_problem *p) {
-  return (size_t)(BQ * p->E + p->E * BK + BK * p->Ev + BQ * p->Ev + p->Ev);
+  int64_t Ep = pad16(p->E), Evp = pad16(p->Ev);
+  return (size_t)(BQ * Ep + Ep * BK + BK * Evp + BQ * Evp + BQ * BK + Evp);
 }
 
-INLINE void fwd_body(const nrt_attn_problem *p, int64_t task, int64_t blocks, float *ws) {
+/* prep: the row statistics are known (lse); the loop only rebuilds the
+ * float32 output to take D = dO . out. */
+INLINE void fwd_body(const nrt_attn_problem *p, int64_t task, int64_t blocks, float *ws, bool prep, int nv) {
   int64_t bh = task / blocks, i0 = (task % blocks) * BQ, b = bh / p->Hq, h = bh % p->Hq;
-  int64_t hk = h / p->group, E = p->E, Ev = p->Ev;
-  int64_t nq = p->L - i0 < BQ ? p->L - i0 : BQ;
-  float *Q = ws, *Kt = Q + BQ * E, *Vb = Kt + E * BK, *acc = Vb + BK * Ev, *o = acc + BQ * Ev;
-  float m[BQ], l[BQ], s4[4][BK], z[BK];
-  load_rows(Q, nrt_attn_at(&p->q, b, h, i0), p->q.s[2], p->q.s[3], p->q.dtype, nq, E);
-  for (int64_t x = nq * E; x < BQ * E; x++) Q[x] = 0.0f; /* rows past nq feed discarded scores */
-  for (int64_t x = 0; x < BQ * Ev; x++) acc[x] = 0.0f;
+  int64_t hk = h / p->group, E = p->E, Ev = p->Ev, Ep = pad16(E), Evp = pad16(Ev);
+  int64_t nq = min64(p->L - i0, BQ);
+  float *Q = ws, *Kt = Q + BQ * Ep, *Vb = Kt + Ep * BK, *acc = Vb + BK * Evp, *sb = acc + BQ * Evp,
+        *o = sb + BQ * BK;
+  float m[BQ], l[BQ], z[BK];
+  load_rows(Q, Ep, BQ, nrt_attn_at(&p->q, b, h, i0), p->q.s[2], p->q.s[3], p->q.dtype, nq, E);
+  memset(acc, 0, sizeof(float) * (size_t)(BQ * Evp));
   for (int r = 0; r < BQ; r++) {
-    m[r] = -INFINITY;
+    m[r] = r < nq && prep ? *(const float *)nrt_attn_at(&p->lse, b, h, i0 + r) : -INFINITY;
     l[r] = 0.0f;
   }
   /* Causal: keys past the block's last row are invisible to all its rows. */
   int64_t jend = p->causal && i0 + nq < p->S ? i0 + nq : p->S;
   for (int64_t j0 = 0; j0 < jend; j0 += BK) {
-    int64_t n = p->S - j0 < BK ? p->S - j0 : BK;
-    load_transposed(Kt, nrt_attn_at(&p->k, b, hk, j0), p->k.s[2], p->k.s[3], p->k.dtype, n, E);
-    load_rows(Vb, nrt_attn_at(&p->v, b, hk, j0), p->v.s[2], p->v.s[3], p->v.dtype, n, Ev);
-    for (int64_t r0 = 0; r0 < nq; r0 += 4) {
-      if (p->causal && j0 > i0 + r0 + 3) continue; /* no row of the group sees the block */
-      dot_block4(s4, Q + r0 * E, E, Kt, E);
-      for (int64_t rr = 0; rr < 4; rr++) {
-        int64_t r = r0 + rr, i = i0 + r;
-        float *s = s4[rr];
-        if (r >= nq || (p->causal && j0 > i)) { /* contributes nothing */
-          for (int j = 0; j < BK; j++) s[j] = 0.0f;
-          continue;
+    int64_t n = min64(p->S - j0, BK);
+    load_transposed(Kt, Ep, nrt_attn_at(&p->k, b, hk, j0), p->k.s[2], p->k.s[3], p->k.dtype, n, E);
+    load_rows(Vb, Evp, BK, nrt_attn_at(&p->v, b, hk, j0), p->v.s[2], p->v.s[3], p->v.dtype, n, Ev);
+    /* Causal: rows before j0 see nothing of the block. */
+    int64_t r0 = p->causal && j0 > i0 ? ((j0 - i0) & ~(int64_t)3) : 0;
+    if (r0 >= nq) continue;
+    tile_mm(sb + r0 * BK, BK, BQ - r0, BK, Q + r0 * Ep, Ep, 1, Kt, BK, Ep, false, nv);
+    for (int64_t r = r0; r < BQ; r++) {
+      int64_t i = i0 + r;
+      float *s = sb + r * BK;
+      if (r >= nq || (p->causal && j0 > i) || (prep && m[r] == -INFINITY)) { /* contributes nothing */
+        memset(s, 0, sizeof(float) * BK);
+        continue;
+      }
+      finish_scores(p, s, b, h, i, j0, n);
+      if (prep) {
+        float lse = m[r];
+        for (int j = 0; j < BK; j++) {
+          float e = nrt_vexpf(s[j] - lse);
+          s[j] = s[j] == -INFINITY ? 0.0f : e;
         }
-        finish_scores(p, s, b, h, i, j0, n);
+      } else {
         float mb = -INFINITY;
         for (int j = 0; j < BK; j++) mb = s[j] > mb ? s[j] : mb; /* NaN ignored here, kept in s */
         float mo = m[r], mn = mb > mo ? mb : mo;
@@ -197,26 +190,33 @@ INLINE void fwd_body(const nrt_attn_problem *p, int64_t task, int64_t blocks, fl
         for (int j = 0; j < BK; j++) sum += s[j];
         l[r] = l[r] * alpha + sum;
         m[r] = mn;
-        if (p->dropout) { /* the sum l is of the probabilities before dropout */
-          nrt_attn_dropout(p, b, h, i, j0, n, z);
-          for (int64_t j = 0; j < n; j++) s[j] *= z[j];
-        }
-        float *a = acc + r * Ev;
+        float *a = acc + r * Evp;
         if (alpha != 1.0f)
-          for (int64_t e = 0; e < Ev; e++) a[e] *= alpha;
+          for (int64_t e = 0; e < Evp; e++) a[e] *= alpha;
       }
-      gemv_block4(acc + r0 * Ev, Ev, (const float(*)[BK])s4, Vb, Ev, n, Ev);
+      if (p->dropout) { /* the sum l is of the probabilities before dropout */
+        nrt_attn_dropout(p, b, h, i, j0, n, z);
+        for (int64_t j = 0; j < n; j++) s[j] *= z[j];
+      }
     }
+    tile_mm(acc + r0 * Evp, Evp, BQ - r0, Evp, sb + r0 * BK, BK, 1, Vb, Evp, BK, true, nv);
   }
   for (int64_t r = 0; r < nq; r++) {
     int64_t i = i0 + r;
+    if (prep) { /* D in double: it cancels against dP later */
+      nrt_load_f32(o, nrt_attn_at(&p->dout, b, h, i), p->dout.s[3], p->dout.dtype, Ev);
+      double d = 0;
+      for (int64_t e = 0; e < Ev; e++) d += (double)o[e] * acc[r * Evp + e];
+      nrt_attn_store_rowstat(p, b, h, i, m[r], (float)d);
+      continue;
+    }
     float lse;
     if (l[r] == 0.0f) { /* fully masked row: PyTorch's math backend gives 0 */
       for (int64_t e = 0; e < Ev; e++) o[e] = 0.0f;
       lse = -INFINITY;
     } else {
       float inv = 1.0f / l[r];
-      for (int64_t e = 0; e < Ev; e++) o[e] = acc[r * Ev + e] * inv;
+      for (int64_t e = 0; e < Ev; e++) o[e] = acc[r * Evp + e] * inv;
       lse = m[r] + logf(l[r]);
     }
     nrt_store_f32(nrt_attn_at(&p->out, b, h, i), p->out.s[3], p->out.dtype, o, Ev);
@@ -224,230 +224,171 @@ INLINE void fwd_body(const nrt_attn_problem *p, int64_t task, int64_t blocks, fl
   }
 }
 
-/* ---- backward: D from a float32 recomputation of the output -------------- */
+/* ---- backward -------------------------------------------------------------- */
 
-INLINE void prep_body(const nrt_attn_problem *p, int64_t task, int64_t blocks, float *ws) {
-  int64_t bh = task / blocks, i0 = (task % blocks) * BQ, b = bh / p->Hq, h = bh % p->Hq;
-  int64_t hk = h / p->group, E = p->E, Ev = p->Ev;
-  int64_t nq = p->L - i0 < BQ ? p->L - i0 : BQ;
-  float *Q = ws, *Kt = Q + BQ * E, *Vb = Kt + E * BK, *acc = Vb + BK * Ev, *g = acc + BQ * Ev;
-  float lse[BQ], s[BK], z[BK];
-  load_rows(Q, nrt_attn_at(&p->q, b, h, i0), p->q.s[2], p->q.s[3], p->q.dtype, nq, E);
-  for (int64_t x = 0; x < nq * Ev; x++) acc[x] = 0.0f;
-  for (int64_t r = 0; r < nq; r++) lse[r] = *(const float *)nrt_attn_at(&p->lse, b, h, i0 + r);
-  int64_t jend = p->causal && i0 + nq < p->S ? i0 + nq : p->S;
-  for (int64_t j0 = 0; j0 < jend; j0 += BK) {
-    int64_t n = p->S - j0 < BK ? p->S - j0 : BK;
-    load_transposed(Kt, nrt_attn_at(&p->k, b, hk, j0), p->k.s[2], p->k.s[3], p->k.dtype, n, E);
-    load_rows(Vb, nrt_attn_at(&p->v, b, hk, j0), p->v.s[2], p->v.s[3], p->v.dtype, n, Ev);
-    for (int64_t r = 0; r < nq; r++) {
-      int64_t i = i0 + r;
-      if (lse[r] == -INFINITY || (p->causal && j0 > i)) continue;
-      row_scores(p, s, Q + r * E, Kt, b, h, i, j0, n);
+typedef struct bwd_plan {
+  int64_t Ep, Evp, Lp;
+  int64_t nkb;    /* key blocks per head */
+  int64_t chunks; /* key chunks per (batch, kv head) */
+  int64_t kbpc;   /* key blocks per chunk */
+  float *dq_part; /* [chunks][B*Hq][Lp][Ep] */
+} bwd_plan;
+
+static size_t bwd_floats(const nrt_attn_problem *p, const bwd_plan *pl) {
+  int64_t Ep = pl->Ep, Evp = pl->Evp;
+  return (size_t)(pl->kbpc * BK * (3 * Ep + 2 * Evp) + pl->Lp * (Ep + Evp) + 2 * pl->Lp + 2 * BQ * BK);
+}
+
+/* Per-block buffers of one key block: K transposed (scores), K rows (dQ),
+ * V transposed (dP), the dK and dV accumulators. */
+typedef struct kv_blk {
+  float *Kt, *Kr, *Vt, *dK, *dV;
+} kv_blk;
+
+/* Laid out as Kt [Ep][BK], Kr [BK][Ep], Vt [Evp][BK], dK [BK][Ep], dV [BK][Evp]. */
+INLINE kv_blk kv_blk_at(float *w, int64_t Ep, int64_t Evp) {
+  kv_blk kb = {w, w + Ep * BK, w + 2 * Ep * BK, w + 2 * Ep * BK + Evp * BK, w + 3 * Ep * BK + Evp * BK};
+  return kb;
+}
+
+/* One (query block, key block) tile of query head h. Q, G: the head's
+ * padded Q and dO rows; lse, dd: its row statistics; dq: its dQ slice. */
+INLINE void bwd_tile(const nrt_attn_problem *p, const bwd_plan *pl, const kv_blk *kb, int64_t b, int64_t h,
+                     int64_t i0, int64_t j0, const float *Q, const float *G, const float *lse, const float *dd,
+                     float *dq, float *sb, float *db, int nv, bool ds_only) {
+  int64_t Ep = pl->Ep, Evp = pl->Evp;
+  int64_t nq = min64(p->L - i0, BQ), n = min64(p->S - j0, BK);
+  bool want_ds = ds_only;
+  float scale = p->scale, z[BK];
+  const float *Qb = Q + i0 * Ep, *Gb = G + i0 * Evp;
+  tile_mm(sb, BK, BQ, BK, Qb, Ep, 1, kb->Kt, BK, Ep, false, nv);
+  tile_mm(db, BK, BQ, BK, Gb, Evp, 1, kb->Vt, BK, Evp, false, nv);
+  for (int64_t r = 0; r < BQ; r++) {
+    int64_t i = i0 + r;
+    float *s = sb + r * BK, *d = db + r * BK;
+    /* Fully masked rows (lse -inf) have no gradient. */
+    if (r >= nq || lse[i] == -INFINITY || (p->causal && j0 > i)) {
+      memset(s, 0, sizeof(float) * BK);
+      memset(d, 0, sizeof(float) * BK);
+    } else {
+      finish_scores(p, s, b, h, i, j0, n);
+      float li = lse[i], di = dd[i];
       for (int j = 0; j < BK; j++) {
-        float e = nrt_vexpf(s[j] - lse[r]);
+        float e = nrt_vexpf(s[j] - li);
         s[j] = s[j] == -INFINITY ? 0.0f : e;
       }
       if (p->dropout) {
         nrt_attn_dropout(p, b, h, i, j0, n, z);
+        for (int64_t j = 0; j < n; j++) d[j] *= z[j];
+      }
+      for (int j = 0; j < BK; j++) d[j] = s[j] * (d[j] - di);
+      if (p->dropout) /* what multiplied V */
         for (int64_t j = 0; j < n; j++) s[j] *= z[j];
-      }
-      for (int64_t j = 0; j < n; j++) axpy(acc + r * Ev, s[j], Vb + j * Ev, Ev);
     }
+    if (want_ds && r < nq)
+      nrt_store_f32(nrt_attn_at(&p->ds, b, h, i) + j0 * p->ds.s[3], p->ds.s[3], p->ds.dtype, d, n);
+    for (int j = 0; j < BK; j++) d[j] *= scale; /* d(q.k) = scale * dS */
   }
-  for (int64_t r = 0; r < nq; r++) {
-    nrt_load_f32(g, nrt_attn_at(&p->dout, b, h, i0 + r), p->dout.s[3], p->dout.dtype, Ev);
-    double d = 0;
-    for (int64_t e = 0; e < Ev; e++) d += (double)g[e] * acc[r * Ev + e];
-    char *st = nrt_attn_at(&p->rowstat, b, h, i0 + r);
-    *(float *)st = lse[r];
-    *(float *)(st + p->rowstat.s[3]) = (float)d;
+  if (ds_only) return;
+  tile_mm(kb->dV, Evp, BK, Evp, sb, 1, BK, Gb, Evp, BQ, true, nv);
+  tile_mm(kb->dK, Ep, BK, Ep, db, 1, BK, Qb, Ep, BQ, true, nv);
+  tile_mm(dq + i0 * Ep, Ep, BQ, Ep, db, BK, 1, kb->Kr, Ep, BK, true, nv);
+}
+
+/* ds_only (SDPA_BACKWARD_DS): the same tiles, storing dS instead of
+ * accumulating gradients. */
+INLINE void bwd_body(const nrt_attn_problem *p, const bwd_plan *pl, int64_t task, float *ws, int nv,
+                     bool ds_only) {
+  int64_t bhk = task / pl->chunks, c = task % pl->chunks, b = bhk / p->Hk, hk = bhk % p->Hk;
+  int64_t E = p->E, Ev = p->Ev, Ep = pl->Ep, Evp = pl->Evp, Lp = pl->Lp;
+  int64_t kb0 = c * pl->kbpc, nkb = min64(pl->nkb - kb0, pl->kbpc); /* 0 when S = 0: dQ = 0 */
+  int64_t per = BK * (3 * Ep + 2 * Evp);
+  float *Q = ws + pl->kbpc * per, *G = Q + Lp * Ep, *lse = G + Lp * Evp, *dd = lse + Lp, *sb = dd + Lp,
+        *db = sb + BQ * BK;
+  for (int64_t x = 0; x < nkb; x++) {
+    kv_blk kb = kv_blk_at(ws + x * per, Ep, Evp);
+    int64_t j0 = (kb0 + x) * BK, n = min64(p->S - j0, BK);
+    load_transposed(kb.Kt, Ep, nrt_attn_at(&p->k, b, hk, j0), p->k.s[2], p->k.s[3], p->k.dtype, n, E);
+    load_rows(kb.Kr, Ep, BK, nrt_attn_at(&p->k, b, hk, j0), p->k.s[2], p->k.s[3], p->k.dtype, n, E);
+    load_transposed(kb.Vt, Evp, nrt_attn_at(&p->v, b, hk, j0), p->v.s[2], p->v.s[3], p->v.dtype, n, Ev);
+    memset(kb.dK, 0, sizeof(float) * (size_t)(BK * (Ep + Evp)));
   }
-}
-
-/* ---- backward: dK, dV --------------------------------------------------- */
-
-static size_t kv_floats(const nrt_attn_problem *p) {
-  return (size_t)(p->E * BK + p->Ev * BK + BK * p->E + BK * p->Ev + 4 * p->E + 4 * p->Ev);
-}
-
-/* Probabilities, dropout and score gradients of four rows against a key
- * block, from raw scores s and raw dO.V products dp (dot_block4): s
- * becomes P*Z (what multiplied V), dp becomes dS = P*(dP - D). Rows with
- * live[r] false get zeros. */
-INLINE void rows_grads4(const nrt_attn_problem *p, float s[4][BK], float dp[4][BK], const float *lse,
-                        const float *dd, const bool *live, int64_t b, int64_t h, int64_t i0, int64_t j0,
-                        int64_t n) {
-  float z[BK];
-  for (int r = 0; r < 4; r++) {
-    float *sr = s[r], *dr = dp[r];
-    if (!live[r]) {
-      for (int j = 0; j < BK; j++) sr[j] = dr[j] = 0.0f;
-      continue;
-    }
-    int64_t i = i0 + r;
-    finish_scores(p, sr, b, h, i, j0, n);
-    for (int j = 0; j < BK; j++) {
-      float e = nrt_vexpf(sr[j] - lse[r]);
-      sr[j] = sr[j] == -INFINITY ? 0.0f : e;
-    }
-    if (p->dropout) {
-      nrt_attn_dropout(p, b, h, i, j0, n, z);
-      for (int64_t j = 0; j < n; j++) dr[j] *= z[j];
-    }
-    for (int j = 0; j < BK; j++) dr[j] = sr[j] * (dr[j] - dd[r]);
-    if (p->dropout)
-      for (int64_t j = 0; j < n; j++) sr[j] *= z[j];
-  }
-}
-
-/* a[e] += sum_r c[r] * x[r*ldx + e] for four rows. */
-INLINE void axpy4(float *restrict a, const float c[4], const float *restrict x, int64_t ldx, int64_t n) {
-  float c0 = c[0], c1 = c[1], c2 = c[2], c3 = c[3];
-  for (int64_t e = 0; e < n; e++)
-    a[e] += c0 * x[e] + c1 * x[ldx + e] + c2 * x[2 * ldx + e] + c3 * x[3 * ldx + e];
-}
-
-INLINE void kv_body(const nrt_attn_problem *p, int64_t task, int64_t blocks, float *ws) {
-  int64_t bhk = task / blocks, j0 = (task % blocks) * BK, b = bhk / p->Hk, hk = bhk % p->Hk;
-  int64_t E = p->E, Ev = p->Ev, n = p->S - j0 < BK ? p->S - j0 : BK;
-  float *Kt = ws, *Vt = Kt + E * BK, *dK = Vt + Ev * BK, *dV = dK + BK * E, *q = dV + BK * Ev, *g = q + 4 * E;
-  float s[4][BK], ds[4][BK], lse[4], dd[4], c[4];
-  bool live[4];
-  load_transposed(Kt, nrt_attn_at(&p->k, b, hk, j0), p->k.s[2], p->k.s[3], p->k.dtype, n, E);
-  load_transposed(Vt, nrt_attn_at(&p->v, b, hk, j0), p->v.s[2], p->v.s[3], p->v.dtype, n, Ev);
-  for (int64_t x = 0; x < BK * E; x++) dK[x] = 0.0f;
-  for (int64_t x = 0; x < BK * Ev; x++) dV[x] = 0.0f;
-  float scale = p->scale;
   for (int64_t h = hk * p->group; h < (hk + 1) * p->group; h++) {
-    for (int64_t i0 = p->causal ? j0 : 0; i0 < p->L; i0 += 4) {
-      bool any = false;
-      for (int r = 0; r < 4; r++) {
-        int64_t i = i0 + r;
-        live[r] = false;
-        lse[r] = dd[r] = 0.0f;
-        if (i < p->L) {
-          const char *st = nrt_attn_at(&p->rowstat, b, h, i);
-          lse[r] = *(const float *)st;
-          dd[r] = *(const float *)(st + p->rowstat.s[3]);
-          live[r] = lse[r] != -INFINITY; /* fully masked rows have no gradient */
-        }
-        if (live[r]) {
-          nrt_load_f32(q + r * E, nrt_attn_at(&p->q, b, h, i), p->q.s[3], p->q.dtype, E);
-          nrt_load_f32(g + r * Ev, nrt_attn_at(&p->dout, b, h, i), p->dout.s[3], p->dout.dtype, Ev);
-          any = true;
-        } else {
-          for (int64_t e = 0; e < E; e++) q[r * E + e] = 0.0f;
-          for (int64_t e = 0; e < Ev; e++) g[r * Ev + e] = 0.0f;
-        }
-      }
-      if (!any) continue;
-      dot_block4(s, q, E, Kt, E);
-      dot_block4(ds, g, Ev, Vt, Ev);
-      rows_grads4(p, s, ds, lse, dd, live, b, h, i0, j0, n);
-      for (int64_t j = 0; j < n; j++) {
-        for (int r = 0; r < 4; r++) c[r] = s[r][j];
-        axpy4(dV + j * Ev, c, g, Ev, Ev);
-        for (int r = 0; r < 4; r++) c[r] = ds[r][j] * scale;
-        axpy4(dK + j * E, c, q, E, E);
+    float *dq = ds_only ? NULL : pl->dq_part + ((c * p->B + b) * p->Hq + h) * Lp * Ep;
+    if (dq) memset(dq, 0, sizeof(float) * (size_t)(Lp * Ep));
+    load_rows(Q, Ep, Lp, nrt_attn_at(&p->q, b, h, 0), p->q.s[2], p->q.s[3], p->q.dtype, p->L, E);
+    load_rows(G, Evp, Lp, nrt_attn_at(&p->dout, b, h, 0), p->dout.s[2], p->dout.s[3], p->dout.dtype, p->L, Ev);
+    for (int64_t i = 0; i < Lp; i++) {
+      lse[i] = -INFINITY;
+      dd[i] = 0.0f;
+      if (i < p->L) {
+        const char *st = nrt_attn_at(&p->rowstat, b, h, i);
+        lse[i] = *(const float *)st;
+        dd[i] = *(const float *)(st + p->rowstat.s[3]);
       }
     }
-  }
-  for (int64_t j = 0; j < n; j++) {
-    nrt_store_f32(nrt_attn_at(&p->dk, b, hk, j0 + j), p->dk.s[3], p->dk.dtype, dK + j * E, E);
-    nrt_store_f32(nrt_attn_at(&p->dv, b, hk, j0 + j), p->dv.s[3], p->dv.dtype, dV + j * Ev, Ev);
-  }
-}
-
-/* ---- backward: dQ (and dS) ---------------------------------------------- */
-
-static size_t q_floats(const nrt_attn_problem *p) {
-  return (size_t)(2 * BQ * p->E + BQ * p->Ev + p->E * BK + p->Ev * BK + BK * p->E);
-}
-
-INLINE void q_body(const nrt_attn_problem *p, int64_t task, int64_t blocks, float *ws) {
-  int64_t bh = task / blocks, i0 = (task % blocks) * BQ, b = bh / p->Hq, h = bh % p->Hq;
-  int64_t hk = h / p->group, E = p->E, Ev = p->Ev;
-  int64_t nq = p->L - i0 < BQ ? p->L - i0 : BQ;
-  float *Q = ws, *dQ = Q + BQ * E, *G = dQ + BQ * E, *Kt = G + BQ * Ev, *Vt = Kt + E * BK, *Kb = Vt + Ev * BK;
-  float s[4][BK], ds[4][BK], lse[BQ], dd[BQ];
-  bool live[4];
-  bool want_ds = p->ds.data != NULL;
-  load_rows(Q, nrt_attn_at(&p->q, b, h, i0), p->q.s[2], p->q.s[3], p->q.dtype, nq, E);
-  load_rows(G, nrt_attn_at(&p->dout, b, h, i0), p->dout.s[2], p->dout.s[3], p->dout.dtype, nq, Ev);
-  for (int64_t x = nq * E; x < BQ * E; x++) Q[x] = 0.0f;
-  for (int64_t x = nq * Ev; x < BQ * Ev; x++) G[x] = 0.0f;
-  for (int64_t r = 0; r < BQ; r++) {
-    lse[r] = -INFINITY;
-    dd[r] = 0.0f;
-    if (r < nq) {
-      const char *st = nrt_attn_at(&p->rowstat, b, h, i0 + r);
-      lse[r] = *(const float *)st;
-      dd[r] = *(const float *)(st + p->rowstat.s[3]);
+    for (int64_t x = 0; x < nkb; x++) {
+      kv_blk kb = kv_blk_at(ws + x * per, Ep, Evp);
+      int64_t j0 = (kb0 + x) * BK;
+      /* Causal: row i sees key j only when j <= i; the dS output (a mask,
+       * so never causal) needs every tile. */
+      int64_t ibeg = p->causal && !ds_only ? (j0 / BQ) * BQ : 0;
+      for (int64_t i0 = ibeg; i0 < p->L; i0 += BQ)
+        bwd_tile(p, pl, &kb, b, h, i0, j0, Q, G, lse, dd, dq, sb, db, nv, ds_only);
     }
   }
-  for (int64_t x = 0; x < BQ * E; x++) dQ[x] = 0.0f;
-  float scale = p->scale;
-  /* dS is fully written, so with it every key block is visited. */
-  int64_t jend = p->causal && !want_ds && i0 + nq < p->S ? i0 + nq : p->S;
-  for (int64_t j0 = 0; j0 < jend; j0 += BK) {
-    int64_t n = p->S - j0 < BK ? p->S - j0 : BK;
-    load_transposed(Kt, nrt_attn_at(&p->k, b, hk, j0), p->k.s[2], p->k.s[3], p->k.dtype, n, E);
-    load_transposed(Vt, nrt_attn_at(&p->v, b, hk, j0), p->v.s[2], p->v.s[3], p->v.dtype, n, Ev);
-    load_rows(Kb, nrt_attn_at(&p->k, b, hk, j0), p->k.s[2], p->k.s[3], p->k.dtype, n, E);
-    for (int64_t r0 = 0; r0 < nq; r0 += 4) {
-      bool any = false;
-      for (int r = 0; r < 4; r++) {
-        int64_t i = i0 + r0 + r;
-        live[r] = r0 + r < nq && lse[r0 + r] != -INFINITY && !(p->causal && j0 > i);
-        any = any || live[r];
-      }
-      if (any) {
-        dot_block4(s, Q + r0 * E, E, Kt, E);
-        dot_block4(ds, G + r0 * Ev, Ev, Vt, Ev);
-        rows_grads4(p, s, ds, lse + r0, dd + r0, live, b, h, i0 + r0, j0, n);
-        for (int r = 0; r < 4; r++)
-          for (int j = 0; j < BK; j++) s[r][j] = ds[r][j] * scale;
-        gemv_block4(dQ + r0 * E, E, (const float(*)[BK])s, Kb, E, n, E);
-      } else {
-        for (int r = 0; r < 4; r++)
-          for (int j = 0; j < BK; j++) ds[r][j] = 0.0f;
-      }
-      if (want_ds)
-        for (int r = 0; r < 4 && r0 + r < nq; r++)
-          nrt_store_f32(nrt_attn_at(&p->ds, b, h, i0 + r0 + r) + j0 * p->ds.s[3], p->ds.s[3], p->ds.dtype,
-                        ds[r], n);
+  for (int64_t x = 0; x < nkb && !ds_only; x++) {
+    kv_blk kb = kv_blk_at(ws + x * per, Ep, Evp);
+    int64_t j0 = (kb0 + x) * BK, n = min64(p->S - j0, BK);
+    for (int64_t j = 0; j < n; j++) {
+      nrt_store_f32(nrt_attn_at(&p->dk, b, hk, j0 + j), p->dk.s[3], p->dk.dtype, kb.dK + j * Ep, E);
+      nrt_store_f32(nrt_attn_at(&p->dv, b, hk, j0 + j), p->dv.s[3], p->dv.dtype, kb.dV + j * Evp, Ev);
     }
   }
-  for (int64_t r = 0; r < nq; r++)
-    nrt_store_f32(nrt_attn_at(&p->dq, b, h, i0 + r), p->dq.s[3], p->dq.dtype, dQ + r * E, E);
 }
 
 /* ---- per-ISA builds and the drivers ------------------------------------- */
 
-#define ATTN_VARIANT(suffix, target)                                                              \
-  target static void fwd_##suffix(const nrt_attn_problem *p, int64_t t, int64_t nb, float *ws) {  \
-    fwd_body(p, t, nb, ws);                                                                       \
-  }                                                                                               \
-  target static void prep_##suffix(const nrt_attn_problem *p, int64_t t, int64_t nb, float *ws) { \
-    prep_body(p, t, nb, ws);                                                                      \
-  }                                                                                               \
-  target static void kv_##suffix(const nrt_attn_problem *p, int64_t t, int64_t nb, float *ws) {   \
-    kv_body(p, t, nb, ws);                                                                        \
-  }                                                                                               \
-  target static void q_##suffix(const nrt_attn_problem *p, int64_t t, int64_t nb, float *ws) {    \
-    q_body(p, t, nb, ws);                                                                         \
+#define ATTN_VARIANT(suffix, target, nv)                                                         \
+  target static void fwd_##suffix(const nrt_attn_problem *p, int64_t t, int64_t nb, float *ws) { \
+    fwd_body(p, t, nb, ws, false, nv);                                                           \
+  }                                                                                              \
+  target static void prep_##suffix(const nrt_attn_problem *p, int64_t t, int64_t nb, float *ws) {\
+    fwd_body(p, t, nb, ws, true, nv);                                                            \
+  }                                                                                              \
+  target static void bwd_##suffix(const nrt_attn_problem *p, const bwd_plan *pl, int64_t t,      \
+                                  float *ws) {                                                   \
+    bwd_body(p, pl, t, ws, nv, false);                                                           \
+  }                                                                                              \
+  target static void ds_##suffix(const nrt_attn_problem *p, const bwd_plan *pl, int64_t t,       \
+                                 float *ws) {                                                    \
+    bwd_body(p, pl, t, ws, nv, true);                                                            \
   }
 
-ATTN_VARIANT(base, )
-ATTN_VARIANT(avx2, NRT_TARGET_AVX2)
-ATTN_VARIANT(avx512, NRT_TARGET_AVX512)
+ATTN_VARIANT(base, , 1)
+ATTN_VARIANT(avx2, NRT_TARGET_AVX2, 1)
+ATTN_VARIANT(avx512, NRT_TARGET_AVX512, 4)
 
 typedef void (*task_fn)(const nrt_attn_problem *, int64_t, int64_t, float *);
+typedef void (*bwd_fn)(const nrt_attn_problem *, const bwd_plan *, int64_t, float *);
+
+typedef struct blk_ctx {
+  const nrt_attn_problem *p;
+  const bwd_plan *plan;
+  nrt_isa isa;
+  int64_t blocks; /* query blocks per (batch, head) */
+  bool ds_only;   /* the backward's SDPA_BACKWARD_DS */
+  atomic_int failed;
+} blk_ctx;
+
+static float *ws_alloc(size_t floats) {
+  size_t bytes = (floats * sizeof(float) + 63) & ~(size_t)63;
+  return aligned_alloc(64, bytes ? bytes : 64);
+}
 
 static void run_tasks(blk_ctx *c, int64_t lo, int64_t hi, size_t floats, task_fn base, task_fn avx2,
                       task_fn avx512) {
-  float *ws = malloc(floats * sizeof(float));
+  float *ws = ws_alloc(floats);
   if (!ws) {
     atomic_store(&c->failed, 1);
     return;
@@ -465,20 +406,11 @@ static void prep_range(void *ctx, int64_t lo, int64_t hi) {
   blk_ctx *c = ctx;
   run_tasks(c, lo, hi, fwd_floats(c->p), prep_base, prep_avx2, prep_avx512);
 }
-static void kv_range(void *ctx, int64_t lo, int64_t hi) {
-  blk_ctx *c = ctx;
-  run_tasks(c, lo, hi, kv_floats(c->p), kv_base, kv_avx2, kv_avx512);
-}
-static void q_range(void *ctx, int64_t lo, int64_t hi) {
-  blk_ctx *c = ctx;
-  run_tasks(c, lo, hi, q_floats(c->p), q_base, q_avx2, q_avx512);
-}
 
-static nrt_status drive(const nrt_attn_problem *p, int64_t heads, int64_t rows, int64_t block,
-                        nrt_range_fn fn) {
-  blk_ctx c = {.p = p, .isa = nrt_kernels_isa(), .blocks = (rows + block - 1) / block};
+static nrt_status drive(const nrt_attn_problem *p, nrt_range_fn fn) {
+  blk_ctx c = {.p = p, .isa = nrt_kernels_isa(), .blocks = (p->L + BQ - 1) / BQ};
   atomic_init(&c.failed, 0);
-  nrt_parallel_for(p->B * heads * c.blocks, 1, fn, &c);
+  nrt_parallel_for(p->B * p->Hq * c.blocks, 1, fn, &c);
   if (atomic_load(&c.failed)) {
     nrt_set_error_message("attention: out of memory for a task's block buffers");
     return NRT_ERROR_OUT_OF_MEMORY;
@@ -486,7 +418,72 @@ static nrt_status drive(const nrt_attn_problem *p, int64_t heads, int64_t rows, 
   return NRT_SUCCESS;
 }
 
-nrt_status nrt_attn_forward_blocked(const nrt_attn_problem *p) { return drive(p, p->Hq, p->L, BQ, fwd_range); }
-nrt_status nrt_attn_prep_blocked(const nrt_attn_problem *p) { return drive(p, p->Hq, p->L, BQ, prep_range); }
-nrt_status nrt_attn_backward_kv_blocked(const nrt_attn_problem *p) { return drive(p, p->Hk, p->S, BK, kv_range); }
-nrt_status nrt_attn_backward_q_blocked(const nrt_attn_problem *p) { return drive(p, p->Hq, p->L, BQ, q_range); }
+nrt_status nrt_attn_forward_blocked(const nrt_attn_problem *p) { return drive(p, fwd_range); }
+nrt_status nrt_attn_prep_blocked(const nrt_attn_problem *p) { return drive(p, prep_range); }
+
+static void bwd_range(void *ctx, int64_t lo, int64_t hi) {
+  blk_ctx *c = ctx;
+  float *ws = ws_alloc(bwd_floats(c->p, c->plan));
+  if (!ws) {
+    atomic_store(&c->failed, 1);
+    return;
+  }
+  bwd_fn fn = c->isa >= NRT_ISA_AVX512 ? bwd_avx512 : (c->isa >= NRT_ISA_AVX2 ? bwd_avx2 : bwd_base);
+  if (c->ds_only) fn = c->isa >= NRT_ISA_AVX512 ? ds_avx512 : (c->isa >= NRT_ISA_AVX2 ? ds_avx2 : ds_base);
+  for (int64_t t = lo; t < hi; t++) fn(c->p, c->plan, t, ws);
+  free(ws);
+}
+
+/* dQ of each row: the chunks' slices summed in chunk order. */
+static void dq_sum_range(void *ctx, int64_t lo, int64_t hi) {
+  blk_ctx *c = ctx;
+  const nrt_attn_problem *p = c->p;
+  const bwd_plan *pl = c->plan;
+  int64_t rows = p->B * p->Hq * pl->Lp, Ep = pl->Ep;
+  float *t = malloc(sizeof(float) * (size_t)Ep);
+  if (!t) {
+    atomic_store(&c->failed, 1);
+    return;
+  }
+  for (int64_t row = lo; row < hi; row++) {
+    int64_t bh = row / p->L, i = row % p->L, b = bh / p->Hq, h = bh % p->Hq;
+    const float *src = pl->dq_part + (bh * pl->Lp + i) * Ep;
+    memcpy(t, src, sizeof(float) * (size_t)Ep);
+    for (int64_t k = 1; k < pl->chunks; k++)
+      for (int64_t e = 0; e < Ep; e++) t[e] += src[k * rows * Ep + e];
+    nrt_store_f32(nrt_attn_at(&p->dq, b, h, i), p->dq.s[3], p->dq.dtype, t, p->E);
+  }
+  free(t);
+}
+
+static nrt_status backward(const nrt_attn_problem *p, bool ds_only) {
+  bwd_plan pl = {.Ep = pad16(p->E), .Evp = pad16(p->Ev), .Lp = (p->L + BQ - 1) / BQ * BQ,
+                 .nkb = (p->S + BK - 1) / BK};
+  /* Enough tasks for a pool of ~16 threads even with few kv heads, from
+   * the shape alone (the summation order must not follow the pool). */
+  int64_t heads = p->B * p->Hk, want = heads >= 16 ? 1 : (16 + heads - 1) / heads;
+  pl.chunks = want < pl.nkb ? want : pl.nkb;
+  if (pl.chunks < 1) pl.chunks = 1;
+  pl.kbpc = (pl.nkb + pl.chunks - 1) / pl.chunks;
+  pl.chunks = pl.nkb ? (pl.nkb + pl.kbpc - 1) / pl.kbpc : 1;
+  blk_ctx c = {.p = p, .plan = &pl, .isa = nrt_kernels_isa(), .ds_only = ds_only};
+  atomic_init(&c.failed, 0);
+  if (!ds_only) {
+    pl.dq_part = ws_alloc((size_t)(pl.chunks * p->B * p->Hq * pl.Lp * pl.Ep));
+    if (!pl.dq_part) {
+      nrt_set_error_message("attention: out of memory for the backward's dQ partial sums");
+      return NRT_ERROR_OUT_OF_MEMORY;
+    }
+  }
+  nrt_parallel_for(p->B * p->Hk * pl.chunks, 1, bwd_range, &c);
+  if (!ds_only && !atomic_load(&c.failed)) nrt_parallel_for(p->B * p->Hq * p->L, 64, dq_sum_range, &c);
+  free(pl.dq_part);
+  if (atomic_load(&c.failed)) {
+    nrt_set_error_message("attention: out of memory for a task's block buffers");
+    return NRT_ERROR_OUT_OF_MEMORY;
+  }
+  return NRT_SUCCESS;
+}
+
+nrt_status nrt_attn_backward_blocked(const nrt_attn_problem *p) { return backward(p, false); }
+nrt_status nrt_attn_backward_ds_blocked(const nrt_attn_problem *p) { return backward(p, true); }

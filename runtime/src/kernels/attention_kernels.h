@@ -25,7 +25,8 @@ typedef struct nrt_attn_problem {
   uint64_t seed, offset;
   nrt_attn_view q, k, v, mask;
   nrt_attn_view out, lse;          /* forward outputs; PREP inputs */
-  nrt_attn_view dout, rowstat;     /* backward inputs */
+  nrt_attn_view dout, rowstat;     /* backward inputs (rowstat: at lse, s[3] = step to D) */
+  nrt_attn_view dcopy;             /* PREP: where the float32 copy of dO goes */
   nrt_attn_view dq, dk, dv, ds;    /* backward outputs (ds.data NULL: none) */
 } nrt_attn_problem;
 
@@ -43,10 +44,13 @@ void nrt_attn_dropout(const nrt_attn_problem *p, int64_t b, int64_t h, int64_t i
 void nrt_attn_mask_scores(const nrt_attn_problem *p, int64_t b, int64_t h, int64_t i, int64_t j0,
                           int64_t n, float *s);
 
+/* PREP's row (b, h, i): dO in float32, lse and D into the rowstat. */
+void nrt_attn_store_rowstat(const nrt_attn_problem *p, int64_t b, int64_t h, int64_t i, float lse, float d);
+
 /* The blocked kernels (attention_blocked.c). */
 nrt_status nrt_attn_forward_blocked(const nrt_attn_problem *p);
 nrt_status nrt_attn_prep_blocked(const nrt_attn_problem *p); /* D from a recomputed float32 out */
-nrt_status nrt_attn_backward_kv_blocked(const nrt_attn_problem *p);
-nrt_status nrt_attn_backward_q_blocked(const nrt_attn_problem *p);
+nrt_status nrt_attn_backward_blocked(const nrt_attn_problem *p);    /* dQ, dK, dV in one pass */
+nrt_status nrt_attn_backward_ds_blocked(const nrt_attn_problem *p); /* dS only */
 
 #endif

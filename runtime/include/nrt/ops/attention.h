@@ -1,7 +1,9 @@
 /* Op family ATTENTION. Fused scaled dot-product attention, forward and
  * backward (kernels/attention.c: descriptor checks, dropout mask, the
  * double-precision reference; kernels/attention_blocked.c: the blocked
- * flash-attention kernels).
+ * flash-attention kernels). The backward is two launches:
+ * SDPA_BACKWARD_PREP (per-row statistics), then SDPA_BACKWARD (plus
+ * SDPA_BACKWARD_DS when a float mask needs its gradient).
  * Entries: X(name, kind, min_inputs, max_inputs); scalars (s0..s3),
  * params (p0..p3) and aux[] as each comment says. See nrt/launch.h for
  * how families are numbered.
@@ -11,8 +13,7 @@
  * h / (Hq / Hk), which covers grouped-query attention and Hk == 1
  * broadcasting), query rows, key rows, query/key head dim, value head dim.
  * 4-d operands have byte strides {b, h, row, col}; per-row float32
- * operands (lse, rowstat) {b, h, row} (rowstat strides[3] = byte step from
- * its lse to its D entry). q [B,Hq,L,E], k [B,Hk,S,E], v [B,Hk,S,Ev],
+ * operands (lse) {b, h, row}. q [B,Hq,L,E], k [B,Hk,S,E], v [B,Hk,S,Ev],
  * out/dO [B,Hq,L,Ev]; q, k, v floating (float32, bfloat16, float16 or
  * float64 read as float32); outputs rounded once on store.
  * Optional mask [B,Hq,L,S] (stride 0 for broadcast dims): bool (true =
@@ -39,18 +40,19 @@
      mask? (ninputs 4). s0 scale, s1 dropout p; p0 causal, p1 seed,        \
      p2 offset */                                                         \
   X(SDPA_BACKWARD_PREP, ATTENTION, 3, 7) /* output rowstat float32         \
-     [B,Hq,L,2]: (lse_i, D_i = dO_i . out_i); inputs out, dO, lse, then     \
-     optionally q, k, v, mask? (ninputs 6..7; scalars, params as the       \
-     forward): D then uses out recomputed in float32 from them and lse,    \
-     because D feeds dP - D, a cancellation that a 16-bit out would spoil */ \
-  X(SDPA_BACKWARD_KV, ATTENTION, 5, 6) /* outputs dK [B,Hk,S,E], dV        \
-     [B,Hk,S,Ev] (fully written, summed over the query heads of each       \
-     group); inputs q, k, v, dO, rowstat, mask?; scalars, params as the    \
-     forward */                                                           \
-  X(SDPA_BACKWARD_Q, ATTENTION, 5, 6) /* outputs dQ [B,Hq,L,E] and, when   \
-     noutputs = 2, dS [B,Hq,L,S] = dLoss/ds_ij (the gradient of an additive \
-     mask before any broadcast reduction); inputs, scalars, params as      \
-     SDPA_BACKWARD_KV */
+     [B,Hq,L,Ev+2]: row i holds dO_i in float32, then lse_i, then          \
+     D_i = dO_i . out_i; inputs out, dO, lse, then optionally q, k, v,     \
+     mask? (ninputs 6..7; scalars, params as the forward): D then uses out  \
+     recomputed in float32 from them and lse, because D feeds dP - D, a    \
+     cancellation that a 16-bit out would spoil. dO rides along so that    \
+     the backward fits in eight operands */                               \
+  X(SDPA_BACKWARD, ATTENTION, 4, 5) /* outputs dQ [B,Hq,L,E], dK [B,Hk,S,E], \
+     dV [B,Hk,S,Ev] (dK, dV summed over the query heads of each group),    \
+     fully written; inputs q, k, v, rowstat (of SDPA_BACKWARD_PREP),       \
+     mask?; scalars, params as the forward */                             \
+  X(SDPA_BACKWARD_DS, ATTENTION, 4, 5) /* output dS float [B,Hq,L,S] =     \
+     dLoss/ds_ij (the gradient of an additive mask before any broadcast    \
+     reduction), fully written; inputs, scalars, params as SDPA_BACKWARD */
 
 NRT_OP_FAMILY_ENUM(ATTENTION, NRT_OPS_ATTENTION);
 
