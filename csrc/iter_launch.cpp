@@ -55,6 +55,27 @@ void set_operand(nrt_operand &o, const at::Tensor &t, std::initializer_list<int6
   for (int64_t dim : dims) o.strides[j++] = dim < 0 ? 0 : t.stride(dim) * static_cast<int64_t>(t.element_size());
 }
 
+void set_operand_5d(nrt_operand &o, const at::Tensor &t) {
+  o.data = const_cast<void *>(t.const_data_ptr());
+  o.dtype = to_nrt_dtype(t.scalar_type());
+  int64_t lead = 5 - t.dim();
+  int64_t es = static_cast<int64_t>(t.element_size());
+  o.strides[0] = t.stride(0) * es;
+  o.strides[1] = t.stride(1) * es;
+  for (int64_t j = 2; j < 5; ++j) o.strides[j] = j < 2 + lead ? 0 : t.stride(j - lead) * es;
+}
+
+nrt_launch new_launch(nrt_op op, std::initializer_list<int64_t> sizes) {
+  TORCH_INTERNAL_ASSERT(sizes.size() <= NRT_MAX_DIMS, "new_launch: too many dims");
+  nrt_launch d;
+  std::memset(&d, 0, sizeof d);
+  d.op = op;
+  d.ndim = static_cast<int>(sizes.size());
+  int i = 0;
+  for (int64_t s : sizes) d.sizes[i++] = s;
+  return d;
+}
+
 // ops_complex.cpp: runs an iteration that has a complex operand (or copies
 // between tensors whose conjugate/negative bits differ) on the COMPLEX
 // family's kernels, or raises a TypeError naming the op.

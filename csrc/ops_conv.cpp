@@ -57,18 +57,6 @@ ConvGeom make_geom(const Tensor &in, const Tensor &out, const Tensor &weight, In
   return g;
 }
 
-// Operand strides {n, c, d, h, w} (weights: {o, i, kd, kh, kw}); missing
-// leading spatial dims have size 1 and stride 0.
-void put5(nrt_operand &o, const Tensor &t) {
-  o.data = const_cast<void *>(t.const_data_ptr());
-  o.dtype = to_nrt_dtype(t.scalar_type());
-  int64_t lead = 5 - t.dim();
-  int64_t es = static_cast<int64_t>(t.element_size());
-  o.strides[0] = t.stride(0) * es;
-  o.strides[1] = t.stride(1) * es;
-  for (int64_t j = 2; j < 5; ++j) o.strides[j] = j < 2 + lead ? 0 : t.stride(j - lead) * es;
-}
-
 void put_bias(nrt_operand &o, const Tensor &b) {
   o.data = const_cast<void *>(b.const_data_ptr());
   o.dtype = to_nrt_dtype(b.scalar_type());
@@ -79,9 +67,7 @@ void put_bias(nrt_operand &o, const Tensor &b) {
 void launch_conv(nrt_op op, const ConvGeom &g, const Tensor &out, const Tensor &in0, const Tensor &in1,
                  const Tensor *bias) {
   if (out.numel() == 0) return;
-  nrt_launch d;
-  std::memset(&d, 0, sizeof d);
-  d.op = op;
+  nrt_launch d = new_launch(op);
   d.ndim = 13;
   int64_t sizes[13] = {g.n,    g.groups, g.cog,  g.cig,  g.o[0], g.o[1], g.o[2],
                        g.i[0], g.i[1],   g.i[2], g.k[0], g.k[1], g.k[2]};
@@ -93,9 +79,9 @@ void launch_conv(nrt_op op, const ConvGeom &g, const Tensor &out, const Tensor &
   }
   d.noutputs = 1;
   d.ninputs = bias ? 3 : 2;
-  put5(d.operands[0], out);
-  put5(d.operands[1], in0);
-  put5(d.operands[2], in1);
+  set_operand_5d(d.operands[0], out);
+  set_operand_5d(d.operands[1], in0);
+  set_operand_5d(d.operands[2], in1);
   if (bias) put_bias(d.operands[3], *bias);
   d.compute_dtype = to_nrt_dtype(in0.scalar_type());
   if (in0.scalar_type() == at::kDouble) warn_float64_once();

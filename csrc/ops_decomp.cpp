@@ -95,12 +95,7 @@ void vec(nrt_launch &d, int i, const Tensor &t2) { set_operand(d.operands[i], t2
 void one(nrt_launch &d, int i, const Tensor &t1) { set_operand(d.operands[i], t1, {0}); }
 
 nrt_launch desc(nrt_op op, std::initializer_list<int64_t> sizes, int nout, int nin, const Tensor &like) {
-  nrt_launch d;
-  std::memset(&d, 0, sizeof d);
-  d.op = op;
-  d.ndim = static_cast<int>(sizes.size());
-  int j = 0;
-  for (auto s : sizes) d.sizes[j++] = s;
+  nrt_launch d = new_launch(op, sizes);
   d.noutputs = nout;
   d.ninputs = nin;
   d.compute_dtype = to_nrt_dtype(like.scalar_type());

@@ -17,18 +17,6 @@ namespace {
 using at::Tensor;
 using c10::IntArrayRef;
 
-// Operand strides {n, c, d, h, w} for a batched activation with 1-3
-// spatial dims; missing leading spatial dims have size 1, stride 0.
-void put5(nrt_operand &o, const Tensor &t) {
-  o.data = const_cast<void *>(t.const_data_ptr());
-  o.dtype = to_nrt_dtype(t.scalar_type());
-  int64_t lead = 5 - t.dim();
-  int64_t es = static_cast<int64_t>(t.element_size());
-  o.strides[0] = t.stride(0) * es;
-  o.strides[1] = t.stride(1) * es;
-  for (int64_t j = 2; j < 5; ++j) o.strides[j] = j < 2 + lead ? 0 : t.stride(j - lead) * es;
-}
-
 void put_vec(nrt_operand &o, const Tensor &t) {
   o.data = const_cast<void *>(t.const_data_ptr());
   o.dtype = to_nrt_dtype(t.scalar_type());
@@ -124,9 +112,7 @@ void launch_pool(nrt_op op, const Win &w, bool adaptive, const Tensor &in_side, 
                  std::initializer_list<const Tensor *> outs, std::initializer_list<const Tensor *> ins,
                  int64_t count_include_pad = 0, int64_t divisor = 0) {
   int64_t nsp = in_side.dim() - 2;
-  nrt_launch d;
-  std::memset(&d, 0, sizeof d);
-  d.op = op;
+  nrt_launch d = new_launch(op);
   d.ndim = 11;
   d.sizes[0] = in_side.size(0);
   d.sizes[1] = in_side.size(1);
@@ -140,9 +126,9 @@ void launch_pool(nrt_op op, const Win &w, bool adaptive, const Tensor &in_side, 
     d.aux[6 + j] = w.d[j];
   }
   int k = 0;
-  for (const Tensor *t : outs) put5(d.operands[k++], *t);
+  for (const Tensor *t : outs) set_operand_5d(d.operands[k++], *t);
   d.noutputs = k;
-  for (const Tensor *t : ins) put5(d.operands[k++], *t);
+  for (const Tensor *t : ins) set_operand_5d(d.operands[k++], *t);
   d.ninputs = k - d.noutputs;
   d.compute_dtype = to_nrt_dtype(in_side.scalar_type());
   d.params[0] = adaptive ? 1 : 0;
@@ -661,9 +647,7 @@ std::tuple<Tensor, Tensor, Tensor> bn_backward(const Tensor &grad_out, const Ten
   Tensor x = ncs(input);
   Tensor gy = grad_out.scalar_type() == input.scalar_type() ? grad_out : grad_out.to(input.scalar_type());
   gy = ncs(gy);
-  nrt_launch d;
-  std::memset(&d, 0, sizeof d);
-  d.op = NRT_OP_BATCH_NORM_BACKWARD;
+  nrt_launch d = new_launch(NRT_OP_BATCH_NORM_BACKWARD);
   d.ndim = 3;
   d.sizes[0] = n;
   d.sizes[1] = c;
@@ -723,9 +707,7 @@ std::tuple<Tensor, Tensor, Tensor> group_norm_fn(const Tensor &input, const std:
   // [N, C, HxW] views
   Tensor x3 = ncs(input.dim() >= 2 ? input : input.view({n, c}));
   bool has_w = defined(weight), has_b = defined(bias);
-  nrt_launch d;
-  std::memset(&d, 0, sizeof d);
-  d.op = NRT_OP_GROUP_NORM;
+  nrt_launch d = new_launch(NRT_OP_GROUP_NORM);
   d.ndim = 4;
   d.sizes[0] = n;
   d.sizes[1] = group;
@@ -773,9 +755,7 @@ std::tuple<Tensor, Tensor, Tensor> group_norm_backward_fn(const Tensor &grad_out
   Tensor gy = grad_out.scalar_type() == input.scalar_type() ? grad_out : grad_out.to(input.scalar_type());
   gy = ncs(gy);
   Tensor mean2 = mean.view({n, group}), rstd2 = rstd.view({n, group});
-  nrt_launch d;
-  std::memset(&d, 0, sizeof d);
-  d.op = NRT_OP_GROUP_NORM_BACKWARD;
+  nrt_launch d = new_launch(NRT_OP_GROUP_NORM_BACKWARD);
   d.ndim = 4;
   d.sizes[0] = n;
   d.sizes[1] = group;

@@ -102,25 +102,6 @@ DEFINE_PAD(replication_pad, false)
 
 // ---- shared helpers ------------------------------------------------------------
 
-// Operand strides {n, c, d, h, w} of a batched activation with 1-3 spatial
-// dims; missing leading spatial dims have stride 0 (extent 1).
-void put5(nrt_operand &o, const Tensor &t) {
-  o.data = const_cast<void *>(t.const_data_ptr());
-  o.dtype = to_nrt_dtype(t.scalar_type());
-  int64_t lead = 5 - t.dim();
-  int64_t es = static_cast<int64_t>(t.element_size());
-  o.strides[0] = t.stride(0) * es;
-  o.strides[1] = t.stride(1) * es;
-  for (int64_t j = 2; j < 5; ++j) o.strides[j] = j < 2 + lead ? 0 : t.stride(j - lead) * es;
-}
-
-nrt_launch new_launch(nrt_op op) {
-  nrt_launch d;
-  std::memset(&d, 0, sizeof d);
-  d.op = op;
-  return d;
-}
-
 // Sizes {N, C, O[3], I[3]} from a batched output-side and input-side tensor.
 void set_sizes8(nrt_launch &d, const Tensor &o_side, const Tensor &i_side) {
   int64_t nsp = o_side.dim() - 2;
@@ -141,6 +122,27 @@ void resize_out(const Tensor &out, IntArrayRef shape, const Tensor &like, at::Sc
               out.scalar_type(), " instead");
   TORCH_CHECK(out.device() == like.device(), "Expected out tensor on ", like.device(), ", but got ", out.device());
   if (out.sizes() != shape) out.resize_(shape, fmt);
+}
+
+// The result of an op with an optional out= tensor: `out` resized, or a new
+// tensor like `like` in `dtype` and memory format `fmt`.
+Tensor new_result(Tensor *out, IntArrayRef shape, const Tensor &like, at::ScalarType dtype,
+                  at::MemoryFormat fmt = at::MemoryFormat::Contiguous) {
+  if (!out) return at::empty(shape, like.options().dtype(dtype).memory_format(fmt));
+  resize_out(*out, shape, like, dtype, fmt);
+  return *out;
+}
+
+// A RESAMPLE launch over {N, C, O[3], I[3]} computing in `compute`'s dtype;
+// the caller describes the operands.
+nrt_launch resample_launch(nrt_op op, const Tensor &o_side, const Tensor &i_side, int noutputs, int ninputs,
+                           const Tensor &compute) {
+  nrt_launch d = new_launch(op);
+  set_sizes8(d, o_side, i_side);
+  d.noutputs = noutputs;
+  d.ninputs = ninputs;
+  d.compute_dtype = to_nrt_dtype(compute.scalar_type());
+  return d;
 }
 
 void warn_if_double(const Tensor &t) {
@@ -198,8 +200,8 @@ bool interp_dtype_ok(int mode, at::ScalarType st) {
   return (mode == NRT_INTERP_NEAREST || mode == NRT_INTERP_NEAREST_EXACT) && st == at::kByte;
 }
 
-Tensor &interp_forward(int mode, int64_t nsp, const Tensor &self, IntArrayRef output_size, bool align,
-                       const Scales &sc, Tensor *out, Tensor &result) {
+Tensor interp_forward(int mode, int64_t nsp, const Tensor &self, IntArrayRef output_size, bool align,
+                      const Scales &sc, Tensor *out) {
   const char *op = interp_name(mode, nsp, false);
   check_interp_sizes(op, nsp, self.sizes(), output_size);
   TORCH_CHECK(self.numel() != 0 || [&] {
@@ -213,28 +215,18 @@ Tensor &interp_forward(int mode, int64_t nsp, const Tensor &self, IntArrayRef ou
   c10::DeviceGuard guard(self.device());
   std::vector<int64_t> shape{self.size(0), self.size(1)};
   for (int64_t v : output_size) shape.push_back(v);
-  at::MemoryFormat fmt = self.suggest_memory_format();
-  if (out) {
-    resize_out(*out, shape, self, self.scalar_type(), fmt);
-    result = *out;
-  } else {
-    result = at::empty(shape, self.options().memory_format(fmt));
-  }
+  Tensor result = new_result(out, shape, self, self.scalar_type(), self.suggest_memory_format());
   if (result.numel() == 0) return result;
-  nrt_launch d = new_launch(NRT_OP(INTERP));
-  set_sizes8(d, result, self);
-  put5(d.operands[0], result);
-  put5(d.operands[1], self);
-  d.noutputs = 1;
-  d.ninputs = 1;
-  d.compute_dtype = to_nrt_dtype(self.scalar_type());
+  nrt_launch d = resample_launch(NRT_OP(INTERP), result, self, 1, 1, self);
+  set_operand_5d(d.operands[0], result);
+  set_operand_5d(d.operands[1], self);
   set_interp_params(d, mode, align, nsp, sc);
   launch(self.device().index(), d);
   return result;
 }
 
-Tensor &interp_backward(int mode, int64_t nsp, const Tensor &grad_output, IntArrayRef output_size,
-                        IntArrayRef input_size, bool align, const Scales &sc, Tensor *out, Tensor &result) {
+Tensor interp_backward(int mode, int64_t nsp, const Tensor &grad_output, IntArrayRef output_size,
+                       IntArrayRef input_size, bool align, const Scales &sc, Tensor *out) {
   const char *op = interp_name(mode, nsp, true);
   check_interp_sizes(op, nsp, input_size, output_size);
   TORCH_CHECK(grad_output.dim() == nsp + 2, op, ": Expected grad_output to be a tensor of dimension ", nsp + 2,
@@ -248,21 +240,12 @@ Tensor &interp_backward(int mode, int64_t nsp, const Tensor &grad_output, IntArr
               grad_output.scalar_type(), "'");
   warn_if_double(grad_output);
   c10::DeviceGuard guard(grad_output.device());
-  at::MemoryFormat fmt = grad_output.suggest_memory_format();
-  if (out) {
-    resize_out(*out, input_size, grad_output, grad_output.scalar_type(), fmt);
-    result = *out;
-  } else {
-    result = at::empty(input_size, grad_output.options().memory_format(fmt));
-  }
+  Tensor result =
+      new_result(out, input_size, grad_output, grad_output.scalar_type(), grad_output.suggest_memory_format());
   if (result.numel() == 0) return result;
-  nrt_launch d = new_launch(NRT_OP(INTERP_BACKWARD));
-  set_sizes8(d, grad_output, result);
-  put5(d.operands[0], result);
-  put5(d.operands[1], grad_output);
-  d.noutputs = 1;
-  d.ninputs = 1;
-  d.compute_dtype = to_nrt_dtype(grad_output.scalar_type());
+  nrt_launch d = resample_launch(NRT_OP(INTERP_BACKWARD), grad_output, result, 1, 1, grad_output);
+  set_operand_5d(d.operands[0], result);
+  set_operand_5d(d.operands[1], grad_output);
   set_interp_params(d, mode, align, nsp, sc);
   launch(grad_output.device().index(), d);
   return result;
@@ -275,42 +258,34 @@ using OptD = std::optional<double>;
 // and the number of scales.
 #define INTERP_OPS_ALIGN(NAME, MODE, NSP, SCALE_PARAMS, SCALE_ARGS)                                                \
   Tensor NAME##_fn(const Tensor &self, IntArrayRef osize, bool align, SCALE_PARAMS) {                              \
-    Tensor r;                                                                                                     \
-    return interp_forward(MODE, NSP, self, osize, align, Scales{SCALE_ARGS}, nullptr, r);                         \
+    return interp_forward(MODE, NSP, self, osize, align, Scales{SCALE_ARGS}, nullptr);                            \
   }                                                                                                               \
   Tensor &NAME##_out(const Tensor &self, IntArrayRef osize, bool align, SCALE_PARAMS, Tensor &out) {               \
-    Tensor r;                                                                                                     \
-    interp_forward(MODE, NSP, self, osize, align, Scales{SCALE_ARGS}, &out, r);                                   \
+    interp_forward(MODE, NSP, self, osize, align, Scales{SCALE_ARGS}, &out);                                      \
     return out;                                                                                                   \
   }                                                                                                               \
   Tensor NAME##_backward_fn(const Tensor &g, IntArrayRef osize, IntArrayRef isize, bool align, SCALE_PARAMS) {      \
-    Tensor r;                                                                                                     \
-    return interp_backward(MODE, NSP, g, osize, isize, align, Scales{SCALE_ARGS}, nullptr, r);                    \
+    return interp_backward(MODE, NSP, g, osize, isize, align, Scales{SCALE_ARGS}, nullptr);                       \
   }                                                                                                               \
   Tensor &NAME##_backward_out(const Tensor &g, IntArrayRef osize, IntArrayRef isize, bool align, SCALE_PARAMS,     \
                               Tensor &out) {                                                                      \
-    Tensor r;                                                                                                     \
-    interp_backward(MODE, NSP, g, osize, isize, align, Scales{SCALE_ARGS}, &out, r);                              \
+    interp_backward(MODE, NSP, g, osize, isize, align, Scales{SCALE_ARGS}, &out);                                 \
     return out;                                                                                                   \
   }
 
 #define INTERP_OPS_NEAREST(NAME, MODE, NSP, SCALE_PARAMS, SCALE_ARGS)                                              \
   Tensor NAME##_fn(const Tensor &self, IntArrayRef osize, SCALE_PARAMS) {                                          \
-    Tensor r;                                                                                                     \
-    return interp_forward(MODE, NSP, self, osize, false, Scales{SCALE_ARGS}, nullptr, r);                         \
+    return interp_forward(MODE, NSP, self, osize, false, Scales{SCALE_ARGS}, nullptr);                            \
   }                                                                                                               \
   Tensor &NAME##_out(const Tensor &self, IntArrayRef osize, SCALE_PARAMS, Tensor &out) {                           \
-    Tensor r;                                                                                                     \
-    interp_forward(MODE, NSP, self, osize, false, Scales{SCALE_ARGS}, &out, r);                                   \
+    interp_forward(MODE, NSP, self, osize, false, Scales{SCALE_ARGS}, &out);                                      \
     return out;                                                                                                   \
   }                                                                                                               \
   Tensor NAME##_backward_fn(const Tensor &g, IntArrayRef osize, IntArrayRef isize, SCALE_PARAMS) {                 \
-    Tensor r;                                                                                                     \
-    return interp_backward(MODE, NSP, g, osize, isize, false, Scales{SCALE_ARGS}, nullptr, r);                    \
+    return interp_backward(MODE, NSP, g, osize, isize, false, Scales{SCALE_ARGS}, nullptr);                       \
   }                                                                                                               \
   Tensor &NAME##_backward_out(const Tensor &g, IntArrayRef osize, IntArrayRef isize, SCALE_PARAMS, Tensor &out) {  \
-    Tensor r;                                                                                                     \
-    interp_backward(MODE, NSP, g, osize, isize, false, Scales{SCALE_ARGS}, &out, r);                              \
+    interp_backward(MODE, NSP, g, osize, isize, false, Scales{SCALE_ARGS}, &out);                                 \
     return out;                                                                                                   \
   }
 
@@ -343,8 +318,8 @@ INTERP_OPS_ALIGN(upsample_bicubic2d_aa, NRT_INTERP_AA_CUBIC, 2, OptD sh COMMA Op
 
 // ---- max unpooling -------------------------------------------------------------
 
-Tensor &max_unpool_into(int64_t nsp, const Tensor &self, const Tensor &indices, IntArrayRef output_size,
-                        Tensor *out, Tensor &result) {
+Tensor max_unpool_into(int64_t nsp, const Tensor &self, const Tensor &indices, IntArrayRef output_size,
+                       Tensor *out) {
   const char *op = nsp == 2 ? "max_unpooling2d" : "max_unpooling3d";
   TORCH_CHECK(indices.scalar_type() == at::kLong, "elements in indices should be type int64 but got: ",
               indices.scalar_type());
@@ -366,24 +341,15 @@ Tensor &max_unpool_into(int64_t nsp, const Tensor &self, const Tensor &indices, 
   std::vector<int64_t> shape(self.sizes().begin(), self.sizes().end() - nsp);
   for (int64_t v : output_size) shape.push_back(v);
   at::MemoryFormat fmt = nsp == 2 ? self.suggest_memory_format() : at::MemoryFormat::Contiguous;
-  if (out) {
-    resize_out(*out, shape, self, self.scalar_type(), fmt);
-    result = *out;
-  } else {
-    result = at::empty(shape, self.options().memory_format(fmt));
-  }
+  Tensor result = new_result(out, shape, self, self.scalar_type(), fmt);
   if (result.numel() == 0) return result;
   Tensor yb = unbatched ? result.unsqueeze(0) : result;
   Tensor xb = unbatched ? self.unsqueeze(0) : self;
   Tensor ib = unbatched ? indices.unsqueeze(0) : indices;
-  nrt_launch d = new_launch(NRT_OP(MAX_UNPOOL));
-  set_sizes8(d, yb, xb);
-  put5(d.operands[0], yb);
-  put5(d.operands[1], xb);
-  put5(d.operands[2], ib);
-  d.noutputs = 1;
-  d.ninputs = 2;
-  d.compute_dtype = to_nrt_dtype(self.scalar_type());
+  nrt_launch d = resample_launch(NRT_OP(MAX_UNPOOL), yb, xb, 1, 2, self);
+  set_operand_5d(d.operands[0], yb);
+  set_operand_5d(d.operands[1], xb);
+  set_operand_5d(d.operands[2], ib);
   launch(self.device().index(), d);
   return result;
 }
@@ -398,25 +364,21 @@ void check_unpool3d_args(IntArrayRef stride, IntArrayRef padding) {
 }
 
 Tensor max_unpool2d_fn(const Tensor &self, const Tensor &indices, IntArrayRef output_size) {
-  Tensor r;
-  return max_unpool_into(2, self, indices, output_size, nullptr, r);
+  return max_unpool_into(2, self, indices, output_size, nullptr);
 }
 Tensor &max_unpool2d_out(const Tensor &self, const Tensor &indices, IntArrayRef output_size, Tensor &out) {
-  Tensor r;
-  max_unpool_into(2, self, indices, output_size, &out, r);
+  max_unpool_into(2, self, indices, output_size, &out);
   return out;
 }
 Tensor max_unpool3d_fn(const Tensor &self, const Tensor &indices, IntArrayRef output_size, IntArrayRef stride,
                        IntArrayRef padding) {
   check_unpool3d_args(stride, padding);
-  Tensor r;
-  return max_unpool_into(3, self, indices, output_size, nullptr, r);
+  return max_unpool_into(3, self, indices, output_size, nullptr);
 }
 Tensor &max_unpool3d_out(const Tensor &self, const Tensor &indices, IntArrayRef output_size, IntArrayRef stride,
                          IntArrayRef padding, Tensor &out) {
   check_unpool3d_args(stride, padding);
-  Tensor r;
-  max_unpool_into(3, self, indices, output_size, &out, r);
+  max_unpool_into(3, self, indices, output_size, &out);
   return out;
 }
 
@@ -489,8 +451,8 @@ void fold_launch(nrt_op op, const Fold &f, const Tensor &colb, const Tensor &imb
   launch(imb.device().index(), d);
 }
 
-Tensor &im2col_into(const Tensor &self, IntArrayRef kernel, IntArrayRef dilation, IntArrayRef padding,
-                    IntArrayRef stride, Tensor *out, Tensor &result) {
+Tensor im2col_into(const Tensor &self, IntArrayRef kernel, IntArrayRef dilation, IntArrayRef padding,
+                   IntArrayRef stride, Tensor *out) {
   Fold f = make_fold(kernel, dilation, padding, stride);
   TORCH_CHECK((self.dim() == 3 && self.size(0) != 0 && self.size(1) != 0 && self.size(2) != 0) ||
                   (self.dim() == 4 && self.size(1) != 0 && self.size(2) != 0 && self.size(3) != 0),
@@ -507,20 +469,15 @@ Tensor &im2col_into(const Tensor &self, IntArrayRef kernel, IntArrayRef dilation
               "), but its components must be at least one.");
   std::vector<int64_t> shape{xb.size(1) * f.kh * f.kw, oh * ow};
   if (!unbatched) shape.insert(shape.begin(), xb.size(0));
-  if (out) {
-    resize_out(*out, shape, self, self.scalar_type());
-    result = *out;
-  } else {
-    result = at::empty(shape, self.options().memory_format(at::MemoryFormat::Contiguous));
-  }
+  Tensor result = new_result(out, shape, self, self.scalar_type());
   if (result.numel() == 0) return result;
   Tensor colb = unbatched ? result.unsqueeze(0) : result;
   fold_launch(NRT_OP(IM2COL), f, colb, xb, oh, ow, colb, xb);
   return result;
 }
 
-Tensor &col2im_into(const Tensor &self, IntArrayRef output_size, IntArrayRef kernel, IntArrayRef dilation,
-                    IntArrayRef padding, IntArrayRef stride, Tensor *out, Tensor &result) {
+Tensor col2im_into(const Tensor &self, IntArrayRef output_size, IntArrayRef kernel, IntArrayRef dilation,
+                   IntArrayRef padding, IntArrayRef stride, Tensor *out) {
   TORCH_CHECK(output_size.size() == 2, "It is expected output_size equals to 2, but got size ", output_size.size());
   Fold f = make_fold(kernel, dilation, padding, stride);
   TORCH_CHECK((self.dim() == 2 && self.size(0) != 0 && self.size(1) != 0) ||
@@ -544,12 +501,7 @@ Tensor &col2im_into(const Tensor &self, IntArrayRef output_size, IntArrayRef ker
   int64_t C = n_in / (f.kh * f.kw);
   std::vector<int64_t> shape{C, output_size[0], output_size[1]};
   if (bd) shape.insert(shape.begin(), self.size(0));
-  if (out) {
-    resize_out(*out, shape, self, self.scalar_type());
-    result = *out;
-  } else {
-    result = at::empty(shape, self.options().memory_format(at::MemoryFormat::Contiguous));
-  }
+  Tensor result = new_result(out, shape, self, self.scalar_type());
   if (result.numel() == 0) return result;
   Tensor colb = bd ? self : self.unsqueeze(0);
   Tensor imb = bd ? result : result.unsqueeze(0);
@@ -558,22 +510,18 @@ Tensor &col2im_into(const Tensor &self, IntArrayRef output_size, IntArrayRef ker
 }
 
 Tensor im2col_fn(const Tensor &self, IntArrayRef k, IntArrayRef d, IntArrayRef p, IntArrayRef s) {
-  Tensor r;
-  return im2col_into(self, k, d, p, s, nullptr, r);
+  return im2col_into(self, k, d, p, s, nullptr);
 }
 Tensor &im2col_out(const Tensor &self, IntArrayRef k, IntArrayRef d, IntArrayRef p, IntArrayRef s, Tensor &out) {
-  Tensor r;
-  im2col_into(self, k, d, p, s, &out, r);
+  im2col_into(self, k, d, p, s, &out);
   return out;
 }
 Tensor col2im_fn(const Tensor &self, IntArrayRef o, IntArrayRef k, IntArrayRef d, IntArrayRef p, IntArrayRef s) {
-  Tensor r;
-  return col2im_into(self, o, k, d, p, s, nullptr, r);
+  return col2im_into(self, o, k, d, p, s, nullptr);
 }
 Tensor &col2im_out(const Tensor &self, IntArrayRef o, IntArrayRef k, IntArrayRef d, IntArrayRef p, IntArrayRef s,
                    Tensor &out) {
-  Tensor r;
-  col2im_into(self, o, k, d, p, s, &out, r);
+  col2im_into(self, o, k, d, p, s, &out);
   return out;
 }
 
@@ -660,27 +608,18 @@ void set_grid_params(nrt_launch &d, int64_t interp, int64_t pad, bool align, int
   d.params[3] = nsp;
 }
 
-Tensor &grid_sampler_into(int64_t nsp, const Tensor &input, const Tensor &grid, int64_t interp, int64_t pad,
-                          bool align, Tensor *out, Tensor &result) {
+Tensor grid_sampler_into(int64_t nsp, const Tensor &input, const Tensor &grid, int64_t interp, int64_t pad,
+                         bool align, Tensor *out) {
   check_grid_sampler(input, grid, nsp, interp, pad);
   c10::DeviceGuard guard(input.device());
   std::vector<int64_t> shape{input.size(0), input.size(1)};
   for (int64_t j = 1; j <= nsp; ++j) shape.push_back(grid.size(j));
-  if (out) {
-    resize_out(*out, shape, input, input.scalar_type());
-    result = *out;
-  } else {
-    result = at::empty(shape, input.options().memory_format(at::MemoryFormat::Contiguous));
-  }
+  Tensor result = new_result(out, shape, input, input.scalar_type());
   if (result.numel() == 0) return result;
-  nrt_launch d = new_launch(NRT_OP(GRID_SAMPLE));
-  set_sizes8(d, result, input);
-  put5(d.operands[0], result);
-  put5(d.operands[1], input);
+  nrt_launch d = resample_launch(NRT_OP(GRID_SAMPLE), result, input, 1, 2, input);
+  set_operand_5d(d.operands[0], result);
+  set_operand_5d(d.operands[1], input);
   put_grid(d.operands[2], grid);
-  d.noutputs = 1;
-  d.ninputs = 2;
-  d.compute_dtype = to_nrt_dtype(input.scalar_type());
   set_grid_params(d, interp, pad, align, nsp);
   launch(input.device().index(), d);
   return result;
@@ -698,81 +637,48 @@ void grid_sampler_backward_into(int64_t nsp, const Tensor &grad_output, const Te
                 grad_output.sizes(), " does not match grid ", grid.sizes());
   c10::DeviceGuard guard(input.device());
   Tensor gy = grad_output.scalar_type() == input.scalar_type() ? grad_output : grad_output.to(input.scalar_type());
-  nrt_launch d = new_launch(NRT_OP(GRID_SAMPLE_BACKWARD));
-  set_sizes8(d, gy, input);
-  int k = 0;
-  if (want_gx) put5(d.operands[k++], gx);
+  int k = 0, nout = want_gx ? 2 : 1;
+  nrt_launch d = resample_launch(NRT_OP(GRID_SAMPLE_BACKWARD), gy, input, nout, 3, input);
+  if (want_gx) set_operand_5d(d.operands[k++], gx);
   put_grid(d.operands[k++], gg);
-  d.noutputs = k;
-  put5(d.operands[k++], gy);
-  put5(d.operands[k++], input);
+  set_operand_5d(d.operands[k++], gy);
+  set_operand_5d(d.operands[k++], input);
   put_grid(d.operands[k++], grid);
-  d.ninputs = 3;
-  d.compute_dtype = to_nrt_dtype(input.scalar_type());
   set_grid_params(d, interp, pad, align, nsp);
   if (input.size(0) == 0 || (grid.numel() == 0 && !want_gx)) return;
   launch(input.device().index(), d);
 }
 
-Tensor grid_sampler_2d_fn(const Tensor &input, const Tensor &grid, int64_t interp, int64_t pad, bool align) {
-  Tensor r;
-  return grid_sampler_into(2, input, grid, interp, pad, align, nullptr, r);
+// The 2-d and 3-d ops' entry points (NSP spatial dims).
+template <int NSP>
+Tensor grid_sampler_fn(const Tensor &input, const Tensor &grid, int64_t interp, int64_t pad, bool align) {
+  return grid_sampler_into(NSP, input, grid, interp, pad, align, nullptr);
 }
-Tensor &grid_sampler_2d_out(const Tensor &input, const Tensor &grid, int64_t interp, int64_t pad, bool align,
-                            Tensor &out) {
-  Tensor r;
-  grid_sampler_into(2, input, grid, interp, pad, align, &out, r);
-  return out;
-}
-Tensor grid_sampler_3d_fn(const Tensor &input, const Tensor &grid, int64_t interp, int64_t pad, bool align) {
-  Tensor r;
-  return grid_sampler_into(3, input, grid, interp, pad, align, nullptr, r);
-}
-Tensor &grid_sampler_3d_out(const Tensor &input, const Tensor &grid, int64_t interp, int64_t pad, bool align,
-                            Tensor &out) {
-  Tensor r;
-  grid_sampler_into(3, input, grid, interp, pad, align, &out, r);
+template <int NSP>
+Tensor &grid_sampler_out(const Tensor &input, const Tensor &grid, int64_t interp, int64_t pad, bool align,
+                         Tensor &out) {
+  grid_sampler_into(NSP, input, grid, interp, pad, align, &out);
   return out;
 }
 
-std::tuple<Tensor, Tensor> grid_backward(int64_t nsp, const Tensor &grad_output, const Tensor &input,
-                                         const Tensor &grid, int64_t interp, int64_t pad, bool align,
-                                         std::array<bool, 2> mask) {
+template <int NSP>
+std::tuple<Tensor, Tensor> grid_sampler_backward_fn(const Tensor &grad_output, const Tensor &input, const Tensor &grid,
+                                                    int64_t interp, int64_t pad, bool align, std::array<bool, 2> mask) {
   Tensor gx, gg = at::empty(grid.sizes(), grid.options().memory_format(at::MemoryFormat::Contiguous));
   if (mask[0]) gx = at::empty(input.sizes(), input.options().memory_format(at::MemoryFormat::Contiguous));
-  grid_sampler_backward_into(nsp, grad_output, input, grid, interp, pad, align, mask[0], gx, gg);
+  grid_sampler_backward_into(NSP, grad_output, input, grid, interp, pad, align, mask[0], gx, gg);
   return {gx, gg};
 }
-std::tuple<Tensor &, Tensor &> grid_backward_out(int64_t nsp, const Tensor &grad_output, const Tensor &input,
-                                                 const Tensor &grid, int64_t interp, int64_t pad, bool align,
-                                                 std::array<bool, 2> mask, Tensor &out0, Tensor &out1) {
+template <int NSP>
+std::tuple<Tensor &, Tensor &> grid_sampler_backward_out(const Tensor &grad_output, const Tensor &input,
+                                                         const Tensor &grid, int64_t interp, int64_t pad, bool align,
+                                                         std::array<bool, 2> mask, Tensor &out0, Tensor &out1) {
   resize_out(out0, input.sizes(), input, input.scalar_type());
   resize_out(out1, grid.sizes(), grid, grid.scalar_type());
   if (!mask[0]) out0.zero_();
-  grid_sampler_backward_into(nsp, grad_output, input, grid, interp, pad, align, mask[0], out0, out1);
+  grid_sampler_backward_into(NSP, grad_output, input, grid, interp, pad, align, mask[0], out0, out1);
   return {out0, out1};
 }
-std::tuple<Tensor, Tensor> grid_sampler_2d_backward_fn(const Tensor &go, const Tensor &input, const Tensor &grid,
-                                                       int64_t interp, int64_t pad, bool align,
-                                                       std::array<bool, 2> mask) {
-  return grid_backward(2, go, input, grid, interp, pad, align, mask);
-}
-std::tuple<Tensor &, Tensor &> grid_sampler_2d_backward_out(const Tensor &go, const Tensor &input, const Tensor &grid,
-                                                            int64_t interp, int64_t pad, bool align,
-                                                            std::array<bool, 2> mask, Tensor &o0, Tensor &o1) {
-  return grid_backward_out(2, go, input, grid, interp, pad, align, mask, o0, o1);
-}
-std::tuple<Tensor, Tensor> grid_sampler_3d_backward_fn(const Tensor &go, const Tensor &input, const Tensor &grid,
-                                                       int64_t interp, int64_t pad, bool align,
-                                                       std::array<bool, 2> mask) {
-  return grid_backward(3, go, input, grid, interp, pad, align, mask);
-}
-std::tuple<Tensor &, Tensor &> grid_sampler_3d_backward_out(const Tensor &go, const Tensor &input, const Tensor &grid,
-                                                            int64_t interp, int64_t pad, bool align,
-                                                            std::array<bool, 2> mask, Tensor &o0, Tensor &o1) {
-  return grid_backward_out(3, go, input, grid, interp, pad, align, mask, o0, o1);
-}
-
 // ---- fractional max pooling -------------------------------------------------------------
 
 void check_fractional(int64_t nsp, const Tensor &self, IntArrayRef kernel, IntArrayRef output_size,
@@ -816,31 +722,20 @@ void fractional_into(int64_t nsp, const Tensor &self, IntArrayRef kernel, IntArr
   c10::DeviceGuard guard(self.device());
   std::vector<int64_t> shape(self.sizes().begin(), self.sizes().end() - nsp);
   for (int64_t v : output_size) shape.push_back(v);
-  if (out) {
-    resize_out(*out, shape, self, self.scalar_type());
-    resize_out(*idx, shape, self, at::kLong);
-    y = *out;
-    ix = *idx;
-  } else {
-    y = at::empty(shape, self.options().memory_format(at::MemoryFormat::Contiguous));
-    ix = at::empty(shape, self.options().dtype(at::kLong).memory_format(at::MemoryFormat::Contiguous));
-  }
+  y = new_result(out, shape, self, self.scalar_type());
+  ix = new_result(idx, shape, self, at::kLong);
   if (y.numel() == 0) return;
   bool unbatched = self.dim() == nsp + 1;
   Tensor xb = unbatched ? self.unsqueeze(0) : self, yb = unbatched ? y.unsqueeze(0) : y;
   Tensor ib = unbatched ? ix.unsqueeze(0) : ix;
-  nrt_launch d = new_launch(NRT_OP(FRACTIONAL_MAX_POOL));
-  set_sizes8(d, yb, xb);
-  put5(d.operands[0], yb);
-  put5(d.operands[1], ib);
-  put5(d.operands[2], xb);
+  nrt_launch d = resample_launch(NRT_OP(FRACTIONAL_MAX_POOL), yb, xb, 2, 2, self);
+  set_operand_5d(d.operands[0], yb);
+  set_operand_5d(d.operands[1], ib);
+  set_operand_5d(d.operands[2], xb);
   nrt_operand &s = d.operands[3];
   s.data = const_cast<void *>(samples.const_data_ptr());
   s.dtype = to_nrt_dtype(samples.scalar_type());
   for (int j = 0; j < 3; ++j) s.strides[j] = samples.stride(j) * static_cast<int64_t>(samples.element_size());
-  d.noutputs = 2;
-  d.ninputs = 2;
-  d.compute_dtype = to_nrt_dtype(self.scalar_type());
   d.params[0] = nsp;
   for (int64_t j = 0; j < 3; ++j) d.aux[j] = j < 3 - nsp ? 1 : kernel[j - (3 - nsp)];
   launch(self.device().index(), d);
@@ -870,9 +765,9 @@ Tensor &fractional_backward_into(int64_t nsp, const Tensor &grad_output, const T
   for (int j = 0; j < 8; ++j) d.sizes[j] = tmp.sizes[j];
   d.sizes[8] = d.sizes[9] = d.sizes[10] = 1;
   for (int j = 0; j < 3; ++j) d.aux[j] = d.aux[6 + j] = 1;
-  put5(d.operands[0], gib);
-  put5(d.operands[1], gyb);
-  put5(d.operands[2], ib);
+  set_operand_5d(d.operands[0], gib);
+  set_operand_5d(d.operands[1], gyb);
+  set_operand_5d(d.operands[2], ib);
   d.noutputs = 1;
   d.ninputs = 2;
   d.compute_dtype = to_nrt_dtype(self.scalar_type());
@@ -881,49 +776,31 @@ Tensor &fractional_backward_into(int64_t nsp, const Tensor &grad_output, const T
   return gi;
 }
 
-std::tuple<Tensor, Tensor> fractional_max_pool2d_fn(const Tensor &self, IntArrayRef k, IntArrayRef o,
-                                                    const Tensor &samples) {
+template <int NSP>
+std::tuple<Tensor, Tensor> fractional_max_pool_fn(const Tensor &self, IntArrayRef k, IntArrayRef o,
+                                                  const Tensor &samples) {
   Tensor y, i;
-  fractional_into(2, self, k, o, samples, nullptr, nullptr, y, i);
+  fractional_into(NSP, self, k, o, samples, nullptr, nullptr, y, i);
   return {y, i};
 }
-std::tuple<Tensor &, Tensor &> fractional_max_pool2d_out(const Tensor &self, IntArrayRef k, IntArrayRef o,
-                                                         const Tensor &samples, Tensor &out, Tensor &idx) {
+template <int NSP>
+std::tuple<Tensor &, Tensor &> fractional_max_pool_out(const Tensor &self, IntArrayRef k, IntArrayRef o,
+                                                       const Tensor &samples, Tensor &out, Tensor &idx) {
   Tensor y, i;
-  fractional_into(2, self, k, o, samples, &out, &idx, y, i);
+  fractional_into(NSP, self, k, o, samples, &out, &idx, y, i);
   return {out, idx};
 }
-std::tuple<Tensor, Tensor> fractional_max_pool3d_fn(const Tensor &self, IntArrayRef k, IntArrayRef o,
-                                                    const Tensor &samples) {
-  Tensor y, i;
-  fractional_into(3, self, k, o, samples, nullptr, nullptr, y, i);
-  return {y, i};
-}
-std::tuple<Tensor &, Tensor &> fractional_max_pool3d_out(const Tensor &self, IntArrayRef k, IntArrayRef o,
-                                                         const Tensor &samples, Tensor &out, Tensor &idx) {
-  Tensor y, i;
-  fractional_into(3, self, k, o, samples, &out, &idx, y, i);
-  return {out, idx};
-}
-Tensor fractional_max_pool2d_backward_fn(const Tensor &go, const Tensor &self, IntArrayRef, IntArrayRef,
-                                         const Tensor &indices) {
+template <int NSP>
+Tensor fractional_max_pool_backward_fn(const Tensor &go, const Tensor &self, IntArrayRef, IntArrayRef,
+                                       const Tensor &indices) {
   Tensor gi = at::empty(self.sizes(), self.options().memory_format(at::MemoryFormat::Contiguous));
-  return fractional_backward_into(2, go, self, indices, gi);
+  return fractional_backward_into(NSP, go, self, indices, gi);
 }
-Tensor &fractional_max_pool2d_backward_out(const Tensor &go, const Tensor &self, IntArrayRef, IntArrayRef,
-                                           const Tensor &indices, Tensor &gi) {
+template <int NSP>
+Tensor &fractional_max_pool_backward_out(const Tensor &go, const Tensor &self, IntArrayRef, IntArrayRef,
+                                         const Tensor &indices, Tensor &gi) {
   resize_out(gi, self.sizes(), self, self.scalar_type());
-  return fractional_backward_into(2, go, self, indices, gi);
-}
-Tensor fractional_max_pool3d_backward_fn(const Tensor &go, const Tensor &self, IntArrayRef, IntArrayRef,
-                                         const Tensor &indices) {
-  Tensor gi = at::empty(self.sizes(), self.options().memory_format(at::MemoryFormat::Contiguous));
-  return fractional_backward_into(3, go, self, indices, gi);
-}
-Tensor &fractional_max_pool3d_backward_out(const Tensor &go, const Tensor &self, IntArrayRef, IntArrayRef,
-                                           const Tensor &indices, Tensor &gi) {
-  resize_out(gi, self.sizes(), self, self.scalar_type());
-  return fractional_backward_into(3, go, self, indices, gi);
+  return fractional_backward_into(NSP, go, self, indices, gi);
 }
 
 }  // namespace
@@ -957,22 +834,22 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   NEURON_IMPL(m, "col2im.out", col2im_out);
   NEURON_IMPL(m, "unfold_backward", unfold_backward_fn);
   NEURON_IMPL(m, "unfold_backward.out", unfold_backward_out);
-  NEURON_IMPL(m, "fractional_max_pool2d", fractional_max_pool2d_fn);
-  NEURON_IMPL(m, "fractional_max_pool2d.output", fractional_max_pool2d_out);
-  NEURON_IMPL(m, "fractional_max_pool2d_backward", fractional_max_pool2d_backward_fn);
-  NEURON_IMPL(m, "fractional_max_pool2d_backward.grad_input", fractional_max_pool2d_backward_out);
-  NEURON_IMPL(m, "fractional_max_pool3d", fractional_max_pool3d_fn);
-  NEURON_IMPL(m, "fractional_max_pool3d.output", fractional_max_pool3d_out);
-  NEURON_IMPL(m, "fractional_max_pool3d_backward", fractional_max_pool3d_backward_fn);
-  NEURON_IMPL(m, "fractional_max_pool3d_backward.grad_input", fractional_max_pool3d_backward_out);
-  NEURON_IMPL(m, "grid_sampler_2d", grid_sampler_2d_fn);
-  NEURON_IMPL(m, "grid_sampler_2d.out", grid_sampler_2d_out);
-  NEURON_IMPL(m, "grid_sampler_2d_backward", grid_sampler_2d_backward_fn);
-  NEURON_IMPL(m, "grid_sampler_2d_backward.out", grid_sampler_2d_backward_out);
-  NEURON_IMPL(m, "grid_sampler_3d", grid_sampler_3d_fn);
-  NEURON_IMPL(m, "grid_sampler_3d.out", grid_sampler_3d_out);
-  NEURON_IMPL(m, "grid_sampler_3d_backward", grid_sampler_3d_backward_fn);
-  NEURON_IMPL(m, "grid_sampler_3d_backward.out", grid_sampler_3d_backward_out);
+  NEURON_IMPL(m, "fractional_max_pool2d", fractional_max_pool_fn<2>);
+  NEURON_IMPL(m, "fractional_max_pool2d.output", fractional_max_pool_out<2>);
+  NEURON_IMPL(m, "fractional_max_pool2d_backward", fractional_max_pool_backward_fn<2>);
+  NEURON_IMPL(m, "fractional_max_pool2d_backward.grad_input", fractional_max_pool_backward_out<2>);
+  NEURON_IMPL(m, "fractional_max_pool3d", fractional_max_pool_fn<3>);
+  NEURON_IMPL(m, "fractional_max_pool3d.output", fractional_max_pool_out<3>);
+  NEURON_IMPL(m, "fractional_max_pool3d_backward", fractional_max_pool_backward_fn<3>);
+  NEURON_IMPL(m, "fractional_max_pool3d_backward.grad_input", fractional_max_pool_backward_out<3>);
+  NEURON_IMPL(m, "grid_sampler_2d", grid_sampler_fn<2>);
+  NEURON_IMPL(m, "grid_sampler_2d.out", grid_sampler_out<2>);
+  NEURON_IMPL(m, "grid_sampler_2d_backward", grid_sampler_backward_fn<2>);
+  NEURON_IMPL(m, "grid_sampler_2d_backward.out", grid_sampler_backward_out<2>);
+  NEURON_IMPL(m, "grid_sampler_3d", grid_sampler_fn<3>);
+  NEURON_IMPL(m, "grid_sampler_3d.out", grid_sampler_out<3>);
+  NEURON_IMPL(m, "grid_sampler_3d_backward", grid_sampler_backward_fn<3>);
+  NEURON_IMPL(m, "grid_sampler_3d_backward.out", grid_sampler_backward_out<3>);
   for (const char *n : {"reflection_pad1d", "reflection_pad2d", "reflection_pad3d"}) {
     NEURON_IMPL(m, n, reflection_pad_fn);
   }

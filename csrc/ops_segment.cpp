@@ -355,21 +355,10 @@ Tensor efficientzerotensor_fn(c10::IntArrayRef size, std::optional<c10::ScalarTy
   return at::zeros(size, opts);
 }
 
-
 // ---- embedding_bag --------------------------------------------------------------------
 // The forward is one EMBEDDING_BAG launch (bags in parallel, deterministic
 // sums). The backward scatters per-index rows back with the native
 // accumulating index_put_, which sums duplicates in a fixed order.
-nrt_launch new_desc(nrt_op op, std::initializer_list<int64_t> sizes) {
-  nrt_launch d;
-  std::memset(&d, 0, sizeof d);
-  d.op = op;
-  d.ndim = static_cast<int>(sizes.size());
-  int i = 0;
-  for (int64_t s : sizes) d.sizes[i++] = s;
-  return d;
-}
-
 void check_index_type(const Tensor &t, const char *what) {
   TORCH_CHECK(t.scalar_type() == at::kLong || t.scalar_type() == at::kInt, "embedding_bag: expected ", what,
               " to be of type Long or Int, but got ", t.scalar_type());
@@ -415,7 +404,7 @@ std::tuple<Tensor, Tensor, Tensor, Tensor> embedding_bag_fn(const Tensor &weight
   if (bags == 0) return {out, offset2bag, bag_size, max_indices};
   Tensor idx = indices.device() == weight.device() ? indices : indices.to(weight.device());
   Tensor off = offsets.device() == weight.device() ? offsets : offsets.to(weight.device());
-  nrt_launch d = new_desc(NRT_OP(EMBEDDING_BAG), {bags, dim, n});
+  nrt_launch d = new_launch(NRT_OP(EMBEDDING_BAG), {bags, dim, n});
   int k = 0;
   set_operand(d.operands[k++], out, {0, 1});
   set_operand(d.operands[k++], offset2bag, {0});
@@ -528,6 +517,21 @@ Tensor embedding_bag_psw_backward_fn(const Tensor &grad, const Tensor &weight, c
 // ---- cdist / pdist ----------------------------------------------------------------------
 void put3(nrt_launch &d, int k, const Tensor &t) { set_operand(d.operands[k], t, {0, 1, 2}); }
 
+// The broadcast batch of cdist's x1 [..., P, M] and x2 [..., R, M]: B
+// batch entries, and the expanded shapes of x1 (s1), x2 (s2), the result (so).
+struct CdistShapes {
+  int64_t P, R, M, B;
+  std::vector<int64_t> s1, s2, so;
+  CdistShapes(const Tensor &x1, const Tensor &x2) {
+    auto batch = at::infer_size(x1.sizes().slice(0, x1.dim() - 2), x2.sizes().slice(0, x2.dim() - 2));
+    P = x1.size(-2), R = x2.size(-2), M = x1.size(-1), B = c10::multiply_integers(batch);
+    s1 = s2 = so = batch;
+    s1.insert(s1.end(), {P, M});
+    s2.insert(s2.end(), {R, M});
+    so.insert(so.end(), {P, R});
+  }
+};
+
 Tensor cdist_forward_fn(const Tensor &x1, const Tensor &x2, double p, std::optional<int64_t> /*compute_mode*/) {
   TORCH_CHECK(at::isFloatingType(x1.scalar_type()), "cdist only supports floating-point dtypes, X1 got: ",
               x1.scalar_type());
@@ -541,17 +545,14 @@ Tensor cdist_forward_fn(const Tensor &x1, const Tensor &x2, double p, std::optio
               " X2: ", x2.size(-1));
   TORCH_CHECK(p >= 0, "cdist only supports non-negative p values");
   c10::DeviceGuard guard(x1.device());
-  auto batch = at::infer_size(x1.sizes().slice(0, x1.dim() - 2), x2.sizes().slice(0, x2.dim() - 2));
-  int64_t P = x1.size(-2), R = x2.size(-2), M = x1.size(-1), B = c10::multiply_integers(batch);
-  std::vector<int64_t> s1(batch), s2(batch), so(batch);
-  s1.insert(s1.end(), {P, M});
-  s2.insert(s2.end(), {R, M});
-  so.insert(so.end(), {P, R});
+  CdistShapes sh(x1, x2);
+  int64_t P = sh.P, R = sh.R, M = sh.M, B = sh.B;
+  const std::vector<int64_t> &s1 = sh.s1, &s2 = sh.s2, &so = sh.so;
   Tensor out = at::empty(so, x1.options());
   if (out.numel() == 0) return out;
   Tensor a = x1.expand(s1).reshape({B, P, M}), b = x2.expand(s2).reshape({B, R, M});
   Tensor o = out.view({B, P, R});
-  nrt_launch d = new_desc(NRT_OP(CDIST), {B, P, R, M});
+  nrt_launch d = new_launch(NRT_OP(CDIST), {B, P, R, M});
   d.noutputs = 1;
   d.ninputs = 2;
   put3(d, 0, o);
@@ -565,19 +566,16 @@ Tensor cdist_forward_fn(const Tensor &x1, const Tensor &x2, double p, std::optio
 
 Tensor cdist_backward_fn(const Tensor &grad, const Tensor &x1, const Tensor &x2, double p, const Tensor &cdist) {
   c10::DeviceGuard guard(x1.device());
-  auto batch = at::infer_size(x1.sizes().slice(0, x1.dim() - 2), x2.sizes().slice(0, x2.dim() - 2));
-  int64_t P = x1.size(-2), R = x2.size(-2), M = x1.size(-1), B = c10::multiply_integers(batch);
-  std::vector<int64_t> s1(batch), s2(batch), so(batch);
-  s1.insert(s1.end(), {P, M});
-  s2.insert(s2.end(), {R, M});
-  so.insert(so.end(), {P, R});
+  CdistShapes sh(x1, x2);
+  int64_t P = sh.P, R = sh.R, M = sh.M, B = sh.B;
+  const std::vector<int64_t> &s1 = sh.s1, &s2 = sh.s2, &so = sh.so;
   TORCH_CHECK(grad.sizes() == c10::IntArrayRef(so) && cdist.sizes() == c10::IntArrayRef(so),
               "_cdist_backward: expected grad and cdist of shape ", c10::IntArrayRef(so), ", got ", grad.sizes(),
               " and ", cdist.sizes());
   Tensor gx = at::empty(s1, x1.options());
   if (gx.numel() == 0) return at::sum_to(gx, x1.sizes());
   Tensor a = x1.expand(s1).reshape({B, P, M}), b = x2.expand(s2).reshape({B, R, M});
-  nrt_launch d = new_desc(NRT_OP(CDIST_BACKWARD), {B, P, R, M});
+  nrt_launch d = new_launch(NRT_OP(CDIST_BACKWARD), {B, P, R, M});
   d.noutputs = 1;
   d.ninputs = 4;
   put3(d, 0, gx.view({B, P, M}));
@@ -600,7 +598,7 @@ Tensor pdist_forward_fn(const Tensor &self, double p) {
   int64_t n = self.size(0), m = self.size(1);
   Tensor out = at::empty({n > 1 ? n * (n - 1) / 2 : 0}, self.options());
   if (out.numel() == 0) return out;
-  nrt_launch d = new_desc(NRT_OP(PDIST), {n, m});
+  nrt_launch d = new_launch(NRT_OP(PDIST), {n, m});
   d.noutputs = 1;
   d.ninputs = 1;
   set_operand(d.operands[0], out, {0});
@@ -619,7 +617,7 @@ Tensor pdist_backward_fn(const Tensor &grad, const Tensor &self, double p, const
   Tensor gx = at::empty({n, m}, self.options());
   if (gx.numel() == 0) return gx;
   if (n < 2) return gx.zero_();
-  nrt_launch d = new_desc(NRT_OP(PDIST_BACKWARD), {n, m});
+  nrt_launch d = new_launch(NRT_OP(PDIST_BACKWARD), {n, m});
   d.noutputs = 1;
   d.ninputs = 3;
   set_operand(d.operands[0], gx, {0, 1});
@@ -828,13 +826,22 @@ SegmentView segment_view(const Tensor &data, const std::optional<Tensor> &length
   return v;
 }
 
-void segment_params(nrt_launch &d, const SegmentView &v, int red, const std::optional<Scalar> &initial,
-                    c10::ScalarType dtype) {
-  d.compute_dtype = to_nrt_dtype(dtype);
+// One SEGMENT_REDUCE(_BACKWARD) launch over {O, S, I, L}: `views` are the
+// [O, S or L, I] operands (the one output first), then the bounds follow.
+void launch_segment_reduce(nrt_op op, const SegmentView &v, int red, const std::optional<Scalar> &initial,
+                           const Tensor &data, std::initializer_list<Tensor> views) {
+  nrt_launch d = new_launch(op, {v.O, v.S, v.I, v.L});
+  d.noutputs = 1;
+  d.ninputs = static_cast<int>(views.size());  // views - output + bounds
+  int k = 0;
+  for (const Tensor &t : views) put3(d, k++, t);
+  set_operand(d.operands[k], v.bounds, {0, 1});
+  d.compute_dtype = to_nrt_dtype(data.scalar_type());
   d.params[0] = red;
   d.params[1] = v.lengths ? 1 : 0;
   d.params[2] = initial.has_value() ? 1 : 0;
   if (initial.has_value()) d.scalars[0].f = initial->toDouble();
+  launch(data.device().index(), d);
 }
 
 Tensor segment_reduce_fn(const Tensor &data, c10::string_view reduce, const std::optional<Tensor> &lengths,
@@ -854,14 +861,8 @@ Tensor segment_reduce_fn(const Tensor &data, c10::string_view reduce, const std:
   }
   Tensor out = at::empty(v.out_shape, data.options());
   if (out.numel() == 0) return out;
-  nrt_launch d = new_desc(NRT_OP(SEGMENT_REDUCE), {v.O, v.S, v.I, v.L});
-  d.noutputs = 1;
-  d.ninputs = 2;
-  put3(d, 0, out.view({v.O, v.S, v.I}));
-  put3(d, 1, data.reshape({v.O, v.L, v.I}));
-  set_operand(d.operands[2], v.bounds, {0, 1});
-  segment_params(d, v, red, initial, data.scalar_type());
-  launch(data.device().index(), d);
+  launch_segment_reduce(NRT_OP(SEGMENT_REDUCE), v, red, initial, data,
+                        {out.view({v.O, v.S, v.I}), data.reshape({v.O, v.L, v.I})});
   return out;
 }
 Tensor &segment_reduce_out(const Tensor &data, c10::string_view reduce, const std::optional<Tensor> &lengths,
@@ -885,16 +886,9 @@ Tensor segment_reduce_backward_fn(const Tensor &grad, const Tensor &output, cons
               output.scalar_type());
   Tensor gd = at::empty(data.sizes(), grad.options());
   if (gd.numel() == 0) return gd;
-  nrt_launch d = new_desc(NRT_OP(SEGMENT_REDUCE_BACKWARD), {v.O, v.S, v.I, v.L});
-  d.noutputs = 1;
-  d.ninputs = 4;
-  put3(d, 0, gd.view({v.O, v.L, v.I}));
-  put3(d, 1, grad.reshape({v.O, v.S, v.I}));
-  put3(d, 2, output.reshape({v.O, v.S, v.I}));
-  put3(d, 3, data.reshape({v.O, v.L, v.I}));
-  set_operand(d.operands[4], v.bounds, {0, 1});
-  segment_params(d, v, red, initial, data.scalar_type());
-  launch(data.device().index(), d);
+  launch_segment_reduce(NRT_OP(SEGMENT_REDUCE_BACKWARD), v, red, initial, data,
+                        {gd.view({v.O, v.L, v.I}), grad.reshape({v.O, v.S, v.I}), output.reshape({v.O, v.S, v.I}),
+                         data.reshape({v.O, v.L, v.I})});
   return gd;
 }
 Tensor &segment_reduce_backward_out(const Tensor &grad, const Tensor &output, const Tensor &data,
@@ -993,7 +987,7 @@ std::tuple<Tensor, Tensor> ctc_loss_fn(const Tensor &log_probs, const Tensor &ta
   Tensor nll = at::empty({s.B}, log_probs.options());
   Tensor alpha = at::empty({s.B, s.T, 2 * s.smax + 1}, log_probs.options());
   if (s.B == 0) return {nll, alpha};
-  nrt_launch d = new_desc(NRT_OP(CTC_LOSS), {s.T, s.B, s.C, s.smax});
+  nrt_launch d = new_launch(NRT_OP(CTC_LOSS), {s.T, s.B, s.C, s.smax});
   d.noutputs = 2;
   d.ninputs = 3;
   set_operand(d.operands[0], nll, {0});
@@ -1031,7 +1025,7 @@ Tensor ctc_loss_backward_fn(const Tensor &grad, const Tensor &log_probs, const T
               "_ctc_loss_backward: expected floating grad, neg_log_likelihood and log_alpha");
   Tensor out = at::empty(log_probs.sizes(), log_probs.options());
   if (out.numel() == 0) return out;
-  nrt_launch d = new_desc(NRT_OP(CTC_LOSS_BACKWARD), {s.T, s.B, s.C, s.smax});
+  nrt_launch d = new_launch(NRT_OP(CTC_LOSS_BACKWARD), {s.T, s.B, s.C, s.smax});
   d.noutputs = 1;
   d.ninputs = 6;
   put3(d, 0, out);

@@ -188,16 +188,20 @@ Tensor binary(Tensor out, const Tensor &a, const Tensor &b, nrt_op op, BKind k) 
   X(laguerre_l, "special_laguerre_polynomial_l", nullptr, "special_laguerre_polynomial_l.out", LAGUERRE_L)    \
   X(legendre_p, "special_legendre_polynomial_p", nullptr, "special_legendre_polynomial_p.out", LEGENDRE_P)
 
-#define DEFINE_BINARY(name, fname, iname, oname, OP)                                                   \
-  Tensor name##_fn(const Tensor &a, const Tensor &b) { return binary(Tensor(), a, b, NRT_OP(OP), BKind::Float); } \
-  Tensor &name##_ip(Tensor &a, const Tensor &b) {                                                      \
-    binary(a, a, b, NRT_OP(OP), BKind::Float);                                                         \
-    return a;                                                                                          \
-  }                                                                                                    \
-  Tensor &name##_out(const Tensor &a, const Tensor &b, Tensor &out) {                                  \
-    binary(out, a, b, NRT_OP(OP), BKind::Float);                                                       \
-    return out;                                                                                        \
+// The functional, in-place and out= entry points of a binary op computed by
+// INTO(out, a, b, extra...) (an undefined `out` allocates the result).
+#define DEFINE_BINARY_VARIANTS(name, INTO, ...)                                                       \
+  Tensor name##_fn(const Tensor &a, const Tensor &b) { return INTO(Tensor(), a, b, __VA_ARGS__); }    \
+  Tensor &name##_ip(Tensor &a, const Tensor &b) {                                                     \
+    INTO(a, a, b, __VA_ARGS__);                                                                       \
+    return a;                                                                                         \
+  }                                                                                                   \
+  Tensor &name##_out(const Tensor &a, const Tensor &b, Tensor &out) {                                 \
+    INTO(out, a, b, __VA_ARGS__);                                                                     \
+    return out;                                                                                       \
   }
+
+#define DEFINE_BINARY(name, fname, iname, oname, OP) DEFINE_BINARY_VARIANTS(name, binary, NRT_OP(OP), BKind::Float)
 NEURON_SPECIAL_BINARY_TABLE(DEFINE_BINARY)
 #undef DEFINE_BINARY
 
@@ -210,19 +214,8 @@ Tensor float_only_binary(Tensor out, const Tensor &a, const Tensor &b, nrt_op op
   launch_iter(iter, op);
   return iter.output();
 }
-#define DEFINE_FLOAT_ONLY(name, OP, cpu_name)                                                                  \
-  Tensor name##_fn(const Tensor &a, const Tensor &b) { return float_only_binary(Tensor(), a, b, NRT_OP(OP), cpu_name); } \
-  Tensor &name##_ip(Tensor &a, const Tensor &b) {                                                              \
-    float_only_binary(a, a, b, NRT_OP(OP), cpu_name);                                                          \
-    return a;                                                                                                  \
-  }                                                                                                            \
-  Tensor &name##_out(const Tensor &a, const Tensor &b, Tensor &out) {                                          \
-    float_only_binary(out, a, b, NRT_OP(OP), cpu_name);                                                        \
-    return out;                                                                                                \
-  }
-DEFINE_FLOAT_ONLY(logaddexp2, LOGADDEXP2, "logaddexp2_cpu")
-DEFINE_FLOAT_ONLY(nextafter, NEXTAFTER, "nextafter_cpu")
-#undef DEFINE_FLOAT_ONLY
+DEFINE_BINARY_VARIANTS(logaddexp2, float_only_binary, NRT_OP(LOGADDEXP2), "logaddexp2_cpu")
+DEFINE_BINARY_VARIANTS(nextafter, float_only_binary, NRT_OP(NEXTAFTER), "nextafter_cpu")
 
 // heaviside: inputs (and out=) must share one dtype; any real dtype.
 void check_heaviside(const Tensor &a, const Tensor &v, const Tensor *out) {
@@ -255,34 +248,13 @@ Tensor gcd_lcm_into(Tensor out, const Tensor &a, const Tensor &b, nrt_op op, con
   launch_iter(iter, op);
   return iter.output();
 }
-Tensor gcd_fn(const Tensor &a, const Tensor &b) { return gcd_lcm_into(Tensor(), a, b, NRT_OP(GCD), "gcd"); }
-Tensor &gcd_ip(Tensor &a, const Tensor &b) {
-  gcd_lcm_into(a, a, b, NRT_OP(GCD), "gcd");
-  return a;
-}
-Tensor &gcd_out(const Tensor &a, const Tensor &b, Tensor &out) {
-  gcd_lcm_into(out, a, b, NRT_OP(GCD), "gcd");
-  return out;
-}
-Tensor lcm_fn(const Tensor &a, const Tensor &b) { return gcd_lcm_into(Tensor(), a, b, NRT_OP(LCM), "lcm"); }
-Tensor &lcm_ip(Tensor &a, const Tensor &b) {
-  gcd_lcm_into(a, a, b, NRT_OP(LCM), "lcm");
-  return a;
-}
-Tensor &lcm_out(const Tensor &a, const Tensor &b, Tensor &out) {
-  gcd_lcm_into(out, a, b, NRT_OP(LCM), "lcm");
-  return out;
-}
+DEFINE_BINARY_VARIANTS(gcd, gcd_lcm_into, NRT_OP(GCD), "gcd")
+DEFINE_BINARY_VARIANTS(lcm, gcd_lcm_into, NRT_OP(LCM), "lcm")
+#undef DEFINE_BINARY_VARIANTS
 
 }  // namespace
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
-  NEURON_IMPL(m, "gcd", gcd_fn);
-  NEURON_IMPL(m, "gcd_", gcd_ip);
-  NEURON_IMPL(m, "gcd.out", gcd_out);
-  NEURON_IMPL(m, "lcm", lcm_fn);
-  NEURON_IMPL(m, "lcm_", lcm_ip);
-  NEURON_IMPL(m, "lcm.out", lcm_out);
 #define REG3(name, fname, iname, oname)                    \
   NEURON_IMPL(m, fname, name##_fn);                         \
   if (iname != nullptr) NEURON_IMPL(m, iname, name##_ip);   \
@@ -296,6 +268,8 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   REG3(heaviside, "heaviside", "heaviside_", "heaviside.out")
   REG3(polygamma, "polygamma", "polygamma_", "polygamma.out")
   REG3(round_decimals, "round.decimals", "round_.decimals", "round.decimals_out")
+  REG3(gcd, "gcd", "gcd_", "gcd.out")
+  REG3(lcm, "lcm", "lcm_", "lcm.out")
 #undef REG3
   NEURON_IMPL(m, "frexp.Tensor", frexp_fn);
   NEURON_IMPL(m, "frexp.Tensor_out", frexp_out);

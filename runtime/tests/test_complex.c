@@ -11,46 +11,7 @@
 #include "kernels/kernels.h"
 #include "nrt/ops/complex.h"
 
-static uint64_t rng_state = 0x9E3779B97F4A7C15ull;
-static double rnd(void) { /* uniform in [-2, 2) */
-  rng_state ^= rng_state << 13;
-  rng_state ^= rng_state >> 7;
-  rng_state ^= rng_state << 17;
-  return (double)(rng_state >> 11) / 9007199254740992.0 * 4.0 - 2.0;
-}
-
-static nrt_launch mk(nrt_op op, int ndim, const int64_t *sizes, int nout, int nin) {
-  nrt_launch l;
-  memset(&l, 0, sizeof l);
-  l.op = op;
-  l.ndim = ndim;
-  for (int d = 0; d < ndim; d++) l.sizes[d] = sizes[d];
-  l.noutputs = nout;
-  l.ninputs = nin;
-  l.compute_dtype = NRT_COMPLEX64;
-  return l;
-}
-
-static void opnd(nrt_launch *l, int k, void *data, nrt_dtype dt, const int64_t *strides, int n) {
-  l->operands[k].data = data;
-  l->operands[k].dtype = dt;
-  for (int d = 0; d < n; d++) l->operands[k].strides[d] = strides[d];
-}
-
 #define S(...) ((const int64_t[]){__VA_ARGS__})
-
-static nrt_status run(const nrt_launch *l, int reference) {
-  nrt_kernels_set_reference(reference);
-  nrt_status s = nrt_launch_run(l);
-  nrt_kernels_set_reference(false);
-  return s;
-}
-
-static int near(double got, double want, double tol) {
-  if (isnan(want)) return isnan(got);
-  if (isinf(want)) return got == want;
-  return fabs(got - want) <= tol * (1.0 + fabs(want));
-}
 
 static void test_dtype_table(void) {
   CHECK(nrt_dtype_size(NRT_COMPLEX32) == 4);
@@ -70,19 +31,22 @@ static void test_binary_ops(void) {
   double b[C][2];     /* broadcast along r */
   float out[R][C][2];
   for (int c = 0; c < C; c++)
-    for (int r = 0; r < R; r++) a[c][r][0] = (float)rnd(), a[c][r][1] = (float)rnd();
-  for (int c = 0; c < C; c++) b[c][0] = rnd(), b[c][1] = rnd();
+    for (int r = 0; r < R; r++) {
+      a[c][r][0] = (float)nrt_test_uniform(-2, 2);
+      a[c][r][1] = (float)nrt_test_uniform(-2, 2);
+    }
+  for (int c = 0; c < C; c++) b[c][0] = nrt_test_uniform(-2, 2), b[c][1] = nrt_test_uniform(-2, 2);
   b[0][0] = b[0][1] = 0.0; /* division by zero: inf/NaN parts */
   nrt_op ops[] = {NRT_OP(CX_ADD), NRT_OP(CX_SUB), NRT_OP(CX_MUL), NRT_OP(CX_DIV)};
   for (int oi = 0; oi < 4; oi++) {
     for (int ref = 0; ref < 2; ref++) {
-      nrt_launch l = mk(ops[oi], 2, S(R, C), 1, 2);
-      opnd(&l, 0, out, NRT_COMPLEX64, S(C * 8, 8), 2);
-      opnd(&l, 1, a, NRT_COMPLEX64, S(8, R * 8), 2);
-      opnd(&l, 2, b, NRT_COMPLEX128, S(0, 16), 2);
+      nrt_launch l = nrt_test_launch(ops[oi], NRT_COMPLEX64, 2, S(R, C), 1, 2);
+      nrt_test_operand_n(&l, 0, out, NRT_COMPLEX64, S(C * 8, 8), 2);
+      nrt_test_operand_n(&l, 1, a, NRT_COMPLEX64, S(8, R * 8), 2);
+      nrt_test_operand_n(&l, 2, b, NRT_COMPLEX128, S(0, 16), 2);
       l.scalars[0].f = 2.0; /* alpha = 2 - 0.5i for add/sub */
       l.scalars[1].f = -0.5;
-      CHECK_OK(run(&l, ref));
+      CHECK_OK(nrt_test_run(&l, ref));
       for (int r = 0; r < R; r++)
         for (int c = 0; c < C; c++) {
           double complex x = a[c][r][0] + I * a[c][r][1], y = b[c][0] + I * b[c][1], w;
@@ -96,7 +60,7 @@ static void test_binary_ops(void) {
             else w = x / y;
             break;
           }
-          CHECK(near(out[r][c][0], creal(w), 1e-6) && near(out[r][c][1], cimag(w), 1e-6));
+          CHECK(nrt_test_near(out[r][c][0], creal(w), 1e-6) && nrt_test_near(out[r][c][1], cimag(w), 1e-6));
         }
     }
   }
@@ -108,18 +72,18 @@ static void test_binary_ops(void) {
 static void test_copy_convert(void) {
   enum { N = 37 };
   double src[N][2];
-  for (int i = 0; i < N; i++) src[i][0] = rnd(), src[i][1] = rnd();
+  for (int i = 0; i < N; i++) src[i][0] = nrt_test_uniform(-2, 2), src[i][1] = nrt_test_uniform(-2, 2);
   src[3][0] = 0.0, src[3][1] = 0.0;
   src[4][0] = 0.0, src[4][1] = 1.0;
   for (int conj = 0; conj < 2; conj++)
     for (int neg = 0; neg < 2; neg++) {
       float c64[N][2];
-      nrt_launch l = mk(NRT_OP(CX_COPY), 1, S(N), 1, 1);
-      opnd(&l, 0, c64, NRT_COMPLEX64, S(8), 1);
-      opnd(&l, 1, src, NRT_COMPLEX128, S(16), 1);
+      nrt_launch l = nrt_test_launch(NRT_OP(CX_COPY), NRT_COMPLEX64, 1, S(N), 1, 1);
+      nrt_test_operand_n(&l, 0, c64, NRT_COMPLEX64, S(8), 1);
+      nrt_test_operand_n(&l, 1, src, NRT_COMPLEX128, S(16), 1);
       l.params[0] = conj;
       l.params[1] = neg;
-      CHECK_OK(run(&l, 0));
+      CHECK_OK(nrt_test_run(&l, 0));
       for (int i = 0; i < N; i++) {
         double re = src[i][0], im = conj ? -src[i][1] : src[i][1];
         if (neg) re = -re, im = -im;
@@ -130,65 +94,66 @@ static void test_copy_convert(void) {
   float re32[N];
   uint8_t bools[N];
   uint16_t c32[N][2];
-  nrt_launch l = mk(NRT_OP(CX_COPY), 1, S(N), 1, 1);
-  opnd(&l, 1, src, NRT_COMPLEX128, S(16), 1);
-  opnd(&l, 0, re32, NRT_FLOAT32, S(4), 1);
-  CHECK_OK(run(&l, 1));
-  opnd(&l, 0, bools, NRT_BOOL, S(1), 1);
-  CHECK_OK(run(&l, 0));
-  opnd(&l, 0, c32, NRT_COMPLEX32, S(4), 1);
-  CHECK_OK(run(&l, 0));
+  nrt_launch l = nrt_test_launch(NRT_OP(CX_COPY), NRT_COMPLEX64, 1, S(N), 1, 1);
+  nrt_test_operand_n(&l, 1, src, NRT_COMPLEX128, S(16), 1);
+  nrt_test_operand_n(&l, 0, re32, NRT_FLOAT32, S(4), 1);
+  CHECK_OK(nrt_test_run(&l, 1));
+  nrt_test_operand_n(&l, 0, bools, NRT_BOOL, S(1), 1);
+  CHECK_OK(nrt_test_run(&l, 0));
+  nrt_test_operand_n(&l, 0, c32, NRT_COMPLEX32, S(4), 1);
+  CHECK_OK(nrt_test_run(&l, 0));
   for (int i = 0; i < N; i++) {
     CHECK(re32[i] == (float)src[i][0]);
     CHECK(bools[i] == (src[i][0] != 0.0 || src[i][1] != 0.0));
-    CHECK(near(nrt_f16_to_f32(c32[i][0]), src[i][0], 1e-3) && near(nrt_f16_to_f32(c32[i][1]), src[i][1], 1e-3));
+    CHECK(nrt_test_near(nrt_f16_to_f32(c32[i][0]), src[i][0], 1e-3) &&
+          nrt_test_near(nrt_f16_to_f32(c32[i][1]), src[i][1], 1e-3));
   }
   float back[N][2];
-  l = mk(NRT_OP(CX_COPY), 1, S(N), 1, 1);
-  opnd(&l, 0, back, NRT_COMPLEX64, S(8), 1);
-  opnd(&l, 1, re32, NRT_FLOAT32, S(4), 1);
-  CHECK_OK(run(&l, 0));
+  l = nrt_test_launch(NRT_OP(CX_COPY), NRT_COMPLEX64, 1, S(N), 1, 1);
+  nrt_test_operand_n(&l, 0, back, NRT_COMPLEX64, S(8), 1);
+  nrt_test_operand_n(&l, 1, re32, NRT_FLOAT32, S(4), 1);
+  CHECK_OK(nrt_test_run(&l, 0));
   for (int i = 0; i < N; i++) CHECK(back[i][0] == re32[i] && back[i][1] == 0.0f);
   int64_t ints[3] = {-3, 0, 1 << 20};
-  l = mk(NRT_OP(CX_COPY), 1, S(3), 1, 1);
-  opnd(&l, 0, back, NRT_COMPLEX64, S(8), 1);
-  opnd(&l, 1, ints, NRT_INT64, S(8), 1);
-  CHECK_OK(run(&l, 0));
+  l = nrt_test_launch(NRT_OP(CX_COPY), NRT_COMPLEX64, 1, S(3), 1, 1);
+  nrt_test_operand_n(&l, 0, back, NRT_COMPLEX64, S(8), 1);
+  nrt_test_operand_n(&l, 1, ints, NRT_INT64, S(8), 1);
+  CHECK_OK(nrt_test_run(&l, 0));
   CHECK(back[0][0] == -3.0f && back[2][0] == (float)(1 << 20) && back[1][1] == 0.0f);
 }
 
 static void test_fill_where_compare(void) {
   float out[5][2];
-  nrt_launch l = mk(NRT_OP(CX_FILL), 1, S(5), 1, 0);
-  opnd(&l, 0, out, NRT_COMPLEX64, S(8), 1);
+  nrt_launch l = nrt_test_launch(NRT_OP(CX_FILL), NRT_COMPLEX64, 1, S(5), 1, 0);
+  nrt_test_operand_n(&l, 0, out, NRT_COMPLEX64, S(8), 1);
   l.scalars[0].f = 1.5;
   l.scalars[1].f = -2.25;
-  CHECK_OK(run(&l, 0));
+  CHECK_OK(nrt_test_run(&l, 0));
   for (int i = 0; i < 5; i++) CHECK(out[i][0] == 1.5f && out[i][1] == -2.25f);
 
   uint8_t cond[5] = {1, 0, 1, 0, 0};
   float a[5][2] = {{1, 1}, {2, 2}, {3, 3}, {4, 4}, {5, 5}};
   double b[2] = {-1, -2};
-  l = mk(NRT_OP(CX_WHERE), 1, S(5), 1, 3);
-  opnd(&l, 0, out, NRT_COMPLEX64, S(8), 1);
-  opnd(&l, 1, cond, NRT_BOOL, S(1), 1);
-  opnd(&l, 2, a, NRT_COMPLEX64, S(8), 1);
-  opnd(&l, 3, b, NRT_COMPLEX128, S(0), 1);
-  CHECK_OK(run(&l, 0));
+  l = nrt_test_launch(NRT_OP(CX_WHERE), NRT_COMPLEX64, 1, S(5), 1, 3);
+  nrt_test_operand_n(&l, 0, out, NRT_COMPLEX64, S(8), 1);
+  nrt_test_operand_n(&l, 1, cond, NRT_BOOL, S(1), 1);
+  nrt_test_operand_n(&l, 2, a, NRT_COMPLEX64, S(8), 1);
+  nrt_test_operand_n(&l, 3, b, NRT_COMPLEX128, S(0), 1);
+  CHECK_OK(nrt_test_run(&l, 0));
   for (int i = 0; i < 5; i++)
     CHECK(cond[i] ? (out[i][0] == a[i][0] && out[i][1] == a[i][1]) : (out[i][0] == -1.0f && out[i][1] == -2.0f));
 
   float c[5][2] = {{1, 1}, {2, 0}, {3, 3}, {4, 5}, {NAN, 0}};
   float d[5][2] = {{1, 1}, {2, 1}, {3, 3}, {5, 5}, {NAN, 0}};
   uint8_t eq[5], ne[5];
-  l = mk(NRT_OP(CX_EQ), 1, S(5), 1, 2);
-  opnd(&l, 0, eq, NRT_BOOL, S(1), 1);
-  opnd(&l, 1, c, NRT_COMPLEX64, S(8), 1);
-  opnd(&l, 2, d, NRT_COMPLEX64, S(8), 1);
-  CHECK_OK(run(&l, 0));
+  l = nrt_test_launch(NRT_OP(CX_EQ), NRT_COMPLEX64, 1, S(5), 1, 2);
+  nrt_test_operand_n(&l, 0, eq, NRT_BOOL, S(1), 1);
+  nrt_test_operand_n(&l, 1, c, NRT_COMPLEX64, S(8), 1);
+  nrt_test_operand_n(&l, 2, d, NRT_COMPLEX64, S(8), 1);
+  CHECK_OK(nrt_test_run(&l, 0));
   l.op = NRT_OP(CX_NE);
-  opnd(&l, 0, ne, NRT_BOOL, S(1), 1);
-  CHECK_OK(run(&l, 0));
+  nrt_test_operand_n(&l, 0, ne, NRT_BOOL, S(1), 1);
+  CHECK_OK(nrt_test_run(&l, 0));
   uint8_t want[5] = {1, 0, 1, 0, 0};
   for (int i = 0; i < 5; i++) CHECK(eq[i] == want[i] && ne[i] == !want[i]);
 }
@@ -197,37 +162,37 @@ static void test_fill_where_compare(void) {
 static void test_unary_and_constructors(void) {
   enum { N = 23 };
   float re[N], im[N], mag[N], ang[N];
-  for (int i = 0; i < N; i++) re[i] = (float)rnd(), im[i] = (float)rnd();
+  for (int i = 0; i < N; i++) re[i] = (float)nrt_test_uniform(-2, 2), im[i] = (float)nrt_test_uniform(-2, 2);
   re[0] = im[0] = 0.0f;
   float z[N][2], p[N][2], s[N][2];
-  nrt_launch l = mk(NRT_OP(CX_COMPLEX), 1, S(N), 1, 2);
-  opnd(&l, 0, z, NRT_COMPLEX64, S(8), 1);
-  opnd(&l, 1, re, NRT_FLOAT32, S(4), 1);
-  opnd(&l, 2, im, NRT_FLOAT32, S(4), 1);
-  CHECK_OK(run(&l, 0));
-  l = mk(NRT_OP(CX_ABS), 1, S(N), 1, 1);
-  opnd(&l, 0, mag, NRT_FLOAT32, S(4), 1);
-  opnd(&l, 1, z, NRT_COMPLEX64, S(8), 1);
-  CHECK_OK(run(&l, 1));
+  nrt_launch l = nrt_test_launch(NRT_OP(CX_COMPLEX), NRT_COMPLEX64, 1, S(N), 1, 2);
+  nrt_test_operand_n(&l, 0, z, NRT_COMPLEX64, S(8), 1);
+  nrt_test_operand_n(&l, 1, re, NRT_FLOAT32, S(4), 1);
+  nrt_test_operand_n(&l, 2, im, NRT_FLOAT32, S(4), 1);
+  CHECK_OK(nrt_test_run(&l, 0));
+  l = nrt_test_launch(NRT_OP(CX_ABS), NRT_COMPLEX64, 1, S(N), 1, 1);
+  nrt_test_operand_n(&l, 0, mag, NRT_FLOAT32, S(4), 1);
+  nrt_test_operand_n(&l, 1, z, NRT_COMPLEX64, S(8), 1);
+  CHECK_OK(nrt_test_run(&l, 1));
   l.op = NRT_OP(CX_ANGLE);
-  opnd(&l, 0, ang, NRT_FLOAT32, S(4), 1);
-  CHECK_OK(run(&l, 0));
+  nrt_test_operand_n(&l, 0, ang, NRT_FLOAT32, S(4), 1);
+  CHECK_OK(nrt_test_run(&l, 0));
   l.op = NRT_OP(CX_SGN);
-  opnd(&l, 0, s, NRT_COMPLEX64, S(8), 1);
-  CHECK_OK(run(&l, 0));
-  l = mk(NRT_OP(CX_POLAR), 1, S(N), 1, 2);
-  opnd(&l, 0, p, NRT_COMPLEX64, S(8), 1);
-  opnd(&l, 1, mag, NRT_FLOAT32, S(4), 1);
-  opnd(&l, 2, ang, NRT_FLOAT32, S(4), 1);
-  CHECK_OK(run(&l, 0));
+  nrt_test_operand_n(&l, 0, s, NRT_COMPLEX64, S(8), 1);
+  CHECK_OK(nrt_test_run(&l, 0));
+  l = nrt_test_launch(NRT_OP(CX_POLAR), NRT_COMPLEX64, 1, S(N), 1, 2);
+  nrt_test_operand_n(&l, 0, p, NRT_COMPLEX64, S(8), 1);
+  nrt_test_operand_n(&l, 1, mag, NRT_FLOAT32, S(4), 1);
+  nrt_test_operand_n(&l, 2, ang, NRT_FLOAT32, S(4), 1);
+  CHECK_OK(nrt_test_run(&l, 0));
   for (int i = 0; i < N; i++) {
     CHECK(z[i][0] == re[i] && z[i][1] == im[i]);
     double m = hypot(re[i], im[i]);
-    CHECK(near(mag[i], m, 1e-6));
-    CHECK(near(ang[i], atan2(im[i], re[i]), 1e-6));
-    CHECK(near(p[i][0], re[i], 1e-5) && near(p[i][1], im[i], 1e-5));
+    CHECK(nrt_test_near(mag[i], m, 1e-6));
+    CHECK(nrt_test_near(ang[i], atan2(im[i], re[i]), 1e-6));
+    CHECK(nrt_test_near(p[i][0], re[i], 1e-5) && nrt_test_near(p[i][1], im[i], 1e-5));
     if (i == 0) CHECK(s[i][0] == 0.0f && s[i][1] == 0.0f);
-    else CHECK(near(s[i][0], re[i] / m, 1e-6) && near(s[i][1], im[i] / m, 1e-6));
+    else CHECK(nrt_test_near(s[i][0], re[i] / m, 1e-6) && nrt_test_near(s[i][1], im[i] / m, 1e-6));
   }
 }
 
@@ -238,32 +203,35 @@ static void test_sum_mean(void) {
   float x[A][B][C][2];
   for (int i = 0; i < A; i++)
     for (int j = 0; j < B; j++)
-      for (int k = 0; k < C; k++) x[i][j][k][0] = (float)rnd(), x[i][j][k][1] = (float)rnd();
+      for (int k = 0; k < C; k++) {
+        x[i][j][k][0] = (float)nrt_test_uniform(-2, 2);
+        x[i][j][k][1] = (float)nrt_test_uniform(-2, 2);
+      }
   for (int mean = 0; mean < 2; mean++)
     for (int ref = 0; ref < 2; ref++) {
       double out[B][2];
-      nrt_launch l = mk(NRT_OP(CX_REDUCE), 3, S(A, B, C), 1, 1);
-      opnd(&l, 0, out, NRT_COMPLEX128, S(0, 16, 0), 3);
-      opnd(&l, 1, x, NRT_COMPLEX64, S(B * C * 8, C * 8, 8), 3);
+      nrt_launch l = nrt_test_launch(NRT_OP(CX_REDUCE), NRT_COMPLEX64, 3, S(A, B, C), 1, 1);
+      nrt_test_operand_n(&l, 0, out, NRT_COMPLEX128, S(0, 16, 0), 3);
+      nrt_test_operand_n(&l, 1, x, NRT_COMPLEX64, S(B * C * 8, C * 8, 8), 3);
       l.params[0] = mean;
-      CHECK_OK(run(&l, ref));
+      CHECK_OK(nrt_test_run(&l, ref));
       for (int j = 0; j < B; j++) {
         double sr = 0, si = 0;
         for (int i = 0; i < A; i++)
           for (int k = 0; k < C; k++) sr += x[i][j][k][0], si += x[i][j][k][1];
         if (mean) sr /= A * C, si /= A * C;
-        CHECK(near(out[j][0], sr, 1e-12) && near(out[j][1], si, 1e-12));
+        CHECK(nrt_test_near(out[j][0], sr, 1e-12) && nrt_test_near(out[j][1], si, 1e-12));
       }
     }
 }
 
 /* One CX_MATH function of a complex128 vector. */
 static void cx_math_run(int64_t fn, const double (*x)[2], double (*y)[2], int n, int ref) {
-  nrt_launch l = mk(NRT_OP(CX_MATH), 1, (const int64_t[]){n}, 1, 1);
-  opnd(&l, 0, y, NRT_COMPLEX128, S(16), 1);
-  opnd(&l, 1, (void *)x, NRT_COMPLEX128, S(16), 1);
+  nrt_launch l = nrt_test_launch(NRT_OP(CX_MATH), NRT_COMPLEX64, 1, (const int64_t[]){n}, 1, 1);
+  nrt_test_operand_n(&l, 0, y, NRT_COMPLEX128, S(16), 1);
+  nrt_test_operand_n(&l, 1, (void *)x, NRT_COMPLEX128, S(16), 1);
   l.params[0] = fn;
-  CHECK_OK(run(&l, ref));
+  CHECK_OK(nrt_test_run(&l, ref));
 }
 
 /* Elementary functions through identities (exp(log z) = z, sin^2 + cos^2
@@ -272,25 +240,25 @@ static void cx_math_run(int64_t fn, const double (*x)[2], double (*y)[2], int n,
 static void test_math(void) {
   enum { N = 16 };
   double x[N][2], a[N][2], b[N][2];
-  for (int i = 0; i < N; i++) x[i][0] = rnd(), x[i][1] = rnd();
+  for (int i = 0; i < N; i++) x[i][0] = nrt_test_uniform(-2, 2), x[i][1] = nrt_test_uniform(-2, 2);
   x[0][0] = 1e-9, x[0][1] = -2e-9; /* tiny: expm1 / log1p must keep it */
   cx_math_run(NRT_OP_LOG, (const double (*)[2])x, a, N, 0);
   cx_math_run(NRT_OP_EXP, (const double (*)[2])a, b, N, 1);
-  for (int i = 0; i < N; i++) CHECK(near(b[i][0], x[i][0], 1e-12) && near(b[i][1], x[i][1], 1e-12));
+  for (int i = 0; i < N; i++) CHECK(nrt_test_near(b[i][0], x[i][0], 1e-12) && nrt_test_near(b[i][1], x[i][1], 1e-12));
   cx_math_run(NRT_OP_SIN, (const double (*)[2])x, a, N, 0);
   cx_math_run(NRT_OP_COS, (const double (*)[2])x, b, N, 0);
   for (int i = 0; i < N; i++) {
     double complex s = a[i][0] + I * a[i][1], c = b[i][0] + I * b[i][1], one = s * s + c * c;
-    CHECK(near(creal(one), 1.0, 1e-12) && fabs(cimag(one)) < 1e-12);
+    CHECK(nrt_test_near(creal(one), 1.0, 1e-12) && fabs(cimag(one)) < 1e-12);
   }
   cx_math_run(NRT_OP_EXPM1, (const double (*)[2])x, a, 1, 0);
-  CHECK(near(a[0][0], 1e-9 + (1e-18 - 4e-18) / 2, 1e-9) && near(a[0][1], -2e-9 + 1e-9 * -2e-9, 1e-9));
+  CHECK(nrt_test_near(a[0][0], 1e-9 + (1e-18 - 4e-18) / 2, 1e-9) && nrt_test_near(a[0][1], -2e-9 + 1e-9 * -2e-9, 1e-9));
   cx_math_run(NRT_OP_LOG1P, (const double (*)[2])x, a, 1, 0);
-  CHECK(near(a[0][0], 1e-9 - (1e-18 - 4e-18) / 2, 1e-9) && near(a[0][1], -2e-9 + 2e-18, 1e-9));
+  CHECK(nrt_test_near(a[0][0], 1e-9 - (1e-18 - 4e-18) / 2, 1e-9) && nrt_test_near(a[0][1], -2e-9 + 2e-18, 1e-9));
   cx_math_run(NRT_OP_SQRT, (const double (*)[2])x, a, N, 0);
   for (int i = 0; i < N; i++) {
     double complex r = a[i][0] + I * a[i][1], sq = r * r;
-    CHECK(creal(r) >= 0.0 && near(creal(sq), x[i][0], 1e-12) && near(cimag(sq), x[i][1], 1e-12));
+    CHECK(creal(r) >= 0.0 && nrt_test_near(creal(sq), x[i][0], 1e-12) && nrt_test_near(cimag(sq), x[i][1], 1e-12));
   }
   cx_math_run(NRT_OP_ISNAN, (const double (*)[2])x, a, N, 0);
   CHECK(a[1][0] == 0.0);
@@ -301,27 +269,27 @@ static void test_math(void) {
   float z[3][2] = {{1.5f, -0.5f}, {0.0f, 0.0f}, {-2.0f, 0.25f}}, out[3][2];
   double es[3] = {2.0, 1.5, 0.0};
   for (int k = 0; k < 3; k++) {
-    nrt_launch l = mk(NRT_OP(CX_POW_SCALAR), 1, S(3), 1, 1);
-    opnd(&l, 0, out, NRT_COMPLEX64, S(8), 1);
-    opnd(&l, 1, z, NRT_COMPLEX64, S(8), 1);
+    nrt_launch l = nrt_test_launch(NRT_OP(CX_POW_SCALAR), NRT_COMPLEX64, 1, S(3), 1, 1);
+    nrt_test_operand_n(&l, 0, out, NRT_COMPLEX64, S(8), 1);
+    nrt_test_operand_n(&l, 1, z, NRT_COMPLEX64, S(8), 1);
     l.scalars[0].f = es[k];
-    CHECK_OK(run(&l, 0));
+    CHECK_OK(nrt_test_run(&l, 0));
     for (int i = 0; i < 3; i++) {
       double complex w = z[i][0] + I * z[i][1];
       double complex want = (i == 1) ? 0.0 : (k == 0 ? w * w : cexp(es[k] * clog(w)));
-      CHECK(near(out[i][0], creal(want), 1e-6) && near(out[i][1], cimag(want), 1e-6));
+      CHECK(nrt_test_near(out[i][0], creal(want), 1e-6) && nrt_test_near(out[i][1], cimag(want), 1e-6));
     }
   }
   /* logical and/or/xor on (nonzero?) */
   float p[4][2] = {{0, 0}, {0, 1}, {2, 0}, {0, 0}}, q[4][2] = {{0, 0}, {0, 0}, {1, 1}, {0, 3}};
   for (int m = 0; m < 3; m++) {
     uint8_t r[4];
-    nrt_launch l = mk(NRT_OP(CX_LOGICAL), 1, S(4), 1, 2);
-    opnd(&l, 0, r, NRT_BOOL, S(1), 1);
-    opnd(&l, 1, p, NRT_COMPLEX64, S(8), 1);
-    opnd(&l, 2, q, NRT_COMPLEX64, S(8), 1);
+    nrt_launch l = nrt_test_launch(NRT_OP(CX_LOGICAL), NRT_COMPLEX64, 1, S(4), 1, 2);
+    nrt_test_operand_n(&l, 0, r, NRT_BOOL, S(1), 1);
+    nrt_test_operand_n(&l, 1, p, NRT_COMPLEX64, S(8), 1);
+    nrt_test_operand_n(&l, 2, q, NRT_COMPLEX64, S(8), 1);
     l.params[0] = m;
-    CHECK_OK(run(&l, 1));
+    CHECK_OK(nrt_test_run(&l, 1));
     for (int i = 0; i < 4; i++) {
       int u = p[i][0] != 0 || p[i][1] != 0, v = q[i][0] != 0 || q[i][1] != 0;
       CHECK(r[i] == (m == 0 ? (u && v) : m == 1 ? (u || v) : (u != v)));
@@ -332,17 +300,17 @@ static void test_math(void) {
   nrt_op ops[3] = {NRT_OP(CX_ADDCMUL), NRT_OP(CX_ADDCDIV), NRT_OP(CX_LERP)};
   for (int k = 0; k < 3; k++) {
     float r[2][2];
-    nrt_launch l = mk(ops[k], 1, S(2), 1, 3);
-    opnd(&l, 0, r, NRT_COMPLEX64, S(8), 1);
-    opnd(&l, 1, s0, NRT_COMPLEX64, S(8), 1);
-    opnd(&l, 2, t1, NRT_COMPLEX64, S(8), 1);
-    opnd(&l, 3, t2, NRT_COMPLEX64, S(8), 1);
+    nrt_launch l = nrt_test_launch(ops[k], NRT_COMPLEX64, 1, S(2), 1, 3);
+    nrt_test_operand_n(&l, 0, r, NRT_COMPLEX64, S(8), 1);
+    nrt_test_operand_n(&l, 1, s0, NRT_COMPLEX64, S(8), 1);
+    nrt_test_operand_n(&l, 2, t1, NRT_COMPLEX64, S(8), 1);
+    nrt_test_operand_n(&l, 3, t2, NRT_COMPLEX64, S(8), 1);
     l.scalars[0].f = 0.75;
-    CHECK_OK(run(&l, 0));
+    CHECK_OK(nrt_test_run(&l, 0));
     for (int i = 0; i < 2; i++) {
       double complex sv = s0[i][0] + I * s0[i][1], a1 = t1[i][0] + I * t1[i][1], a2 = t2[i][0] + I * t2[i][1];
       double complex want = k == 0 ? sv + 0.75 * a1 * a2 : k == 1 ? sv + 0.75 * a1 / a2 : sv + a2 * (a1 - sv);
-      CHECK(near(r[i][0], creal(want), 1e-6) && near(r[i][1], cimag(want), 1e-6));
+      CHECK(nrt_test_near(r[i][0], creal(want), 1e-6) && nrt_test_near(r[i][1], cimag(want), 1e-6));
     }
   }
 }
@@ -354,39 +322,39 @@ static void test_prod_all_any(void) {
                       {{0, 0}, {0, 0}, {0, 0}, {0, 0}}};
   double prod[3][2];
   uint8_t all[3], any[3];
-  nrt_launch l = mk(NRT_OP(CX_REDUCE), 2, S(3, 4), 1, 1);
-  opnd(&l, 1, x, NRT_COMPLEX64, S(32, 8), 2);
-  opnd(&l, 0, prod, NRT_COMPLEX128, S(16, 0), 2);
+  nrt_launch l = nrt_test_launch(NRT_OP(CX_REDUCE), NRT_COMPLEX64, 2, S(3, 4), 1, 1);
+  nrt_test_operand_n(&l, 1, x, NRT_COMPLEX64, S(32, 8), 2);
+  nrt_test_operand_n(&l, 0, prod, NRT_COMPLEX128, S(16, 0), 2);
   l.params[0] = 2;
-  CHECK_OK(run(&l, 0));
-  opnd(&l, 0, all, NRT_BOOL, S(1, 0), 2);
+  CHECK_OK(nrt_test_run(&l, 0));
+  nrt_test_operand_n(&l, 0, all, NRT_BOOL, S(1, 0), 2);
   l.params[0] = 3;
-  CHECK_OK(run(&l, 1));
-  opnd(&l, 0, any, NRT_BOOL, S(1, 0), 2);
+  CHECK_OK(nrt_test_run(&l, 1));
+  nrt_test_operand_n(&l, 0, any, NRT_BOOL, S(1, 0), 2);
   l.params[0] = 4;
-  CHECK_OK(run(&l, 0));
+  CHECK_OK(nrt_test_run(&l, 0));
   double complex p0 = (1.0 + I) * 2.0 * (-I) * (0.5 + 0.5 * I);
-  CHECK(near(prod[0][0], creal(p0), 1e-12) && near(prod[0][1], cimag(p0), 1e-12));
+  CHECK(nrt_test_near(prod[0][0], creal(p0), 1e-12) && nrt_test_near(prod[0][1], cimag(p0), 1e-12));
   CHECK(prod[1][0] == 0.0 && prod[1][1] == 0.0);
   CHECK(all[0] == 1 && all[1] == 0 && all[2] == 0);
   CHECK(any[0] == 1 && any[1] == 1 && any[2] == 0);
   l.params[0] = 9;
-  CHECK_STATUS(run(&l, 0), NRT_ERROR_INVALID_ARGUMENT);
+  CHECK_STATUS(nrt_test_run(&l, 0), NRT_ERROR_INVALID_ARGUMENT);
 }
 
 /* Large enough to split over the pool: parallel and reference agree. */
 static void test_parallel_matches_reference(void) {
   enum { N = 50000 };
   float *a = malloc(sizeof(float) * 2 * N), *o1 = malloc(sizeof(float) * 2 * N), *o2 = malloc(sizeof(float) * 2 * N);
-  for (int i = 0; i < 2 * N; i++) a[i] = (float)rnd();
-  nrt_launch l = mk(NRT_OP(CX_MUL), 1, S(N), 1, 2);
-  opnd(&l, 0, o1, NRT_COMPLEX64, S(8), 1);
-  opnd(&l, 1, a, NRT_COMPLEX64, S(8), 1);
-  opnd(&l, 2, a, NRT_COMPLEX64, S(-8), 1);
+  for (int i = 0; i < 2 * N; i++) a[i] = (float)nrt_test_uniform(-2, 2);
+  nrt_launch l = nrt_test_launch(NRT_OP(CX_MUL), NRT_COMPLEX64, 1, S(N), 1, 2);
+  nrt_test_operand_n(&l, 0, o1, NRT_COMPLEX64, S(8), 1);
+  nrt_test_operand_n(&l, 1, a, NRT_COMPLEX64, S(8), 1);
+  nrt_test_operand_n(&l, 2, a, NRT_COMPLEX64, S(-8), 1);
   l.operands[2].data = a + 2 * (N - 1); /* reversed view */
-  CHECK_OK(run(&l, 0));
-  opnd(&l, 0, o2, NRT_COMPLEX64, S(8), 1);
-  CHECK_OK(run(&l, 1));
+  CHECK_OK(nrt_test_run(&l, 0));
+  nrt_test_operand_n(&l, 0, o2, NRT_COMPLEX64, S(8), 1);
+  CHECK_OK(nrt_test_run(&l, 1));
   CHECK(memcmp(o1, o2, sizeof(float) * 2 * N) == 0);
   free(a);
   free(o1);
@@ -395,16 +363,16 @@ static void test_parallel_matches_reference(void) {
 
 static void test_empty_and_errors(void) {
   float out[1][2] = {{7, 7}};
-  nrt_launch l = mk(NRT_OP(CX_FILL), 2, S(0, 3), 1, 0);
-  opnd(&l, 0, out, NRT_COMPLEX64, S(24, 8), 2);
+  nrt_launch l = nrt_test_launch(NRT_OP(CX_FILL), NRT_COMPLEX64, 2, S(0, 3), 1, 0);
+  nrt_test_operand_n(&l, 0, out, NRT_COMPLEX64, S(24, 8), 2);
   l.scalars[0].f = 1.0;
-  CHECK_OK(run(&l, 0));
+  CHECK_OK(nrt_test_run(&l, 0));
   CHECK(out[0][0] == 7.0f); /* nothing written */
-  l = mk(NRT_OP(CX_MUL), 1, S(1), 2, 2);
-  opnd(&l, 0, out, NRT_COMPLEX64, S(8), 1);
-  opnd(&l, 1, out, NRT_COMPLEX64, S(8), 1);
-  opnd(&l, 2, out, NRT_COMPLEX64, S(8), 1);
-  opnd(&l, 3, out, NRT_COMPLEX64, S(8), 1);
+  l = nrt_test_launch(NRT_OP(CX_MUL), NRT_COMPLEX64, 1, S(1), 2, 2);
+  nrt_test_operand_n(&l, 0, out, NRT_COMPLEX64, S(8), 1);
+  nrt_test_operand_n(&l, 1, out, NRT_COMPLEX64, S(8), 1);
+  nrt_test_operand_n(&l, 2, out, NRT_COMPLEX64, S(8), 1);
+  nrt_test_operand_n(&l, 3, out, NRT_COMPLEX64, S(8), 1);
   CHECK_STATUS(nrt_launch_run(&l), NRT_ERROR_INVALID_ARGUMENT); /* two outputs */
 }
 

@@ -19,17 +19,6 @@ static double urand(void) { /* uniform in [-1, 1) */
   return (double)(rng >> 11) / (double)(1ull << 52) - 1.0;
 }
 
-static nrt_launch mk(nrt_op op, int ndim, const int64_t *sizes, int nout, int nin) {
-  nrt_launch l;
-  memset(&l, 0, sizeof l);
-  l.op = op;
-  l.ndim = ndim;
-  for (int i = 0; i < ndim; i++) l.sizes[i] = sizes[i];
-  l.noutputs = nout;
-  l.ninputs = nin;
-  l.compute_dtype = NRT_FLOAT32;
-  return l;
-}
 /* Row-major [batch, r, c] operand; a vector of length n is (n, 1) and a
  * per-batch scalar (1, 1). */
 static void opnd(nrt_launch *l, int i, void *p, nrt_dtype dt, int64_t r, int64_t c) {
@@ -61,14 +50,14 @@ static void test_lu(void) {
   for (int i = 0; i < B * N * 2; i++) Bm[i] = (float)urand();
   A[2 * N * N + 0] = 0.f; /* a zero in the first pivot position forces an exchange */
   int64_t s3[] = {B, N, N};
-  nrt_launch l = mk(NRT_OP(LU_FACTOR), 3, s3, 3, 1);
+  nrt_launch l = nrt_test_launch(NRT_OP(LU_FACTOR), NRT_FLOAT32, 3, s3, 3, 1);
   opnd(&l, 0, LU, NRT_FLOAT32, N, N);
   opnd(&l, 1, piv, NRT_INT32, N, 1);
   opnd(&l, 2, info, NRT_INT32, 1, 1);
   opnd(&l, 3, A, NRT_FLOAT32, N, N);
   l.params[0] = 1;
   CHECK_OK(nrt_launch_run(&l));
-  l = mk(NRT_OP(LU_UNPACK), 3, s3, 3, 2);
+  l = nrt_test_launch(NRT_OP(LU_UNPACK), NRT_FLOAT32, 3, s3, 3, 2);
   opnd(&l, 0, P, NRT_FLOAT32, N, N);
   opnd(&l, 1, L, NRT_FLOAT32, N, N);
   opnd(&l, 2, U, NRT_FLOAT32, N, N);
@@ -94,7 +83,7 @@ static void test_lu(void) {
   /* Solve both ways and check the residuals in double. */
   int64_t s2[] = {B, N, 2};
   for (int trans = 0; trans < 2; trans++) {
-    l = mk(NRT_OP(LU_SOLVE), 3, s2, 1, 3);
+    l = nrt_test_launch(NRT_OP(LU_SOLVE), NRT_FLOAT32, 3, s2, 1, 3);
     opnd(&l, 0, X, NRT_FLOAT32, N, 2);
     opnd(&l, 1, LU, NRT_FLOAT32, N, N);
     opnd(&l, 2, piv, NRT_INT32, N, 1);
@@ -111,7 +100,7 @@ static void test_lu(void) {
         }
   }
   int64_t sn[] = {B, N};
-  l = mk(NRT_OP(LU_INVERSE), 2, sn, 1, 2);
+  l = nrt_test_launch(NRT_OP(LU_INVERSE), NRT_FLOAT32, 2, sn, 1, 2);
   opnd(&l, 0, INV, NRT_FLOAT32, N, N);
   opnd(&l, 1, LU, NRT_FLOAT32, N, N);
   opnd(&l, 2, piv, NRT_INT32, N, 1);
@@ -124,7 +113,7 @@ static void test_lu(void) {
         CHECK_NEAR(s, i == j ? 1.0 : 0.0, 1e-4);
       }
   /* det against a cofactor-free reference: Gaussian elimination in double. */
-  l = mk(NRT_OP(LU_DET), 2, sn, 1, 2);
+  l = nrt_test_launch(NRT_OP(LU_DET), NRT_FLOAT32, 2, sn, 1, 2);
   opnd(&l, 0, DET, NRT_FLOAT32, 1, 1);
   opnd(&l, 1, LU, NRT_FLOAT32, N, N);
   opnd(&l, 2, piv, NRT_INT32, N, 1);
@@ -158,7 +147,7 @@ static void test_lu_singular_and_empty(void) {
   float A[9] = {1, 2, 3, 2, 4, 6, 1, 1, 1}, LU[9];
   int32_t piv[3], info = -1;
   int64_t s3[] = {1, 3, 3};
-  nrt_launch l = mk(NRT_OP(LU_FACTOR), 3, s3, 3, 1);
+  nrt_launch l = nrt_test_launch(NRT_OP(LU_FACTOR), NRT_FLOAT32, 3, s3, 3, 1);
   opnd(&l, 0, LU, NRT_FLOAT32, 3, 3);
   opnd(&l, 1, piv, NRT_INT32, 3, 1);
   opnd(&l, 2, &info, NRT_INT32, 1, 1);
@@ -179,13 +168,13 @@ static void test_qr(void) {
   float Af[M * C], QR[M * C], tau[C], Q[M * C], Qfull[M * M], Cm[M * 3], Out[M * 3];
   for (int i = 0; i < M * C; i++) Af[i] = (float)(A[i] = (float)urand());
   int64_t s[] = {1, M, C};
-  nrt_launch l = mk(NRT_OP(GEQRF), 3, s, 2, 1);
+  nrt_launch l = nrt_test_launch(NRT_OP(GEQRF), NRT_FLOAT32, 3, s, 2, 1);
   opnd(&l, 0, QR, NRT_FLOAT32, M, C);
   opnd(&l, 1, tau, NRT_FLOAT32, C, 1);
   opnd(&l, 2, Af, NRT_FLOAT32, M, C);
   CHECK_OK(nrt_launch_run(&l));
   CHECK(QR[0] * Af[0] < 0); /* R(0,0) has the opposite sign of A(0,0) */
-  l = mk(NRT_OP(ORGQR), 3, s, 1, 2);
+  l = nrt_test_launch(NRT_OP(ORGQR), NRT_FLOAT32, 3, s, 1, 2);
   opnd(&l, 0, Q, NRT_FLOAT32, M, C);
   opnd(&l, 1, QR, NRT_FLOAT32, M, C);
   opnd(&l, 2, tau, NRT_FLOAT32, C, 1);
@@ -198,7 +187,7 @@ static void test_qr(void) {
       CHECK_NEAR(r, A[i * C + j], 1e-5);
     }
   int64_t sf[] = {1, M, M};
-  l = mk(NRT_OP(ORGQR), 3, sf, 1, 2);
+  l = nrt_test_launch(NRT_OP(ORGQR), NRT_FLOAT32, 3, sf, 1, 2);
   opnd(&l, 0, Qfull, NRT_FLOAT32, M, M);
   opnd(&l, 1, QR, NRT_FLOAT32, M, C); /* only the first C columns are read */
   opnd(&l, 2, tau, NRT_FLOAT32, C, 1);
@@ -213,7 +202,7 @@ static void test_qr(void) {
   /* ormqr(left, transpose) = Q^T C against the explicit full Q. */
   for (int i = 0; i < M * 3; i++) Cm[i] = (float)urand();
   int64_t so[] = {1, M, 3};
-  l = mk(NRT_OP(ORMQR), 3, so, 1, 3);
+  l = nrt_test_launch(NRT_OP(ORMQR), NRT_FLOAT32, 3, so, 1, 3);
   opnd(&l, 0, Out, NRT_FLOAT32, M, 3);
   opnd(&l, 1, QR, NRT_FLOAT32, M, C);
   opnd(&l, 2, tau, NRT_FLOAT32, C, 1);
@@ -238,7 +227,7 @@ static void check_svd(int m, int n, int full, int transposed_input) {
         *VH = malloc(sizeof(float) * vr * n);
   for (int i = 0; i < m * n; i++) A[i] = (float)urand();
   int64_t s[] = {1, m, n};
-  nrt_launch l = mk(NRT_OP(SVD), 3, s, 3, 1);
+  nrt_launch l = nrt_test_launch(NRT_OP(SVD), NRT_FLOAT32, 3, s, 3, 1);
   opnd(&l, 0, S, NRT_FLOAT32, k, 1);
   opnd(&l, 1, U, NRT_FLOAT32, m, uc);
   opnd(&l, 2, VH, NRT_FLOAT32, vr, n);
@@ -283,7 +272,7 @@ static void test_svd(void) {
   /* Rank-deficient: repeated column; the zero singular value's u is completed. */
   float A[8] = {1, 1, 2, 2, 3, 3, 4, 4}, S[2], U[16], VH[4];
   int64_t s[] = {1, 4, 2};
-  nrt_launch l = mk(NRT_OP(SVD), 3, s, 3, 1);
+  nrt_launch l = nrt_test_launch(NRT_OP(SVD), NRT_FLOAT32, 3, s, 3, 1);
   opnd(&l, 0, S, NRT_FLOAT32, 2, 1);
   opnd(&l, 1, U, NRT_FLOAT32, 4, 4);
   opnd(&l, 2, VH, NRT_FLOAT32, 2, 2);
@@ -311,7 +300,7 @@ static void test_eigh(void) {
       for (int j = 0; j < N; j++)
         if (upper ? j < i : j > i) Ab[i * N + j] = 99.f;
     int64_t s[] = {1, N};
-    nrt_launch l = mk(NRT_OP(EIGH), 2, s, 2, 1);
+    nrt_launch l = nrt_test_launch(NRT_OP(EIGH), NRT_FLOAT32, 2, s, 2, 1);
     opnd(&l, 0, W, NRT_FLOAT32, N, 1);
     opnd(&l, 1, V, NRT_FLOAT32, N, N);
     opnd(&l, 2, Ab, NRT_FLOAT32, N, N);
@@ -338,7 +327,7 @@ static void test_ldl(void) {
   A[1] = A[N] = 2.f; /* the column's largest entry, off the diagonal */
   for (int i = 0; i < N; i++) Bv[i] = (float)urand();
   int64_t s[] = {1, N};
-  nrt_launch l = mk(NRT_OP(LDL_FACTOR), 2, s, 3, 1);
+  nrt_launch l = nrt_test_launch(NRT_OP(LDL_FACTOR), NRT_FLOAT32, 2, s, 3, 1);
   opnd(&l, 0, LD, NRT_FLOAT32, N, N);
   opnd(&l, 1, piv, NRT_INT32, N, 1);
   opnd(&l, 2, &info, NRT_INT32, 1, 1);
@@ -349,7 +338,7 @@ static void test_ldl(void) {
   for (int i = 0; i < N; i++)
     for (int j = i + 1; j < N; j++) CHECK(LD[i * N + j] == 0.f);
   int64_t s3[] = {1, N, 1};
-  l = mk(NRT_OP(LDL_SOLVE), 3, s3, 1, 3);
+  l = nrt_test_launch(NRT_OP(LDL_SOLVE), NRT_FLOAT32, 3, s3, 1, 3);
   opnd(&l, 0, X, NRT_FLOAT32, N, 1);
   opnd(&l, 1, LD, NRT_FLOAT32, N, N);
   opnd(&l, 2, piv, NRT_INT32, N, 1);
@@ -368,7 +357,7 @@ static void test_matrix_exp(void) {
    * norms exercise the squaring. */
   float D[9] = {3.f, 0, 0, 0, -2.f, 0, 0, 0, 7.5f}, E[9];
   int64_t s[] = {1, 3};
-  nrt_launch l = mk(NRT_OP(MATRIX_EXP), 2, s, 1, 1);
+  nrt_launch l = nrt_test_launch(NRT_OP(MATRIX_EXP), NRT_FLOAT32, 2, s, 1, 1);
   opnd(&l, 0, E, NRT_FLOAT32, 3, 3);
   opnd(&l, 1, D, NRT_FLOAT32, 3, 3);
   CHECK_OK(nrt_launch_run(&l));
@@ -378,7 +367,7 @@ static void test_matrix_exp(void) {
   CHECK(E[1] == 0.f && E[3] == 0.f);
   float R[4] = {0, -5.f, 5.f, 0}, ER[4];
   int64_t s2[] = {1, 2};
-  l = mk(NRT_OP(MATRIX_EXP), 2, s2, 1, 1);
+  l = nrt_test_launch(NRT_OP(MATRIX_EXP), NRT_FLOAT32, 2, s2, 1, 1);
   opnd(&l, 0, ER, NRT_FLOAT32, 2, 2);
   opnd(&l, 1, R, NRT_FLOAT32, 2, 2);
   CHECK_OK(nrt_launch_run(&l));

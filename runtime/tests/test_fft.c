@@ -11,14 +11,6 @@
 #include "kernels/kernels.h"
 #include "nrt/ops/complex.h"
 
-static uint64_t rng_state = 0x2545F4914F6CDD1Dull;
-static double rnd(void) {
-  rng_state ^= rng_state << 13;
-  rng_state ^= rng_state >> 7;
-  rng_state ^= rng_state << 17;
-  return (double)(rng_state >> 11) / 9007199254740992.0 * 2.0 - 1.0;
-}
-
 #define S(...) ((const int64_t[]){__VA_ARGS__})
 
 static const double PI = 3.14159265358979323846;
@@ -37,28 +29,15 @@ static void dft(int64_t n, int sign, const double complex *x, double complex *ou
   }
 }
 
-static nrt_status run(const nrt_launch *l, int reference) {
-  nrt_kernels_set_reference(reference);
-  nrt_status s = nrt_launch_run(l);
-  nrt_kernels_set_reference(false);
-  return s;
-}
-
 /* One FFT_C2C launch over a contiguous complex128 vector of length n. */
 static void c2c_1d(int64_t n, int forward, double complex *in, double complex *out, int reference) {
-  nrt_launch l;
-  memset(&l, 0, sizeof l);
-  l.op = NRT_OP(FFT_C2C);
-  l.ndim = 1;
-  l.sizes[0] = n;
-  l.noutputs = l.ninputs = 1;
-  l.compute_dtype = NRT_COMPLEX128;
+  nrt_launch l = nrt_test_launch(NRT_OP(FFT_C2C), NRT_COMPLEX128, 1, S(n), 1, 1);
   l.operands[0] = (nrt_operand){.data = out, .dtype = NRT_COMPLEX128, .strides = {16}};
   l.operands[1] = (nrt_operand){.data = in, .dtype = NRT_COMPLEX128, .strides = {16}};
   l.params[1] = forward;
   l.aux[0] = n;
   l.scalars[0].f = 1.0;
-  CHECK_OK(run(&l, reference));
+  CHECK_OK(nrt_test_run(&l, reference));
 }
 
 /* Powers of two, smooth lengths, primes below and above the Bluestein
@@ -68,7 +47,7 @@ static void test_lengths(void) {
   for (size_t t = 0; t < sizeof lens / sizeof lens[0]; t++) {
     int64_t n = lens[t];
     double complex *x = malloc(sizeof *x * n), *got = malloc(sizeof *x * n), *want = malloc(sizeof *x * n);
-    for (int64_t j = 0; j < n; j++) x[j] = rnd() + I * rnd();
+    for (int64_t j = 0; j < n; j++) x[j] = nrt_test_urand() + I * nrt_test_urand();
     for (int fwd = 0; fwd < 2; fwd++) {
       dft(n, fwd ? -1 : 1, x, want);
       for (int ref = 0; ref < 2; ref++) {
@@ -98,15 +77,9 @@ static void test_strided_c2c(void) {
   float in[C][N][B][2], out[B][N][C][2], out_ref[B][N][C][2];
   for (int c = 0; c < C; c++)
     for (int n = 0; n < N; n++)
-      for (int b = 0; b < B; b++) in[c][n][b][0] = (float)rnd(), in[c][n][b][1] = (float)rnd();
+      for (int b = 0; b < B; b++) in[c][n][b][0] = (float)nrt_test_urand(), in[c][n][b][1] = (float)nrt_test_urand();
   for (int ref = 0; ref < 2; ref++) {
-    nrt_launch l;
-    memset(&l, 0, sizeof l);
-    l.op = NRT_OP(FFT_C2C);
-    l.ndim = 3;
-    l.sizes[0] = B, l.sizes[1] = N, l.sizes[2] = C;
-    l.noutputs = l.ninputs = 1;
-    l.compute_dtype = NRT_COMPLEX64;
+    nrt_launch l = nrt_test_launch(NRT_OP(FFT_C2C), NRT_COMPLEX64, 3, S(B, N, C), 1, 1);
     l.operands[0] = (nrt_operand){.data = ref ? (void *)out_ref : (void *)out, .dtype = NRT_COMPLEX64,
                                   .strides = {N * C * 8, C * 8, 8}};
     l.operands[1] = (nrt_operand){.data = in, .dtype = NRT_COMPLEX64, .strides = {8, B * 8, N * B * 8}};
@@ -114,7 +87,7 @@ static void test_strided_c2c(void) {
     l.params[1] = 1;
     l.aux[0] = N;
     l.scalars[0].f = 1.0 / N;
-    CHECK_OK(run(&l, ref));
+    CHECK_OK(nrt_test_run(&l, ref));
   }
   for (int b = 0; b < B; b++)
     for (int c = 0; c < C; c++) {
@@ -139,22 +112,16 @@ static void test_r2c_c2r_roundtrip(void) {
     int64_t n = lens[t], h = n / 2 + 1;
     float *x = malloc(sizeof(float) * R * n), *back = malloc(sizeof(float) * R * n);
     float *spec = malloc(sizeof(float) * 2 * R * n);
-    for (int64_t i = 0; i < R * n; i++) x[i] = (float)rnd();
+    for (int64_t i = 0; i < R * n; i++) x[i] = (float)nrt_test_urand();
     for (int onesided = 0; onesided < 2; onesided++) {
       int64_t m = onesided ? h : n;
-      nrt_launch l;
-      memset(&l, 0, sizeof l);
-      l.op = NRT_OP(FFT_R2C);
-      l.ndim = 2;
-      l.sizes[0] = R, l.sizes[1] = m;
-      l.noutputs = l.ninputs = 1;
-      l.compute_dtype = NRT_COMPLEX64;
+      nrt_launch l = nrt_test_launch(NRT_OP(FFT_R2C), NRT_COMPLEX64, 2, S(R, m), 1, 1);
       l.operands[0] = (nrt_operand){.data = spec, .dtype = NRT_COMPLEX64, .strides = {m * 8, 8}};
       l.operands[1] = (nrt_operand){.data = x, .dtype = NRT_FLOAT32, .strides = {n * 4, 4}};
       l.params[0] = 1;
       l.aux[0] = n;
       l.scalars[0].f = 1.0;
-      CHECK_OK(run(&l, 0));
+      CHECK_OK(nrt_test_run(&l, 0));
       for (int r = 0; r < R; r++) {
         double complex xr[128], want[128];
         for (int64_t j = 0; j < n; j++) xr[j] = x[r * n + j];
@@ -166,18 +133,13 @@ static void test_r2c_c2r_roundtrip(void) {
       }
       /* c2r of the (first h entries of the) spectrum, scaled 1/n, both paths. */
       for (int ref = 0; ref < 2; ref++) {
-        memset(&l, 0, sizeof l);
-        l.op = NRT_OP(FFT_C2R);
-        l.ndim = 2;
-        l.sizes[0] = R, l.sizes[1] = n;
-        l.noutputs = l.ninputs = 1;
-        l.compute_dtype = NRT_FLOAT32;
+        l = nrt_test_launch(NRT_OP(FFT_C2R), NRT_FLOAT32, 2, S(R, n), 1, 1);
         l.operands[0] = (nrt_operand){.data = back, .dtype = NRT_FLOAT32, .strides = {n * 4, 4}};
         l.operands[1] = (nrt_operand){.data = spec, .dtype = NRT_COMPLEX64, .strides = {m * 8, 8}};
         l.params[0] = 1;
         l.aux[0] = m;
         l.scalars[0].f = 1.0 / n;
-        CHECK_OK(run(&l, ref));
+        CHECK_OK(nrt_test_run(&l, ref));
         for (int64_t i = 0; i < R * n; i++) CHECK_NEAR(back[i], x[i], 1e-5);
       }
     }
@@ -192,35 +154,23 @@ static void test_r2c_c2r_roundtrip(void) {
 static void test_c2r_hermitian_rules(void) {
   float spec[3][2] = {{1.0f, 5.0f}, {0.5f, -0.25f}, {2.0f, 7.0f}}; /* n = 4 uses X[0..2] */
   float out[4];
-  nrt_launch l;
-  memset(&l, 0, sizeof l);
-  l.op = NRT_OP(FFT_C2R);
-  l.ndim = 1;
-  l.sizes[0] = 4;
-  l.noutputs = l.ninputs = 1;
-  l.compute_dtype = NRT_FLOAT32;
+  nrt_launch l = nrt_test_launch(NRT_OP(FFT_C2R), NRT_FLOAT32, 1, S(4), 1, 1);
   l.operands[0] = (nrt_operand){.data = out, .dtype = NRT_FLOAT32, .strides = {4}};
   l.operands[1] = (nrt_operand){.data = spec, .dtype = NRT_COMPLEX64, .strides = {8}};
   l.aux[0] = 3;
   l.scalars[0].f = 1.0;
-  CHECK_OK(run(&l, 0));
+  CHECK_OK(nrt_test_run(&l, 0));
   double complex full[4] = {1.0, 0.5 - 0.25 * I, 2.0, 0.5 + 0.25 * I}, want[4];
   dft(4, 1, full, want);
   for (int j = 0; j < 4; j++) CHECK_NEAR(out[j], creal(want[j]), 1e-6);
   l.aux[0] = 1; /* only X[0] given */
-  CHECK_OK(run(&l, 1));
+  CHECK_OK(nrt_test_run(&l, 1));
   for (int j = 0; j < 4; j++) CHECK_NEAR(out[j], 1.0, 1e-6);
 }
 
 static void test_bad_descriptors(void) {
   float c[8][2] = {{0}}, r[8] = {0};
-  nrt_launch l;
-  memset(&l, 0, sizeof l);
-  l.op = NRT_OP(FFT_C2C);
-  l.ndim = 1;
-  l.sizes[0] = 8;
-  l.noutputs = l.ninputs = 1;
-  l.compute_dtype = NRT_COMPLEX64;
+  nrt_launch l = nrt_test_launch(NRT_OP(FFT_C2C), NRT_COMPLEX64, 1, S(8), 1, 1);
   l.operands[0] = (nrt_operand){.data = c, .dtype = NRT_COMPLEX64, .strides = {8}};
   l.operands[1] = (nrt_operand){.data = r, .dtype = NRT_FLOAT32, .strides = {4}};
   l.aux[0] = 8;
@@ -242,6 +192,7 @@ static void test_bad_descriptors(void) {
 }
 
 int main(void) {
+  nrt_test_seed(0x2545F4914F6CDD1Dull);
   CHECK_OK(nrt_init());
   RUN_TEST(test_lengths);
   RUN_TEST(test_strided_c2c);

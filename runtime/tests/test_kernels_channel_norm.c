@@ -8,33 +8,6 @@
 #include "testing.h"
 #include "kernels/kernels.h"
 
-static uint64_t rng_state = 0x853C49E6748FEA9Bull;
-static double urand(void) {
-  rng_state ^= rng_state << 13;
-  rng_state ^= rng_state >> 7;
-  rng_state ^= rng_state << 17;
-  return (double)(rng_state >> 11) * 0x1p-52 - 1.0;
-}
-
-static void put(void *base, nrt_dtype dt, int64_t i, double v) {
-  char *p = (char *)base + i * (int64_t)nrt_dtype_size(dt);
-  switch (dt) {
-  case NRT_FLOAT32: *(float *)p = (float)v; break;
-  case NRT_FLOAT64: *(double *)p = v; break;
-  case NRT_BFLOAT16: *(uint16_t *)p = nrt_f32_to_bf16((float)v); break;
-  default: break;
-  }
-}
-static double get(const void *base, nrt_dtype dt, int64_t i) {
-  const char *p = (const char *)base + i * (int64_t)nrt_dtype_size(dt);
-  switch (dt) {
-  case NRT_FLOAT32: return *(const float *)p;
-  case NRT_FLOAT64: return *(const double *)p;
-  case NRT_BFLOAT16: return nrt_bf16_to_f32(*(const uint16_t *)p);
-  default: return 0;
-  }
-}
-
 /* A buffer with its element count, dtype and {n, c, s} strides (elements). */
 typedef struct buf {
   void *data;
@@ -50,14 +23,14 @@ static buf act(int64_t n, int64_t c, int64_t s, bool channels_last, nrt_dtype dt
   } else {
     b.st[0] = c * s; b.st[1] = s; b.st[2] = 1;
   }
-  for (int64_t i = 0; i < b.numel; i++) put(b.data, dt, i, offset + 2 * urand());
+  for (int64_t i = 0; i < b.numel; i++) nrt_test_put(b.data, dt, i, offset + 2 * nrt_test_urand());
   return b;
 }
 
 static buf vec(int64_t n, nrt_dtype dt, double lo, double hi) {
   buf b = {.numel = n, .dt = dt, .st = {1, 0, 0}};
   b.data = calloc((size_t)n + 1, nrt_dtype_size(dt));
-  for (int64_t i = 0; i < n; i++) put(b.data, dt, i, lo + (hi - lo) * (urand() + 1) / 2);
+  for (int64_t i = 0; i < n; i++) nrt_test_put(b.data, dt, i, lo + (hi - lo) * (nrt_test_urand() + 1) / 2);
   return b;
 }
 
@@ -92,7 +65,7 @@ static void compare(nrt_launch *l, buf *outs, int nout, buf *inout, int ninout, 
     double tol = outs[i].dt == NRT_BFLOAT16 ? 1.0 / 64 : 2e-5;
     int bad = 0;
     for (int64_t k = 0; k < outs[i].numel && bad < 3; k++) {
-      double want = get(ref[i], outs[i].dt, k), got = get(outs[i].data, outs[i].dt, k);
+      double want = nrt_test_get(ref[i], outs[i].dt, k), got = nrt_test_get(outs[i].data, outs[i].dt, k);
       if (!(fabs(got - want) <= tol * (1 + fabs(want)))) {
         fprintf(stderr, "%s out%d [%lld]: got %.8g want %.8g\n", what, i, (long long)k, got, want);
         bad++;
@@ -315,6 +288,7 @@ static void test_batch_norm_known(void) {
 }
 
 int main(void) {
+  nrt_test_seed(0x853C49E6748FEA9Bull);
   RUN_TEST(test_batch_norm_known);
   RUN_TEST(test_batch_norm);
   RUN_TEST(test_group_norm);

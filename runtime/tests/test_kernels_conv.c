@@ -9,63 +9,16 @@
 #include "testing.h"
 #include "kernels/kernels.h"
 
-static uint64_t rng_state = 0x2545F4914F6CDD1Dull;
-static double urand(void) { /* [-1, 1) */
-  rng_state ^= rng_state << 13;
-  rng_state ^= rng_state >> 7;
-  rng_state ^= rng_state << 17;
-  return (double)(rng_state >> 11) * 0x1p-52 - 1.0;
-}
+typedef nrt_test_tensor5 tensor;
 
-static void put(void *base, nrt_dtype dt, int64_t i, double v) {
-  char *p = (char *)base + i * (int64_t)nrt_dtype_size(dt);
-  switch (dt) {
-  case NRT_FLOAT32: *(float *)p = (float)v; break;
-  case NRT_FLOAT64: *(double *)p = v; break;
-  case NRT_BFLOAT16: *(uint16_t *)p = nrt_f32_to_bf16((float)v); break;
-  case NRT_FLOAT16: *(uint16_t *)p = nrt_f32_to_f16((float)v); break;
-  default: break;
-  }
-}
-static double get(const void *base, nrt_dtype dt, int64_t i) {
-  const char *p = (const char *)base + i * (int64_t)nrt_dtype_size(dt);
-  switch (dt) {
-  case NRT_FLOAT32: return *(const float *)p;
-  case NRT_FLOAT64: return *(const double *)p;
-  case NRT_BFLOAT16: return nrt_bf16_to_f32(*(const uint16_t *)p);
-  case NRT_FLOAT16: return nrt_f16_to_f32(*(const uint16_t *)p);
-  default: return 0;
-  }
-}
-
-/* A 5-d tensor (n, c, d, h, w) in memory order `perm` (perm[0] outermost). */
-typedef struct tensor {
-  int64_t shape[5], strides[5], numel;
-  nrt_dtype dt;
-  void *data;
-} tensor;
-
-static void tensor_make(tensor *t, const int64_t shape[5], const int perm[5], nrt_dtype dt) {
-  int64_t s = 1;
-  t->numel = 1;
-  for (int i = 0; i < 5; i++) t->shape[i] = shape[i], t->numel *= shape[i];
-  for (int i = 4; i >= 0; i--) {
-    t->strides[perm[i]] = s;
-    s *= shape[perm[i]];
-  }
-  t->dt = dt;
-  t->data = calloc((size_t)t->numel + 1, nrt_dtype_size(dt));
-  for (int64_t i = 0; i < t->numel; i++) put(t->data, dt, i, urand());
+/* A random 5-d tensor (n, c, d, h, w). */
+static void tensor_make(tensor *t, const int64_t shape[5], bool channels_last, nrt_dtype dt) {
+  nrt_test_tensor5_make(t, shape, channels_last, dt);
+  for (int64_t i = 0; i < t->numel; i++) nrt_test_put(t->data, dt, i, nrt_test_urand());
 }
 
 static void refill(tensor *t) {
-  for (int64_t i = 0; i < t->numel; i++) put(t->data, t->dt, i, urand());
-}
-
-static void operand(nrt_operand *o, const tensor *t) {
-  o->data = t->data;
-  o->dtype = t->dt;
-  for (int i = 0; i < 5; i++) o->strides[i] = t->strides[i] * (int64_t)nrt_dtype_size(t->dt);
+  for (int64_t i = 0; i < t->numel; i++) nrt_test_put(t->data, t->dt, i, nrt_test_urand());
 }
 
 typedef struct ccase {
@@ -76,8 +29,6 @@ typedef struct ccase {
   int64_t o_less; /* outputs fewer than the input allows along w (transposed conv output_padding) */
 } ccase;
 
-static const int PERM_NCHW[5] = {0, 1, 2, 3, 4};
-static const int PERM_NHWC[5] = {0, 2, 3, 4, 1};
 
 static double eps_of(nrt_dtype dt) {
   switch (dt) {
@@ -105,7 +56,7 @@ static void compare_paths(nrt_launch *l, tensor *out, int64_t nred, const char *
     CHECK_OK(nrt_launch_run(l));
     int bad = 0;
     for (int64_t i = 0; i < out->numel && bad < 3; i++) {
-      double want = get(ref, out->dt, i), got = get(out->data, out->dt, i);
+      double want = nrt_test_get(ref, out->dt, i), got = nrt_test_get(out->data, out->dt, i);
       if (!(fabs(got - want) <= tol + 2 * eps_of(out->dt) * fabs(want))) {
         fprintf(stderr, "%s isa%d [%lld]: got %g want %g\n", what, isa, (long long)i, got, want);
         bad++;
@@ -126,16 +77,15 @@ static void run_case(const ccase *c) {
   int64_t o[3];
   for (int i = 0; i < 3; i++) o[i] = out_size(c->i[i], c->k[i], c->s[i], c->p[i], c->d[i]);
   o[2] -= c->o_less;
-  const int *perm = c->channels_last ? PERM_NHWC : PERM_NCHW;
   int64_t xs[5] = {c->n, c->g * c->cig, c->i[0], c->i[1], c->i[2]};
   int64_t ys[5] = {c->n, c->g * c->cog, o[0], o[1], o[2]};
   int64_t ws[5] = {c->g * c->cog, c->cig, c->k[0], c->k[1], c->k[2]};
   int64_t bs[5] = {c->g * c->cog > c->g * c->cig ? c->g * c->cog : c->g * c->cig, 1, 1, 1, 1};
   tensor x, y, w, b;
-  tensor_make(&x, xs, perm, c->dt);
-  tensor_make(&y, ys, perm, c->dt);
-  tensor_make(&w, ws, perm, c->dt);
-  tensor_make(&b, bs, PERM_NCHW, c->dt);
+  tensor_make(&x, xs, c->channels_last, c->dt);
+  tensor_make(&y, ys, c->channels_last, c->dt);
+  tensor_make(&w, ws, c->channels_last, c->dt);
+  tensor_make(&b, bs, false, c->dt);
   nrt_launch l;
   memset(&l, 0, sizeof l);
   l.ndim = 13;
@@ -160,10 +110,10 @@ static void run_case(const ccase *c) {
   /* forward: y = conv(x, w) + b */
   l.op = NRT_OP_CONV;
   l.ninputs = c->bias ? 3 : 2;
-  operand(&l.operands[0], &y);
-  operand(&l.operands[1], &x);
-  operand(&l.operands[2], &w);
-  operand(&l.operands[3], &b);
+  nrt_test_tensor5_operand(&l.operands[0], &y);
+  nrt_test_tensor5_operand(&l.operands[1], &x);
+  nrt_test_tensor5_operand(&l.operands[2], &w);
+  nrt_test_tensor5_operand(&l.operands[3], &b);
   char tag[200];
   snprintf(tag, sizeof tag, "%s fwd", what);
   compare_paths(&l, &y, c->cig * kk + 1, tag);
@@ -171,8 +121,8 @@ static void run_case(const ccase *c) {
   /* input gradient: x <- conv^T(y, w) (+ b as the transposed conv's bias) */
   l.op = NRT_OP_CONV_BACKWARD_INPUT;
   refill(&y);
-  operand(&l.operands[0], &x);
-  operand(&l.operands[1], &y);
+  nrt_test_tensor5_operand(&l.operands[0], &x);
+  nrt_test_tensor5_operand(&l.operands[1], &y);
   snprintf(tag, sizeof tag, "%s bwd-input", what);
   compare_paths(&l, &x, c->cog * kk + 1, tag);
 
@@ -181,9 +131,9 @@ static void run_case(const ccase *c) {
   l.ninputs = 2;
   refill(&x);
   refill(&y);
-  operand(&l.operands[0], &w);
-  operand(&l.operands[1], &y);
-  operand(&l.operands[2], &x);
+  nrt_test_tensor5_operand(&l.operands[0], &w);
+  nrt_test_tensor5_operand(&l.operands[1], &y);
+  nrt_test_tensor5_operand(&l.operands[2], &x);
   snprintf(tag, sizeof tag, "%s bwd-weight", what);
   compare_paths(&l, &w, c->n * o[0] * o[1] * o[2], tag);
   free(x.data);
@@ -397,6 +347,7 @@ static void test_conv_validation(void) {
 }
 
 int main(void) {
+  nrt_test_seed(0x2545F4914F6CDD1Dull);
   RUN_TEST(test_conv_known);
   RUN_TEST(test_conv_validation);
   RUN_TEST(test_conv2d_shapes);

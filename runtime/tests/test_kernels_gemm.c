@@ -7,39 +7,6 @@
 #include "testing.h"
 #include "kernels/kernels.h"
 
-static uint64_t rng_state = 0x9E3779B97F4A7C15ull;
-static double urand(void) { /* [-1, 1) */
-  rng_state ^= rng_state << 13;
-  rng_state ^= rng_state >> 7;
-  rng_state ^= rng_state << 17;
-  return (double)(rng_state >> 11) * 0x1p-52 - 1.0;
-}
-
-static void put(void *base, nrt_dtype dt, int64_t i, double v) {
-  char *p = (char *)base + i * (int64_t)nrt_dtype_size(dt);
-  switch (dt) {
-  case NRT_FLOAT32: *(float *)p = (float)v; break;
-  case NRT_FLOAT64: *(double *)p = v; break;
-  case NRT_BFLOAT16: *(uint16_t *)p = nrt_f32_to_bf16((float)v); break;
-  case NRT_FLOAT16: *(uint16_t *)p = nrt_f32_to_f16((float)v); break;
-  case NRT_INT64: *(int64_t *)p = (int64_t)v; break;
-  case NRT_INT32: *(int32_t *)p = (int32_t)v; break;
-  default: break;
-  }
-}
-static double get(const void *base, nrt_dtype dt, int64_t i) {
-  const char *p = (const char *)base + i * (int64_t)nrt_dtype_size(dt);
-  switch (dt) {
-  case NRT_FLOAT32: return *(const float *)p;
-  case NRT_FLOAT64: return *(const double *)p;
-  case NRT_BFLOAT16: return nrt_bf16_to_f32(*(const uint16_t *)p);
-  case NRT_FLOAT16: return nrt_f16_to_f32(*(const uint16_t *)p);
-  case NRT_INT64: return (double)*(const int64_t *)p;
-  case NRT_INT32: return *(const int32_t *)p;
-  default: return 0;
-  }
-}
-
 typedef struct gcase {
   int64_t batch, m, n, k;
   bool ta, tb;          /* A / B stored transposed */
@@ -68,9 +35,9 @@ static void run_case(const gcase *c) {
   void *a = calloc((size_t)(B * M * K) + 1, as), *b = calloc((size_t)(bb * K * N) + 1, bs);
   void *bias = calloc((size_t)(B * M * N) + 1, cs);
   void *out = calloc((size_t)(B * M * N) + 1, cs), *ref = calloc((size_t)(B * M * N) + 1, cs);
-  for (int64_t i = 0; i < B * M * K; i++) put(a, c->adt, i, urand());
-  for (int64_t i = 0; i < bb * K * N; i++) put(b, c->bdt, i, urand());
-  for (int64_t i = 0; i < B * M * N; i++) put(bias, c->cdt, i, urand());
+  for (int64_t i = 0; i < B * M * K; i++) nrt_test_put(a, c->adt, i, nrt_test_urand());
+  for (int64_t i = 0; i < bb * K * N; i++) nrt_test_put(b, c->bdt, i, nrt_test_urand());
+  for (int64_t i = 0; i < B * M * N; i++) nrt_test_put(bias, c->cdt, i, nrt_test_urand());
 
   nrt_launch l;
   memset(&l, 0, sizeof l);
@@ -118,7 +85,7 @@ static void run_case(const gcase *c) {
     CHECK_OK(nrt_launch_run(&l));
     int bad = 0;
     for (int64_t i = 0; i < B * M * N && bad < 3; i++) {
-      double want = get(ref, c->cdt, i), got = get(out, c->cdt, i);
+      double want = nrt_test_get(ref, c->cdt, i), got = nrt_test_get(out, c->cdt, i);
       /* scale: |alpha| * sum |a||b| <= |alpha| K for inputs in [-1, 1] */
       double scale = fabs(c->alpha) * (double)K + fabs(c->beta) + 1.0;
       if (!(fabs(got - want) <= tol * scale)) {

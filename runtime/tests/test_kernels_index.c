@@ -9,63 +9,11 @@
 #include "testing.h"
 #include "kernels/kernels.h"
 
-static uint64_t rng_state = 0x2545F4914F6CDD1Dull;
-static uint64_t rnd(void) {
-  rng_state ^= rng_state << 13;
-  rng_state ^= rng_state >> 7;
-  rng_state ^= rng_state << 17;
-  return rng_state;
-}
-static int64_t rnd_range(int64_t lo, int64_t hi) { return lo + (int64_t)(rnd() % (uint64_t)(hi - lo)); }
-
-static nrt_launch mk(nrt_op op, int ndim, const int64_t *sizes, int nout, int nin) {
-  nrt_launch l;
-  memset(&l, 0, sizeof l);
-  l.op = op;
-  l.ndim = ndim;
-  for (int d = 0; d < ndim; d++) l.sizes[d] = sizes[d];
-  l.noutputs = nout;
-  l.ninputs = nin;
-  l.compute_dtype = NRT_FLOAT32;
-  return l;
-}
-
-static void opnd(nrt_launch *l, int k, void *data, nrt_dtype dt, const int64_t *strides) {
-  l->operands[k].data = data;
-  l->operands[k].dtype = dt;
-  for (int d = 0; d < l->ndim; d++) l->operands[k].strides[d] = strides[d];
-}
-
 #define S(...) ((const int64_t[]){__VA_ARGS__})
-
-static nrt_status run(const nrt_launch *l, int reference) {
-  nrt_kernels_set_reference(reference);
-  nrt_status s = nrt_launch_run(l);
-  nrt_kernels_set_reference(false);
-  return s;
-}
-
-static void check_msg_at(const char *want, int line) {
-  const char *got = nrt_last_error_message();
-  if (strcmp(got, want) != 0) {
-    fprintf(stderr, "%s:%d: message \"%s\", want \"%s\"\n", __FILE__, line, got, want);
-    nrt_test_failures++;
-  }
-}
-#define CHECK_MSG(want) check_msg_at(want, __LINE__)
-
-static void check_prefix_at(const char *want, int line) {
-  const char *got = nrt_last_error_message();
-  if (strncmp(got, want, strlen(want)) != 0) {
-    fprintf(stderr, "%s:%d: message \"%s\", want prefix \"%s\"\n", __FILE__, line, got, want);
-    nrt_test_failures++;
-  }
-}
-#define CHECK_PREFIX(want) check_prefix_at(want, __LINE__)
 
 static bool floats_eq(const float *a, const float *b, int n) {
   for (int i = 0; i < n; i++)
-    if (!(a[i] == b[i] || (isnan(a[i]) && isnan(b[i])))) return false;
+    if (!nrt_test_same(a[i], b[i])) return false;
   return true;
 }
 
@@ -81,45 +29,45 @@ static void test_index_gather_known(void) {
     float out[12];
     const float want_a[12] = {8, 9, 10, 11, 8, 9, 10, 11, 0, 1, 2, 3};
     for (int w = 0; w < 2; w++) {
-      nrt_launch l = mk(NRT_OP_INDEX_GATHER, 2, S(3, 4), 1, 2);
-      opnd(&l, 0, out, NRT_FLOAT32, S(16, 4));
-      opnd(&l, 1, x, NRT_FLOAT32, S(0, 4));
-      if (w == 0) opnd(&l, 2, idx, NRT_INT64, S(8, 0));
-      else opnd(&l, 2, idx32, NRT_INT32, S(4, 0));
+      nrt_launch l = nrt_test_launch(NRT_OP_INDEX_GATHER, NRT_FLOAT32, 2, S(3, 4), 1, 2);
+      nrt_test_operand(&l, 0, out, NRT_FLOAT32, S(16, 4));
+      nrt_test_operand(&l, 1, x, NRT_FLOAT32, S(0, 4));
+      if (w == 0) nrt_test_operand(&l, 2, idx, NRT_INT64, S(8, 0));
+      else nrt_test_operand(&l, 2, idx32, NRT_INT32, S(4, 0));
       l.params[0] = 1;
       l.aux[0] = 3;
       l.aux[1] = 16;
       memset(out, 0, sizeof out);
-      CHECK_OK(run(&l, r));
+      CHECK_OK(nrt_test_run(&l, r));
       CHECK(floats_eq(out, want_a, 12));
     }
     /* x[:, [3, -4]] -> [[3, 0], [7, 4], [11, 8]] */
     int64_t idx_b[2] = {3, -4};
     float out_b[6];
     const float want_b[6] = {3, 0, 7, 4, 11, 8};
-    nrt_launch l = mk(NRT_OP_INDEX_GATHER, 2, S(3, 2), 1, 2);
-    opnd(&l, 0, out_b, NRT_FLOAT32, S(8, 4));
-    opnd(&l, 1, x, NRT_FLOAT32, S(16, 0));
-    opnd(&l, 2, idx_b, NRT_INT64, S(0, 8));
+    nrt_launch l = nrt_test_launch(NRT_OP_INDEX_GATHER, NRT_FLOAT32, 2, S(3, 2), 1, 2);
+    nrt_test_operand(&l, 0, out_b, NRT_FLOAT32, S(8, 4));
+    nrt_test_operand(&l, 1, x, NRT_FLOAT32, S(16, 0));
+    nrt_test_operand(&l, 2, idx_b, NRT_INT64, S(0, 8));
     l.params[0] = 1;
     l.aux[0] = 4;
     l.aux[1] = 4;
-    CHECK_OK(run(&l, r));
+    CHECK_OK(nrt_test_run(&l, r));
     CHECK(floats_eq(out_b, want_b, 6));
     /* x[[0, 2], [1, -1]] -> [1, 11]: two index operands */
     int64_t i0[2] = {0, 2}, i1[2] = {1, -1};
     float out_c[2];
-    l = mk(NRT_OP_INDEX_GATHER, 1, S(2), 1, 3);
-    opnd(&l, 0, out_c, NRT_FLOAT32, S(4));
-    opnd(&l, 1, x, NRT_FLOAT32, S(0));
-    opnd(&l, 2, i0, NRT_INT64, S(8));
-    opnd(&l, 3, i1, NRT_INT64, S(8));
+    l = nrt_test_launch(NRT_OP_INDEX_GATHER, NRT_FLOAT32, 1, S(2), 1, 3);
+    nrt_test_operand(&l, 0, out_c, NRT_FLOAT32, S(4));
+    nrt_test_operand(&l, 1, x, NRT_FLOAT32, S(0));
+    nrt_test_operand(&l, 2, i0, NRT_INT64, S(8));
+    nrt_test_operand(&l, 3, i1, NRT_INT64, S(8));
     l.params[0] = 2;
     l.aux[0] = 3;
     l.aux[1] = 16;
     l.aux[2] = 4;
     l.aux[3] = 4;
-    CHECK_OK(run(&l, r));
+    CHECK_OK(nrt_test_run(&l, r));
     CHECK(out_c[0] == 1 && out_c[1] == 11);
   }
 }
@@ -129,54 +77,54 @@ static void test_index_gather_errors(void) {
   for (int r = 0; r < 2; r++) {
     /* x[:, [5]]: PyTorch numbers the dim by index operand */
     int64_t idx[1] = {5};
-    nrt_launch l = mk(NRT_OP_INDEX_GATHER, 2, S(3, 1), 1, 2);
-    opnd(&l, 0, out, NRT_FLOAT32, S(4, 4));
-    opnd(&l, 1, x, NRT_FLOAT32, S(16, 0));
-    opnd(&l, 2, idx, NRT_INT64, S(0, 8));
+    nrt_launch l = nrt_test_launch(NRT_OP_INDEX_GATHER, NRT_FLOAT32, 2, S(3, 1), 1, 2);
+    nrt_test_operand(&l, 0, out, NRT_FLOAT32, S(4, 4));
+    nrt_test_operand(&l, 1, x, NRT_FLOAT32, S(16, 0));
+    nrt_test_operand(&l, 2, idx, NRT_INT64, S(0, 8));
     l.params[0] = 1;
     l.aux[0] = 4;
     l.aux[1] = 4;
-    CHECK_STATUS(run(&l, r), NRT_ERROR_INVALID_ARGUMENT);
+    CHECK_STATUS(nrt_test_run(&l, r), NRT_ERROR_INVALID_ARGUMENT);
     CHECK_MSG("index 5 is out of bounds for dimension 0 with size 4");
     /* x[[1], [-5]] */
     int64_t i0[1] = {1}, i1[1] = {-5};
-    l = mk(NRT_OP_INDEX_GATHER, 1, S(1), 1, 3);
-    opnd(&l, 0, out, NRT_FLOAT32, S(4));
-    opnd(&l, 1, x, NRT_FLOAT32, S(0));
-    opnd(&l, 2, i0, NRT_INT64, S(8));
-    opnd(&l, 3, i1, NRT_INT64, S(8));
+    l = nrt_test_launch(NRT_OP_INDEX_GATHER, NRT_FLOAT32, 1, S(1), 1, 3);
+    nrt_test_operand(&l, 0, out, NRT_FLOAT32, S(4));
+    nrt_test_operand(&l, 1, x, NRT_FLOAT32, S(0));
+    nrt_test_operand(&l, 2, i0, NRT_INT64, S(8));
+    nrt_test_operand(&l, 3, i1, NRT_INT64, S(8));
     l.params[0] = 2;
     l.aux[0] = 3;
     l.aux[1] = 16;
     l.aux[2] = 4;
     l.aux[3] = 4;
-    CHECK_STATUS(run(&l, r), NRT_ERROR_INVALID_ARGUMENT);
+    CHECK_STATUS(nrt_test_run(&l, r), NRT_ERROR_INVALID_ARGUMENT);
     CHECK_MSG("index -5 is out of bounds for dimension 1 with size 4");
     /* -size is the last valid negative index */
     i1[0] = -4;
-    CHECK_OK(run(&l, r));
+    CHECK_OK(nrt_test_run(&l, r));
     /* a float index operand is refused */
     float fidx[1] = {0};
-    opnd(&l, 3, fidx, NRT_FLOAT32, S(4));
-    CHECK_STATUS(run(&l, r), NRT_ERROR_INVALID_ARGUMENT);
+    nrt_test_operand(&l, 3, fidx, NRT_FLOAT32, S(4));
+    CHECK_STATUS(nrt_test_run(&l, r), NRT_ERROR_INVALID_ARGUMENT);
   }
   /* Large enough to run in parallel: the first bad index in order is
    * reported, whichever chunk finds one first. */
   enum { N = 200000, V = 1000 };
   int64_t *idx = malloc(N * sizeof *idx);
   float *src = calloc(V, sizeof *src), *o = malloc(N * sizeof *o);
-  for (int i = 0; i < N; i++) idx[i] = rnd_range(-V, V);
+  for (int i = 0; i < N; i++) idx[i] = nrt_test_rand_range(-V, V);
   idx[150000] = -1001;
   idx[120000] = 1000;
   for (int r = 0; r < 2; r++) {
-    nrt_launch l = mk(NRT_OP_INDEX_GATHER, 1, S(N), 1, 2);
-    opnd(&l, 0, o, NRT_FLOAT32, S(4));
-    opnd(&l, 1, src, NRT_FLOAT32, S(0));
-    opnd(&l, 2, idx, NRT_INT64, S(8));
+    nrt_launch l = nrt_test_launch(NRT_OP_INDEX_GATHER, NRT_FLOAT32, 1, S(N), 1, 2);
+    nrt_test_operand(&l, 0, o, NRT_FLOAT32, S(4));
+    nrt_test_operand(&l, 1, src, NRT_FLOAT32, S(0));
+    nrt_test_operand(&l, 2, idx, NRT_INT64, S(8));
     l.params[0] = 1;
     l.aux[0] = V;
     l.aux[1] = 4;
-    CHECK_STATUS(run(&l, r), NRT_ERROR_INVALID_ARGUMENT);
+    CHECK_STATUS(nrt_test_run(&l, r), NRT_ERROR_INVALID_ARGUMENT);
     CHECK_MSG("index 1000 is out of bounds for dimension 0 with size 1000");
   }
   free(idx);
@@ -195,15 +143,15 @@ static void test_index_exact(void) {
     int64_t oi[6];
     double of[6];
     for (int t = 0; t < 2; t++) {
-      nrt_launch l = mk(NRT_OP_INDEX_GATHER, 1, S(6), 1, 2);
-      opnd(&l, 0, t ? (void *)of : (void *)oi, t ? NRT_FLOAT64 : NRT_INT64, S(8));
-      opnd(&l, 1, t ? (void *)sf : (void *)si, t ? NRT_FLOAT64 : NRT_INT64, S(0));
-      opnd(&l, 2, idx, NRT_INT64, S(8));
+      nrt_launch l = nrt_test_launch(NRT_OP_INDEX_GATHER, NRT_FLOAT32, 1, S(6), 1, 2);
+      nrt_test_operand(&l, 0, t ? (void *)of : (void *)oi, t ? NRT_FLOAT64 : NRT_INT64, S(8));
+      nrt_test_operand(&l, 1, t ? (void *)sf : (void *)si, t ? NRT_FLOAT64 : NRT_INT64, S(0));
+      nrt_test_operand(&l, 2, idx, NRT_INT64, S(8));
       l.compute_dtype = t ? NRT_FLOAT64 : NRT_INT64;
       l.params[0] = 1;
       l.aux[0] = 4;
       l.aux[1] = 8;
-      CHECK_OK(run(&l, r));
+      CHECK_OK(nrt_test_run(&l, r));
     }
     for (int i = 0; i < 6; i++) {
       int64_t k = idx[i] < 0 ? idx[i] + 4 : idx[i];
@@ -220,15 +168,15 @@ static void test_index_put_known(void) {
     float vals[3] = {10, 20, 30};
     for (int acc = 0; acc < 2; acc++) {
       float y[5] = {0};
-      nrt_launch l = mk(NRT_OP_INDEX_PUT, 1, S(3), 1, 2);
-      opnd(&l, 0, y, NRT_FLOAT32, S(0));
-      opnd(&l, 1, vals, NRT_FLOAT32, S(4));
-      opnd(&l, 2, idx, NRT_INT64, S(8));
+      nrt_launch l = nrt_test_launch(NRT_OP_INDEX_PUT, NRT_FLOAT32, 1, S(3), 1, 2);
+      nrt_test_operand(&l, 0, y, NRT_FLOAT32, S(0));
+      nrt_test_operand(&l, 1, vals, NRT_FLOAT32, S(4));
+      nrt_test_operand(&l, 2, idx, NRT_INT64, S(8));
       l.params[0] = 1;
       l.params[1] = acc;
       l.aux[0] = 5;
       l.aux[1] = 4;
-      CHECK_OK(run(&l, r));
+      CHECK_OK(nrt_test_run(&l, r));
       const float want[2][5] = {{0, 30, 0, 20, 0}, {0, 40, 0, 20, 0}};
       CHECK(floats_eq(y, want[acc], 5));
     }
@@ -236,36 +184,36 @@ static void test_index_put_known(void) {
     {
       float y[5] = {0}, v = 7;
       int64_t ix[2] = {-1, 0};
-      nrt_launch l = mk(NRT_OP_INDEX_PUT, 1, S(2), 1, 2);
-      opnd(&l, 0, y, NRT_FLOAT32, S(0));
-      opnd(&l, 1, &v, NRT_FLOAT32, S(0));
-      opnd(&l, 2, ix, NRT_INT64, S(8));
+      nrt_launch l = nrt_test_launch(NRT_OP_INDEX_PUT, NRT_FLOAT32, 1, S(2), 1, 2);
+      nrt_test_operand(&l, 0, y, NRT_FLOAT32, S(0));
+      nrt_test_operand(&l, 1, &v, NRT_FLOAT32, S(0));
+      nrt_test_operand(&l, 2, ix, NRT_INT64, S(8));
       l.params[0] = 1;
       l.aux[0] = 5;
       l.aux[1] = 4;
-      CHECK_OK(run(&l, r));
+      CHECK_OK(nrt_test_run(&l, r));
       CHECK(y[0] == 7 && y[4] == 7 && y[1] == 0 && y[2] == 0 && y[3] == 0);
       ix[0] = 5;
-      CHECK_STATUS(run(&l, r), NRT_ERROR_INVALID_ARGUMENT);
+      CHECK_STATUS(nrt_test_run(&l, r), NRT_ERROR_INVALID_ARGUMENT);
       CHECK_MSG("index 5 is out of bounds for dimension 0 with size 5");
       ix[0] = -6;
       l.params[1] = 1;
-      CHECK_STATUS(run(&l, r), NRT_ERROR_INVALID_ARGUMENT);
+      CHECK_STATUS(nrt_test_run(&l, r), NRT_ERROR_INVALID_ARGUMENT);
       CHECK_MSG("index -6 is out of bounds for dimension 0 with size 5");
     }
     /* x[:, [0, 2]] = v (3x2) on a 3x4 float64 */
     {
       double x[12] = {0}, v[6] = {1, 2, 3, 4, 5, 6};
       int64_t ix[2] = {0, 2};
-      nrt_launch l = mk(NRT_OP_INDEX_PUT, 2, S(3, 2), 1, 2);
-      opnd(&l, 0, x, NRT_FLOAT64, S(32, 0));
-      opnd(&l, 1, v, NRT_FLOAT64, S(16, 8));
-      opnd(&l, 2, ix, NRT_INT64, S(0, 8));
+      nrt_launch l = nrt_test_launch(NRT_OP_INDEX_PUT, NRT_FLOAT32, 2, S(3, 2), 1, 2);
+      nrt_test_operand(&l, 0, x, NRT_FLOAT64, S(32, 0));
+      nrt_test_operand(&l, 1, v, NRT_FLOAT64, S(16, 8));
+      nrt_test_operand(&l, 2, ix, NRT_INT64, S(0, 8));
       l.compute_dtype = NRT_FLOAT64;
       l.params[0] = 1;
       l.aux[0] = 4;
       l.aux[1] = 8;
-      CHECK_OK(run(&l, r));
+      CHECK_OK(nrt_test_run(&l, r));
       const double want[12] = {1, 0, 2, 0, 3, 0, 4, 0, 5, 0, 6, 0};
       CHECK(memcmp(x, want, sizeof want) == 0);
     }
@@ -273,30 +221,30 @@ static void test_index_put_known(void) {
     {
       uint8_t b[3] = {1, 0, 0}, bv[3] = {1, 1, 1};
       int64_t ix[3] = {0, 1, 1};
-      nrt_launch l = mk(NRT_OP_INDEX_PUT, 1, S(3), 1, 2);
-      opnd(&l, 0, b, NRT_BOOL, S(0));
-      opnd(&l, 1, bv, NRT_BOOL, S(1));
-      opnd(&l, 2, ix, NRT_INT64, S(8));
+      nrt_launch l = nrt_test_launch(NRT_OP_INDEX_PUT, NRT_FLOAT32, 1, S(3), 1, 2);
+      nrt_test_operand(&l, 0, b, NRT_BOOL, S(0));
+      nrt_test_operand(&l, 1, bv, NRT_BOOL, S(1));
+      nrt_test_operand(&l, 2, ix, NRT_INT64, S(8));
       l.compute_dtype = NRT_BOOL;
       l.params[0] = 1;
       l.params[1] = 1;
       l.aux[0] = 3;
       l.aux[1] = 1;
-      CHECK_OK(run(&l, r));
+      CHECK_OK(nrt_test_run(&l, r));
       CHECK(b[0] == 1 && b[1] == 1 && b[2] == 0);
 
       int64_t s[2] = {1ll << 62, 0}, v[3] = {1, (1ll << 61) + 3, -5};
       int64_t jx[3] = {0, 0, 1};
-      l = mk(NRT_OP_INDEX_PUT, 1, S(3), 1, 2);
-      opnd(&l, 0, s, NRT_INT64, S(0));
-      opnd(&l, 1, v, NRT_INT64, S(8));
-      opnd(&l, 2, jx, NRT_INT64, S(8));
+      l = nrt_test_launch(NRT_OP_INDEX_PUT, NRT_FLOAT32, 1, S(3), 1, 2);
+      nrt_test_operand(&l, 0, s, NRT_INT64, S(0));
+      nrt_test_operand(&l, 1, v, NRT_INT64, S(8));
+      nrt_test_operand(&l, 2, jx, NRT_INT64, S(8));
       l.compute_dtype = NRT_INT64;
       l.params[0] = 1;
       l.params[1] = 1;
       l.aux[0] = 2;
       l.aux[1] = 8;
-      CHECK_OK(run(&l, r));
+      CHECK_OK(nrt_test_run(&l, r));
       CHECK(s[0] == (1ll << 62) + (1ll << 61) + 4 && s[1] == -5);
 
       /* torch: h = [1, 2] half; h.index_put_(([0,0,0],), [1e-3, 1e-3, 2048], True)
@@ -304,16 +252,16 @@ static void test_index_put_known(void) {
       uint16_t h[2] = {nrt_f32_to_f16(1), nrt_f32_to_f16(2)};
       uint16_t hv[3] = {nrt_f32_to_f16(1e-3f), nrt_f32_to_f16(1e-3f), nrt_f32_to_f16(2048)};
       int64_t kx[3] = {0, 0, 0};
-      l = mk(NRT_OP_INDEX_PUT, 1, S(3), 1, 2);
-      opnd(&l, 0, h, NRT_FLOAT16, S(0));
-      opnd(&l, 1, hv, NRT_FLOAT16, S(2));
-      opnd(&l, 2, kx, NRT_INT64, S(8));
+      l = nrt_test_launch(NRT_OP_INDEX_PUT, NRT_FLOAT32, 1, S(3), 1, 2);
+      nrt_test_operand(&l, 0, h, NRT_FLOAT16, S(0));
+      nrt_test_operand(&l, 1, hv, NRT_FLOAT16, S(2));
+      nrt_test_operand(&l, 2, kx, NRT_INT64, S(8));
       l.compute_dtype = NRT_FLOAT16;
       l.params[0] = 1;
       l.params[1] = 1;
       l.aux[0] = 2;
       l.aux[1] = 2;
-      CHECK_OK(run(&l, r));
+      CHECK_OK(nrt_test_run(&l, r));
       CHECK(h[0] == 26625 && h[1] == 16384);
     }
   }
@@ -326,16 +274,16 @@ static void test_index_fast_vs_reference(void) {
   const nrt_dtype dts[] = {NRT_FLOAT32, NRT_BFLOAT16, NRT_INT8, NRT_FLOAT64, NRT_INT64};
   int64_t *idx = malloc(N * sizeof *idx);
   int32_t *idx32 = malloc(N * sizeof *idx32);
-  for (int i = 0; i < N; i++) idx32[i] = (int32_t)(idx[i] = rnd_range(-V, V));
+  for (int i = 0; i < N; i++) idx32[i] = (int32_t)(idx[i] = nrt_test_rand_range(-V, V));
   int failures = 0;
   for (size_t t = 0; t < sizeof dts / sizeof dts[0]; t++) {
     nrt_dtype dt = dts[t];
     int64_t es = (int64_t)nrt_dtype_size(dt);
     char *src = malloc((size_t)(V * D * es)), *out[2], *put[2];
-    for (int64_t i = 0; i < V * D * es; i++) src[i] = (char)rnd();
+    for (int64_t i = 0; i < V * D * es; i++) src[i] = (char)nrt_test_rand_u64();
     if (dt == NRT_FLOAT32 || dt == NRT_FLOAT64 || dt == NRT_BFLOAT16) /* finite values for the sums */
       for (int64_t i = 0; i < V * D; i++) {
-        double v = (double)rnd_range(-1000, 1000) / 64;
+        double v = (double)nrt_test_rand_range(-1000, 1000) / 64;
         nrt_ref_store_f64(src + i * es, dt, v);
       }
     for (int r = 0; r < 2; r++) {
@@ -345,22 +293,22 @@ static void test_index_fast_vs_reference(void) {
     }
     for (int transposed = 0; transposed < 2; transposed++) {
       for (int r = 0; r < 2; r++) {
-        nrt_launch l = mk(NRT_OP_INDEX_GATHER, 2, S(N, D), 1, 2);
-        opnd(&l, 0, out[r], dt, transposed ? S(es, N * es) : S(D * es, es));
-        opnd(&l, 1, src, dt, S(0, es));
-        if (transposed) opnd(&l, 2, idx32, NRT_INT32, S(4, 0));
-        else opnd(&l, 2, idx, NRT_INT64, S(8, 0));
+        nrt_launch l = nrt_test_launch(NRT_OP_INDEX_GATHER, NRT_FLOAT32, 2, S(N, D), 1, 2);
+        nrt_test_operand(&l, 0, out[r], dt, transposed ? S(es, N * es) : S(D * es, es));
+        nrt_test_operand(&l, 1, src, dt, S(0, es));
+        if (transposed) nrt_test_operand(&l, 2, idx32, NRT_INT32, S(4, 0));
+        else nrt_test_operand(&l, 2, idx, NRT_INT64, S(8, 0));
         l.compute_dtype = dt;
         l.params[0] = 1;
         l.aux[0] = V;
         l.aux[1] = D * es;
-        CHECK_OK(run(&l, r));
+        CHECK_OK(nrt_test_run(&l, r));
         /* accumulate out (as grad) back into put[r] at the same rows */
         l.op = NRT_OP_INDEX_PUT;
         l.params[1] = 1;
-        opnd(&l, 0, put[r], dt, S(0, es));
-        opnd(&l, 1, out[r], dt, transposed ? S(es, N * es) : S(D * es, es));
-        CHECK_OK(run(&l, r));
+        nrt_test_operand(&l, 0, put[r], dt, S(0, es));
+        nrt_test_operand(&l, 1, out[r], dt, transposed ? S(es, N * es) : S(D * es, es));
+        CHECK_OK(nrt_test_run(&l, r));
       }
       failures += memcmp(out[0], out[1], (size_t)(N * D * es)) != 0;
       failures += memcmp(put[0], put[1], (size_t)(V * D * es)) != 0;
@@ -386,22 +334,22 @@ static void test_index_fast_vs_reference(void) {
   for (int i = 0; i < A * B * C; i++) src[i] = (float)i;
   int64_t *i0 = malloc(2 * M * sizeof *i0), *i1 = malloc(M * sizeof *i1);
   for (int i = 0; i < M; i++) {
-    i0[2 * i] = rnd_range(-A, A);
-    i1[i] = rnd_range(-B, B);
+    i0[2 * i] = nrt_test_rand_range(-A, A);
+    i1[i] = nrt_test_rand_range(-B, B);
   }
   for (int r = 0; r < 2; r++) {
     o[r] = malloc(M * C * sizeof *o[r]);
-    nrt_launch l = mk(NRT_OP_INDEX_GATHER, 2, S(M, C), 1, 3);
-    opnd(&l, 0, o[r], NRT_FLOAT32, S(C * 4, 4));
-    opnd(&l, 1, src, NRT_FLOAT32, S(0, 4));
-    opnd(&l, 2, i0, NRT_INT64, S(16, 0));
-    opnd(&l, 3, i1, NRT_INT64, S(8, 0));
+    nrt_launch l = nrt_test_launch(NRT_OP_INDEX_GATHER, NRT_FLOAT32, 2, S(M, C), 1, 3);
+    nrt_test_operand(&l, 0, o[r], NRT_FLOAT32, S(C * 4, 4));
+    nrt_test_operand(&l, 1, src, NRT_FLOAT32, S(0, 4));
+    nrt_test_operand(&l, 2, i0, NRT_INT64, S(16, 0));
+    nrt_test_operand(&l, 3, i1, NRT_INT64, S(8, 0));
     l.params[0] = 2;
     l.aux[0] = A;
     l.aux[1] = B * C * 4;
     l.aux[2] = B;
     l.aux[3] = C * 4;
-    CHECK_OK(run(&l, r));
+    CHECK_OK(nrt_test_run(&l, r));
   }
   CHECK(memcmp(o[0], o[1], M * C * sizeof(float)) == 0);
   int bad = 0;
@@ -428,31 +376,31 @@ static void test_gather_known(void) {
     int64_t t[4] = {1, 2, 3, 4}, idx[4] = {0, 0, 1, 0}, out[4];
     int32_t idx32[4] = {0, 0, 1, 0};
     for (int w = 0; w < 2; w++) {
-      nrt_launch l = mk(NRT_OP_GATHER, 2, S(2, 2), 1, 2);
-      opnd(&l, 0, out, NRT_INT64, S(16, 8));
-      opnd(&l, 1, t, NRT_INT64, S(16, 0));
-      if (w == 0) opnd(&l, 2, idx, NRT_INT64, S(16, 8));
-      else opnd(&l, 2, idx32, NRT_INT32, S(8, 4));
+      nrt_launch l = nrt_test_launch(NRT_OP_GATHER, NRT_FLOAT32, 2, S(2, 2), 1, 2);
+      nrt_test_operand(&l, 0, out, NRT_INT64, S(16, 8));
+      nrt_test_operand(&l, 1, t, NRT_INT64, S(16, 0));
+      if (w == 0) nrt_test_operand(&l, 2, idx, NRT_INT64, S(16, 8));
+      else nrt_test_operand(&l, 2, idx32, NRT_INT32, S(8, 4));
       l.compute_dtype = NRT_INT64;
       l.aux[0] = 2;
       l.aux[1] = 8;
       l.aux[2] = 1; /* dim, for the message */
-      CHECK_OK(run(&l, r));
+      CHECK_OK(nrt_test_run(&l, r));
       CHECK(out[0] == 1 && out[1] == 1 && out[2] == 4 && out[3] == 3);
     }
     /* PyTorch's gather does not wrap negative indices */
-    nrt_launch l = mk(NRT_OP_GATHER, 2, S(2, 2), 1, 2);
-    opnd(&l, 0, out, NRT_INT64, S(16, 8));
-    opnd(&l, 1, t, NRT_INT64, S(16, 0));
-    opnd(&l, 2, idx, NRT_INT64, S(16, 8));
+    nrt_launch l = nrt_test_launch(NRT_OP_GATHER, NRT_FLOAT32, 2, S(2, 2), 1, 2);
+    nrt_test_operand(&l, 0, out, NRT_INT64, S(16, 8));
+    nrt_test_operand(&l, 1, t, NRT_INT64, S(16, 0));
+    nrt_test_operand(&l, 2, idx, NRT_INT64, S(16, 8));
     l.aux[0] = 2;
     l.aux[1] = 8;
     l.aux[2] = 1;
     idx[2] = -1;
-    CHECK_STATUS(run(&l, r), NRT_ERROR_INVALID_ARGUMENT);
+    CHECK_STATUS(nrt_test_run(&l, r), NRT_ERROR_INVALID_ARGUMENT);
     CHECK_MSG("index -1 is out of bounds for dimension 1 with size 2");
     idx[2] = 2;
-    CHECK_STATUS(run(&l, r), NRT_ERROR_INVALID_ARGUMENT);
+    CHECK_STATUS(nrt_test_run(&l, r), NRT_ERROR_INVALID_ARGUMENT);
     CHECK_MSG("index 2 is out of bounds for dimension 1 with size 2");
     idx[2] = 1;
   }
@@ -466,30 +414,30 @@ static void test_gather_fast_vs_reference(void) {
   uint16_t *hsrc = malloc(R * C * sizeof *hsrc), *hout[2];
   int64_t *idx0 = malloc(R2 * C * sizeof *idx0), *idx1 = malloc(R * C * sizeof *idx1);
   for (int i = 0; i < R * C; i++) {
-    uint64_t b = rnd();
+    uint64_t b = nrt_test_rand_u64();
     memcpy(&src[i], &b, 8);
-    hsrc[i] = (uint16_t)rnd();
-    idx1[i] = rnd_range(0, C);
+    hsrc[i] = (uint16_t)nrt_test_rand_u64();
+    idx1[i] = nrt_test_rand_range(0, C);
   }
-  for (int i = 0; i < R2 * C; i++) idx0[i] = rnd_range(0, R);
+  for (int i = 0; i < R2 * C; i++) idx0[i] = nrt_test_rand_range(0, R);
   for (int r = 0; r < 2; r++) {
     out[r] = malloc(R2 * C * sizeof *out[r]);
     hout[r] = malloc(R * C * sizeof *hout[r]);
-    nrt_launch l = mk(NRT_OP_GATHER, 2, S(R2, C), 1, 2);
-    opnd(&l, 0, out[r], NRT_FLOAT64, S(C * 8, 8));
-    opnd(&l, 1, src, NRT_FLOAT64, S(0, 8));
-    opnd(&l, 2, idx0, NRT_INT64, S(C * 8, 8));
+    nrt_launch l = nrt_test_launch(NRT_OP_GATHER, NRT_FLOAT32, 2, S(R2, C), 1, 2);
+    nrt_test_operand(&l, 0, out[r], NRT_FLOAT64, S(C * 8, 8));
+    nrt_test_operand(&l, 1, src, NRT_FLOAT64, S(0, 8));
+    nrt_test_operand(&l, 2, idx0, NRT_INT64, S(C * 8, 8));
     l.aux[0] = R;
     l.aux[1] = C * 8;
-    CHECK_OK(run(&l, r));
-    l = mk(NRT_OP_GATHER, 2, S(R, C), 1, 2);
-    opnd(&l, 0, hout[r], NRT_BFLOAT16, S(2, R * 2));
-    opnd(&l, 1, hsrc, NRT_BFLOAT16, S(C * 2, 0));
-    opnd(&l, 2, idx1, NRT_INT64, S(C * 8, 8));
+    CHECK_OK(nrt_test_run(&l, r));
+    l = nrt_test_launch(NRT_OP_GATHER, NRT_FLOAT32, 2, S(R, C), 1, 2);
+    nrt_test_operand(&l, 0, hout[r], NRT_BFLOAT16, S(2, R * 2));
+    nrt_test_operand(&l, 1, hsrc, NRT_BFLOAT16, S(C * 2, 0));
+    nrt_test_operand(&l, 2, idx1, NRT_INT64, S(C * 8, 8));
     l.aux[0] = C;
     l.aux[1] = 2;
     l.aux[2] = 1;
-    CHECK_OK(run(&l, r));
+    CHECK_OK(nrt_test_run(&l, r));
   }
   CHECK(memcmp(out[0], out[1], R2 * C * 8) == 0);
   CHECK(memcmp(hout[0], hout[1], R * C * 2) == 0);
@@ -503,13 +451,13 @@ static void test_gather_fast_vs_reference(void) {
   idx0[R2 * C - 7] = R;
   idx0[R2 * C / 2] = -2;
   for (int r = 0; r < 2; r++) {
-    nrt_launch l = mk(NRT_OP_GATHER, 2, S(R2, C), 1, 2);
-    opnd(&l, 0, out[r], NRT_FLOAT64, S(C * 8, 8));
-    opnd(&l, 1, src, NRT_FLOAT64, S(0, 8));
-    opnd(&l, 2, idx0, NRT_INT64, S(C * 8, 8));
+    nrt_launch l = nrt_test_launch(NRT_OP_GATHER, NRT_FLOAT32, 2, S(R2, C), 1, 2);
+    nrt_test_operand(&l, 0, out[r], NRT_FLOAT64, S(C * 8, 8));
+    nrt_test_operand(&l, 1, src, NRT_FLOAT64, S(0, 8));
+    nrt_test_operand(&l, 2, idx0, NRT_INT64, S(C * 8, 8));
     l.aux[0] = R;
     l.aux[1] = C * 8;
-    CHECK_STATUS(run(&l, r), NRT_ERROR_INVALID_ARGUMENT);
+    CHECK_STATUS(nrt_test_run(&l, r), NRT_ERROR_INVALID_ARGUMENT);
     CHECK_MSG("index -2 is out of bounds for dimension 0 with size 300");
   }
   for (int r = 0; r < 2; r++) {
@@ -526,15 +474,15 @@ static void test_gather_fast_vs_reference(void) {
 static nrt_status scatter1(void *self, nrt_dtype dt, int64_t n, const int64_t *idx, void *src, int64_t m,
                            int red, int reference) {
   int64_t es = (int64_t)nrt_dtype_size(dt);
-  nrt_launch l = mk(NRT_OP_SCATTER, 1, S(m), 1, 2);
-  opnd(&l, 0, self, dt, S(0));
-  opnd(&l, 1, (void *)idx, NRT_INT64, S(8));
-  opnd(&l, 2, src, dt, S(es));
+  nrt_launch l = nrt_test_launch(NRT_OP_SCATTER, NRT_FLOAT32, 1, S(m), 1, 2);
+  nrt_test_operand(&l, 0, self, dt, S(0));
+  nrt_test_operand(&l, 1, (void *)idx, NRT_INT64, S(8));
+  nrt_test_operand(&l, 2, src, dt, S(es));
   l.compute_dtype = dt;
   l.params[0] = red;
   l.aux[0] = n;
   l.aux[1] = es;
-  return run(&l, reference);
+  return nrt_test_run(&l, reference);
 }
 
 static void test_scatter_known(void) {
@@ -544,13 +492,13 @@ static void test_scatter_known(void) {
     float self[15] = {0}, src[10];
     for (int i = 0; i < 10; i++) src[i] = (float)(i + 1);
     int64_t idx[4] = {0, 1, 2, 0};
-    nrt_launch l = mk(NRT_OP_SCATTER, 2, S(1, 4), 1, 2);
-    opnd(&l, 0, self, NRT_FLOAT32, S(0, 4));
-    opnd(&l, 1, idx, NRT_INT64, S(32, 8));
-    opnd(&l, 2, src, NRT_FLOAT32, S(20, 4));
+    nrt_launch l = nrt_test_launch(NRT_OP_SCATTER, NRT_FLOAT32, 2, S(1, 4), 1, 2);
+    nrt_test_operand(&l, 0, self, NRT_FLOAT32, S(0, 4));
+    nrt_test_operand(&l, 1, idx, NRT_INT64, S(32, 8));
+    nrt_test_operand(&l, 2, src, NRT_FLOAT32, S(20, 4));
     l.aux[0] = 3;
     l.aux[1] = 20;
-    CHECK_OK(run(&l, r));
+    CHECK_OK(nrt_test_run(&l, r));
     const float want[15] = {1, 0, 0, 4, 0, 0, 2, 0, 0, 0, 0, 0, 3, 0, 0};
     CHECK(floats_eq(self, want, 15));
 
@@ -598,16 +546,16 @@ static void test_scatter_known(void) {
     CHECK(dbl[0] == 0.1 && dbl[1] == 1e300);
     /* scalar source (p1): s0 in the compute domain */
     int64_t sc[4] = {0, 0, 0, 0}, dummy = 0, sci[2] = {3, 1};
-    nrt_launch ls = mk(NRT_OP_SCATTER, 1, S(2), 1, 2);
-    opnd(&ls, 0, sc, NRT_INT64, S(0));
-    opnd(&ls, 1, sci, NRT_INT64, S(8));
-    opnd(&ls, 2, &dummy, NRT_INT64, S(0));
+    nrt_launch ls = nrt_test_launch(NRT_OP_SCATTER, NRT_FLOAT32, 1, S(2), 1, 2);
+    nrt_test_operand(&ls, 0, sc, NRT_INT64, S(0));
+    nrt_test_operand(&ls, 1, sci, NRT_INT64, S(8));
+    nrt_test_operand(&ls, 2, &dummy, NRT_INT64, S(0));
     ls.compute_dtype = NRT_INT64;
     ls.params[1] = 1;
     ls.scalars[0].i = 7;
     ls.aux[0] = 4;
     ls.aux[1] = 8;
-    CHECK_OK(run(&ls, r));
+    CHECK_OK(nrt_test_run(&ls, r));
     CHECK(sc[0] == 0 && sc[1] == 7 && sc[2] == 0 && sc[3] == 7);
     /* errors: no wrap of negatives; the dim comes from aux[2] */
     int64_t bi[2] = {0, -1};
@@ -626,27 +574,27 @@ static void test_scatter_fast_vs_reference(void) {
   enum { R = 64, C = 50, M = 300 };
   const nrt_dtype dts[] = {NRT_FLOAT32, NRT_BFLOAT16, NRT_INT32};
   int64_t *idx = malloc(R * M * sizeof *idx);
-  for (int i = 0; i < R * M; i++) idx[i] = rnd_range(0, C);
+  for (int i = 0; i < R * M; i++) idx[i] = nrt_test_rand_range(0, C);
   int bad = 0;
   for (size_t t = 0; t < sizeof dts / sizeof dts[0]; t++) {
     for (int red = 0; red <= 5; red++) {
       nrt_dtype dt = dts[t];
       int64_t es = (int64_t)nrt_dtype_size(dt);
       char *src = malloc((size_t)(R * M * es)), *self[2];
-      for (int i = 0; i < R * M; i++) nrt_ref_store_f64(src + i * es, dt, (double)rnd_range(-64, 64) / 16);
+      for (int i = 0; i < R * M; i++) nrt_ref_store_f64(src + i * es, dt, (double)nrt_test_rand_range(-64, 64) / 16);
       for (int r = 0; r < 2; r++) {
         self[r] = malloc((size_t)(R * C * es));
         for (int i = 0; i < R * C; i++) nrt_ref_store_f64(self[r] + i * es, dt, (double)(i % 7) / 4);
-        nrt_launch l = mk(NRT_OP_SCATTER, 2, S(R, M), 1, 2);
-        opnd(&l, 0, self[r], dt, S(C * es, 0));
-        opnd(&l, 1, idx, NRT_INT64, S(M * 8, 8));
-        opnd(&l, 2, src, dt, S(M * es, es));
+        nrt_launch l = nrt_test_launch(NRT_OP_SCATTER, NRT_FLOAT32, 2, S(R, M), 1, 2);
+        nrt_test_operand(&l, 0, self[r], dt, S(C * es, 0));
+        nrt_test_operand(&l, 1, idx, NRT_INT64, S(M * 8, 8));
+        nrt_test_operand(&l, 2, src, dt, S(M * es, es));
         l.compute_dtype = dt;
         l.params[0] = red;
         l.aux[0] = C;
         l.aux[1] = es;
         l.aux[2] = 1;
-        CHECK_OK(run(&l, r));
+        CHECK_OK(nrt_test_run(&l, r));
       }
       bad += memcmp(self[0], self[1], (size_t)(R * C * es)) != 0;
       free(self[0]);
@@ -665,50 +613,51 @@ static void test_nonzero(void) {
   float x[6] = {0, 1.5f, -0.0f, nan, 0, 2};
   for (int r = 0; r < 2; r++) {
     int64_t out[6] = {-9, -9, -9, -9, -9, -9};
-    nrt_launch l = mk(NRT_OP_NONZERO, 2, S(2, 3), 1, 1);
-    opnd(&l, 0, out, NRT_INT64, S(16, 8));
-    opnd(&l, 1, x, NRT_FLOAT32, S(12, 4));
+    nrt_launch l = nrt_test_launch(NRT_OP_NONZERO, NRT_FLOAT32, 2, S(2, 3), 1, 1);
+    nrt_test_operand(&l, 0, out, NRT_INT64, S(16, 8));
+    nrt_test_operand(&l, 1, x, NRT_FLOAT32, S(12, 4));
     l.params[0] = 3;
-    CHECK_OK(run(&l, r));
+    CHECK_OK(nrt_test_run(&l, r));
     const int64_t want[6] = {0, 1, 1, 0, 1, 2};
     CHECK(memcmp(out, want, sizeof want) == 0);
     /* the transposed view [[0, nan], [1.5, 0], [-0, 2]] */
     l.sizes[0] = 3;
     l.sizes[1] = 2;
-    opnd(&l, 1, x, NRT_FLOAT32, S(4, 12));
-    CHECK_OK(run(&l, r));
+    nrt_test_operand(&l, 1, x, NRT_FLOAT32, S(4, 12));
+    CHECK_OK(nrt_test_run(&l, r));
     const int64_t want_t[6] = {0, 1, 1, 0, 2, 1};
     CHECK(memcmp(out, want_t, sizeof want_t) == 0);
     /* the count differs from p0: an error, and nothing past p0 rows written */
     int64_t *small = malloc(2 * 2 * sizeof *small);
-    opnd(&l, 0, small, NRT_INT64, S(16, 8));
+    nrt_test_operand(&l, 0, small, NRT_INT64, S(16, 8));
     l.params[0] = 2;
-    CHECK_STATUS(run(&l, r), NRT_ERROR_INVALID_ARGUMENT);
+    CHECK_STATUS(nrt_test_run(&l, r), NRT_ERROR_INVALID_ARGUMENT);
     CHECK_PREFIX("nonzero: input changed");
     free(small);
     /* 0-d input: no coordinates, only the count */
-    nrt_launch l0 = mk(NRT_OP_NONZERO, 0, S(0), 1, 1);
-    opnd(&l0, 0, out, NRT_INT64, S(0));
-    opnd(&l0, 1, &x[1], NRT_FLOAT32, S(0));
+    nrt_launch l0 = nrt_test_launch(NRT_OP_NONZERO, NRT_FLOAT32, 0, S(0), 1, 1);
+    nrt_test_operand(&l0, 0, out, NRT_INT64, S(0));
+    nrt_test_operand(&l0, 1, &x[1], NRT_FLOAT32, S(0));
     l0.params[0] = 1;
-    CHECK_OK(run(&l0, r));
+    CHECK_OK(nrt_test_run(&l0, r));
     l0.params[0] = 0;
-    CHECK_STATUS(run(&l0, r), NRT_ERROR_INVALID_ARGUMENT);
+    CHECK_STATUS(nrt_test_run(&l0, r), NRT_ERROR_INVALID_ARGUMENT);
   }
   /* large 3-D uint8 input with a strided last dim: parallel blocks */
   enum { A = 37, B = 41, C = 53 };
   uint8_t *in = malloc(A * B * C * 2);
   int64_t count = 0;
-  for (int i = 0; i < A * B * C * 2; i++) in[i] = (uint8_t)(rnd() % 5 == 0 ? (rnd() % 255) + 1 : 0);
+  for (int i = 0; i < A * B * C * 2; i++)
+    in[i] = (uint8_t)(nrt_test_rand_u64() % 5 == 0 ? (nrt_test_rand_u64() % 255) + 1 : 0);
   for (int i = 0; i < A * B * C; i++) count += in[2 * i] != 0;
   int64_t *out[2];
   for (int r = 0; r < 2; r++) {
     out[r] = malloc((size_t)count * 3 * sizeof *out[r]);
-    nrt_launch l = mk(NRT_OP_NONZERO, 3, S(A, B, C), 1, 1);
-    opnd(&l, 0, out[r], NRT_INT64, S(24, 8, 0)); /* row, coordinate strides */
-    opnd(&l, 1, in, NRT_UINT8, S(B * C * 2, C * 2, 2));
+    nrt_launch l = nrt_test_launch(NRT_OP_NONZERO, NRT_FLOAT32, 3, S(A, B, C), 1, 1);
+    nrt_test_operand(&l, 0, out[r], NRT_INT64, S(24, 8, 0)); /* row, coordinate strides */
+    nrt_test_operand(&l, 1, in, NRT_UINT8, S(B * C * 2, C * 2, 2));
     l.params[0] = count;
-    CHECK_OK(run(&l, r));
+    CHECK_OK(nrt_test_run(&l, r));
   }
   CHECK(memcmp(out[0], out[1], (size_t)count * 24) == 0);
   int bad = 0;
@@ -728,30 +677,30 @@ static void test_nonzero(void) {
 static void test_arange(void) {
   for (int r = 0; r < 2; r++) {
     float f[100];
-    nrt_launch l = mk(NRT_OP_ARANGE, 1, S(100), 1, 0);
-    opnd(&l, 0, f, NRT_FLOAT32, S(4));
+    nrt_launch l = nrt_test_launch(NRT_OP_ARANGE, NRT_FLOAT32, 1, S(100), 1, 0);
+    nrt_test_operand(&l, 0, f, NRT_FLOAT32, S(4));
     l.scalars[0].f = -1.5;
     l.scalars[1].f = 0.25;
-    CHECK_OK(run(&l, r));
+    CHECK_OK(nrt_test_run(&l, r));
     int bad = 0;
     for (int i = 0; i < 100; i++) bad += f[i] != -1.5f + 0.25f * (float)i;
     CHECK(bad == 0);
     /* int64: exact far beyond float range */
     int64_t q[7];
-    l = mk(NRT_OP_ARANGE, 1, S(7), 1, 0);
-    opnd(&l, 0, q, NRT_INT64, S(8));
+    l = nrt_test_launch(NRT_OP_ARANGE, NRT_FLOAT32, 1, S(7), 1, 0);
+    nrt_test_operand(&l, 0, q, NRT_INT64, S(8));
     l.compute_dtype = NRT_INT64;
     l.scalars[0].i = (1ll << 60) + 1;
     l.scalars[1].i = -3;
-    CHECK_OK(run(&l, r));
+    CHECK_OK(nrt_test_run(&l, r));
     for (int i = 0; i < 7; i++) CHECK(q[i] == (1ll << 60) + 1 - 3 * i);
     /* float64: start + i * step in double */
     double d[5];
-    l = mk(NRT_OP_ARANGE, 1, S(5), 1, 0);
-    opnd(&l, 0, d, NRT_FLOAT64, S(8));
+    l = nrt_test_launch(NRT_OP_ARANGE, NRT_FLOAT32, 1, S(5), 1, 0);
+    nrt_test_operand(&l, 0, d, NRT_FLOAT64, S(8));
     l.scalars[0].f = 0.1;
     l.scalars[1].f = 0.2;
-    CHECK_OK(run(&l, r));
+    CHECK_OK(nrt_test_run(&l, r));
     for (int i = 0; i < 5; i++) CHECK(d[i] == 0.1 + (double)i * 0.2);
   }
   /* strided bfloat16 and int16 outputs, fast == reference */
@@ -760,8 +709,8 @@ static void test_arange(void) {
   for (int t = 0; t < 2; t++) {
     for (int r = 0; r < 2; r++) {
       o[r] = calloc(2 * N, 2);
-      nrt_launch l = mk(NRT_OP_ARANGE, 1, S(N), 1, 0);
-      opnd(&l, 0, o[r], t ? NRT_INT16 : NRT_BFLOAT16, S(4));
+      nrt_launch l = nrt_test_launch(NRT_OP_ARANGE, NRT_FLOAT32, 1, S(N), 1, 0);
+      nrt_test_operand(&l, 0, o[r], t ? NRT_INT16 : NRT_BFLOAT16, S(4));
       l.compute_dtype = t ? NRT_INT16 : NRT_BFLOAT16;
       if (t) {
         l.scalars[0].i = -5;
@@ -770,7 +719,7 @@ static void test_arange(void) {
         l.scalars[0].f = -3.3;
         l.scalars[1].f = 0.01;
       }
-      CHECK_OK(run(&l, r));
+      CHECK_OK(nrt_test_run(&l, r));
     }
     CHECK(memcmp(o[0], o[1], 4 * N) == 0);
     CHECK(o[0][1] == 0 && o[0][2 * N - 1] == 0); /* the gaps stay untouched */
@@ -817,13 +766,13 @@ static void test_linspace(void) {
       const lin_case *lc = &cases[c];
       int64_t es = (int64_t)nrt_dtype_size(lc->dt);
       char *out = malloc((size_t)(lc->n * es));
-      nrt_launch l = mk(NRT_OP_LINSPACE, 1, S(lc->n), 1, 0);
-      opnd(&l, 0, out, lc->dt, S(es));
+      nrt_launch l = nrt_test_launch(NRT_OP_LINSPACE, NRT_FLOAT32, 1, S(lc->n), 1, 0);
+      nrt_test_operand(&l, 0, out, lc->dt, S(es));
       l.compute_dtype = lc->dt;
       l.scalars[0].f = lc->a;
       l.scalars[1].f = (lc->b - lc->a) / (double)(lc->n - 1);
       l.scalars[2].f = lc->b;
-      CHECK_OK(run(&l, r));
+      CHECK_OK(nrt_test_run(&l, r));
       int bad = 0;
       for (int k = 0; k < 12; k++) {
         int64_t i = lc->at[k][0], got = 0;
@@ -841,20 +790,20 @@ static void test_linspace(void) {
     }
     /* integer output: torch.linspace(0, 10, 4, dtype=int64) = [0, 3, 6, 10] */
     int64_t q[4];
-    nrt_launch l = mk(NRT_OP_LINSPACE, 1, S(4), 1, 0);
-    opnd(&l, 0, q, NRT_INT64, S(8));
+    nrt_launch l = nrt_test_launch(NRT_OP_LINSPACE, NRT_FLOAT32, 1, S(4), 1, 0);
+    nrt_test_operand(&l, 0, q, NRT_INT64, S(8));
     l.compute_dtype = NRT_INT64;
     l.scalars[0].i = 0;
     l.scalars[2].i = 10;
-    CHECK_OK(run(&l, r));
+    CHECK_OK(nrt_test_run(&l, r));
     CHECK(q[0] == 0 && q[1] == 3 && q[2] == 6 && q[3] == 10);
     /* one step: the start */
     float one;
-    l = mk(NRT_OP_LINSPACE, 1, S(1), 1, 0);
-    opnd(&l, 0, &one, NRT_FLOAT32, S(4));
+    l = nrt_test_launch(NRT_OP_LINSPACE, NRT_FLOAT32, 1, S(1), 1, 0);
+    nrt_test_operand(&l, 0, &one, NRT_FLOAT32, S(4));
     l.scalars[0].f = 2.5;
     l.scalars[2].f = 7;
-    CHECK_OK(run(&l, r));
+    CHECK_OK(nrt_test_run(&l, r));
     CHECK(one == 2.5f);
   }
 }
@@ -883,13 +832,13 @@ static void test_triangle(void) {
     for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
       int64_t out[12];
       memset(out, 0x55, sizeof out);
-      nrt_launch l = mk(NRT_OP_TRIANGLE, 2, S(3, 4), 1, 1);
-      opnd(&l, 0, out, NRT_INT64, S(32, 8));
-      opnd(&l, 1, x, NRT_INT64, S(32, 8));
+      nrt_launch l = nrt_test_launch(NRT_OP_TRIANGLE, NRT_FLOAT32, 2, S(3, 4), 1, 1);
+      nrt_test_operand(&l, 0, out, NRT_INT64, S(32, 8));
+      nrt_test_operand(&l, 1, x, NRT_INT64, S(32, 8));
       l.compute_dtype = NRT_INT64;
       l.params[0] = cases[c].upper;
       l.params[1] = cases[c].diag;
-      CHECK_OK(run(&l, r));
+      CHECK_OK(nrt_test_run(&l, r));
       if (memcmp(out, cases[c].want, sizeof out) != 0) {
         fprintf(stderr, "triangle case %zu (reference %d) wrong\n", c, r);
         nrt_test_failures++;
@@ -907,15 +856,15 @@ static void test_triangle(void) {
         ip[r] = malloc(B * R * C * sizeof *ip[r]);
         memcpy(ip[r], in, B * R * C * sizeof *in);
         /* in viewed as [B][R][C] with R and C swapped in memory */
-        nrt_launch l = mk(NRT_OP_TRIANGLE, 3, S(B, R, C), 1, 1);
-        opnd(&l, 0, o[r], NRT_FLOAT32, S(R * C * 4, C * 4, 4));
-        opnd(&l, 1, in, NRT_FLOAT32, S(R * C * 4, 4, R * 4));
+        nrt_launch l = nrt_test_launch(NRT_OP_TRIANGLE, NRT_FLOAT32, 3, S(B, R, C), 1, 1);
+        nrt_test_operand(&l, 0, o[r], NRT_FLOAT32, S(R * C * 4, C * 4, 4));
+        nrt_test_operand(&l, 1, in, NRT_FLOAT32, S(R * C * 4, 4, R * 4));
         l.params[0] = upper;
         l.params[1] = diag;
-        CHECK_OK(run(&l, r));
-        opnd(&l, 0, ip[r], NRT_FLOAT32, S(R * C * 4, C * 4, 4));
-        opnd(&l, 1, ip[r], NRT_FLOAT32, S(R * C * 4, C * 4, 4));
-        CHECK_OK(run(&l, r));
+        CHECK_OK(nrt_test_run(&l, r));
+        nrt_test_operand(&l, 0, ip[r], NRT_FLOAT32, S(R * C * 4, C * 4, 4));
+        nrt_test_operand(&l, 1, ip[r], NRT_FLOAT32, S(R * C * 4, C * 4, 4));
+        CHECK_OK(nrt_test_run(&l, r));
       }
       CHECK(memcmp(o[0], o[1], B * R * C * 4) == 0);
       CHECK(memcmp(ip[0], ip[1], B * R * C * 4) == 0);
@@ -937,10 +886,10 @@ static void test_triangle(void) {
     }
   /* ndim < 2 is refused */
   float one = 1;
-  nrt_launch l = mk(NRT_OP_TRIANGLE, 1, S(1), 1, 1);
-  opnd(&l, 0, &one, NRT_FLOAT32, S(4));
-  opnd(&l, 1, &one, NRT_FLOAT32, S(4));
-  CHECK_STATUS(run(&l, 0), NRT_ERROR_INVALID_ARGUMENT);
+  nrt_launch l = nrt_test_launch(NRT_OP_TRIANGLE, NRT_FLOAT32, 1, S(1), 1, 1);
+  nrt_test_operand(&l, 0, &one, NRT_FLOAT32, S(4));
+  nrt_test_operand(&l, 1, &one, NRT_FLOAT32, S(4));
+  CHECK_STATUS(nrt_test_run(&l, 0), NRT_ERROR_INVALID_ARGUMENT);
 }
 
 /* ---- SORT ------------------------------------------------------------------------------------ */
@@ -948,10 +897,10 @@ static void test_triangle(void) {
 static nrt_launch sort_launch(void *vals, void *idx, void *in, nrt_dtype dt, int64_t rows, int64_t n,
                               bool desc) {
   int64_t es = (int64_t)nrt_dtype_size(dt);
-  nrt_launch l = mk(NRT_OP_SORT, 2, S(rows, n), 2, 1);
-  opnd(&l, 0, vals, dt, S(n * es, es));
-  opnd(&l, 1, idx, NRT_INT64, S(n * 8, 8));
-  opnd(&l, 2, in, dt, S(n * es, es));
+  nrt_launch l = nrt_test_launch(NRT_OP_SORT, NRT_FLOAT32, 2, S(rows, n), 2, 1);
+  nrt_test_operand(&l, 0, vals, dt, S(n * es, es));
+  nrt_test_operand(&l, 1, idx, NRT_INT64, S(n * 8, 8));
+  nrt_test_operand(&l, 2, in, dt, S(n * es, es));
   l.compute_dtype = dt;
   l.params[0] = desc;
   return l;
@@ -968,7 +917,7 @@ static void test_sort_known(void) {
       float v[8];
       int64_t ix[8];
       nrt_launch l = sort_launch(v, ix, (void *)x, NRT_FLOAT32, 1, 8, desc);
-      CHECK_OK(run(&l, r));
+      CHECK_OK(nrt_test_run(&l, r));
       const int64_t *want = desc ? want_desc : want_asc;
       CHECK(memcmp(ix, want, sizeof ix) == 0);
       for (int i = 0; i < 8; i++) CHECK(memcmp(&v[i], &x[want[i]], 4) == 0); /* -0.0 stays -0.0 */
@@ -976,7 +925,7 @@ static void test_sort_known(void) {
       float y[8];
       memcpy(y, x, sizeof y);
       l = sort_launch(y, ix, y, NRT_FLOAT32, 1, 8, desc);
-      CHECK_OK(run(&l, r));
+      CHECK_OK(nrt_test_run(&l, r));
       CHECK(memcmp(ix, want, sizeof ix) == 0);
       for (int i = 0; i < 8; i++) CHECK(memcmp(&y[i], &x[want[i]], 4) == 0);
     }
@@ -985,12 +934,12 @@ static void test_sort_known(void) {
   for (int r = 0; r < 2; r++) {
     int16_t v[12];
     int64_t ix[12];
-    nrt_launch l = mk(NRT_OP_SORT, 2, S(4, 3), 2, 1);
-    opnd(&l, 0, v, NRT_INT16, S(6, 2));
-    opnd(&l, 1, ix, NRT_INT64, S(24, 8));
-    opnd(&l, 2, m, NRT_INT16, S(2, 8));
+    nrt_launch l = nrt_test_launch(NRT_OP_SORT, NRT_FLOAT32, 2, S(4, 3), 2, 1);
+    nrt_test_operand(&l, 0, v, NRT_INT16, S(6, 2));
+    nrt_test_operand(&l, 1, ix, NRT_INT64, S(24, 8));
+    nrt_test_operand(&l, 2, m, NRT_INT16, S(2, 8));
     l.compute_dtype = NRT_INT16;
-    CHECK_OK(run(&l, r));
+    CHECK_OK(nrt_test_run(&l, r));
     /* columns: [5, -7, 5], [-1, -1, 2], [3, 3, -32768], [3, 0, 32767] */
     const int16_t wv[12] = {-7, 5, 5, -1, -1, 2, -32768, 3, 3, 0, 3, 32767};
     const int64_t wi[12] = {1, 0, 2, 0, 1, 2, 2, 0, 1, 1, 0, 2};
@@ -1001,11 +950,11 @@ static void test_sort_known(void) {
   for (int r = 0; r < 2; r++) {
     double d = 4.25, dv = 0;
     int64_t di = 9;
-    nrt_launch l = mk(NRT_OP_SORT, 0, S(0), 2, 1);
-    opnd(&l, 0, &dv, NRT_FLOAT64, S(0));
-    opnd(&l, 1, &di, NRT_INT64, S(0));
-    opnd(&l, 2, &d, NRT_FLOAT64, S(0));
-    CHECK_OK(run(&l, r));
+    nrt_launch l = nrt_test_launch(NRT_OP_SORT, NRT_FLOAT32, 0, S(0), 2, 1);
+    nrt_test_operand(&l, 0, &dv, NRT_FLOAT64, S(0));
+    nrt_test_operand(&l, 1, &di, NRT_INT64, S(0));
+    nrt_test_operand(&l, 2, &d, NRT_FLOAT64, S(0));
+    CHECK_OK(nrt_test_run(&l, r));
     CHECK(dv == 4.25 && di == 0);
   }
 }
@@ -1024,15 +973,15 @@ static void test_sort_random(void) {
         char *in = malloc((size_t)(rows * n * es)), *v[2];
         int64_t *ix[2];
         for (int64_t i = 0; i < rows * n; i++) {
-          double val = (double)rnd_range(-20, 20) / 4;
+          double val = (double)nrt_test_rand_range(-20, 20) / 4;
           if (nrt_dtype_is_floating(dt)) {
-            uint64_t k = rnd() % 16;
+            uint64_t k = nrt_test_rand_u64() % 16;
             if (k == 0) val = NAN;
             else if (k == 1) val = -0.0;
             else if (k == 2) val = 0.0;
             else if (k == 3) val = (k & 1) ? INFINITY : -INFINITY;
           } else {
-            val = (double)rnd_range(dt == NRT_UINT8 ? 0 : -30, 30);
+            val = (double)nrt_test_rand_range(dt == NRT_UINT8 ? 0 : -30, 30);
           }
           nrt_ref_store_f64(in + i * es, dt, val);
         }
@@ -1040,7 +989,7 @@ static void test_sort_random(void) {
           v[r] = malloc((size_t)(rows * n * es));
           ix[r] = malloc((size_t)(rows * n) * sizeof *ix[r]);
           nrt_launch l = sort_launch(v[r], ix[r], in, dt, rows, n, desc);
-          CHECK_OK(run(&l, r));
+          CHECK_OK(nrt_test_run(&l, r));
         }
         bad += memcmp(v[0], v[1], (size_t)(rows * n * es)) != 0;
         bad += memcmp(ix[0], ix[1], (size_t)(rows * n) * 8) != 0;
@@ -1081,14 +1030,14 @@ static void test_nll_loss(void) {
   for (int r = 0; r < 2; r++) {
     for (int weighted = 0; weighted < 2; weighted++) {
       float loss[3] = {9, 9, 9}, w[3] = {9, 9, 9};
-      nrt_launch l = mk(NRT_OP_NLL_LOSS, 2, S(3, 4), 2, weighted ? 3 : 2);
-      opnd(&l, 0, loss, NRT_FLOAT32, S(4, 0));
-      opnd(&l, 1, w, NRT_FLOAT32, S(4, 0));
-      opnd(&l, 2, self, NRT_FLOAT32, S(16, 4));
-      opnd(&l, 3, target, NRT_INT64, S(8, 0));
-      if (weighted) opnd(&l, 4, weight, NRT_FLOAT32, S(0, 4));
+      nrt_launch l = nrt_test_launch(NRT_OP_NLL_LOSS, NRT_FLOAT32, 2, S(3, 4), 2, weighted ? 3 : 2);
+      nrt_test_operand(&l, 0, loss, NRT_FLOAT32, S(4, 0));
+      nrt_test_operand(&l, 1, w, NRT_FLOAT32, S(4, 0));
+      nrt_test_operand(&l, 2, self, NRT_FLOAT32, S(16, 4));
+      nrt_test_operand(&l, 3, target, NRT_INT64, S(8, 0));
+      if (weighted) nrt_test_operand(&l, 4, weight, NRT_FLOAT32, S(0, 4));
       l.params[0] = 2;
-      CHECK_OK(run(&l, r));
+      CHECK_OK(nrt_test_run(&l, r));
       if (weighted) CHECK(loss[0] == 1.5f && loss[1] == 0 && loss[2] == 5.25f);
       else CHECK(loss[0] == 1.5f && loss[1] == 0 && loss[2] == 1.75f);
       if (weighted) CHECK(w[0] == 1 && w[1] == 0 && w[2] == 3);
@@ -1096,26 +1045,26 @@ static void test_nll_loss(void) {
       CHECK(!signbit(loss[1]));
       /* PyTorch's messages: no wrap for targets, ignore_index exempt */
       target[2] = 4;
-      CHECK_STATUS(run(&l, r), NRT_ERROR_INVALID_ARGUMENT);
+      CHECK_STATUS(nrt_test_run(&l, r), NRT_ERROR_INVALID_ARGUMENT);
       CHECK_MSG("Target 4 is out of bounds.");
       target[2] = -1;
-      CHECK_STATUS(run(&l, r), NRT_ERROR_INVALID_ARGUMENT);
+      CHECK_STATUS(nrt_test_run(&l, r), NRT_ERROR_INVALID_ARGUMENT);
       CHECK_MSG("Target -1 is out of bounds.");
       target[2] = 3;
     }
     /* backward: grad_input[n, t] = -gscale[n], zeros elsewhere and on ignored rows */
     float gscale[3] = {0.5f, 7, 2}, gi[12];
     memset(gi, 0x7f, sizeof gi);
-    nrt_launch l = mk(NRT_OP_NLL_LOSS_BACKWARD, 2, S(3, 4), 1, 2);
-    opnd(&l, 0, gi, NRT_FLOAT32, S(16, 4));
-    opnd(&l, 1, target, NRT_INT64, S(8, 0));
-    opnd(&l, 2, gscale, NRT_FLOAT32, S(4, 0));
+    nrt_launch l = nrt_test_launch(NRT_OP_NLL_LOSS_BACKWARD, NRT_FLOAT32, 2, S(3, 4), 1, 2);
+    nrt_test_operand(&l, 0, gi, NRT_FLOAT32, S(16, 4));
+    nrt_test_operand(&l, 1, target, NRT_INT64, S(8, 0));
+    nrt_test_operand(&l, 2, gscale, NRT_FLOAT32, S(4, 0));
     l.params[0] = 2;
-    CHECK_OK(run(&l, r));
+    CHECK_OK(nrt_test_run(&l, r));
     const float want[12] = {0, -0.5f, 0, 0, 0, 0, 0, 0, 0, 0, 0, -2};
     CHECK(floats_eq(gi, want, 12));
     target[0] = 5;
-    CHECK_STATUS(run(&l, r), NRT_ERROR_INVALID_ARGUMENT);
+    CHECK_STATUS(nrt_test_run(&l, r), NRT_ERROR_INVALID_ARGUMENT);
     CHECK_MSG("Target 5 is out of bounds.");
     target[0] = 1;
   }
@@ -1125,19 +1074,19 @@ static void test_nll_loss(void) {
   int64_t *t = malloc(N * sizeof *t);
   float *gs = malloc(N * sizeof *gs);
   for (int i = 0; i < N; i++) {
-    t[i] = rnd_range(-1, C); /* -1 = ignore_index */
-    gs[i] = (float)rnd_range(1, 100) / 8;
+    t[i] = nrt_test_rand_range(-1, C); /* -1 = ignore_index */
+    gs[i] = (float)nrt_test_rand_range(1, 100) / 8;
   }
   for (int r = 0; r < 2; r++) {
     g[r] = malloc(N * C * 2);
     memset(g[r], 0x33, N * C * 2);
-    nrt_launch l = mk(NRT_OP_NLL_LOSS_BACKWARD, 2, S(N, C), 1, 2);
-    opnd(&l, 0, g[r], NRT_BFLOAT16, S(2, N * 2));
-    opnd(&l, 1, t, NRT_INT64, S(8, 0));
-    opnd(&l, 2, gs, NRT_FLOAT32, S(4, 0));
+    nrt_launch l = nrt_test_launch(NRT_OP_NLL_LOSS_BACKWARD, NRT_FLOAT32, 2, S(N, C), 1, 2);
+    nrt_test_operand(&l, 0, g[r], NRT_BFLOAT16, S(2, N * 2));
+    nrt_test_operand(&l, 1, t, NRT_INT64, S(8, 0));
+    nrt_test_operand(&l, 2, gs, NRT_FLOAT32, S(4, 0));
     l.compute_dtype = NRT_BFLOAT16;
     l.params[0] = -1;
-    CHECK_OK(run(&l, r));
+    CHECK_OK(nrt_test_run(&l, r));
   }
   CHECK(memcmp(g[0], g[1], N * C * 2) == 0);
   int bad = 0;
@@ -1158,11 +1107,11 @@ static void test_nll_loss(void) {
 static void test_validation(void) {
   float x[4] = {0}, out[4];
   int64_t idx[4] = {0};
-  nrt_launch l = mk(NRT_OP_INDEX_GATHER, 1, S(4), 1, 2);
-  opnd(&l, 0, out, NRT_FLOAT32, S(4));
-  opnd(&l, 1, x, NRT_FLOAT32, S(0));
-  opnd(&l, 2, idx, NRT_INT64, S(8));
-  opnd(&l, 3, idx, NRT_INT64, S(8));
+  nrt_launch l = nrt_test_launch(NRT_OP_INDEX_GATHER, NRT_FLOAT32, 1, S(4), 1, 2);
+  nrt_test_operand(&l, 0, out, NRT_FLOAT32, S(4));
+  nrt_test_operand(&l, 1, x, NRT_FLOAT32, S(0));
+  nrt_test_operand(&l, 2, idx, NRT_INT64, S(8));
+  nrt_test_operand(&l, 3, idx, NRT_INT64, S(8));
   l.aux[0] = 4;
   l.aux[1] = 4;
   l.aux[2] = 4;
@@ -1189,13 +1138,13 @@ static void test_validation(void) {
   /* NLL_LOSS: 2 or 3 inputs */
   int64_t tg[1] = {0};
   float loss[1], w[1], wt[4] = {1, 1, 1, 1};
-  nrt_launch n = mk(NRT_OP_NLL_LOSS, 2, S(1, 4), 2, 2);
-  opnd(&n, 0, loss, NRT_FLOAT32, S(4, 0));
-  opnd(&n, 1, w, NRT_FLOAT32, S(4, 0));
-  opnd(&n, 2, x, NRT_FLOAT32, S(16, 4));
-  opnd(&n, 3, tg, NRT_INT64, S(8, 0));
-  opnd(&n, 4, wt, NRT_FLOAT32, S(0, 4));
-  opnd(&n, 5, wt, NRT_FLOAT32, S(0, 4));
+  nrt_launch n = nrt_test_launch(NRT_OP_NLL_LOSS, NRT_FLOAT32, 2, S(1, 4), 2, 2);
+  nrt_test_operand(&n, 0, loss, NRT_FLOAT32, S(4, 0));
+  nrt_test_operand(&n, 1, w, NRT_FLOAT32, S(4, 0));
+  nrt_test_operand(&n, 2, x, NRT_FLOAT32, S(16, 4));
+  nrt_test_operand(&n, 3, tg, NRT_INT64, S(8, 0));
+  nrt_test_operand(&n, 4, wt, NRT_FLOAT32, S(0, 4));
+  nrt_test_operand(&n, 5, wt, NRT_FLOAT32, S(0, 4));
   CHECK_OK(nrt_launch_run(&n));
   n.ninputs = 3;
   CHECK_OK(nrt_launch_run(&n));
@@ -1207,6 +1156,7 @@ static void test_validation(void) {
 }
 
 int main(void) {
+  nrt_test_seed(0x2545F4914F6CDD1Dull);
   printf("test_kernels_index\n");
   RUN_TEST(test_index_gather_known);
   RUN_TEST(test_index_gather_errors);

@@ -14,14 +14,7 @@ static const float Y[N] = {0.5f, -1.5f, 0.25f, 0.0f, 1.0f, 0.75f, 0.5f, 0.0f, -2
 static const float Z[N] = {1.0f, 0.5f, -2.0f, 0.25f, 0.0f, 1.0f, 0.5f, 0.1f, 1.0f, 0.0f, 1.0f, 1.0f};
 
 static nrt_launch make(nrt_op op, int nin, float *out, double s0, double s1) {
-  nrt_launch l;
-  memset(&l, 0, sizeof l);
-  l.op = op;
-  l.ndim = 1;
-  l.sizes[0] = N;
-  l.noutputs = 1;
-  l.ninputs = nin;
-  l.compute_dtype = NRT_FLOAT32;
+  nrt_launch l = nrt_test_launch(op, NRT_FLOAT32, 1, (const int64_t[]){N}, 1, nin);
   const float *ins[3] = {X, Y, Z};
   l.operands[0] = (nrt_operand){.data = out, .dtype = NRT_FLOAT32, .strides = {4}};
   for (int k = 0; k < nin; k++)
@@ -29,11 +22,6 @@ static nrt_launch make(nrt_op op, int nin, float *out, double s0, double s1) {
   l.scalars[0].f = s0;
   l.scalars[1].f = s1;
   return l;
-}
-
-static int same(double got, double want) {
-  if (want != want) return got != got;
-  return fabs(got - want) <= 1e-6 * (1.0 + fabs(want));
 }
 
 typedef double (*ref_fn)(double x, double y, double z, double s0, double s1);
@@ -82,7 +70,7 @@ static void check_op(nrt_op op, int nin, ref_fn ref, double s0, double s1, doubl
     /* Skip inputs outside an op's domain (BCE probabilities). */
     if (!(X[i] >= lo && X[i] <= hi) && X[i] == X[i]) continue;
     double want = ref(X[i], Y[i], Z[i], s0, s1);
-    if (!same(out[i], want)) {
+    if (!nrt_test_near(out[i], want, 1e-6)) {
       fprintf(stderr, "%s[%d]: got %g want %g\n", nrt_op_name(op), i, out[i], want);
       CHECK(0);
     }
@@ -110,12 +98,7 @@ static void test_signbit_int_and_float(void) {
   for (int i = 0; i < N; i++) CHECK(out[i] == (signbit(X[i]) ? 1.0f : 0.0f)); /* -0.0 counts */
   int64_t xi[4] = {-3, 0, 5, INT64_MIN};
   uint8_t ob[4];
-  memset(&l, 0, sizeof l);
-  l.op = NRT_OP(SIGNBIT);
-  l.ndim = 1;
-  l.sizes[0] = 4;
-  l.noutputs = l.ninputs = 1;
-  l.compute_dtype = NRT_INT64;
+  l = nrt_test_launch(NRT_OP(SIGNBIT), NRT_INT64, 1, (const int64_t[]){4}, 1, 1);
   l.operands[0] = (nrt_operand){.data = ob, .dtype = NRT_BOOL, .strides = {1}};
   l.operands[1] = (nrt_operand){.data = xi, .dtype = NRT_INT64, .strides = {8}};
   CHECK_OK(nrt_launch_run(&l));
@@ -133,13 +116,7 @@ static void test_bf16_strided(void) {
     in[2 * i] = (uint16_t)(u >> 16); /* truncation is fine for an input */
     in[2 * i + 1] = 0xffff;          /* a NaN the kernel must not read */
   }
-  nrt_launch l;
-  memset(&l, 0, sizeof l);
-  l.op = NRT_OP(SOFTSHRINK);
-  l.ndim = 1;
-  l.sizes[0] = N;
-  l.noutputs = l.ninputs = 1;
-  l.compute_dtype = NRT_BFLOAT16;
+  nrt_launch l = nrt_test_launch(NRT_OP(SOFTSHRINK), NRT_BFLOAT16, 1, (const int64_t[]){N}, 1, 1);
   l.scalars[0].f = 0.5;
   l.operands[0] = (nrt_operand){.data = out, .dtype = NRT_BFLOAT16, .strides = {2}};
   l.operands[1] = (nrt_operand){.data = in, .dtype = NRT_BFLOAT16, .strides = {4}};

@@ -8,28 +8,7 @@
 #include "testing.h"
 #include "kernels/kernels.h"
 
-static uint64_t rng_state = 0x9E3779B97F4A7C15ull;
-static double urand(double lo, double hi) {
-  rng_state ^= rng_state << 13;
-  rng_state ^= rng_state >> 7;
-  rng_state ^= rng_state << 17;
-  return lo + (hi - lo) * ((double)(rng_state >> 11) * 0x1p-53);
-}
-
 #define S(...) ((const int64_t[]){__VA_ARGS__})
-
-static void opnd(nrt_launch *l, int k, const void *data, nrt_dtype dt, const int64_t *strides) {
-  l->operands[k].data = (void *)data;
-  l->operands[k].dtype = dt;
-  for (int d = 0; d < l->ndim; d++) l->operands[k].strides[d] = strides[d];
-}
-
-static nrt_status run(const nrt_launch *l, int reference) {
-  nrt_kernels_set_reference(reference);
-  nrt_status s = nrt_launch_run(l);
-  nrt_kernels_set_reference(false);
-  return s;
-}
 
 /* Contiguous float32 [rows, n] forward; w/b may be NULL. */
 static nrt_status ln_forward(float *y, float *mean, float *rstd, const float *x, const float *w,
@@ -42,37 +21,29 @@ static nrt_status ln_forward(float *y, float *mean, float *rstd, const float *x,
   l.sizes[1] = n;
   l.noutputs = 3;
   l.compute_dtype = NRT_FLOAT32;
-  opnd(&l, 0, y, NRT_FLOAT32, S(n * 4, 4));
-  opnd(&l, 1, mean, NRT_FLOAT32, S(4, 0));
-  opnd(&l, 2, rstd, NRT_FLOAT32, S(4, 0));
-  opnd(&l, 3, x, NRT_FLOAT32, S(n * 4, 4));
+  nrt_test_operand(&l, 0, y, NRT_FLOAT32, S(n * 4, 4));
+  nrt_test_operand(&l, 1, mean, NRT_FLOAT32, S(4, 0));
+  nrt_test_operand(&l, 2, rstd, NRT_FLOAT32, S(4, 0));
+  nrt_test_operand(&l, 3, x, NRT_FLOAT32, S(n * 4, 4));
   int k = 4;
-  if (w) opnd(&l, k++, w, NRT_FLOAT32, S(0, 4));
-  if (b) opnd(&l, k++, b, NRT_FLOAT32, S(0, 4));
+  if (w) nrt_test_operand(&l, k++, w, NRT_FLOAT32, S(0, 4));
+  if (b) nrt_test_operand(&l, k++, b, NRT_FLOAT32, S(0, 4));
   l.ninputs = k - 3;
   l.params[1] = (w ? 1 : 0) | (b ? 2 : 0);
   l.scalars[0].f = eps;
-  return run(&l, reference);
+  return nrt_test_run(&l, reference);
 }
 
 static nrt_status ln_backward(float *gx, const float *gy, const float *x, const float *mean,
                               const float *rstd, const float *w, int64_t rows, int64_t n, int reference) {
-  nrt_launch l;
-  memset(&l, 0, sizeof l);
-  l.op = NRT_OP_LAYER_NORM_BACKWARD;
-  l.ndim = 2;
-  l.sizes[0] = rows;
-  l.sizes[1] = n;
-  l.noutputs = 1;
-  l.ninputs = w ? 5 : 4;
-  l.compute_dtype = NRT_FLOAT32;
-  opnd(&l, 0, gx, NRT_FLOAT32, S(n * 4, 4));
-  opnd(&l, 1, gy, NRT_FLOAT32, S(n * 4, 4));
-  opnd(&l, 2, x, NRT_FLOAT32, S(n * 4, 4));
-  opnd(&l, 3, mean, NRT_FLOAT32, S(4, 0));
-  opnd(&l, 4, rstd, NRT_FLOAT32, S(4, 0));
-  if (w) opnd(&l, 5, w, NRT_FLOAT32, S(0, 4));
-  return run(&l, reference);
+  nrt_launch l = nrt_test_launch(NRT_OP_LAYER_NORM_BACKWARD, NRT_FLOAT32, 2, S(rows, n), 1, w ? 5 : 4);
+  nrt_test_operand(&l, 0, gx, NRT_FLOAT32, S(n * 4, 4));
+  nrt_test_operand(&l, 1, gy, NRT_FLOAT32, S(n * 4, 4));
+  nrt_test_operand(&l, 2, x, NRT_FLOAT32, S(n * 4, 4));
+  nrt_test_operand(&l, 3, mean, NRT_FLOAT32, S(4, 0));
+  nrt_test_operand(&l, 4, rstd, NRT_FLOAT32, S(4, 0));
+  if (w) nrt_test_operand(&l, 5, w, NRT_FLOAT32, S(0, 4));
+  return nrt_test_run(&l, reference);
 }
 
 /* ---- known values (torch.native_layer_norm in float64) ---------------------------- */
@@ -135,13 +106,13 @@ static void test_against_double(void) {
   float w[N], b[N], mean[ROWS], rstd[ROWS];
   double yr[N];
   for (int i = 0; i < N; i++) {
-    w[i] = (float)urand(-2, 2);
-    b[i] = (float)urand(-1, 1);
+    w[i] = (float)nrt_test_uniform(-2, 2);
+    b[i] = (float)nrt_test_uniform(-1, 1);
   }
   /* offsets up to 1e3 with unit spread: a one-pass variance would cancel */
   for (int row = 0; row < ROWS; row++) {
     double off = row % 3 == 0 ? 1000 : (row % 3 == 1 ? -3 : 0), scale = row % 4 == 0 ? 1e-3 : 1;
-    for (int i = 0; i < N; i++) x[row * N + i] = (float)(off + scale * urand(-1, 1));
+    for (int i = 0; i < N; i++) x[row * N + i] = (float)(off + scale * nrt_test_uniform(-1, 1));
   }
   for (int r = 0; r < 2; r++) {
     CHECK_OK(ln_forward(y, mean, rstd, x, w, b, ROWS, N, 1e-5, r));
@@ -185,10 +156,10 @@ static void test_backward_finite_differences(void) {
   enum { ROWS = 3, N = 13 };
   float x[ROWS * N], gy[ROWS * N], w[N], mean[ROWS], rstd[ROWS], y[ROWS * N], gx[ROWS * N];
   for (int i = 0; i < ROWS * N; i++) {
-    x[i] = (float)urand(-2, 3);
-    gy[i] = (float)urand(-1, 1);
+    x[i] = (float)nrt_test_uniform(-2, 3);
+    gy[i] = (float)nrt_test_uniform(-1, 1);
   }
-  for (int i = 0; i < N; i++) w[i] = (float)urand(0.5, 1.5);
+  for (int i = 0; i < N; i++) w[i] = (float)nrt_test_uniform(0.5, 1.5);
   for (int r = 0; r < 2; r++)
     for (int weighted = 0; weighted < 2; weighted++) {
       const float *wp = weighted ? w : NULL;
@@ -233,30 +204,22 @@ static int compare_paths(nrt_op op, nrt_dtype dt, nrt_dtype stat_dt, int64_t row
   void *mo[2] = {malloc((size_t)(rows * ss)), malloc((size_t)(rows * ss))};
   void *ro[2] = {malloc((size_t)(rows * ss)), malloc((size_t)(rows * ss))};
   for (int64_t i = 0; i < cnt; i++) {
-    put(x, dt, i, urand(-3, 3) + (i / n % 2 ? 5 : 0));
-    put(gy, dt, i, urand(-1, 1));
+    put(x, dt, i, nrt_test_uniform(-3, 3) + (i / n % 2 ? 5 : 0));
+    put(gy, dt, i, nrt_test_uniform(-1, 1));
   }
   for (int64_t i = 0; i < n; i++) {
-    put(w, dt, i, urand(-2, 2));
-    put(b, dt, i, urand(-1, 1));
+    put(w, dt, i, nrt_test_uniform(-2, 2));
+    put(b, dt, i, nrt_test_uniform(-1, 1));
   }
   /* stats for the backward: from the reference forward */
   {
-    nrt_launch l;
-    memset(&l, 0, sizeof l);
-    l.op = NRT_OP_LAYER_NORM;
-    l.ndim = 2;
-    l.sizes[0] = rows;
-    l.sizes[1] = n;
-    l.noutputs = 3;
-    l.ninputs = 1;
-    l.compute_dtype = dt;
-    opnd(&l, 0, out[0], dt, S(n * es, es));
-    opnd(&l, 1, mean, stat_dt, S(ss, 0));
-    opnd(&l, 2, rstd, stat_dt, S(ss, 0));
-    opnd(&l, 3, x, dt, S(n * es, es));
+    nrt_launch l = nrt_test_launch(NRT_OP_LAYER_NORM, dt, 2, S(rows, n), 3, 1);
+    nrt_test_operand(&l, 0, out[0], dt, S(n * es, es));
+    nrt_test_operand(&l, 1, mean, stat_dt, S(ss, 0));
+    nrt_test_operand(&l, 2, rstd, stat_dt, S(ss, 0));
+    nrt_test_operand(&l, 3, x, dt, S(n * es, es));
     l.scalars[0].f = 1e-5;
-    CHECK_OK(run(&l, 1));
+    CHECK_OK(nrt_test_run(&l, 1));
   }
   int64_t rs[2];
   if (column) {
@@ -279,30 +242,30 @@ static int compare_paths(nrt_op op, nrt_dtype dt, nrt_dtype stat_dt, int64_t row
       l.compute_dtype = dt;
       if (op == NRT_OP_LAYER_NORM) {
         l.noutputs = 3;
-        opnd(&l, 0, out[r], dt, rs);
-        opnd(&l, 1, mo[r], stat_dt, S(ss, 0));
-        opnd(&l, 2, ro[r], stat_dt, S(ss, 0));
-        opnd(&l, 3, x, dt, rs);
+        nrt_test_operand(&l, 0, out[r], dt, rs);
+        nrt_test_operand(&l, 1, mo[r], stat_dt, S(ss, 0));
+        nrt_test_operand(&l, 2, ro[r], stat_dt, S(ss, 0));
+        nrt_test_operand(&l, 3, x, dt, rs);
         int k = 4;
-        if (flags & 1) opnd(&l, k++, w, dt, S(0, es));
-        if (flags & 2) opnd(&l, k++, b, dt, S(0, es));
+        if (flags & 1) nrt_test_operand(&l, k++, w, dt, S(0, es));
+        if (flags & 2) nrt_test_operand(&l, k++, b, dt, S(0, es));
         l.ninputs = k - 3;
         l.params[1] = flags;
         l.scalars[0].f = 1e-5;
       } else {
         l.noutputs = 1;
-        opnd(&l, 0, out[r], dt, rs);
-        opnd(&l, 1, gy, dt, rs);
-        opnd(&l, 2, x, dt, rs);
-        opnd(&l, 3, mean, stat_dt, S(ss, 0));
-        opnd(&l, 4, rstd, stat_dt, S(ss, 0));
+        nrt_test_operand(&l, 0, out[r], dt, rs);
+        nrt_test_operand(&l, 1, gy, dt, rs);
+        nrt_test_operand(&l, 2, x, dt, rs);
+        nrt_test_operand(&l, 3, mean, stat_dt, S(ss, 0));
+        nrt_test_operand(&l, 4, rstd, stat_dt, S(ss, 0));
         l.ninputs = 4;
         if (flags & 1) {
-          opnd(&l, 5, w, dt, S(0, es));
+          nrt_test_operand(&l, 5, w, dt, S(0, es));
           l.ninputs = 5;
         }
       }
-      CHECK_OK(run(&l, r == 0));
+      CHECK_OK(nrt_test_run(&l, r == 0));
     }
     nrt_kernels_limit_isa(NRT_ISA_BEST);
     double tol = dt == NRT_BFLOAT16 ? 1.0 / 64 : (dt == NRT_FLOAT16 ? 1.0 / 512 : 1e-5);
@@ -373,27 +336,19 @@ static void test_per_row_weight(void) {
   enum { ROWS = 4, N = 6 };
   float x[ROWS * N], w[ROWS * N], y[2][ROWS * N], mean[ROWS], rstd[ROWS];
   for (int i = 0; i < ROWS * N; i++) {
-    x[i] = (float)urand(-1, 1);
+    x[i] = (float)nrt_test_uniform(-1, 1);
     w[i] = (float)(i / N + 1);
   }
   for (int r = 0; r < 2; r++) {
-    nrt_launch l;
-    memset(&l, 0, sizeof l);
-    l.op = NRT_OP_LAYER_NORM;
-    l.ndim = 2;
-    l.sizes[0] = ROWS;
-    l.sizes[1] = N;
-    l.noutputs = 3;
-    l.ninputs = 2;
-    l.compute_dtype = NRT_FLOAT32;
-    opnd(&l, 0, y[r], NRT_FLOAT32, S(N * 4, 4));
-    opnd(&l, 1, mean, NRT_FLOAT32, S(4, 0));
-    opnd(&l, 2, rstd, NRT_FLOAT32, S(4, 0));
-    opnd(&l, 3, x, NRT_FLOAT32, S(N * 4, 4));
-    opnd(&l, 4, w, NRT_FLOAT32, S(N * 4, 4));
+    nrt_launch l = nrt_test_launch(NRT_OP_LAYER_NORM, NRT_FLOAT32, 2, S(ROWS, N), 3, 2);
+    nrt_test_operand(&l, 0, y[r], NRT_FLOAT32, S(N * 4, 4));
+    nrt_test_operand(&l, 1, mean, NRT_FLOAT32, S(4, 0));
+    nrt_test_operand(&l, 2, rstd, NRT_FLOAT32, S(4, 0));
+    nrt_test_operand(&l, 3, x, NRT_FLOAT32, S(N * 4, 4));
+    nrt_test_operand(&l, 4, w, NRT_FLOAT32, S(N * 4, 4));
     l.params[1] = 1;
     l.scalars[0].f = 1e-5;
-    CHECK_OK(run(&l, r));
+    CHECK_OK(nrt_test_run(&l, r));
   }
   for (int i = 0; i < ROWS * N; i++) {
     CHECK_NEAR(y[0][i], y[1][i], 1e-6);
@@ -403,21 +358,13 @@ static void test_per_row_weight(void) {
 
 static void test_errors(void) {
   float x[4] = {1, 2, 3, 4}, y[4] = {0}, m[1] = {0}, r[1] = {1}, w[4] = {1, 1, 1, 1};
-  nrt_launch l;
-  memset(&l, 0, sizeof l);
-  l.op = NRT_OP_LAYER_NORM;
-  l.ndim = 2;
-  l.sizes[0] = 1;
-  l.sizes[1] = 4;
-  l.noutputs = 3;
-  l.ninputs = 1;
-  l.compute_dtype = NRT_FLOAT32;
-  opnd(&l, 0, y, NRT_FLOAT32, S(16, 4));
-  opnd(&l, 1, m, NRT_FLOAT32, S(4, 0));
-  opnd(&l, 2, r, NRT_FLOAT32, S(4, 0));
-  opnd(&l, 3, x, NRT_FLOAT32, S(16, 4));
-  opnd(&l, 4, w, NRT_FLOAT32, S(0, 4));
-  opnd(&l, 5, w, NRT_FLOAT32, S(0, 4));
+  nrt_launch l = nrt_test_launch(NRT_OP_LAYER_NORM, NRT_FLOAT32, 2, S(1, 4), 3, 1);
+  nrt_test_operand(&l, 0, y, NRT_FLOAT32, S(16, 4));
+  nrt_test_operand(&l, 1, m, NRT_FLOAT32, S(4, 0));
+  nrt_test_operand(&l, 2, r, NRT_FLOAT32, S(4, 0));
+  nrt_test_operand(&l, 3, x, NRT_FLOAT32, S(16, 4));
+  nrt_test_operand(&l, 4, w, NRT_FLOAT32, S(0, 4));
+  nrt_test_operand(&l, 5, w, NRT_FLOAT32, S(0, 4));
   CHECK_OK(nrt_launch_run(&l));
   l.params[1] = 1; /* weight announced, not passed */
   CHECK_STATUS(nrt_launch_run(&l), NRT_ERROR_INVALID_ARGUMENT);
@@ -439,20 +386,13 @@ static void test_errors(void) {
   CHECK_STATUS(nrt_launch_run(&l), NRT_ERROR_INVALID_ARGUMENT); /* 2 outputs */
   /* backward: 4 or 5 inputs, one output */
   float gx[4] = {0};
-  memset(&l, 0, sizeof l);
-  l.op = NRT_OP_LAYER_NORM_BACKWARD;
-  l.ndim = 2;
-  l.sizes[0] = 1;
-  l.sizes[1] = 4;
-  l.noutputs = 1;
-  l.ninputs = 4;
-  l.compute_dtype = NRT_FLOAT32;
-  opnd(&l, 0, gx, NRT_FLOAT32, S(16, 4));
-  opnd(&l, 1, x, NRT_FLOAT32, S(16, 4));
-  opnd(&l, 2, x, NRT_FLOAT32, S(16, 4));
-  opnd(&l, 3, m, NRT_FLOAT32, S(4, 0));
-  opnd(&l, 4, r, NRT_FLOAT32, S(4, 0));
-  opnd(&l, 5, w, NRT_FLOAT32, S(0, 4));
+  l = nrt_test_launch(NRT_OP_LAYER_NORM_BACKWARD, NRT_FLOAT32, 2, S(1, 4), 1, 4);
+  nrt_test_operand(&l, 0, gx, NRT_FLOAT32, S(16, 4));
+  nrt_test_operand(&l, 1, x, NRT_FLOAT32, S(16, 4));
+  nrt_test_operand(&l, 2, x, NRT_FLOAT32, S(16, 4));
+  nrt_test_operand(&l, 3, m, NRT_FLOAT32, S(4, 0));
+  nrt_test_operand(&l, 4, r, NRT_FLOAT32, S(4, 0));
+  nrt_test_operand(&l, 5, w, NRT_FLOAT32, S(0, 4));
   CHECK_OK(nrt_launch_run(&l));
   l.ninputs = 5;
   CHECK_OK(nrt_launch_run(&l));

@@ -15,66 +15,6 @@
 
 /* ---- helpers ---------------------------------------------------------------- */
 
-static uint64_t rng_state = 0x2545F4914F6CDD1Dull;
-static double urand(double lo, double hi) {
-  rng_state ^= rng_state << 13;
-  rng_state ^= rng_state >> 7;
-  rng_state ^= rng_state << 17;
-  return lo + (hi - lo) * ((double)(rng_state >> 11) * 0x1p-53);
-}
-
-static void put(void *base, nrt_dtype dt, int64_t i, double v) {
-  char *p = (char *)base + i * (int64_t)nrt_dtype_size(dt);
-  switch (dt) {
-  case NRT_BOOL: *(uint8_t *)p = v != 0; break;
-  case NRT_UINT8: *(uint8_t *)p = (uint8_t)(int64_t)v; break;
-  case NRT_INT8: *(int8_t *)p = (int8_t)(int64_t)v; break;
-  case NRT_INT16: *(int16_t *)p = (int16_t)(int64_t)v; break;
-  case NRT_INT32: *(int32_t *)p = (int32_t)(int64_t)v; break;
-  case NRT_INT64: *(int64_t *)p = (int64_t)v; break;
-  case NRT_FLOAT16: *(uint16_t *)p = nrt_f32_to_f16((float)v); break;
-  case NRT_BFLOAT16: *(uint16_t *)p = nrt_f32_to_bf16((float)v); break;
-  case NRT_FLOAT32: *(float *)p = (float)v; break;
-  case NRT_FLOAT64: *(double *)p = v; break;
-  default: break;
-  }
-}
-
-static double get(const void *base, nrt_dtype dt, int64_t i) {
-  const char *p = (const char *)base + i * (int64_t)nrt_dtype_size(dt);
-  switch (dt) {
-  case NRT_BOOL: case NRT_UINT8: return *(const uint8_t *)p;
-  case NRT_INT8: return *(const int8_t *)p;
-  case NRT_INT16: return *(const int16_t *)p;
-  case NRT_INT32: return *(const int32_t *)p;
-  case NRT_INT64: return (double)*(const int64_t *)p;
-  case NRT_FLOAT16: return nrt_f16_to_f32(*(const uint16_t *)p);
-  case NRT_BFLOAT16: return nrt_bf16_to_f32(*(const uint16_t *)p);
-  case NRT_FLOAT32: return *(const float *)p;
-  case NRT_FLOAT64: return *(const double *)p;
-  default: return 0;
-  }
-}
-
-static nrt_launch new_launch(nrt_op op, nrt_dtype compute, int ndim, const int64_t *sizes) {
-  nrt_launch l;
-  memset(&l, 0, sizeof l);
-  l.op = op;
-  l.compute_dtype = compute;
-  l.ndim = ndim;
-  for (int d = 0; d < ndim; d++) l.sizes[d] = sizes[d];
-  l.noutputs = 1;
-  l.ninputs = nrt_op_ninputs(op);
-  return l;
-}
-
-/* 1-d contiguous operand helper for the known-value tests. */
-static void set1d(nrt_launch *l, int k, void *data, nrt_dtype dt) {
-  l->operands[k].data = data;
-  l->operands[k].dtype = dt;
-  l->operands[k].strides[0] = (int64_t)nrt_dtype_size(dt);
-}
-
 /* Runs a launch on both paths; returns the fast path's status. */
 static nrt_status run_both(nrt_launch *l, nrt_status *ref_status) {
   nrt_kernels_set_reference(true);
@@ -229,8 +169,8 @@ static view make_view(nrt_dtype dt, int ndim, const int64_t *sizes, int layout, 
   int64_t storage = numel * gap + 1;
   v.alloc = calloc((size_t)storage, (size_t)es);
   for (int64_t i = 0; i < storage; i++) {
-    double x = urand(lo, hi);
-    put(v.alloc, dt, i, is_int ? floor(x) : x);
+    double x = nrt_test_uniform(lo, hi);
+    nrt_test_put(v.alloc, dt, i, is_int ? floor(x) : x);
   }
   v.op.dtype = dt;
   v.op.data = v.alloc;
@@ -274,7 +214,7 @@ static int sweep_one(const op_spec *s, nrt_dtype compute, nrt_dtype in_dt, nrt_d
   int nin = nrt_op_ninputs(s->op);
   int64_t rs[NRT_MAX_DIMS];
   for (int d = 0; d < ndim; d++) rs[d] = layout == L_TI_ORDER ? sizes[ndim - 1 - d] : sizes[d];
-  nrt_launch l = new_launch(s->op, compute, ndim, rs);
+  nrt_launch l = nrt_test_launch_op(s->op, compute, ndim, rs);
   bool is_int = !nrt_dtype_is_floating(compute);
   for (int k = 0; k < 3; k++) {
     if (nrt_dtype_is_floating(compute)) l.scalars[k].f = s->s[k];
@@ -314,7 +254,7 @@ static int sweep_one(const op_spec *s, nrt_dtype compute, nrt_dtype in_dt, nrt_d
       bad = 1;
     }
     for (int64_t i = 0; i < span && !bad; i++) {
-      double want = get(o1.alloc, out_dt, i), got = get(o2.alloc, out_dt, i);
+      double want = nrt_test_get(o1.alloc, out_dt, i), got = nrt_test_get(o2.alloc, out_dt, i);
       if (!close_enough(got, want, s->rtol, out_dt)) {
         fprintf(stderr, "%s (compute %s, in %s, out %s, ndim %d, layout %d, isa %d) [%lld]: fast %.9g ref %.9g\n",
                 nrt_op_name(s->op), nrt_dtype_name(compute), nrt_dtype_name(in_dt),
@@ -377,12 +317,12 @@ static void test_large_inplace_broadcast(void) {
   enum { R = 300, C = 1001 };
   float *a = malloc(sizeof(float) * R * C), *row = malloc(sizeof(float) * C);
   float *want = malloc(sizeof(float) * R * C);
-  for (int i = 0; i < R * C; i++) a[i] = (float)urand(-1, 1);
-  for (int j = 0; j < C; j++) row[j] = (float)urand(-1, 1);
+  for (int i = 0; i < R * C; i++) a[i] = (float)nrt_test_uniform(-1, 1);
+  for (int j = 0; j < C; j++) row[j] = (float)nrt_test_uniform(-1, 1);
   for (int i = 0; i < R; i++)
     for (int j = 0; j < C; j++) want[i * C + j] = a[i * C + j] + 0.5f * row[j];
   int64_t sizes[2] = {R, C};
-  nrt_launch l = new_launch(NRT_OP_ADD, NRT_FLOAT32, 2, sizes);
+  nrt_launch l = nrt_test_launch_op(NRT_OP_ADD, NRT_FLOAT32, 2, sizes);
   l.scalars[0].f = 0.5;
   l.operands[0] = (nrt_operand){.data = a, .dtype = NRT_FLOAT32, .strides = {C * 4, 4}};
   l.operands[1] = l.operands[0];
@@ -401,10 +341,10 @@ static void test_large_inplace_broadcast(void) {
 static void run_int_binary(nrt_op op, const int64_t *a, const int64_t *b, int64_t *out, int n,
                            nrt_status want_status) {
   int64_t sizes[1] = {n};
-  nrt_launch l = new_launch(op, NRT_INT64, 1, sizes);
-  set1d(&l, 0, out, NRT_INT64);
-  set1d(&l, 1, (void *)a, NRT_INT64);
-  set1d(&l, 2, (void *)b, NRT_INT64);
+  nrt_launch l = nrt_test_launch_op(op, NRT_INT64, 1, sizes);
+  nrt_test_operand_1d(&l, 0, out, NRT_INT64, 1);
+  nrt_test_operand_1d(&l, 1, (void *)a, NRT_INT64, 1);
+  nrt_test_operand_1d(&l, 2, (void *)b, NRT_INT64, 1);
   nrt_status ref;
   CHECK_STATUS(run_both(&l, &ref), want_status);
   CHECK_STATUS(ref, want_status);
@@ -437,27 +377,27 @@ static void test_integer_wrap_and_exactness(void) {
   /* int64 values beyond 2^53 must never pass through a float */
   int64_t a[3] = {(1ll << 62) + 1, INT64_MAX, -3}, b[3] = {1, 1, (1ll << 60) + 7}, out[3];
   int64_t sizes[1] = {3};
-  nrt_launch l = new_launch(NRT_OP_ADD, NRT_INT64, 1, sizes);
+  nrt_launch l = nrt_test_launch_op(NRT_OP_ADD, NRT_INT64, 1, sizes);
   l.scalars[0].i = 1;
-  set1d(&l, 0, out, NRT_INT64);
-  set1d(&l, 1, a, NRT_INT64);
-  set1d(&l, 2, b, NRT_INT64);
+  nrt_test_operand_1d(&l, 0, out, NRT_INT64, 1);
+  nrt_test_operand_1d(&l, 1, a, NRT_INT64, 1);
+  nrt_test_operand_1d(&l, 2, b, NRT_INT64, 1);
   nrt_status ref;
   CHECK_OK(run_both(&l, &ref));
   CHECK(out[0] == (1ll << 62) + 2 && out[1] == INT64_MIN && out[2] == (1ll << 60) + 4);
   /* FILL with a large integer */
-  l = new_launch(NRT_OP_FILL, NRT_INT64, 1, sizes);
+  l = nrt_test_launch_op(NRT_OP_FILL, NRT_INT64, 1, sizes);
   l.scalars[0].i = (1ll << 62) + 3;
-  set1d(&l, 0, out, NRT_INT64);
+  nrt_test_operand_1d(&l, 0, out, NRT_INT64, 1);
   CHECK_OK(run_both(&l, &ref));
   CHECK(out[0] == (1ll << 62) + 3 && out[2] == (1ll << 62) + 3);
   /* int32 results wrap like int32 arithmetic */
   int32_t x[2] = {INT32_MAX, 2}, y[2] = {1, 1 << 30}, o32[2];
   int64_t s2[1] = {2};
-  l = new_launch(NRT_OP_MUL, NRT_INT32, 1, s2);
-  set1d(&l, 0, o32, NRT_INT32);
-  set1d(&l, 1, x, NRT_INT32);
-  set1d(&l, 2, y, NRT_INT32);
+  l = nrt_test_launch_op(NRT_OP_MUL, NRT_INT32, 1, s2);
+  nrt_test_operand_1d(&l, 0, o32, NRT_INT32, 1);
+  nrt_test_operand_1d(&l, 1, x, NRT_INT32, 1);
+  nrt_test_operand_1d(&l, 2, y, NRT_INT32, 1);
   CHECK_OK(run_both(&l, &ref));
   CHECK(o32[0] == INT32_MAX && o32[1] == INT32_MIN);
 }
@@ -466,10 +406,10 @@ static void test_shifts(void) {
   /* PyTorch 2.13 on int32: (1, 100, -100) shifted by (-1, 31, 32, 40) */
   int32_t a[4] = {1, 1, 100, -100}, s[4] = {31, 32, -1, 40}, out[4];
   int64_t sizes[1] = {4};
-  nrt_launch l = new_launch(NRT_OP_SHIFT_LEFT, NRT_INT32, 1, sizes);
-  set1d(&l, 0, out, NRT_INT32);
-  set1d(&l, 1, a, NRT_INT32);
-  set1d(&l, 2, s, NRT_INT32);
+  nrt_launch l = nrt_test_launch_op(NRT_OP_SHIFT_LEFT, NRT_INT32, 1, sizes);
+  nrt_test_operand_1d(&l, 0, out, NRT_INT32, 1);
+  nrt_test_operand_1d(&l, 1, a, NRT_INT32, 1);
+  nrt_test_operand_1d(&l, 2, s, NRT_INT32, 1);
   nrt_status ref;
   CHECK_OK(run_both(&l, &ref));
   CHECK(out[0] == INT32_MIN && out[1] == 0 && out[2] == 0 && out[3] == 0);
@@ -478,10 +418,10 @@ static void test_shifts(void) {
   CHECK(out[0] == 0 && out[1] == 0 && out[2] == 0 && out[3] == -1);
   uint8_t u[2] = {200, 1}, us[2] = {1, 7}, uo[2];
   int64_t s2[1] = {2};
-  l = new_launch(NRT_OP_SHIFT_LEFT, NRT_UINT8, 1, s2);
-  set1d(&l, 0, uo, NRT_UINT8);
-  set1d(&l, 1, u, NRT_UINT8);
-  set1d(&l, 2, us, NRT_UINT8);
+  l = nrt_test_launch_op(NRT_OP_SHIFT_LEFT, NRT_UINT8, 1, s2);
+  nrt_test_operand_1d(&l, 0, uo, NRT_UINT8, 1);
+  nrt_test_operand_1d(&l, 1, u, NRT_UINT8, 1);
+  nrt_test_operand_1d(&l, 2, us, NRT_UINT8, 1);
   CHECK_OK(run_both(&l, &ref));
   CHECK(uo[0] == 144 && uo[1] == 128);
 }
@@ -489,9 +429,9 @@ static void test_shifts(void) {
 static void test_bool_ops(void) {
   uint8_t a[4] = {0, 1, 0, 1}, b[4] = {0, 0, 1, 1}, out[4];
   int64_t sizes[1] = {4};
-  nrt_launch l = new_launch(NRT_OP_BITWISE_NOT, NRT_BOOL, 1, sizes);
-  set1d(&l, 0, out, NRT_BOOL);
-  set1d(&l, 1, a, NRT_BOOL);
+  nrt_launch l = nrt_test_launch_op(NRT_OP_BITWISE_NOT, NRT_BOOL, 1, sizes);
+  nrt_test_operand_1d(&l, 0, out, NRT_BOOL, 1);
+  nrt_test_operand_1d(&l, 1, a, NRT_BOOL, 1);
   nrt_status ref;
   CHECK_OK(run_both(&l, &ref));
   CHECK(out[0] == 1 && out[1] == 0 && out[2] == 1 && out[3] == 0);
@@ -499,11 +439,11 @@ static void test_bool_ops(void) {
       {NRT_OP_BITWISE_AND, {0, 0, 0, 1}}, {NRT_OP_BITWISE_OR, {0, 1, 1, 1}},
       {NRT_OP_BITWISE_XOR, {0, 1, 1, 0}}, {NRT_OP_ADD, {0, 1, 1, 1}}, {NRT_OP_MUL, {0, 0, 0, 1}}};
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
-    l = new_launch(cases[i].op, NRT_BOOL, 1, sizes);
+    l = nrt_test_launch_op(cases[i].op, NRT_BOOL, 1, sizes);
     l.scalars[0].i = 1;
-    set1d(&l, 0, out, NRT_BOOL);
-    set1d(&l, 1, a, NRT_BOOL);
-    set1d(&l, 2, b, NRT_BOOL);
+    nrt_test_operand_1d(&l, 0, out, NRT_BOOL, 1);
+    nrt_test_operand_1d(&l, 1, a, NRT_BOOL, 1);
+    nrt_test_operand_1d(&l, 2, b, NRT_BOOL, 1);
     CHECK_OK(run_both(&l, &ref));
     CHECK(memcmp(out, cases[i].want, 4) == 0);
   }
@@ -514,12 +454,12 @@ static void check_float(nrt_op op, int n, const float *a, const float *b, const 
                         double s0, int64_t p0) {
   float out[16];
   int64_t sizes[1] = {n};
-  nrt_launch l = new_launch(op, NRT_FLOAT32, 1, sizes);
+  nrt_launch l = nrt_test_launch_op(op, NRT_FLOAT32, 1, sizes);
   l.scalars[0].f = s0;
   l.params[0] = p0;
-  set1d(&l, 0, out, NRT_FLOAT32);
-  if (a) set1d(&l, 1, (void *)a, NRT_FLOAT32);
-  if (b) set1d(&l, 2, (void *)b, NRT_FLOAT32);
+  nrt_test_operand_1d(&l, 0, out, NRT_FLOAT32, 1);
+  if (a) nrt_test_operand_1d(&l, 1, (void *)a, NRT_FLOAT32, 1);
+  if (b) nrt_test_operand_1d(&l, 2, (void *)b, NRT_FLOAT32, 1);
   for (int ref = 1; ref >= 0; ref--) {
     nrt_kernels_set_reference(ref);
     CHECK_OK(nrt_launch_run(&l));
@@ -575,12 +515,12 @@ static void test_float_semantics(void) {
   /* clamp: NaN input stays NaN, lo > hi gives hi */
   float cl[3];
   int64_t s3[1] = {3};
-  nrt_launch l = new_launch(NRT_OP_CLAMP_SCALAR, NRT_FLOAT32, 1, s3);
+  nrt_launch l = nrt_test_launch_op(NRT_OP_CLAMP_SCALAR, NRT_FLOAT32, 1, s3);
   l.params[0] = l.params[1] = 1;
   l.scalars[0].f = 2;
   l.scalars[1].f = 1;
-  set1d(&l, 0, cl, NRT_FLOAT32);
-  set1d(&l, 1, (float[]){N, 0.5f, 3}, NRT_FLOAT32);
+  nrt_test_operand_1d(&l, 0, cl, NRT_FLOAT32, 1);
+  nrt_test_operand_1d(&l, 1, (float[]){N, 0.5f, 3}, NRT_FLOAT32, 1);
   nrt_status ref;
   CHECK_OK(run_both(&l, &ref));
   CHECK(cl[0] != cl[0] && cl[1] == 1 && cl[2] == 1);
@@ -597,14 +537,14 @@ static void check_act(nrt_op op, bool backward, const float *want, double s0, do
   static const float g[7] = {0.3f, -1.2f, 2.0f, 1.0f, -0.7f, 0.9f, 1.1f};
   float out[7];
   int64_t sizes[1] = {7};
-  nrt_launch l = new_launch(op, NRT_FLOAT32, 1, sizes);
+  nrt_launch l = nrt_test_launch_op(op, NRT_FLOAT32, 1, sizes);
   l.scalars[0].f = s0;
   l.scalars[1].f = s1;
   l.scalars[2].f = s2;
   l.params[0] = p0;
-  set1d(&l, 0, out, NRT_FLOAT32);
-  set1d(&l, 1, (void *)(backward ? g : x), NRT_FLOAT32);
-  if (backward) set1d(&l, 2, (void *)x, NRT_FLOAT32);
+  nrt_test_operand_1d(&l, 0, out, NRT_FLOAT32, 1);
+  nrt_test_operand_1d(&l, 1, (void *)(backward ? g : x), NRT_FLOAT32, 1);
+  if (backward) nrt_test_operand_1d(&l, 2, (void *)x, NRT_FLOAT32, 1);
   for (int ref = 1; ref >= 0; ref--) {
     nrt_kernels_set_reference(ref);
     CHECK_OK(nrt_launch_run(&l));
@@ -644,9 +584,9 @@ static void test_erfinv_matches_pytorch(void) {
   float x[6] = {-0.999f, -0.5f, 0.0f, 0.1f, 0.9f, 0.999999f}, out[6];
   float want[6] = {-2.32675624f, -0.476936281f, 0, 0.0888559893f, 1.16308713f, 3.45707464f};
   int64_t sizes[1] = {6};
-  nrt_launch l = new_launch(NRT_OP_ERFINV, NRT_FLOAT32, 1, sizes);
-  set1d(&l, 0, out, NRT_FLOAT32);
-  set1d(&l, 1, x, NRT_FLOAT32);
+  nrt_launch l = nrt_test_launch_op(NRT_OP_ERFINV, NRT_FLOAT32, 1, sizes);
+  nrt_test_operand_1d(&l, 0, out, NRT_FLOAT32, 1);
+  nrt_test_operand_1d(&l, 1, x, NRT_FLOAT32, 1);
   CHECK_OK(nrt_launch_run(&l));
   for (int i = 0; i < 6; i++) CHECK_NEAR(out[i], want[i], 2e-6);
 }
@@ -658,25 +598,25 @@ static void test_copy_exact(void) {
   nrt_status ref;
   /* float64 -> float64 keeps every bit */
   double d[4] = {0.1, 1.0 + 0x1p-52, -1e300, 5e-324}, dout[4];
-  nrt_launch l = new_launch(NRT_OP_COPY, NRT_FLOAT64, 1, sizes);
-  set1d(&l, 0, dout, NRT_FLOAT64);
-  set1d(&l, 1, d, NRT_FLOAT64);
+  nrt_launch l = nrt_test_launch_op(NRT_OP_COPY, NRT_FLOAT64, 1, sizes);
+  nrt_test_operand_1d(&l, 0, dout, NRT_FLOAT64, 1);
+  nrt_test_operand_1d(&l, 1, d, NRT_FLOAT64, 1);
   CHECK_OK(run_both(&l, &ref));
   CHECK(memcmp(d, dout, sizeof d) == 0);
   /* int64 -> int64 and int64 -> float64 without a float32 round trip */
   int64_t i64[4] = {(1ll << 62) + 1, -((1ll << 53) + 1), INT64_MIN, 12345}, iout[4];
-  set1d(&l, 0, iout, NRT_INT64);
-  set1d(&l, 1, i64, NRT_INT64);
+  nrt_test_operand_1d(&l, 0, iout, NRT_INT64, 1);
+  nrt_test_operand_1d(&l, 1, i64, NRT_INT64, 1);
   l.compute_dtype = NRT_INT64;
   CHECK_OK(run_both(&l, &ref));
   CHECK(memcmp(i64, iout, sizeof i64) == 0);
-  set1d(&l, 0, dout, NRT_FLOAT64);
+  nrt_test_operand_1d(&l, 0, dout, NRT_FLOAT64, 1);
   CHECK_OK(run_both(&l, &ref));
   CHECK(dout[0] == 0x1p62 && dout[1] == -0x1p53 && dout[2] == -0x1p63 && dout[3] == 12345.0);
   /* float64 -> int64 exact above 2^24 */
   double big[4] = {9007199254740991.0, -3.9, 1e30, NAN};
-  set1d(&l, 0, iout, NRT_INT64);
-  set1d(&l, 1, big, NRT_FLOAT64);
+  nrt_test_operand_1d(&l, 0, iout, NRT_INT64, 1);
+  nrt_test_operand_1d(&l, 1, big, NRT_FLOAT64, 1);
   l.compute_dtype = NRT_FLOAT64;
   CHECK_OK(run_both(&l, &ref));
   CHECK(iout[0] == 9007199254740991ll && iout[1] == -3 && iout[2] == INT64_MIN && iout[3] == INT64_MIN);
@@ -691,20 +631,20 @@ static void test_copy_conversions(void) {
   uint8_t bl[5];
   int64_t sizes[1] = {5};
   nrt_status ref;
-  nrt_launch l = new_launch(NRT_OP_COPY, NRT_FLOAT32, 1, sizes);
-  set1d(&l, 1, f, NRT_FLOAT32);
-  set1d(&l, 0, i32, NRT_INT32);
+  nrt_launch l = nrt_test_launch_op(NRT_OP_COPY, NRT_FLOAT32, 1, sizes);
+  nrt_test_operand_1d(&l, 1, f, NRT_FLOAT32, 1);
+  nrt_test_operand_1d(&l, 0, i32, NRT_INT32, 1);
   CHECK_OK(run_both(&l, &ref));
   CHECK(i32[0] == -1 && i32[1] == 300 && i32[2] == -129 && i32[3] == INT32_MIN && i32[4] == INT32_MIN);
-  set1d(&l, 0, u8, NRT_UINT8);
+  nrt_test_operand_1d(&l, 0, u8, NRT_UINT8, 1);
   CHECK_OK(run_both(&l, &ref));
   CHECK(u8[0] == 255 && u8[1] == 44 && u8[2] == 127);
-  set1d(&l, 0, i8, NRT_INT8);
+  nrt_test_operand_1d(&l, 0, i8, NRT_INT8, 1);
   CHECK_OK(run_both(&l, &ref));
   CHECK(i8[0] == -1 && i8[1] == 44 && i8[2] == 127 && i8[3] == 0);
-  set1d(&l, 0, bl, NRT_BOOL);
+  nrt_test_operand_1d(&l, 0, bl, NRT_BOOL, 1);
   float fb[5] = {NAN, 0.0f, -0.0f, 0.1f, -2.0f};
-  set1d(&l, 1, fb, NRT_FLOAT32);
+  nrt_test_operand_1d(&l, 1, fb, NRT_FLOAT32, 1);
   CHECK_OK(run_both(&l, &ref));
   CHECK(bl[0] == 1 && bl[1] == 0 && bl[2] == 0 && bl[3] == 1 && bl[4] == 1);
   /* round to nearest even into bfloat16 / float16, and the inline
@@ -746,10 +686,10 @@ static void test_half_rounding_division(void) {
       b16 = nrt_f32_to_f16(b32);
     }
     int64_t sizes[1] = {1};
-    nrt_launch l = new_launch(cases[i].op, cases[i].dt, 1, sizes);
-    set1d(&l, 0, half ? (void *)&o16 : (void *)&o32, cases[i].dt);
-    set1d(&l, 1, half ? (void *)&a16 : (void *)&a32, cases[i].dt);
-    set1d(&l, 2, half ? (void *)&b16 : (void *)&b32, cases[i].dt);
+    nrt_launch l = nrt_test_launch_op(cases[i].op, cases[i].dt, 1, sizes);
+    nrt_test_operand_1d(&l, 0, half ? (void *)&o16 : (void *)&o32, cases[i].dt, 1);
+    nrt_test_operand_1d(&l, 1, half ? (void *)&a16 : (void *)&a32, cases[i].dt, 1);
+    nrt_test_operand_1d(&l, 2, half ? (void *)&b16 : (void *)&b32, cases[i].dt, 1);
     nrt_status ref;
     CHECK_OK(run_both(&l, &ref));
     double got = !half ? o32 : (cases[i].dt == NRT_BFLOAT16 ? nrt_bf16_to_f32(o16) : nrt_f16_to_f32(o16));
@@ -761,10 +701,10 @@ static void test_comparisons_store_bool(void) {
   float a[4] = {1, NAN, 2, 3}, b[4] = {1, NAN, 3, 2};
   uint8_t out[4];
   int64_t sizes[1] = {4};
-  nrt_launch l = new_launch(NRT_OP_EQ, NRT_FLOAT32, 1, sizes);
-  set1d(&l, 0, out, NRT_BOOL);
-  set1d(&l, 1, a, NRT_FLOAT32);
-  set1d(&l, 2, b, NRT_FLOAT32);
+  nrt_launch l = nrt_test_launch_op(NRT_OP_EQ, NRT_FLOAT32, 1, sizes);
+  nrt_test_operand_1d(&l, 0, out, NRT_BOOL, 1);
+  nrt_test_operand_1d(&l, 1, a, NRT_FLOAT32, 1);
+  nrt_test_operand_1d(&l, 2, b, NRT_FLOAT32, 1);
   nrt_status ref;
   CHECK_OK(run_both(&l, &ref));
   CHECK(out[0] == 1 && out[1] == 0 && out[2] == 0 && out[3] == 0);
@@ -780,27 +720,28 @@ static void test_comparisons_store_bool(void) {
 static void test_unsupported_and_empty(void) {
   int64_t sizes[1] = {3};
   float f[3] = {1, 2, 3}, o[3];
-  nrt_launch l = new_launch(NRT_OP_BITWISE_AND, NRT_FLOAT32, 1, sizes);
-  set1d(&l, 0, o, NRT_FLOAT32);
-  set1d(&l, 1, f, NRT_FLOAT32);
-  set1d(&l, 2, f, NRT_FLOAT32);
+  nrt_launch l = nrt_test_launch_op(NRT_OP_BITWISE_AND, NRT_FLOAT32, 1, sizes);
+  nrt_test_operand_1d(&l, 0, o, NRT_FLOAT32, 1);
+  nrt_test_operand_1d(&l, 1, f, NRT_FLOAT32, 1);
+  nrt_test_operand_1d(&l, 2, f, NRT_FLOAT32, 1);
   CHECK_STATUS(nrt_launch_run(&l), NRT_ERROR_UNSUPPORTED);
-  l = new_launch(NRT_OP_SQRT, NRT_INT64, 1, sizes);
-  set1d(&l, 0, o, NRT_INT64);
-  set1d(&l, 1, f, NRT_INT64);
+  l = nrt_test_launch_op(NRT_OP_SQRT, NRT_INT64, 1, sizes);
+  nrt_test_operand_1d(&l, 0, o, NRT_INT64, 1);
+  nrt_test_operand_1d(&l, 1, f, NRT_INT64, 1);
   CHECK_STATUS(nrt_launch_run(&l), NRT_ERROR_UNSUPPORTED);
   int64_t zero[2] = {4, 0};
-  l = new_launch(NRT_OP_NEG, NRT_FLOAT32, 2, zero);
+  l = nrt_test_launch_op(NRT_OP_NEG, NRT_FLOAT32, 2, zero);
   CHECK_OK(nrt_launch_run(&l));
   /* ndim 0: one element */
-  l = new_launch(NRT_OP_NEG, NRT_FLOAT32, 0, NULL);
-  set1d(&l, 0, o, NRT_FLOAT32);
-  set1d(&l, 1, f, NRT_FLOAT32);
+  l = nrt_test_launch_op(NRT_OP_NEG, NRT_FLOAT32, 0, NULL);
+  nrt_test_operand_1d(&l, 0, o, NRT_FLOAT32, 1);
+  nrt_test_operand_1d(&l, 1, f, NRT_FLOAT32, 1);
   CHECK_OK(nrt_launch_run(&l));
   CHECK(o[0] == -1);
 }
 
 int main(void) {
+  nrt_test_seed(0x2545F4914F6CDD1Dull);
   RUN_TEST(test_sweep_fast_vs_reference);
   RUN_TEST(test_large_inplace_broadcast);
   RUN_TEST(test_integer_division);

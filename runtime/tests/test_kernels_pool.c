@@ -7,61 +7,13 @@
 #include "testing.h"
 #include "kernels/kernels.h"
 
-static uint64_t rng_state = 0x9E3779B97F4A7C15ull;
-static double urand(void) {
-  rng_state ^= rng_state << 13;
-  rng_state ^= rng_state >> 7;
-  rng_state ^= rng_state << 17;
-  return (double)(rng_state >> 11) * 0x1p-52 - 1.0;
-}
-
-static void put(void *base, nrt_dtype dt, int64_t i, double v) {
-  char *p = (char *)base + i * (int64_t)nrt_dtype_size(dt);
-  switch (dt) {
-  case NRT_FLOAT32: *(float *)p = (float)v; break;
-  case NRT_FLOAT64: *(double *)p = v; break;
-  case NRT_BFLOAT16: *(uint16_t *)p = nrt_f32_to_bf16((float)v); break;
-  case NRT_INT64: *(int64_t *)p = (int64_t)v; break;
-  default: break;
-  }
-}
-static double get(const void *base, nrt_dtype dt, int64_t i) {
-  const char *p = (const char *)base + i * (int64_t)nrt_dtype_size(dt);
-  switch (dt) {
-  case NRT_FLOAT32: return *(const float *)p;
-  case NRT_FLOAT64: return *(const double *)p;
-  case NRT_BFLOAT16: return nrt_bf16_to_f32(*(const uint16_t *)p);
-  case NRT_INT64: return (double)*(const int64_t *)p;
-  default: return 0;
-  }
-}
-
-typedef struct tensor {
-  int64_t shape[5], strides[5], numel;
-  nrt_dtype dt;
-  void *data;
-} tensor;
+typedef nrt_test_tensor5 tensor;
 
 static void tensor_make(tensor *t, const int64_t shape[5], bool channels_last, nrt_dtype dt) {
-  int perm_cf[5] = {0, 1, 2, 3, 4}, perm_cl[5] = {0, 2, 3, 4, 1};
-  const int *perm = channels_last ? perm_cl : perm_cf;
-  int64_t s = 1;
-  t->numel = 1;
-  for (int i = 0; i < 5; i++) t->shape[i] = shape[i], t->numel *= shape[i];
-  for (int i = 4; i >= 0; i--) {
-    t->strides[perm[i]] = s;
-    s *= shape[perm[i]];
-  }
-  t->dt = dt;
-  t->data = calloc((size_t)t->numel + 1, nrt_dtype_size(dt));
+  nrt_test_tensor5_make(t, shape, channels_last, dt);
   /* coarse values make ties (first-max rule) likely */
-  for (int64_t i = 0; i < t->numel; i++) put(t->data, dt, i, dt == NRT_INT64 ? 0 : (double)(int)(urand() * 8) / 4);
-}
-
-static void operand(nrt_operand *o, const tensor *t) {
-  o->data = t->data;
-  o->dtype = t->dt;
-  for (int i = 0; i < 5; i++) o->strides[i] = t->strides[i] * (int64_t)nrt_dtype_size(t->dt);
+  for (int64_t i = 0; i < t->numel; i++)
+    nrt_test_put(t->data, dt, i, dt == NRT_INT64 ? 0 : (double)(int)(nrt_test_urand() * 8) / 4);
 }
 
 typedef struct pcase {
@@ -90,7 +42,7 @@ static void compare(nrt_launch *l, tensor *out, const char *what) {
   int bad = 0;
   double tol = out->dt == NRT_BFLOAT16 ? 1.0 / 64 : 1e-5;
   for (int64_t i = 0; i < out->numel && bad < 3; i++) {
-    double want = get(ref, out->dt, i), got = get(out->data, out->dt, i);
+    double want = nrt_test_get(ref, out->dt, i), got = nrt_test_get(out->data, out->dt, i);
     if (!(fabs(got - want) <= tol * (1 + fabs(want))) && !(isnan(got) && isnan(want))) {
       fprintf(stderr, "%s [%lld]: got %g want %g\n", what, (long long)i, got, want);
       bad++;
@@ -130,9 +82,9 @@ static void run_case(const pcase *c) {
   l.op = NRT_OP_MAX_POOL;
   l.noutputs = 2;
   l.ninputs = 1;
-  operand(&l.operands[0], &y);
-  operand(&l.operands[1], &idx);
-  operand(&l.operands[2], &x);
+  nrt_test_tensor5_operand(&l.operands[0], &y);
+  nrt_test_tensor5_operand(&l.operands[1], &idx);
+  nrt_test_tensor5_operand(&l.operands[2], &x);
   snprintf(tag, sizeof tag, "%s max", what);
   compare(&l, &y, tag);
   compare(&l, &idx, tag);
@@ -140,9 +92,9 @@ static void run_case(const pcase *c) {
   l.op = NRT_OP_MAX_POOL_BACKWARD;
   l.noutputs = 1;
   l.ninputs = 2;
-  operand(&l.operands[0], &gx);
-  operand(&l.operands[1], &y);
-  operand(&l.operands[2], &idx);
+  nrt_test_tensor5_operand(&l.operands[0], &gx);
+  nrt_test_tensor5_operand(&l.operands[1], &y);
+  nrt_test_tensor5_operand(&l.operands[2], &idx);
   snprintf(tag, sizeof tag, "%s max-bwd", what);
   compare(&l, &gx, tag);
 
@@ -152,13 +104,13 @@ static void run_case(const pcase *c) {
       l.params[2] = mode == 2 ? c->divisor : 0; /* divisor_override */
       l.op = NRT_OP_AVG_POOL;
       l.ninputs = 1;
-      operand(&l.operands[0], &y);
-      operand(&l.operands[1], &x);
+      nrt_test_tensor5_operand(&l.operands[0], &y);
+      nrt_test_tensor5_operand(&l.operands[1], &x);
       snprintf(tag, sizeof tag, "%s avg%d", what, mode);
       compare(&l, &y, tag);
       l.op = NRT_OP_AVG_POOL_BACKWARD;
-      operand(&l.operands[0], &gx);
-      operand(&l.operands[1], &y);
+      nrt_test_tensor5_operand(&l.operands[0], &gx);
+      nrt_test_tensor5_operand(&l.operands[1], &y);
       snprintf(tag, sizeof tag, "%s avg%d-bwd", what, mode);
       compare(&l, &gx, tag);
     }

@@ -8,42 +8,6 @@
 #include "testing.h"
 #include "kernels/kernels.h"
 
-static uint64_t rng_state = 0xD1B54A32D192ED03ull;
-static double urand(double lo, double hi) {
-  rng_state ^= rng_state << 13;
-  rng_state ^= rng_state >> 7;
-  rng_state ^= rng_state << 17;
-  return lo + (hi - lo) * ((double)(rng_state >> 11) * 0x1p-53);
-}
-
-static void put(void *base, nrt_dtype dt, int64_t i, double v) {
-  char *p = (char *)base + i * (int64_t)nrt_dtype_size(dt);
-  switch (dt) {
-  case NRT_BOOL: *(uint8_t *)p = v != 0; break;
-  case NRT_UINT8: *(uint8_t *)p = (uint8_t)(int64_t)v; break;
-  case NRT_INT32: *(int32_t *)p = (int32_t)(int64_t)v; break;
-  case NRT_INT64: *(int64_t *)p = (int64_t)v; break;
-  case NRT_FLOAT16: *(uint16_t *)p = nrt_f32_to_f16((float)v); break;
-  case NRT_BFLOAT16: *(uint16_t *)p = nrt_f32_to_bf16((float)v); break;
-  case NRT_FLOAT32: *(float *)p = (float)v; break;
-  case NRT_FLOAT64: *(double *)p = v; break;
-  default: break;
-  }
-}
-static double get(const void *base, nrt_dtype dt, int64_t i) {
-  const char *p = (const char *)base + i * (int64_t)nrt_dtype_size(dt);
-  switch (dt) {
-  case NRT_BOOL: case NRT_UINT8: return *(const uint8_t *)p;
-  case NRT_INT32: return *(const int32_t *)p;
-  case NRT_INT64: return (double)*(const int64_t *)p;
-  case NRT_FLOAT16: return nrt_f16_to_f32(*(const uint16_t *)p);
-  case NRT_BFLOAT16: return nrt_bf16_to_f32(*(const uint16_t *)p);
-  case NRT_FLOAT32: return *(const float *)p;
-  case NRT_FLOAT64: return *(const double *)p;
-  default: return 0;
-  }
-}
-
 static bool is_index_op(nrt_op op) {
   return op == NRT_OP_ARGMAX || op == NRT_OP_ARGMIN || op == NRT_OP_MAX_WITH_INDEX ||
          op == NRT_OP_MIN_WITH_INDEX;
@@ -77,8 +41,8 @@ static int run_rcase(const rcase *c, bool *out_ok_fast_equals_ref) {
   size_t ies = nrt_dtype_size(c->in_dt), oes = nrt_dtype_size(c->out_dt);
   void *in = calloc((size_t)numel + 1, ies);
   for (int64_t i = 0; i < numel; i++) {
-    double v = urand(c->lo, c->hi);
-    put(in, c->in_dt, i, c->ints ? floor(v) : v);
+    double v = nrt_test_uniform(c->lo, c->hi);
+    nrt_test_put(in, c->in_dt, i, c->ints ? floor(v) : v);
   }
   int64_t ist[4], ost[4], idst[4];
   int64_t s = (int64_t)ies;
@@ -137,12 +101,12 @@ static int run_rcase(const rcase *c, bool *out_ok_fast_equals_ref) {
   nrt_dtype vdt = idx_only ? NRT_INT64 : c->out_dt;
   double tol = c->out_dt == NRT_BFLOAT16 ? 1.0 / 128 : (c->out_dt == NRT_FLOAT16 ? 1.0 / 1024 : 2e-6);
   for (int64_t i = 0; i < nout && !bad; i++) {
-    double want = get(o[0][0], vdt, i), got = get(o[1][0], vdt, i);
+    double want = nrt_test_get(o[0][0], vdt, i), got = nrt_test_get(o[1][0], vdt, i);
     /* logsumexp = max + log(sum) cancels near 0: error relative to the max */
     double atol = c->op == NRT_OP_LOGSUMEXP ? 2e-5 : 1e-9;
     bool ok = (want != want && got != got) || fabs(got - want) <= tol * fabs(want) + atol;
     if (is_index_op(c->op) || !nrt_dtype_is_floating(c->compute)) ok = got == want || (want != want && got != got);
-    if (two) ok = ok && get(o[0][1], NRT_INT64, i) == get(o[1][1], NRT_INT64, i);
+    if (two) ok = ok && nrt_test_get(o[0][1], NRT_INT64, i) == nrt_test_get(o[1][1], NRT_INT64, i);
     if (!ok) {
       fprintf(stderr, "%s in %s dims %lld,%lld,%lld mask %u tr %d rev %d [%lld]: fast %.9g ref %.9g\n",
               nrt_op_name(c->op), nrt_dtype_name(c->in_dt), (long long)c->sizes[0],
@@ -372,14 +336,7 @@ static void test_empty(void) {
 
 static void test_int_sum_exact(void) {
   int64_t x[3] = {(1ll << 62), 1, 2}, out = 0;
-  nrt_launch l;
-  memset(&l, 0, sizeof l);
-  l.op = NRT_OP_SUM;
-  l.ndim = 1;
-  l.sizes[0] = 3;
-  l.noutputs = 1;
-  l.ninputs = 1;
-  l.compute_dtype = NRT_INT64;
+  nrt_launch l = nrt_test_launch(NRT_OP_SUM, NRT_INT64, 1, (const int64_t[]){3}, 1, 1);
   l.operands[0] = (nrt_operand){.data = &out, .dtype = NRT_INT64};
   l.operands[1] = (nrt_operand){.data = x, .dtype = NRT_INT64, .strides = {8}};
   BOTH(r) {
@@ -401,6 +358,7 @@ static void test_int_sum_exact(void) {
 }
 
 int main(void) {
+  nrt_test_seed(0xD1B54A32D192ED03ull);
   RUN_TEST(test_fast_vs_reference);
   RUN_TEST(test_dtypes);
   RUN_TEST(test_extremes_nan_and_ties);

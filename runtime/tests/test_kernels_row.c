@@ -6,39 +6,6 @@
 #include "testing.h"
 #include "kernels/kernels.h"
 
-static uint64_t rng_state = 0x8CB92BA72F3D8DD7ull;
-static double urand(double lo, double hi) {
-  rng_state ^= rng_state << 13;
-  rng_state ^= rng_state >> 7;
-  rng_state ^= rng_state << 17;
-  return lo + (hi - lo) * ((double)(rng_state >> 11) * 0x1p-53);
-}
-
-static void put(void *base, nrt_dtype dt, int64_t i, double v) {
-  char *p = (char *)base + i * (int64_t)nrt_dtype_size(dt);
-  switch (dt) {
-  case NRT_INT32: *(int32_t *)p = (int32_t)(int64_t)v; break;
-  case NRT_INT64: *(int64_t *)p = (int64_t)v; break;
-  case NRT_FLOAT16: *(uint16_t *)p = nrt_f32_to_f16((float)v); break;
-  case NRT_BFLOAT16: *(uint16_t *)p = nrt_f32_to_bf16((float)v); break;
-  case NRT_FLOAT32: *(float *)p = (float)v; break;
-  case NRT_FLOAT64: *(double *)p = v; break;
-  default: break;
-  }
-}
-static double get(const void *base, nrt_dtype dt, int64_t i) {
-  const char *p = (const char *)base + i * (int64_t)nrt_dtype_size(dt);
-  switch (dt) {
-  case NRT_INT32: return *(const int32_t *)p;
-  case NRT_INT64: return (double)*(const int64_t *)p;
-  case NRT_FLOAT16: return nrt_f16_to_f32(*(const uint16_t *)p);
-  case NRT_BFLOAT16: return nrt_bf16_to_f32(*(const uint16_t *)p);
-  case NRT_FLOAT32: return *(const float *)p;
-  case NRT_FLOAT64: return *(const double *)p;
-  default: return 0;
-  }
-}
-
 /* rows x len; `column` lays the rows out as columns of a row-major
  * len x rows matrix (softmax over dim 0), so the row stride is not 1. */
 static int run_rows(nrt_op op, nrt_dtype in_dt, nrt_dtype out_dt, int64_t rows, int64_t len,
@@ -50,25 +17,17 @@ static int run_rows(nrt_op op, nrt_dtype in_dt, nrt_dtype out_dt, int64_t rows, 
   for (int k = 0; k < nin; k++) {
     in[k] = malloc((size_t)n * ies + 8);
     for (int64_t i = 0; i < n; i++) {
-      double v = urand(-5, 5);
-      if (op == NRT_OP_CUMPROD) v = urand(0.8, 1.2);
+      double v = nrt_test_uniform(-5, 5);
+      if (op == NRT_OP_CUMPROD) v = nrt_test_uniform(0.8, 1.2);
       if (!nrt_dtype_is_floating(in_dt)) v = floor(v);
       /* the backward ops take the forward output: softmax values / log-probs */
-      if (k == 1 && op == NRT_OP_SOFTMAX_BACKWARD) v = urand(0, 1);
-      if (k == 1 && op == NRT_OP_LOG_SOFTMAX_BACKWARD) v = urand(-8, 0);
-      put(in[k], in_dt, i, v);
+      if (k == 1 && op == NRT_OP_SOFTMAX_BACKWARD) v = nrt_test_uniform(0, 1);
+      if (k == 1 && op == NRT_OP_LOG_SOFTMAX_BACKWARD) v = nrt_test_uniform(-8, 0);
+      nrt_test_put(in[k], in_dt, i, v);
     }
   }
   for (int r = 0; r < 2; r++) out[r] = calloc((size_t)n + 1, oes);
-  nrt_launch l;
-  memset(&l, 0, sizeof l);
-  l.op = op;
-  l.ndim = 2;
-  l.sizes[0] = rows;
-  l.sizes[1] = len;
-  l.noutputs = 1;
-  l.ninputs = nin;
-  l.compute_dtype = in_dt;
+  nrt_launch l = nrt_test_launch(op, in_dt, 2, (const int64_t[]){rows, len}, 1, nin);
   for (int k = 0; k <= nin; k++) {
     int64_t es = (int64_t)(k == 0 ? oes : ies);
     l.operands[k].dtype = k == 0 ? out_dt : in_dt;
@@ -94,7 +53,7 @@ static int run_rows(nrt_op op, nrt_dtype in_dt, nrt_dtype out_dt, int64_t rows, 
     bool backward = op == NRT_OP_SOFTMAX_BACKWARD || op == NRT_OP_LOG_SOFTMAX_BACKWARD;
     double atol = backward ? 5 * tol : 1e-3 * tol;
     for (int64_t i = 0; i < n && !bad; i++) {
-      double want = get(out[0], out_dt, i), got = get(out[1], out_dt, i);
+      double want = nrt_test_get(out[0], out_dt, i), got = nrt_test_get(out[1], out_dt, i);
       bool ok = nrt_dtype_is_floating(in_dt) ? fabs(got - want) <= tol * fabs(want) + atol
                                              : got == want;
       if (!ok) {
@@ -132,20 +91,11 @@ static void test_fast_vs_reference(void) {
 }
 
 static void run_row1(nrt_op op, const float *a, const float *b, float *out, int64_t n, bool reference) {
-  nrt_launch l;
-  memset(&l, 0, sizeof l);
-  l.op = op;
-  l.ndim = 1;
-  l.sizes[0] = n;
-  l.noutputs = 1;
-  l.ninputs = nrt_op_ninputs(op);
-  l.compute_dtype = NRT_FLOAT32;
-  l.operands[0] = (nrt_operand){.data = out, .dtype = NRT_FLOAT32, .strides = {4}};
-  l.operands[1] = (nrt_operand){.data = (void *)a, .dtype = NRT_FLOAT32, .strides = {4}};
-  l.operands[2] = (nrt_operand){.data = (void *)b, .dtype = NRT_FLOAT32, .strides = {4}};
-  nrt_kernels_set_reference(reference);
-  CHECK_OK(nrt_launch_run(&l));
-  nrt_kernels_set_reference(false);
+  nrt_launch l = nrt_test_launch_op(op, NRT_FLOAT32, 1, &n);
+  nrt_test_operand_1d(&l, 0, out, NRT_FLOAT32, 1);
+  nrt_test_operand_1d(&l, 1, a, NRT_FLOAT32, 1);
+  nrt_test_operand_1d(&l, 2, b, NRT_FLOAT32, 1);
+  CHECK_OK(nrt_test_run(&l, reference));
 }
 
 static void test_known_values(void) {
@@ -186,14 +136,7 @@ static void test_known_values(void) {
 
 static void test_int_cumsum_exact(void) {
   int64_t x[3] = {1ll << 62, 1, 2}, out[3];
-  nrt_launch l;
-  memset(&l, 0, sizeof l);
-  l.op = NRT_OP_CUMSUM;
-  l.ndim = 1;
-  l.sizes[0] = 3;
-  l.noutputs = 1;
-  l.ninputs = 1;
-  l.compute_dtype = NRT_INT64;
+  nrt_launch l = nrt_test_launch(NRT_OP_CUMSUM, NRT_INT64, 1, (const int64_t[]){3}, 1, 1);
   l.operands[0] = (nrt_operand){.data = out, .dtype = NRT_INT64, .strides = {8}};
   l.operands[1] = (nrt_operand){.data = x, .dtype = NRT_INT64, .strides = {8}};
   for (int r = 0; r < 2; r++) {
@@ -207,6 +150,7 @@ static void test_int_cumsum_exact(void) {
 }
 
 int main(void) {
+  nrt_test_seed(0x8CB92BA72F3D8DD7ull);
   RUN_TEST(test_fast_vs_reference);
   RUN_TEST(test_known_values);
   RUN_TEST(test_int_cumsum_exact);

@@ -45,14 +45,7 @@ static void test_reference_flag(void) {
 static float out_buf[4], in_a[4], in_b[4];
 
 static nrt_launch add_launch(void) {
-  nrt_launch l;
-  memset(&l, 0, sizeof l);
-  l.op = NRT_OP_ADD;
-  l.ndim = 1;
-  l.sizes[0] = 4;
-  l.noutputs = 1;
-  l.ninputs = 2;
-  l.compute_dtype = NRT_FLOAT32;
+  nrt_launch l = nrt_test_launch(NRT_OP_ADD, NRT_FLOAT32, 1, (const int64_t[]){4}, 1, 2);
   float *ptrs[3] = {out_buf, in_a, in_b};
   for (int i = 0; i < 3; i++) {
     l.operands[i].data = ptrs[i];
@@ -64,17 +57,7 @@ static nrt_launch add_launch(void) {
 }
 
 static nrt_launch gemm_launch(int ninputs, int64_t b, int64_t m, int64_t n, int64_t k) {
-  nrt_launch l;
-  memset(&l, 0, sizeof l);
-  l.op = NRT_OP_GEMM;
-  l.ndim = 4;
-  l.sizes[0] = b;
-  l.sizes[1] = m;
-  l.sizes[2] = n;
-  l.sizes[3] = k;
-  l.noutputs = 1;
-  l.ninputs = ninputs;
-  l.compute_dtype = NRT_FLOAT32;
+  nrt_launch l = nrt_test_launch(NRT_OP_GEMM, NRT_FLOAT32, 4, (const int64_t[]){b, m, n, k}, 1, ninputs);
   for (int i = 0; i < 1 + ninputs; i++) {
     l.operands[i].data = out_buf;
     l.operands[i].dtype = NRT_FLOAT32;
@@ -196,14 +179,7 @@ static void test_enqueue_copies_descriptor(void) {
   nrt_stream *s;
   CHECK_OK(nrt_stream_get(0, 2, &s));
   float out[4] = {0, 0, 0, 0}, other[4] = {0, 0, 0, 0};
-  nrt_launch l;
-  memset(&l, 0, sizeof l);
-  l.op = NRT_OP_FILL;
-  l.ndim = 1;
-  l.sizes[0] = 4;
-  l.noutputs = 1;
-  l.ninputs = 0;
-  l.compute_dtype = NRT_FLOAT32;
+  nrt_launch l = nrt_test_launch(NRT_OP_FILL, NRT_FLOAT32, 1, (const int64_t[]){4}, 1, 0);
   l.operands[0].data = out;
   l.operands[0].dtype = NRT_FLOAT32;
   l.operands[0].strides[0] = 4;

@@ -8,58 +8,9 @@
 #include "kernels/kernels.h"
 #include "nrt/ops/resample.h"
 
-static uint64_t rng_state = 0x2545F4914F6CDD1Dull;
-static double urand(void) { /* [-1, 1) */
-  rng_state ^= rng_state << 13;
-  rng_state ^= rng_state >> 7;
-  rng_state ^= rng_state << 17;
-  return (double)(rng_state >> 11) * 0x1p-52 - 1.0;
-}
-
-static void put(void *base, nrt_dtype dt, int64_t i, double v) {
-  char *p = (char *)base + i * (int64_t)nrt_dtype_size(dt);
-  switch (dt) {
-  case NRT_FLOAT32: *(float *)p = (float)v; break;
-  case NRT_FLOAT64: *(double *)p = v; break;
-  case NRT_BFLOAT16: *(uint16_t *)p = nrt_f32_to_bf16((float)v); break;
-  case NRT_INT64: *(int64_t *)p = (int64_t)v; break;
-  case NRT_UINT8: *(uint8_t *)p = (uint8_t)v; break;
-  default: break;
-  }
-}
-static double get(const void *base, nrt_dtype dt, int64_t i) {
-  const char *p = (const char *)base + i * (int64_t)nrt_dtype_size(dt);
-  switch (dt) {
-  case NRT_FLOAT32: return *(const float *)p;
-  case NRT_FLOAT64: return *(const double *)p;
-  case NRT_BFLOAT16: return nrt_bf16_to_f32(*(const uint16_t *)p);
-  case NRT_INT64: return (double)*(const int64_t *)p;
-  case NRT_UINT8: return (double)*(const uint8_t *)p;
-  default: return 0;
-  }
-}
-
 /* A 5-d activation [N, C, D, H, W], contiguous or channels-last; element i
- * of the logical row-major order lives at offset(i). */
-typedef struct act {
-  int64_t shape[5], strides[5], numel;
-  nrt_dtype dt;
-  void *data;
-} act;
-
-static void act_make(act *t, const int64_t shape[5], bool channels_last, nrt_dtype dt) {
-  int perm_cf[5] = {0, 1, 2, 3, 4}, perm_cl[5] = {0, 2, 3, 4, 1};
-  const int *perm = channels_last ? perm_cl : perm_cf;
-  int64_t s = 1;
-  t->numel = 1;
-  for (int i = 0; i < 5; i++) t->shape[i] = shape[i], t->numel *= shape[i];
-  for (int i = 4; i >= 0; i--) {
-    t->strides[perm[i]] = s;
-    s *= shape[perm[i]];
-  }
-  t->dt = dt;
-  t->data = calloc((size_t)t->numel + 1, nrt_dtype_size(dt));
-}
+ * of the logical row-major order lives at act_off(t, i). */
+typedef nrt_test_tensor5 act;
 
 static int64_t act_off(const act *t, int64_t i) {
   int64_t off = 0;
@@ -70,15 +21,9 @@ static int64_t act_off(const act *t, int64_t i) {
   return off;
 }
 static void act_fill(act *t) {
-  for (int64_t i = 0; i < t->numel; i++) put(t->data, t->dt, act_off(t, i), urand());
+  for (int64_t i = 0; i < t->numel; i++) nrt_test_put(t->data, t->dt, act_off(t, i), nrt_test_urand());
 }
-static double act_get(const act *t, int64_t i) { return get(t->data, t->dt, act_off(t, i)); }
-
-static void operand(nrt_operand *o, const act *t) {
-  o->data = t->data;
-  o->dtype = t->dt;
-  for (int i = 0; i < 5; i++) o->strides[i] = t->strides[i] * (int64_t)nrt_dtype_size(t->dt);
-}
+static double act_get(const act *t, int64_t i) { return nrt_test_get(t->data, t->dt, act_off(t, i)); }
 
 static nrt_launch interp_launch(nrt_op op, const act *out, const act *in, int mode, bool align, const double sc[3]) {
   nrt_launch l;
@@ -95,8 +40,8 @@ static nrt_launch interp_launch(nrt_op op, const act *out, const act *in, int mo
   }
   l.noutputs = 1;
   l.ninputs = 1;
-  operand(&l.operands[0], out);
-  operand(&l.operands[1], in);
+  nrt_test_tensor5_operand(&l.operands[0], out);
+  nrt_test_tensor5_operand(&l.operands[1], in);
   l.compute_dtype = in->dt;
   l.params[0] = mode;
   l.params[1] = align;
@@ -108,13 +53,13 @@ static nrt_launch interp_launch(nrt_op op, const act *out, const act *in, int mo
 static void interp_1d(int mode, bool align, double scale, const double *x, int64_t in, double *y, int64_t out) {
   int64_t is[5] = {1, 1, 1, 1, in}, os[5] = {1, 1, 1, 1, out};
   act a, b;
-  act_make(&a, is, false, NRT_FLOAT32);
-  act_make(&b, os, false, NRT_FLOAT32);
-  for (int64_t i = 0; i < in; i++) put(a.data, a.dt, i, x[i]);
+  nrt_test_tensor5_make(&a, is, false, NRT_FLOAT32);
+  nrt_test_tensor5_make(&b, os, false, NRT_FLOAT32);
+  for (int64_t i = 0; i < in; i++) nrt_test_put(a.data, a.dt, i, x[i]);
   double sc[3] = {0, 0, scale};
   nrt_launch l = interp_launch(NRT_OP(INTERP), &b, &a, mode, align, sc);
   CHECK_OK(nrt_launch_run(&l));
-  for (int64_t i = 0; i < out; i++) y[i] = get(b.data, b.dt, i);
+  for (int64_t i = 0; i < out; i++) y[i] = nrt_test_get(b.data, b.dt, i);
   free(a.data);
   free(b.data);
 }
@@ -174,12 +119,12 @@ typedef struct icase {
 static void run_interp(const icase *c) {
   int64_t is[5] = {c->n, c->c, c->i[0], c->i[1], c->i[2]}, os[5] = {c->n, c->c, c->o[0], c->o[1], c->o[2]};
   act x, y, yr, g, gx, gxr;
-  act_make(&x, is, c->cl, c->dt);
-  act_make(&y, os, c->cl, c->dt);
-  act_make(&yr, os, c->cl, c->dt);
-  act_make(&g, os, !c->cl, c->dt);
-  act_make(&gx, is, c->cl, c->dt);
-  act_make(&gxr, is, c->cl, c->dt);
+  nrt_test_tensor5_make(&x, is, c->cl, c->dt);
+  nrt_test_tensor5_make(&y, os, c->cl, c->dt);
+  nrt_test_tensor5_make(&yr, os, c->cl, c->dt);
+  nrt_test_tensor5_make(&g, os, !c->cl, c->dt);
+  nrt_test_tensor5_make(&gx, is, c->cl, c->dt);
+  nrt_test_tensor5_make(&gxr, is, c->cl, c->dt);
   act_fill(&x);
   act_fill(&g);
   memset(gx.data, 0xff, (size_t)gx.numel * nrt_dtype_size(c->dt)); /* must be fully written */
@@ -260,9 +205,9 @@ static void test_interp_modes(void) {
 static void test_interp_integer_nearest(void) {
   int64_t is[5] = {1, 2, 1, 3, 3}, os[5] = {1, 2, 1, 5, 4};
   act x, y;
-  act_make(&x, is, false, NRT_UINT8);
-  act_make(&y, os, true, NRT_UINT8);
-  for (int64_t i = 0; i < x.numel; i++) put(x.data, x.dt, i, (double)(200 + i));
+  nrt_test_tensor5_make(&x, is, false, NRT_UINT8);
+  nrt_test_tensor5_make(&y, os, true, NRT_UINT8);
+  for (int64_t i = 0; i < x.numel; i++) nrt_test_put(x.data, x.dt, i, (double)(200 + i));
   nrt_launch l = interp_launch(NRT_OP(INTERP), &y, &x, NRT_INTERP_NEAREST, false, NULL);
   CHECK_OK(nrt_launch_run(&l));
   for (int64_t c = 0; c < 2; c++)
@@ -283,12 +228,12 @@ static void test_interp_integer_nearest(void) {
 static void test_max_unpool(void) {
   int64_t is[5] = {2, 3, 1, 2, 2}, os[5] = {2, 3, 1, 4, 5};
   act x, ix, y;
-  act_make(&x, is, false, NRT_FLOAT32);
-  act_make(&ix, is, true, NRT_INT64);
-  act_make(&y, os, true, NRT_FLOAT32);
+  nrt_test_tensor5_make(&x, is, false, NRT_FLOAT32);
+  nrt_test_tensor5_make(&ix, is, true, NRT_INT64);
+  nrt_test_tensor5_make(&y, os, true, NRT_FLOAT32);
   act_fill(&x);
   int64_t idx[4] = {0, 7, 7, 19}; /* 7 twice: the later element wins */
-  for (int64_t i = 0; i < ix.numel; i++) put(ix.data, NRT_INT64, act_off(&ix, i), (double)idx[i % 4]);
+  for (int64_t i = 0; i < ix.numel; i++) nrt_test_put(ix.data, NRT_INT64, act_off(&ix, i), (double)idx[i % 4]);
   memset(y.data, 0xff, (size_t)y.numel * 4);
   nrt_launch l;
   memset(&l, 0, sizeof l);
@@ -298,9 +243,9 @@ static void test_max_unpool(void) {
   memcpy(l.sizes, sizes, sizeof sizes);
   l.noutputs = 1;
   l.ninputs = 2;
-  operand(&l.operands[0], &y);
-  operand(&l.operands[1], &x);
-  operand(&l.operands[2], &ix);
+  nrt_test_tensor5_operand(&l.operands[0], &y);
+  nrt_test_tensor5_operand(&l.operands[1], &x);
+  nrt_test_tensor5_operand(&l.operands[2], &ix);
   l.compute_dtype = NRT_FLOAT32;
   CHECK_OK(nrt_launch_run(&l));
   for (int64_t p = 0; p < 6; p++)
@@ -308,7 +253,7 @@ static void test_max_unpool(void) {
       double want = k == 0 ? act_get(&x, p * 4) : k == 7 ? act_get(&x, p * 4 + 2) : k == 19 ? act_get(&x, p * 4 + 3) : 0;
       CHECK(act_get(&y, p * 20 + k) == want);
     }
-  put(ix.data, NRT_INT64, act_off(&ix, 9), 20.0); /* out of range */
+  nrt_test_put(ix.data, NRT_INT64, act_off(&ix, 9), 20.0); /* out of range */
   CHECK_STATUS(nrt_launch_run(&l), NRT_ERROR_INVALID_ARGUMENT);
   CHECK(strstr(nrt_last_error_message(), "Found an invalid max index: 20") != NULL);
   free(x.data);
@@ -351,8 +296,8 @@ static void run_fold(const fcase *f, nrt_dtype dt) {
   size_t es = nrt_dtype_size(dt);
   void *im = calloc((size_t)nim + 1, es), *col = calloc((size_t)ncol + 1, es), *g = calloc((size_t)ncol + 1, es);
   void *gim = calloc((size_t)nim + 1, es), *gimr = calloc((size_t)nim + 1, es);
-  for (int64_t i = 0; i < nim; i++) put(im, dt, i, dt == NRT_INT64 ? (double)(i % 7) : urand());
-  for (int64_t i = 0; i < ncol; i++) put(g, dt, i, dt == NRT_INT64 ? (double)(i % 5) : urand());
+  for (int64_t i = 0; i < nim; i++) nrt_test_put(im, dt, i, dt == NRT_INT64 ? (double)(i % 7) : nrt_test_urand());
+  for (int64_t i = 0; i < ncol; i++) nrt_test_put(g, dt, i, dt == NRT_INT64 ? (double)(i % 5) : nrt_test_urand());
   nrt_launch a = fold_launch(NRT_OP(IM2COL), f, oh, ow, col, im, dt);
   nrt_launch b = fold_launch(NRT_OP(COL2IM), f, oh, ow, g, gim, dt);
   nrt_launch br = fold_launch(NRT_OP(COL2IM), f, oh, ow, g, gimr, dt);
@@ -371,19 +316,22 @@ static void run_fold(const fcase *f, nrt_dtype dt) {
             for (int64_t x = 0; x < ow; x++) {
               int64_t ih = y * f->sh - f->ph + kh * f->dh, iw = x * f->sw - f->pw + kw * f->dw;
               double want = (ih >= 0 && ih < f->ih && iw >= 0 && iw < f->iw)
-                                ? get(im, dt, ((n * f->c + c) * f->ih + ih) * f->iw + iw)
+                                ? nrt_test_get(im, dt, ((n * f->c + c) * f->ih + ih) * f->iw + iw)
                                 : 0.0;
               int64_t at = ((((n * f->c + c) * f->kh + kh) * f->kw + kw) * oh + y) * ow + x;
-              if (get(col, dt, at) != want && bad++ < 3) fprintf(stderr, "im2col [%lld]\n", (long long)at);
+              if (nrt_test_get(col, dt, at) != want && bad++ < 3) fprintf(stderr, "im2col [%lld]\n", (long long)at);
             }
   CHECK(bad == 0);
   /* col2im: fast == reference, and <im2col(x), g> == <x, col2im(g)> */
   double lhs = 0, rhs = 0, mag = 0;
   for (int64_t i = 0; i < nim; i++) {
-    CHECK_NEAR(get(gim, dt, i), get(gimr, dt, i), 1e-5);
-    rhs += get(im, dt, i) * get(gimr, dt, i);
+    CHECK_NEAR(nrt_test_get(gim, dt, i), nrt_test_get(gimr, dt, i), 1e-5);
+    rhs += nrt_test_get(im, dt, i) * nrt_test_get(gimr, dt, i);
   }
-  for (int64_t i = 0; i < ncol; i++) lhs += get(col, dt, i) * get(g, dt, i), mag += fabs(get(g, dt, i));
+  for (int64_t i = 0; i < ncol; i++) {
+    double gi = nrt_test_get(g, dt, i);
+    lhs += nrt_test_get(col, dt, i) * gi, mag += fabs(gi);
+  }
   CHECK_NEAR(lhs, rhs, 1e-5 * (1 + mag));
   free(im);
   free(col);
@@ -405,6 +353,7 @@ static void test_fold(void) {
 }
 
 int main(void) {
+  nrt_test_seed(0x2545F4914F6CDD1Dull);
   RUN_TEST(test_interp_known);
   RUN_TEST(test_interp_modes);
   RUN_TEST(test_interp_integer_nearest);

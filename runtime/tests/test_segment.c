@@ -11,50 +11,7 @@
 #include "kernels/kernels.h"
 #include "nrt/ops/segment.h"
 
-static uint64_t rng_state = 0x9E3779B97F4A7C15ull;
-static uint64_t rnd(void) {
-  rng_state ^= rng_state << 13;
-  rng_state ^= rng_state >> 7;
-  rng_state ^= rng_state << 17;
-  return rng_state;
-}
-static double urand(void) { return (double)(rnd() >> 11) / 9007199254740992.0 * 2.0 - 1.0; }
-
-static nrt_launch mk(nrt_op op, int ndim, const int64_t *sizes, int nout, int nin) {
-  nrt_launch l;
-  memset(&l, 0, sizeof l);
-  l.op = op;
-  l.ndim = ndim;
-  for (int d = 0; d < ndim; d++) l.sizes[d] = sizes[d];
-  l.noutputs = nout;
-  l.ninputs = nin;
-  l.compute_dtype = NRT_FLOAT32;
-  return l;
-}
-
-static void opnd(nrt_launch *l, int k, void *data, nrt_dtype dt, int n, const int64_t *strides) {
-  l->operands[k].data = data;
-  l->operands[k].dtype = dt;
-  for (int d = 0; d < n; d++) l->operands[k].strides[d] = strides[d];
-}
-
 #define S(...) ((const int64_t[]){__VA_ARGS__})
-
-static nrt_status run(const nrt_launch *l, int reference) {
-  nrt_kernels_set_reference(reference);
-  nrt_status s = nrt_launch_run(l);
-  nrt_kernels_set_reference(false);
-  return s;
-}
-
-static void check_prefix_at(const char *want, int line) {
-  const char *got = nrt_last_error_message();
-  if (strncmp(got, want, strlen(want)) != 0) {
-    fprintf(stderr, "%s:%d: message \"%s\", want prefix \"%s\"\n", __FILE__, line, got, want);
-    nrt_test_failures++;
-  }
-}
-#define CHECK_PREFIX(want) check_prefix_at(want, __LINE__)
 
 /* ---- EMBEDDING_BAG ---------------------------------------------------------------- */
 
@@ -64,7 +21,7 @@ static void bag_case(int mode, int64_t V, int64_t D, int64_t N, const int64_t *i
                      int64_t noff, int include_last, int64_t padding, const float *psw, int off32, int reference) {
   int64_t B = include_last ? noff - 1 : noff;
   float *w = calloc((size_t)(V * D * 2 + 1), sizeof(float));
-  for (int64_t i = 0; i < V * D * 2; i++) w[i] = (float)urand();
+  for (int64_t i = 0; i < V * D * 2; i++) w[i] = (float)nrt_test_urand();
   /* a tie in row 1 and 2 of column 0 to exercise first-max-wins */
   if (V > 2) w[1 * D * 2] = w[2 * D * 2] = 5.0f;
   float *out = calloc((size_t)(B * D + 1), sizeof(float));
@@ -72,24 +29,25 @@ static void bag_case(int mode, int64_t V, int64_t D, int64_t N, const int64_t *i
   int64_t *maxi = calloc((size_t)(B * D + 1), sizeof(int64_t));
   int32_t off_i32[16];
   for (int64_t b = 0; off32 && b < noff && b < 16; b++) off_i32[b] = (int32_t)off[b];
-  nrt_launch l = mk(NRT_OP(EMBEDDING_BAG), 3, S(B, D, N), mode == NRT_BAG_MAX ? 4 : 3, psw ? 4 : 3);
+  nrt_launch l =
+      nrt_test_launch(NRT_OP(EMBEDDING_BAG), NRT_FLOAT32, 3, S(B, D, N), mode == NRT_BAG_MAX ? 4 : 3, psw ? 4 : 3);
   int k = 0;
-  opnd(&l, k++, out, NRT_FLOAT32, 2, S(D * 4, 4));
-  opnd(&l, k++, o2b, NRT_INT64, 1, S(8));
-  opnd(&l, k++, bsz, NRT_INT64, 1, S(8));
-  if (mode == NRT_BAG_MAX) opnd(&l, k++, maxi, NRT_INT64, 2, S(D * 8, 8));
-  opnd(&l, k++, w, NRT_FLOAT32, 2, S(D * 2 * 4, 8));
-  opnd(&l, k++, (void *)idx, NRT_INT64, 1, S(8));
+  nrt_test_operand_n(&l, k++, out, NRT_FLOAT32, S(D * 4, 4), 2);
+  nrt_test_operand_n(&l, k++, o2b, NRT_INT64, S(8), 1);
+  nrt_test_operand_n(&l, k++, bsz, NRT_INT64, S(8), 1);
+  if (mode == NRT_BAG_MAX) nrt_test_operand_n(&l, k++, maxi, NRT_INT64, S(D * 8, 8), 2);
+  nrt_test_operand_n(&l, k++, w, NRT_FLOAT32, S(D * 2 * 4, 8), 2);
+  nrt_test_operand_n(&l, k++, (void *)idx, NRT_INT64, S(8), 1);
   if (off32)
-    opnd(&l, k++, off_i32, NRT_INT32, 1, S(4));
+    nrt_test_operand_n(&l, k++, off_i32, NRT_INT32, S(4), 1);
   else
-    opnd(&l, k++, (void *)off, NRT_INT64, 1, S(8));
-  if (psw) opnd(&l, k++, (void *)psw, NRT_FLOAT32, 1, S(4));
+    nrt_test_operand_n(&l, k++, (void *)off, NRT_INT64, S(8), 1);
+  if (psw) nrt_test_operand_n(&l, k++, (void *)psw, NRT_FLOAT32, S(4), 1);
   l.params[0] = mode;
   l.params[1] = padding;
   l.params[2] = include_last;
   l.aux[0] = V;
-  CHECK_OK(run(&l, reference));
+  CHECK_OK(nrt_test_run(&l, reference));
   for (int64_t b = 0; b < B; b++) {
     int64_t s = off[b], e = b + 1 < noff ? off[b + 1] : N, cnt = 0;
     for (int64_t i = s; i < e; i++) {
@@ -146,30 +104,30 @@ static void test_embedding_bag_modes(void) {
 static void test_embedding_bag_large(void) {
   enum { V = 300, D = 37, N = 5000, B = 700 };
   int64_t *idx = malloc(N * sizeof(int64_t)), *off = malloc(B * sizeof(int64_t));
-  for (int i = 0; i < N; i++) idx[i] = (int64_t)(rnd() % V);
+  for (int i = 0; i < N; i++) idx[i] = (int64_t)(nrt_test_rand_u64() % V);
   off[0] = 0;
-  for (int b = 1; b < B; b++) off[b] = off[b - 1] + (int64_t)(rnd() % 14);
+  for (int b = 1; b < B; b++) off[b] = off[b - 1] + (int64_t)(nrt_test_rand_u64() % 14);
   if (off[B - 1] > N) off[B - 1] = N;
   for (int b = 1; b < B; b++)
     if (off[b] > N) off[b] = N;
   for (int mode = 0; mode < 3; mode++) bag_case(mode, V, D, N, idx, off, B, 0, 7, NULL, 0, 0);
   /* bfloat16 weights and output: fast and reference paths agree exactly */
   uint16_t *w = malloc(V * D * sizeof(uint16_t)), *o1 = malloc(B * D * 2), *o2 = malloc(B * D * 2);
-  for (int i = 0; i < V * D; i++) w[i] = nrt_f32_to_bf16((float)urand());
+  for (int i = 0; i < V * D; i++) w[i] = nrt_f32_to_bf16((float)nrt_test_urand());
   int64_t *o2b = malloc(N * 8), *bsz = malloc(B * 8);
   for (int ref = 0; ref < 2; ref++) {
-    nrt_launch l = mk(NRT_OP(EMBEDDING_BAG), 3, S(B, D, N), 3, 3);
-    opnd(&l, 0, ref ? o2 : o1, NRT_BFLOAT16, 2, S(D * 2, 2));
-    opnd(&l, 1, o2b, NRT_INT64, 1, S(8));
-    opnd(&l, 2, bsz, NRT_INT64, 1, S(8));
-    opnd(&l, 3, w, NRT_BFLOAT16, 2, S(D * 2, 2));
-    opnd(&l, 4, idx, NRT_INT64, 1, S(8));
-    opnd(&l, 5, off, NRT_INT64, 1, S(8));
+    nrt_launch l = nrt_test_launch(NRT_OP(EMBEDDING_BAG), NRT_FLOAT32, 3, S(B, D, N), 3, 3);
+    nrt_test_operand_n(&l, 0, ref ? o2 : o1, NRT_BFLOAT16, S(D * 2, 2), 2);
+    nrt_test_operand_n(&l, 1, o2b, NRT_INT64, S(8), 1);
+    nrt_test_operand_n(&l, 2, bsz, NRT_INT64, S(8), 1);
+    nrt_test_operand_n(&l, 3, w, NRT_BFLOAT16, S(D * 2, 2), 2);
+    nrt_test_operand_n(&l, 4, idx, NRT_INT64, S(8), 1);
+    nrt_test_operand_n(&l, 5, off, NRT_INT64, S(8), 1);
     l.params[0] = NRT_BAG_MEAN;
     l.params[1] = -1;
     l.aux[0] = V;
     l.compute_dtype = NRT_BFLOAT16;
-    CHECK_OK(run(&l, ref));
+    CHECK_OK(nrt_test_run(&l, ref));
   }
   CHECK(memcmp(o1, o2, B * D * 2) == 0);
   free(idx), free(off), free(w), free(o1), free(o2), free(o2b), free(bsz);
@@ -184,33 +142,33 @@ static void test_embedding_bag_errors(void) {
   const char *want[3] = {"offsets[0] has to be 0", "embedding_bag: offsets must be non-decreasing",
                          "offsets[-1] can not be greater than input's length 3"};
   for (int c = 0; c < 3; c++) {
-    nrt_launch l = mk(NRT_OP(EMBEDDING_BAG), 3, S(2, 2, 3), 3, 3);
-    opnd(&l, 0, out, NRT_FLOAT32, 2, S(8, 4));
-    opnd(&l, 1, o2b, NRT_INT64, 1, S(8));
-    opnd(&l, 2, bsz, NRT_INT64, 1, S(8));
-    opnd(&l, 3, w, NRT_FLOAT32, 2, S(8, 4));
-    opnd(&l, 4, idx, NRT_INT64, 1, S(8));
-    opnd(&l, 5, offs[c], NRT_INT64, 1, S(8));
+    nrt_launch l = nrt_test_launch(NRT_OP(EMBEDDING_BAG), NRT_FLOAT32, 3, S(2, 2, 3), 3, 3);
+    nrt_test_operand_n(&l, 0, out, NRT_FLOAT32, S(8, 4), 2);
+    nrt_test_operand_n(&l, 1, o2b, NRT_INT64, S(8), 1);
+    nrt_test_operand_n(&l, 2, bsz, NRT_INT64, S(8), 1);
+    nrt_test_operand_n(&l, 3, w, NRT_FLOAT32, S(8, 4), 2);
+    nrt_test_operand_n(&l, 4, idx, NRT_INT64, S(8), 1);
+    nrt_test_operand_n(&l, 5, offs[c], NRT_INT64, S(8), 1);
     l.params[1] = -1;
     l.aux[0] = 3;
-    CHECK_STATUS(run(&l, 0), NRT_ERROR_INVALID_ARGUMENT);
+    CHECK_STATUS(nrt_test_run(&l, 0), NRT_ERROR_INVALID_ARGUMENT);
     CHECK_PREFIX(want[c]);
   }
   int64_t ok_off[2] = {0, 1}, bad_idx[3] = {0, 3, 1};
-  nrt_launch l = mk(NRT_OP(EMBEDDING_BAG), 3, S(2, 2, 3), 3, 3);
-  opnd(&l, 0, out, NRT_FLOAT32, 2, S(8, 4));
-  opnd(&l, 1, o2b, NRT_INT64, 1, S(8));
-  opnd(&l, 2, bsz, NRT_INT64, 1, S(8));
-  opnd(&l, 3, w, NRT_FLOAT32, 2, S(8, 4));
-  opnd(&l, 4, bad_idx, NRT_INT64, 1, S(8));
-  opnd(&l, 5, ok_off, NRT_INT64, 1, S(8));
+  nrt_launch l = nrt_test_launch(NRT_OP(EMBEDDING_BAG), NRT_FLOAT32, 3, S(2, 2, 3), 3, 3);
+  nrt_test_operand_n(&l, 0, out, NRT_FLOAT32, S(8, 4), 2);
+  nrt_test_operand_n(&l, 1, o2b, NRT_INT64, S(8), 1);
+  nrt_test_operand_n(&l, 2, bsz, NRT_INT64, S(8), 1);
+  nrt_test_operand_n(&l, 3, w, NRT_FLOAT32, S(8, 4), 2);
+  nrt_test_operand_n(&l, 4, bad_idx, NRT_INT64, S(8), 1);
+  nrt_test_operand_n(&l, 5, ok_off, NRT_INT64, S(8), 1);
   l.params[1] = -1;
   l.aux[0] = 3;
-  CHECK_STATUS(run(&l, 1), NRT_ERROR_INVALID_ARGUMENT);
+  CHECK_STATUS(nrt_test_run(&l, 1), NRT_ERROR_INVALID_ARGUMENT);
   CHECK_PREFIX("index 3 is out of bounds for dimension 0 with size 3");
   l.params[0] = NRT_BAG_MAX; /* MAX needs 4 outputs */
   l.operands[4].data = idx;
-  CHECK_STATUS(run(&l, 0), NRT_ERROR_INVALID_ARGUMENT);
+  CHECK_STATUS(nrt_test_run(&l, 0), NRT_ERROR_INVALID_ARGUMENT);
 }
 
 /* ---- distances ------------------------------------------------------------------- */
@@ -244,8 +202,8 @@ static const double ps[] = {0.0, 1.0, 2.0, 3.0, 1.5, 0.5, INFINITY};
 static void test_cdist(void) {
   enum { B = 2, P = 5, R = 4, M = 6 };
   float x1[B * M * P], x2[B * M * R];
-  for (int i = 0; i < B * M * P; i++) x1[i] = (float)urand();
-  for (int i = 0; i < B * M * R; i++) x2[i] = (float)urand();
+  for (int i = 0; i < B * M * P; i++) x1[i] = (float)nrt_test_urand();
+  for (int i = 0; i < B * M * R; i++) x2[i] = (float)nrt_test_urand();
   /* make one pair identical: zero distance, zero gradient */
   for (int m = 0; m < M; m++) x2[(0 * M + m) * R + 1] = x1[(0 * M + m) * P + 2];
   const int64_t s1[3] = {M * P * 4, 4, P * 4}, s2[3] = {M * R * 4, 4, R * 4};
@@ -253,21 +211,21 @@ static void test_cdist(void) {
     double p = ps[pi];
     for (int ref = 0; ref < 2; ref++) {
       float dist[B * P * R], g[B * P * R], gx[B * P * M];
-      nrt_launch l = mk(NRT_OP(CDIST), 4, S(B, P, R, M), 1, 2);
-      opnd(&l, 0, dist, NRT_FLOAT32, 3, S(P * R * 4, R * 4, 4));
-      opnd(&l, 1, x1, NRT_FLOAT32, 3, s1);
-      opnd(&l, 2, x2, NRT_FLOAT32, 3, s2);
+      nrt_launch l = nrt_test_launch(NRT_OP(CDIST), NRT_FLOAT32, 4, S(B, P, R, M), 1, 2);
+      nrt_test_operand_n(&l, 0, dist, NRT_FLOAT32, S(P * R * 4, R * 4, 4), 3);
+      nrt_test_operand_n(&l, 1, x1, NRT_FLOAT32, s1, 3);
+      nrt_test_operand_n(&l, 2, x2, NRT_FLOAT32, s2, 3);
       l.scalars[0].f = p;
-      CHECK_OK(run(&l, ref));
-      for (int i = 0; i < B * P * R; i++) g[i] = (float)urand();
-      nrt_launch lb = mk(NRT_OP(CDIST_BACKWARD), 4, S(B, P, R, M), 1, 4);
-      opnd(&lb, 0, gx, NRT_FLOAT32, 3, S(P * M * 4, M * 4, 4));
-      opnd(&lb, 1, g, NRT_FLOAT32, 3, S(P * R * 4, R * 4, 4));
-      opnd(&lb, 2, x1, NRT_FLOAT32, 3, s1);
-      opnd(&lb, 3, x2, NRT_FLOAT32, 3, s2);
-      opnd(&lb, 4, dist, NRT_FLOAT32, 3, S(P * R * 4, R * 4, 4));
+      CHECK_OK(nrt_test_run(&l, ref));
+      for (int i = 0; i < B * P * R; i++) g[i] = (float)nrt_test_urand();
+      nrt_launch lb = nrt_test_launch(NRT_OP(CDIST_BACKWARD), NRT_FLOAT32, 4, S(B, P, R, M), 1, 4);
+      nrt_test_operand_n(&lb, 0, gx, NRT_FLOAT32, S(P * M * 4, M * 4, 4), 3);
+      nrt_test_operand_n(&lb, 1, g, NRT_FLOAT32, S(P * R * 4, R * 4, 4), 3);
+      nrt_test_operand_n(&lb, 2, x1, NRT_FLOAT32, s1, 3);
+      nrt_test_operand_n(&lb, 3, x2, NRT_FLOAT32, s2, 3);
+      nrt_test_operand_n(&lb, 4, dist, NRT_FLOAT32, S(P * R * 4, R * 4, 4), 3);
       lb.scalars[0].f = p;
-      CHECK_OK(run(&lb, ref));
+      CHECK_OK(nrt_test_run(&lb, ref));
       for (int b = 0; b < B; b++)
         for (int i = 0; i < P; i++) {
           double a[M], acc[M] = {0};
@@ -295,23 +253,23 @@ static void test_cdist_half(void) {
   for (int t = 0; t < 2; t++) {
     double a[P * M], c[R * M];
     for (int i = 0; i < P * M; i++) {
-      float v = (float)urand();
+      float v = (float)nrt_test_urand();
       x1[i] = t == 0 ? nrt_f32_to_bf16(v) : nrt_f32_to_f16(v);
       a[i] = t == 0 ? nrt_bf16_to_f32(x1[i]) : nrt_f16_to_f32(x1[i]);
     }
     for (int i = 0; i < R * M; i++) {
-      float v = (float)urand();
+      float v = (float)nrt_test_urand();
       x2[i] = t == 0 ? nrt_f32_to_bf16(v) : nrt_f32_to_f16(v);
       c[i] = t == 0 ? nrt_bf16_to_f32(x2[i]) : nrt_f16_to_f32(x2[i]);
     }
     for (int ref = 0; ref < 2; ref++) {
-      nrt_launch l = mk(NRT_OP(CDIST), 4, S(1, P, R, M), 1, 2);
-      opnd(&l, 0, out, dts[t], 3, S(0, R * 2, 2));
-      opnd(&l, 1, x1, dts[t], 3, S(0, M * 2, 2));
-      opnd(&l, 2, x2, dts[t], 3, S(0, M * 2, 2));
+      nrt_launch l = nrt_test_launch(NRT_OP(CDIST), NRT_FLOAT32, 4, S(1, P, R, M), 1, 2);
+      nrt_test_operand_n(&l, 0, out, dts[t], S(0, R * 2, 2), 3);
+      nrt_test_operand_n(&l, 1, x1, dts[t], S(0, M * 2, 2), 3);
+      nrt_test_operand_n(&l, 2, x2, dts[t], S(0, M * 2, 2), 3);
       l.compute_dtype = dts[t];
       l.scalars[0].f = 2.0;
-      CHECK_OK(run(&l, ref));
+      CHECK_OK(nrt_test_run(&l, ref));
       for (int i = 0; i < P; i++)
         for (int j = 0; j < R; j++) {
           double got = t == 0 ? nrt_bf16_to_f32(out[i * R + j]) : nrt_f16_to_f32(out[i * R + j]);
@@ -324,25 +282,25 @@ static void test_cdist_half(void) {
 static void test_pdist(void) {
   enum { N = 6, M = 4, K = N * (N - 1) / 2 };
   float x[N * M];
-  for (int i = 0; i < N * M; i++) x[i] = (float)urand();
+  for (int i = 0; i < N * M; i++) x[i] = (float)nrt_test_urand();
   for (int m = 0; m < M; m++) x[4 * M + m] = x[1 * M + m]; /* rows 1 and 4 equal */
   for (size_t pi = 0; pi < sizeof ps / sizeof ps[0]; pi++) {
     double p = ps[pi];
     for (int ref = 0; ref < 2; ref++) {
       float d[K], g[K], gx[N * M];
-      nrt_launch l = mk(NRT_OP(PDIST), 2, S(N, M), 1, 1);
-      opnd(&l, 0, d, NRT_FLOAT32, 1, S(4));
-      opnd(&l, 1, x, NRT_FLOAT32, 2, S(M * 4, 4));
+      nrt_launch l = nrt_test_launch(NRT_OP(PDIST), NRT_FLOAT32, 2, S(N, M), 1, 1);
+      nrt_test_operand_n(&l, 0, d, NRT_FLOAT32, S(4), 1);
+      nrt_test_operand_n(&l, 1, x, NRT_FLOAT32, S(M * 4, 4), 2);
       l.scalars[0].f = p;
-      CHECK_OK(run(&l, ref));
-      for (int k = 0; k < K; k++) g[k] = (float)urand();
-      nrt_launch lb = mk(NRT_OP(PDIST_BACKWARD), 2, S(N, M), 1, 3);
-      opnd(&lb, 0, gx, NRT_FLOAT32, 2, S(M * 4, 4));
-      opnd(&lb, 1, g, NRT_FLOAT32, 1, S(4));
-      opnd(&lb, 2, x, NRT_FLOAT32, 2, S(M * 4, 4));
-      opnd(&lb, 3, d, NRT_FLOAT32, 1, S(4));
+      CHECK_OK(nrt_test_run(&l, ref));
+      for (int k = 0; k < K; k++) g[k] = (float)nrt_test_urand();
+      nrt_launch lb = nrt_test_launch(NRT_OP(PDIST_BACKWARD), NRT_FLOAT32, 2, S(N, M), 1, 3);
+      nrt_test_operand_n(&lb, 0, gx, NRT_FLOAT32, S(M * 4, 4), 2);
+      nrt_test_operand_n(&lb, 1, g, NRT_FLOAT32, S(4), 1);
+      nrt_test_operand_n(&lb, 2, x, NRT_FLOAT32, S(M * 4, 4), 2);
+      nrt_test_operand_n(&lb, 3, d, NRT_FLOAT32, S(4), 1);
       lb.scalars[0].f = p;
-      CHECK_OK(run(&lb, ref));
+      CHECK_OK(nrt_test_run(&lb, ref));
       double want_g[N * M] = {0};
       int k = 0;
       for (int i = 0; i < N; i++)
@@ -362,13 +320,13 @@ static void test_pdist(void) {
   }
   /* a single row: no pairs, zero gradient */
   float one[3] = {1, 2, 3}, g1[3] = {7, 7, 7};
-  nrt_launch lb = mk(NRT_OP(PDIST_BACKWARD), 2, S(1, 3), 1, 3);
-  opnd(&lb, 0, g1, NRT_FLOAT32, 2, S(12, 4));
-  opnd(&lb, 1, one, NRT_FLOAT32, 1, S(4));
-  opnd(&lb, 2, one, NRT_FLOAT32, 2, S(12, 4));
-  opnd(&lb, 3, one, NRT_FLOAT32, 1, S(4));
+  nrt_launch lb = nrt_test_launch(NRT_OP(PDIST_BACKWARD), NRT_FLOAT32, 2, S(1, 3), 1, 3);
+  nrt_test_operand_n(&lb, 0, g1, NRT_FLOAT32, S(12, 4), 2);
+  nrt_test_operand_n(&lb, 1, one, NRT_FLOAT32, S(4), 1);
+  nrt_test_operand_n(&lb, 2, one, NRT_FLOAT32, S(12, 4), 2);
+  nrt_test_operand_n(&lb, 3, one, NRT_FLOAT32, S(4), 1);
   lb.scalars[0].f = 2.0;
-  CHECK_OK(run(&lb, 0));
+  CHECK_OK(nrt_test_run(&lb, 0));
   CHECK(g1[0] == 0 && g1[1] == 0 && g1[2] == 0);
 }
 
@@ -376,15 +334,15 @@ static void test_pdist(void) {
 static void test_dist_large(void) {
   enum { P = 300, R = 200, M = 17 };
   float *x1 = malloc(P * M * 4), *x2 = malloc(R * M * 4), *d1 = malloc(P * R * 4), *d2 = malloc(P * R * 4);
-  for (int i = 0; i < P * M; i++) x1[i] = (float)urand();
-  for (int i = 0; i < R * M; i++) x2[i] = (float)urand();
+  for (int i = 0; i < P * M; i++) x1[i] = (float)nrt_test_urand();
+  for (int i = 0; i < R * M; i++) x2[i] = (float)nrt_test_urand();
   for (int ref = 0; ref < 2; ref++) {
-    nrt_launch l = mk(NRT_OP(CDIST), 4, S(1, P, R, M), 1, 2);
-    opnd(&l, 0, ref ? d2 : d1, NRT_FLOAT32, 3, S(0, R * 4, 4));
-    opnd(&l, 1, x1, NRT_FLOAT32, 3, S(0, M * 4, 4));
-    opnd(&l, 2, x2, NRT_FLOAT32, 3, S(0, M * 4, 4));
+    nrt_launch l = nrt_test_launch(NRT_OP(CDIST), NRT_FLOAT32, 4, S(1, P, R, M), 1, 2);
+    nrt_test_operand_n(&l, 0, ref ? d2 : d1, NRT_FLOAT32, S(0, R * 4, 4), 3);
+    nrt_test_operand_n(&l, 1, x1, NRT_FLOAT32, S(0, M * 4, 4), 3);
+    nrt_test_operand_n(&l, 2, x2, NRT_FLOAT32, S(0, M * 4, 4), 3);
     l.scalars[0].f = 1.5;
-    CHECK_OK(run(&l, ref));
+    CHECK_OK(nrt_test_run(&l, ref));
   }
   CHECK(memcmp(d1, d2, P * R * 4) == 0);
   free(x1), free(x2), free(d1), free(d2);
@@ -393,28 +351,28 @@ static void test_dist_large(void) {
 static void test_dist_errors(void) {
   float x[4] = {0}, o[4];
   int64_t xi[4] = {0};
-  nrt_launch l = mk(NRT_OP(PDIST), 2, S(2, 2), 1, 1);
-  opnd(&l, 0, o, NRT_FLOAT32, 1, S(4));
-  opnd(&l, 1, x, NRT_FLOAT32, 2, S(8, 4));
+  nrt_launch l = nrt_test_launch(NRT_OP(PDIST), NRT_FLOAT32, 2, S(2, 2), 1, 1);
+  nrt_test_operand_n(&l, 0, o, NRT_FLOAT32, S(4), 1);
+  nrt_test_operand_n(&l, 1, x, NRT_FLOAT32, S(8, 4), 2);
   l.scalars[0].f = -1.0;
-  CHECK_STATUS(run(&l, 0), NRT_ERROR_INVALID_ARGUMENT);
+  CHECK_STATUS(nrt_test_run(&l, 0), NRT_ERROR_INVALID_ARGUMENT);
   CHECK_PREFIX("PDIST: p value for the p-norm must be >= 0");
   l.scalars[0].f = 2.0;
-  opnd(&l, 1, xi, NRT_INT64, 2, S(16, 8));
-  CHECK_STATUS(run(&l, 0), NRT_ERROR_UNSUPPORTED);
-  nrt_launch c = mk(NRT_OP(CDIST), 3, S(1, 2, 2), 1, 2);
-  opnd(&c, 0, o, NRT_FLOAT32, 3, S(0, 8, 4));
-  opnd(&c, 1, x, NRT_FLOAT32, 3, S(0, 8, 4));
-  opnd(&c, 2, x, NRT_FLOAT32, 3, S(0, 8, 4));
-  CHECK_STATUS(run(&c, 0), NRT_ERROR_INVALID_ARGUMENT);
+  nrt_test_operand_n(&l, 1, xi, NRT_INT64, S(16, 8), 2);
+  CHECK_STATUS(nrt_test_run(&l, 0), NRT_ERROR_UNSUPPORTED);
+  nrt_launch c = nrt_test_launch(NRT_OP(CDIST), NRT_FLOAT32, 3, S(1, 2, 2), 1, 2);
+  nrt_test_operand_n(&c, 0, o, NRT_FLOAT32, S(0, 8, 4), 3);
+  nrt_test_operand_n(&c, 1, x, NRT_FLOAT32, S(0, 8, 4), 3);
+  nrt_test_operand_n(&c, 2, x, NRT_FLOAT32, S(0, 8, 4), 3);
+  CHECK_STATUS(nrt_test_run(&c, 0), NRT_ERROR_INVALID_ARGUMENT);
   /* empty: M = 0 gives zero distances */
-  nrt_launch e = mk(NRT_OP(CDIST), 4, S(1, 2, 2, 0), 1, 2);
-  opnd(&e, 0, o, NRT_FLOAT32, 3, S(0, 8, 4));
-  opnd(&e, 1, x, NRT_FLOAT32, 3, S(0, 0, 4));
-  opnd(&e, 2, x, NRT_FLOAT32, 3, S(0, 0, 4));
+  nrt_launch e = nrt_test_launch(NRT_OP(CDIST), NRT_FLOAT32, 4, S(1, 2, 2, 0), 1, 2);
+  nrt_test_operand_n(&e, 0, o, NRT_FLOAT32, S(0, 8, 4), 3);
+  nrt_test_operand_n(&e, 1, x, NRT_FLOAT32, S(0, 0, 4), 3);
+  nrt_test_operand_n(&e, 2, x, NRT_FLOAT32, S(0, 0, 4), 3);
   e.scalars[0].f = 2.0;
   o[0] = o[1] = o[2] = o[3] = 9;
-  CHECK_OK(run(&e, 0));
+  CHECK_OK(nrt_test_run(&e, 0));
   CHECK(o[0] == 0 && o[1] == 0 && o[2] == 0 && o[3] == 0);
 }
 
@@ -444,12 +402,6 @@ static double seg_ref_forward(int red, const double *x, int64_t L, int64_t I, in
   return acc;
 }
 
-static int same_or_near(double got, double want, double tol) {
-  if (isnan(want)) return isnan(got);
-  if (isinf(want)) return got == want;
-  return fabs(got - want) <= tol * (1.0 + fabs(want));
-}
-
 /* O x S segments over [O, L, I] float32 data with inner stride 2; bounds as
  * lengths (int32) or offsets (int64). Checks forward and backward against
  * the double reference, in fast or reference mode. */
@@ -459,54 +411,54 @@ static void seg_case(int red, int64_t O, int64_t S, int64_t I, int64_t L, const 
   float *x = calloc((size_t)(2 * nd + 1), sizeof(float));
   double *xd = calloc((size_t)(nd + 1), sizeof(double));
   for (int64_t i = 0; i < nd; i++) {
-    float sp = special ? special[i % 7] : 99.0f, v = sp == 99.0f ? (float)(urand() * 1.5) : sp;
+    float sp = special ? special[i % 7] : 99.0f, v = sp == 99.0f ? (float)(nrt_test_urand() * 1.5) : sp;
     x[2 * i] = v;
     xd[i] = v;
   }
   float *out = calloc((size_t)(no + 1), sizeof(float)), *g = calloc((size_t)(no + 1), sizeof(float));
   float *gd = calloc((size_t)(nd + 1), sizeof(float));
-  for (int64_t i = 0; i < no; i++) g[i] = (float)urand();
+  for (int64_t i = 0; i < no; i++) g[i] = (float)nrt_test_urand();
   int32_t *len32 = calloc((size_t)(O * S + 1), sizeof(int32_t));
   int64_t *off = calloc((size_t)(O * (S + 1) + 1), sizeof(int64_t));
   for (int64_t o = 0; o < O; o++) {
     for (int64_t s = 0; s < S; s++) len32[o * S + s] = (int32_t)(starts[o * (S + 1) + s + 1] - starts[o * (S + 1) + s]);
     for (int64_t s = 0; s <= S; s++) off[o * (S + 1) + s] = starts[o * (S + 1) + s];
   }
-  nrt_launch l = mk(NRT_OP(SEGMENT_REDUCE), 4, S(O, S, I, L), 1, 2);
-  opnd(&l, 0, out, NRT_FLOAT32, 3, S(S * I * 4, I * 4, 4));
-  opnd(&l, 1, x, NRT_FLOAT32, 3, S(L * I * 8, I * 8, 8));
+  nrt_launch l = nrt_test_launch(NRT_OP(SEGMENT_REDUCE), NRT_FLOAT32, 4, S(O, S, I, L), 1, 2);
+  nrt_test_operand_n(&l, 0, out, NRT_FLOAT32, S(S * I * 4, I * 4, 4), 3);
+  nrt_test_operand_n(&l, 1, x, NRT_FLOAT32, S(L * I * 8, I * 8, 8), 3);
   if (use_lengths)
-    opnd(&l, 2, len32, NRT_INT32, 2, S(S * 4, 4));
+    nrt_test_operand_n(&l, 2, len32, NRT_INT32, S(S * 4, 4), 2);
   else
-    opnd(&l, 2, off, NRT_INT64, 2, S((S + 1) * 8, 8));
+    nrt_test_operand_n(&l, 2, off, NRT_INT64, S((S + 1) * 8, 8), 2);
   l.params[0] = red;
   l.params[1] = use_lengths;
   l.params[2] = has_init;
   l.scalars[0].f = init;
-  CHECK_OK(run(&l, reference));
+  CHECK_OK(nrt_test_run(&l, reference));
   for (int64_t o = 0; o < O; o++)
     for (int64_t s = 0; s < S; s++)
       for (int64_t k = 0; k < I; k++) {
         double want = seg_ref_forward(red, xd, L, I, o, starts[o * (S + 1) + s], starts[o * (S + 1) + s + 1], k,
                                       has_init, init);
         double got = out[(o * S + s) * I + k];
-        if (!same_or_near(got, want, 1e-5)) {
+        if (!nrt_test_near(got, want, 1e-5)) {
           fprintf(stderr, "seg %d fwd (o %lld s %lld k %lld): %g want %g\n", red, (long long)o, (long long)s,
                   (long long)k, got, want);
           nrt_test_failures++;
         }
       }
   /* backward: the reference follows ATen's rules element by element */
-  nrt_launch bl = mk(NRT_OP(SEGMENT_REDUCE_BACKWARD), 4, S(O, S, I, L), 1, 4);
+  nrt_launch bl = nrt_test_launch(NRT_OP(SEGMENT_REDUCE_BACKWARD), NRT_FLOAT32, 4, S(O, S, I, L), 1, 4);
   for (int64_t i = 0; i < nd; i++) gd[i] = 123.0f; /* must all be overwritten */
-  opnd(&bl, 0, gd, NRT_FLOAT32, 3, S(L * I * 4, I * 4, 4));
-  opnd(&bl, 1, g, NRT_FLOAT32, 3, S(S * I * 4, I * 4, 4));
-  opnd(&bl, 2, out, NRT_FLOAT32, 3, S(S * I * 4, I * 4, 4));
+  nrt_test_operand_n(&bl, 0, gd, NRT_FLOAT32, S(L * I * 4, I * 4, 4), 3);
+  nrt_test_operand_n(&bl, 1, g, NRT_FLOAT32, S(S * I * 4, I * 4, 4), 3);
+  nrt_test_operand_n(&bl, 2, out, NRT_FLOAT32, S(S * I * 4, I * 4, 4), 3);
   bl.operands[3] = l.operands[1];
   bl.operands[4] = l.operands[2];
   for (int p = 0; p < 3; p++) bl.params[p] = l.params[p];
   bl.scalars[0] = l.scalars[0];
-  CHECK_OK(run(&bl, reference));
+  CHECK_OK(nrt_test_run(&bl, reference));
   for (int64_t o = 0; o < O; o++) {
     const int64_t *st = starts + o * (S + 1);
     for (int64_t j = 0; j < L; j++)
@@ -533,7 +485,7 @@ static void seg_case(int red, int64_t O, int64_t S, int64_t I, int64_t L, const 
           }
         }
         double got = gd[(o * L + j) * I + k];
-        if (!same_or_near(got, want, 1e-4)) {
+        if (!nrt_test_near(got, want, 1e-4)) {
           fprintf(stderr, "seg %d bwd (o %lld j %lld k %lld): %g want %g\n", red, (long long)o, (long long)j,
                   (long long)k, got, want);
           nrt_test_failures++;
@@ -575,33 +527,33 @@ static void test_segment_reduce_half(void) {
   enum { O = 3, S = 5, I = 37, L = 40 };
   uint16_t x[O * L * I], out[2][O * S * I], gd[2][O * L * I], g[O * S * I];
   int64_t len[O * S];
-  for (int i = 0; i < O * L * I; i++) x[i] = nrt_f32_to_bf16((float)urand());
-  for (int i = 0; i < O * S * I; i++) g[i] = nrt_f32_to_f16((float)urand());
+  for (int i = 0; i < O * L * I; i++) x[i] = nrt_f32_to_bf16((float)nrt_test_urand());
+  for (int i = 0; i < O * S * I; i++) g[i] = nrt_f32_to_f16((float)nrt_test_urand());
   for (int o = 0; o < O; o++) {
     int left = L;
     for (int s = 0; s < S; s++) {
-      len[o * S + s] = s == S - 1 ? left : (int64_t)(rnd() % (uint64_t)(left / 2 + 1));
+      len[o * S + s] = s == S - 1 ? left : (int64_t)(nrt_test_rand_u64() % (uint64_t)(left / 2 + 1));
       left -= (int)len[o * S + s];
     }
   }
   for (int red = 0; red <= NRT_SEG_PROD; red++) {
     for (int ref = 0; ref < 2; ref++) {
-      nrt_launch l = mk(NRT_OP(SEGMENT_REDUCE), 4, S(O, S, I, L), 1, 2);
-      opnd(&l, 0, out[ref], NRT_FLOAT16, 3, S(S * I * 2, I * 2, 2));
-      opnd(&l, 1, x, NRT_BFLOAT16, 3, S(L * I * 2, I * 2, 2));
-      opnd(&l, 2, len, NRT_INT64, 2, S(S * 8, 8));
+      nrt_launch l = nrt_test_launch(NRT_OP(SEGMENT_REDUCE), NRT_FLOAT32, 4, S(O, S, I, L), 1, 2);
+      nrt_test_operand_n(&l, 0, out[ref], NRT_FLOAT16, S(S * I * 2, I * 2, 2), 3);
+      nrt_test_operand_n(&l, 1, x, NRT_BFLOAT16, S(L * I * 2, I * 2, 2), 3);
+      nrt_test_operand_n(&l, 2, len, NRT_INT64, S(S * 8, 8), 2);
       l.params[0] = red;
       l.params[1] = 1;
-      CHECK_OK(run(&l, ref));
-      nrt_launch bl = mk(NRT_OP(SEGMENT_REDUCE_BACKWARD), 4, S(O, S, I, L), 1, 4);
-      opnd(&bl, 0, gd[ref], NRT_BFLOAT16, 3, S(L * I * 2, I * 2, 2));
-      opnd(&bl, 1, g, NRT_FLOAT16, 3, S(S * I * 2, I * 2, 2));
-      opnd(&bl, 2, out[0], NRT_FLOAT16, 3, S(S * I * 2, I * 2, 2));
+      CHECK_OK(nrt_test_run(&l, ref));
+      nrt_launch bl = nrt_test_launch(NRT_OP(SEGMENT_REDUCE_BACKWARD), NRT_FLOAT32, 4, S(O, S, I, L), 1, 4);
+      nrt_test_operand_n(&bl, 0, gd[ref], NRT_BFLOAT16, S(L * I * 2, I * 2, 2), 3);
+      nrt_test_operand_n(&bl, 1, g, NRT_FLOAT16, S(S * I * 2, I * 2, 2), 3);
+      nrt_test_operand_n(&bl, 2, out[0], NRT_FLOAT16, S(S * I * 2, I * 2, 2), 3);
       bl.operands[3] = l.operands[1];
       bl.operands[4] = l.operands[2];
       bl.params[0] = red;
       bl.params[1] = 1;
-      CHECK_OK(run(&bl, ref));
+      CHECK_OK(nrt_test_run(&bl, ref));
     }
     CHECK(memcmp(out[0], out[1], sizeof out[0]) == 0);
     CHECK(memcmp(gd[0], gd[1], sizeof gd[0]) == 0);
@@ -624,39 +576,39 @@ static void test_segment_reduce_half(void) {
 
 static void test_segment_reduce_errors(void) {
   float x[8] = {0}, out[4];
-  nrt_launch l = mk(NRT_OP(SEGMENT_REDUCE), 4, S(1, 2, 1, 4), 1, 2);
-  opnd(&l, 0, out, NRT_FLOAT32, 3, S(8, 4, 4));
-  opnd(&l, 1, x, NRT_FLOAT32, 3, S(16, 4, 4));
+  nrt_launch l = nrt_test_launch(NRT_OP(SEGMENT_REDUCE), NRT_FLOAT32, 4, S(1, 2, 1, 4), 1, 2);
+  nrt_test_operand_n(&l, 0, out, NRT_FLOAT32, S(8, 4, 4), 3);
+  nrt_test_operand_n(&l, 1, x, NRT_FLOAT32, S(16, 4, 4), 3);
   int64_t bad_len[2] = {3, -1};
-  opnd(&l, 2, bad_len, NRT_INT64, 2, S(16, 8));
+  nrt_test_operand_n(&l, 2, bad_len, NRT_INT64, S(16, 8), 2);
   l.params[1] = 1;
-  CHECK_STATUS(run(&l, 0), NRT_ERROR_INVALID_ARGUMENT);
+  CHECK_STATUS(nrt_test_run(&l, 0), NRT_ERROR_INVALID_ARGUMENT);
   CHECK_PREFIX("segment_reduce(): lengths contains negative value");
   int64_t long_len[2] = {3, 2};
   l.operands[2].data = long_len;
-  CHECK_STATUS(run(&l, 0), NRT_ERROR_INVALID_ARGUMENT);
+  CHECK_STATUS(nrt_test_run(&l, 0), NRT_ERROR_INVALID_ARGUMENT);
   CHECK_PREFIX("segment_reduce(): the lengths of row 0 sum past");
   int64_t dec[3] = {0, 3, 2};
   l.operands[2].data = dec;
   l.params[1] = 0;
-  CHECK_STATUS(run(&l, 0), NRT_ERROR_INVALID_ARGUMENT);
+  CHECK_STATUS(nrt_test_run(&l, 0), NRT_ERROR_INVALID_ARGUMENT);
   CHECK_PREFIX("segment_reduce(): offsets must be non-decreasing");
   int64_t past[3] = {0, 3, 5};
   l.operands[2].data = past;
-  CHECK_STATUS(run(&l, 1), NRT_ERROR_INVALID_ARGUMENT);
+  CHECK_STATUS(nrt_test_run(&l, 1), NRT_ERROR_INVALID_ARGUMENT);
   CHECK_PREFIX("segment_reduce(): offset 5 is out of range");
   int64_t ok[3] = {1, 1, 4};
   l.operands[2].data = ok;
   l.params[0] = 9;
-  CHECK_STATUS(run(&l, 0), NRT_ERROR_INVALID_ARGUMENT);
+  CHECK_STATUS(nrt_test_run(&l, 0), NRT_ERROR_INVALID_ARGUMENT);
   l.params[0] = NRT_SEG_SUM;
   l.operands[1].dtype = NRT_INT32;
-  CHECK_STATUS(run(&l, 0), NRT_ERROR_UNSUPPORTED);
+  CHECK_STATUS(nrt_test_run(&l, 0), NRT_ERROR_UNSUPPORTED);
   l.operands[1].dtype = NRT_FLOAT32;
   l.operands[2].dtype = NRT_FLOAT32;
-  CHECK_STATUS(run(&l, 0), NRT_ERROR_UNSUPPORTED);
+  CHECK_STATUS(nrt_test_run(&l, 0), NRT_ERROR_UNSUPPORTED);
   l.operands[2].dtype = NRT_INT64;
-  CHECK_OK(run(&l, 0));
+  CHECK_OK(nrt_test_run(&l, 0));
   CHECK(out[0] == 0.0f && out[1] == 0.0f);
 }
 
@@ -703,7 +655,7 @@ static void ctc_case(int64_t T, int64_t C, int64_t blank, const int64_t *in_len,
   for (int64_t t = 0; t < T; t++)
     for (int64_t b = 0; b < B; b++) {
       double z = 0.0, v[16];
-      for (int64_t c = 0; c < C; c++) z += exp(v[c] = urand());
+      for (int64_t c = 0; c < C; c++) z += exp(v[c] = nrt_test_urand());
       for (int64_t c = 0; c < C; c++) lp[(t * B + b) * C + c] = (float)(v[c] - log(z));
     }
   int64_t table[B * 4];
@@ -719,35 +671,35 @@ static void ctc_case(int64_t T, int64_t C, int64_t blank, const int64_t *in_len,
   }
   float *nll = malloc(B * sizeof(float)), *alpha = malloc((size_t)(B * T * W + 1) * sizeof(float));
   float *glp = malloc((size_t)(T * B * C + 1) * sizeof(float)), grad[B] = {0.5f, -1.0f, 2.0f};
-  nrt_launch l = mk(NRT_OP(CTC_LOSS), 4, S(T, B, C, Smax), 2, 3);
-  opnd(&l, 0, nll, NRT_FLOAT32, 1, S(4));
-  opnd(&l, 1, alpha, NRT_FLOAT32, 3, S(T * W * 4, W * 4, 4));
-  opnd(&l, 2, lp, NRT_FLOAT32, 3, S(B * C * 4, C * 4, 4));
+  nrt_launch l = nrt_test_launch(NRT_OP(CTC_LOSS), NRT_FLOAT32, 4, S(T, B, C, Smax), 2, 3);
+  nrt_test_operand_n(&l, 0, nll, NRT_FLOAT32, S(4), 1);
+  nrt_test_operand_n(&l, 1, alpha, NRT_FLOAT32, S(T * W * 4, W * 4, 4), 3);
+  nrt_test_operand_n(&l, 2, lp, NRT_FLOAT32, S(B * C * 4, C * 4, 4), 3);
   if (concat) {
-    opnd(&l, 3, cat, NRT_INT32, 2, S(0, 4));
+    nrt_test_operand_n(&l, 3, cat, NRT_INT32, S(0, 4), 2);
     l.aux[0] = 1;
     l.aux[1] = pos;
   } else {
-    opnd(&l, 3, (void *)tgt_padded, NRT_INT64, 2, S(Smax * 8, 8));
+    nrt_test_operand_n(&l, 3, (void *)tgt_padded, NRT_INT64, S(Smax * 8, 8), 2);
     l.aux[0] = B;
     l.aux[1] = Smax;
   }
-  opnd(&l, 4, table, NRT_INT64, 2, S(32, 8));
+  nrt_test_operand_n(&l, 4, table, NRT_INT64, S(32, 8), 2);
   l.params[0] = blank;
-  CHECK_OK(run(&l, reference));
-  nrt_launch bl = mk(NRT_OP(CTC_LOSS_BACKWARD), 4, S(T, B, C, Smax), 1, 6);
-  opnd(&bl, 0, glp, NRT_FLOAT32, 3, S(B * C * 4, C * 4, 4));
-  opnd(&bl, 1, grad, NRT_FLOAT32, 1, S(4));
+  CHECK_OK(nrt_test_run(&l, reference));
+  nrt_launch bl = nrt_test_launch(NRT_OP(CTC_LOSS_BACKWARD), NRT_FLOAT32, 4, S(T, B, C, Smax), 1, 6);
+  nrt_test_operand_n(&bl, 0, glp, NRT_FLOAT32, S(B * C * 4, C * 4, 4), 3);
+  nrt_test_operand_n(&bl, 1, grad, NRT_FLOAT32, S(4), 1);
   bl.operands[2] = l.operands[2];
   bl.operands[3] = l.operands[3];
   bl.operands[4] = l.operands[4];
-  opnd(&bl, 5, nll, NRT_FLOAT32, 1, S(4));
+  nrt_test_operand_n(&bl, 5, nll, NRT_FLOAT32, S(4), 1);
   bl.operands[6] = l.operands[1];
   bl.params[0] = blank;
   bl.params[1] = zero_inf;
   bl.aux[0] = l.aux[0];
   bl.aux[1] = l.aux[1];
-  CHECK_OK(run(&bl, reference));
+  CHECK_OK(nrt_test_run(&bl, reference));
   double lpb[16 * 16], by_tc[16 * 16];
   for (int64_t b = 0; b < B; b++) {
     int64_t Tb = in_len[b];
@@ -763,7 +715,7 @@ static void ctc_case(int64_t T, int64_t C, int64_t blank, const int64_t *in_len,
         if (t >= Tb || (zero_inf && isinf(want))) gw = 0.0;
         else if (isinf(want)) gw = NAN; /* 0 / 0, as ATen */
         else gw = (exp(lpb[t * C + c]) - by_tc[t * C + c] / p) * grad[b];
-        if (!same_or_near(got, gw, 1e-4)) {
+        if (!nrt_test_near(got, gw, 1e-4)) {
           fprintf(stderr, "ctc grad b %lld t %lld c %lld: %g want %g\n", (long long)b, (long long)t, (long long)c,
                   got, gw);
           nrt_test_failures++;
@@ -797,30 +749,30 @@ static void test_ctc(void) {
 static void test_ctc_errors(void) {
   float lp[2 * 1 * 3] = {0}, nll[1], alpha[2 * 3];
   int64_t tgt[1] = {3}, table[4] = {2, 1, 0, 0};
-  nrt_launch l = mk(NRT_OP(CTC_LOSS), 4, S(2, 1, 3, 1), 2, 3);
-  opnd(&l, 0, nll, NRT_FLOAT32, 1, S(4));
-  opnd(&l, 1, alpha, NRT_FLOAT32, 3, S(24, 12, 4));
-  opnd(&l, 2, lp, NRT_FLOAT32, 3, S(12, 12, 4));
-  opnd(&l, 3, tgt, NRT_INT64, 2, S(8, 8));
-  opnd(&l, 4, table, NRT_INT64, 2, S(32, 8));
+  nrt_launch l = nrt_test_launch(NRT_OP(CTC_LOSS), NRT_FLOAT32, 4, S(2, 1, 3, 1), 2, 3);
+  nrt_test_operand_n(&l, 0, nll, NRT_FLOAT32, S(4), 1);
+  nrt_test_operand_n(&l, 1, alpha, NRT_FLOAT32, S(24, 12, 4), 3);
+  nrt_test_operand_n(&l, 2, lp, NRT_FLOAT32, S(12, 12, 4), 3);
+  nrt_test_operand_n(&l, 3, tgt, NRT_INT64, S(8, 8), 2);
+  nrt_test_operand_n(&l, 4, table, NRT_INT64, S(32, 8), 2);
   l.aux[0] = 1;
   l.aux[1] = 1;
-  CHECK_STATUS(run(&l, 0), NRT_ERROR_INVALID_ARGUMENT);
+  CHECK_STATUS(nrt_test_run(&l, 0), NRT_ERROR_INVALID_ARGUMENT);
   CHECK_PREFIX("ctc_loss: target 3 of sequence 0 is out of range [0, 3)");
   tgt[0] = 1;
   table[0] = 3;
-  CHECK_STATUS(run(&l, 0), NRT_ERROR_INVALID_ARGUMENT);
+  CHECK_STATUS(nrt_test_run(&l, 0), NRT_ERROR_INVALID_ARGUMENT);
   CHECK_PREFIX("ctc_loss: input length 3");
   table[0] = 2;
   table[3] = 1; /* column 1 of a one-column targets tensor */
-  CHECK_STATUS(run(&l, 0), NRT_ERROR_INVALID_ARGUMENT);
+  CHECK_STATUS(nrt_test_run(&l, 0), NRT_ERROR_INVALID_ARGUMENT);
   CHECK_PREFIX("ctc_loss: the targets of sequence 0 lie outside");
   table[3] = 0;
   l.params[0] = 3;
-  CHECK_STATUS(run(&l, 0), NRT_ERROR_INVALID_ARGUMENT);
+  CHECK_STATUS(nrt_test_run(&l, 0), NRT_ERROR_INVALID_ARGUMENT);
   CHECK_PREFIX("blank must be in label range");
   l.params[0] = 0;
-  CHECK_OK(run(&l, 0));
+  CHECK_OK(nrt_test_run(&l, 0));
   CHECK_NEAR(nll[0], -log(3.0), 1e-5); /* log-probs 0: the paths 1b, b1 and 11 weigh 1 each */
 }
 

@@ -9,43 +9,7 @@
 #include "kernels/kernels.h"
 #include "nrt/ops/select.h"
 
-static uint64_t rng_state = 0x9E3779B97F4A7C15ull;
-static uint64_t rnd(void) {
-  rng_state ^= rng_state << 13;
-  rng_state ^= rng_state >> 7;
-  rng_state ^= rng_state << 17;
-  return rng_state;
-}
-static int64_t rnd_range(int64_t lo, int64_t hi) { return lo + (int64_t)(rnd() % (uint64_t)(hi - lo)); }
-
-static nrt_launch mk(nrt_op op, int ndim, const int64_t *sizes, int nout, int nin) {
-  nrt_launch l;
-  memset(&l, 0, sizeof l);
-  l.op = op;
-  l.ndim = ndim;
-  for (int d = 0; d < ndim; d++) l.sizes[d] = sizes[d];
-  l.noutputs = nout;
-  l.ninputs = nin;
-  l.compute_dtype = NRT_FLOAT32;
-  return l;
-}
-
-static void opnd(nrt_launch *l, int k, void *data, nrt_dtype dt, const int64_t *strides, int n) {
-  l->operands[k].data = data;
-  l->operands[k].dtype = dt;
-  for (int d = 0; d < n; d++) l->operands[k].strides[d] = strides[d];
-}
-
 #define S(...) ((const int64_t[]){__VA_ARGS__})
-
-static nrt_status run(const nrt_launch *l, int reference) {
-  nrt_kernels_set_reference(reference);
-  nrt_status s = nrt_launch_run(l);
-  nrt_kernels_set_reference(false);
-  return s;
-}
-
-static bool feq(float a, float b) { return a == b || (isnan(a) && isnan(b)); }
 
 /* ---- CUMMAX / CUMMIN ----------------------------------------------------------- */
 
@@ -55,24 +19,24 @@ static void test_cummax_known(void) {
   float x[6] = {1, 3, NAN, 2, NAN, 5}, v[6];
   int64_t ix[6];
   for (int r = 0; r < 2; r++) {
-    nrt_launch l = mk(NRT_OP(CUMMAX), 1, S(6), 2, 1);
-    opnd(&l, 0, v, NRT_FLOAT32, S(4), 1);
-    opnd(&l, 1, ix, NRT_INT64, S(8), 1);
-    opnd(&l, 2, x, NRT_FLOAT32, S(4), 1);
-    CHECK_OK(run(&l, r));
+    nrt_launch l = nrt_test_launch(NRT_OP(CUMMAX), NRT_FLOAT32, 1, S(6), 2, 1);
+    nrt_test_operand_n(&l, 0, v, NRT_FLOAT32, S(4), 1);
+    nrt_test_operand_n(&l, 1, ix, NRT_INT64, S(8), 1);
+    nrt_test_operand_n(&l, 2, x, NRT_FLOAT32, S(4), 1);
+    CHECK_OK(nrt_test_run(&l, r));
     float wv[6] = {1, 3, NAN, NAN, NAN, NAN};
     int64_t wi[6] = {0, 1, 2, 2, 4, 4};
-    for (int i = 0; i < 6; i++) CHECK(feq(v[i], wv[i]) && ix[i] == wi[i]);
+    for (int i = 0; i < 6; i++) CHECK(nrt_test_same(v[i], wv[i]) && ix[i] == wi[i]);
     float t[3] = {2, 2, 1}, tv[3];
     int64_t ti[3];
-    opnd(&l, 0, tv, NRT_FLOAT32, S(4), 1);
-    opnd(&l, 1, ti, NRT_INT64, S(8), 1);
-    opnd(&l, 2, t, NRT_FLOAT32, S(4), 1);
+    nrt_test_operand_n(&l, 0, tv, NRT_FLOAT32, S(4), 1);
+    nrt_test_operand_n(&l, 1, ti, NRT_INT64, S(8), 1);
+    nrt_test_operand_n(&l, 2, t, NRT_FLOAT32, S(4), 1);
     l.sizes[0] = 3;
-    CHECK_OK(run(&l, r));
+    CHECK_OK(nrt_test_run(&l, r));
     CHECK(ti[0] == 0 && ti[1] == 1 && ti[2] == 1 && tv[2] == 2);
     l.op = NRT_OP(CUMMIN);
-    CHECK_OK(run(&l, r));
+    CHECK_OK(nrt_test_run(&l, r));
     CHECK(ti[0] == 0 && ti[1] == 1 && ti[2] == 2 && tv[2] == 1);
   }
 }
@@ -92,19 +56,19 @@ static void test_cummax_random(void) {
       ix[k] = malloc(R * N * 8);
     }
     for (int i = 0; i < R * N; i++) {
-      double d = (double)rnd_range(-5, 6);
-      if (rnd() % 17 == 0 && dt != NRT_INT64) d = NAN;
+      double d = (double)nrt_test_rand_range(-5, 6);
+      if (nrt_test_rand_u64() % 17 == 0 && dt != NRT_INT64) d = NAN;
       nrt_ref_store_f64(x + i * es, dt, d);
     }
     for (int op = 0; op < 2; op++)
       for (int r = 0; r < 2; r++) {
         /* input stored [N][R]: row r has stride R elements */
-        nrt_launch l = mk(op ? NRT_OP(CUMMIN) : NRT_OP(CUMMAX), 2, S(R, N), 2, 1);
-        opnd(&l, 0, v[r], dt, S(N * es, es), 2);
-        opnd(&l, 1, ix[r], NRT_INT64, S(N * 8, 8), 2);
-        opnd(&l, 2, x, dt, S(es, R * es), 2);
+        nrt_launch l = nrt_test_launch(op ? NRT_OP(CUMMIN) : NRT_OP(CUMMAX), NRT_FLOAT32, 2, S(R, N), 2, 1);
+        nrt_test_operand_n(&l, 0, v[r], dt, S(N * es, es), 2);
+        nrt_test_operand_n(&l, 1, ix[r], NRT_INT64, S(N * 8, 8), 2);
+        nrt_test_operand_n(&l, 2, x, dt, S(es, R * es), 2);
         l.compute_dtype = dt;
-        CHECK_OK(run(&l, r));
+        CHECK_OK(nrt_test_run(&l, r));
       }
     CHECK(memcmp(v[0], v[1], (size_t)(R * N * es)) == 0);
     CHECK(memcmp(ix[0], ix[1], R * N * 8) == 0);
@@ -121,13 +85,13 @@ static void test_cummax_random(void) {
 static void test_logcumsumexp(void) {
   enum { N = 40 };
   float x[N], out[2][N];
-  for (int i = 0; i < N; i++) x[i] = (float)((double)rnd_range(-3000, 3000) / 100.0);
+  for (int i = 0; i < N; i++) x[i] = (float)((double)nrt_test_rand_range(-3000, 3000) / 100.0);
   x[5] = -INFINITY;
   for (int r = 0; r < 2; r++) {
-    nrt_launch l = mk(NRT_OP(LOGCUMSUMEXP), 1, S(N), 1, 1);
-    opnd(&l, 0, out[r], NRT_FLOAT32, S(4), 1);
-    opnd(&l, 1, x, NRT_FLOAT32, S(4), 1);
-    CHECK_OK(run(&l, r));
+    nrt_launch l = nrt_test_launch(NRT_OP(LOGCUMSUMEXP), NRT_FLOAT32, 1, S(N), 1, 1);
+    nrt_test_operand_n(&l, 0, out[r], NRT_FLOAT32, S(4), 1);
+    nrt_test_operand_n(&l, 1, x, NRT_FLOAT32, S(4), 1);
+    CHECK_OK(nrt_test_run(&l, r));
     double s = 0;
     for (int i = 0; i < N; i++) {
       s += exp((double)x[i]);
@@ -138,10 +102,10 @@ static void test_logcumsumexp(void) {
    * propagates. */
   float e[4] = {-INFINITY, -INFINITY, INFINITY, NAN}, eo[4];
   for (int r = 0; r < 2; r++) {
-    nrt_launch l = mk(NRT_OP(LOGCUMSUMEXP), 1, S(4), 1, 1);
-    opnd(&l, 0, eo, NRT_FLOAT32, S(4), 1);
-    opnd(&l, 1, e, NRT_FLOAT32, S(4), 1);
-    CHECK_OK(run(&l, r));
+    nrt_launch l = nrt_test_launch(NRT_OP(LOGCUMSUMEXP), NRT_FLOAT32, 1, S(4), 1, 1);
+    nrt_test_operand_n(&l, 0, eo, NRT_FLOAT32, S(4), 1);
+    nrt_test_operand_n(&l, 1, e, NRT_FLOAT32, S(4), 1);
+    CHECK_OK(nrt_test_run(&l, r));
     CHECK(eo[0] == -INFINITY && eo[1] == -INFINITY && eo[2] == INFINITY && isnan(eo[3]));
   }
 }
@@ -162,31 +126,31 @@ static void test_order_stat_known(void) {
   float a[4] = {3, 1, 2, 2}, b[3] = {NAN, 4, 1}, m[5] = {1, 2, 2, 3, 3}, v;
   int64_t ix;
   for (int r = 0; r < 2; r++) {
-    nrt_launch l = mk(NRT_OP(ORDER_STAT), 1, S(4), 2, 1);
-    opnd(&l, 0, &v, NRT_FLOAT32, S(0), 1);
-    opnd(&l, 1, &ix, NRT_INT64, S(0), 1);
-    opnd(&l, 2, a, NRT_FLOAT32, S(4), 1);
+    nrt_launch l = nrt_test_launch(NRT_OP(ORDER_STAT), NRT_FLOAT32, 1, S(4), 2, 1);
+    nrt_test_operand_n(&l, 0, &v, NRT_FLOAT32, S(0), 1);
+    nrt_test_operand_n(&l, 1, &ix, NRT_INT64, S(0), 1);
+    nrt_test_operand_n(&l, 2, a, NRT_FLOAT32, S(4), 1);
     l.params[0] = 1;
-    CHECK_OK(run(&l, r));
+    CHECK_OK(nrt_test_run(&l, r));
     CHECK(v == 2 && a[ix] == 2);
     l.params[0] = 0;
     l.params[1] = 3;
-    CHECK_OK(run(&l, r));
+    CHECK_OK(nrt_test_run(&l, r));
     CHECK(v == 3 && ix == 0);
     l.params[1] = 4;
-    CHECK_STATUS(run(&l, r), NRT_ERROR_INVALID_ARGUMENT);
+    CHECK_STATUS(nrt_test_run(&l, r), NRT_ERROR_INVALID_ARGUMENT);
     l.sizes[0] = 3;
-    opnd(&l, 2, b, NRT_FLOAT32, S(4), 1);
+    nrt_test_operand_n(&l, 2, b, NRT_FLOAT32, S(4), 1);
     l.params[0] = 1;
-    CHECK_OK(run(&l, r));
+    CHECK_OK(nrt_test_run(&l, r));
     CHECK(isnan(v) && ix == 0);
     l.params[0] = 2;
-    CHECK_OK(run(&l, r));
+    CHECK_OK(nrt_test_run(&l, r));
     CHECK(v == 1 && ix == 2);
     l.sizes[0] = 5;
-    opnd(&l, 2, m, NRT_FLOAT32, S(4), 1);
+    nrt_test_operand_n(&l, 2, m, NRT_FLOAT32, S(4), 1);
     l.params[0] = 3;
-    CHECK_OK(run(&l, r));
+    CHECK_OK(nrt_test_run(&l, r));
     CHECK(v == 2 && ix == 2);
   }
 }
@@ -199,22 +163,22 @@ static void test_order_stat_random(void) {
     int64_t es = (int64_t)nrt_dtype_size(dt);
     char *x = malloc((size_t)(R * N * es));
     for (int i = 0; i < R * N; i++) {
-      double d = (double)rnd_range(-20, 20) / (dt == NRT_INT64 ? 1 : 4);
-      if (rnd() % 23 == 0 && dt != NRT_INT64) d = NAN;
+      double d = (double)nrt_test_rand_range(-20, 20) / (dt == NRT_INT64 ? 1 : 4);
+      if (nrt_test_rand_u64() % 23 == 0 && dt != NRT_INT64) d = NAN;
       nrt_ref_store_f64(x + i * es, dt, d);
     }
     for (int stat = 0; stat < 4; stat++) {
       char v[2][R * 8];
       int64_t ix[2][R];
       for (int r = 0; r < 2; r++) {
-        nrt_launch l = mk(NRT_OP(ORDER_STAT), 2, S(R, N), 2, 1);
-        opnd(&l, 0, v[r], dt, S(es, 0), 2);
-        opnd(&l, 1, ix[r], NRT_INT64, S(8, 0), 2);
-        opnd(&l, 2, x, dt, S(es, R * es), 2); /* transposed rows */
+        nrt_launch l = nrt_test_launch(NRT_OP(ORDER_STAT), NRT_FLOAT32, 2, S(R, N), 2, 1);
+        nrt_test_operand_n(&l, 0, v[r], dt, S(es, 0), 2);
+        nrt_test_operand_n(&l, 1, ix[r], NRT_INT64, S(8, 0), 2);
+        nrt_test_operand_n(&l, 2, x, dt, S(es, R * es), 2); /* transposed rows */
         l.compute_dtype = dt;
         l.params[0] = stat;
         l.params[1] = 17;
-        CHECK_OK(run(&l, r));
+        CHECK_OK(nrt_test_run(&l, r));
       }
       CHECK(memcmp(v[0], v[1], (size_t)(R * es)) == 0);
       CHECK(memcmp(ix[0], ix[1], sizeof ix[0]) == 0);
@@ -229,10 +193,10 @@ static void test_order_stat_random(void) {
         qsort(s, N, sizeof s[0], cmp_nan_last);
         double got = nrt_ref_load_f64(v[0] + row * es, dt);
         double at = nrt_ref_load_f64(x + (ix[0][row] * R + row) * es, dt);
-        CHECK(feq((float)got, (float)at));
-        if (stat == 0) CHECK(feq((float)got, (float)s[17]));
-        if (stat == 1) CHECK(feq((float)got, (float)(nans ? NAN : s[(N - 1) / 2])));
-        if (stat == 2) CHECK(feq((float)got, (float)s[(N - nans - 1) / 2]));
+        CHECK(nrt_test_same((float)got, (float)at));
+        if (stat == 0) CHECK(nrt_test_same((float)got, (float)s[17]));
+        if (stat == 1) CHECK(nrt_test_same((float)got, (float)(nans ? NAN : s[(N - 1) / 2])));
+        if (stat == 2) CHECK(nrt_test_same((float)got, (float)s[(N - nans - 1) / 2]));
       }
     }
     free(x);
@@ -247,34 +211,34 @@ static void test_unique(void) {
   float x[5] = {2, NAN, 1, 2, NAN};
   int64_t perm[5], group[5], starts[6], count;
   for (int r = 0; r < 2; r++) {
-    nrt_launch l = mk(NRT_OP(UNIQUE_SLICES), 2, S(5, 1), 4, 1);
-    opnd(&l, 0, perm, NRT_INT64, S(8), 1);
-    opnd(&l, 1, group, NRT_INT64, S(8), 1);
-    opnd(&l, 2, starts, NRT_INT64, S(8), 1);
-    opnd(&l, 3, &count, NRT_INT64, S(8), 1);
-    opnd(&l, 4, x, NRT_FLOAT32, S(4, 4), 2);
+    nrt_launch l = nrt_test_launch(NRT_OP(UNIQUE_SLICES), NRT_FLOAT32, 2, S(5, 1), 4, 1);
+    nrt_test_operand_n(&l, 0, perm, NRT_INT64, S(8), 1);
+    nrt_test_operand_n(&l, 1, group, NRT_INT64, S(8), 1);
+    nrt_test_operand_n(&l, 2, starts, NRT_INT64, S(8), 1);
+    nrt_test_operand_n(&l, 3, &count, NRT_INT64, S(8), 1);
+    nrt_test_operand_n(&l, 4, x, NRT_FLOAT32, S(4, 4), 2);
     l.params[0] = 1;
-    CHECK_OK(run(&l, r));
+    CHECK_OK(nrt_test_run(&l, r));
     CHECK(count == 4);
     int64_t wp[5] = {2, 0, 3, 1, 4}, wg[5] = {0, 1, 1, 2, 3}, ws[5] = {0, 1, 3, 4, 5};
     for (int i = 0; i < 5; i++) CHECK(perm[i] == wp[i] && group[i] == wg[i] && starts[i] == ws[i]);
     /* consecutive: [2], [nan], [1], [2], [nan] all distinct */
     l.params[0] = 0;
-    CHECK_OK(run(&l, r));
+    CHECK_OK(nrt_test_run(&l, r));
     CHECK(count == 5 && perm[3] == 3 && group[4] == 4);
   }
   /* Slices (unique dim=0) of a [4][2] int64 matrix stored transposed. */
   int64_t m[8] = {/* column 0 */ 1, 0, 1, 0, /* column 1 */ 2, 5, 2, 1};
   for (int r = 0; r < 2; r++) {
-    nrt_launch l = mk(NRT_OP(UNIQUE_SLICES), 2, S(4, 2), 4, 1);
-    opnd(&l, 0, perm, NRT_INT64, S(8), 1);
-    opnd(&l, 1, group, NRT_INT64, S(8), 1);
-    opnd(&l, 2, starts, NRT_INT64, S(8), 1);
-    opnd(&l, 3, &count, NRT_INT64, S(8), 1);
-    opnd(&l, 4, m, NRT_INT64, S(8, 32), 2);
+    nrt_launch l = nrt_test_launch(NRT_OP(UNIQUE_SLICES), NRT_FLOAT32, 2, S(4, 2), 4, 1);
+    nrt_test_operand_n(&l, 0, perm, NRT_INT64, S(8), 1);
+    nrt_test_operand_n(&l, 1, group, NRT_INT64, S(8), 1);
+    nrt_test_operand_n(&l, 2, starts, NRT_INT64, S(8), 1);
+    nrt_test_operand_n(&l, 3, &count, NRT_INT64, S(8), 1);
+    nrt_test_operand_n(&l, 4, m, NRT_INT64, S(8, 32), 2);
     l.compute_dtype = NRT_INT64;
     l.params[0] = 1;
-    CHECK_OK(run(&l, r));
+    CHECK_OK(nrt_test_run(&l, r));
     /* rows (1,2) (0,5) (1,2) (0,1) -> sorted (0,1) (0,5) (1,2) (1,2) */
     CHECK(count == 3 && perm[0] == 3 && perm[1] == 1 && perm[2] == 0 && perm[3] == 2);
     CHECK(group[3] == 2 && starts[2] == 2 && starts[3] == 4);
@@ -291,29 +255,29 @@ static void test_searchsorted(void) {
   int32_t out32[5];
   int64_t wl[5] = {0, 1, 3, 4, 4}, wr[5] = {0, 3, 3, 4, 4};
   for (int r = 0; r < 2; r++) {
-    nrt_launch l = mk(NRT_OP(SEARCHSORTED), 2, S(1, 5), 1, 2);
-    opnd(&l, 0, out, NRT_INT64, S(0, 8), 2);
-    opnd(&l, 1, v, NRT_FLOAT32, S(0, 4), 2);
-    opnd(&l, 2, b, NRT_FLOAT32, S(0, 4), 2);
+    nrt_launch l = nrt_test_launch(NRT_OP(SEARCHSORTED), NRT_FLOAT32, 2, S(1, 5), 1, 2);
+    nrt_test_operand_n(&l, 0, out, NRT_INT64, S(0, 8), 2);
+    nrt_test_operand_n(&l, 1, v, NRT_FLOAT32, S(0, 4), 2);
+    nrt_test_operand_n(&l, 2, b, NRT_FLOAT32, S(0, 4), 2);
     l.params[1] = 4;
-    CHECK_OK(run(&l, r));
+    CHECK_OK(nrt_test_run(&l, r));
     for (int i = 0; i < 5; i++) CHECK(out[i] == wl[i]);
     l.params[0] = 1;
-    opnd(&l, 0, out32, NRT_INT32, S(0, 4), 2);
-    CHECK_OK(run(&l, r));
+    nrt_test_operand_n(&l, 0, out32, NRT_INT32, S(0, 4), 2);
+    CHECK_OK(nrt_test_run(&l, r));
     for (int i = 0; i < 5; i++) CHECK(out32[i] == wr[i]);
   }
   /* sorter: boundaries [5, 1, 3] sorted by [1, 2, 0]; two rows of values. */
   int64_t bi[6] = {5, 1, 3, 2, 0, 1}, so[6] = {1, 2, 0, 1, 2, 0}, vi[4] = {2, 5, 1, 3};
   for (int r = 0; r < 2; r++) {
-    nrt_launch l = mk(NRT_OP(SEARCHSORTED), 2, S(2, 2), 1, 3);
-    opnd(&l, 0, out, NRT_INT64, S(16, 8), 2);
-    opnd(&l, 1, vi, NRT_INT64, S(16, 8), 2);
-    opnd(&l, 2, bi, NRT_INT64, S(24, 8), 2);
-    opnd(&l, 3, so, NRT_INT64, S(24, 8), 2);
+    nrt_launch l = nrt_test_launch(NRT_OP(SEARCHSORTED), NRT_FLOAT32, 2, S(2, 2), 1, 3);
+    nrt_test_operand_n(&l, 0, out, NRT_INT64, S(16, 8), 2);
+    nrt_test_operand_n(&l, 1, vi, NRT_INT64, S(16, 8), 2);
+    nrt_test_operand_n(&l, 2, bi, NRT_INT64, S(24, 8), 2);
+    nrt_test_operand_n(&l, 3, so, NRT_INT64, S(24, 8), 2);
     l.compute_dtype = NRT_INT64;
     l.params[1] = 3;
-    CHECK_OK(run(&l, r));
+    CHECK_OK(nrt_test_run(&l, r));
     /* row 0 sorted [1, 3, 5]: 2 -> 1, 5 -> 2; row 1 sorted [0, 1, 2]: 1 -> 1, 3 -> 3 */
     CHECK(out[0] == 1 && out[1] == 2 && out[2] == 1 && out[3] == 3);
   }
@@ -327,27 +291,27 @@ static void test_histogram(void) {
   float x[8] = {0, 1, 1, 2, 3, 4, NAN, 5}, e[5] = {0, 1, 2, 3, 4}, h[4];
   for (int algo = 0; algo < 3; algo++)
     for (int r = 0; r < 2; r++) {
-      nrt_launch l = mk(NRT_OP(HISTOGRAM), 2, S(8, 1), 1, 2);
-      opnd(&l, 0, h, NRT_FLOAT32, S(4), 1);
-      opnd(&l, 1, x, NRT_FLOAT32, S(4, 4), 2);
-      opnd(&l, 2, e, NRT_FLOAT32, S(4), 1);
+      nrt_launch l = nrt_test_launch(NRT_OP(HISTOGRAM), NRT_FLOAT32, 2, S(8, 1), 1, 2);
+      nrt_test_operand_n(&l, 0, h, NRT_FLOAT32, S(4), 1);
+      nrt_test_operand_n(&l, 1, x, NRT_FLOAT32, S(4, 4), 2);
+      nrt_test_operand_n(&l, 2, e, NRT_FLOAT32, S(4), 1);
       l.aux[0] = 5;
       l.params[0] = algo;
-      CHECK_OK(run(&l, r));
+      CHECK_OK(nrt_test_run(&l, r));
       CHECK(h[0] == 1 && h[1] == 2 && h[2] == 1 && h[3] == 2);
     }
   /* 2-d with weights: points (0.5, 0.5) w2, (1.5, 0.2) w3, (0.1, 1.9) w1
    * on edges {0,1,2} x {0,1,2}: hist [[2, 1], [3, 0]]. */
   float p[6] = {0.5f, 0.5f, 1.5f, 0.2f, 0.1f, 1.9f}, ee[6] = {0, 1, 2, 0, 1, 2}, w[3] = {2, 3, 1}, hh[4];
   for (int r = 0; r < 2; r++) {
-    nrt_launch l = mk(NRT_OP(HISTOGRAM), 2, S(3, 2), 1, 3);
-    opnd(&l, 0, hh, NRT_FLOAT32, S(8, 4), 2);
-    opnd(&l, 1, p, NRT_FLOAT32, S(8, 4), 2);
-    opnd(&l, 2, ee, NRT_FLOAT32, S(4), 1);
-    opnd(&l, 3, w, NRT_FLOAT32, S(4), 1);
+    nrt_launch l = nrt_test_launch(NRT_OP(HISTOGRAM), NRT_FLOAT32, 2, S(3, 2), 1, 3);
+    nrt_test_operand_n(&l, 0, hh, NRT_FLOAT32, S(8, 4), 2);
+    nrt_test_operand_n(&l, 1, p, NRT_FLOAT32, S(8, 4), 2);
+    nrt_test_operand_n(&l, 2, ee, NRT_FLOAT32, S(4), 1);
+    nrt_test_operand_n(&l, 3, w, NRT_FLOAT32, S(4), 1);
     l.aux[0] = 3;
     l.aux[1] = 3;
-    CHECK_OK(run(&l, r));
+    CHECK_OK(nrt_test_run(&l, r));
     CHECK(hh[0] == 2 && hh[1] == 1 && hh[2] == 3 && hh[3] == 0);
   }
 }
@@ -361,44 +325,44 @@ static void test_random_fast_vs_reference(void) {
   for (int r = 0; r < R; r++) {
     float prev = -20;
     for (int j = 0; j < NB; j++) {
-      prev += (float)rnd_range(0, 3) / 2;
+      prev += (float)nrt_test_rand_range(0, 3) / 2;
       b[r * NB + j] = nrt_f32_to_bf16(prev);
     }
   }
   for (int i = 0; i < R * C; i++)
-    v[i] = nrt_f32_to_bf16(rnd() % 19 == 0 ? NAN : (float)rnd_range(-50, 50) / 2);
+    v[i] = nrt_f32_to_bf16(nrt_test_rand_u64() % 19 == 0 ? NAN : (float)nrt_test_rand_range(-50, 50) / 2);
   for (int right = 0; right < 2; right++) {
     int64_t out[2][R * C];
     for (int r = 0; r < 2; r++) {
-      nrt_launch l = mk(NRT_OP(SEARCHSORTED), 2, S(R, C), 1, 2);
-      opnd(&l, 0, out[r], NRT_INT64, S(C * 8, 8), 2);
-      opnd(&l, 1, v, NRT_BFLOAT16, S(C * 2, 2), 2);
-      opnd(&l, 2, b, NRT_BFLOAT16, S(NB * 2, 2), 2);
+      nrt_launch l = nrt_test_launch(NRT_OP(SEARCHSORTED), NRT_FLOAT32, 2, S(R, C), 1, 2);
+      nrt_test_operand_n(&l, 0, out[r], NRT_INT64, S(C * 8, 8), 2);
+      nrt_test_operand_n(&l, 1, v, NRT_BFLOAT16, S(C * 2, 2), 2);
+      nrt_test_operand_n(&l, 2, b, NRT_BFLOAT16, S(NB * 2, 2), 2);
       l.compute_dtype = NRT_BFLOAT16;
       l.params[0] = right;
       l.params[1] = NB;
-      CHECK_OK(run(&l, r));
+      CHECK_OK(nrt_test_run(&l, r));
     }
     CHECK(memcmp(out[0], out[1], sizeof out[0]) == 0);
   }
   /* histogram, three selections, float16 points with a weight */
   uint16_t p[N], w[N], e[11];
   for (int i = 0; i < N; i++) {
-    p[i] = nrt_k_f32_to_f16((float)rnd_range(-1200, 1200) / 100);
-    w[i] = nrt_k_f32_to_f16((float)rnd_range(0, 8) / 4);
+    p[i] = nrt_k_f32_to_f16((float)nrt_test_rand_range(-1200, 1200) / 100);
+    w[i] = nrt_k_f32_to_f16((float)nrt_test_rand_range(0, 8) / 4);
   }
   for (int j = 0; j <= 10; j++) e[j] = nrt_k_f32_to_f16(-10.0f + 2.0f * (float)j);
   for (int algo = 0; algo < 3; algo++) {
     uint16_t h[2][10];
     for (int r = 0; r < 2; r++) {
-      nrt_launch l = mk(NRT_OP(HISTOGRAM), 2, S(N, 1), 1, 3);
-      opnd(&l, 0, h[r], NRT_FLOAT16, S(2), 1);
-      opnd(&l, 1, p, NRT_FLOAT16, S(2, 2), 2);
-      opnd(&l, 2, e, NRT_FLOAT16, S(2), 1);
-      opnd(&l, 3, w, NRT_FLOAT16, S(2), 1);
+      nrt_launch l = nrt_test_launch(NRT_OP(HISTOGRAM), NRT_FLOAT32, 2, S(N, 1), 1, 3);
+      nrt_test_operand_n(&l, 0, h[r], NRT_FLOAT16, S(2), 1);
+      nrt_test_operand_n(&l, 1, p, NRT_FLOAT16, S(2, 2), 2);
+      nrt_test_operand_n(&l, 2, e, NRT_FLOAT16, S(2), 1);
+      nrt_test_operand_n(&l, 3, w, NRT_FLOAT16, S(2), 1);
       l.aux[0] = 11;
       l.params[0] = algo;
-      CHECK_OK(run(&l, r));
+      CHECK_OK(nrt_test_run(&l, r));
     }
     CHECK(memcmp(h[0], h[1], sizeof h[0]) == 0);
     /* against a count done here (edges are exact multiples of 2) */
@@ -414,19 +378,19 @@ static void test_random_fast_vs_reference(void) {
   /* unique slices of random int64 rows with many repeats */
   enum { U = 300, M = 3 };
   int64_t x[U * M];
-  for (int i = 0; i < U * M; i++) x[i] = rnd_range(0, 3);
+  for (int i = 0; i < U * M; i++) x[i] = nrt_test_rand_range(0, 3);
   for (int sort = 0; sort < 2; sort++) {
     int64_t perm[2][U], group[2][U], starts[2][U + 1], count[2];
     for (int r = 0; r < 2; r++) {
-      nrt_launch l = mk(NRT_OP(UNIQUE_SLICES), 2, S(U, M), 4, 1);
-      opnd(&l, 0, perm[r], NRT_INT64, S(8), 1);
-      opnd(&l, 1, group[r], NRT_INT64, S(8), 1);
-      opnd(&l, 2, starts[r], NRT_INT64, S(8), 1);
-      opnd(&l, 3, &count[r], NRT_INT64, S(8), 1);
-      opnd(&l, 4, x, NRT_INT64, S(M * 8, 8), 2);
+      nrt_launch l = nrt_test_launch(NRT_OP(UNIQUE_SLICES), NRT_FLOAT32, 2, S(U, M), 4, 1);
+      nrt_test_operand_n(&l, 0, perm[r], NRT_INT64, S(8), 1);
+      nrt_test_operand_n(&l, 1, group[r], NRT_INT64, S(8), 1);
+      nrt_test_operand_n(&l, 2, starts[r], NRT_INT64, S(8), 1);
+      nrt_test_operand_n(&l, 3, &count[r], NRT_INT64, S(8), 1);
+      nrt_test_operand_n(&l, 4, x, NRT_INT64, S(M * 8, 8), 2);
       l.compute_dtype = NRT_INT64;
       l.params[0] = sort;
-      CHECK_OK(run(&l, r));
+      CHECK_OK(nrt_test_run(&l, r));
     }
     CHECK(count[0] == count[1]);
     CHECK(memcmp(perm[0], perm[1], sizeof perm[0]) == 0 && memcmp(group[0], group[1], sizeof group[0]) == 0);
@@ -438,19 +402,19 @@ static void test_random_fast_vs_reference(void) {
 static void test_bad_descriptors(void) {
   float x[4] = {0}, v[4];
   int64_t ix[4];
-  nrt_launch l = mk(NRT_OP(CUMMAX), 1, S(4), 1, 1);
-  opnd(&l, 0, v, NRT_FLOAT32, S(4), 1);
-  opnd(&l, 1, x, NRT_FLOAT32, S(4), 1);
-  CHECK_STATUS(run(&l, 0), NRT_ERROR_INVALID_ARGUMENT); /* needs 2 outputs */
-  l = mk(NRT_OP(ORDER_STAT), 1, S(4), 2, 1);
-  opnd(&l, 0, v, NRT_FLOAT32, S(0), 1);
-  opnd(&l, 1, ix, NRT_FLOAT32, S(0), 1); /* index output must be integer */
-  opnd(&l, 2, x, NRT_FLOAT32, S(4), 1);
-  CHECK_STATUS(run(&l, 0), NRT_ERROR_INVALID_ARGUMENT);
-  l = mk(NRT_OP(LOGCUMSUMEXP), 1, S(4), 1, 1);
-  opnd(&l, 0, ix, NRT_INT64, S(8), 1);
-  opnd(&l, 1, ix, NRT_INT64, S(8), 1);
-  CHECK_STATUS(run(&l, 0), NRT_ERROR_INVALID_ARGUMENT);
+  nrt_launch l = nrt_test_launch(NRT_OP(CUMMAX), NRT_FLOAT32, 1, S(4), 1, 1);
+  nrt_test_operand_n(&l, 0, v, NRT_FLOAT32, S(4), 1);
+  nrt_test_operand_n(&l, 1, x, NRT_FLOAT32, S(4), 1);
+  CHECK_STATUS(nrt_test_run(&l, 0), NRT_ERROR_INVALID_ARGUMENT); /* needs 2 outputs */
+  l = nrt_test_launch(NRT_OP(ORDER_STAT), NRT_FLOAT32, 1, S(4), 2, 1);
+  nrt_test_operand_n(&l, 0, v, NRT_FLOAT32, S(0), 1);
+  nrt_test_operand_n(&l, 1, ix, NRT_FLOAT32, S(0), 1); /* index output must be integer */
+  nrt_test_operand_n(&l, 2, x, NRT_FLOAT32, S(4), 1);
+  CHECK_STATUS(nrt_test_run(&l, 0), NRT_ERROR_INVALID_ARGUMENT);
+  l = nrt_test_launch(NRT_OP(LOGCUMSUMEXP), NRT_FLOAT32, 1, S(4), 1, 1);
+  nrt_test_operand_n(&l, 0, ix, NRT_INT64, S(8), 1);
+  nrt_test_operand_n(&l, 1, ix, NRT_INT64, S(8), 1);
+  CHECK_STATUS(nrt_test_run(&l, 0), NRT_ERROR_INVALID_ARGUMENT);
 }
 
 /* ---- REPEAT_INTERLEAVE / NONZERO_STATIC --------------------------------------------------------- */
@@ -458,26 +422,26 @@ static void test_bad_descriptors(void) {
 static void test_repeat_nonzero_static(void) {
   int32_t rep[3] = {2, 0, 3};
   int64_t out[5];
-  nrt_launch l = mk(NRT_OP(REPEAT_INTERLEAVE), 1, S(3), 1, 1);
-  opnd(&l, 0, out, NRT_INT64, S(8), 1);
-  opnd(&l, 1, rep, NRT_INT32, S(4), 1);
+  nrt_launch l = nrt_test_launch(NRT_OP(REPEAT_INTERLEAVE), NRT_FLOAT32, 1, S(3), 1, 1);
+  nrt_test_operand_n(&l, 0, out, NRT_INT64, S(8), 1);
+  nrt_test_operand_n(&l, 1, rep, NRT_INT32, S(4), 1);
   l.params[0] = 5;
-  CHECK_OK(run(&l, 0));
+  CHECK_OK(nrt_test_run(&l, 0));
   int64_t want[5] = {0, 0, 2, 2, 2};
   for (int i = 0; i < 5; i++) CHECK(out[i] == want[i]);
   rep[1] = -1;
-  CHECK_STATUS(run(&l, 0), NRT_ERROR_INVALID_ARGUMENT);
+  CHECK_STATUS(nrt_test_run(&l, 0), NRT_ERROR_INVALID_ARGUMENT);
 
   /* nonzero_static([[0, 1], [2, 0]], size=3, fill_value=-1) on a
    * transposed view: [[0, 2], [1, 0]] -> (0,1), (1,0), (-1,-1). */
   float x[4] = {0, 1, 2, 0};
   int64_t nz[6];
-  nrt_launch n = mk(NRT_OP(NONZERO_STATIC), 2, S(2, 2), 1, 1);
-  opnd(&n, 0, nz, NRT_INT64, S(16, 8), 2);
-  opnd(&n, 1, x, NRT_FLOAT32, S(4, 8), 2);
+  nrt_launch n = nrt_test_launch(NRT_OP(NONZERO_STATIC), NRT_FLOAT32, 2, S(2, 2), 1, 1);
+  nrt_test_operand_n(&n, 0, nz, NRT_INT64, S(16, 8), 2);
+  nrt_test_operand_n(&n, 1, x, NRT_FLOAT32, S(4, 8), 2);
   n.params[0] = 3;
   n.scalars[0].i = -1;
-  CHECK_OK(run(&n, 0));
+  CHECK_OK(nrt_test_run(&n, 0));
   int64_t wn[6] = {0, 1, 1, 0, -1, -1};
   for (int i = 0; i < 6; i++) CHECK(nz[i] == wn[i]);
 }

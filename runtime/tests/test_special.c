@@ -145,21 +145,9 @@ static void test_normal(void) {
 
 /* ---- kernels ------------------------------------------------------------------ */
 
+/* A 1-d elementwise launch of n elements. */
 static nrt_launch new_launch(nrt_op op, int64_t n, nrt_dtype compute) {
-  nrt_launch l;
-  memset(&l, 0, sizeof l);
-  l.op = op;
-  l.ndim = 1;
-  l.sizes[0] = n;
-  l.noutputs = 1;
-  l.ninputs = nrt_op_ninputs(op);
-  l.compute_dtype = compute;
-  return l;
-}
-static void set_op(nrt_launch *l, int k, void *data, nrt_dtype dt, int64_t stride_elems) {
-  l->operands[k].data = data;
-  l->operands[k].dtype = dt;
-  l->operands[k].strides[0] = stride_elems * (int64_t)nrt_dtype_size(dt);
+  return nrt_test_launch_op(op, compute, 1, &n);
 }
 
 /* Every unary/binary float op: fast path == reference path, with a
@@ -185,12 +173,12 @@ static void test_fast_matches_reference(void) {
     nrt_launch l = new_launch(ops[o], N, NRT_FLOAT32);
     l.params[0] = 2;
     l.scalars[0].f = 100.0;
-    set_op(&l, 1, in, NRT_FLOAT32, 2); /* every other element */
-    if (l.ninputs == 2) set_op(&l, 2, &second, NRT_FLOAT32, 0);
-    set_op(&l, 0, fast, NRT_FLOAT32, 1);
+    nrt_test_operand_1d(&l, 1, in, NRT_FLOAT32, 2); /* every other element */
+    if (l.ninputs == 2) nrt_test_operand_1d(&l, 2, &second, NRT_FLOAT32, 0);
+    nrt_test_operand_1d(&l, 0, fast, NRT_FLOAT32, 1);
     CHECK_OK(nrt_launch_run(&l));
     nrt_kernels_set_reference(true);
-    set_op(&l, 0, ref, NRT_FLOAT32, 1);
+    nrt_test_operand_1d(&l, 0, ref, NRT_FLOAT32, 1);
     CHECK_OK(nrt_launch_run(&l));
     nrt_kernels_set_reference(false);
     int same = 0;
@@ -201,8 +189,8 @@ static void test_fast_matches_reference(void) {
   /* Values: a few ops against their scalar functions. */
   nrt_launch l = new_launch(NRT_OP(POLYGAMMA), N, NRT_FLOAT32);
   l.params[0] = 3;
-  set_op(&l, 1, in, NRT_FLOAT32, 2);
-  set_op(&l, 0, fast, NRT_FLOAT32, 1);
+  nrt_test_operand_1d(&l, 1, in, NRT_FLOAT32, 2);
+  nrt_test_operand_1d(&l, 0, fast, NRT_FLOAT32, 1);
   CHECK_OK(nrt_launch_run(&l));
   for (int i = 0; i < N; i++) {
     float want = (float)nrt_sf_polygamma(3, in[2 * i]);
@@ -210,8 +198,8 @@ static void test_fast_matches_reference(void) {
   }
   /* Empty: nothing is touched. */
   l = new_launch(NRT_OP(I0), 0, NRT_FLOAT32);
-  set_op(&l, 1, NULL, NRT_FLOAT32, 1);
-  set_op(&l, 0, NULL, NRT_FLOAT32, 1);
+  nrt_test_operand_1d(&l, 1, NULL, NRT_FLOAT32, 1);
+  nrt_test_operand_1d(&l, 0, NULL, NRT_FLOAT32, 1);
   CHECK_OK(nrt_launch_run(&l));
 }
 
@@ -221,8 +209,8 @@ static void test_sixteen_bit(void) {
   uint16_t x[N], out[N];
   for (int i = 0; i < N; i++) x[i] = nrt_f32_to_bf16(0.25f + 0.5f * i);
   nrt_launch l = new_launch(NRT_OP(DIGAMMA), N, NRT_BFLOAT16);
-  set_op(&l, 1, x, NRT_BFLOAT16, 1);
-  set_op(&l, 0, out, NRT_BFLOAT16, 1);
+  nrt_test_operand_1d(&l, 1, x, NRT_BFLOAT16, 1);
+  nrt_test_operand_1d(&l, 0, out, NRT_BFLOAT16, 1);
   CHECK_OK(nrt_launch_run(&l));
   for (int i = 0; i < N; i++)
     CHECK(out[i] == nrt_f32_to_bf16((float)nrt_sf_digamma(nrt_bf16_to_f32(x[i]))));
@@ -235,9 +223,9 @@ static void test_sixteen_bit(void) {
     b[i] = nrt_f32_to_f16(bv[i]);
   }
   l = new_launch(NRT_OP(NEXTAFTER), 4, NRT_FLOAT16);
-  set_op(&l, 1, a, NRT_FLOAT16, 1);
-  set_op(&l, 2, b, NRT_FLOAT16, 1);
-  set_op(&l, 0, r, NRT_FLOAT16, 1);
+  nrt_test_operand_1d(&l, 1, a, NRT_FLOAT16, 1);
+  nrt_test_operand_1d(&l, 2, b, NRT_FLOAT16, 1);
+  nrt_test_operand_1d(&l, 0, r, NRT_FLOAT16, 1);
   CHECK_OK(nrt_launch_run(&l));
   CHECK(r[0] == 0x3c01 && r[1] == 0x3bff && r[2] == 0x8001 && r[3] == 0xbfff);
   for (int i = 0; i < 4; i++) {
@@ -256,16 +244,16 @@ static void test_edges_match_pytorch(void) {
   float x[4] = {8.0f, -0.375f, 0.0f, INFINITY};
   int32_t e[4];
   nrt_launch l = new_launch(NRT_OP(FREXP_EXPONENT), 4, NRT_FLOAT32);
-  set_op(&l, 1, x, NRT_FLOAT32, 1);
-  set_op(&l, 0, e, NRT_INT32, 1);
+  nrt_test_operand_1d(&l, 1, x, NRT_FLOAT32, 1);
+  nrt_test_operand_1d(&l, 0, e, NRT_INT32, 1);
   CHECK_OK(nrt_launch_run(&l));
   CHECK(e[0] == 4 && e[1] == -1 && e[2] == 0 && e[3] == 0);
 
   float y[3] = {1.2345f, 2.5f, 1250.0f}, r[3];
   l = new_launch(NRT_OP(ROUND_DECIMALS), 3, NRT_FLOAT32);
   l.scalars[0].f = 1000.0;
-  set_op(&l, 1, y, NRT_FLOAT32, 1);
-  set_op(&l, 0, r, NRT_FLOAT32, 1);
+  nrt_test_operand_1d(&l, 1, y, NRT_FLOAT32, 1);
+  nrt_test_operand_1d(&l, 0, r, NRT_FLOAT32, 1);
   CHECK_OK(nrt_launch_run(&l));
   CHECK(r[0] == 1.234f && r[1] == 2.5f && r[2] == 1250.0f); /* 1234.5 rounds to even */
   l.params[0] = 1; /* decimals = -3 */
@@ -274,18 +262,18 @@ static void test_edges_match_pytorch(void) {
 
   int64_t hx[4] = {-3, 0, 5, 0}, hv[4] = {7, 7, 7, -2}, ho[4];
   l = new_launch(NRT_OP(HEAVISIDE), 4, NRT_INT64);
-  set_op(&l, 1, hx, NRT_INT64, 1);
-  set_op(&l, 2, hv, NRT_INT64, 1);
-  set_op(&l, 0, ho, NRT_INT64, 1);
+  nrt_test_operand_1d(&l, 1, hx, NRT_INT64, 1);
+  nrt_test_operand_1d(&l, 2, hv, NRT_INT64, 1);
+  nrt_test_operand_1d(&l, 0, ho, NRT_INT64, 1);
   CHECK_OK(nrt_launch_run(&l));
   CHECK(ho[0] == 0 && ho[1] == 7 && ho[2] == 1 && ho[3] == -2);
 
   /* Polynomials: order from a float, negative and NaN give 0. */
   float px[4] = {0.5f, 0.5f, -1.0f, 0.3f}, pn[4] = {2.0f, -1.0f, 3.0f, NAN}, po[4];
   l = new_launch(NRT_OP(CHEBYSHEV_T), 4, NRT_FLOAT32);
-  set_op(&l, 1, px, NRT_FLOAT32, 1);
-  set_op(&l, 2, pn, NRT_FLOAT32, 1);
-  set_op(&l, 0, po, NRT_FLOAT32, 1);
+  nrt_test_operand_1d(&l, 1, px, NRT_FLOAT32, 1);
+  nrt_test_operand_1d(&l, 2, pn, NRT_FLOAT32, 1);
+  nrt_test_operand_1d(&l, 0, po, NRT_FLOAT32, 1);
   CHECK_OK(nrt_launch_run(&l));
   CHECK(po[0] == -0.5f && po[1] == 0.0f && po[2] == -1.0f && po[3] == 0.0f);
 }

@@ -94,13 +94,7 @@ static float float_of(uint32_t u) {
   return f;
 }
 
-static uint64_t rng_state = 0x9e3779b97f4a7c15ull;
-static uint32_t rng32(void) {
-  rng_state ^= rng_state << 13;
-  rng_state ^= rng_state >> 7;
-  rng_state ^= rng_state << 17;
-  return (uint32_t)(rng_state >> 16);
-}
+static uint32_t rng32(void) { return (uint32_t)(nrt_test_rand_u64() >> 16); }
 
 /* Reference bf16 rounding through exact double arithmetic. */
 static uint16_t bf16_reference(float f) {

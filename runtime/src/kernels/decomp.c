@@ -45,11 +45,9 @@ nrt_status nrt_decomp_for_batches(const nrt_launch *l, const char *what, int64_t
   if (nbatch <= 0) return NRT_SUCCESS;
   batch_ctx c = {l, work_doubles, fn, 0};
   nrt_parallel_for(nbatch, 1, batch_range, &c);
-  if (c.failed) {
-    nrt_set_error_message("%s: host out of memory for %zu bytes of work space", what,
-                          work_doubles * sizeof(double));
-    return NRT_ERROR_OUT_OF_MEMORY;
-  }
+  if (c.failed)
+    return nrt_kernel_fail(NRT_ERROR_OUT_OF_MEMORY, "%s: host out of memory for %zu bytes of work space", what,
+                           work_doubles * sizeof(double));
   return NRT_SUCCESS;
 }
 
@@ -75,6 +73,5 @@ nrt_status nrt_decomp_execute(const nrt_launch *l) {
   case NRT_OP_MATRIX_EXP: return nrt_decomp_expm(l);
   default: break;
   }
-  nrt_set_error_message("decomp: op %s has no kernel", nrt_op_name(l->op));
-  return NRT_ERROR_UNSUPPORTED;
+  return nrt_kernel_fail(NRT_ERROR_UNSUPPORTED, "decomp: op %s has no kernel", nrt_op_name(l->op));
 }

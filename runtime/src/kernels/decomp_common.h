@@ -46,6 +46,17 @@ static inline void nrt_dvec_st(const nrt_dmat *m, int64_t b, int64_t i, double v
   nrt_ref_store_f64(m->base + b * m->sb + i * m->sr, m->dt, v);
 }
 
+/* Swaps rows r1 and r2 of a dense row-major matrix with `cols` columns
+ * (pivot interchanges; a no-op when r1 == r2). */
+static inline void nrt_decomp_swap_rows(double *a, int64_t cols, int64_t r1, int64_t r2) {
+  if (r1 == r2) return;
+  for (int64_t c = 0; c < cols; c++) {
+    double t = a[r1 * cols + c];
+    a[r1 * cols + c] = a[r2 * cols + c];
+    a[r2 * cols + c] = t;
+  }
+}
+
 /* Dense row-major rows x cols copy of batch entry b (w[i * cols + j]). */
 void nrt_dmat_load(const nrt_dmat *m, int64_t b, int64_t rows, int64_t cols, double *w);
 void nrt_dmat_store(const nrt_dmat *m, int64_t b, int64_t rows, int64_t cols, const double *w);

@@ -92,10 +92,8 @@ static void eigh_one(const nrt_launch *l, int64_t b, double *w) {
 }
 
 nrt_status nrt_decomp_eigh(const nrt_launch *l) {
-  if ((l->noutputs != 1 && l->noutputs != 2) || l->ndim != 2) {
-    nrt_set_error_message("EIGH: expected 1 or 2 outputs and sizes {batch, n}");
-    return NRT_ERROR_INVALID_ARGUMENT;
-  }
+  if ((l->noutputs != 1 && l->noutputs != 2) || l->ndim != 2)
+    return nrt_kernel_fail(NRT_ERROR_INVALID_ARGUMENT, "EIGH: expected 1 or 2 outputs and sizes {batch, n}");
   int64_t n = l->sizes[1];
   return nrt_decomp_for_batches(l, "EIGH", l->sizes[0], (size_t)(2 * n * n + 2 * n), eigh_one);
 }

@@ -65,10 +65,8 @@ static void expm_one(const nrt_launch *l, int64_t b, double *w) {
 }
 
 nrt_status nrt_decomp_expm(const nrt_launch *l) {
-  if (l->noutputs != 1 || l->ndim != 2) {
-    nrt_set_error_message("MATRIX_EXP: expected 1 output and sizes {batch, n}");
-    return NRT_ERROR_INVALID_ARGUMENT;
-  }
+  if (l->noutputs != 1 || l->ndim != 2)
+    return nrt_kernel_fail(NRT_ERROR_INVALID_ARGUMENT, "MATRIX_EXP: expected 1 output and sizes {batch, n}");
   int64_t n = l->sizes[1];
   return nrt_decomp_for_batches(l, "MATRIX_EXP", l->sizes[0], (size_t)(4 * n * n), expm_one);
 }

@@ -90,25 +90,20 @@ static int32_t sytrf_lower(double *a, int64_t n, int32_t *ipiv) {
   return info;
 }
 
-static void swap_rows(double *b, int64_t nrhs, int64_t r1, int64_t r2) {
-  if (r1 == r2) return;
-  for (int64_t c = 0; c < nrhs; c++) swap_d(&b[r1 * nrhs + c], &b[r2 * nrhs + c]);
-}
-
 /* Solves A X = B (b: n x nrhs in place) from sytrf_lower's a and ipiv. */
 static void sytrs_lower(const double *a, const int32_t *ipiv, int64_t n, double *b, int64_t nrhs) {
 #define A_(i, j) a[(i) * n + (j)]
   int64_t k = 0;
   while (k < n) { /* L D y = P b */
     if (ipiv[k] > 0) {
-      swap_rows(b, nrhs, k, ipiv[k] - 1);
+      nrt_decomp_swap_rows(b, nrhs, k, ipiv[k] - 1);
       for (int64_t i = k + 1; i < n; i++)
         for (int64_t c = 0; c < nrhs; c++) b[i * nrhs + c] -= A_(i, k) * b[k * nrhs + c];
       for (int64_t c = 0; c < nrhs; c++) b[k * nrhs + c] /= A_(k, k);
       k++;
     } else {
       if (k + 1 >= n) break; /* corrupt pivots: a 2x2 block cannot start at the end */
-      swap_rows(b, nrhs, k + 1, -ipiv[k] - 1);
+      nrt_decomp_swap_rows(b, nrhs, k + 1, -ipiv[k] - 1);
       for (int64_t i = k + 2; i < n; i++)
         for (int64_t c = 0; c < nrhs; c++)
           b[i * nrhs + c] -= A_(i, k) * b[k * nrhs + c] + A_(i, k + 1) * b[(k + 1) * nrhs + c];
@@ -130,7 +125,7 @@ static void sytrs_lower(const double *a, const int32_t *ipiv, int64_t n, double 
       b[k * nrhs + c] -= s;
     }
     if (ipiv[k] > 0) {
-      swap_rows(b, nrhs, k, ipiv[k] - 1);
+      nrt_decomp_swap_rows(b, nrhs, k, ipiv[k] - 1);
       k--;
     } else {
       if (k < 1) break;
@@ -139,7 +134,7 @@ static void sytrs_lower(const double *a, const int32_t *ipiv, int64_t n, double 
         for (int64_t i = k + 1; i < n; i++) s += A_(i, k - 1) * b[i * nrhs + c];
         b[(k - 1) * nrhs + c] -= s;
       }
-      swap_rows(b, nrhs, k, -ipiv[k] - 1);
+      nrt_decomp_swap_rows(b, nrhs, k, -ipiv[k] - 1);
       k -= 2;
     }
   }
@@ -185,6 +180,5 @@ nrt_status nrt_decomp_ldl(const nrt_launch *l) {
     int64_t n = l->sizes[1], k = l->sizes[2];
     return nrt_decomp_for_batches(l, name, l->sizes[0], (size_t)(n * n + n * k + n / 2 + 1), ldl_solve_one);
   }
-  nrt_set_error_message("%s: bad descriptor (see nrt/ops/decomp.h for its layout)", name);
-  return NRT_ERROR_INVALID_ARGUMENT;
+  return nrt_kernel_fail(NRT_ERROR_INVALID_ARGUMENT, "%s: bad descriptor (see nrt/ops/decomp.h for its layout)", name);
 }

@@ -29,12 +29,7 @@ int32_t nrt_decomp_getrf(double *a, int64_t m, int64_t n, int32_t *piv, int pivo
     }
     piv[j] = (int32_t)(p + 1);
     if (a[p * n + j] != 0.0) {
-      if (p != j)
-        for (int64_t c = 0; c < n; c++) {
-          double t = a[j * n + c];
-          a[j * n + c] = a[p * n + c];
-          a[p * n + c] = t;
-        }
+      nrt_decomp_swap_rows(a, n, j, p);
       double inv = 1.0 / a[j * n + j];
       for (int64_t i = j + 1; i < m; i++) a[i * n + j] *= inv;
     } else if (info == 0) {
@@ -55,15 +50,7 @@ int32_t nrt_decomp_getrf(double *a, int64_t m, int64_t n, int32_t *piv, int pivo
 void nrt_decomp_getrs(const double *lu, const int32_t *piv, int64_t n, int transpose, double *b,
                       int64_t nrhs) {
   if (!transpose) { /* A = P L U: x = U^-1 L^-1 P^T b */
-    for (int64_t j = 0; j < n; j++) {
-      int64_t p = piv[j] - 1;
-      if (p != j)
-        for (int64_t c = 0; c < nrhs; c++) {
-          double t = b[j * nrhs + c];
-          b[j * nrhs + c] = b[p * nrhs + c];
-          b[p * nrhs + c] = t;
-        }
-    }
+    for (int64_t j = 0; j < n; j++) nrt_decomp_swap_rows(b, nrhs, j, piv[j] - 1);
     for (int64_t i = 0; i < n; i++) /* L y = b, unit diagonal */
       for (int64_t j = 0; j < i; j++) {
         double l = lu[i * n + j];
@@ -91,15 +78,7 @@ void nrt_decomp_getrs(const double *lu, const int32_t *piv, int64_t n, int trans
         double l = lu[j * n + i];
         for (int64_t c = 0; c < nrhs; c++) b[i * nrhs + c] -= l * b[j * nrhs + c];
       }
-    for (int64_t j = n - 1; j >= 0; j--) {
-      int64_t p = piv[j] - 1;
-      if (p != j)
-        for (int64_t c = 0; c < nrhs; c++) {
-          double t = b[j * nrhs + c];
-          b[j * nrhs + c] = b[p * nrhs + c];
-          b[p * nrhs + c] = t;
-        }
-    }
+    for (int64_t j = n - 1; j >= 0; j--) nrt_decomp_swap_rows(b, nrhs, j, piv[j] - 1);
   }
 }
 
@@ -207,8 +186,7 @@ static void lu_unpack_one(const nrt_launch *l, int64_t b, double *w) {
 }
 
 static nrt_status bad(const nrt_launch *l, const char *want) {
-  nrt_set_error_message("%s: expected %s", nrt_op_name(l->op), want);
-  return NRT_ERROR_INVALID_ARGUMENT;
+  return nrt_kernel_fail(NRT_ERROR_INVALID_ARGUMENT, "%s: expected %s", nrt_op_name(l->op), want);
 }
 
 nrt_status nrt_decomp_lu(const nrt_launch *l) {

@@ -133,6 +133,5 @@ nrt_status nrt_decomp_qr(const nrt_launch *l) {
   }
   default: break;
   }
-  nrt_set_error_message("%s: bad descriptor (see nrt/ops/decomp.h for its layout)", name);
-  return NRT_ERROR_INVALID_ARGUMENT;
+  return nrt_kernel_fail(NRT_ERROR_INVALID_ARGUMENT, "%s: bad descriptor (see nrt/ops/decomp.h for its layout)", name);
 }

@@ -153,10 +153,8 @@ static void svd_one(const nrt_launch *l, int64_t b, double *w) {
 }
 
 nrt_status nrt_decomp_svd(const nrt_launch *l) {
-  if ((l->noutputs != 1 && l->noutputs != 3) || l->ndim != 3) {
-    nrt_set_error_message("SVD: expected 1 or 3 outputs and sizes {batch, m, n}");
-    return NRT_ERROR_INVALID_ARGUMENT;
-  }
+  if ((l->noutputs != 1 && l->noutputs != 3) || l->ndim != 3)
+    return nrt_kernel_fail(NRT_ERROR_INVALID_ARGUMENT, "SVD: expected 1 or 3 outputs and sizes {batch, m, n}");
   int64_t m = l->sizes[1], n = l->sizes[2];
   int64_t M = m > n ? m : n, N = m > n ? n : m;
   size_t work = (size_t)(M * N + N * N + N + M * M + N);

@@ -17,9 +17,7 @@
  * linear index, dtype.c's conversions) selected by nrt_kernels_reference();
  * the fast paths walk runs along the last dim and copy whole runs where the
  * index is constant along them (index_select, embedding). */
-#include <stdarg.h>
 #include <stdatomic.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include "kernels/kernels.h"
 
@@ -32,17 +30,6 @@ enum { ADV_OUT = 0, ADV_SRC = 1, ADV_IDX0 = 2 };
 
 /* SCATTER reductions (p0), as in launch.h. */
 enum { RED_ASSIGN = 0, RED_ADD = 1, RED_MUL = 2, RED_MEAN_SUM = 3, RED_AMAX = 4, RED_AMIN = 5 };
-
-static nrt_status fail(nrt_status st, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static nrt_status fail(nrt_status st, const char *fmt, ...) {
-  char msg[512];
-  va_list ap;
-  va_start(ap, fmt);
-  vsnprintf(msg, sizeof msg, fmt, ap);
-  va_end(ap);
-  nrt_set_error_message("%s", msg);
-  return st;
-}
 
 static int64_t launch_numel(const nrt_launch *l) {
   int64_t n = 1;
@@ -252,10 +239,10 @@ typedef struct bad_index {
 
 static nrt_status bad_index_error(const bad_index *b) {
   if (b->dim < 0) /* index_select's wording */
-    return fail(NRT_ERROR_INVALID_ARGUMENT, "index out of range in self (index %lld, size %lld)",
-                (long long)b->value, (long long)b->size);
-  return fail(NRT_ERROR_INVALID_ARGUMENT, "index %lld is out of bounds for dimension %d with size %lld",
-              (long long)b->value, b->dim, (long long)b->size);
+    return nrt_kernel_fail(NRT_ERROR_INVALID_ARGUMENT, "index out of range in self (index %lld, size %lld)",
+                           (long long)b->value, (long long)b->size);
+  return nrt_kernel_fail(NRT_ERROR_INVALID_ARGUMENT, "index %lld is out of bounds for dimension %d with size %lld",
+                         (long long)b->value, b->dim, (long long)b->size);
 }
 
 static inline int64_t load_index(const char *p, nrt_dtype dt) {
@@ -272,14 +259,14 @@ static inline int64_t load_index(const char *p, nrt_dtype dt) {
 static nrt_status check_index_operand(const nrt_launch *l, int k, const char *what) {
   nrt_dtype dt = l->operands[k].dtype;
   if (dt == NRT_INT64 || dt == NRT_INT32) return NRT_SUCCESS;
-  return fail(NRT_ERROR_INVALID_ARGUMENT, "%s: %s (operand %d) must be int64 or int32, got %s",
-              nrt_op_name(l->op), what, k, nrt_dtype_name(dt));
+  return nrt_kernel_fail(NRT_ERROR_INVALID_ARGUMENT, "%s: %s (operand %d) must be int64 or int32, got %s",
+                         nrt_op_name(l->op), what, k, nrt_dtype_name(dt));
 }
 
 static nrt_status check_outputs(const nrt_launch *l, int want) {
   if (l->noutputs == want) return NRT_SUCCESS;
-  return fail(NRT_ERROR_INVALID_ARGUMENT, "%s: expected %d output%s, got %d", nrt_op_name(l->op), want,
-              want == 1 ? "" : "s", l->noutputs);
+  return nrt_kernel_fail(NRT_ERROR_INVALID_ARGUMENT, "%s: expected %d output%s, got %d", nrt_op_name(l->op), want,
+                         want == 1 ? "" : "s", l->noutputs);
 }
 
 /* ---- INDEX_GATHER / INDEX_PUT (ATen's AdvancedIndex layout) ------------------ */
@@ -539,8 +526,8 @@ static nrt_status gather_scatter(const nrt_launch *l, bool scatter) {
   }
   p.red = (int)l->params[0];
   if (p.red < RED_ASSIGN || p.red > RED_AMIN)
-    return fail(NRT_ERROR_INVALID_ARGUMENT, "SCATTER: unknown reduction p0 = %lld",
-                (long long)l->params[0]);
+    return nrt_kernel_fail(NRT_ERROR_INVALID_ARGUMENT, "SCATTER: unknown reduction p0 = %lld",
+                           (long long)l->params[0]);
   /* A scalar source (p1) becomes a stride-0 operand holding s0 in self's
    * dtype, so the loops below see one layout. */
   nrt_launch patched;
@@ -683,17 +670,17 @@ static void nz_write_blocks(void *ctx, int64_t begin, int64_t end) {
 }
 
 static nrt_status nonzero_changed(int64_t count, int64_t want) {
-  return fail(NRT_ERROR_INVALID_ARGUMENT,
-              "nonzero: input changed (%lld nonzero elements, the launch expected p0 = %lld)",
-              (long long)count, (long long)want);
+  return nrt_kernel_fail(NRT_ERROR_INVALID_ARGUMENT,
+                         "nonzero: input changed (%lld nonzero elements, the launch expected p0 = %lld)",
+                         (long long)count, (long long)want);
 }
 
 static nrt_status nonzero(const nrt_launch *l) {
   nrt_status st = check_outputs(l, 1);
   if (st != NRT_SUCCESS) return st;
   if (l->operands[0].dtype != NRT_INT64)
-    return fail(NRT_ERROR_INVALID_ARGUMENT, "NONZERO: the output must be int64, got %s",
-                nrt_dtype_name(l->operands[0].dtype));
+    return nrt_kernel_fail(NRT_ERROR_INVALID_ARGUMENT, "NONZERO: the output must be int64, got %s",
+                           nrt_dtype_name(l->operands[0].dtype));
   int64_t want = l->params[0];
   nz_plan p = {.l = l, .numel = launch_numel(l), .dt = l->operands[1].dtype,
                .out = l->operands[0].data, .row_st = l->operands[0].strides[0],
@@ -724,7 +711,7 @@ static nrt_status nonzero(const nrt_launch *l) {
   if (p.numel / p.block > 1024) p.block = (p.numel + 1023) / 1024;
   p.nblocks = (p.numel + p.block - 1) / p.block;
   p.counts = malloc((size_t)p.nblocks * sizeof *p.counts);
-  if (!p.counts) return fail(NRT_ERROR_OUT_OF_MEMORY, "NONZERO: out of host memory");
+  if (!p.counts) return nrt_kernel_fail(NRT_ERROR_OUT_OF_MEMORY, "NONZERO: out of host memory");
   nrt_parallel_for(p.nblocks, 1, nz_count_blocks, &p);
   int64_t total = 0;
   for (int64_t b = 0; b < p.nblocks; b++) {
@@ -898,8 +885,8 @@ static nrt_status triangle(const nrt_launch *l) {
   nrt_status st = check_outputs(l, 1);
   if (st != NRT_SUCCESS) return st;
   if (l->ndim < 2)
-    return fail(NRT_ERROR_INVALID_ARGUMENT, "TRIANGLE: needs at least 2 dims (rows, cols), got %d",
-                l->ndim);
+    return nrt_kernel_fail(NRT_ERROR_INVALID_ARGUMENT, "TRIANGLE: needs at least 2 dims (rows, cols), got %d",
+                           l->ndim);
   tri_plan p = {.l = l, .upper = l->params[0] != 0, .diag = l->params[1],
                 .rows = l->sizes[l->ndim - 2], .cols = l->sizes[l->ndim - 1]};
   p.mv = make_mover(l->operands[0].dtype, l->operands[1].dtype);
@@ -930,22 +917,7 @@ static nrt_status triangle(const nrt_launch *l) {
 
 enum { SORT_VALUES = 0, SORT_INDICES = 1, SORT_IN = 2 };
 
-typedef struct sort_pair {
-  uint64_t key;
-  int64_t idx;
-} sort_pair;
-
-static inline uint64_t float_key(double d) {
-  if (isnan(d)) return UINT64_MAX;
-  if (d == 0) d = 0.0; /* -0.0 sorts with 0.0 */
-  uint64_t u;
-  memcpy(&u, &d, 8);
-  return (u >> 63) ? ~u : u | 0x8000000000000000ull;
-}
-
-static inline uint64_t int_key(int64_t v) { return (uint64_t)v ^ 0x8000000000000000ull; }
-
-static void row_keys(sort_pair *a, const char *row, int64_t es, nrt_dtype dt, int64_t n, bool desc) {
+static void row_keys(nrt_sort_pair *a, const char *row, int64_t es, nrt_dtype dt, int64_t n, bool desc) {
   uint64_t flip = desc ? UINT64_MAX : 0;
 #define KEYS(T, KEY)                                              \
   for (int64_t j = 0; j < n; j++) {                               \
@@ -957,32 +929,32 @@ static void row_keys(sort_pair *a, const char *row, int64_t es, nrt_dtype dt, in
   switch (dt) {
   case NRT_BOOL:
   case NRT_UINT8: KEYS(uint8_t, (uint64_t)v); break;
-  case NRT_INT8: KEYS(int8_t, int_key(v)); break;
-  case NRT_INT16: KEYS(int16_t, int_key(v)); break;
-  case NRT_INT32: KEYS(int32_t, int_key(v)); break;
-  case NRT_INT64: KEYS(int64_t, int_key(v)); break;
-  case NRT_FLOAT16: KEYS(uint16_t, float_key(nrt_k_f16_to_f32(v))); break;
-  case NRT_BFLOAT16: KEYS(uint16_t, float_key(nrt_k_bf16_to_f32(v))); break;
-  case NRT_FLOAT32: KEYS(float, float_key(v)); break;
-  default: KEYS(double, float_key(v)); break;
+  case NRT_INT8: KEYS(int8_t, nrt_sort_key_i64(v)); break;
+  case NRT_INT16: KEYS(int16_t, nrt_sort_key_i64(v)); break;
+  case NRT_INT32: KEYS(int32_t, nrt_sort_key_i64(v)); break;
+  case NRT_INT64: KEYS(int64_t, nrt_sort_key_i64(v)); break;
+  case NRT_FLOAT16: KEYS(uint16_t, nrt_sort_key_f64(nrt_k_f16_to_f32(v))); break;
+  case NRT_BFLOAT16: KEYS(uint16_t, nrt_sort_key_f64(nrt_k_bf16_to_f32(v))); break;
+  case NRT_FLOAT32: KEYS(float, nrt_sort_key_f64(v)); break;
+  default: KEYS(double, nrt_sort_key_f64(v)); break;
   }
 #undef KEYS
 }
 
 /* Stable: insertion-sorted runs, then bottom-up merges that take from the
  * right only when strictly smaller. Returns the buffer holding the result. */
-static sort_pair *merge_sort(sort_pair *a, sort_pair *tmp, int64_t n) {
+nrt_sort_pair *nrt_sort_pairs_stable(nrt_sort_pair *a, nrt_sort_pair *tmp, int64_t n) {
   enum { RUN = 32 };
   for (int64_t s = 0; s < n; s += RUN) {
     int64_t e = s + RUN < n ? s + RUN : n;
     for (int64_t i = s + 1; i < e; i++) {
-      sort_pair x = a[i];
+      nrt_sort_pair x = a[i];
       int64_t j = i;
       for (; j > s && a[j - 1].key > x.key; j--) a[j] = a[j - 1];
       a[j] = x;
     }
   }
-  sort_pair *src = a, *dst = tmp;
+  nrt_sort_pair *src = a, *dst = tmp;
   for (int64_t w = RUN; w < n; w *= 2) {
     for (int64_t s = 0; s < n; s += 2 * w) {
       int64_t mid = s + w < n ? s + w : n, hi = s + 2 * w < n ? s + 2 * w : n;
@@ -991,7 +963,7 @@ static sort_pair *merge_sort(sort_pair *a, sort_pair *tmp, int64_t n) {
       while (i < mid) dst[o++] = src[i++];
       while (j < hi) dst[o++] = src[j++];
     }
-    sort_pair *t = src;
+    nrt_sort_pair *t = src;
     src = dst;
     dst = t;
   }
@@ -1030,12 +1002,12 @@ static void sort_rows(void *ctx, int64_t begin, int64_t end) {
   int64_t st[3];
   for (int k = 0; k < 3; k++) st[k] = l->ndim > 0 ? l->operands[k].strides[rd] : 0;
   nrt_dtype in_dt = l->operands[SORT_IN].dtype, ix_dt = l->operands[SORT_INDICES].dtype;
-  char *mem = malloc((size_t)n * (2 * sizeof(sort_pair) + (size_t)p->es));
+  char *mem = malloc((size_t)n * (2 * sizeof(nrt_sort_pair) + (size_t)p->es));
   if (!mem) {
     atomic_store(&p->failed, 1);
     return;
   }
-  sort_pair *pairs = (sort_pair *)mem, *tmp = pairs + n;
+  nrt_sort_pair *pairs = (nrt_sort_pair *)mem, *tmp = pairs + n;
   char *row = (char *)(tmp + n);
   for (int64_t r = begin; r < end; r++) {
     char *ptr[3];
@@ -1043,7 +1015,7 @@ static void sort_rows(void *ctx, int64_t begin, int64_t end) {
     mover copy_in = make_mover(in_dt, in_dt);
     move_run(&copy_in, row, p->es, ptr[SORT_IN], st[SORT_IN], n);
     row_keys(pairs, row, p->es, in_dt, n, p->desc);
-    sort_pair *sorted = merge_sort(pairs, tmp, n);
+    nrt_sort_pair *sorted = nrt_sort_pairs_stable(pairs, tmp, n);
     for (int64_t j = 0; j < n; j++) {
       move_elem(&p->mv, ptr[SORT_VALUES] + j * st[SORT_VALUES], row + sorted[j].idx * p->es);
       store_index(ptr[SORT_INDICES] + j * st[SORT_INDICES], ix_dt, sorted[j].idx);
@@ -1093,7 +1065,7 @@ static nrt_status sort_reference(sort_plan *p) {
   if (!idx || !row) {
     free(idx);
     free(row);
-    return fail(NRT_ERROR_OUT_OF_MEMORY, "SORT: out of host memory for a row of %lld", (long long)n);
+    return nrt_kernel_fail(NRT_ERROR_OUT_OF_MEMORY, "SORT: out of host memory for a row of %lld", (long long)n);
   }
   sort_ref s = {row, p->es, in_dt, p->desc, nrt_dtype_is_floating(in_dt)};
   for (int64_t r = 0; r < p->rows; r++) {
@@ -1119,8 +1091,8 @@ static nrt_status sort_op(const nrt_launch *l) {
   nrt_status st = check_outputs(l, 2);
   if (st != NRT_SUCCESS) return st;
   if (!nrt_dtype_is_integral(l->operands[SORT_INDICES].dtype))
-    return fail(NRT_ERROR_INVALID_ARGUMENT, "SORT: the indices output must be an integer type, got %s",
-                nrt_dtype_name(l->operands[SORT_INDICES].dtype));
+    return nrt_kernel_fail(NRT_ERROR_INVALID_ARGUMENT, "SORT: the indices output must be an integer type, got %s",
+                           nrt_dtype_name(l->operands[SORT_INDICES].dtype));
   sort_plan p;
   memset(&p, 0, sizeof p);
   p.l = l;
@@ -1137,8 +1109,8 @@ static nrt_status sort_op(const nrt_launch *l) {
   int64_t grain = p.len >= INDEX_GRAIN ? 1 : INDEX_GRAIN / p.len;
   nrt_parallel_for(p.rows, grain, sort_rows, &p);
   if (atomic_load(&p.failed))
-    return fail(NRT_ERROR_OUT_OF_MEMORY, "SORT: out of host memory for a row of %lld",
-                (long long)p.len);
+    return nrt_kernel_fail(NRT_ERROR_OUT_OF_MEMORY, "SORT: out of host memory for a row of %lld",
+                           (long long)p.len);
   return NRT_SUCCESS;
 }
 
@@ -1158,13 +1130,13 @@ static inline char *at2(const nrt_launch *l, int k, int64_t n, int64_t c) {
 static nrt_status nll_check_targets(const nrt_launch *l, int tk) {
   nrt_dtype dt = l->operands[tk].dtype;
   if (!nrt_dtype_is_integral(dt))
-    return fail(NRT_ERROR_INVALID_ARGUMENT, "%s: target must be an integer type, got %s",
-                nrt_op_name(l->op), nrt_dtype_name(dt));
+    return nrt_kernel_fail(NRT_ERROR_INVALID_ARGUMENT, "%s: target must be an integer type, got %s",
+                           nrt_op_name(l->op), nrt_dtype_name(dt));
   int64_t rows = l->sizes[0], classes = l->sizes[1], ignore = l->params[0];
   for (int64_t n = 0; n < rows; n++) {
     int64_t t = nrt_ref_load_i64(at2(l, tk, n, 0), dt);
     if (t != ignore && (t < 0 || t >= classes))
-      return fail(NRT_ERROR_INVALID_ARGUMENT, "Target %lld is out of bounds.", (long long)t);
+      return nrt_kernel_fail(NRT_ERROR_INVALID_ARGUMENT, "Target %lld is out of bounds.", (long long)t);
   }
   return NRT_SUCCESS;
 }
@@ -1173,11 +1145,11 @@ static nrt_status nll_prologue(const nrt_launch *l, int outputs, int tk) {
   nrt_status st = check_outputs(l, outputs);
   if (st != NRT_SUCCESS) return st;
   if (l->ndim != 2)
-    return fail(NRT_ERROR_INVALID_ARGUMENT, "%s: sizes must be {N, C}, got ndim %d", nrt_op_name(l->op),
-                l->ndim);
+    return nrt_kernel_fail(NRT_ERROR_INVALID_ARGUMENT, "%s: sizes must be {N, C}, got ndim %d", nrt_op_name(l->op),
+                           l->ndim);
   if (!nrt_dtype_is_floating(l->compute_dtype))
-    return fail(NRT_ERROR_UNSUPPORTED, "%s: not supported for %s", nrt_op_name(l->op),
-                nrt_dtype_name(l->compute_dtype));
+    return nrt_kernel_fail(NRT_ERROR_UNSUPPORTED, "%s: not supported for %s", nrt_op_name(l->op),
+                           nrt_dtype_name(l->compute_dtype));
   if (l->sizes[0] == 0) return NRT_SUCCESS;
   return nll_check_targets(l, tk);
 }
@@ -1252,5 +1224,5 @@ nrt_status nrt_index_execute(const nrt_launch *l) {
   case NRT_OP_NLL_LOSS_BACKWARD: return nll_loss_backward(l);
   default: break;
   }
-  return fail(NRT_ERROR_UNSUPPORTED, "kernel %s: not an index op", nrt_op_name(l->op));
+  return nrt_kernel_fail(NRT_ERROR_UNSUPPORTED, "kernel %s: not an index op", nrt_op_name(l->op));
 }

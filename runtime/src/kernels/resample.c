@@ -38,20 +38,17 @@ nrt_status nrt_resample_execute(const nrt_launch *l) {
   case NRT_OP_FRACTIONAL_MAX_POOL: return nrt_resample_fracpool(l);
   default: break;
   }
-  nrt_set_error_message("resample: op %s has no kernel", nrt_op_name(l->op));
-  return NRT_ERROR_UNSUPPORTED;
+  return nrt_kernel_fail(NRT_ERROR_UNSUPPORTED, "resample: op %s has no kernel", nrt_op_name(l->op));
 }
 
 nrt_status nrt_resample_geom_init(const nrt_launch *l, nrt_resample_geom *g) {
-  if (l->ndim != 8) {
-    nrt_set_error_message("%s: sizes are {N, C, O[3], I[3]}, got ndim %d", nrt_op_name(l->op), l->ndim);
-    return NRT_ERROR_INVALID_ARGUMENT;
-  }
+  if (l->ndim != 8)
+    return nrt_kernel_fail(NRT_ERROR_INVALID_ARGUMENT, "%s: sizes are {N, C, O[3], I[3]}, got ndim %d",
+                           nrt_op_name(l->op), l->ndim);
   for (int i = 0; i < 8; i++)
-    if (l->sizes[i] < 0) {
-      nrt_set_error_message("%s: negative extent %lld", nrt_op_name(l->op), (long long)l->sizes[i]);
-      return NRT_ERROR_INVALID_ARGUMENT;
-    }
+    if (l->sizes[i] < 0)
+      return nrt_kernel_fail(NRT_ERROR_INVALID_ARGUMENT, "%s: negative extent %lld", nrt_op_name(l->op),
+                             (long long)l->sizes[i]);
   g->N = l->sizes[0];
   g->C = l->sizes[1];
   for (int i = 0; i < 3; i++) {
@@ -125,24 +122,20 @@ static nrt_status taps_build(int mode, bool align, double scale, int64_t in, int
     float half = mode == NRT_INTERP_AA_LINEAR ? 1.0f : 2.0f; /* filter support at scale 1 */
     support = sc >= 1.0f ? half * sc : half;
     float c = ceilf(support);
-    if (!(c < 1e9f)) {
-      nrt_set_error_message("INTERP: antialias support %g is too large", (double)support);
-      return NRT_ERROR_INVALID_ARGUMENT;
-    }
+    if (!(c < 1e9f))
+      return nrt_kernel_fail(NRT_ERROR_INVALID_ARGUMENT, "INTERP: antialias support %g is too large", (double)support);
     t->T = (int64_t)c * 2 + 1;
     break;
   }
   default:
-    nrt_set_error_message("INTERP: unknown mode %d", mode);
-    return NRT_ERROR_INVALID_ARGUMENT;
+    return nrt_kernel_fail(NRT_ERROR_INVALID_ARGUMENT, "INTERP: unknown mode %d", mode);
   }
   size_t n = (size_t)(out * t->T + 1);
   t->idx = malloc(n * sizeof(int64_t));
   t->w = malloc(n * sizeof(float));
   if (!t->idx || !t->w) {
     taps_free(t);
-    nrt_set_error_message("INTERP: out of memory for %lld taps", (long long)n);
-    return NRT_ERROR_OUT_OF_MEMORY;
+    return nrt_kernel_fail(NRT_ERROR_OUT_OF_MEMORY, "INTERP: out of memory for %lld taps", (long long)n);
   }
   int64_t T = t->T;
   for (int64_t o = 0; o < out; o++) {
@@ -396,26 +389,19 @@ nrt_status nrt_resample_interp(const nrt_launch *l) {
   bool fwd = (int)l->op == NRT_OP_INTERP;
   int mode = (int)l->params[0];
   j.nearest = fwd && (mode == NRT_INTERP_NEAREST || mode == NRT_INTERP_NEAREST_EXACT);
-  if (l->noutputs != 1) {
-    nrt_set_error_message("%s: expected 1 output, got %d", op, l->noutputs);
-    return NRT_ERROR_INVALID_ARGUMENT;
-  }
-  if (l->operands[0].dtype != l->operands[1].dtype) {
-    nrt_set_error_message("%s: output dtype %s differs from input dtype %s", op,
-                          nrt_dtype_name(l->operands[0].dtype), nrt_dtype_name(l->operands[1].dtype));
-    return NRT_ERROR_INVALID_ARGUMENT;
-  }
-  if (!j.nearest && !nrt_dtype_is_floating(l->operands[0].dtype)) {
-    nrt_set_error_message("%s: mode %d not implemented for %s", op, mode, nrt_dtype_name(l->operands[0].dtype));
-    return NRT_ERROR_UNSUPPORTED;
-  }
+  if (l->noutputs != 1)
+    return nrt_kernel_fail(NRT_ERROR_INVALID_ARGUMENT, "%s: expected 1 output, got %d", op, l->noutputs);
+  if (l->operands[0].dtype != l->operands[1].dtype)
+    return nrt_kernel_fail(NRT_ERROR_INVALID_ARGUMENT, "%s: output dtype %s differs from input dtype %s", op,
+                           nrt_dtype_name(l->operands[0].dtype), nrt_dtype_name(l->operands[1].dtype));
+  if (!j.nearest && !nrt_dtype_is_floating(l->operands[0].dtype))
+    return nrt_kernel_fail(NRT_ERROR_UNSUPPORTED, "%s: mode %d not implemented for %s", op, mode,
+                           nrt_dtype_name(l->operands[0].dtype));
   const nrt_resample_geom *g = &j.g;
   int64_t planes = g->N * g->C;
   /* the source side may be empty only when there is nothing to produce */
-  if (fwd && g->OL * planes > 0 && g->IL == 0) {
-    nrt_set_error_message("%s: empty input plane for a non-empty output", op);
-    return NRT_ERROR_INVALID_ARGUMENT;
-  }
+  if (fwd && g->OL * planes > 0 && g->IL == 0)
+    return nrt_kernel_fail(NRT_ERROR_INVALID_ARGUMENT, "%s: empty input plane for a non-empty output", op);
   if (!fwd && g->IL * planes > 0 && g->OL == 0) {
     /* nothing flows back: grad_x is all zeros (the plane loop handles it) */
   }
@@ -437,9 +423,6 @@ nrt_status nrt_resample_interp(const nrt_launch *l) {
     nrt_parallel_for(planes, 1, bwd_range, &j);
   }
   for (int i = 0; i < 3; i++) taps_free(&j.t[i]);
-  if (j.failed) {
-    nrt_set_error_message("%s: out of memory for work buffers", op);
-    return NRT_ERROR_OUT_OF_MEMORY;
-  }
+  if (j.failed) return nrt_kernel_fail(NRT_ERROR_OUT_OF_MEMORY, "%s: out of memory for work buffers", op);
   return NRT_SUCCESS;
 }

@@ -129,22 +129,18 @@ nrt_status nrt_resample_fold(const nrt_launch *l) {
   fold_job j;
   memset(&j, 0, sizeof j);
   j.l = l;
-  if (l->ndim != 8 || l->noutputs != 1) {
-    nrt_set_error_message("%s: sizes are {N, C, OH, OW, IH, IW, KH, KW} with one output", op);
-    return NRT_ERROR_INVALID_ARGUMENT;
-  }
+  if (l->ndim != 8 || l->noutputs != 1)
+    return nrt_kernel_fail(NRT_ERROR_INVALID_ARGUMENT, "%s: sizes are {N, C, OH, OW, IH, IW, KH, KW} with one output",
+                           op);
   fold_geom *g = &j.g;
   int64_t *f[8] = {&g->N, &g->C, &g->OH, &g->OW, &g->IH, &g->IW, &g->KH, &g->KW};
   for (int i = 0; i < 8; i++) *f[i] = l->sizes[i];
   g->dh = l->aux[0], g->dw = l->aux[1], g->ph = l->aux[2], g->pw = l->aux[3], g->sh = l->aux[4], g->sw = l->aux[5];
-  if (g->dh < 1 || g->dw < 1 || g->sh < 1 || g->sw < 1 || g->ph < 0 || g->pw < 0) {
-    nrt_set_error_message("%s: dilation, stride must be positive and padding non-negative", op);
-    return NRT_ERROR_INVALID_ARGUMENT;
-  }
-  if (l->operands[0].dtype != l->operands[1].dtype) {
-    nrt_set_error_message("%s: input and output dtypes differ", op);
-    return NRT_ERROR_INVALID_ARGUMENT;
-  }
+  if (g->dh < 1 || g->dw < 1 || g->sh < 1 || g->sw < 1 || g->ph < 0 || g->pw < 0)
+    return nrt_kernel_fail(NRT_ERROR_INVALID_ARGUMENT, "%s: dilation, stride must be positive and padding non-negative",
+                           op);
+  if (l->operands[0].dtype != l->operands[1].dtype)
+    return nrt_kernel_fail(NRT_ERROR_INVALID_ARGUMENT, "%s: input and output dtypes differ", op);
   j.esize = nrt_dtype_size(l->operands[0].dtype);
   j.integral = !nrt_dtype_is_floating(l->operands[0].dtype);
   j.reference = nrt_kernels_reference();
@@ -157,9 +153,6 @@ nrt_status nrt_resample_fold(const nrt_launch *l) {
     if (planes == 0 || g->IH * g->IW == 0) return NRT_SUCCESS;
     nrt_parallel_for(planes, 1, col2im_planes, &j);
   }
-  if (j.failed) {
-    nrt_set_error_message("%s: out of memory for work buffers", op);
-    return NRT_ERROR_OUT_OF_MEMORY;
-  }
+  if (j.failed) return nrt_kernel_fail(NRT_ERROR_OUT_OF_MEMORY, "%s: out of memory for work buffers", op);
   return NRT_SUCCESS;
 }

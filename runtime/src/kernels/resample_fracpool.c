@@ -91,23 +91,19 @@ nrt_status nrt_resample_fracpool(const nrt_launch *l) {
   j.nsp = (int)l->params[0];
   if (l->noutputs != 2 || l->operands[1].dtype != NRT_INT64 || (j.nsp != 2 && j.nsp != 3) ||
       !nrt_dtype_is_floating(l->operands[2].dtype)) {
-    nrt_set_error_message("FRACTIONAL_MAX_POOL: expected outputs y, int64 indices, float input, 2 or 3 dims");
-    return NRT_ERROR_INVALID_ARGUMENT;
+    return nrt_kernel_fail(NRT_ERROR_INVALID_ARGUMENT,
+                           "FRACTIONAL_MAX_POOL: expected outputs y, int64 indices, float input, 2 or 3 dims");
   }
   for (int d = 0; d < 3; d++) {
     j.pool[d] = l->aux[d];
-    if (j.pool[d] < 1 || (j.g.O[d] > 0 && j.pool[d] > j.g.I[d])) {
-      nrt_set_error_message("FRACTIONAL_MAX_POOL: pool size %lld does not fit input extent %lld",
-                            (long long)j.pool[d], (long long)j.g.I[d]);
-      return NRT_ERROR_INVALID_ARGUMENT;
-    }
+    if (j.pool[d] < 1 || (j.g.O[d] > 0 && j.pool[d] > j.g.I[d]))
+      return nrt_kernel_fail(NRT_ERROR_INVALID_ARGUMENT,
+                             "FRACTIONAL_MAX_POOL: pool size %lld does not fit input extent %lld", (long long)j.pool[d],
+                             (long long)j.g.I[d]);
   }
   int64_t planes = j.g.N * j.g.C;
   if (planes == 0 || j.g.OL == 0) return NRT_SUCCESS;
   nrt_parallel_for(planes, 1, frac_planes, &j);
-  if (j.failed) {
-    nrt_set_error_message("FRACTIONAL_MAX_POOL: out of memory");
-    return NRT_ERROR_OUT_OF_MEMORY;
-  }
+  if (j.failed) return nrt_kernel_fail(NRT_ERROR_OUT_OF_MEMORY, "FRACTIONAL_MAX_POOL: out of memory");
   return NRT_SUCCESS;
 }

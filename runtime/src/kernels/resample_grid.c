@@ -281,18 +281,13 @@ nrt_status nrt_resample_grid(const nrt_launch *l) {
   bool fwd = (int)l->op == NRT_OP_GRID_SAMPLE;
   if ((j.nsp != 2 && j.nsp != 3) || j.interp < 0 || j.interp > 2 || j.pad < 0 || j.pad > 2 ||
       (j.nsp == 3 && j.interp == NRT_GRID_BICUBIC) || (j.nsp == 2 && (j.g.I[0] != 1 || j.g.O[0] != 1))) {
-    nrt_set_error_message("%s: bad mode (interpolation %d, padding %d, %d spatial dims)", op, j.interp, j.pad, j.nsp);
-    return NRT_ERROR_INVALID_ARGUMENT;
+    return nrt_kernel_fail(NRT_ERROR_INVALID_ARGUMENT, "%s: bad mode (interpolation %d, padding %d, %d spatial dims)",
+                           op, j.interp, j.pad, j.nsp);
   }
-  if (!nrt_dtype_is_floating(l->compute_dtype)) {
-    nrt_set_error_message("%s: not implemented for %s", op, nrt_dtype_name(l->compute_dtype));
-    return NRT_ERROR_UNSUPPORTED;
-  }
+  if (!nrt_dtype_is_floating(l->compute_dtype))
+    return nrt_kernel_fail(NRT_ERROR_UNSUPPORTED, "%s: not implemented for %s", op, nrt_dtype_name(l->compute_dtype));
   if (fwd) {
-    if (l->noutputs != 1) {
-      nrt_set_error_message("%s: expected 1 output", op);
-      return NRT_ERROR_INVALID_ARGUMENT;
-    }
+    if (l->noutputs != 1) return nrt_kernel_fail(NRT_ERROR_INVALID_ARGUMENT, "%s: expected 1 output", op);
     j.y = &l->operands[0];
     j.x = &l->operands[1];
     j.grid = &l->operands[2];
@@ -301,10 +296,8 @@ nrt_status nrt_resample_grid(const nrt_launch *l) {
     nrt_parallel_for(pts, 1 + 1024 / (j.g.C + 1), forward_points, &j);
     return NRT_SUCCESS;
   }
-  if (l->noutputs != 1 && l->noutputs != 2) {
-    nrt_set_error_message("%s: expected outputs (grad_x,) grad_grid", op);
-    return NRT_ERROR_INVALID_ARGUMENT;
-  }
+  if (l->noutputs != 1 && l->noutputs != 2)
+    return nrt_kernel_fail(NRT_ERROR_INVALID_ARGUMENT, "%s: expected outputs (grad_x,) grad_grid", op);
   j.want_gx = l->noutputs == 2;
   j.gx = j.want_gx ? &l->operands[0] : NULL;
   j.gg = &l->operands[l->noutputs - 1];
@@ -314,9 +307,6 @@ nrt_status nrt_resample_grid(const nrt_launch *l) {
   if (j.g.N == 0) return NRT_SUCCESS;
   if (j.g.OL == 0 && !j.want_gx) return NRT_SUCCESS;
   nrt_parallel_for(j.g.N, 1, backward_batches, &j);
-  if (j.failed) {
-    nrt_set_error_message("%s: out of memory for work buffers", op);
-    return NRT_ERROR_OUT_OF_MEMORY;
-  }
+  if (j.failed) return nrt_kernel_fail(NRT_ERROR_OUT_OF_MEMORY, "%s: out of memory for work buffers", op);
   return NRT_SUCCESS;
 }

@@ -56,10 +56,9 @@ nrt_status nrt_resample_unpool(const nrt_launch *l) {
   j.l = l;
   nrt_status st = nrt_resample_geom_init(l, &j.g);
   if (st != NRT_SUCCESS) return st;
-  if (l->noutputs != 1 || l->operands[2].dtype != NRT_INT64 || l->operands[0].dtype != l->operands[1].dtype) {
-    nrt_set_error_message("MAX_UNPOOL: expected output y, inputs x (same dtype) and int64 indices");
-    return NRT_ERROR_INVALID_ARGUMENT;
-  }
+  if (l->noutputs != 1 || l->operands[2].dtype != NRT_INT64 || l->operands[0].dtype != l->operands[1].dtype)
+    return nrt_kernel_fail(NRT_ERROR_INVALID_ARGUMENT,
+                           "MAX_UNPOOL: expected output y, inputs x (same dtype) and int64 indices");
   int64_t planes = j.g.N * j.g.C;
   if (planes == 0 || j.g.OL == 0) return NRT_SUCCESS;
   j.esize = nrt_dtype_size(l->operands[0].dtype);

@@ -7,8 +7,6 @@
  * through the block loaders; the reference paths go element by element
  * through dtype.c's conversions, with the same arithmetic. */
 #include <math.h>
-#include <stdarg.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include "internal.h"
 #include "kernels/kernels.h"
@@ -16,17 +14,6 @@
 #include "nrt/ops/segment.h"
 
 #define SEG_GRAIN_WORK 16384 /* elements of work per pool task, at least */
-
-static nrt_status fail(nrt_status st, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static nrt_status fail(nrt_status st, const char *fmt, ...) {
-  char msg[512];
-  va_list ap;
-  va_start(ap, fmt);
-  vsnprintf(msg, sizeof msg, fmt, ap);
-  va_end(ap);
-  nrt_set_error_message("%s", msg);
-  return st;
-}
 
 static inline const char *ptr1(const nrt_launch *l, int k, int64_t i) {
   return (const char *)l->operands[k].data + i * l->operands[k].strides[0];
@@ -49,8 +36,8 @@ static int64_t grain_for(int64_t work_per_item) {
 
 static nrt_status check_float(const nrt_launch *l, int k) {
   if (nrt_dtype_is_floating(l->operands[k].dtype)) return NRT_SUCCESS;
-  return fail(NRT_ERROR_UNSUPPORTED, "%s: not supported for %s", nrt_op_name(l->op),
-              nrt_dtype_name(l->operands[k].dtype));
+  return nrt_kernel_fail(NRT_ERROR_UNSUPPORTED, "%s: not supported for %s", nrt_op_name(l->op),
+                         nrt_dtype_name(l->operands[k].dtype));
 }
 
 /* ---- EMBEDDING_BAG ------------------------------------------------------------ */
@@ -75,27 +62,29 @@ static nrt_status bag_validate(const bag_ctx *c) {
   if (c->nbags > 0) {
     int64_t first = load_i64(l, c->in_off, 0);
     if (first != 0)
-      return fail(NRT_ERROR_INVALID_ARGUMENT,
-                  "offsets[0] has to be 0, i.e., the first sequence in the mini-batch has to start from "
-                  "position 0. However, got %lld", (long long)first);
+      return nrt_kernel_fail(NRT_ERROR_INVALID_ARGUMENT,
+                             "offsets[0] has to be 0, i.e., the first sequence in the mini-batch has to start from "
+                             "position 0. However, got %lld", (long long)first);
   }
   int64_t prev = 0;
   for (int64_t b = 0; b < c->noffsets; b++) {
     int64_t o = load_i64(l, c->in_off, b);
     if (o < prev)
-      return fail(NRT_ERROR_INVALID_ARGUMENT, "embedding_bag: offsets must be non-decreasing, got offsets[%lld] = "
-                  "%lld after %lld", (long long)b, (long long)o, (long long)prev);
+      return nrt_kernel_fail(NRT_ERROR_INVALID_ARGUMENT,
+                             "embedding_bag: offsets must be non-decreasing, got offsets[%lld] = "
+                             "%lld after %lld", (long long)b, (long long)o, (long long)prev);
     if (o > c->n)
-      return fail(NRT_ERROR_INVALID_ARGUMENT, "offsets[-1] can not be greater than input's length %lld but got "
-                  "offsets[-1] of %lld", (long long)c->n, (long long)o);
+      return nrt_kernel_fail(NRT_ERROR_INVALID_ARGUMENT,
+                             "offsets[-1] can not be greater than input's length %lld but got "
+                             "offsets[-1] of %lld", (long long)c->n, (long long)o);
     prev = o;
   }
   int64_t v = l->aux[0];
   for (int64_t i = 0; i < c->n; i++) {
     int64_t idx = load_i64(l, c->in_idx, i);
     if (idx < 0 || idx >= v)
-      return fail(NRT_ERROR_INVALID_ARGUMENT, "index %lld is out of bounds for dimension 0 with size %lld",
-                  (long long)idx, (long long)v);
+      return nrt_kernel_fail(NRT_ERROR_INVALID_ARGUMENT, "index %lld is out of bounds for dimension 0 with size %lld",
+                             (long long)idx, (long long)v);
   }
   return NRT_SUCCESS;
 }
@@ -167,9 +156,9 @@ static void bag_range(void *ctx, int64_t begin, int64_t end) {
 
 static nrt_status embedding_bag(const nrt_launch *l) {
   if (l->noutputs != 3 && l->noutputs != 4)
-    return fail(NRT_ERROR_INVALID_ARGUMENT, "EMBEDDING_BAG: expected 3 or 4 outputs, got %d", l->noutputs);
+    return nrt_kernel_fail(NRT_ERROR_INVALID_ARGUMENT, "EMBEDDING_BAG: expected 3 or 4 outputs, got %d", l->noutputs);
   if (l->ndim != 3)
-    return fail(NRT_ERROR_INVALID_ARGUMENT, "EMBEDDING_BAG: sizes must be {B, D, N}, got ndim %d", l->ndim);
+    return nrt_kernel_fail(NRT_ERROR_INVALID_ARGUMENT, "EMBEDDING_BAG: sizes must be {B, D, N}, got ndim %d", l->ndim);
   bag_ctx c = {.l = l, .nbags = l->sizes[0], .dim = l->sizes[1], .n = l->sizes[2], .mode = l->params[0],
                .padding = l->params[1], .max_out = l->noutputs == 4, .reference = nrt_kernels_reference()};
   c.in_w = l->noutputs;
@@ -178,13 +167,14 @@ static nrt_status embedding_bag(const nrt_launch *l) {
   c.in_psw = l->ninputs == 4 ? c.in_w + 3 : -1;
   c.noffsets = c.nbags + (l->params[2] ? 1 : 0);
   if (c.mode < NRT_BAG_SUM || c.mode > NRT_BAG_MAX)
-    return fail(NRT_ERROR_INVALID_ARGUMENT, "EMBEDDING_BAG: unknown mode %lld", (long long)c.mode);
+    return nrt_kernel_fail(NRT_ERROR_INVALID_ARGUMENT, "EMBEDDING_BAG: unknown mode %lld", (long long)c.mode);
   if (c.in_psw >= 0 && c.mode != NRT_BAG_SUM)
-    return fail(NRT_ERROR_INVALID_ARGUMENT, "embedding_bag: per_sample_weights was not None. per_sample_weights is "
-                "only supported for mode='sum' (got mode='%s'). Please open a feature request on GitHub.",
-                c.mode == NRT_BAG_MEAN ? "mean" : "max");
+    return nrt_kernel_fail(NRT_ERROR_INVALID_ARGUMENT,
+                           "embedding_bag: per_sample_weights was not None. per_sample_weights is "
+                           "only supported for mode='sum' (got mode='%s'). Please open a feature request on GitHub.",
+                           c.mode == NRT_BAG_MEAN ? "mean" : "max");
   if (c.mode == NRT_BAG_MAX && !c.max_out)
-    return fail(NRT_ERROR_INVALID_ARGUMENT, "EMBEDDING_BAG: MAX mode needs the max_indices output");
+    return nrt_kernel_fail(NRT_ERROR_INVALID_ARGUMENT, "EMBEDDING_BAG: MAX mode needs the max_indices output");
   nrt_status st = check_float(l, EB_OUT);
   if (st == NRT_SUCCESS) st = check_float(l, c.in_w);
   if (st != NRT_SUCCESS) return st;
@@ -197,7 +187,8 @@ static nrt_status embedding_bag(const nrt_launch *l) {
     nrt_parallel_for(c.nbags, grain_for(per_bag), bag_range, &c);
   }
   if (c.oom)
-    return fail(NRT_ERROR_OUT_OF_MEMORY, "EMBEDDING_BAG: out of host memory for %lld-wide rows", (long long)c.dim);
+    return nrt_kernel_fail(NRT_ERROR_OUT_OF_MEMORY,
+                           "EMBEDDING_BAG: out of host memory for %lld-wide rows", (long long)c.dim);
   return NRT_SUCCESS;
 }
 
@@ -384,25 +375,28 @@ static void pdist_backward_range(void *ctx, int64_t begin, int64_t end) {
 static nrt_status run_dist(const nrt_launch *l, int noutputs, int want_ndim, int64_t items, int64_t work,
                            nrt_range_fn fn) {
   if (l->noutputs != noutputs)
-    return fail(NRT_ERROR_INVALID_ARGUMENT, "%s: expected %d output, got %d", nrt_op_name(l->op), noutputs,
-                l->noutputs);
+    return nrt_kernel_fail(NRT_ERROR_INVALID_ARGUMENT, "%s: expected %d output, got %d", nrt_op_name(l->op), noutputs,
+                           l->noutputs);
   if (l->ndim != want_ndim)
-    return fail(NRT_ERROR_INVALID_ARGUMENT, "%s: expected sizes of ndim %d, got %d", nrt_op_name(l->op), want_ndim,
-                l->ndim);
+    return nrt_kernel_fail(NRT_ERROR_INVALID_ARGUMENT,
+                           "%s: expected sizes of ndim %d, got %d", nrt_op_name(l->op), want_ndim,
+                           l->ndim);
   for (int k = 0; k < l->noutputs + l->ninputs; k++) {
     nrt_status st = check_float(l, k);
     if (st != NRT_SUCCESS) return st;
   }
   double p = l->scalars[0].f;
   if (!(p >= 0.0))
-    return fail(NRT_ERROR_INVALID_ARGUMENT, "%s: p value for the p-norm must be >= 0, got %g", nrt_op_name(l->op), p);
+    return nrt_kernel_fail(NRT_ERROR_INVALID_ARGUMENT,
+                           "%s: p value for the p-norm must be >= 0, got %g", nrt_op_name(l->op), p);
   if (items == 0) return NRT_SUCCESS;
   dist_ctx c = {.l = l, .k = classify(p), .p = p, .reference = nrt_kernels_reference(), .oom = false};
   if (c.reference)
     fn(&c, 0, items);
   else
     nrt_parallel_for(items, grain_for(work), fn, &c);
-  if (c.oom) return fail(NRT_ERROR_OUT_OF_MEMORY, "%s: out of host memory for row scratch", nrt_op_name(l->op));
+  if (c.oom)
+    return nrt_kernel_fail(NRT_ERROR_OUT_OF_MEMORY, "%s: out of host memory for row scratch", nrt_op_name(l->op));
   return NRT_SUCCESS;
 }
 
@@ -413,8 +407,9 @@ nrt_status nrt_segment_execute(const nrt_launch *l) {
   case NRT_OP_CDIST:
   case NRT_OP_CDIST_BACKWARD: {
     if (l->ndim != 4)
-      return fail(NRT_ERROR_INVALID_ARGUMENT, "%s: sizes must be {B, P, R, M}, got ndim %d", nrt_op_name(l->op),
-                  l->ndim);
+      return nrt_kernel_fail(NRT_ERROR_INVALID_ARGUMENT,
+                             "%s: sizes must be {B, P, R, M}, got ndim %d", nrt_op_name(l->op),
+                             l->ndim);
     bool fwd = (int)l->op == NRT_OP_CDIST;
     int64_t items = l->sizes[0] * l->sizes[1], work = l->sizes[2] * (l->sizes[3] + 1);
     return run_dist(l, 1, 4, items, work, fwd ? cdist_range : cdist_backward_range);
@@ -423,7 +418,8 @@ nrt_status nrt_segment_execute(const nrt_launch *l) {
   case NRT_OP_PDIST_BACKWARD: {
     bool fwd = (int)l->op == NRT_OP_PDIST;
     if (l->ndim != 2)
-      return fail(NRT_ERROR_INVALID_ARGUMENT, "%s: sizes must be {N, M}, got ndim %d", nrt_op_name(l->op), l->ndim);
+      return nrt_kernel_fail(NRT_ERROR_INVALID_ARGUMENT,
+                             "%s: sizes must be {N, M}, got ndim %d", nrt_op_name(l->op), l->ndim);
     int64_t work = l->sizes[0] * (l->sizes[1] + 1);
     return run_dist(l, 1, 2, l->sizes[0], work, fwd ? pdist_range : pdist_backward_range);
   }
@@ -433,6 +429,5 @@ nrt_status nrt_segment_execute(const nrt_launch *l) {
   case NRT_OP_CTC_LOSS_BACKWARD: return nrt_ctc_loss_backward_execute(l);
   default: break;
   }
-  nrt_set_error_message("segment: op %s has no kernel", nrt_op_name(l->op));
-  return NRT_ERROR_UNSUPPORTED;
+  return nrt_kernel_fail(NRT_ERROR_UNSUPPORTED, "segment: op %s has no kernel", nrt_op_name(l->op));
 }

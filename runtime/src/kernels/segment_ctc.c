@@ -81,27 +81,23 @@ static nrt_status validate(const ctc_ctx *c) {
   for (int64_t b = 0; b < c->B; b++) {
     int64_t tin = table_at(c, b, NRT_CTC_INPUT_LEN), L = table_at(c, b, NRT_CTC_TARGET_LEN);
     int64_t row = table_at(c, b, NRT_CTC_TARGET_ROW), col = table_at(c, b, NRT_CTC_TARGET_COL);
-    if (tin < 0 || tin > c->T) {
-      nrt_set_error_message("ctc_loss: input length %lld of sequence %lld is out of range [0, %lld]",
-                            (long long)tin, (long long)b, (long long)c->T);
-      return NRT_ERROR_INVALID_ARGUMENT;
-    }
-    if (L < 0 || L > c->Smax) {
-      nrt_set_error_message("ctc_loss: target length %lld of sequence %lld is out of range [0, %lld]",
-                            (long long)L, (long long)b, (long long)c->Smax);
-      return NRT_ERROR_INVALID_ARGUMENT;
-    }
-    if (L > 0 && (row < 0 || row >= rows || col < 0 || col > cols - L)) {
-      nrt_set_error_message("ctc_loss: the targets of sequence %lld lie outside the targets tensor", (long long)b);
-      return NRT_ERROR_INVALID_ARGUMENT;
-    }
+    if (tin < 0 || tin > c->T)
+      return nrt_kernel_fail(NRT_ERROR_INVALID_ARGUMENT,
+                             "ctc_loss: input length %lld of sequence %lld is out of range [0, %lld]", (long long)tin,
+                             (long long)b, (long long)c->T);
+    if (L < 0 || L > c->Smax)
+      return nrt_kernel_fail(NRT_ERROR_INVALID_ARGUMENT,
+                             "ctc_loss: target length %lld of sequence %lld is out of range [0, %lld]", (long long)L,
+                             (long long)b, (long long)c->Smax);
+    if (L > 0 && (row < 0 || row >= rows || col < 0 || col > cols - L))
+      return nrt_kernel_fail(NRT_ERROR_INVALID_ARGUMENT,
+                             "ctc_loss: the targets of sequence %lld lie outside the targets tensor", (long long)b);
     for (int64_t k = 0; k < L; k++) {
       int64_t v = nrt_ref_load_i64(at2(tg, row, col + k), tg->dtype);
-      if (v < 0 || v >= c->C) {
-        nrt_set_error_message("ctc_loss: target %lld of sequence %lld is out of range [0, %lld)", (long long)v,
-                              (long long)b, (long long)c->C);
-        return NRT_ERROR_INVALID_ARGUMENT;
-      }
+      if (v < 0 || v >= c->C)
+        return nrt_kernel_fail(NRT_ERROR_INVALID_ARGUMENT,
+                               "ctc_loss: target %lld of sequence %lld is out of range [0, %lld)", (long long)v,
+                               (long long)b, (long long)c->C);
     }
   }
   return NRT_SUCCESS;
@@ -224,34 +220,25 @@ static void backward_range(void *ctx, int64_t begin, int64_t end) {
 
 static nrt_status setup(ctc_ctx *c, const nrt_launch *l, int noutputs, int lp_k, int tgt_k, int table_k) {
   const char *name = nrt_op_name(l->op);
-  if (l->noutputs != noutputs) {
-    nrt_set_error_message("%s: expected %d outputs, got %d", name, noutputs, l->noutputs);
-    return NRT_ERROR_INVALID_ARGUMENT;
-  }
-  if (l->ndim != 4) {
-    nrt_set_error_message("%s: sizes must be {T, B, C, Smax}, got ndim %d", name, l->ndim);
-    return NRT_ERROR_INVALID_ARGUMENT;
-  }
+  if (l->noutputs != noutputs)
+    return nrt_kernel_fail(NRT_ERROR_INVALID_ARGUMENT, "%s: expected %d outputs, got %d", name, noutputs, l->noutputs);
+  if (l->ndim != 4)
+    return nrt_kernel_fail(NRT_ERROR_INVALID_ARGUMENT, "%s: sizes must be {T, B, C, Smax}, got ndim %d", name, l->ndim);
   for (int k = 0; k < l->noutputs + l->ninputs; k++) {
     nrt_dtype dt = l->operands[k].dtype;
     bool index = k == tgt_k || k == table_k;
     bool ok = index ? dt >= NRT_UINT8 && dt <= NRT_INT64 : nrt_dtype_is_floating(dt);
-    if (!ok) {
-      nrt_set_error_message("%s: not supported for %s (operand %d)", name, nrt_dtype_name(dt), k);
-      return NRT_ERROR_UNSUPPORTED;
-    }
+    if (!ok)
+      return nrt_kernel_fail(NRT_ERROR_UNSUPPORTED, "%s: not supported for %s (operand %d)", name, nrt_dtype_name(dt),
+                             k);
   }
   *c = (ctc_ctx){.l = l, .T = l->sizes[0], .B = l->sizes[1], .C = l->sizes[2], .Smax = l->sizes[3],
                  .blank = l->params[0], .lp_k = lp_k, .tgt_k = tgt_k, .table_k = table_k,
                  .zero_infinity = l->params[1] != 0};
-  if (c->T < 0 || c->B < 0 || c->C < 0 || c->Smax < 0) {
-    nrt_set_error_message("%s: negative size", name);
-    return NRT_ERROR_INVALID_ARGUMENT;
-  }
-  if (c->blank < 0 || c->blank >= c->C) {
-    nrt_set_error_message("blank must be in label range");
-    return NRT_ERROR_INVALID_ARGUMENT;
-  }
+  if (c->T < 0 || c->B < 0 || c->C < 0 || c->Smax < 0)
+    return nrt_kernel_fail(NRT_ERROR_INVALID_ARGUMENT, "%s: negative size", name);
+  if (c->blank < 0 || c->blank >= c->C)
+    return nrt_kernel_fail(NRT_ERROR_INVALID_ARGUMENT, "blank must be in label range");
   return validate(c);
 }
 
@@ -261,11 +248,9 @@ static nrt_status run(ctc_ctx *c, nrt_range_fn fn) {
     fn(c, 0, c->B);
   else
     nrt_parallel_for(c->B, 1, fn, c); /* a sequence is T x (2 Smax + 1) log-sum-exps: enough per task */
-  if (c->oom) {
-    nrt_set_error_message("%s: out of host memory for %lld-state rows", nrt_op_name(c->l->op),
-                          (long long)(2 * c->Smax + 1));
-    return NRT_ERROR_OUT_OF_MEMORY;
-  }
+  if (c->oom)
+    return nrt_kernel_fail(NRT_ERROR_OUT_OF_MEMORY, "%s: out of host memory for %lld-state rows", nrt_op_name(c->l->op),
+                           (long long)(2 * c->Smax + 1));
   return NRT_SUCCESS;
 }
 

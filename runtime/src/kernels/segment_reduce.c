@@ -74,30 +74,26 @@ static nrt_status build_starts(seg_ctx *c, int bounds_k) {
       st[0] = 0;
       for (int64_t s = 0; s < c->S; s++) {
         int64_t len = nrt_ref_load_i64(row + s * b->strides[1], b->dtype);
-        if (len < 0) {
-          nrt_set_error_message("segment_reduce(): lengths contains negative value %lld", (long long)len);
-          return NRT_ERROR_INVALID_ARGUMENT;
-        }
-        if (len > c->L - st[s]) {
-          nrt_set_error_message("segment_reduce(): the lengths of row %lld sum past data.size(axis) = %lld",
-                                (long long)o, (long long)c->L);
-          return NRT_ERROR_INVALID_ARGUMENT;
-        }
+        if (len < 0)
+          return nrt_kernel_fail(NRT_ERROR_INVALID_ARGUMENT, "segment_reduce(): lengths contains negative value %lld",
+                                 (long long)len);
+        if (len > c->L - st[s])
+          return nrt_kernel_fail(NRT_ERROR_INVALID_ARGUMENT,
+                                 "segment_reduce(): the lengths of row %lld sum past data.size(axis) = %lld",
+                                 (long long)o, (long long)c->L);
         st[s + 1] = st[s] + len;
       }
     } else {
       for (int64_t s = 0; s <= c->S; s++) {
         int64_t v = nrt_ref_load_i64(row + s * b->strides[1], b->dtype);
-        if (v < 0 || v > c->L) {
-          nrt_set_error_message("segment_reduce(): offset %lld is out of range [0, %lld] (data.size(axis))",
-                                (long long)v, (long long)c->L);
-          return NRT_ERROR_INVALID_ARGUMENT;
-        }
-        if (s > 0 && v < st[s - 1]) {
-          nrt_set_error_message("segment_reduce(): offsets must be non-decreasing, got %lld after %lld",
-                                (long long)v, (long long)st[s - 1]);
-          return NRT_ERROR_INVALID_ARGUMENT;
-        }
+        if (v < 0 || v > c->L)
+          return nrt_kernel_fail(NRT_ERROR_INVALID_ARGUMENT,
+                                 "segment_reduce(): offset %lld is out of range [0, %lld] (data.size(axis))",
+                                 (long long)v, (long long)c->L);
+        if (s > 0 && v < st[s - 1])
+          return nrt_kernel_fail(NRT_ERROR_INVALID_ARGUMENT,
+                                 "segment_reduce(): offsets must be non-decreasing, got %lld after %lld", (long long)v,
+                                 (long long)st[s - 1]);
         st[s] = v;
       }
     }
@@ -267,32 +263,23 @@ static void backward_range(void *ctx, int64_t begin, int64_t end) {
 
 static nrt_status setup(seg_ctx *c, const nrt_launch *l, int bounds_k) {
   const char *name = nrt_op_name(l->op);
-  if (l->noutputs != 1) {
-    nrt_set_error_message("%s: expected 1 output, got %d", name, l->noutputs);
-    return NRT_ERROR_INVALID_ARGUMENT;
-  }
-  if (l->ndim != 4) {
-    nrt_set_error_message("%s: sizes must be {O, S, I, L}, got ndim %d", name, l->ndim);
-    return NRT_ERROR_INVALID_ARGUMENT;
-  }
+  if (l->noutputs != 1)
+    return nrt_kernel_fail(NRT_ERROR_INVALID_ARGUMENT, "%s: expected 1 output, got %d", name, l->noutputs);
+  if (l->ndim != 4)
+    return nrt_kernel_fail(NRT_ERROR_INVALID_ARGUMENT, "%s: sizes must be {O, S, I, L}, got ndim %d", name, l->ndim);
   for (int k = 0; k < l->noutputs + l->ninputs; k++) {
     nrt_dtype dt = l->operands[k].dtype;
     bool ok = k == bounds_k ? dt >= NRT_UINT8 && dt <= NRT_INT64 : nrt_dtype_is_floating(dt);
-    if (!ok) {
-      nrt_set_error_message("%s: not supported for %s (operand %d)", name, nrt_dtype_name(dt), k);
-      return NRT_ERROR_UNSUPPORTED;
-    }
+    if (!ok)
+      return nrt_kernel_fail(NRT_ERROR_UNSUPPORTED, "%s: not supported for %s (operand %d)", name, nrt_dtype_name(dt),
+                             k);
   }
   *c = (seg_ctx){.l = l, .O = l->sizes[0], .S = l->sizes[1], .I = l->sizes[2], .L = l->sizes[3],
                  .red = (int)l->params[0], .has_init = l->params[2] != 0, .reference = nrt_kernels_reference()};
-  if (c->O < 0 || c->S < 0 || c->I < 0 || c->L < 0) {
-    nrt_set_error_message("%s: negative size", name);
-    return NRT_ERROR_INVALID_ARGUMENT;
-  }
-  if (l->params[0] < NRT_SEG_SUM || l->params[0] > NRT_SEG_PROD) {
-    nrt_set_error_message("%s: unknown reduction %lld", name, (long long)l->params[0]);
-    return NRT_ERROR_INVALID_ARGUMENT;
-  }
+  if (c->O < 0 || c->S < 0 || c->I < 0 || c->L < 0)
+    return nrt_kernel_fail(NRT_ERROR_INVALID_ARGUMENT, "%s: negative size", name);
+  if (l->params[0] < NRT_SEG_SUM || l->params[0] > NRT_SEG_PROD)
+    return nrt_kernel_fail(NRT_ERROR_INVALID_ARGUMENT, "%s: unknown reduction %lld", name, (long long)l->params[0]);
   if (c->has_init) {
     /* ATen converts initial to the data's dtype before reducing */
     char tmp[8];
@@ -300,10 +287,9 @@ static nrt_status setup(seg_ctx *c, const nrt_launch *l, int bounds_k) {
     c->init = (float)nrt_ref_load_f64(tmp, l->operands[0].dtype);
   }
   c->starts = malloc((size_t)(c->O * (c->S + 1) + 1) * sizeof(int64_t));
-  if (!c->starts) {
-    nrt_set_error_message("%s: out of host memory for %lld segment bounds", name, (long long)(c->O * (c->S + 1)));
-    return NRT_ERROR_OUT_OF_MEMORY;
-  }
+  if (!c->starts)
+    return nrt_kernel_fail(NRT_ERROR_OUT_OF_MEMORY, "%s: out of host memory for %lld segment bounds", name,
+                           (long long)(c->O * (c->S + 1)));
   nrt_status st = build_starts(c, bounds_k);
   if (st != NRT_SUCCESS) {
     free(c->starts);
@@ -323,11 +309,9 @@ static nrt_status run(seg_ctx *c, nrt_range_fn fn) {
     }
   }
   free(c->starts);
-  if (c->oom) {
-    nrt_set_error_message("%s (%s): out of host memory for %lld-wide rows", nrt_op_name(c->l->op), red_name(c->red),
-                          (long long)c->I);
-    return NRT_ERROR_OUT_OF_MEMORY;
-  }
+  if (c->oom)
+    return nrt_kernel_fail(NRT_ERROR_OUT_OF_MEMORY, "%s (%s): out of host memory for %lld-wide rows",
+                           nrt_op_name(c->l->op), red_name(c->red), (long long)c->I);
   return NRT_SUCCESS;
 }
 
@@ -347,8 +331,7 @@ nrt_status nrt_segment_reduce_backward_execute(const nrt_launch *l) {
     float *zeros = calloc((size_t)c.I, sizeof(float));
     if (!zeros) {
       free(c.starts);
-      nrt_set_error_message("%s: out of host memory", nrt_op_name(l->op));
-      return NRT_ERROR_OUT_OF_MEMORY;
+      return nrt_kernel_fail(NRT_ERROR_OUT_OF_MEMORY, "%s: out of host memory", nrt_op_name(l->op));
     }
     for (int64_t o = 0; o < c.O; o++)
       for (int64_t j = 0; j < c.L; j++) store_row(&l->operands[BW_GDATA], o, j, zeros, c.I, c.reference);

@@ -12,9 +12,7 @@
  * thread, and where it is cheap a different algorithm: rank counting
  * instead of sorting, linear instead of binary search), which the C tests
  * compare. */
-#include <stdarg.h>
 #include <stdatomic.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include "kernels/kernels.h"
 #include "nrt/ops/select.h"
@@ -22,46 +20,36 @@
 /* Rows per parallel chunk, at least, scaled by the row length. */
 #define SELECT_GRAIN 16384
 
-static nrt_status fail(nrt_status st, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static nrt_status fail(nrt_status st, const char *fmt, ...) {
-  char msg[512];
-  va_list ap;
-  va_start(ap, fmt);
-  vsnprintf(msg, sizeof msg, fmt, ap);
-  va_end(ap);
-  nrt_set_error_message("%s", msg);
-  return st;
-}
-
 static nrt_status check_counts(const nrt_launch *l, int noutputs) {
   if (l->noutputs != noutputs)
-    return fail(NRT_ERROR_INVALID_ARGUMENT, "%s: expected %d outputs, got %d", nrt_op_name(l->op), noutputs,
-                l->noutputs);
+    return nrt_kernel_fail(NRT_ERROR_INVALID_ARGUMENT, "%s: expected %d outputs, got %d", nrt_op_name(l->op), noutputs,
+                           l->noutputs);
+  return NRT_SUCCESS;
+}
+
+/* The ops that write int64 positions: one output, int64. */
+static nrt_status check_int64_output(const nrt_launch *l) {
+  nrt_status st = check_counts(l, 1);
+  if (st != NRT_SUCCESS) return st;
+  if (l->operands[0].dtype != NRT_INT64)
+    return nrt_kernel_fail(NRT_ERROR_INVALID_ARGUMENT, "%s: output must be int64", nrt_op_name(l->op));
   return NRT_SUCCESS;
 }
 
 static nrt_status check_index_dtype(const nrt_launch *l, int operand) {
   nrt_dtype dt = l->operands[operand].dtype;
   if (dt != NRT_INT64 && dt != NRT_INT32)
-    return fail(NRT_ERROR_INVALID_ARGUMENT, "%s: operand %d must be int64 or int32, got %s", nrt_op_name(l->op),
-                operand, nrt_dtype_name(dt));
+    return nrt_kernel_fail(NRT_ERROR_INVALID_ARGUMENT,
+                           "%s: operand %d must be int64 or int32, got %s", nrt_op_name(l->op),
+                           operand, nrt_dtype_name(dt));
   return NRT_SUCCESS;
 }
 
 static nrt_status oom(const nrt_launch *l) {
-  return fail(NRT_ERROR_OUT_OF_MEMORY, "%s: out of host memory", nrt_op_name(l->op));
+  return nrt_kernel_fail(NRT_ERROR_OUT_OF_MEMORY, "%s: out of host memory", nrt_op_name(l->op));
 }
 
 /* ---- keys ---------------------------------------------------------------- */
-
-static inline uint64_t key_f64(double d) {
-  if (isnan(d)) return UINT64_MAX;
-  if (d == 0) d = 0.0;
-  uint64_t u;
-  memcpy(&u, &d, 8);
-  return (u >> 63) ? ~u : u | 0x8000000000000000ull;
-}
-static inline uint64_t key_i64(int64_t v) { return (uint64_t)v ^ 0x8000000000000000ull; }
 
 /* For floats the NaN key is UINT64_MAX and no other value reaches it
  * (+inf's key is below); integers have no NaN. */
@@ -78,17 +66,18 @@ static void load_keys(uint64_t *key, const char *p, int64_t st, nrt_dtype dt, in
     int64_t c = n - s < B ? n - s : B;
     if (fl) {
       nrt_load_f64(fb, p + s * st, st, dt, c);
-      for (int64_t j = 0; j < c; j++) key[s + j] = key_f64(fb[j]);
+      for (int64_t j = 0; j < c; j++) key[s + j] = nrt_sort_key_f64(fb[j]);
     } else {
       nrt_load_i64(ib, p + s * st, st, dt, c);
-      for (int64_t j = 0; j < c; j++) key[s + j] = key_i64(ib[j]);
+      for (int64_t j = 0; j < c; j++) key[s + j] = nrt_sort_key_i64(ib[j]);
     }
   }
 }
 
 /* One key through dtype.c's out-of-line conversions (reference paths). */
 static uint64_t ref_key(const char *p, nrt_dtype dt) {
-  return nrt_dtype_is_floating(dt) ? key_f64(nrt_ref_load_f64(p, dt)) : key_i64(nrt_ref_load_i64(p, dt));
+  return nrt_dtype_is_floating(dt) ? nrt_sort_key_f64(nrt_ref_load_f64(p, dt))
+                                   : nrt_sort_key_i64(nrt_ref_load_i64(p, dt));
 }
 
 static void store_index(char *dst, nrt_dtype dt, int64_t v) {
@@ -216,7 +205,7 @@ static nrt_status cumext_op(const nrt_launch *l) {
   if (st == NRT_SUCCESS) st = check_index_dtype(l, SCAN_INDICES);
   if (st != NRT_SUCCESS) return st;
   if (l->operands[SCAN_VALUES].dtype != l->operands[SCAN_IN].dtype)
-    return fail(NRT_ERROR_INVALID_ARGUMENT, "%s: values must have the input's dtype", nrt_op_name(l->op));
+    return nrt_kernel_fail(NRT_ERROR_INVALID_ARGUMENT, "%s: values must have the input's dtype", nrt_op_name(l->op));
   row_job j = {.l = l, .g = geom_of(l, 3)};
   if (j.g.len == 0) return NRT_SUCCESS;
   size_t es = nrt_dtype_size(l->operands[SCAN_IN].dtype);
@@ -280,7 +269,7 @@ static nrt_status lcse_op(const nrt_launch *l) {
   nrt_status st = check_counts(l, 1);
   if (st != NRT_SUCCESS) return st;
   if (!nrt_dtype_is_floating(l->operands[1].dtype) || !nrt_dtype_is_floating(l->operands[0].dtype))
-    return fail(NRT_ERROR_INVALID_ARGUMENT, "LOGCUMSUMEXP: operands must be floating");
+    return nrt_kernel_fail(NRT_ERROR_INVALID_ARGUMENT, "LOGCUMSUMEXP: operands must be floating");
   row_job j = {.l = l, .g = geom_of(l, 2)};
   if (j.g.len == 0) return NRT_SUCCESS;
   bool ref = nrt_kernels_reference();
@@ -292,41 +281,6 @@ static nrt_status lcse_op(const nrt_launch *l) {
 /* ---- ORDER_STAT -------------------------------------------------------------- */
 enum { OS_VALUE = 0, OS_INDEX = 1, OS_IN = 2 };
 enum { OS_KTH = 0, OS_MEDIAN = 1, OS_NANMEDIAN = 2, OS_MODE = 3 };
-
-typedef struct kpair {
-  uint64_t key;
-  int64_t idx;
-} kpair;
-
-/* Stable merge sort of (key, position) pairs: insertion-sorted runs, then
- * bottom-up merges taking from the right only when strictly smaller.
- * Returns the buffer that holds the result. */
-static kpair *sort_pairs(kpair *a, kpair *tmp, int64_t n) {
-  enum { RUN = 32 };
-  for (int64_t s = 0; s < n; s += RUN) {
-    int64_t e = s + RUN < n ? s + RUN : n;
-    for (int64_t i = s + 1; i < e; i++) {
-      kpair x = a[i];
-      int64_t k = i;
-      for (; k > s && a[k - 1].key > x.key; k--) a[k] = a[k - 1];
-      a[k] = x;
-    }
-  }
-  kpair *src = a, *dst = tmp;
-  for (int64_t w = RUN; w < n; w *= 2) {
-    for (int64_t s = 0; s < n; s += 2 * w) {
-      int64_t mid = s + w < n ? s + w : n, hi = s + 2 * w < n ? s + 2 * w : n;
-      int64_t i = s, k = mid, o = s;
-      while (i < mid && k < hi) dst[o++] = src[k].key < src[i].key ? src[k++] : src[i++];
-      while (i < mid) dst[o++] = src[i++];
-      while (k < hi) dst[o++] = src[k++];
-    }
-    kpair *t = src;
-    src = dst;
-    dst = t;
-  }
-  return src;
-}
 
 /* The sorted position an order statistic selects, given the NaN count. */
 static int64_t os_rank(int64_t stat, int64_t k, int64_t n, int64_t nans) {
@@ -351,7 +305,7 @@ static void os_row(const row_job *j, int64_t r, void *scratch) {
   nrt_dtype dt = l->operands[OS_IN].dtype;
   bool fl = nrt_dtype_is_floating(dt);
   int64_t n = j->g.len, stat = l->params[0];
-  kpair *a = scratch, *tmp = a + n;
+  nrt_sort_pair *a = scratch, *tmp = a + n;
   uint64_t *key = (uint64_t *)(tmp + n);
   load_keys(key, ptr[OS_IN], j->g.st[OS_IN], dt, n);
   int64_t nans = 0;
@@ -360,7 +314,7 @@ static void os_row(const row_job *j, int64_t r, void *scratch) {
     a[i].idx = i;
     nans += key_is_nan(key[i], fl);
   }
-  kpair *s = sort_pairs(a, tmp, n);
+  nrt_sort_pair *s = nrt_sort_pairs_stable(a, tmp, n);
   if (stat != OS_MODE) {
     os_write(j, ptr, s[os_rank(stat, l->params[1], n, nans)].idx);
     return;
@@ -431,16 +385,17 @@ static nrt_status order_stat_op(const nrt_launch *l) {
   if (st == NRT_SUCCESS) st = check_index_dtype(l, OS_INDEX);
   if (st != NRT_SUCCESS) return st;
   if (l->operands[OS_VALUE].dtype != l->operands[OS_IN].dtype)
-    return fail(NRT_ERROR_INVALID_ARGUMENT, "ORDER_STAT: the value must have the input's dtype");
+    return nrt_kernel_fail(NRT_ERROR_INVALID_ARGUMENT, "ORDER_STAT: the value must have the input's dtype");
   row_job j = {.l = l, .g = geom_of(l, 3)};
   if (l->params[0] < OS_KTH || l->params[0] > OS_MODE)
-    return fail(NRT_ERROR_INVALID_ARGUMENT, "ORDER_STAT: unknown statistic p0 = %lld", (long long)l->params[0]);
+    return nrt_kernel_fail(NRT_ERROR_INVALID_ARGUMENT,
+                           "ORDER_STAT: unknown statistic p0 = %lld", (long long)l->params[0]);
   if (j.g.len == 0 || (l->params[0] == OS_KTH && (l->params[1] < 0 || l->params[1] >= j.g.len)))
-    return fail(NRT_ERROR_INVALID_ARGUMENT, "ORDER_STAT: k = %lld out of range for rows of %lld",
-                (long long)l->params[1], (long long)j.g.len);
+    return nrt_kernel_fail(NRT_ERROR_INVALID_ARGUMENT, "ORDER_STAT: k = %lld out of range for rows of %lld",
+                           (long long)l->params[1], (long long)j.g.len);
   bool ref = nrt_kernels_reference();
   j.fn = ref ? os_row_ref : os_row;
-  j.scratch = (size_t)j.g.len * (ref ? 8 : 2 * sizeof(kpair) + 8);
+  j.scratch = (size_t)j.g.len * (ref ? 8 : 2 * sizeof(nrt_sort_pair) + 8);
   return run_rows(&j, !ref);
 }
 
@@ -488,8 +443,8 @@ static nrt_status unique_op(const nrt_launch *l) {
   if (st != NRT_SUCCESS) return st;
   for (int k = 0; k < 4; k++)
     if (l->operands[k].dtype != NRT_INT64)
-      return fail(NRT_ERROR_INVALID_ARGUMENT, "UNIQUE_SLICES: output %d must be int64", k);
-  if (l->ndim != 2) return fail(NRT_ERROR_INVALID_ARGUMENT, "UNIQUE_SLICES: sizes must be {n, m}");
+      return nrt_kernel_fail(NRT_ERROR_INVALID_ARGUMENT, "UNIQUE_SLICES: output %d must be int64", k);
+  if (l->ndim != 2) return nrt_kernel_fail(NRT_ERROR_INVALID_ARGUMENT, "UNIQUE_SLICES: sizes must be {n, m}");
   int64_t n = l->sizes[0], m = l->sizes[1];
   const nrt_operand *in = &l->operands[UQ_IN];
   if (n == 0) {
@@ -625,14 +580,14 @@ static nrt_status searchsorted_op(const nrt_launch *l) {
   nrt_status st = check_counts(l, 1);
   if (st == NRT_SUCCESS) st = check_index_dtype(l, SS_OUT);
   if (st != NRT_SUCCESS) return st;
-  if (l->ndim != 2) return fail(NRT_ERROR_INVALID_ARGUMENT, "SEARCHSORTED: sizes must be {rows, cols}");
+  if (l->ndim != 2) return nrt_kernel_fail(NRT_ERROR_INVALID_ARGUMENT, "SEARCHSORTED: sizes must be {rows, cols}");
   if (l->operands[SS_VAL].dtype != l->operands[SS_BND].dtype)
-    return fail(NRT_ERROR_INVALID_ARGUMENT, "SEARCHSORTED: values and boundaries must share a dtype");
+    return nrt_kernel_fail(NRT_ERROR_INVALID_ARGUMENT, "SEARCHSORTED: values and boundaries must share a dtype");
   ss_plan p = {l, l->sizes[0], l->sizes[1], l->params[1], l->params[0] != 0, l->ninputs == 3,
                nrt_dtype_is_floating(l->operands[SS_VAL].dtype)};
   if (p.sorter && l->operands[SS_SORTER].dtype != NRT_INT64)
-    return fail(NRT_ERROR_INVALID_ARGUMENT, "SEARCHSORTED: the sorter must be int64");
-  if (p.nb < 0) return fail(NRT_ERROR_INVALID_ARGUMENT, "SEARCHSORTED: negative boundary count");
+    return nrt_kernel_fail(NRT_ERROR_INVALID_ARGUMENT, "SEARCHSORTED: the sorter must be int64");
+  if (p.nb < 0) return nrt_kernel_fail(NRT_ERROR_INVALID_ARGUMENT, "SEARCHSORTED: negative boundary count");
   if (p.rows == 0 || p.cols == 0) return NRT_SUCCESS;
   if (nrt_kernels_reference()) {
     ss_rows(&p, 0, p.rows, true);
@@ -680,17 +635,19 @@ static int64_t upper_bound(const double *e, int64_t lo, int64_t hi, double x, bo
 static nrt_status histogram_op(const nrt_launch *l) {
   nrt_status st = check_counts(l, 1);
   if (st != NRT_SUCCESS) return st;
-  if (l->ndim != 2) return fail(NRT_ERROR_INVALID_ARGUMENT, "HISTOGRAM: sizes must be {N, D}");
+  if (l->ndim != 2) return nrt_kernel_fail(NRT_ERROR_INVALID_ARGUMENT, "HISTOGRAM: sizes must be {N, D}");
   int64_t N = l->sizes[0], D = l->sizes[1], algo = l->params[0];
-  if (D < 1 || D > NRT_MAX_DIMS) return fail(NRT_ERROR_INVALID_ARGUMENT, "HISTOGRAM: D = %lld outside 1..%d", (long long)D, NRT_MAX_DIMS);
+  if (D < 1 || D > NRT_MAX_DIMS)
+    return nrt_kernel_fail(NRT_ERROR_INVALID_ARGUMENT, "HISTOGRAM: D = %lld outside 1..%d", (long long)D, NRT_MAX_DIMS);
   if (algo < HG_BINARY || algo > HG_LINEAR_LOCAL)
-    return fail(NRT_ERROR_INVALID_ARGUMENT, "HISTOGRAM: unknown bin selection p0 = %lld", (long long)algo);
+    return nrt_kernel_fail(NRT_ERROR_INVALID_ARGUMENT, "HISTOGRAM: unknown bin selection p0 = %lld", (long long)algo);
   const nrt_operand *o = l->operands;
   nrt_dtype dt = o[HG_IN].dtype;
   bool ref = nrt_kernels_reference(), weighted = l->ninputs == 3;
   int64_t total_edges = 0, nbins = 1, off[NRT_MAX_DIMS];
   for (int64_t d = 0; d < D; d++) {
-    if (l->aux[d] < 2) return fail(NRT_ERROR_INVALID_ARGUMENT, "HISTOGRAM: dim %lld has fewer than 2 edges", (long long)d);
+    if (l->aux[d] < 2)
+      return nrt_kernel_fail(NRT_ERROR_INVALID_ARGUMENT, "HISTOGRAM: dim %lld has fewer than 2 edges", (long long)d);
     off[d] = total_edges;
     total_edges += l->aux[d];
     nbins *= l->aux[d] - 1;
@@ -755,19 +712,18 @@ static nrt_status histogram_op(const nrt_launch *l) {
 
 /* ---- REPEAT_INTERLEAVE ----------------------------------------------------------- */
 static nrt_status repeat_interleave_op(const nrt_launch *l) {
-  nrt_status st = check_counts(l, 1);
+  nrt_status st = check_int64_output(l);
   if (st != NRT_SUCCESS) return st;
-  if (l->operands[0].dtype != NRT_INT64) return fail(NRT_ERROR_INVALID_ARGUMENT, "REPEAT_INTERLEAVE: output must be int64");
   int64_t n = l->ndim > 0 ? l->sizes[0] : 1, total = l->params[0], sum = 0;
   const nrt_operand *in = &l->operands[1];
   for (int64_t i = 0; i < n; i++) {
     int64_t r = nrt_ref_load_i64((const char *)in->data + i * in->strides[0], in->dtype);
-    if (r < 0) return fail(NRT_ERROR_INVALID_ARGUMENT, "repeats can not be negative");
+    if (r < 0) return nrt_kernel_fail(NRT_ERROR_INVALID_ARGUMENT, "repeats can not be negative");
     sum += r;
   }
   if (sum != total)
-    return fail(NRT_ERROR_INVALID_ARGUMENT, "allocated size does not match required size (%lld vs %lld)",
-                (long long)total, (long long)sum);
+    return nrt_kernel_fail(NRT_ERROR_INVALID_ARGUMENT, "allocated size does not match required size (%lld vs %lld)",
+                           (long long)total, (long long)sum);
   char *out = l->operands[0].data;
   int64_t ost = l->operands[0].strides[0], o = 0;
   for (int64_t i = 0; i < n; i++) {
@@ -779,9 +735,8 @@ static nrt_status repeat_interleave_op(const nrt_launch *l) {
 
 /* ---- NONZERO_STATIC ---------------------------------------------------------------- */
 static nrt_status nonzero_static_op(const nrt_launch *l) {
-  nrt_status st = check_counts(l, 1);
+  nrt_status st = check_int64_output(l);
   if (st != NRT_SUCCESS) return st;
-  if (l->operands[0].dtype != NRT_INT64) return fail(NRT_ERROR_INVALID_ARGUMENT, "NONZERO_STATIC: output must be int64");
   int64_t size = l->params[0], fillv = l->scalars[0].i, numel = 1, found = 0;
   for (int d = 0; d < l->ndim; d++) numel *= l->sizes[d];
   const nrt_operand *in = &l->operands[1];
@@ -820,6 +775,5 @@ nrt_status nrt_select_execute(const nrt_launch *l) {
   case NRT_OP_NONZERO_STATIC: return nonzero_static_op(l);
   default: break;
   }
-  nrt_set_error_message("select: op %s has no kernel", nrt_op_name(l->op));
-  return NRT_ERROR_UNSUPPORTED;
+  return nrt_kernel_fail(NRT_ERROR_UNSUPPORTED, "select: op %s has no kernel", nrt_op_name(l->op));
 }
