@@ -42,6 +42,13 @@ Tensor dot_fn(const Tensor &a, const Tensor &b) {
   return a.unsqueeze(0).mm(b.unsqueeze(1)).reshape({});
 }
 
+// vdot conjugates its first argument (a no-op for real tensors).
+Tensor vdot_fn(const Tensor &a, const Tensor &b) {
+  TORCH_CHECK(a.scalar_type() == b.scalar_type(), "vdot : expected both vectors to have same dtype, but found ",
+              a.scalar_type(), " and ", b.scalar_type());
+  return dot_fn(a.is_complex() ? a.conj() : a, b);
+}
+
 Tensor addmv_fn(const Tensor &self, const Tensor &mat, const Tensor &vec, const Scalar &beta, const Scalar &alpha) {
   TORCH_CHECK(mat.dim() == 2 && vec.dim() == 1, "vector + matrix @ vector expected, got ", self.dim(), ", ",
               mat.dim(), ", ", vec.dim());
@@ -164,7 +171,7 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   NEURON_IMPL(m, "sgn.out", sgn_out);
   NEURON_IMPL(m, "sgn_", sgn_ip);
   NEURON_IMPL(m, "dot", dot_fn);
-  NEURON_IMPL(m, "vdot", dot_fn);
+  NEURON_IMPL(m, "vdot", vdot_fn);
   NEURON_IMPL(m, "addmv", addmv_fn);
   NEURON_IMPL(m, "addmv.out", addmv_out);
   NEURON_IMPL(m, "index_add", index_add_fn);

@@ -4,7 +4,10 @@
 #include <ATen/ExpandUtils.h>
 #include <ATen/TensorIterator.h>
 #include <ATen/native/Resize.h>
+#include <ATen/ops/bmm.h>
 #include <ATen/ops/cat.h>
+#include <ATen/ops/complex.h>
+#include <ATen/ops/view_as_real.h>
 #include <ATen/ops/empty.h>
 #include <ATen/TensorOperators.h>
 #include <c10/core/DeviceGuard.h>
@@ -24,6 +27,11 @@ void check_same_dtype(const Tensor &a, const Tensor &b, const char *what) {
               a.scalar_type(), " != ", b.scalar_type());
 }
 
+bool is_zero(const Scalar &s) {
+  if (s.isComplex()) return s.toComplexDouble() == c10::complex<double>(0, 0);
+  return s.isIntegral(true) ? s.toLong() == 0 : s.toDouble() == 0.0;
+}
+
 nrt_scalar scalar_in(const Tensor &t, const Scalar &s) {
   nrt_scalar v;
   if (at::isFloatingType(t.scalar_type())) {
@@ -34,11 +42,28 @@ nrt_scalar scalar_in(const Tensor &t, const Scalar &s) {
   return v;
 }
 
+// Complex C = alpha * A @ B + beta * bias from four real GEMMs over the
+// (re, im) planes of A and B (strided views of the same memory: no copies
+// beyond resolving conjugate/negative bits), combined by native complex
+// elementwise ops. The GEMM kernel itself is real-only.
+void complex_gemm(const Tensor &c, const Tensor &a, const Tensor &b, const Tensor &bias, const Scalar &alpha,
+                  const Scalar &beta) {
+  Tensor ar = at::view_as_real(a.resolve_conj().resolve_neg()), br = at::view_as_real(b.resolve_conj().resolve_neg());
+  Tensor a0 = ar.select(-1, 0), a1 = ar.select(-1, 1), b0 = br.select(-1, 0), b1 = br.select(-1, 1);
+  Tensor re = at::bmm(a0, b0).sub_(at::bmm(a1, b1));
+  Tensor im = at::bmm(a0, b1).add_(at::bmm(a1, b0));
+  Tensor t = at::complex(re, im);
+  if (!(alpha.isIntegral(false) && alpha.toLong() == 1)) t = t.mul(alpha);
+  if (bias.defined()) t = t.add(bias.mul(beta));
+  c.copy_(t);
+}
+
 // C[b] = alpha * A[b] @ B[b] + beta * bias[b]; all operands are 3-d views
 // (batch, rows, cols); `bias` may be undefined.
 void launch_gemm(const Tensor &c, const Tensor &a, const Tensor &b, const Tensor &bias, const Scalar &alpha,
                  const Scalar &beta) {
   if (c.numel() == 0) return;
+  if (a.is_complex()) return complex_gemm(c, a, b, bias, alpha, beta);
   nrt_launch d;
   std::memset(&d, 0, sizeof d);
   d.op = NRT_OP_GEMM;
@@ -86,7 +111,7 @@ Tensor &mm_into(Tensor &out, const Tensor &a, const Tensor &b, const Tensor *bia
     out.resize_({a.size(0), b.size(1)});
   }
   Tensor bias3;
-  if (bias && bias->defined() && !(beta.isIntegral(true) ? beta.toLong() == 0 : beta.toDouble() == 0.0)) {
+  if (bias && bias->defined() && !is_zero(beta)) {
     bias3 = bias->expand({a.size(0), b.size(1)}).unsqueeze(0);
   }
   if (a.size(1) == 0 && !bias3.defined()) {
@@ -158,7 +183,7 @@ Tensor &bmm_into(Tensor &out, const Tensor &a, const Tensor &b, const Tensor *bi
     out.resize_(shape);
   }
   Tensor bias3;
-  if (bias && bias->defined() && !(beta.isIntegral(true) ? beta.toLong() == 0 : beta.toDouble() == 0.0)) {
+  if (bias && bias->defined() && !is_zero(beta)) {
     bias3 = bias->expand(shape);
   }
   if (a.size(2) == 0 && !bias3.defined()) {

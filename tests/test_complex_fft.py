@@ -296,3 +296,22 @@ def test_abs_and_angle_of_complex_are_real():
     zc = z.clone().requires_grad_(True)
     zc.abs().sum().backward()
     torch.testing.assert_close(zr.grad.cpu(), zc.grad)
+
+
+def test_complex_matmul_family():
+    # Four real GEMMs over the (re, im) planes; conjugate views, complex
+    # alpha/beta and vdot's conjugation included.
+    g = torch.Generator().manual_seed(4)
+    A = torch.randn(3, 4, 5, dtype=torch.complex64, generator=g)
+    B = torch.randn(3, 5, 2, dtype=torch.complex64, generator=g)
+    C = torch.randn(4, 2, dtype=torch.complex64, generator=g)
+    d = lambda t: t.to("neuron")  # noqa: E731
+    tol = dict(rtol=1e-5, atol=1e-5)
+    torch.testing.assert_close((d(A) @ d(B)).cpu(), A @ B, **tol)
+    torch.testing.assert_close(torch.addmm(d(C), d(A[0]), d(B[0]), beta=1 + 2j, alpha=0.5j).cpu(),
+                               torch.addmm(C, A[0], B[0], beta=1 + 2j, alpha=0.5j), **tol)
+    torch.testing.assert_close((d(A[0]).mH @ d(A[0])).cpu(), A[0].mH @ A[0], **tol)
+    v, w = A[0, 0], A[0, 1]
+    torch.testing.assert_close(torch.vdot(d(v), d(w)).cpu(), torch.vdot(v, w), **tol)
+    torch.testing.assert_close(torch.dot(d(v), d(w)).cpu(), torch.dot(v, w), **tol)
+    assert torch_neuronx.get_fallback_ops() == []

@@ -327,7 +327,7 @@ def generate(results_path: str, meta: dict | None = None, md_path: str | None = 
 
     w("## Known gaps")
     w("")
-    w("From `tests/conformance/known_gaps.py`. An entry whose OpInfo now passes in every dtype is marked stale.")
+    w("From `tests/conformance/known_gaps.py`. An entry whose OpInfo now passes natively in every dtype is marked stale.")
     w("")
     names = set(order) | {r["op"] for k in order for r in rows[k].values()}
     for gk, reason in sorted(known_gaps.KNOWN_GAPS.items()):
@@ -337,7 +337,7 @@ def generate(results_path: str, meta: dict | None = None, md_path: str | None = 
         stale = ""
         if base not in names:
             stale = " *(no such OpInfo in this op_db)*"
-        elif matched and all(r["status"] in ("native-pass", "fallback-pass", "skipped-cpu") for r in matched):
+        elif matched and all(r["status"] in ("native-pass", "skipped-cpu") for r in matched):
             stale = " *(stale: passes now)*"
         w(f"- `{gk}`: {_md(reason)}{stale}")
     w("")

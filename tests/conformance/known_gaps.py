@@ -18,8 +18,8 @@ Reasons start with one word:
                worst element); no fix needed. (Where the device is within
                tolerance of a float64 run, the sweep passes it by itself.)
 
-Ops that merely fall back to the CPU need no entry: the table lists the ATen
-ops that fell back for every OpInfo.
+Ops that merely fall back to the CPU need no entry (the table lists the ATen
+ops that fell back for every OpInfo); one may say why it still falls back.
 """
 
 _SPARSE = "unsupported: sparse tensors are not supported on the device (README, Not done yet)"
@@ -30,10 +30,10 @@ KNOWN_GAPS: dict[str, str] = {
 
     # ---- ops that fail instead of falling back -------------------------------
     "linalg.eig": (
-        "gap (complex matrix multiply): the forward falls back (a general eigensolver with complex "
-        "results has no kernel); its backward multiplies complex matrices, and the GEMM kernel is "
-        "real-only, so it raises a TypeError. linalg.eigvals (no backward through eigenvectors) "
-        "passes through the fallback"),
+        "gap (complex linear algebra): the forward falls back (a general eigensolver with complex "
+        "results has no kernel); its backward solves a complex linear system, and the LU kernels are "
+        "real-only, so linalg.solve raises. linalg.eigvals (no backward through eigenvectors) passes "
+        "through the fallback"),
 
     # ---- no native kernel --------------------------------------------------------
     "hash_tensor": ("gap: the result is uint64, a dtype the runtime does not have; the CPU fallback "

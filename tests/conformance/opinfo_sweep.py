@@ -675,7 +675,7 @@ def core_ops_main() -> int:
                 how = "composite"
             else:
                 how = "fallback"
-            rows.append({"op": full + ("" if ov == "default" else "." + ov), "how": how})
+            rows.append({"op": full, "how": how})  # name() includes the overload
     print(json.dumps(rows))
     return 0
 
