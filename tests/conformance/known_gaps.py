@@ -44,17 +44,10 @@ KNOWN_GAPS: dict[str, str] = {
         "precision: with p=0.5 over a dimension of size 1 the exact gradient is 0; the CPU's bfloat16 "
         "x**-0.5 (a vectorised reciprocal square root that is not correctly rounded) and the device's "
         "correctly rounded one differ by 1 ulp on some inputs, which leaves 0.0625 instead of 0"),
-    "linalg.householder_product": (
-        "precision: sample 7's backward is ill-conditioned; every ATen op in it agrees with the CPU "
-        "to float32 rounding, yet both results are ~1e-3 from float64 (the device 9e-4, the CPU "
-        "1.3e-3), beyond the 1e-4 tolerance"),
     "nn.functional.linear_cross_entropy.chunked_none@float16": (
         "precision (PyTorch's choice): linear_cross_entropy's acc_dtype='auto' picks a float32 "
         "accumulator only on CPU and CUDA (LinearCrossEntropyOptions._resolve_auto_acc_dtype); on any "
         "other device it accumulates in float16, so the gradient is a few float16 ulps from float64 "
         "(0.0035 at -0.179 in sample 11) where the CPU's is not. Passing acc_dtype=torch.float32 gives "
         "the CPU's accuracy"),
-    "matrix_exp@float16": (
-        "precision: the exact result (~93058) overflows float16; the CPU returns NaN for the whole "
-        "matrix, the device the correctly rounded values (inf where out of range)"),
 }
