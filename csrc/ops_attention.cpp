@@ -116,9 +116,7 @@ void check_qkv(const char *fn, const Tensor &q, const Tensor &k, const Tensor &v
 // s0 scale, s1 dropout p, p0 causal, p1 seed, p2 offset.
 nrt_launch attn_desc(nrt_op op, const Tensor &q, const Tensor &k, const Tensor &v, double scale, double dropout_p,
                      bool is_causal, uint64_t seed, uint64_t offset) {
-  nrt_launch d;
-  std::memset(&d, 0, sizeof d);
-  d.op = op;
+  nrt_launch d = new_launch(op);
   d.ndim = 7;
   int64_t sizes[7] = {q.size(0), q.size(1), k.size(1), q.size(2), k.size(2), q.size(3), v.size(3)};
   std::memcpy(d.sizes, sizes, sizeof sizes);

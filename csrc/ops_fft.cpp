@@ -55,9 +55,7 @@ void check_complex(const Tensor &t) {
 // One 1-d transform of `in` along `dim` into `out` (which may be `in`:
 // each line is read whole before it is written).
 void launch_fft(nrt_op op, const Tensor &out, const Tensor &in, int64_t dim, bool forward, double scale) {
-  nrt_launch d;
-  std::memset(&d, 0, sizeof d);
-  d.op = op;
+  nrt_launch d = new_launch(op);
   d.ndim = static_cast<int>(out.dim());
   d.noutputs = 1;
   d.ninputs = 1;

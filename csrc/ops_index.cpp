@@ -250,9 +250,7 @@ Tensor nonzero_fn(const Tensor &self) {
     return out;
   }
   TORCH_CHECK(self.dim() <= NRT_MAX_DIMS, "nonzero supports at most ", NRT_MAX_DIMS, " dims on neuron");
-  nrt_launch d;
-  std::memset(&d, 0, sizeof d);
-  d.op = NRT_OP_NONZERO;
+  nrt_launch d = new_launch(NRT_OP_NONZERO);
   d.ndim = static_cast<int>(self.dim());
   d.noutputs = 1;
   d.ninputs = 1;
@@ -522,9 +520,7 @@ std::tuple<Tensor, Tensor> sort_stable(const Tensor &self, std::optional<bool> /
   Tensor indices = at::empty(x.sizes(), x.options().dtype(at::kLong));
   if (x.numel() > 0) {
     TORCH_CHECK(x.dim() <= NRT_MAX_DIMS, "sort supports at most ", NRT_MAX_DIMS, " dims on neuron");
-    nrt_launch d;
-    std::memset(&d, 0, sizeof d);
-    d.op = NRT_OP_SORT;
+    nrt_launch d = new_launch(NRT_OP_SORT);
     d.ndim = static_cast<int>(x.dim());
     d.noutputs = 2;
     d.ninputs = 1;
@@ -573,11 +569,7 @@ Tensor &arange_out(const Scalar &start, const Scalar &end, const Scalar &step, T
   if (out.numel() != n) out.resize_({n});
   if (n == 0) return out;
   Tensor dst = out.is_contiguous() ? out : at::empty({n}, out.options());
-  nrt_launch d;
-  std::memset(&d, 0, sizeof d);
-  d.op = NRT_OP_ARANGE;
-  d.ndim = 1;
-  d.sizes[0] = n;
+  nrt_launch d = new_launch(NRT_OP_ARANGE, {n});
   d.noutputs = 1;
   d.operands[0].data = dst.data_ptr();
   d.operands[0].dtype = to_nrt_dtype(dst.scalar_type());
@@ -607,11 +599,7 @@ Tensor &linspace_out(const Scalar &start, const Scalar &end, int64_t steps, Tens
   bool integral = !at::isFloatingType(out.scalar_type());
   double s = integral ? static_cast<double>(start.toLong()) : start.toDouble();
   double e = integral ? static_cast<double>(end.toLong()) : end.toDouble();
-  nrt_launch d;
-  std::memset(&d, 0, sizeof d);
-  d.op = NRT_OP_LINSPACE;
-  d.ndim = 1;
-  d.sizes[0] = steps;
+  nrt_launch d = new_launch(NRT_OP_LINSPACE, {steps});
   d.noutputs = 1;
   d.operands[0].data = dst.data_ptr();
   d.operands[0].dtype = to_nrt_dtype(dst.scalar_type());
@@ -649,9 +637,7 @@ void triangle(const Tensor &out, const Tensor &self, int64_t upper, int64_t diag
   // directly (no dimension coalescing) rather than through the iterator.
   (void)iter;
   TORCH_CHECK(self.dim() <= NRT_MAX_DIMS, "tril/triu support at most ", NRT_MAX_DIMS, " dims on neuron");
-  nrt_launch d;
-  std::memset(&d, 0, sizeof d);
-  d.op = NRT_OP_TRIANGLE;
+  nrt_launch d = new_launch(NRT_OP_TRIANGLE);
   d.ndim = static_cast<int>(self.dim());
   d.noutputs = 1;
   d.ninputs = 1;

@@ -217,9 +217,7 @@ void launch_row(nrt_op op, int64_t dim, std::initializer_list<const Tensor *> ou
   if (ref.numel() == 0) return;
   int64_t nd = ref.dim();
   TORCH_CHECK(nd <= NRT_MAX_DIMS, "neuron row kernels support at most ", NRT_MAX_DIMS, " dims");
-  nrt_launch d;
-  std::memset(&d, 0, sizeof d);
-  d.op = op;
+  nrt_launch d = new_launch(op);
   d.noutputs = static_cast<int>(outs.size());
   d.ninputs = static_cast<int>(ins.size());
   d.compute_dtype = to_nrt_dtype((*ins.begin())->scalar_type());

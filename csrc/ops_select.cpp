@@ -34,9 +34,7 @@ using c10::Scalar;
 // ---- descriptors -----------------------------------------------------------
 
 nrt_launch new_desc(nrt_op op, int noutputs, int ninputs) {
-  nrt_launch d;
-  std::memset(&d, 0, sizeof d);
-  d.op = op;
+  nrt_launch d = new_launch(op);
   d.noutputs = noutputs;
   d.ninputs = ninputs;
   return d;

@@ -96,9 +96,7 @@ Tensor flip_fn(const Tensor &self, c10::IntArrayRef dims) {
     flipped[w] = true;
   }
   TORCH_CHECK(nd <= NRT_MAX_DIMS, "flip supports at most ", NRT_MAX_DIMS, " dims on neuron");
-  nrt_launch d;
-  std::memset(&d, 0, sizeof d);
-  d.op = NRT_OP_COPY;
+  nrt_launch d = new_launch(NRT_OP_COPY);
   d.ndim = static_cast<int>(nd);
   d.noutputs = 1;
   d.ninputs = 1;
