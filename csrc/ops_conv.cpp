@@ -17,6 +17,7 @@
 
 #include "iter_launch.h"
 #include "registry.h"
+#include "nrt/ops/conv.h"
 
 namespace torch_neuronx {
 namespace {
@@ -129,10 +130,10 @@ Tensor conv_fn(const Tensor &input, const Tensor &weight, const std::optional<Te
   Tensor out = empty_act(shape, input, weight);
   const Tensor *b = bias && bias->defined() ? &*bias : nullptr;
   if (!transposed) {
-    launch_conv(NRT_OP_CONV, make_geom(input, out, weight, stride, padding, dilation, groups), out, input, weight, b);
+    launch_conv(NRT_OP(CONV), make_geom(input, out, weight, stride, padding, dilation, groups), out, input, weight, b);
   } else {
     // y = conv^T(x): the input gradient of the convolution from y-space to x-space.
-    launch_conv(NRT_OP_CONV_BACKWARD_INPUT, make_geom(out, input, weight, stride, padding, dilation, groups), out,
+    launch_conv(NRT_OP(CONV_BACKWARD_INPUT), make_geom(out, input, weight, stride, padding, dilation, groups), out,
                 input, weight, b);
   }
   return out;
@@ -154,13 +155,13 @@ std::tuple<Tensor, Tensor, Tensor> conv_backward_fn(const Tensor &grad_output, c
   ConvGeom g = make_geom(conv_in, conv_out, weight, stride, padding, dilation, groups);
   if (mask[0]) {
     gi = empty_act(input.sizes(), input, weight);
-    if (!transposed) launch_conv(NRT_OP_CONV_BACKWARD_INPUT, g, gi, gy, weight, nullptr);
-    else launch_conv(NRT_OP_CONV, g, gi, gy, weight, nullptr);
+    if (!transposed) launch_conv(NRT_OP(CONV_BACKWARD_INPUT), g, gi, gy, weight, nullptr);
+    else launch_conv(NRT_OP(CONV), g, gi, gy, weight, nullptr);
   }
   if (mask[1]) {
     gw = at::empty(weight.sizes(), weight.options().memory_format(weight.suggest_memory_format()));
     // dW = corr(d(conv output), conv input)
-    launch_conv(NRT_OP_CONV_BACKWARD_WEIGHT, g, gw, conv_out, conv_in, nullptr);
+    launch_conv(NRT_OP(CONV_BACKWARD_WEIGHT), g, gw, conv_out, conv_in, nullptr);
   }
   if (mask[2]) {
     std::vector<int64_t> dims{0};

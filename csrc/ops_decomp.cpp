@@ -37,7 +37,7 @@
 #include <c10/util/Exception.h>
 
 #include "iter_launch.h"
-#include "nrt/ops/decomp.h"
+#include "nrt/ops/linalg.h"
 #include "registry.h"
 
 namespace torch_neuronx {

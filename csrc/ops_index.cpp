@@ -17,6 +17,7 @@
 
 #include "iter_launch.h"
 #include "registry.h"
+#include "nrt/ops/index.h"
 
 namespace torch_neuronx {
 namespace {
@@ -132,7 +133,7 @@ Tensor &index_into(Tensor &out, const Tensor &self, const c10::List<std::optiona
   auto iter = cfg.build();
   if (iter.numel() > 0) {
     nrt_launch d;
-    describe(d, iter, NRT_OP_INDEX_GATHER);
+    describe(d, iter, NRT_OP(INDEX_GATHER));
     set_index_aux(d, p);
     d.params[2] = nowrap ? 1 : 0;
     launch(self.device().index(), d);
@@ -175,7 +176,7 @@ Tensor &index_put_impl(Tensor &self, const c10::List<std::optional<Tensor>> &ind
   auto iter = cfg.build();
   if (iter.numel() > 0) {
     nrt_launch d;
-    describe(d, iter, NRT_OP_INDEX_PUT);
+    describe(d, iter, NRT_OP(INDEX_PUT));
     set_index_aux(d, p);
     d.params[1] = accumulate ? 1 : 0;
     launch(self.device().index(), d);
@@ -250,7 +251,7 @@ Tensor nonzero_fn(const Tensor &self) {
     return out;
   }
   TORCH_CHECK(self.dim() <= NRT_MAX_DIMS, "nonzero supports at most ", NRT_MAX_DIMS, " dims on neuron");
-  nrt_launch d = new_launch(NRT_OP_NONZERO);
+  nrt_launch d = new_launch(NRT_OP(NONZERO));
   d.ndim = static_cast<int>(self.dim());
   d.noutputs = 1;
   d.ninputs = 1;
@@ -323,7 +324,7 @@ Tensor gather_fn(const Tensor &self, int64_t dim, const Tensor &index, bool /*sp
                   .add_const_input(idx)
                   .build();
   nrt_launch d;
-  describe(d, iter, NRT_OP_GATHER);
+  describe(d, iter, NRT_OP(GATHER));
   d.aux[0] = src.size(dim);
   d.aux[1] = src.stride(dim) * static_cast<int64_t>(src.element_size());
   d.aux[2] = dim;  // named in out-of-bounds errors
@@ -362,7 +363,7 @@ void scatter_launch(const Tensor &self, int64_t dim, const Tensor &index, const 
                   .add_const_input(v)
                   .build();
   nrt_launch d;
-  describe(d, iter, NRT_OP_SCATTER);
+  describe(d, iter, NRT_OP(SCATTER));
   d.aux[0] = s.size(dim);
   d.aux[1] = s.stride(dim) * static_cast<int64_t>(s.element_size());
   d.aux[2] = dim;  // named in out-of-bounds errors
@@ -520,7 +521,7 @@ std::tuple<Tensor, Tensor> sort_stable(const Tensor &self, std::optional<bool> /
   Tensor indices = at::empty(x.sizes(), x.options().dtype(at::kLong));
   if (x.numel() > 0) {
     TORCH_CHECK(x.dim() <= NRT_MAX_DIMS, "sort supports at most ", NRT_MAX_DIMS, " dims on neuron");
-    nrt_launch d = new_launch(NRT_OP_SORT);
+    nrt_launch d = new_launch(NRT_OP(SORT));
     d.ndim = static_cast<int>(x.dim());
     d.noutputs = 2;
     d.ninputs = 1;
@@ -569,7 +570,7 @@ Tensor &arange_out(const Scalar &start, const Scalar &end, const Scalar &step, T
   if (out.numel() != n) out.resize_({n});
   if (n == 0) return out;
   Tensor dst = out.is_contiguous() ? out : at::empty({n}, out.options());
-  nrt_launch d = new_launch(NRT_OP_ARANGE, {n});
+  nrt_launch d = new_launch(NRT_OP(ARANGE), {n});
   d.noutputs = 1;
   d.operands[0].data = dst.data_ptr();
   d.operands[0].dtype = to_nrt_dtype(dst.scalar_type());
@@ -599,7 +600,7 @@ Tensor &linspace_out(const Scalar &start, const Scalar &end, int64_t steps, Tens
   bool integral = !at::isFloatingType(out.scalar_type());
   double s = integral ? static_cast<double>(start.toLong()) : start.toDouble();
   double e = integral ? static_cast<double>(end.toLong()) : end.toDouble();
-  nrt_launch d = new_launch(NRT_OP_LINSPACE, {steps});
+  nrt_launch d = new_launch(NRT_OP(LINSPACE), {steps});
   d.noutputs = 1;
   d.operands[0].data = dst.data_ptr();
   d.operands[0].dtype = to_nrt_dtype(dst.scalar_type());
@@ -637,7 +638,7 @@ void triangle(const Tensor &out, const Tensor &self, int64_t upper, int64_t diag
   // directly (no dimension coalescing) rather than through the iterator.
   (void)iter;
   TORCH_CHECK(self.dim() <= NRT_MAX_DIMS, "tril/triu support at most ", NRT_MAX_DIMS, " dims on neuron");
-  nrt_launch d = new_launch(NRT_OP_TRIANGLE);
+  nrt_launch d = new_launch(NRT_OP(TRIANGLE));
   d.ndim = static_cast<int>(self.dim());
   d.noutputs = 1;
   d.ninputs = 1;

@@ -15,6 +15,7 @@
 #include "iter_launch.h"
 #include "nrt/ops/nn.h"
 #include "registry.h"
+#include "nrt/ops/gemm.h"
 
 namespace torch_neuronx {
 namespace {
@@ -64,7 +65,7 @@ void launch_gemm(const Tensor &c, const Tensor &a, const Tensor &b, const Tensor
                  const Scalar &beta) {
   if (c.numel() == 0) return;
   if (a.is_complex()) return complex_gemm(c, a, b, bias, alpha, beta);
-  nrt_launch d = new_launch(NRT_OP_GEMM, {c.size(0), c.size(1), c.size(2), a.size(2)});
+  nrt_launch d = new_launch(NRT_OP(GEMM), {c.size(0), c.size(1), c.size(2), a.size(2)});
   d.noutputs = 1;
   d.ninputs = bias.defined() ? 3 : 2;
   d.compute_dtype = to_nrt_dtype(a.scalar_type());

@@ -9,6 +9,7 @@
 
 #include "iter_launch.h"
 #include "registry.h"
+#include "nrt/ops/linalg.h"
 
 namespace torch_neuronx {
 namespace {
@@ -34,7 +35,7 @@ std::tuple<Tensor, Tensor> cholesky_ex_fn(const Tensor &self, bool upper, bool c
     Tensor A3 = self.reshape({nb, n, n});
     Tensor L3 = L.view({nb, n, n});
     Tensor info1 = info.view({nb, 1, 1});
-    nrt_launch d = new_launch(NRT_OP_CHOLESKY, {nb, n});
+    nrt_launch d = new_launch(NRT_OP(CHOLESKY), {nb, n});
     d.noutputs = 2;
     d.ninputs = 1;
     put3(d, 0, L3);
@@ -75,7 +76,7 @@ Tensor solve_triangular_fn(const Tensor &A, const Tensor &B, bool upper, bool le
     Tensor A3 = A.expand(ashape).reshape({nb, A.size(-2), A.size(-1)});
     Tensor B3 = B.expand(bshape).reshape({nb, m, k});
     Tensor X3 = X.view({nb, m, k});
-    nrt_launch d = new_launch(NRT_OP_TRIANGULAR_SOLVE, {nb, m, k});
+    nrt_launch d = new_launch(NRT_OP(TRIANGULAR_SOLVE), {nb, m, k});
     d.noutputs = 1;
     d.ninputs = 2;
     put3(d, 0, X3);

@@ -11,6 +11,8 @@
 
 #include "iter_launch.h"
 #include "registry.h"
+#include "nrt/ops/index.h"
+#include "nrt/ops/norm.h"
 
 namespace torch_neuronx {
 namespace {
@@ -28,7 +30,7 @@ std::pair<Tensor, Tensor> nll_rows(const Tensor &self2, const Tensor &target1, c
   Tensor loss = at::empty({n}, self2.options());
   Tensor w = at::empty({n}, self2.options());
   if (n == 0) return {loss, w};
-  nrt_launch d = new_launch(NRT_OP_NLL_LOSS, {n, c});
+  nrt_launch d = new_launch(NRT_OP(NLL_LOSS), {n, c});
   d.noutputs = 2;
   d.ninputs = weight ? 3 : 2;
   put(d, 0, loss, {0, -1});
@@ -93,7 +95,7 @@ Tensor nll_loss_backward_fn(const Tensor &grad_output, const Tensor &self, const
     Tensor gscale = ws.mul(g);
     if (reduction == at::Reduction::Mean) gscale = gscale.div(total_weight);
     gscale = gscale.contiguous();
-    nrt_launch d = new_launch(NRT_OP_NLL_LOSS_BACKWARD, {n, c});
+    nrt_launch d = new_launch(NRT_OP(NLL_LOSS_BACKWARD), {n, c});
     d.noutputs = 1;
     d.ninputs = 2;
     put(d, 0, grad_input, {0, 1});
@@ -132,7 +134,7 @@ std::tuple<Tensor, Tensor, Tensor> layer_norm_fn(const Tensor &input, c10::IntAr
   bool has_w = weight && weight->defined(), has_b = bias && bias->defined();
   Tensor w = has_w ? weight->contiguous().view({n}) : Tensor();
   Tensor b = has_b ? bias->contiguous().view({n}) : Tensor();
-  nrt_launch d = new_launch(NRT_OP_LAYER_NORM, {m, n});
+  nrt_launch d = new_launch(NRT_OP(LAYER_NORM), {m, n});
   d.noutputs = 3;
   int k = 0;
   put(d, k++, y2, {0, 1});
@@ -170,7 +172,7 @@ std::tuple<Tensor, Tensor, Tensor> layer_norm_backward_fn(const Tensor &grad_out
     if (m > 0 && n > 0) {
       Tensor gi2 = gi.view({m, n});
       Tensor w = has_w ? weight->contiguous().view({n}) : Tensor();
-      nrt_launch d = new_launch(NRT_OP_LAYER_NORM_BACKWARD, {m, n});
+      nrt_launch d = new_launch(NRT_OP(LAYER_NORM_BACKWARD), {m, n});
       d.noutputs = 1;
       put(d, 0, gi2, {0, 1});
       put(d, 1, g, {0, 1});

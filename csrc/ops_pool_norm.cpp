@@ -10,6 +10,8 @@
 
 #include "iter_launch.h"
 #include "registry.h"
+#include "nrt/ops/norm.h"
+#include "nrt/ops/pooling.h"
 
 namespace torch_neuronx {
 namespace {
@@ -177,7 +179,7 @@ void max_pool_into(int64_t nsp, const Tensor &self, IntArrayRef kernel, IntArray
     ix = at::empty(shape, act_options(self).dtype(at::kLong));
   }
   Tensor yb = batch_view(y, unbatched), ib = batch_view(ix, unbatched);
-  launch_pool(NRT_OP_MAX_POOL, w, false, xb, yb, {&yb, &ib}, {&xb});
+  launch_pool(NRT_OP(MAX_POOL), w, false, xb, yb, {&yb, &ib}, {&xb});
   *rout = y;
   *ridx = ix;
 }
@@ -220,7 +222,7 @@ Tensor &max_pool_backward_into(int64_t nsp, const Tensor &grad_output, const Ten
   Tensor gy = grad_output.scalar_type() == self.scalar_type() ? grad_output : grad_output.to(self.scalar_type());
   Tensor gib = batch_view(gi, unbatched), gyb = batch_view(gy, unbatched), ib = batch_view(indices, unbatched);
   Win w;
-  launch_pool(NRT_OP_MAX_POOL_BACKWARD, w, false, gib, gyb, {&gib}, {&gyb, &ib});
+  launch_pool(NRT_OP(MAX_POOL_BACKWARD), w, false, gib, gyb, {&gib}, {&gyb, &ib});
   return gi;
 }
 
@@ -292,7 +294,7 @@ Tensor &avg_pool_into(int64_t nsp, const Tensor &self, IntArrayRef kernel, IntAr
     result = at::empty(shape, act_options(self));
   }
   Tensor yb = batch_view(result, unbatched);
-  launch_pool(NRT_OP_AVG_POOL, w, false, xb, yb, {&yb}, {&xb}, count_include_pad ? 1 : 0, divisor.value_or(0));
+  launch_pool(NRT_OP(AVG_POOL), w, false, xb, yb, {&yb}, {&xb}, count_include_pad ? 1 : 0, divisor.value_or(0));
   return result;
 }
 
@@ -329,7 +331,7 @@ Tensor &avg_pool_backward_into(int64_t nsp, const Tensor &grad_output, const Ten
   Win w = avg_win(nsp, kernel, stride, padding, divisor, op);
   Tensor gy = grad_output.scalar_type() == self.scalar_type() ? grad_output : grad_output.to(self.scalar_type());
   Tensor gib = batch_view(gi, unbatched), gyb = batch_view(gy, unbatched);
-  launch_pool(NRT_OP_AVG_POOL_BACKWARD, w, false, gib, gyb, {&gib}, {&gyb}, count_include_pad ? 1 : 0,
+  launch_pool(NRT_OP(AVG_POOL_BACKWARD), w, false, gib, gyb, {&gib}, {&gyb}, count_include_pad ? 1 : 0,
               divisor.value_or(0));
   return gi;
 }
@@ -383,7 +385,7 @@ Tensor &adaptive_avg_into(int64_t nsp, const Tensor &self, IntArrayRef output_si
     result = at::empty(shape, act_options(self));
   }
   Tensor yb = batch_view(result, unbatched);
-  launch_pool(NRT_OP_AVG_POOL, Win(), true, xb, yb, {&yb}, {&xb});
+  launch_pool(NRT_OP(AVG_POOL), Win(), true, xb, yb, {&yb}, {&xb});
   return result;
 }
 
@@ -413,7 +415,7 @@ Tensor adaptive_avg_backward(int64_t nsp, const Tensor &grad_output, const Tenso
   Tensor gi = at::empty(self.sizes(), act_options(self));
   Tensor gy = grad_output.scalar_type() == self.scalar_type() ? grad_output : grad_output.to(self.scalar_type());
   Tensor gib = batch_view(gi, unbatched), gyb = batch_view(gy, unbatched);
-  launch_pool(NRT_OP_AVG_POOL_BACKWARD, Win(), true, gib, gyb, {&gib}, {&gyb});
+  launch_pool(NRT_OP(AVG_POOL_BACKWARD), Win(), true, gib, gyb, {&gib}, {&gyb});
   return gi;
 }
 Tensor adaptive_avg2d_backward_fn(const Tensor &grad_output, const Tensor &self) {
@@ -443,7 +445,7 @@ void adaptive_max_into(int64_t nsp, const Tensor &self, IntArrayRef output_size,
     ix = at::empty(shape, act_options(self).dtype(at::kLong));
   }
   Tensor yb = batch_view(y, unbatched), ib = batch_view(ix, unbatched);
-  launch_pool(NRT_OP_MAX_POOL, Win(), true, xb, yb, {&yb, &ib}, {&xb});
+  launch_pool(NRT_OP(MAX_POOL), Win(), true, xb, yb, {&yb, &ib}, {&xb});
   *rout = y;
   *ridx = ix;
 }
@@ -562,7 +564,7 @@ std::tuple<Tensor, Tensor, Tensor> bn_forward(const Tensor &input, const std::op
                 "batch_norm: running_mean and running_var must both be given or both be None");
     mean = at::empty({c}, input.options().dtype(st));
     invstd = at::empty({c}, input.options().dtype(st));
-    d.op = NRT_OP_BATCH_NORM;
+    d.op = NRT_OP(BATCH_NORM);
     put_vec(d.operands[k++], mean);
     put_vec(d.operands[k++], invstd);
     if (defined(running_mean)) {
@@ -576,7 +578,7 @@ std::tuple<Tensor, Tensor, Tensor> bn_forward(const Tensor &input, const std::op
                 "batch_norm: running_mean and running_var must be defined in evaluation mode");
     mean = at::empty({0}, input.options().dtype(st));
     invstd = at::empty({0}, input.options().dtype(st));
-    d.op = NRT_OP_BATCH_NORM_EVAL;
+    d.op = NRT_OP(BATCH_NORM_EVAL);
     d.noutputs = k;
     put_ncs(d.operands[k++], x);
     put_vec(d.operands[k++], *running_mean);
@@ -647,7 +649,7 @@ std::tuple<Tensor, Tensor, Tensor> bn_backward(const Tensor &grad_out, const Ten
   Tensor x = ncs(input);
   Tensor gy = grad_out.scalar_type() == input.scalar_type() ? grad_out : grad_out.to(input.scalar_type());
   gy = ncs(gy);
-  nrt_launch d = new_launch(NRT_OP_BATCH_NORM_BACKWARD);
+  nrt_launch d = new_launch(NRT_OP(BATCH_NORM_BACKWARD));
   d.ndim = 3;
   d.sizes[0] = n;
   d.sizes[1] = c;
@@ -707,7 +709,7 @@ std::tuple<Tensor, Tensor, Tensor> group_norm_fn(const Tensor &input, const std:
   // [N, C, HxW] views
   Tensor x3 = ncs(input.dim() >= 2 ? input : input.view({n, c}));
   bool has_w = defined(weight), has_b = defined(bias);
-  nrt_launch d = new_launch(NRT_OP_GROUP_NORM);
+  nrt_launch d = new_launch(NRT_OP(GROUP_NORM));
   d.ndim = 4;
   d.sizes[0] = n;
   d.sizes[1] = group;
@@ -755,7 +757,7 @@ std::tuple<Tensor, Tensor, Tensor> group_norm_backward_fn(const Tensor &grad_out
   Tensor gy = grad_out.scalar_type() == input.scalar_type() ? grad_out : grad_out.to(input.scalar_type());
   gy = ncs(gy);
   Tensor mean2 = mean.view({n, group}), rstd2 = rstd.view({n, group});
-  nrt_launch d = new_launch(NRT_OP_GROUP_NORM_BACKWARD);
+  nrt_launch d = new_launch(NRT_OP(GROUP_NORM_BACKWARD));
   d.ndim = 4;
   d.sizes[0] = n;
   d.sizes[1] = group;

@@ -18,6 +18,7 @@
 #include "iter_launch.h"
 #include "registry.h"
 #include "nrt/ops/resample.h"
+#include "nrt/ops/pooling.h"
 
 namespace torch_neuronx {
 namespace {
@@ -758,9 +759,9 @@ Tensor &fractional_backward_into(int64_t nsp, const Tensor &grad_output, const T
   Tensor gy = grad_output.scalar_type() == self.scalar_type() ? grad_output : grad_output.to(self.scalar_type());
   Tensor gib = unbatched ? gi.unsqueeze(0) : gi, gyb = unbatched ? gy.unsqueeze(0) : gy;
   Tensor ib = unbatched ? indices.unsqueeze(0) : indices;
-  nrt_launch d = new_launch(NRT_OP_MAX_POOL_BACKWARD);
+  nrt_launch d = new_launch(NRT_OP(MAX_POOL_BACKWARD));
   d.ndim = 11;
-  nrt_launch tmp = new_launch(NRT_OP_MAX_POOL_BACKWARD);
+  nrt_launch tmp = new_launch(NRT_OP(MAX_POOL_BACKWARD));
   set_sizes8(tmp, gyb, gib);  // {N, C, O[3], I[3]}, then kernel extents 1
   for (int j = 0; j < 8; ++j) d.sizes[j] = tmp.sizes[j];
   d.sizes[8] = d.sizes[9] = d.sizes[10] = 1;

@@ -9,8 +9,13 @@
 #include "internal.h"
 #include "nrt/ops/attention.h"
 #include "nrt/ops/complex.h"
-#include "nrt/ops/decomp.h"
+#include "nrt/ops/conv.h"
+#include "nrt/ops/gemm.h"
+#include "nrt/ops/index.h"
+#include "nrt/ops/linalg.h"
 #include "nrt/ops/nn.h"
+#include "nrt/ops/norm.h"
+#include "nrt/ops/pooling.h"
 #include "nrt/ops/resample.h"
 #include "nrt/ops/segment.h"
 #include "nrt/ops/select.h"
@@ -28,28 +33,36 @@ typedef struct op_info {
   _Static_assert(NRT_OP_##family##_END_ <= ((NRT_OP_FAMILY_##family + 1) << NRT_OP_FAMILY_BITS), \
                  "op family " #family " has more ops than its id range")
 NRT_FAMILY_ASSERT(SPECIAL);
-NRT_FAMILY_ASSERT(DECOMP);
+NRT_FAMILY_ASSERT(LINALG);
 NRT_FAMILY_ASSERT(RESAMPLE);
 NRT_FAMILY_ASSERT(SELECT);
 NRT_FAMILY_ASSERT(SEGMENT);
 NRT_FAMILY_ASSERT(NN);
 NRT_FAMILY_ASSERT(COMPLEX);
 NRT_FAMILY_ASSERT(ATTENTION);
+NRT_FAMILY_ASSERT(GEMM);
+NRT_FAMILY_ASSERT(INDEX);
+NRT_FAMILY_ASSERT(NORM);
+NRT_FAMILY_ASSERT(CONV);
+NRT_FAMILY_ASSERT(POOLING);
 _Static_assert(NRT_OP_COUNT <= (1 << NRT_OP_FAMILY_BITS), "the base op list outgrew its id range");
 
 static const op_info ops[NRT_OP_ID_LIMIT] = {
-#define NRT_X(name, kind, nin) [NRT_OP_##name] = {#name, NRT_KIND_##kind, nin, nin},
-    NRT_OP_LIST(NRT_X)
-#undef NRT_X
 #define NRT_X(name, kind, lo, hi) [NRT_OP_##name] = {#name, NRT_KIND_##kind, lo, hi},
+    NRT_OP_LIST(NRT_X)
     NRT_OPS_SPECIAL(NRT_X)
-    NRT_OPS_DECOMP(NRT_X)
+    NRT_OPS_LINALG(NRT_X)
     NRT_OPS_RESAMPLE(NRT_X)
     NRT_OPS_SELECT(NRT_X)
     NRT_OPS_SEGMENT(NRT_X)
     NRT_OPS_NN(NRT_X)
     NRT_OPS_COMPLEX(NRT_X)
     NRT_OPS_ATTENTION(NRT_X)
+    NRT_OPS_GEMM(NRT_X)
+    NRT_OPS_INDEX(NRT_X)
+    NRT_OPS_NORM(NRT_X)
+    NRT_OPS_CONV(NRT_X)
+    NRT_OPS_POOLING(NRT_X)
 #undef NRT_X
 };
 
@@ -105,36 +118,17 @@ static bool gemm_operand_empty(const nrt_launch *l, int i) {
   }
 }
 
-/* Inputs an op accepts: its table count, except for the ops with optional
- * operands (GEMM bias, NLL_LOSS weight, LAYER_NORM weight/bias,
- * LAYER_NORM_BACKWARD weight, CONV / CONV_BACKWARD_INPUT bias, the
- * CHANNEL_NORM weight and bias) and the advanced-indexing ops, which take
- * one index operand per indexed dim (p0 of them). */
+/* Inputs an op accepts: its row's range, except for the advanced-indexing
+ * ops, which take one index operand per indexed dim (p0 of them). */
 static nrt_status input_range(const char *fn, const nrt_launch *l, int *lo, int *hi) {
   *lo = ops[l->op].min_inputs;
   *hi = ops[l->op].max_inputs;
-  switch (l->op) {
-  case NRT_OP_GEMM: *hi = 3; break;
-  case NRT_OP_NLL_LOSS: *lo = 2; *hi = 3; break;
-  case NRT_OP_LAYER_NORM: *lo = 1; *hi = 3; break;
-  case NRT_OP_LAYER_NORM_BACKWARD: *lo = 4; *hi = 5; break;
-  case NRT_OP_CONV:
-  case NRT_OP_CONV_BACKWARD_INPUT: *hi = 3; break;
-  case NRT_OP_BATCH_NORM:
-  case NRT_OP_GROUP_NORM: *lo = 1; *hi = 3; break;
-  case NRT_OP_BATCH_NORM_EVAL: *lo = 3; *hi = 5; break;
-  case NRT_OP_BATCH_NORM_BACKWARD:
-  case NRT_OP_GROUP_NORM_BACKWARD: *lo = 4; *hi = 5; break;
-  case NRT_OP_INDEX_GATHER:
-  case NRT_OP_INDEX_PUT: {
+  if (l->op == NRT_OP(INDEX_GATHER) || l->op == NRT_OP(INDEX_PUT)) {
     int64_t k = l->params[0];
     if (k < 1 || 2 + k > NRT_MAX_OPERANDS)
       return invalid(fn, ops[l->op].name, "p0 = %lld index operands, expected 1..%d",
                      (long long)k, NRT_MAX_OPERANDS - 2);
     *lo = *hi = (int)(1 + k);
-    break;
-  }
-  default: break;
   }
   return NRT_SUCCESS;
 }
@@ -172,7 +166,7 @@ nrt_status nrt_launch_validate(const char *fn, const nrt_launch *l) {
       return invalid(fn, op, "expected %d inputs (3 with bias), got %d", want, l->ninputs);
     return invalid(fn, op, "expected %d to %d inputs, got %d", lo, hi, l->ninputs);
   }
-  if (l->op == NRT_OP_SORT && l->noutputs != 2)
+  if (l->op == NRT_OP(SORT) && l->noutputs != 2)
     return invalid(fn, op, "expected 2 outputs (values, indices), got %d", l->noutputs);
   if (l->noutputs + l->ninputs > NRT_MAX_OPERANDS)
     return invalid(fn, op, "%d operands, at most %d", l->noutputs + l->ninputs,

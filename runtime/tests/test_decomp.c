@@ -10,7 +10,7 @@
 #include <string.h>
 
 #include "kernels/kernels.h"
-#include "nrt/ops/decomp.h"
+#include "nrt/ops/linalg.h"
 #include "testing.h"
 
 static uint64_t rng = 12345;

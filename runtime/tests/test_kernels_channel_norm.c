@@ -7,6 +7,7 @@
 #include <string.h>
 #include "testing.h"
 #include "kernels/kernels.h"
+#include "nrt/ops/norm.h"
 
 /* A buffer with its element count, dtype and {n, c, s} strides (elements). */
 typedef struct buf {
@@ -91,7 +92,7 @@ static void run_bn(int64_t N, int64_t C, int64_t S, bool cl, nrt_dtype dt) {
     /* training, with and without running statistics */
     for (int running = 0; running < 2; running++) {
       memset(&l, 0, sizeof l);
-      l.op = NRT_OP_BATCH_NORM;
+      l.op = NRT_OP(BATCH_NORM);
       l.ndim = 3;
       l.sizes[0] = N; l.sizes[1] = C; l.sizes[2] = S;
       l.compute_dtype = dt;
@@ -119,7 +120,7 @@ static void run_bn(int64_t N, int64_t C, int64_t S, bool cl, nrt_dtype dt) {
     }
     /* eval */
     memset(&l, 0, sizeof l);
-    l.op = NRT_OP_BATCH_NORM_EVAL;
+    l.op = NRT_OP(BATCH_NORM_EVAL);
     l.ndim = 3;
     l.sizes[0] = N; l.sizes[1] = C; l.sizes[2] = S;
     l.compute_dtype = dt;
@@ -141,7 +142,7 @@ static void run_bn(int64_t N, int64_t C, int64_t S, bool cl, nrt_dtype dt) {
     for (int train = 0; train < 2; train++)
       for (int mask = 1; mask < 8; mask++) {
         memset(&l, 0, sizeof l);
-        l.op = NRT_OP_BATCH_NORM_BACKWARD;
+        l.op = NRT_OP(BATCH_NORM_BACKWARD);
         l.ndim = 3;
         l.sizes[0] = N; l.sizes[1] = C; l.sizes[2] = S;
         l.compute_dtype = dt;
@@ -183,7 +184,7 @@ static void run_gn(int64_t N, int64_t G, int64_t Cg, int64_t S, bool cl, nrt_dty
   nrt_launch l;
   for (int affine = 0; affine < 2; affine++) {
     memset(&l, 0, sizeof l);
-    l.op = NRT_OP_GROUP_NORM;
+    l.op = NRT_OP(GROUP_NORM);
     l.ndim = 4;
     l.sizes[0] = N; l.sizes[1] = G; l.sizes[2] = Cg; l.sizes[3] = S;
     l.compute_dtype = dt;
@@ -204,7 +205,7 @@ static void run_gn(int64_t N, int64_t G, int64_t Cg, int64_t S, bool cl, nrt_dty
     compare(&l, outs, 3, NULL, 0, what);
     for (int mask = 1; mask < 8; mask++) {
       memset(&l, 0, sizeof l);
-      l.op = NRT_OP_GROUP_NORM_BACKWARD;
+      l.op = NRT_OP(GROUP_NORM_BACKWARD);
       l.ndim = 4;
       l.sizes[0] = N; l.sizes[1] = G; l.sizes[2] = Cg; l.sizes[3] = S;
       l.compute_dtype = dt;
@@ -254,7 +255,7 @@ static void test_batch_norm_known(void) {
   float x[4] = {1, 2, 3, 4}, y[4], mean, invstd, rm = 0, rvar = 1;
   nrt_launch l;
   memset(&l, 0, sizeof l);
-  l.op = NRT_OP_BATCH_NORM;
+  l.op = NRT_OP(BATCH_NORM);
   l.ndim = 3;
   l.sizes[0] = 2; l.sizes[1] = 1; l.sizes[2] = 2;
   l.compute_dtype = NRT_FLOAT32;

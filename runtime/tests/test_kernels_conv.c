@@ -8,6 +8,7 @@
 #include <string.h>
 #include "testing.h"
 #include "kernels/kernels.h"
+#include "nrt/ops/conv.h"
 
 typedef nrt_test_tensor5 tensor;
 
@@ -108,7 +109,7 @@ static void run_case(const ccase *c) {
            c->channels_last ? " cl" : "");
 
   /* forward: y = conv(x, w) + b */
-  l.op = NRT_OP_CONV;
+  l.op = NRT_OP(CONV);
   l.ninputs = c->bias ? 3 : 2;
   nrt_test_tensor5_operand(&l.operands[0], &y);
   nrt_test_tensor5_operand(&l.operands[1], &x);
@@ -119,7 +120,7 @@ static void run_case(const ccase *c) {
   compare_paths(&l, &y, c->cig * kk + 1, tag);
 
   /* input gradient: x <- conv^T(y, w) (+ b as the transposed conv's bias) */
-  l.op = NRT_OP_CONV_BACKWARD_INPUT;
+  l.op = NRT_OP(CONV_BACKWARD_INPUT);
   refill(&y);
   nrt_test_tensor5_operand(&l.operands[0], &x);
   nrt_test_tensor5_operand(&l.operands[1], &y);
@@ -127,7 +128,7 @@ static void run_case(const ccase *c) {
   compare_paths(&l, &x, c->cog * kk + 1, tag);
 
   /* weight gradient: w <- corr(y, x) */
-  l.op = NRT_OP_CONV_BACKWARD_WEIGHT;
+  l.op = NRT_OP(CONV_BACKWARD_WEIGHT);
   l.ninputs = 2;
   refill(&x);
   refill(&y);
@@ -200,7 +201,7 @@ static void test_conv_integer(void) {
   int64_t x[4] = {1, 2, 3, 4}, w[3] = {1, 0, -1}, y[4], b[1] = {10};
   nrt_launch l;
   memset(&l, 0, sizeof l);
-  l.op = NRT_OP_CONV;
+  l.op = NRT_OP(CONV);
   l.ndim = 13;
   int64_t sizes[13] = {1, 1, 1, 1, 1, 1, 4, 1, 1, 4, 1, 1, 3};
   memcpy(l.sizes, sizes, sizeof sizes);
@@ -273,7 +274,7 @@ static void test_conv_known(void) {
   float x[4] = {1, 2, 3, 4}, w[3] = {1, 0, -1}, y[4], b[1] = {0.5f};
   nrt_launch l;
   memset(&l, 0, sizeof l);
-  l.op = NRT_OP_CONV;
+  l.op = NRT_OP(CONV);
   l.ndim = 13;
   int64_t sizes[13] = {1, 1, 1, 1, 1, 1, 4, 1, 1, 4, 1, 1, 3};
   memcpy(l.sizes, sizes, sizeof sizes);
@@ -300,7 +301,7 @@ static void test_conv_known(void) {
     /* input grad of dy = [1 0 0 0]: [0 -1 0 0]; with bias 0.5 added */
     float dy[4] = {1, 0, 0, 0}, dx[4];
     nrt_launch b2 = l;
-    b2.op = NRT_OP_CONV_BACKWARD_INPUT;
+    b2.op = NRT_OP(CONV_BACKWARD_INPUT);
     b2.operands[0].data = dx;
     b2.operands[1].data = dy;
     CHECK_OK(nrt_launch_run(&b2));
@@ -309,7 +310,7 @@ static void test_conv_known(void) {
     /* weight grad of dy = [1 1 1 1]: [6 10 9] */
     float ones[4] = {1, 1, 1, 1}, dw[3];
     nrt_launch b3 = l;
-    b3.op = NRT_OP_CONV_BACKWARD_WEIGHT;
+    b3.op = NRT_OP(CONV_BACKWARD_WEIGHT);
     b3.ninputs = 2;
     b3.operands[0].data = dw;
     b3.operands[0].strides[0] = 12;
@@ -325,7 +326,7 @@ static void test_conv_validation(void) {
   float buf[16];
   nrt_launch l;
   memset(&l, 0, sizeof l);
-  l.op = NRT_OP_CONV;
+  l.op = NRT_OP(CONV);
   l.ndim = 13;
   int64_t sizes[13] = {1, 1, 1, 1, 1, 1, 5, 1, 1, 4, 1, 1, 3}; /* output 5 is wrong: 2 */
   memcpy(l.sizes, sizes, sizeof sizes);

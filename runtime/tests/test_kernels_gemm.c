@@ -6,6 +6,7 @@
 #include <string.h>
 #include "testing.h"
 #include "kernels/kernels.h"
+#include "nrt/ops/gemm.h"
 
 typedef struct gcase {
   int64_t batch, m, n, k;
@@ -41,7 +42,7 @@ static void run_case(const gcase *c) {
 
   nrt_launch l;
   memset(&l, 0, sizeof l);
-  l.op = NRT_OP_GEMM;
+  l.op = NRT_OP(GEMM);
   l.ndim = 4;
   l.sizes[0] = B; l.sizes[1] = M; l.sizes[2] = N; l.sizes[3] = K;
   l.noutputs = 1;
@@ -157,7 +158,7 @@ static void test_gemm_exact(void) {
   for (int j = 0; j < N; j++) bias[j] = (float)(j % 4);
   nrt_launch l;
   memset(&l, 0, sizeof l);
-  l.op = NRT_OP_GEMM;
+  l.op = NRT_OP(GEMM);
   l.ndim = 4;
   l.sizes[0] = 1; l.sizes[1] = M; l.sizes[2] = N; l.sizes[3] = K;
   l.noutputs = 1;
@@ -191,7 +192,7 @@ static void test_gemm_beta_zero_and_empty_k(void) {
   for (int i = 0; i < 4; i++) bias[i] = NAN;
   nrt_launch l;
   memset(&l, 0, sizeof l);
-  l.op = NRT_OP_GEMM;
+  l.op = NRT_OP(GEMM);
   l.ndim = 4;
   l.sizes[0] = 1; l.sizes[1] = 2; l.sizes[2] = 2; l.sizes[3] = 2;
   l.noutputs = 1;
@@ -231,7 +232,7 @@ static void test_gemm_int(void) {
   for (int j = 0; j < N; j++) bias[j] = j - 3;
   nrt_launch l;
   memset(&l, 0, sizeof l);
-  l.op = NRT_OP_GEMM;
+  l.op = NRT_OP(GEMM);
   l.ndim = 4;
   l.sizes[0] = 1; l.sizes[1] = M; l.sizes[2] = N; l.sizes[3] = K;
   l.noutputs = 1;

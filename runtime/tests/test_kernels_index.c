@@ -8,6 +8,7 @@
 #include <string.h>
 #include "testing.h"
 #include "kernels/kernels.h"
+#include "nrt/ops/index.h"
 
 #define S(...) ((const int64_t[]){__VA_ARGS__})
 
@@ -29,7 +30,7 @@ static void test_index_gather_known(void) {
     float out[12];
     const float want_a[12] = {8, 9, 10, 11, 8, 9, 10, 11, 0, 1, 2, 3};
     for (int w = 0; w < 2; w++) {
-      nrt_launch l = nrt_test_launch(NRT_OP_INDEX_GATHER, NRT_FLOAT32, 2, S(3, 4), 1, 2);
+      nrt_launch l = nrt_test_launch(NRT_OP(INDEX_GATHER), NRT_FLOAT32, 2, S(3, 4), 1, 2);
       nrt_test_operand(&l, 0, out, NRT_FLOAT32, S(16, 4));
       nrt_test_operand(&l, 1, x, NRT_FLOAT32, S(0, 4));
       if (w == 0) nrt_test_operand(&l, 2, idx, NRT_INT64, S(8, 0));
@@ -45,7 +46,7 @@ static void test_index_gather_known(void) {
     int64_t idx_b[2] = {3, -4};
     float out_b[6];
     const float want_b[6] = {3, 0, 7, 4, 11, 8};
-    nrt_launch l = nrt_test_launch(NRT_OP_INDEX_GATHER, NRT_FLOAT32, 2, S(3, 2), 1, 2);
+    nrt_launch l = nrt_test_launch(NRT_OP(INDEX_GATHER), NRT_FLOAT32, 2, S(3, 2), 1, 2);
     nrt_test_operand(&l, 0, out_b, NRT_FLOAT32, S(8, 4));
     nrt_test_operand(&l, 1, x, NRT_FLOAT32, S(16, 0));
     nrt_test_operand(&l, 2, idx_b, NRT_INT64, S(0, 8));
@@ -57,7 +58,7 @@ static void test_index_gather_known(void) {
     /* x[[0, 2], [1, -1]] -> [1, 11]: two index operands */
     int64_t i0[2] = {0, 2}, i1[2] = {1, -1};
     float out_c[2];
-    l = nrt_test_launch(NRT_OP_INDEX_GATHER, NRT_FLOAT32, 1, S(2), 1, 3);
+    l = nrt_test_launch(NRT_OP(INDEX_GATHER), NRT_FLOAT32, 1, S(2), 1, 3);
     nrt_test_operand(&l, 0, out_c, NRT_FLOAT32, S(4));
     nrt_test_operand(&l, 1, x, NRT_FLOAT32, S(0));
     nrt_test_operand(&l, 2, i0, NRT_INT64, S(8));
@@ -77,7 +78,7 @@ static void test_index_gather_errors(void) {
   for (int r = 0; r < 2; r++) {
     /* x[:, [5]]: PyTorch numbers the dim by index operand */
     int64_t idx[1] = {5};
-    nrt_launch l = nrt_test_launch(NRT_OP_INDEX_GATHER, NRT_FLOAT32, 2, S(3, 1), 1, 2);
+    nrt_launch l = nrt_test_launch(NRT_OP(INDEX_GATHER), NRT_FLOAT32, 2, S(3, 1), 1, 2);
     nrt_test_operand(&l, 0, out, NRT_FLOAT32, S(4, 4));
     nrt_test_operand(&l, 1, x, NRT_FLOAT32, S(16, 0));
     nrt_test_operand(&l, 2, idx, NRT_INT64, S(0, 8));
@@ -88,7 +89,7 @@ static void test_index_gather_errors(void) {
     CHECK_MSG("index 5 is out of bounds for dimension 0 with size 4");
     /* x[[1], [-5]] */
     int64_t i0[1] = {1}, i1[1] = {-5};
-    l = nrt_test_launch(NRT_OP_INDEX_GATHER, NRT_FLOAT32, 1, S(1), 1, 3);
+    l = nrt_test_launch(NRT_OP(INDEX_GATHER), NRT_FLOAT32, 1, S(1), 1, 3);
     nrt_test_operand(&l, 0, out, NRT_FLOAT32, S(4));
     nrt_test_operand(&l, 1, x, NRT_FLOAT32, S(0));
     nrt_test_operand(&l, 2, i0, NRT_INT64, S(8));
@@ -117,7 +118,7 @@ static void test_index_gather_errors(void) {
   idx[150000] = -1001;
   idx[120000] = 1000;
   for (int r = 0; r < 2; r++) {
-    nrt_launch l = nrt_test_launch(NRT_OP_INDEX_GATHER, NRT_FLOAT32, 1, S(N), 1, 2);
+    nrt_launch l = nrt_test_launch(NRT_OP(INDEX_GATHER), NRT_FLOAT32, 1, S(N), 1, 2);
     nrt_test_operand(&l, 0, o, NRT_FLOAT32, S(4));
     nrt_test_operand(&l, 1, src, NRT_FLOAT32, S(0));
     nrt_test_operand(&l, 2, idx, NRT_INT64, S(8));
@@ -143,7 +144,7 @@ static void test_index_exact(void) {
     int64_t oi[6];
     double of[6];
     for (int t = 0; t < 2; t++) {
-      nrt_launch l = nrt_test_launch(NRT_OP_INDEX_GATHER, NRT_FLOAT32, 1, S(6), 1, 2);
+      nrt_launch l = nrt_test_launch(NRT_OP(INDEX_GATHER), NRT_FLOAT32, 1, S(6), 1, 2);
       nrt_test_operand(&l, 0, t ? (void *)of : (void *)oi, t ? NRT_FLOAT64 : NRT_INT64, S(8));
       nrt_test_operand(&l, 1, t ? (void *)sf : (void *)si, t ? NRT_FLOAT64 : NRT_INT64, S(0));
       nrt_test_operand(&l, 2, idx, NRT_INT64, S(8));
@@ -168,7 +169,7 @@ static void test_index_put_known(void) {
     float vals[3] = {10, 20, 30};
     for (int acc = 0; acc < 2; acc++) {
       float y[5] = {0};
-      nrt_launch l = nrt_test_launch(NRT_OP_INDEX_PUT, NRT_FLOAT32, 1, S(3), 1, 2);
+      nrt_launch l = nrt_test_launch(NRT_OP(INDEX_PUT), NRT_FLOAT32, 1, S(3), 1, 2);
       nrt_test_operand(&l, 0, y, NRT_FLOAT32, S(0));
       nrt_test_operand(&l, 1, vals, NRT_FLOAT32, S(4));
       nrt_test_operand(&l, 2, idx, NRT_INT64, S(8));
@@ -184,7 +185,7 @@ static void test_index_put_known(void) {
     {
       float y[5] = {0}, v = 7;
       int64_t ix[2] = {-1, 0};
-      nrt_launch l = nrt_test_launch(NRT_OP_INDEX_PUT, NRT_FLOAT32, 1, S(2), 1, 2);
+      nrt_launch l = nrt_test_launch(NRT_OP(INDEX_PUT), NRT_FLOAT32, 1, S(2), 1, 2);
       nrt_test_operand(&l, 0, y, NRT_FLOAT32, S(0));
       nrt_test_operand(&l, 1, &v, NRT_FLOAT32, S(0));
       nrt_test_operand(&l, 2, ix, NRT_INT64, S(8));
@@ -205,7 +206,7 @@ static void test_index_put_known(void) {
     {
       double x[12] = {0}, v[6] = {1, 2, 3, 4, 5, 6};
       int64_t ix[2] = {0, 2};
-      nrt_launch l = nrt_test_launch(NRT_OP_INDEX_PUT, NRT_FLOAT32, 2, S(3, 2), 1, 2);
+      nrt_launch l = nrt_test_launch(NRT_OP(INDEX_PUT), NRT_FLOAT32, 2, S(3, 2), 1, 2);
       nrt_test_operand(&l, 0, x, NRT_FLOAT64, S(32, 0));
       nrt_test_operand(&l, 1, v, NRT_FLOAT64, S(16, 8));
       nrt_test_operand(&l, 2, ix, NRT_INT64, S(0, 8));
@@ -221,7 +222,7 @@ static void test_index_put_known(void) {
     {
       uint8_t b[3] = {1, 0, 0}, bv[3] = {1, 1, 1};
       int64_t ix[3] = {0, 1, 1};
-      nrt_launch l = nrt_test_launch(NRT_OP_INDEX_PUT, NRT_FLOAT32, 1, S(3), 1, 2);
+      nrt_launch l = nrt_test_launch(NRT_OP(INDEX_PUT), NRT_FLOAT32, 1, S(3), 1, 2);
       nrt_test_operand(&l, 0, b, NRT_BOOL, S(0));
       nrt_test_operand(&l, 1, bv, NRT_BOOL, S(1));
       nrt_test_operand(&l, 2, ix, NRT_INT64, S(8));
@@ -235,7 +236,7 @@ static void test_index_put_known(void) {
 
       int64_t s[2] = {1ll << 62, 0}, v[3] = {1, (1ll << 61) + 3, -5};
       int64_t jx[3] = {0, 0, 1};
-      l = nrt_test_launch(NRT_OP_INDEX_PUT, NRT_FLOAT32, 1, S(3), 1, 2);
+      l = nrt_test_launch(NRT_OP(INDEX_PUT), NRT_FLOAT32, 1, S(3), 1, 2);
       nrt_test_operand(&l, 0, s, NRT_INT64, S(0));
       nrt_test_operand(&l, 1, v, NRT_INT64, S(8));
       nrt_test_operand(&l, 2, jx, NRT_INT64, S(8));
@@ -252,7 +253,7 @@ static void test_index_put_known(void) {
       uint16_t h[2] = {nrt_f32_to_f16(1), nrt_f32_to_f16(2)};
       uint16_t hv[3] = {nrt_f32_to_f16(1e-3f), nrt_f32_to_f16(1e-3f), nrt_f32_to_f16(2048)};
       int64_t kx[3] = {0, 0, 0};
-      l = nrt_test_launch(NRT_OP_INDEX_PUT, NRT_FLOAT32, 1, S(3), 1, 2);
+      l = nrt_test_launch(NRT_OP(INDEX_PUT), NRT_FLOAT32, 1, S(3), 1, 2);
       nrt_test_operand(&l, 0, h, NRT_FLOAT16, S(0));
       nrt_test_operand(&l, 1, hv, NRT_FLOAT16, S(2));
       nrt_test_operand(&l, 2, kx, NRT_INT64, S(8));
@@ -293,7 +294,7 @@ static void test_index_fast_vs_reference(void) {
     }
     for (int transposed = 0; transposed < 2; transposed++) {
       for (int r = 0; r < 2; r++) {
-        nrt_launch l = nrt_test_launch(NRT_OP_INDEX_GATHER, NRT_FLOAT32, 2, S(N, D), 1, 2);
+        nrt_launch l = nrt_test_launch(NRT_OP(INDEX_GATHER), NRT_FLOAT32, 2, S(N, D), 1, 2);
         nrt_test_operand(&l, 0, out[r], dt, transposed ? S(es, N * es) : S(D * es, es));
         nrt_test_operand(&l, 1, src, dt, S(0, es));
         if (transposed) nrt_test_operand(&l, 2, idx32, NRT_INT32, S(4, 0));
@@ -304,7 +305,7 @@ static void test_index_fast_vs_reference(void) {
         l.aux[1] = D * es;
         CHECK_OK(nrt_test_run(&l, r));
         /* accumulate out (as grad) back into put[r] at the same rows */
-        l.op = NRT_OP_INDEX_PUT;
+        l.op = NRT_OP(INDEX_PUT);
         l.params[1] = 1;
         nrt_test_operand(&l, 0, put[r], dt, S(0, es));
         nrt_test_operand(&l, 1, out[r], dt, transposed ? S(es, N * es) : S(D * es, es));
@@ -339,7 +340,7 @@ static void test_index_fast_vs_reference(void) {
   }
   for (int r = 0; r < 2; r++) {
     o[r] = malloc(M * C * sizeof *o[r]);
-    nrt_launch l = nrt_test_launch(NRT_OP_INDEX_GATHER, NRT_FLOAT32, 2, S(M, C), 1, 3);
+    nrt_launch l = nrt_test_launch(NRT_OP(INDEX_GATHER), NRT_FLOAT32, 2, S(M, C), 1, 3);
     nrt_test_operand(&l, 0, o[r], NRT_FLOAT32, S(C * 4, 4));
     nrt_test_operand(&l, 1, src, NRT_FLOAT32, S(0, 4));
     nrt_test_operand(&l, 2, i0, NRT_INT64, S(16, 0));
@@ -376,7 +377,7 @@ static void test_gather_known(void) {
     int64_t t[4] = {1, 2, 3, 4}, idx[4] = {0, 0, 1, 0}, out[4];
     int32_t idx32[4] = {0, 0, 1, 0};
     for (int w = 0; w < 2; w++) {
-      nrt_launch l = nrt_test_launch(NRT_OP_GATHER, NRT_FLOAT32, 2, S(2, 2), 1, 2);
+      nrt_launch l = nrt_test_launch(NRT_OP(GATHER), NRT_FLOAT32, 2, S(2, 2), 1, 2);
       nrt_test_operand(&l, 0, out, NRT_INT64, S(16, 8));
       nrt_test_operand(&l, 1, t, NRT_INT64, S(16, 0));
       if (w == 0) nrt_test_operand(&l, 2, idx, NRT_INT64, S(16, 8));
@@ -389,7 +390,7 @@ static void test_gather_known(void) {
       CHECK(out[0] == 1 && out[1] == 1 && out[2] == 4 && out[3] == 3);
     }
     /* PyTorch's gather does not wrap negative indices */
-    nrt_launch l = nrt_test_launch(NRT_OP_GATHER, NRT_FLOAT32, 2, S(2, 2), 1, 2);
+    nrt_launch l = nrt_test_launch(NRT_OP(GATHER), NRT_FLOAT32, 2, S(2, 2), 1, 2);
     nrt_test_operand(&l, 0, out, NRT_INT64, S(16, 8));
     nrt_test_operand(&l, 1, t, NRT_INT64, S(16, 0));
     nrt_test_operand(&l, 2, idx, NRT_INT64, S(16, 8));
@@ -423,14 +424,14 @@ static void test_gather_fast_vs_reference(void) {
   for (int r = 0; r < 2; r++) {
     out[r] = malloc(R2 * C * sizeof *out[r]);
     hout[r] = malloc(R * C * sizeof *hout[r]);
-    nrt_launch l = nrt_test_launch(NRT_OP_GATHER, NRT_FLOAT32, 2, S(R2, C), 1, 2);
+    nrt_launch l = nrt_test_launch(NRT_OP(GATHER), NRT_FLOAT32, 2, S(R2, C), 1, 2);
     nrt_test_operand(&l, 0, out[r], NRT_FLOAT64, S(C * 8, 8));
     nrt_test_operand(&l, 1, src, NRT_FLOAT64, S(0, 8));
     nrt_test_operand(&l, 2, idx0, NRT_INT64, S(C * 8, 8));
     l.aux[0] = R;
     l.aux[1] = C * 8;
     CHECK_OK(nrt_test_run(&l, r));
-    l = nrt_test_launch(NRT_OP_GATHER, NRT_FLOAT32, 2, S(R, C), 1, 2);
+    l = nrt_test_launch(NRT_OP(GATHER), NRT_FLOAT32, 2, S(R, C), 1, 2);
     nrt_test_operand(&l, 0, hout[r], NRT_BFLOAT16, S(2, R * 2));
     nrt_test_operand(&l, 1, hsrc, NRT_BFLOAT16, S(C * 2, 0));
     nrt_test_operand(&l, 2, idx1, NRT_INT64, S(C * 8, 8));
@@ -451,7 +452,7 @@ static void test_gather_fast_vs_reference(void) {
   idx0[R2 * C - 7] = R;
   idx0[R2 * C / 2] = -2;
   for (int r = 0; r < 2; r++) {
-    nrt_launch l = nrt_test_launch(NRT_OP_GATHER, NRT_FLOAT32, 2, S(R2, C), 1, 2);
+    nrt_launch l = nrt_test_launch(NRT_OP(GATHER), NRT_FLOAT32, 2, S(R2, C), 1, 2);
     nrt_test_operand(&l, 0, out[r], NRT_FLOAT64, S(C * 8, 8));
     nrt_test_operand(&l, 1, src, NRT_FLOAT64, S(0, 8));
     nrt_test_operand(&l, 2, idx0, NRT_INT64, S(C * 8, 8));
@@ -474,7 +475,7 @@ static void test_gather_fast_vs_reference(void) {
 static nrt_status scatter1(void *self, nrt_dtype dt, int64_t n, const int64_t *idx, void *src, int64_t m,
                            int red, int reference) {
   int64_t es = (int64_t)nrt_dtype_size(dt);
-  nrt_launch l = nrt_test_launch(NRT_OP_SCATTER, NRT_FLOAT32, 1, S(m), 1, 2);
+  nrt_launch l = nrt_test_launch(NRT_OP(SCATTER), NRT_FLOAT32, 1, S(m), 1, 2);
   nrt_test_operand(&l, 0, self, dt, S(0));
   nrt_test_operand(&l, 1, (void *)idx, NRT_INT64, S(8));
   nrt_test_operand(&l, 2, src, dt, S(es));
@@ -492,7 +493,7 @@ static void test_scatter_known(void) {
     float self[15] = {0}, src[10];
     for (int i = 0; i < 10; i++) src[i] = (float)(i + 1);
     int64_t idx[4] = {0, 1, 2, 0};
-    nrt_launch l = nrt_test_launch(NRT_OP_SCATTER, NRT_FLOAT32, 2, S(1, 4), 1, 2);
+    nrt_launch l = nrt_test_launch(NRT_OP(SCATTER), NRT_FLOAT32, 2, S(1, 4), 1, 2);
     nrt_test_operand(&l, 0, self, NRT_FLOAT32, S(0, 4));
     nrt_test_operand(&l, 1, idx, NRT_INT64, S(32, 8));
     nrt_test_operand(&l, 2, src, NRT_FLOAT32, S(20, 4));
@@ -546,7 +547,7 @@ static void test_scatter_known(void) {
     CHECK(dbl[0] == 0.1 && dbl[1] == 1e300);
     /* scalar source (p1): s0 in the compute domain */
     int64_t sc[4] = {0, 0, 0, 0}, dummy = 0, sci[2] = {3, 1};
-    nrt_launch ls = nrt_test_launch(NRT_OP_SCATTER, NRT_FLOAT32, 1, S(2), 1, 2);
+    nrt_launch ls = nrt_test_launch(NRT_OP(SCATTER), NRT_FLOAT32, 1, S(2), 1, 2);
     nrt_test_operand(&ls, 0, sc, NRT_INT64, S(0));
     nrt_test_operand(&ls, 1, sci, NRT_INT64, S(8));
     nrt_test_operand(&ls, 2, &dummy, NRT_INT64, S(0));
@@ -585,7 +586,7 @@ static void test_scatter_fast_vs_reference(void) {
       for (int r = 0; r < 2; r++) {
         self[r] = malloc((size_t)(R * C * es));
         for (int i = 0; i < R * C; i++) nrt_ref_store_f64(self[r] + i * es, dt, (double)(i % 7) / 4);
-        nrt_launch l = nrt_test_launch(NRT_OP_SCATTER, NRT_FLOAT32, 2, S(R, M), 1, 2);
+        nrt_launch l = nrt_test_launch(NRT_OP(SCATTER), NRT_FLOAT32, 2, S(R, M), 1, 2);
         nrt_test_operand(&l, 0, self[r], dt, S(C * es, 0));
         nrt_test_operand(&l, 1, idx, NRT_INT64, S(M * 8, 8));
         nrt_test_operand(&l, 2, src, dt, S(M * es, es));
@@ -613,7 +614,7 @@ static void test_nonzero(void) {
   float x[6] = {0, 1.5f, -0.0f, nan, 0, 2};
   for (int r = 0; r < 2; r++) {
     int64_t out[6] = {-9, -9, -9, -9, -9, -9};
-    nrt_launch l = nrt_test_launch(NRT_OP_NONZERO, NRT_FLOAT32, 2, S(2, 3), 1, 1);
+    nrt_launch l = nrt_test_launch(NRT_OP(NONZERO), NRT_FLOAT32, 2, S(2, 3), 1, 1);
     nrt_test_operand(&l, 0, out, NRT_INT64, S(16, 8));
     nrt_test_operand(&l, 1, x, NRT_FLOAT32, S(12, 4));
     l.params[0] = 3;
@@ -635,7 +636,7 @@ static void test_nonzero(void) {
     CHECK_PREFIX("nonzero: input changed");
     free(small);
     /* 0-d input: no coordinates, only the count */
-    nrt_launch l0 = nrt_test_launch(NRT_OP_NONZERO, NRT_FLOAT32, 0, S(0), 1, 1);
+    nrt_launch l0 = nrt_test_launch(NRT_OP(NONZERO), NRT_FLOAT32, 0, S(0), 1, 1);
     nrt_test_operand(&l0, 0, out, NRT_INT64, S(0));
     nrt_test_operand(&l0, 1, &x[1], NRT_FLOAT32, S(0));
     l0.params[0] = 1;
@@ -653,7 +654,7 @@ static void test_nonzero(void) {
   int64_t *out[2];
   for (int r = 0; r < 2; r++) {
     out[r] = malloc((size_t)count * 3 * sizeof *out[r]);
-    nrt_launch l = nrt_test_launch(NRT_OP_NONZERO, NRT_FLOAT32, 3, S(A, B, C), 1, 1);
+    nrt_launch l = nrt_test_launch(NRT_OP(NONZERO), NRT_FLOAT32, 3, S(A, B, C), 1, 1);
     nrt_test_operand(&l, 0, out[r], NRT_INT64, S(24, 8, 0)); /* row, coordinate strides */
     nrt_test_operand(&l, 1, in, NRT_UINT8, S(B * C * 2, C * 2, 2));
     l.params[0] = count;
@@ -677,7 +678,7 @@ static void test_nonzero(void) {
 static void test_arange(void) {
   for (int r = 0; r < 2; r++) {
     float f[100];
-    nrt_launch l = nrt_test_launch(NRT_OP_ARANGE, NRT_FLOAT32, 1, S(100), 1, 0);
+    nrt_launch l = nrt_test_launch(NRT_OP(ARANGE), NRT_FLOAT32, 1, S(100), 1, 0);
     nrt_test_operand(&l, 0, f, NRT_FLOAT32, S(4));
     l.scalars[0].f = -1.5;
     l.scalars[1].f = 0.25;
@@ -687,7 +688,7 @@ static void test_arange(void) {
     CHECK(bad == 0);
     /* int64: exact far beyond float range */
     int64_t q[7];
-    l = nrt_test_launch(NRT_OP_ARANGE, NRT_FLOAT32, 1, S(7), 1, 0);
+    l = nrt_test_launch(NRT_OP(ARANGE), NRT_FLOAT32, 1, S(7), 1, 0);
     nrt_test_operand(&l, 0, q, NRT_INT64, S(8));
     l.compute_dtype = NRT_INT64;
     l.scalars[0].i = (1ll << 60) + 1;
@@ -696,7 +697,7 @@ static void test_arange(void) {
     for (int i = 0; i < 7; i++) CHECK(q[i] == (1ll << 60) + 1 - 3 * i);
     /* float64: start + i * step in double */
     double d[5];
-    l = nrt_test_launch(NRT_OP_ARANGE, NRT_FLOAT32, 1, S(5), 1, 0);
+    l = nrt_test_launch(NRT_OP(ARANGE), NRT_FLOAT32, 1, S(5), 1, 0);
     nrt_test_operand(&l, 0, d, NRT_FLOAT64, S(8));
     l.scalars[0].f = 0.1;
     l.scalars[1].f = 0.2;
@@ -709,7 +710,7 @@ static void test_arange(void) {
   for (int t = 0; t < 2; t++) {
     for (int r = 0; r < 2; r++) {
       o[r] = calloc(2 * N, 2);
-      nrt_launch l = nrt_test_launch(NRT_OP_ARANGE, NRT_FLOAT32, 1, S(N), 1, 0);
+      nrt_launch l = nrt_test_launch(NRT_OP(ARANGE), NRT_FLOAT32, 1, S(N), 1, 0);
       nrt_test_operand(&l, 0, o[r], t ? NRT_INT16 : NRT_BFLOAT16, S(4));
       l.compute_dtype = t ? NRT_INT16 : NRT_BFLOAT16;
       if (t) {
@@ -766,7 +767,7 @@ static void test_linspace(void) {
       const lin_case *lc = &cases[c];
       int64_t es = (int64_t)nrt_dtype_size(lc->dt);
       char *out = malloc((size_t)(lc->n * es));
-      nrt_launch l = nrt_test_launch(NRT_OP_LINSPACE, NRT_FLOAT32, 1, S(lc->n), 1, 0);
+      nrt_launch l = nrt_test_launch(NRT_OP(LINSPACE), NRT_FLOAT32, 1, S(lc->n), 1, 0);
       nrt_test_operand(&l, 0, out, lc->dt, S(es));
       l.compute_dtype = lc->dt;
       l.scalars[0].f = lc->a;
@@ -790,7 +791,7 @@ static void test_linspace(void) {
     }
     /* integer output: torch.linspace(0, 10, 4, dtype=int64) = [0, 3, 6, 10] */
     int64_t q[4];
-    nrt_launch l = nrt_test_launch(NRT_OP_LINSPACE, NRT_FLOAT32, 1, S(4), 1, 0);
+    nrt_launch l = nrt_test_launch(NRT_OP(LINSPACE), NRT_FLOAT32, 1, S(4), 1, 0);
     nrt_test_operand(&l, 0, q, NRT_INT64, S(8));
     l.compute_dtype = NRT_INT64;
     l.scalars[0].i = 0;
@@ -799,7 +800,7 @@ static void test_linspace(void) {
     CHECK(q[0] == 0 && q[1] == 3 && q[2] == 6 && q[3] == 10);
     /* one step: the start */
     float one;
-    l = nrt_test_launch(NRT_OP_LINSPACE, NRT_FLOAT32, 1, S(1), 1, 0);
+    l = nrt_test_launch(NRT_OP(LINSPACE), NRT_FLOAT32, 1, S(1), 1, 0);
     nrt_test_operand(&l, 0, &one, NRT_FLOAT32, S(4));
     l.scalars[0].f = 2.5;
     l.scalars[2].f = 7;
@@ -832,7 +833,7 @@ static void test_triangle(void) {
     for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
       int64_t out[12];
       memset(out, 0x55, sizeof out);
-      nrt_launch l = nrt_test_launch(NRT_OP_TRIANGLE, NRT_FLOAT32, 2, S(3, 4), 1, 1);
+      nrt_launch l = nrt_test_launch(NRT_OP(TRIANGLE), NRT_FLOAT32, 2, S(3, 4), 1, 1);
       nrt_test_operand(&l, 0, out, NRT_INT64, S(32, 8));
       nrt_test_operand(&l, 1, x, NRT_INT64, S(32, 8));
       l.compute_dtype = NRT_INT64;
@@ -856,7 +857,7 @@ static void test_triangle(void) {
         ip[r] = malloc(B * R * C * sizeof *ip[r]);
         memcpy(ip[r], in, B * R * C * sizeof *in);
         /* in viewed as [B][R][C] with R and C swapped in memory */
-        nrt_launch l = nrt_test_launch(NRT_OP_TRIANGLE, NRT_FLOAT32, 3, S(B, R, C), 1, 1);
+        nrt_launch l = nrt_test_launch(NRT_OP(TRIANGLE), NRT_FLOAT32, 3, S(B, R, C), 1, 1);
         nrt_test_operand(&l, 0, o[r], NRT_FLOAT32, S(R * C * 4, C * 4, 4));
         nrt_test_operand(&l, 1, in, NRT_FLOAT32, S(R * C * 4, 4, R * 4));
         l.params[0] = upper;
@@ -886,7 +887,7 @@ static void test_triangle(void) {
     }
   /* ndim < 2 is refused */
   float one = 1;
-  nrt_launch l = nrt_test_launch(NRT_OP_TRIANGLE, NRT_FLOAT32, 1, S(1), 1, 1);
+  nrt_launch l = nrt_test_launch(NRT_OP(TRIANGLE), NRT_FLOAT32, 1, S(1), 1, 1);
   nrt_test_operand(&l, 0, &one, NRT_FLOAT32, S(4));
   nrt_test_operand(&l, 1, &one, NRT_FLOAT32, S(4));
   CHECK_STATUS(nrt_test_run(&l, 0), NRT_ERROR_INVALID_ARGUMENT);
@@ -897,7 +898,7 @@ static void test_triangle(void) {
 static nrt_launch sort_launch(void *vals, void *idx, void *in, nrt_dtype dt, int64_t rows, int64_t n,
                               bool desc) {
   int64_t es = (int64_t)nrt_dtype_size(dt);
-  nrt_launch l = nrt_test_launch(NRT_OP_SORT, NRT_FLOAT32, 2, S(rows, n), 2, 1);
+  nrt_launch l = nrt_test_launch(NRT_OP(SORT), NRT_FLOAT32, 2, S(rows, n), 2, 1);
   nrt_test_operand(&l, 0, vals, dt, S(n * es, es));
   nrt_test_operand(&l, 1, idx, NRT_INT64, S(n * 8, 8));
   nrt_test_operand(&l, 2, in, dt, S(n * es, es));
@@ -934,7 +935,7 @@ static void test_sort_known(void) {
   for (int r = 0; r < 2; r++) {
     int16_t v[12];
     int64_t ix[12];
-    nrt_launch l = nrt_test_launch(NRT_OP_SORT, NRT_FLOAT32, 2, S(4, 3), 2, 1);
+    nrt_launch l = nrt_test_launch(NRT_OP(SORT), NRT_FLOAT32, 2, S(4, 3), 2, 1);
     nrt_test_operand(&l, 0, v, NRT_INT16, S(6, 2));
     nrt_test_operand(&l, 1, ix, NRT_INT64, S(24, 8));
     nrt_test_operand(&l, 2, m, NRT_INT16, S(2, 8));
@@ -950,7 +951,7 @@ static void test_sort_known(void) {
   for (int r = 0; r < 2; r++) {
     double d = 4.25, dv = 0;
     int64_t di = 9;
-    nrt_launch l = nrt_test_launch(NRT_OP_SORT, NRT_FLOAT32, 0, S(0), 2, 1);
+    nrt_launch l = nrt_test_launch(NRT_OP(SORT), NRT_FLOAT32, 0, S(0), 2, 1);
     nrt_test_operand(&l, 0, &dv, NRT_FLOAT64, S(0));
     nrt_test_operand(&l, 1, &di, NRT_INT64, S(0));
     nrt_test_operand(&l, 2, &d, NRT_FLOAT64, S(0));
@@ -1030,7 +1031,7 @@ static void test_nll_loss(void) {
   for (int r = 0; r < 2; r++) {
     for (int weighted = 0; weighted < 2; weighted++) {
       float loss[3] = {9, 9, 9}, w[3] = {9, 9, 9};
-      nrt_launch l = nrt_test_launch(NRT_OP_NLL_LOSS, NRT_FLOAT32, 2, S(3, 4), 2, weighted ? 3 : 2);
+      nrt_launch l = nrt_test_launch(NRT_OP(NLL_LOSS), NRT_FLOAT32, 2, S(3, 4), 2, weighted ? 3 : 2);
       nrt_test_operand(&l, 0, loss, NRT_FLOAT32, S(4, 0));
       nrt_test_operand(&l, 1, w, NRT_FLOAT32, S(4, 0));
       nrt_test_operand(&l, 2, self, NRT_FLOAT32, S(16, 4));
@@ -1055,7 +1056,7 @@ static void test_nll_loss(void) {
     /* backward: grad_input[n, t] = -gscale[n], zeros elsewhere and on ignored rows */
     float gscale[3] = {0.5f, 7, 2}, gi[12];
     memset(gi, 0x7f, sizeof gi);
-    nrt_launch l = nrt_test_launch(NRT_OP_NLL_LOSS_BACKWARD, NRT_FLOAT32, 2, S(3, 4), 1, 2);
+    nrt_launch l = nrt_test_launch(NRT_OP(NLL_LOSS_BACKWARD), NRT_FLOAT32, 2, S(3, 4), 1, 2);
     nrt_test_operand(&l, 0, gi, NRT_FLOAT32, S(16, 4));
     nrt_test_operand(&l, 1, target, NRT_INT64, S(8, 0));
     nrt_test_operand(&l, 2, gscale, NRT_FLOAT32, S(4, 0));
@@ -1080,7 +1081,7 @@ static void test_nll_loss(void) {
   for (int r = 0; r < 2; r++) {
     g[r] = malloc(N * C * 2);
     memset(g[r], 0x33, N * C * 2);
-    nrt_launch l = nrt_test_launch(NRT_OP_NLL_LOSS_BACKWARD, NRT_FLOAT32, 2, S(N, C), 1, 2);
+    nrt_launch l = nrt_test_launch(NRT_OP(NLL_LOSS_BACKWARD), NRT_FLOAT32, 2, S(N, C), 1, 2);
     nrt_test_operand(&l, 0, g[r], NRT_BFLOAT16, S(2, N * 2));
     nrt_test_operand(&l, 1, t, NRT_INT64, S(8, 0));
     nrt_test_operand(&l, 2, gs, NRT_FLOAT32, S(4, 0));
@@ -1107,7 +1108,7 @@ static void test_nll_loss(void) {
 static void test_validation(void) {
   float x[4] = {0}, out[4];
   int64_t idx[4] = {0};
-  nrt_launch l = nrt_test_launch(NRT_OP_INDEX_GATHER, NRT_FLOAT32, 1, S(4), 1, 2);
+  nrt_launch l = nrt_test_launch(NRT_OP(INDEX_GATHER), NRT_FLOAT32, 1, S(4), 1, 2);
   nrt_test_operand(&l, 0, out, NRT_FLOAT32, S(4));
   nrt_test_operand(&l, 1, x, NRT_FLOAT32, S(0));
   nrt_test_operand(&l, 2, idx, NRT_INT64, S(8));
@@ -1124,7 +1125,7 @@ static void test_validation(void) {
   CHECK_STATUS(nrt_launch_run(&l), NRT_ERROR_INVALID_ARGUMENT); /* ninputs != 1 + K */
   l.ninputs = 3;
   CHECK_OK(nrt_launch_run(&l));
-  l.op = NRT_OP_INDEX_PUT;
+  l.op = NRT_OP(INDEX_PUT);
   l.ninputs = 2;
   CHECK_STATUS(nrt_launch_run(&l), NRT_ERROR_INVALID_ARGUMENT);
   l.params[0] = 1;
@@ -1138,7 +1139,7 @@ static void test_validation(void) {
   /* NLL_LOSS: 2 or 3 inputs */
   int64_t tg[1] = {0};
   float loss[1], w[1], wt[4] = {1, 1, 1, 1};
-  nrt_launch n = nrt_test_launch(NRT_OP_NLL_LOSS, NRT_FLOAT32, 2, S(1, 4), 2, 2);
+  nrt_launch n = nrt_test_launch(NRT_OP(NLL_LOSS), NRT_FLOAT32, 2, S(1, 4), 2, 2);
   nrt_test_operand(&n, 0, loss, NRT_FLOAT32, S(4, 0));
   nrt_test_operand(&n, 1, w, NRT_FLOAT32, S(4, 0));
   nrt_test_operand(&n, 2, x, NRT_FLOAT32, S(16, 4));

@@ -7,6 +7,7 @@
 #include <string.h>
 #include "testing.h"
 #include "kernels/kernels.h"
+#include "nrt/ops/norm.h"
 
 #define S(...) ((const int64_t[]){__VA_ARGS__})
 
@@ -15,7 +16,7 @@ static nrt_status ln_forward(float *y, float *mean, float *rstd, const float *x,
                              const float *b, int64_t rows, int64_t n, double eps, int reference) {
   nrt_launch l;
   memset(&l, 0, sizeof l);
-  l.op = NRT_OP_LAYER_NORM;
+  l.op = NRT_OP(LAYER_NORM);
   l.ndim = 2;
   l.sizes[0] = rows;
   l.sizes[1] = n;
@@ -36,7 +37,7 @@ static nrt_status ln_forward(float *y, float *mean, float *rstd, const float *x,
 
 static nrt_status ln_backward(float *gx, const float *gy, const float *x, const float *mean,
                               const float *rstd, const float *w, int64_t rows, int64_t n, int reference) {
-  nrt_launch l = nrt_test_launch(NRT_OP_LAYER_NORM_BACKWARD, NRT_FLOAT32, 2, S(rows, n), 1, w ? 5 : 4);
+  nrt_launch l = nrt_test_launch(NRT_OP(LAYER_NORM_BACKWARD), NRT_FLOAT32, 2, S(rows, n), 1, w ? 5 : 4);
   nrt_test_operand(&l, 0, gx, NRT_FLOAT32, S(n * 4, 4));
   nrt_test_operand(&l, 1, gy, NRT_FLOAT32, S(n * 4, 4));
   nrt_test_operand(&l, 2, x, NRT_FLOAT32, S(n * 4, 4));
@@ -213,7 +214,7 @@ static int compare_paths(nrt_op op, nrt_dtype dt, nrt_dtype stat_dt, int64_t row
   }
   /* stats for the backward: from the reference forward */
   {
-    nrt_launch l = nrt_test_launch(NRT_OP_LAYER_NORM, dt, 2, S(rows, n), 3, 1);
+    nrt_launch l = nrt_test_launch(NRT_OP(LAYER_NORM), dt, 2, S(rows, n), 3, 1);
     nrt_test_operand(&l, 0, out[0], dt, S(n * es, es));
     nrt_test_operand(&l, 1, mean, stat_dt, S(ss, 0));
     nrt_test_operand(&l, 2, rstd, stat_dt, S(ss, 0));
@@ -240,7 +241,7 @@ static int compare_paths(nrt_op op, nrt_dtype dt, nrt_dtype stat_dt, int64_t row
       l.sizes[0] = rows;
       l.sizes[1] = n;
       l.compute_dtype = dt;
-      if (op == NRT_OP_LAYER_NORM) {
+      if (op == NRT_OP(LAYER_NORM)) {
         l.noutputs = 3;
         nrt_test_operand(&l, 0, out[r], dt, rs);
         nrt_test_operand(&l, 1, mo[r], stat_dt, S(ss, 0));
@@ -279,7 +280,7 @@ static int compare_paths(nrt_op op, nrt_dtype dt, nrt_dtype stat_dt, int64_t row
         bad = 1;
       }
     }
-    if (op == NRT_OP_LAYER_NORM)
+    if (op == NRT_OP(LAYER_NORM))
       for (int64_t i = 0; i < rows && !bad; i++) {
         double st_tol = stat_dt == NRT_FLOAT32 ? 1e-6 : 1.0 / 128;
         if (!(fabs(get(mo[1], stat_dt, i) - get(mo[0], stat_dt, i)) <= st_tol * (1 + fabs(get(mo[0], stat_dt, i)))) ||
@@ -308,14 +309,14 @@ static void test_fast_vs_reference(void) {
   int failures = 0;
   for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++)
     for (int flags = 0; flags < 4; flags++) {
-      failures += compare_paths(NRT_OP_LAYER_NORM, NRT_FLOAT32, NRT_FLOAT32, shapes[s][0], shapes[s][1],
+      failures += compare_paths(NRT_OP(LAYER_NORM), NRT_FLOAT32, NRT_FLOAT32, shapes[s][0], shapes[s][1],
                                 false, flags);
-      failures += compare_paths(NRT_OP_LAYER_NORM, NRT_FLOAT32, NRT_FLOAT32, shapes[s][0], shapes[s][1],
+      failures += compare_paths(NRT_OP(LAYER_NORM), NRT_FLOAT32, NRT_FLOAT32, shapes[s][0], shapes[s][1],
                                 true, flags);
       if (flags < 2) {
-        failures += compare_paths(NRT_OP_LAYER_NORM_BACKWARD, NRT_FLOAT32, NRT_FLOAT32, shapes[s][0],
+        failures += compare_paths(NRT_OP(LAYER_NORM_BACKWARD), NRT_FLOAT32, NRT_FLOAT32, shapes[s][0],
                                   shapes[s][1], false, flags);
-        failures += compare_paths(NRT_OP_LAYER_NORM_BACKWARD, NRT_FLOAT32, NRT_FLOAT32, shapes[s][0],
+        failures += compare_paths(NRT_OP(LAYER_NORM_BACKWARD), NRT_FLOAT32, NRT_FLOAT32, shapes[s][0],
                                   shapes[s][1], true, flags);
       }
     }
@@ -323,11 +324,11 @@ static void test_fast_vs_reference(void) {
   for (size_t t = 0; t < sizeof dts / sizeof dts[0]; t++)
     for (int flags = 0; flags < 4; flags++) {
       nrt_dtype stat = dts[t] == NRT_FLOAT64 ? NRT_FLOAT64 : NRT_FLOAT32;
-      failures += compare_paths(NRT_OP_LAYER_NORM, dts[t], stat, 9, 300, flags & 1, flags);
-      failures += compare_paths(NRT_OP_LAYER_NORM_BACKWARD, dts[t], stat, 9, 300, flags & 2, flags & 1);
+      failures += compare_paths(NRT_OP(LAYER_NORM), dts[t], stat, 9, 300, flags & 1, flags);
+      failures += compare_paths(NRT_OP(LAYER_NORM_BACKWARD), dts[t], stat, 9, 300, flags & 2, flags & 1);
     }
   /* statistics stored in a 16-bit operand */
-  failures += compare_paths(NRT_OP_LAYER_NORM, NRT_BFLOAT16, NRT_BFLOAT16, 5, 100, false, 3);
+  failures += compare_paths(NRT_OP(LAYER_NORM), NRT_BFLOAT16, NRT_BFLOAT16, 5, 100, false, 3);
   CHECK(failures == 0);
 }
 
@@ -340,7 +341,7 @@ static void test_per_row_weight(void) {
     w[i] = (float)(i / N + 1);
   }
   for (int r = 0; r < 2; r++) {
-    nrt_launch l = nrt_test_launch(NRT_OP_LAYER_NORM, NRT_FLOAT32, 2, S(ROWS, N), 3, 2);
+    nrt_launch l = nrt_test_launch(NRT_OP(LAYER_NORM), NRT_FLOAT32, 2, S(ROWS, N), 3, 2);
     nrt_test_operand(&l, 0, y[r], NRT_FLOAT32, S(N * 4, 4));
     nrt_test_operand(&l, 1, mean, NRT_FLOAT32, S(4, 0));
     nrt_test_operand(&l, 2, rstd, NRT_FLOAT32, S(4, 0));
@@ -358,7 +359,7 @@ static void test_per_row_weight(void) {
 
 static void test_errors(void) {
   float x[4] = {1, 2, 3, 4}, y[4] = {0}, m[1] = {0}, r[1] = {1}, w[4] = {1, 1, 1, 1};
-  nrt_launch l = nrt_test_launch(NRT_OP_LAYER_NORM, NRT_FLOAT32, 2, S(1, 4), 3, 1);
+  nrt_launch l = nrt_test_launch(NRT_OP(LAYER_NORM), NRT_FLOAT32, 2, S(1, 4), 3, 1);
   nrt_test_operand(&l, 0, y, NRT_FLOAT32, S(16, 4));
   nrt_test_operand(&l, 1, m, NRT_FLOAT32, S(4, 0));
   nrt_test_operand(&l, 2, r, NRT_FLOAT32, S(4, 0));
@@ -386,7 +387,7 @@ static void test_errors(void) {
   CHECK_STATUS(nrt_launch_run(&l), NRT_ERROR_INVALID_ARGUMENT); /* 2 outputs */
   /* backward: 4 or 5 inputs, one output */
   float gx[4] = {0};
-  l = nrt_test_launch(NRT_OP_LAYER_NORM_BACKWARD, NRT_FLOAT32, 2, S(1, 4), 1, 4);
+  l = nrt_test_launch(NRT_OP(LAYER_NORM_BACKWARD), NRT_FLOAT32, 2, S(1, 4), 1, 4);
   nrt_test_operand(&l, 0, gx, NRT_FLOAT32, S(16, 4));
   nrt_test_operand(&l, 1, x, NRT_FLOAT32, S(16, 4));
   nrt_test_operand(&l, 2, x, NRT_FLOAT32, S(16, 4));

@@ -6,6 +6,7 @@
 #include <string.h>
 #include "testing.h"
 #include "kernels/kernels.h"
+#include "nrt/ops/pooling.h"
 
 typedef nrt_test_tensor5 tensor;
 
@@ -79,7 +80,7 @@ static void run_case(const pcase *c) {
            (long long)c->p[2], (long long)c->d[2], c->adaptive, nrt_dtype_name(c->dt), c->cl ? " cl" : "");
   char tag[200];
 
-  l.op = NRT_OP_MAX_POOL;
+  l.op = NRT_OP(MAX_POOL);
   l.noutputs = 2;
   l.ninputs = 1;
   nrt_test_tensor5_operand(&l.operands[0], &y);
@@ -89,7 +90,7 @@ static void run_case(const pcase *c) {
   compare(&l, &y, tag);
   compare(&l, &idx, tag);
 
-  l.op = NRT_OP_MAX_POOL_BACKWARD;
+  l.op = NRT_OP(MAX_POOL_BACKWARD);
   l.noutputs = 1;
   l.ninputs = 2;
   nrt_test_tensor5_operand(&l.operands[0], &gx);
@@ -102,13 +103,13 @@ static void run_case(const pcase *c) {
     for (int mode = 0; mode < 3; mode++) {
       l.params[1] = mode == 1;                 /* count_include_pad */
       l.params[2] = mode == 2 ? c->divisor : 0; /* divisor_override */
-      l.op = NRT_OP_AVG_POOL;
+      l.op = NRT_OP(AVG_POOL);
       l.ninputs = 1;
       nrt_test_tensor5_operand(&l.operands[0], &y);
       nrt_test_tensor5_operand(&l.operands[1], &x);
       snprintf(tag, sizeof tag, "%s avg%d", what, mode);
       compare(&l, &y, tag);
-      l.op = NRT_OP_AVG_POOL_BACKWARD;
+      l.op = NRT_OP(AVG_POOL_BACKWARD);
       nrt_test_tensor5_operand(&l.operands[0], &gx);
       nrt_test_tensor5_operand(&l.operands[1], &y);
       snprintf(tag, sizeof tag, "%s avg%d-bwd", what, mode);
@@ -208,7 +209,7 @@ static void test_pool_known(void) {
     for (int i = 0; i < 16; i++) x[i] = (float)i;
     x[0] = NAN; /* the NaN wins its window */
     x[10] = 99; /* the max of its window */
-    nrt_launch l = pool2d(NRT_OP_MAX_POOL, 4, 4, 2, 2, 2, 2);
+    nrt_launch l = pool2d(NRT_OP(MAX_POOL), 4, 4, 2, 2, 2, 2);
     l.noutputs = 2;
     l.ninputs = 1;
     set2d(&l.operands[0], y, NRT_FLOAT32, 2, 2);
@@ -219,7 +220,7 @@ static void test_pool_known(void) {
     CHECK(y[1] == 7 && idx[1] == 7);
     CHECK(y[2] == 13 && idx[2] == 13);
     CHECK(y[3] == 99 && idx[3] == 10);
-    nrt_launch b = pool2d(NRT_OP_MAX_POOL_BACKWARD, 4, 4, 2, 2, 2, 2);
+    nrt_launch b = pool2d(NRT_OP(MAX_POOL_BACKWARD), 4, 4, 2, 2, 2, 2);
     b.noutputs = 1;
     b.ninputs = 2;
     float gy[4] = {1, 2, 3, 4};
@@ -231,7 +232,7 @@ static void test_pool_known(void) {
     for (int i = 0; i < 16; i++) CHECK(gx[i] == want[i]);
     /* avg 3x3 stride 2 padding 1 on 0..15, count_include_pad off: corner window {0,1,4,5} */
     for (int i = 0; i < 16; i++) x[i] = (float)i;
-    nrt_launch a = pool2d(NRT_OP_AVG_POOL, 4, 4, 2, 2, 3, 2);
+    nrt_launch a = pool2d(NRT_OP(AVG_POOL), 4, 4, 2, 2, 3, 2);
     a.aux[4] = a.aux[5] = 1;
     a.noutputs = 1;
     a.ninputs = 1;
@@ -244,7 +245,7 @@ static void test_pool_known(void) {
     CHECK(fabs(y[0] - 10.0 / 9) < 1e-6);
     /* adaptive 1-d: [1 2 3 4 5] -> 3 windows [0,2) [1,4) [3,5) */
     float x5[5] = {1, 2, 3, 4, 5}, y3[3];
-    nrt_launch ad = pool2d(NRT_OP_AVG_POOL, 1, 5, 1, 3, 1, 1);
+    nrt_launch ad = pool2d(NRT_OP(AVG_POOL), 1, 5, 1, 3, 1, 1);
     ad.params[0] = 1;
     ad.noutputs = 1;
     ad.ninputs = 1;
@@ -260,7 +261,7 @@ static void test_pool_known(void) {
  * with truncation toward zero. Values checked against PyTorch's CPU. */
 static void test_pool_integer(void) {
   int64_t x[16] = {-7, 3, 5, 8, 1, 2, 3, 4, 9, 9, 9, 9, 1, 1, 1, 2}, y[16], idx[4];
-  nrt_launch l = pool2d(NRT_OP_MAX_POOL, 4, 4, 2, 2, 2, 2);
+  nrt_launch l = pool2d(NRT_OP(MAX_POOL), 4, 4, 2, 2, 2, 2);
   l.compute_dtype = NRT_INT64;
   l.noutputs = 2;
   l.ninputs = 1;
@@ -270,7 +271,7 @@ static void test_pool_integer(void) {
   CHECK_OK(nrt_launch_run(&l));
   CHECK(y[0] == 3 && y[1] == 8 && y[2] == 9 && y[3] == 9);
   CHECK(idx[0] == 1 && idx[1] == 3 && idx[2] == 8 && idx[3] == 10);
-  nrt_launch a = pool2d(NRT_OP_AVG_POOL, 4, 4, 4, 4, 3, 1);
+  nrt_launch a = pool2d(NRT_OP(AVG_POOL), 4, 4, 4, 4, 3, 1);
   a.aux[4] = a.aux[5] = 1;
   a.params[1] = 1;
   a.compute_dtype = NRT_INT64;
@@ -281,7 +282,7 @@ static void test_pool_integer(void) {
   CHECK_OK(nrt_launch_run(&a));
   int64_t want[16] = {0, 0, 2, 2, 1, 3, 5, 4, 2, 4, 4, 3, 2, 3, 3, 2};
   for (int i = 0; i < 16; i++) CHECK(y[i] == want[i]);
-  nrt_launch b = pool2d(NRT_OP_AVG_POOL_BACKWARD, 4, 4, 4, 4, 3, 1);
+  nrt_launch b = pool2d(NRT_OP(AVG_POOL_BACKWARD), 4, 4, 4, 4, 3, 1);
   b.compute_dtype = NRT_INT64;
   b.noutputs = 1;
   b.ninputs = 1;

@@ -6,22 +6,23 @@
 
 #include "internal.h"
 #include "testing.h"
+#include "nrt/ops/gemm.h"
 
 static void test_op_tables(void) {
   CHECK(strcmp(nrt_op_name(NRT_OP_COPY), "COPY") == 0);
   CHECK(strcmp(nrt_op_name(NRT_OP_ADD), "ADD") == 0);
-  CHECK(strcmp(nrt_op_name(NRT_OP_GEMM), "GEMM") == 0);
+  CHECK(strcmp(nrt_op_name(NRT_OP(GEMM)), "GEMM") == 0);
   CHECK(strcmp(nrt_op_name(NRT_OP_COUNT), "invalid") == 0);
   CHECK(strcmp(nrt_op_name((nrt_op)-1), "invalid") == 0);
   CHECK(nrt_op_kind(NRT_OP_ADD) == NRT_KIND_POINTWISE);
   CHECK(nrt_op_kind(NRT_OP_SUM) == NRT_KIND_REDUCE);
   CHECK(nrt_op_kind(NRT_OP_SOFTMAX) == NRT_KIND_ROW);
-  CHECK(nrt_op_kind(NRT_OP_GEMM) == NRT_KIND_GEMM);
+  CHECK(nrt_op_kind(NRT_OP(GEMM)) == NRT_KIND_GEMM);
   CHECK(nrt_op_ninputs(NRT_OP_FILL) == 0);
   CHECK(nrt_op_ninputs(NRT_OP_NEG) == 1);
   CHECK(nrt_op_ninputs(NRT_OP_ADD) == 2);
   CHECK(nrt_op_ninputs(NRT_OP_WHERE) == 3);
-  CHECK(nrt_op_ninputs(NRT_OP_GEMM) == 2);
+  CHECK(nrt_op_ninputs(NRT_OP(GEMM)) == 2);
   CHECK(nrt_op_ninputs(NRT_OP_COUNT) == -1);
   /* Ids between families, or past a family's last op, are invalid. */
   CHECK(strcmp(nrt_op_name((nrt_op)NRT_OP_COUNT), "invalid") == 0);
@@ -57,7 +58,7 @@ static nrt_launch add_launch(void) {
 }
 
 static nrt_launch gemm_launch(int ninputs, int64_t b, int64_t m, int64_t n, int64_t k) {
-  nrt_launch l = nrt_test_launch(NRT_OP_GEMM, NRT_FLOAT32, 4, (const int64_t[]){b, m, n, k}, 1, ninputs);
+  nrt_launch l = nrt_test_launch(NRT_OP(GEMM), NRT_FLOAT32, 4, (const int64_t[]){b, m, n, k}, 1, ninputs);
   for (int i = 0; i < 1 + ninputs; i++) {
     l.operands[i].data = out_buf;
     l.operands[i].dtype = NRT_FLOAT32;

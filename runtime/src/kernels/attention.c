@@ -349,14 +349,14 @@ static nrt_status decode(const nrt_launch *l, nrt_attn_problem *p) {
   p->seed = (uint64_t)l->params[1];
   p->offset = (uint64_t)l->params[2];
   int op = (int)l->op;
-  int want_out = op == NRT_OP_SDPA_FORWARD ? 2 : (op == NRT_OP_SDPA_BACKWARD ? 3 : 1);
+  int want_out = op == NRT_OP(SDPA_FORWARD) ? 2 : (op == NRT_OP(SDPA_BACKWARD) ? 3 : 1);
   if (l->noutputs != want_out)
-    return bad(l, op == NRT_OP_SDPA_FORWARD    ? "expected 2 outputs (out, lse)"
-                  : op == NRT_OP_SDPA_BACKWARD ? "expected 3 outputs (dQ, dK, dV)"
-                  : op == NRT_OP_SDPA_BACKWARD_DS ? "expected 1 output (dS)"
+    return bad(l, op == NRT_OP(SDPA_FORWARD)    ? "expected 2 outputs (out, lse)"
+                  : op == NRT_OP(SDPA_BACKWARD) ? "expected 3 outputs (dQ, dK, dV)"
+                  : op == NRT_OP(SDPA_BACKWARD_DS) ? "expected 1 output (dS)"
                                                   : "expected 1 output (rowstat)");
   int in = l->noutputs, nin_base = 3;
-  if (op == NRT_OP_SDPA_BACKWARD_PREP) {
+  if (op == NRT_OP(SDPA_BACKWARD_PREP)) {
     nrt_status st = rowstat_views(l, p, &l->operands[0], &p->dcopy);
     if (st != NRT_SUCCESS) return st;
     view(&p->out, &l->operands[1]);
@@ -368,7 +368,7 @@ static nrt_status decode(const nrt_launch *l, nrt_attn_problem *p) {
     if (l->ninputs < 6) return NRT_SUCCESS;
     in = 4;
     nin_base = 6;
-  } else if (op != NRT_OP_SDPA_FORWARD) {
+  } else if (op != NRT_OP(SDPA_FORWARD)) {
     nrt_status st = rowstat_views(l, p, &l->operands[in + 3], &p->dout);
     if (st != NRT_SUCCESS) return st;
     nin_base = 4;
@@ -385,20 +385,20 @@ static nrt_status decode(const nrt_launch *l, nrt_attn_problem *p) {
     if (!p->mask_bool && !floating(&p->mask)) return bad(l, "the mask must be bool or floating");
     if (p->causal) return bad(l, "a mask and causal are exclusive");
   }
-  switch (op) {
-  case NRT_OP_SDPA_FORWARD:
+  switch ((int)op) {
+  case NRT_OP(SDPA_FORWARD):
     view(&p->out, &l->operands[0]);
     view(&p->lse, &l->operands[1]);
     if (!floating(&p->out) || p->lse.dtype != NRT_FLOAT32)
       return bad(l, "out must be floating and lse float32");
     break;
-  case NRT_OP_SDPA_BACKWARD:
+  case NRT_OP(SDPA_BACKWARD):
     view(&p->dq, &l->operands[0]);
     view(&p->dk, &l->operands[1]);
     view(&p->dv, &l->operands[2]);
     if (!floating(&p->dq) || !floating(&p->dk) || !floating(&p->dv)) return bad(l, "gradients must be floating");
     break;
-  case NRT_OP_SDPA_BACKWARD_DS:
+  case NRT_OP(SDPA_BACKWARD_DS):
     view(&p->ds, &l->operands[0]);
     if (!floating(&p->ds)) return bad(l, "dS must be floating");
     break;
@@ -411,8 +411,8 @@ static nrt_status decode(const nrt_launch *l, nrt_attn_problem *p) {
 nrt_status nrt_attention_execute(const nrt_launch *l) {
   /* Switch on (int)l->op: family ids are not enumerators of nrt_op. */
   int op = (int)l->op;
-  if (op != NRT_OP_SDPA_FORWARD && op != NRT_OP_SDPA_BACKWARD_PREP && op != NRT_OP_SDPA_BACKWARD &&
-      op != NRT_OP_SDPA_BACKWARD_DS) {
+  if (op != NRT_OP(SDPA_FORWARD) && op != NRT_OP(SDPA_BACKWARD_PREP) && op != NRT_OP(SDPA_BACKWARD) &&
+      op != NRT_OP(SDPA_BACKWARD_DS)) {
     nrt_set_error_message("attention: op %s has no kernel", nrt_op_name(l->op));
     return NRT_ERROR_UNSUPPORTED;
   }
@@ -421,23 +421,23 @@ nrt_status nrt_attention_execute(const nrt_launch *l) {
   if (st != NRT_SUCCESS) return st;
   bool ref = nrt_kernels_reference();
   int64_t rows = p.B * p.Hq * p.L;
-  switch (op) {
-  case NRT_OP_SDPA_FORWARD:
+  switch ((int)op) {
+  case NRT_OP(SDPA_FORWARD):
     if (rows == 0) return NRT_SUCCESS;
     return ref ? ref_run(&p, rows, ref_forward_range) : nrt_attn_forward_blocked(&p);
-  case NRT_OP_SDPA_BACKWARD_PREP:
+  case NRT_OP(SDPA_BACKWARD_PREP):
     if (rows == 0) return NRT_SUCCESS;
     if (!p.q.data) { /* D from the stored output */
       nrt_parallel_for(rows, 64, prep_range, &p);
       return NRT_SUCCESS;
     }
     return ref ? ref_run(&p, rows, ref_prep_range) : nrt_attn_prep_blocked(&p);
-  case NRT_OP_SDPA_BACKWARD:
+  case NRT_OP(SDPA_BACKWARD):
     if (rows == 0 && p.B * p.Hk * p.S == 0) return NRT_SUCCESS;
     if (!ref) return nrt_attn_backward_blocked(&p);
     st = ref_run(&p, p.B * p.Hk, ref_backward_kv_range);
     return st != NRT_SUCCESS ? st : ref_run(&p, rows, ref_backward_q_range);
-  case NRT_OP_SDPA_BACKWARD_DS:
+  case NRT_OP(SDPA_BACKWARD_DS):
     if (rows * p.S == 0) return NRT_SUCCESS;
     return ref ? ref_run(&p, rows, ref_backward_q_range) : nrt_attn_backward_ds_blocked(&p);
   default:

@@ -1,4 +1,4 @@
-/* Channel normalisation kernels (NRT_KIND_CHANNEL_NORM): batch norm
+/* Channel normalisation kernels (NRT_KIND_NORM): batch norm
  * (training with batch statistics and running-stat update, eval with the
  * running statistics, backward) and group norm (forward, backward), over
  * activations viewed as [N, C, S] with strides {n, c, s}.
@@ -28,6 +28,7 @@
 #pragma GCC optimize("O3,no-trapping-math,no-math-errno")
 #include <stdlib.h>
 #include "kernels/kernels.h"
+#include "nrt/ops/norm.h"
 
 #define BLK 1024
 
@@ -273,7 +274,7 @@ static void cl_range(void *ctx, int64_t begin, int64_t end) {
     return;
   }
   const nrt_launch *l = j->l;
-  bool bwd = l->op == NRT_OP_BATCH_NORM_BACKWARD;
+  bool bwd = l->op == NRT_OP(BATCH_NORM_BACKWARD);
   const nrt_operand *x = bwd ? j->in[1] : j->in[0];
   for (int64_t chunk = begin; chunk < end; chunk++) {
     int64_t r0 = chunk * cj->rows / CL_CHUNKS, r1 = (chunk + 1) * cj->rows / CL_CHUNKS;
@@ -356,7 +357,7 @@ static nrt_status bn_channels_last(cn_job *j) {
   cj.k = vecs + 3 * C;
   cj.gm = vecs + 4 * C;
   double count = (double)(g->N * g->S), eps = l->scalars[0].f;
-  if (l->op == NRT_OP_BATCH_NORM) {
+  if (l->op == NRT_OP(BATCH_NORM)) {
     const nrt_operand *w = g->has_w ? j->in[1] : NULL, *b = g->has_b ? j->in[g->has_w ? 2 : 1] : NULL;
     double mom = l->scalars[1].f;
     cj.phase = 0;
@@ -378,7 +379,7 @@ static nrt_status bn_channels_last(cn_job *j) {
       cj.b[c] = (b ? vload(b, c) : 0.0f) - (float)mean * cj.a[c];
     }
     cj.phase = 2;
-  } else if (l->op == NRT_OP_BATCH_NORM_EVAL) {
+  } else if (l->op == NRT_OP(BATCH_NORM_EVAL)) {
     const nrt_operand *w = g->has_w ? j->in[3] : NULL, *b = g->has_b ? j->in[g->has_w ? 4 : 3] : NULL;
     for (int64_t c = 0; c < C; c++) {
       double invstd = 1.0 / sqrt((double)vload(j->in[2], c) + eps);
@@ -539,17 +540,17 @@ static nrt_status reference(cn_job *j) {
   double eps = l->scalars[0].f;
   int slot[3];
   mask_slots(l->params[0], slot);
-  switch (l->op) {
-  case NRT_OP_BATCH_NORM:
-  case NRT_OP_BATCH_NORM_EVAL:
-  case NRT_OP_BATCH_NORM_BACKWARD: {
-    bool train_fwd = l->op == NRT_OP_BATCH_NORM;
-    int wi = l->op == NRT_OP_BATCH_NORM ? 1 : l->op == NRT_OP_BATCH_NORM_EVAL ? 3 : 4;
+  switch ((int)l->op) {
+  case NRT_OP(BATCH_NORM):
+  case NRT_OP(BATCH_NORM_EVAL):
+  case NRT_OP(BATCH_NORM_BACKWARD): {
+    bool train_fwd = l->op == NRT_OP(BATCH_NORM);
+    int wi = l->op == NRT_OP(BATCH_NORM) ? 1 : l->op == NRT_OP(BATCH_NORM_EVAL) ? 3 : 4;
     const nrt_operand *w = g->has_w ? j->in[wi] : NULL, *b = g->has_b ? j->in[wi + (g->has_w ? 1 : 0)] : NULL;
     double count = (double)(g->N * g->S);
     for (int64_t c = 0; c < g->C; c++) {
       double wv = w ? rv(w, c) : 1.0, bv = b ? rv(b, c) : 0.0;
-      if (l->op == NRT_OP_BATCH_NORM_BACKWARD) {
+      if (l->op == NRT_OP(BATCH_NORM_BACKWARD)) {
         const nrt_operand *gy = j->in[0], *x = j->in[1];
         bool train = l->params[2] != 0;
         double mean = rv(j->in[2], c), invstd = train ? rv(j->in[3], c) : 1.0 / sqrt(rv(j->in[3], c) + eps);
@@ -598,7 +599,7 @@ static nrt_status reference(cn_job *j) {
     }
     return NRT_SUCCESS;
   }
-  case NRT_OP_GROUP_NORM: {
+  case NRT_OP(GROUP_NORM): {
     const nrt_operand *x = j->in[0];
     const nrt_operand *w = g->has_w ? j->in[1] : NULL, *b = g->has_b ? j->in[g->has_w ? 2 : 1] : NULL;
     double count = (double)(g->Cg * g->S);
@@ -674,8 +675,8 @@ nrt_status nrt_channel_norm_execute(const nrt_launch *l) {
   memset(&j, 0, sizeof j);
   j.l = l;
   cn_geom *g = &j.g;
-  bool group = l->op == NRT_OP_GROUP_NORM || l->op == NRT_OP_GROUP_NORM_BACKWARD;
-  bool backward = l->op == NRT_OP_BATCH_NORM_BACKWARD || l->op == NRT_OP_GROUP_NORM_BACKWARD;
+  bool group = l->op == NRT_OP(GROUP_NORM) || l->op == NRT_OP(GROUP_NORM_BACKWARD);
+  bool backward = l->op == NRT_OP(BATCH_NORM_BACKWARD) || l->op == NRT_OP(GROUP_NORM_BACKWARD);
   if (!nrt_dtype_is_floating(l->compute_dtype)) {
     nrt_set_error_message("%s: floating dtypes only, got %s", nrt_op_name(l->op), nrt_dtype_name(l->compute_dtype));
     return NRT_ERROR_UNSUPPORTED;
@@ -696,7 +697,7 @@ nrt_status nrt_channel_norm_execute(const nrt_launch *l) {
   j.nin = l->ninputs;
   for (int i = 0; i < j.nout; i++) j.out[i] = &l->operands[i];
   for (int i = 0; i < j.nin; i++) j.in[i] = &l->operands[j.nout + i];
-  int base_in = l->op == NRT_OP_BATCH_NORM_EVAL ? 3 : backward ? 4 : 1;
+  int base_in = l->op == NRT_OP(BATCH_NORM_EVAL) ? 3 : backward ? 4 : 1;
   g->has_w = backward ? j.nin == 5 : (l->params[1] & 1) != 0;
   g->has_b = !backward && (l->params[1] & 2) != 0;
   if (j.nin != base_in + g->has_w + g->has_b) return bad(l, "inputs do not match the weight / bias bits of p1");
@@ -704,9 +705,9 @@ nrt_status nrt_channel_norm_execute(const nrt_launch *l) {
     int64_t m = l->params[0];
     int want = (int)((m & 1) + ((m >> 1) & 1) + ((m >> 2) & 1));
     if (m < 1 || m > 7 || j.nout != want) return bad(l, "outputs do not match the p0 mask");
-  } else if (l->op == NRT_OP_BATCH_NORM && j.nout != 3 && j.nout != 5) {
+  } else if (l->op == NRT_OP(BATCH_NORM) && j.nout != 3 && j.nout != 5) {
     return bad(l, "expected 3 outputs (5 with running statistics)");
-  } else if ((l->op == NRT_OP_GROUP_NORM && j.nout != 3) || (l->op == NRT_OP_BATCH_NORM_EVAL && j.nout != 1)) {
+  } else if ((l->op == NRT_OP(GROUP_NORM) && j.nout != 3) || (l->op == NRT_OP(BATCH_NORM_EVAL) && j.nout != 1)) {
     return bad(l, "wrong number of outputs");
   }
   if (g->C == 0) return NRT_SUCCESS;
@@ -720,17 +721,17 @@ nrt_status nrt_channel_norm_execute(const nrt_launch *l) {
     for (int i = 0; i < nact; i++) cl = cl && channels_inner(j.in[i]);
     if (cl) return bn_channels_last(&j);
   }
-  switch (l->op) {
-  case NRT_OP_BATCH_NORM:
+  switch ((int)l->op) {
+  case NRT_OP(BATCH_NORM):
     nrt_parallel_for(g->C, per_channel >= 8192 ? 1 : 8192 / (per_channel + 1) + 1, bn_train_channels, &j);
     break;
-  case NRT_OP_BATCH_NORM_EVAL:
+  case NRT_OP(BATCH_NORM_EVAL):
     if (g->N > 0) nrt_parallel_for(g->C * g->N, g->S >= 8192 ? 1 : 8192 / (g->S + 1) + 1, bn_eval_segments, &j);
     break;
-  case NRT_OP_BATCH_NORM_BACKWARD:
+  case NRT_OP(BATCH_NORM_BACKWARD):
     nrt_parallel_for(g->C, per_channel >= 8192 ? 1 : 8192 / (per_channel + 1) + 1, bn_backward_channels, &j);
     break;
-  case NRT_OP_GROUP_NORM: {
+  case NRT_OP(GROUP_NORM): {
     int64_t per_row = g->Cg * g->S;
     nrt_parallel_for(g->N * g->G, per_row >= 8192 ? 1 : 8192 / (per_row + 1) + 1, gn_rows, &j);
     break;

@@ -18,7 +18,7 @@ static void cx_element(const nrt_launch *l, char *const *p) {
   nrt_cx alpha = nrt_cx_make(l->scalars[0].f, l->scalars[1].f);
   nrt_cx r;
   switch ((int)l->op) {
-  case NRT_OP_CX_COPY:
+  case NRT_OP(CX_COPY):
     if (o[0].dtype == o[1].dtype && !l->params[0] && !l->params[1]) {
       memcpy(p[0], p[1], nrt_dtype_size(o[0].dtype)); /* bit-exact, NaN payloads too */
       return;
@@ -27,47 +27,47 @@ static void cx_element(const nrt_launch *l, char *const *p) {
     if (l->params[0]) r.im = -r.im;
     if (l->params[1]) r = nrt_cx_make(-r.re, -r.im);
     break;
-  case NRT_OP_CX_FILL: r = alpha; break;
-  case NRT_OP_CX_ADD:
+  case NRT_OP(CX_FILL): r = alpha; break;
+  case NRT_OP(CX_ADD):
     r = nrt_cx_add(nrt_cx_load(p[1], o[1].dtype), nrt_cx_mul(alpha, nrt_cx_load(p[2], o[2].dtype)));
     break;
-  case NRT_OP_CX_SUB:
+  case NRT_OP(CX_SUB):
     r = nrt_cx_sub(nrt_cx_load(p[1], o[1].dtype), nrt_cx_mul(alpha, nrt_cx_load(p[2], o[2].dtype)));
     break;
-  case NRT_OP_CX_MUL: r = nrt_cx_mul(nrt_cx_load(p[1], o[1].dtype), nrt_cx_load(p[2], o[2].dtype)); break;
-  case NRT_OP_CX_DIV: r = nrt_cx_div(nrt_cx_load(p[1], o[1].dtype), nrt_cx_load(p[2], o[2].dtype)); break;
-  case NRT_OP_CX_EQ:
-  case NRT_OP_CX_NE: {
+  case NRT_OP(CX_MUL): r = nrt_cx_mul(nrt_cx_load(p[1], o[1].dtype), nrt_cx_load(p[2], o[2].dtype)); break;
+  case NRT_OP(CX_DIV): r = nrt_cx_div(nrt_cx_load(p[1], o[1].dtype), nrt_cx_load(p[2], o[2].dtype)); break;
+  case NRT_OP(CX_EQ):
+  case NRT_OP(CX_NE): {
     nrt_cx a = nrt_cx_load(p[1], o[1].dtype), b = nrt_cx_load(p[2], o[2].dtype);
     bool eq = a.re == b.re && a.im == b.im;
-    r = nrt_cx_make((int)l->op == NRT_OP_CX_EQ ? eq : !eq, 0.0);
+    r = nrt_cx_make((int)l->op == NRT_OP(CX_EQ) ? eq : !eq, 0.0);
     break;
   }
-  case NRT_OP_CX_WHERE: {
+  case NRT_OP(CX_WHERE): {
     nrt_cx c = nrt_cx_load(p[1], o[1].dtype);
     bool take_a = c.re != 0.0 || c.im != 0.0;
     r = take_a ? nrt_cx_load(p[2], o[2].dtype) : nrt_cx_load(p[3], o[3].dtype);
     break;
   }
-  case NRT_OP_CX_COMPLEX:
+  case NRT_OP(CX_COMPLEX):
     r = nrt_cx_make(nrt_cx_load(p[1], o[1].dtype).re, nrt_cx_load(p[2], o[2].dtype).re);
     break;
-  case NRT_OP_CX_POLAR: {
+  case NRT_OP(CX_POLAR): {
     double m = nrt_cx_load(p[1], o[1].dtype).re, t = nrt_cx_load(p[2], o[2].dtype).re;
     r = nrt_cx_make(m * cos(t), m * sin(t));
     break;
   }
-  case NRT_OP_CX_ABS: {
+  case NRT_OP(CX_ABS): {
     nrt_cx z = nrt_cx_load(p[1], o[1].dtype);
     r = nrt_cx_make(hypot(z.re, z.im), 0.0);
     break;
   }
-  case NRT_OP_CX_ANGLE: {
+  case NRT_OP(CX_ANGLE): {
     nrt_cx z = nrt_cx_load(p[1], o[1].dtype);
     r = nrt_cx_make(atan2(z.im, z.re), 0.0);
     break;
   }
-  case NRT_OP_CX_SGN: {
+  case NRT_OP(CX_SGN): {
     nrt_cx z = nrt_cx_load(p[1], o[1].dtype);
     double m = hypot(z.re, z.im);
     r = m == 0.0 ? nrt_cx_make(0.0, 0.0) : nrt_cx_make(z.re / m, z.im / m);
@@ -126,16 +126,16 @@ nrt_status nrt_cx_for_each(const nrt_launch *l, nrt_cx_element_fn fn) {
 nrt_status nrt_complex_execute(const nrt_launch *l) {
   /* Switch on (int)l->op: family ids are not enumerators of nrt_op. */
   switch ((int)l->op) {
-  case NRT_OP_CX_COPY: case NRT_OP_CX_FILL: case NRT_OP_CX_ADD: case NRT_OP_CX_SUB:
-  case NRT_OP_CX_MUL: case NRT_OP_CX_DIV: case NRT_OP_CX_EQ: case NRT_OP_CX_NE:
-  case NRT_OP_CX_WHERE: case NRT_OP_CX_COMPLEX: case NRT_OP_CX_POLAR: case NRT_OP_CX_ABS:
-  case NRT_OP_CX_ANGLE: case NRT_OP_CX_SGN:
+  case NRT_OP(CX_COPY): case NRT_OP(CX_FILL): case NRT_OP(CX_ADD): case NRT_OP(CX_SUB):
+  case NRT_OP(CX_MUL): case NRT_OP(CX_DIV): case NRT_OP(CX_EQ): case NRT_OP(CX_NE):
+  case NRT_OP(CX_WHERE): case NRT_OP(CX_COMPLEX): case NRT_OP(CX_POLAR): case NRT_OP(CX_ABS):
+  case NRT_OP(CX_ANGLE): case NRT_OP(CX_SGN):
     return nrt_cx_for_each(l, cx_element);
-  case NRT_OP_CX_REDUCE: return nrt_cx_reduce(l);
-  case NRT_OP_CX_MATH: case NRT_OP_CX_POW_SCALAR: case NRT_OP_CX_POW: case NRT_OP_CX_LOGICAL:
-  case NRT_OP_CX_ADDCMUL: case NRT_OP_CX_ADDCDIV: case NRT_OP_CX_LERP:
+  case NRT_OP(CX_REDUCE): return nrt_cx_reduce(l);
+  case NRT_OP(CX_MATH): case NRT_OP(CX_POW_SCALAR): case NRT_OP(CX_POW): case NRT_OP(CX_LOGICAL):
+  case NRT_OP(CX_ADDCMUL): case NRT_OP(CX_ADDCDIV): case NRT_OP(CX_LERP):
     return nrt_cx_math(l);
-  case NRT_OP_FFT_C2C: case NRT_OP_FFT_R2C: case NRT_OP_FFT_C2R: return nrt_cx_fft(l);
+  case NRT_OP(FFT_C2C): case NRT_OP(FFT_R2C): case NRT_OP(FFT_C2R): return nrt_cx_fft(l);
   default: break;
   }
   nrt_set_error_message("complex: op %s has no kernel", nrt_op_name(l->op));

@@ -90,23 +90,23 @@ static void cx_math_element(const nrt_launch *l, char *const *p) {
   const nrt_operand *o = l->operands;
   nrt_cx a = nrt_cx_load(p[1], o[1].dtype), r;
   switch ((int)l->op) {
-  case NRT_OP_CX_MATH: r = cx_unary((int)l->params[0], a); break;
-  case NRT_OP_CX_POW_SCALAR: r = cx_pow_scalar(a, l->scalars[0].f); break;
-  case NRT_OP_CX_POW: r = cx_pow(a, nrt_cx_load(p[2], o[2].dtype)); break;
-  case NRT_OP_CX_LOGICAL: {
+  case NRT_OP(CX_MATH): r = cx_unary((int)l->params[0], a); break;
+  case NRT_OP(CX_POW_SCALAR): r = cx_pow_scalar(a, l->scalars[0].f); break;
+  case NRT_OP(CX_POW): r = cx_pow(a, nrt_cx_load(p[2], o[2].dtype)); break;
+  case NRT_OP(CX_LOGICAL): {
     bool x = nonzero(a), y = nonzero(nrt_cx_load(p[2], o[2].dtype));
     bool v = l->params[0] == 0 ? (x && y) : l->params[0] == 1 ? (x || y) : (x != y);
     r = nrt_cx_make(v, 0.0);
     break;
   }
-  case NRT_OP_CX_ADDCMUL:
-  case NRT_OP_CX_ADDCDIV: {
+  case NRT_OP(CX_ADDCMUL):
+  case NRT_OP(CX_ADDCDIV): {
     nrt_cx t1 = nrt_cx_load(p[2], o[2].dtype), t2 = nrt_cx_load(p[3], o[3].dtype);
-    nrt_cx t = (int)l->op == NRT_OP_CX_ADDCMUL ? nrt_cx_mul(t1, t2) : nrt_cx_div(t1, t2);
+    nrt_cx t = (int)l->op == NRT_OP(CX_ADDCMUL) ? nrt_cx_mul(t1, t2) : nrt_cx_div(t1, t2);
     r = nrt_cx_add(a, cx_scale(t, l->scalars[0].f));
     break;
   }
-  case NRT_OP_CX_LERP: {
+  case NRT_OP(CX_LERP): {
     nrt_cx end = nrt_cx_load(p[2], o[2].dtype), w = nrt_cx_load(p[3], o[3].dtype);
     nrt_cx diff = nrt_cx_sub(end, a);
     if (hypot(w.re, w.im) < 0.5) r = nrt_cx_add(a, nrt_cx_mul(w, diff));
@@ -123,7 +123,7 @@ nrt_status nrt_cx_math(const nrt_launch *l) {
     nrt_set_error_message("%s: expected 1 output, got %d", nrt_op_name(l->op), l->noutputs);
     return NRT_ERROR_INVALID_ARGUMENT;
   }
-  if ((int)l->op == NRT_OP_CX_MATH) {
+  if ((int)l->op == NRT_OP(CX_MATH)) {
     switch (l->params[0]) {
     case NRT_OP_EXP: case NRT_OP_EXP2: case NRT_OP_EXPM1: case NRT_OP_LOG: case NRT_OP_LOG2:
     case NRT_OP_LOG10: case NRT_OP_LOG1P: case NRT_OP_SQRT: case NRT_OP_RSQRT: case NRT_OP_RECIPROCAL:
@@ -137,7 +137,7 @@ nrt_status nrt_cx_math(const nrt_launch *l) {
       return NRT_ERROR_UNSUPPORTED;
     }
   }
-  if ((int)l->op == NRT_OP_CX_LOGICAL && (l->params[0] < 0 || l->params[0] > 2)) {
+  if ((int)l->op == NRT_OP(CX_LOGICAL) && (l->params[0] < 0 || l->params[0] > 2)) {
     nrt_set_error_message("%s: p0 = %lld outside 0..2", nrt_op_name(l->op), (long long)l->params[0]);
     return NRT_ERROR_INVALID_ARGUMENT;
   }

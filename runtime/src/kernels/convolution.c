@@ -41,6 +41,7 @@
 #include <stdatomic.h>
 #include <stdlib.h>
 #include "kernels/gemm.h"
+#include "nrt/ops/conv.h"
 
 typedef struct conv_geom {
   int64_t N, G, Cog, Cig;
@@ -1459,9 +1460,9 @@ static nrt_status run_direct(const conv_geom *g, const nrt_launch *l) {
   p.l = l;
   int64_t work = (g->L + g->LI) * (g->Cog + g->Cig) * g->KK;
   int64_t grain = work >= 65536 ? 1 : 65536 / (work + 1) + 1;
-  switch (l->op) {
-  case NRT_OP_CONV: nrt_parallel_for(g->N * g->G, grain, direct_fwd, &p); break;
-  case NRT_OP_CONV_BACKWARD_INPUT: nrt_parallel_for(g->N * g->G, grain, direct_bwdi, &p); break;
+  switch ((int)l->op) {
+  case NRT_OP(CONV): nrt_parallel_for(g->N * g->G, grain, direct_fwd, &p); break;
+  case NRT_OP(CONV_BACKWARD_INPUT): nrt_parallel_for(g->N * g->G, grain, direct_bwdi, &p); break;
   default: nrt_parallel_for(g->G, 1, direct_bwdw, &p); break;
   }
   if (p.failed) {
@@ -1481,8 +1482,8 @@ nrt_status nrt_conv_execute(const nrt_launch *l) {
   conv_geom g;
   nrt_status st = geom_init(l, &g);
   if (st != NRT_SUCCESS) return st;
-  bool empty_out = l->op == NRT_OP_CONV ? g.N * g.G * g.Cog * g.L == 0
-                   : l->op == NRT_OP_CONV_BACKWARD_INPUT ? g.N * g.G * g.Cig * g.LI == 0
+  bool empty_out = l->op == NRT_OP(CONV) ? g.N * g.G * g.Cog * g.L == 0
+                   : l->op == NRT_OP(CONV_BACKWARD_INPUT) ? g.N * g.G * g.Cig * g.LI == 0
                                                          : g.G * g.Cog * g.Kdim == 0;
   if (empty_out) return NRT_SUCCESS;
   /* An empty reduction (no input channels, no output pixels, no images)
@@ -1490,16 +1491,16 @@ nrt_status nrt_conv_execute(const nrt_launch *l) {
   bool ints = !nrt_dtype_is_floating(l->compute_dtype);
   bool degenerate = g.Kdim == 0 || g.L == 0 || g.N == 0 || g.Cog == 0;
   if (degenerate || ints || nrt_kernels_reference()) {
-    switch (l->op) {
-    case NRT_OP_CONV: ref_forward(&g, l, ints); return NRT_SUCCESS;
-    case NRT_OP_CONV_BACKWARD_INPUT: return ref_backward_input(&g, l, ints);
+    switch ((int)l->op) {
+    case NRT_OP(CONV): ref_forward(&g, l, ints); return NRT_SUCCESS;
+    case NRT_OP(CONV_BACKWARD_INPUT): return ref_backward_input(&g, l, ints);
     default: ref_backward_weight(&g, l, ints); return NRT_SUCCESS;
     }
   }
   if (g.Cog <= DIRECT_MAX_COG) return run_direct(&g, l);
-  switch (l->op) {
-  case NRT_OP_CONV: return fwd_gemm(&g, l);
-  case NRT_OP_CONV_BACKWARD_INPUT: return bwdi_gemm(&g, l);
+  switch ((int)l->op) {
+  case NRT_OP(CONV): return fwd_gemm(&g, l);
+  case NRT_OP(CONV_BACKWARD_INPUT): return bwdi_gemm(&g, l);
   default: return bwdw_gemm(&g, l);
   }
 }

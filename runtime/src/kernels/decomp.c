@@ -10,7 +10,7 @@
 #include <stdlib.h>
 
 #include "kernels/decomp_common.h"
-#include "nrt/ops/decomp.h"
+#include "nrt/ops/linalg.h"
 
 void nrt_dmat_load(const nrt_dmat *m, int64_t b, int64_t rows, int64_t cols, double *w) {
   for (int64_t i = 0; i < rows; i++)
@@ -58,19 +58,19 @@ nrt_status nrt_decomp_execute(const nrt_launch *l) {
     if (l->sizes[d] == 0) return NRT_SUCCESS;
   /* Switch on (int)l->op: family ids are not enumerators of nrt_op. */
   switch ((int)l->op) {
-  case NRT_OP_LU_FACTOR:
-  case NRT_OP_LU_SOLVE:
-  case NRT_OP_LU_INVERSE:
-  case NRT_OP_LU_DET:
-  case NRT_OP_LU_UNPACK: return nrt_decomp_lu(l);
-  case NRT_OP_GEQRF:
-  case NRT_OP_ORGQR:
-  case NRT_OP_ORMQR: return nrt_decomp_qr(l);
-  case NRT_OP_SVD: return nrt_decomp_svd(l);
-  case NRT_OP_EIGH: return nrt_decomp_eigh(l);
-  case NRT_OP_LDL_FACTOR:
-  case NRT_OP_LDL_SOLVE: return nrt_decomp_ldl(l);
-  case NRT_OP_MATRIX_EXP: return nrt_decomp_expm(l);
+  case NRT_OP(LU_FACTOR):
+  case NRT_OP(LU_SOLVE):
+  case NRT_OP(LU_INVERSE):
+  case NRT_OP(LU_DET):
+  case NRT_OP(LU_UNPACK): return nrt_decomp_lu(l);
+  case NRT_OP(GEQRF):
+  case NRT_OP(ORGQR):
+  case NRT_OP(ORMQR): return nrt_decomp_qr(l);
+  case NRT_OP(SVD): return nrt_decomp_svd(l);
+  case NRT_OP(EIGH): return nrt_decomp_eigh(l);
+  case NRT_OP(LDL_FACTOR):
+  case NRT_OP(LDL_SOLVE): return nrt_decomp_ldl(l);
+  case NRT_OP(MATRIX_EXP): return nrt_decomp_expm(l);
   default: break;
   }
   return nrt_kernel_fail(NRT_ERROR_UNSUPPORTED, "decomp: op %s has no kernel", nrt_op_name(l->op));

@@ -10,7 +10,7 @@
 #include <math.h>
 
 #include "kernels/decomp_common.h"
-#include "nrt/ops/decomp.h"
+#include "nrt/ops/linalg.h"
 
 #define EIGH_MAX_SWEEPS 100
 

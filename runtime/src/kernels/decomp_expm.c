@@ -5,7 +5,7 @@
 #include <math.h>
 
 #include "kernels/decomp_common.h"
-#include "nrt/ops/decomp.h"
+#include "nrt/ops/linalg.h"
 
 #define EXPM_MAX_TERMS 40
 

@@ -12,7 +12,7 @@
 #include <math.h>
 
 #include "kernels/decomp_common.h"
-#include "nrt/ops/decomp.h"
+#include "nrt/ops/linalg.h"
 
 static inline void swap_d(double *x, double *y) {
   double t = *x;
@@ -172,11 +172,11 @@ static void ldl_solve_one(const nrt_launch *l, int64_t b, double *w) {
 
 nrt_status nrt_decomp_ldl(const nrt_launch *l) {
   const char *name = nrt_op_name(l->op);
-  if ((int)l->op == NRT_OP_LDL_FACTOR && l->noutputs == 3 && l->ndim == 2) {
+  if ((int)l->op == NRT_OP(LDL_FACTOR) && l->noutputs == 3 && l->ndim == 2) {
     int64_t n = l->sizes[1];
     return nrt_decomp_for_batches(l, name, l->sizes[0], (size_t)(n * n + n / 2 + 1), ldl_factor_one);
   }
-  if ((int)l->op == NRT_OP_LDL_SOLVE && l->noutputs == 1 && l->ndim == 3) {
+  if ((int)l->op == NRT_OP(LDL_SOLVE) && l->noutputs == 1 && l->ndim == 3) {
     int64_t n = l->sizes[1], k = l->sizes[2];
     return nrt_decomp_for_batches(l, name, l->sizes[0], (size_t)(n * n + n * k + n / 2 + 1), ldl_solve_one);
   }

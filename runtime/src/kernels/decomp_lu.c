@@ -10,7 +10,7 @@
 #include <stdlib.h>
 
 #include "kernels/decomp_common.h"
-#include "nrt/ops/decomp.h"
+#include "nrt/ops/linalg.h"
 
 int32_t nrt_decomp_getrf(double *a, int64_t m, int64_t n, int32_t *piv, int pivot) {
   int64_t k = m < n ? m : n;
@@ -193,28 +193,28 @@ nrt_status nrt_decomp_lu(const nrt_launch *l) {
   const char *name = nrt_op_name(l->op);
   int64_t nb = l->sizes[0];
   switch ((int)l->op) {
-  case NRT_OP_LU_FACTOR: {
+  case NRT_OP(LU_FACTOR): {
     if (l->noutputs != 3 || l->ndim != 3) return bad(l, "3 outputs and sizes {batch, m, n}");
     int64_t m = l->sizes[1], n = l->sizes[2];
     return nrt_decomp_for_batches(l, name, nb, (size_t)(m * n + (m < n ? m : n) / 2 + 1), lu_factor_one);
   }
-  case NRT_OP_LU_SOLVE: {
+  case NRT_OP(LU_SOLVE): {
     if (l->noutputs != 1 || l->ndim != 3) return bad(l, "1 output and sizes {batch, n, k}");
     int64_t n = l->sizes[1], k = l->sizes[2];
     if (n == 0 || k == 0) return NRT_SUCCESS;
     return nrt_decomp_for_batches(l, name, nb, (size_t)(n * n + n * k + n / 2 + 1), lu_solve_one);
   }
-  case NRT_OP_LU_INVERSE: {
+  case NRT_OP(LU_INVERSE): {
     if (l->noutputs != 1 || l->ndim != 2) return bad(l, "1 output and sizes {batch, n}");
     int64_t n = l->sizes[1];
     if (n == 0) return NRT_SUCCESS;
     return nrt_decomp_for_batches(l, name, nb, (size_t)(2 * n * n + n / 2 + 1), lu_inverse_one);
   }
-  case NRT_OP_LU_DET:
+  case NRT_OP(LU_DET):
     if (l->noutputs != (l->params[0] ? 2 : 1) || l->ndim != 2)
       return bad(l, "1 output (det) or 2 (p0 = 1: sign, logabsdet) and sizes {batch, n}");
     return nrt_decomp_for_batches(l, name, nb, 1, lu_det_one);
-  case NRT_OP_LU_UNPACK: {
+  case NRT_OP(LU_UNPACK): {
     if (l->noutputs != 3 || l->ndim != 3) return bad(l, "3 outputs and sizes {batch, m, n}");
     int64_t m = l->sizes[1], n = l->sizes[2];
     if (m == 0) return NRT_SUCCESS;

@@ -9,7 +9,7 @@
 #include <math.h>
 
 #include "kernels/decomp_common.h"
-#include "nrt/ops/decomp.h"
+#include "nrt/ops/linalg.h"
 
 /* Applies H = I - tau v v^T from the left to the rows r0.. of the row-major
  * block c (rows x cols, leading dimension ldc) restricted to columns
@@ -114,18 +114,18 @@ nrt_status nrt_decomp_qr(const nrt_launch *l) {
   const char *name = nrt_op_name(l->op);
   int64_t nb = l->sizes[0];
   switch ((int)l->op) {
-  case NRT_OP_GEQRF: {
+  case NRT_OP(GEQRF): {
     if (l->noutputs != 2 || l->ndim != 3) break;
     int64_t m = l->sizes[1], n = l->sizes[2];
     return nrt_decomp_for_batches(l, name, nb, (size_t)(m * n + m), geqrf_one);
   }
-  case NRT_OP_ORGQR: {
+  case NRT_OP(ORGQR): {
     if (l->noutputs != 1 || l->ndim != 3) break;
     int64_t m = l->sizes[1], n = l->sizes[2];
     if (l->params[0] < 0 || l->params[0] > n || n > m) break;
     return nrt_decomp_for_batches(l, name, nb, (size_t)(m * n + m), orgqr_one);
   }
-  case NRT_OP_ORMQR: {
+  case NRT_OP(ORMQR): {
     if (l->noutputs != 1 || l->ndim != 3) break;
     int64_t m = l->sizes[1], n = l->sizes[2];
     if (l->params[2] < 0 || l->params[2] > (l->params[0] ? m : n)) break;

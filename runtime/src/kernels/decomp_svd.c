@@ -15,7 +15,7 @@
 #include <math.h>
 
 #include "kernels/decomp_common.h"
-#include "nrt/ops/decomp.h"
+#include "nrt/ops/linalg.h"
 
 #define SVD_MAX_SWEEPS 80
 

@@ -1,6 +1,8 @@
 /* The one switch from a launch to its kernel family, and CPU feature
  * detection for the families that pick a vector ISA at run time. */
 #include "kernels/kernels.h"
+#include "nrt/ops/linalg.h"
+#include "nrt/ops/norm.h"
 
 nrt_status nrt_kernel_execute(const nrt_launch *launch) {
   switch (nrt_op_kind(launch->op)) {
@@ -9,12 +11,17 @@ nrt_status nrt_kernel_execute(const nrt_launch *launch) {
   case NRT_KIND_ROW: return nrt_row_execute(launch);
   case NRT_KIND_GEMM: return nrt_gemm_execute(launch);
   case NRT_KIND_INDEX: return nrt_index_execute(launch);
-  case NRT_KIND_NORM: return nrt_norm_execute(launch);
-  case NRT_KIND_LINALG: return nrt_linalg_execute(launch);
+  case NRT_KIND_NORM:
+    return launch->op == NRT_OP(LAYER_NORM) || launch->op == NRT_OP(LAYER_NORM_BACKWARD)
+               ? nrt_norm_execute(launch)
+               : nrt_channel_norm_execute(launch);
+  case NRT_KIND_LINALG:
+    return launch->op == NRT_OP(CHOLESKY) || launch->op == NRT_OP(TRIANGULAR_SOLVE)
+               ? nrt_linalg_execute(launch)
+               : nrt_decomp_execute(launch);
   case NRT_KIND_CONV: return nrt_conv_execute(launch);
-  case NRT_KIND_POOL: return nrt_pool_execute(launch);
-  case NRT_KIND_CHANNEL_NORM: return nrt_channel_norm_execute(launch);
-  case NRT_KIND_DECOMP: return nrt_decomp_execute(launch);
+  case NRT_KIND_POOLING: return nrt_pool_execute(launch);
+  case NRT_KIND_COUNT: break;
   case NRT_KIND_RESAMPLE: return nrt_resample_execute(launch);
   case NRT_KIND_SELECT: return nrt_select_execute(launch);
   case NRT_KIND_SEGMENT: return nrt_segment_execute(launch);

@@ -49,21 +49,21 @@ static void fft_lines(void *ctx, int64_t begin, int64_t end) {
       pi += i * in->strides[d];
       po += i * out->strides[d];
     }
-    if (op == NRT_OP_FFT_C2R) {
+    if (op == NRT_OP(FFT_C2R)) {
       int64_t half = n / 2 + 1, have = j->n_in < half ? j->n_in : half;
       for (int64_t k = 0; k < have; k++) buf[k] = nrt_cx_load(pi + k * ist, in->dtype);
       for (int64_t k = have; k < half; k++) buf[k] = nrt_cx_make(0.0, 0.0);
       for (int64_t k = half; k < n; k++) buf[k] = nrt_cx_conj(buf[n - k]);
     } else {
       for (int64_t k = 0; k < n; k++) buf[k] = nrt_cx_load(pi + k * ist, in->dtype);
-      if (op == NRT_OP_FFT_R2C)
+      if (op == NRT_OP(FFT_R2C))
         for (int64_t k = 0; k < n; k++) buf[k].im = 0.0;
     }
     if (j->plan) nrt_fft_execute(j->plan, buf, scratch);
     else nrt_dft_reference(n, j->sign, buf, scratch);
     for (int64_t k = 0; k < j->n_out; k++) {
       nrt_cx v = nrt_cx_make(buf[k].re * j->scale, buf[k].im * j->scale);
-      if (op == NRT_OP_FFT_C2R) v.im = 0.0;
+      if (op == NRT_OP(FFT_C2R)) v.im = 0.0;
       nrt_cx_store(po + k * ost, out->dtype, v);
     }
   }
@@ -85,8 +85,8 @@ nrt_status nrt_cx_fft(const nrt_launch *l) {
   fft_job j = {.l = l, .dim = (int)dim, .n_out = l->sizes[dim], .n_in = l->aux[0], .scale = l->scalars[0].f};
   bool in_complex = nrt_dtype_is_complex(l->operands[1].dtype);
   bool out_complex = nrt_dtype_is_complex(l->operands[0].dtype);
-  switch (op) {
-  case NRT_OP_FFT_C2C:
+  switch ((int)op) {
+  case NRT_OP(FFT_C2C):
     j.n = j.n_out;
     j.sign = l->params[1] ? -1 : 1;
     if (j.n_in != j.n || !in_complex || !out_complex) {
@@ -95,7 +95,7 @@ nrt_status nrt_cx_fft(const nrt_launch *l) {
       return NRT_ERROR_INVALID_ARGUMENT;
     }
     break;
-  case NRT_OP_FFT_R2C:
+  case NRT_OP(FFT_R2C):
     j.n = j.n_in;
     j.sign = -1;
     if ((j.n_out != j.n / 2 + 1 && j.n_out != j.n) || in_complex || !out_complex) {
@@ -104,7 +104,7 @@ nrt_status nrt_cx_fft(const nrt_launch *l) {
       return NRT_ERROR_INVALID_ARGUMENT;
     }
     break;
-  case NRT_OP_FFT_C2R:
+  case NRT_OP(FFT_C2R):
     j.n = j.n_out;
     j.sign = 1;
     if (!in_complex || out_complex || j.n_in < 0) {

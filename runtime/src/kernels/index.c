@@ -20,6 +20,7 @@
 #include <stdatomic.h>
 #include <stdlib.h>
 #include "kernels/kernels.h"
+#include "nrt/ops/index.h"
 
 /* Elements per parallel chunk, at least: below this the pool's hand-off
  * costs more than the copy. */
@@ -794,7 +795,7 @@ static int fill_run(void *ctx, char *const *ptr, const int64_t *st, int64_t n, i
   for (int64_t b = 0; b < n; b += NRT_BLOCK) {
     int64_t m = n - b < NRT_BLOCK ? n - b : NRT_BLOCK;
     char *dst = ptr[0] + b * st[0];
-    if (l->op == NRT_OP_LINSPACE) {
+    if (l->op == NRT_OP(LINSPACE)) {
       for (int64_t j = 0; j < m; j++) buf.f[j] = linspace_value(p, linear + b + j);
       nrt_store_f64(dst, st[0], p->dt, buf.f, m);
     } else if (p->fout) {
@@ -815,7 +816,7 @@ static nrt_status fill_index(const nrt_launch *l) {
   fill_plan p = {.l = l, .dt = l->operands[0].dtype, .n = launch_numel(l)};
   p.fout = nrt_dtype_is_floating(p.dt);
   if (p.n == 0) return NRT_SUCCESS;
-  if (l->op == NRT_OP_LINSPACE) {
+  if (l->op == NRT_OP(LINSPACE)) {
     p.kind = p.dt == NRT_FLOAT32    ? LIN_FLOAT
              : p.dt == NRT_FLOAT16  ? LIN_HALF
              : p.dt == NRT_BFLOAT16 ? LIN_BF16
@@ -833,7 +834,7 @@ static nrt_status fill_index(const nrt_launch *l) {
   if (nrt_kernels_reference()) {
     for (int64_t i = 0; i < p.n; i++) {
       char *dst = elem_ptr(l, 0, i);
-      if (l->op == NRT_OP_LINSPACE) nrt_ref_store_f64(dst, p.dt, linspace_value(&p, i));
+      if (l->op == NRT_OP(LINSPACE)) nrt_ref_store_f64(dst, p.dt, linspace_value(&p, i));
       else if (p.fout) nrt_ref_store_f64(dst, p.dt, l->scalars[0].f + (double)i * l->scalars[1].f);
       else nrt_ref_store_i64(dst, p.dt, nrt_wadd(l->scalars[0].i, nrt_wmul(i, l->scalars[1].i)));
     }
@@ -1210,18 +1211,18 @@ static nrt_status nll_loss_backward(const nrt_launch *l) {
 /* ---- dispatch ------------------------------------------------------------------------ */
 
 nrt_status nrt_index_execute(const nrt_launch *l) {
-  switch (l->op) {
-  case NRT_OP_INDEX_GATHER: return advanced_index(l, false);
-  case NRT_OP_INDEX_PUT: return advanced_index(l, true);
-  case NRT_OP_GATHER: return gather_scatter(l, false);
-  case NRT_OP_SCATTER: return gather_scatter(l, true);
-  case NRT_OP_NONZERO: return nonzero(l);
-  case NRT_OP_ARANGE:
-  case NRT_OP_LINSPACE: return fill_index(l);
-  case NRT_OP_TRIANGLE: return triangle(l);
-  case NRT_OP_SORT: return sort_op(l);
-  case NRT_OP_NLL_LOSS: return nll_loss(l);
-  case NRT_OP_NLL_LOSS_BACKWARD: return nll_loss_backward(l);
+  switch ((int)l->op) {
+  case NRT_OP(INDEX_GATHER): return advanced_index(l, false);
+  case NRT_OP(INDEX_PUT): return advanced_index(l, true);
+  case NRT_OP(GATHER): return gather_scatter(l, false);
+  case NRT_OP(SCATTER): return gather_scatter(l, true);
+  case NRT_OP(NONZERO): return nonzero(l);
+  case NRT_OP(ARANGE):
+  case NRT_OP(LINSPACE): return fill_index(l);
+  case NRT_OP(TRIANGLE): return triangle(l);
+  case NRT_OP(SORT): return sort_op(l);
+  case NRT_OP(NLL_LOSS): return nll_loss(l);
+  case NRT_OP(NLL_LOSS_BACKWARD): return nll_loss_backward(l);
   default: break;
   }
   return nrt_kernel_fail(NRT_ERROR_UNSUPPORTED, "kernel %s: not an index op", nrt_op_name(l->op));

@@ -10,6 +10,7 @@
 
 #include "internal.h"
 #include "kernels/kernels.h"
+#include "nrt/ops/linalg.h"
 
 typedef struct mat {
   char *base;
@@ -155,9 +156,9 @@ static nrt_status run_triangular_solve(const nrt_launch *l) {
 }
 
 nrt_status nrt_linalg_execute(const nrt_launch *l) {
-  switch (l->op) {
-  case NRT_OP_CHOLESKY: return run_cholesky(l);
-  case NRT_OP_TRIANGULAR_SOLVE: return run_triangular_solve(l);
+  switch ((int)l->op) {
+  case NRT_OP(CHOLESKY): return run_cholesky(l);
+  case NRT_OP(TRIANGULAR_SOLVE): return run_triangular_solve(l);
   default:
     nrt_set_error_message("linalg: op %s is not a LINALG op", nrt_op_name(l->op));
     return NRT_ERROR_UNSUPPORTED;

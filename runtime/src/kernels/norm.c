@@ -16,6 +16,7 @@
 #include <stdatomic.h>
 #include <stdlib.h>
 #include "kernels/kernels.h"
+#include "nrt/ops/norm.h"
 
 #define NORM_GRAIN 32768 /* elements per parallel chunk, at least */
 
@@ -182,10 +183,10 @@ static void norm_range(void *ctx, int64_t begin, int64_t end) {
     /* weight / bias: once per chunk when every row shares them */
     if (p->wk >= 0 && (!w || !p->w_shared)) w = row_in(l, p->wk, ptr[p->wk], rs[p->wk], n, wbuf);
     if (p->bk >= 0 && (!b || !p->b_shared)) b = row_in(l, p->bk, ptr[p->bk], rs[p->bk], n, bbuf);
-    int ok = l->op == NRT_OP_LAYER_NORM ? LN_Y : LNB_GX;
+    int ok = l->op == NRT_OP(LAYER_NORM) ? LN_Y : LNB_GX;
     bool direct = l->operands[ok].dtype == NRT_FLOAT32 && rs[ok] == 4;
     float *out = direct ? (float *)ptr[ok] : out_buf;
-    if (l->op == NRT_OP_LAYER_NORM) {
+    if (l->op == NRT_OP(LAYER_NORM)) {
       const float *x = row_in(l, LN_X, ptr[LN_X], rs[LN_X], n, in0);
       float m, rstd;
       if (avx512) forward_row_avx512(out, x, w, b, n, p->eps, &m, &rstd);
@@ -216,7 +217,7 @@ static void norm_reference(const norm_plan *p) {
 #define AT(k, i) (ptr[k] + (i) * (l->ndim > 0 ? l->operands[k].strides[rd] : 0))
 #define LD(k, i) ((float)nrt_ref_load_f64(AT(k, i), l->operands[k].dtype))
 #define ST(k, i, v) nrt_ref_store_f64(AT(k, i), l->operands[k].dtype, (float)(v))
-    if (l->op == NRT_OP_LAYER_NORM) {
+    if (l->op == NRT_OP(LAYER_NORM)) {
       double s = 0, q = 0;
       for (int64_t i = 0; i < n; i++) s += LD(LN_X, i);
       double mean = s / (double)n;
@@ -258,7 +259,7 @@ nrt_status nrt_norm_execute(const nrt_launch *l) {
   p.nops = l->noutputs + l->ninputs;
   p.wk = p.bk = -1;
   const char *name = nrt_op_name(l->op);
-  if (l->op == NRT_OP_LAYER_NORM) {
+  if (l->op == NRT_OP(LAYER_NORM)) {
     if (l->noutputs != 3) {
       nrt_set_error_message("%s: expected 3 outputs (y, mean, rstd), got %d", name, l->noutputs);
       return NRT_ERROR_INVALID_ARGUMENT;
@@ -274,7 +275,7 @@ nrt_status nrt_norm_execute(const nrt_launch *l) {
     if (flags & 1) p.wk = k++;
     if (flags & 2) p.bk = k++;
     p.eps = (float)l->scalars[0].f;
-  } else if (l->op == NRT_OP_LAYER_NORM_BACKWARD) {
+  } else if (l->op == NRT_OP(LAYER_NORM_BACKWARD)) {
     if (l->noutputs != 1) {
       nrt_set_error_message("%s: expected 1 output, got %d", name, l->noutputs);
       return NRT_ERROR_INVALID_ARGUMENT;

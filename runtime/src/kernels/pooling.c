@@ -1,4 +1,4 @@
-/* Pooling kernels (NRT_KIND_POOL): max and average pooling over the
+/* Pooling kernels (NRT_KIND_POOLING): max and average pooling over the
  * (d, h, w) planes of each (n, c), with fixed windows (kernel, stride,
  * padding, dilation; ceil_mode only changes the output size the caller
  * computes) or adaptive ones, and their backward passes. 1-d and 2-d
@@ -22,6 +22,7 @@
 #pragma GCC optimize("O3,no-trapping-math,no-math-errno")
 #include <stdlib.h>
 #include "kernels/kernels.h"
+#include "nrt/ops/pooling.h"
 
 typedef struct pool_geom {
   int64_t N, C, O[3], I[3], K[3], S[3], P[3], D[3];
@@ -39,21 +40,21 @@ static nrt_status geom_init(const nrt_launch *l, pool_geom *g) {
     nrt_set_error_message("%s: sizes are {N, C, O[3], I[3], K[3]}, got ndim %d", op, l->ndim);
     return NRT_ERROR_INVALID_ARGUMENT;
   }
-  int want_out = l->op == NRT_OP_MAX_POOL ? 2 : 1;
+  int want_out = l->op == NRT_OP(MAX_POOL) ? 2 : 1;
   if (l->noutputs != want_out) {
     nrt_set_error_message("%s: expected %d output(s), got %d", op, want_out, l->noutputs);
     return NRT_ERROR_INVALID_ARGUMENT;
   }
-  bool fwd = l->op == NRT_OP_MAX_POOL || l->op == NRT_OP_AVG_POOL;
+  bool fwd = l->op == NRT_OP(MAX_POOL) || l->op == NRT_OP(AVG_POOL);
   if (l->compute_dtype == NRT_BOOL || (!fwd && !nrt_dtype_is_floating(l->compute_dtype))) {
     nrt_set_error_message("%s: not implemented for %s", op, nrt_dtype_name(l->compute_dtype));
     return NRT_ERROR_UNSUPPORTED;
   }
-  if (l->op == NRT_OP_MAX_POOL && l->operands[1].dtype != NRT_INT64) {
+  if (l->op == NRT_OP(MAX_POOL) && l->operands[1].dtype != NRT_INT64) {
     nrt_set_error_message("%s: indices must be int64", op);
     return NRT_ERROR_INVALID_ARGUMENT;
   }
-  if (l->op == NRT_OP_MAX_POOL_BACKWARD && l->operands[2].dtype != NRT_INT64) {
+  if (l->op == NRT_OP(MAX_POOL_BACKWARD) && l->operands[2].dtype != NRT_INT64) {
     nrt_set_error_message("%s: indices must be int64", op);
     return NRT_ERROR_INVALID_ARGUMENT;
   }
@@ -255,8 +256,8 @@ static void fast_planes(void *ctx, int64_t begin, int64_t end) {
   pool_job *job = ctx;
   const nrt_launch *l = job->l;
   const pool_geom *g = job->g;
-  bool is_max = l->op == NRT_OP_MAX_POOL || l->op == NRT_OP_MAX_POOL_BACKWARD;
-  bool backward = l->op == NRT_OP_MAX_POOL_BACKWARD || l->op == NRT_OP_AVG_POOL_BACKWARD;
+  bool is_max = l->op == NRT_OP(MAX_POOL) || l->op == NRT_OP(MAX_POOL_BACKWARD);
+  bool backward = l->op == NRT_OP(MAX_POOL_BACKWARD) || l->op == NRT_OP(AVG_POOL_BACKWARD);
   float *in = malloc(sizeof(float) * (size_t)(g->IL + 1)), *out = malloc(sizeof(float) * (size_t)(g->OL + 1));
   int64_t *idx = is_max ? malloc(sizeof(int64_t) * (size_t)(g->OL + 1)) : NULL;
   win *ww = malloc(sizeof(win) * (size_t)(g->O[2] + 1));
@@ -365,8 +366,8 @@ static char *at3(const nrt_operand *o, int64_t n, int64_t c, int64_t d, int64_t 
 }
 
 static nrt_status reference(const nrt_launch *l, const pool_geom *g) {
-  bool is_max = l->op == NRT_OP_MAX_POOL || l->op == NRT_OP_MAX_POOL_BACKWARD;
-  bool backward = l->op == NRT_OP_MAX_POOL_BACKWARD || l->op == NRT_OP_AVG_POOL_BACKWARD;
+  bool is_max = l->op == NRT_OP(MAX_POOL) || l->op == NRT_OP(MAX_POOL_BACKWARD);
+  bool backward = l->op == NRT_OP(MAX_POOL_BACKWARD) || l->op == NRT_OP(AVG_POOL_BACKWARD);
   const int64_t HW = g->I[1] * g->I[2];
   double *acc = backward ? malloc(sizeof(double) * (size_t)(g->IL + 1)) : NULL;
   if (backward && !acc) return NRT_ERROR_OUT_OF_MEMORY;
@@ -438,7 +439,7 @@ static void int_planes(void *ctx, int64_t begin, int64_t end) {
   pool_job *job = ctx;
   const nrt_launch *l = job->l;
   const pool_geom *g = job->g;
-  bool is_max = l->op == NRT_OP_MAX_POOL;
+  bool is_max = l->op == NRT_OP(MAX_POOL);
   const nrt_operand *x = &l->operands[l->noutputs];
   const int64_t HW = g->I[1] * g->I[2];
   for (int64_t plane = begin; plane < end; plane++) {
@@ -480,7 +481,7 @@ nrt_status nrt_pool_execute(const nrt_launch *l) {
   pool_geom g;
   nrt_status st = geom_init(l, &g);
   if (st != NRT_SUCCESS) return st;
-  bool backward = l->op == NRT_OP_MAX_POOL_BACKWARD || l->op == NRT_OP_AVG_POOL_BACKWARD;
+  bool backward = l->op == NRT_OP(MAX_POOL_BACKWARD) || l->op == NRT_OP(AVG_POOL_BACKWARD);
   if (g.N * g.C == 0 || (backward ? g.IL : g.OL) == 0) return NRT_SUCCESS;
   pool_job job = {.l = l, .g = &g, .failed = 0};
   if (!nrt_dtype_is_floating(l->compute_dtype)) {

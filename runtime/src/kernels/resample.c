@@ -28,14 +28,14 @@
 nrt_status nrt_resample_execute(const nrt_launch *l) {
   /* Switch on (int)l->op: family ids are not enumerators of nrt_op. */
   switch ((int)l->op) {
-  case NRT_OP_INTERP:
-  case NRT_OP_INTERP_BACKWARD: return nrt_resample_interp(l);
-  case NRT_OP_MAX_UNPOOL: return nrt_resample_unpool(l);
-  case NRT_OP_IM2COL:
-  case NRT_OP_COL2IM: return nrt_resample_fold(l);
-  case NRT_OP_GRID_SAMPLE:
-  case NRT_OP_GRID_SAMPLE_BACKWARD: return nrt_resample_grid(l);
-  case NRT_OP_FRACTIONAL_MAX_POOL: return nrt_resample_fracpool(l);
+  case NRT_OP(INTERP):
+  case NRT_OP(INTERP_BACKWARD): return nrt_resample_interp(l);
+  case NRT_OP(MAX_UNPOOL): return nrt_resample_unpool(l);
+  case NRT_OP(IM2COL):
+  case NRT_OP(COL2IM): return nrt_resample_fold(l);
+  case NRT_OP(GRID_SAMPLE):
+  case NRT_OP(GRID_SAMPLE_BACKWARD): return nrt_resample_grid(l);
+  case NRT_OP(FRACTIONAL_MAX_POOL): return nrt_resample_fracpool(l);
   default: break;
   }
   return nrt_kernel_fail(NRT_ERROR_UNSUPPORTED, "resample: op %s has no kernel", nrt_op_name(l->op));
@@ -386,7 +386,7 @@ nrt_status nrt_resample_interp(const nrt_launch *l) {
   j.l = l;
   nrt_status st = nrt_resample_geom_init(l, &j.g);
   if (st != NRT_SUCCESS) return st;
-  bool fwd = (int)l->op == NRT_OP_INTERP;
+  bool fwd = (int)l->op == NRT_OP(INTERP);
   int mode = (int)l->params[0];
   j.nearest = fwd && (mode == NRT_INTERP_NEAREST || mode == NRT_INTERP_NEAREST_EXACT);
   if (l->noutputs != 1)

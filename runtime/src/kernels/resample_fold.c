@@ -144,7 +144,7 @@ nrt_status nrt_resample_fold(const nrt_launch *l) {
   j.esize = nrt_dtype_size(l->operands[0].dtype);
   j.integral = !nrt_dtype_is_floating(l->operands[0].dtype);
   j.reference = nrt_kernels_reference();
-  if ((int)l->op == NRT_OP_IM2COL) {
+  if ((int)l->op == NRT_OP(IM2COL)) {
     int64_t rows = g->N * g->C * g->KH;
     if (rows == 0 || g->OH * g->OW * g->KW == 0) return NRT_SUCCESS;
     nrt_parallel_for(rows, 1 + 8192 / (g->KW * g->OH * g->OW), im2col_rows, &j);

@@ -278,7 +278,7 @@ nrt_status nrt_resample_grid(const nrt_launch *l) {
   j.pad = (int)l->params[1];
   j.align = l->params[2] != 0;
   j.nsp = (int)l->params[3];
-  bool fwd = (int)l->op == NRT_OP_GRID_SAMPLE;
+  bool fwd = (int)l->op == NRT_OP(GRID_SAMPLE);
   if ((j.nsp != 2 && j.nsp != 3) || j.interp < 0 || j.interp > 2 || j.pad < 0 || j.pad > 2 ||
       (j.nsp == 3 && j.interp == NRT_GRID_BICUBIC) || (j.nsp == 2 && (j.g.I[0] != 1 || j.g.O[0] != 1))) {
     return nrt_kernel_fail(NRT_ERROR_INVALID_ARGUMENT, "%s: bad mode (interpolation %d, padding %d, %d spatial dims)",

@@ -403,30 +403,30 @@ static nrt_status run_dist(const nrt_launch *l, int noutputs, int want_ndim, int
 nrt_status nrt_segment_execute(const nrt_launch *l) {
   /* Switch on (int)l->op: family ids are not enumerators of nrt_op. */
   switch ((int)l->op) {
-  case NRT_OP_EMBEDDING_BAG: return embedding_bag(l);
-  case NRT_OP_CDIST:
-  case NRT_OP_CDIST_BACKWARD: {
+  case NRT_OP(EMBEDDING_BAG): return embedding_bag(l);
+  case NRT_OP(CDIST):
+  case NRT_OP(CDIST_BACKWARD): {
     if (l->ndim != 4)
       return nrt_kernel_fail(NRT_ERROR_INVALID_ARGUMENT,
                              "%s: sizes must be {B, P, R, M}, got ndim %d", nrt_op_name(l->op),
                              l->ndim);
-    bool fwd = (int)l->op == NRT_OP_CDIST;
+    bool fwd = (int)l->op == NRT_OP(CDIST);
     int64_t items = l->sizes[0] * l->sizes[1], work = l->sizes[2] * (l->sizes[3] + 1);
     return run_dist(l, 1, 4, items, work, fwd ? cdist_range : cdist_backward_range);
   }
-  case NRT_OP_PDIST:
-  case NRT_OP_PDIST_BACKWARD: {
-    bool fwd = (int)l->op == NRT_OP_PDIST;
+  case NRT_OP(PDIST):
+  case NRT_OP(PDIST_BACKWARD): {
+    bool fwd = (int)l->op == NRT_OP(PDIST);
     if (l->ndim != 2)
       return nrt_kernel_fail(NRT_ERROR_INVALID_ARGUMENT,
                              "%s: sizes must be {N, M}, got ndim %d", nrt_op_name(l->op), l->ndim);
     int64_t work = l->sizes[0] * (l->sizes[1] + 1);
     return run_dist(l, 1, 2, l->sizes[0], work, fwd ? pdist_range : pdist_backward_range);
   }
-  case NRT_OP_SEGMENT_REDUCE: return nrt_segment_reduce_execute(l);
-  case NRT_OP_SEGMENT_REDUCE_BACKWARD: return nrt_segment_reduce_backward_execute(l);
-  case NRT_OP_CTC_LOSS: return nrt_ctc_loss_execute(l);
-  case NRT_OP_CTC_LOSS_BACKWARD: return nrt_ctc_loss_backward_execute(l);
+  case NRT_OP(SEGMENT_REDUCE): return nrt_segment_reduce_execute(l);
+  case NRT_OP(SEGMENT_REDUCE_BACKWARD): return nrt_segment_reduce_backward_execute(l);
+  case NRT_OP(CTC_LOSS): return nrt_ctc_loss_execute(l);
+  case NRT_OP(CTC_LOSS_BACKWARD): return nrt_ctc_loss_backward_execute(l);
   default: break;
   }
   return nrt_kernel_fail(NRT_ERROR_UNSUPPORTED, "segment: op %s has no kernel", nrt_op_name(l->op));

@@ -764,15 +764,15 @@ static nrt_status nonzero_static_op(const nrt_launch *l) {
 nrt_status nrt_select_execute(const nrt_launch *l) {
   /* Switch on (int)l->op: family ids are not enumerators of nrt_op. */
   switch ((int)l->op) {
-  case NRT_OP_CUMMAX:
-  case NRT_OP_CUMMIN: return cumext_op(l);
-  case NRT_OP_LOGCUMSUMEXP: return lcse_op(l);
-  case NRT_OP_ORDER_STAT: return order_stat_op(l);
-  case NRT_OP_UNIQUE_SLICES: return unique_op(l);
-  case NRT_OP_SEARCHSORTED: return searchsorted_op(l);
-  case NRT_OP_HISTOGRAM: return histogram_op(l);
-  case NRT_OP_REPEAT_INTERLEAVE: return repeat_interleave_op(l);
-  case NRT_OP_NONZERO_STATIC: return nonzero_static_op(l);
+  case NRT_OP(CUMMAX):
+  case NRT_OP(CUMMIN): return cumext_op(l);
+  case NRT_OP(LOGCUMSUMEXP): return lcse_op(l);
+  case NRT_OP(ORDER_STAT): return order_stat_op(l);
+  case NRT_OP(UNIQUE_SLICES): return unique_op(l);
+  case NRT_OP(SEARCHSORTED): return searchsorted_op(l);
+  case NRT_OP(HISTOGRAM): return histogram_op(l);
+  case NRT_OP(REPEAT_INTERLEAVE): return repeat_interleave_op(l);
+  case NRT_OP(NONZERO_STATIC): return nonzero_static_op(l);
   default: break;
   }
   return nrt_kernel_fail(NRT_ERROR_UNSUPPORTED, "select: op %s has no kernel", nrt_op_name(l->op));

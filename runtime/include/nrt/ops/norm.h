@@ -1,0 +1,42 @@
+/* Op family NORM. Normalisation (kernels/norm/): layer norm over rows, batch and
+ * group norm over channels, forward and backward.
+ * Entries: X(name, kind, min_inputs, max_inputs); scalars (s0..s3),
+ * params (p0..p3) and aux[] as each comment says. See nrt/launch.h for
+ * how families are numbered. */
+#ifndef NRT_OPS_NORM_H
+#define NRT_OPS_NORM_H
+
+#include "nrt/launch.h"
+
+#define NRT_OPS_NORM(X)                                                      \
+  /* Layer norm: rows along the last dim of sizes,     \
+     leading dims index rows; all float domain. */                          \
+  X(LAYER_NORM, NORM, 1, 3)      /* outputs y, mean[rows], rstd[rows];       \
+     inputs x, optional weight[row], optional bias[row] (ninputs 1..3,      \
+     p1 bit0 = has weight, bit1 = has bias); s0 = eps */                   \
+  X(LAYER_NORM_BACKWARD, NORM, 4, 5) /* output grad_x; inputs grad_y, x, mean, \
+     rstd, optional weight (ninputs 4..5) */                                \
+  /* Batch and group norm: activations [N, C, S] \
+     with strides {n, c, s} (spatial dims collapsed into s by the caller),  \
+     per-channel vectors strides {c}. Statistics accumulate in double; p1  \
+     bit0 = has weight, bit1 = has bias (those inputs follow in order). */ \
+  X(BATCH_NORM, NORM, 1, 3)      /* training: sizes {N, C, S}; outputs y,   \
+     save_mean[C], save_invstd[C] (1/sqrt(biased var + s0)) and, when       \
+     noutputs = 5, running_mean[C], running_var[C] updated in place with   \
+     momentum s1 (unbiased var); inputs x, weight?, bias? (1..3) */         \
+  X(BATCH_NORM_EVAL, NORM, 3, 5)      /* sizes {N, C, S}; output y; inputs  \
+     x, running_mean, running_var, weight?, bias? (3..5); s0 eps */         \
+  X(BATCH_NORM_BACKWARD, NORM, 4, 5)      /* sizes {N, C, S}; outputs by    \
+     p0 mask, in order: bit0 grad_x, bit1 grad_weight (sum dy*xhat), bit2   \
+     grad_bias (sum dy); inputs grad_y, x, mean, invstd, weight? (4..5).    \
+     p2 = 1 training (grad_x through the batch statistics); p2 = 0: mean,  \
+     invstd are running_mean, running_var and invstd = 1/sqrt(var + s0) */  \
+  X(GROUP_NORM, NORM, 1, 3)      /* sizes {N, G, Cg, S}; outputs y, mean,    \
+     rstd (strides {n, g}); inputs x, weight?, bias? (1..3); s0 eps */      \
+  X(GROUP_NORM_BACKWARD, NORM, 4, 5)      /* sizes {N, G, Cg, S}; outputs   \
+     by p0 mask as BATCH_NORM_BACKWARD (grad_x, grad_weight, grad_bias);   \
+     inputs grad_y, x, mean, rstd, weight? (4..5) */
+
+NRT_OP_FAMILY_ENUM(NORM, NRT_OPS_NORM);
+
+#endif
