@@ -12,16 +12,17 @@ STAMP      := $(VENV)/.deps-stamp
 JOBS       ?= 2
 
 CC      ?= cc
-CFLAGS_COMMON := -std=c11 -D_GNU_SOURCE -Wall -Wextra -Wno-unused-parameter -fPIC -pthread -fno-math-errno \
+CFLAGS_COMMON := -std=c11 -D_GNU_SOURCE -Wall -Wextra -Wno-unused-parameter -Werror=implicit-function-declaration \
+                 -fPIC -pthread -fno-math-errno \
                  -Iruntime/include -Iruntime/src
 CFLAGS  := $(CFLAGS_COMMON) -O2 -g -march=x86-64-v2 -mtune=native
 ASAN_FLAGS := $(CFLAGS_COMMON) -O1 -g -fsanitize=address,undefined -fno-omit-frame-pointer \
               -fno-sanitize-recover=undefined
 
-RT_SRCS  := $(sort $(wildcard runtime/src/*.c runtime/src/kernels/*.c))
+RT_SRCS  := $(sort $(shell find runtime/src -name "*.c"))
 RT_OBJS  := $(patsubst runtime/src/%.c,build/rt/%.o,$(RT_SRCS))
 RT_AOBJS := $(patsubst runtime/src/%.c,build/rt-asan/%.o,$(RT_SRCS))
-RT_HDRS  := $(wildcard runtime/include/nrt/*.h runtime/include/nrt/ops/*.h runtime/src/*.h runtime/src/kernels/*.h)
+RT_HDRS  := $(wildcard runtime/include/nrt/*.h runtime/include/nrt/ops/*.h) $(shell find runtime/src -name "*.h")
 CTESTS   := $(patsubst runtime/tests/%.c,%,$(sort $(wildcard runtime/tests/test_*.c)))
 
 .PHONY: all run test ctest asan pytest build lib install bench conformance clean venv

@@ -8,7 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "testing.h"
-#include "kernels/kernels.h"
+#include "kernels/common/common.h"
 #include "nrt/ops/attention.h"
 
 static uint64_t rng_state = 0x9E3779B97F4A7C15ull;

@@ -8,7 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "testing.h"
-#include "kernels/kernels.h"
+#include "kernels/common/common.h"
 #include "nrt/ops/complex.h"
 
 #define S(...) ((const int64_t[]){__VA_ARGS__})

@@ -5,7 +5,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "internal.h"
+#include "api/api.h"
+#include "exec/exec.h"
+#include "memory/memory.h"
 #include "testing.h"
 
 /* This process starts with NEURON_RT_VISIBLE_CORES=1-2 and
@@ -89,7 +91,7 @@ static const char *fake_lookup(void *ctx, const char *name) {
 }
 
 static void test_config_from_env(void) {
-  nrt_env_config c;
+  nrt_config c;
   const char *empty[] = {NULL};
   nrt_config_from_env(fake_lookup, empty, &c);
   CHECK(c.device_count == NRT_DEFAULT_DEVICE_COUNT);
@@ -125,6 +127,51 @@ static void test_config_from_env(void) {
   CHECK(c.device_count == NRT_DEFAULT_DEVICE_COUNT);
 }
 
+/* Every BOOL row takes the same spellings; anything else fails the whole
+ * configuration, naming the variable, and leaves the default in effect. */
+static void test_bool_grammar(void) {
+  const char *yes[] = {"1", "true", "TRUE", "yes", "On", " on "};
+  const char *no[] = {"0", "false", "No", "off", ""};
+  nrt_config c;
+  for (size_t i = 0; i < sizeof yes / sizeof yes[0]; i++) {
+    const char *env[] = {"NEURON_LAUNCH_BLOCKING", yes[i], "TORCH_NEURONX_DISABLE_FALLBACK", yes[i], NULL};
+    nrt_config_from_env(fake_lookup, env, &c);
+    CHECK(c.status == NRT_SUCCESS && c.launch_blocking && c.disable_fallback);
+  }
+  for (size_t i = 0; i < sizeof no / sizeof no[0]; i++) {
+    const char *env[] = {"NEURON_LAUNCH_BLOCKING", no[i], "TORCH_NEURONX_DISABLE_FALLBACK", no[i], NULL};
+    nrt_config_from_env(fake_lookup, env, &c);
+    CHECK(c.status == NRT_SUCCESS && !c.launch_blocking && !c.disable_fallback);
+  }
+  const char *bad[] = {"TORCH_NEURONX_DISABLE_FALLBACK", "false-ish", NULL};
+  nrt_config_from_env(fake_lookup, bad, &c);
+  CHECK(c.status == NRT_ERROR_INVALID_ARGUMENT && !c.disable_fallback);
+  CHECK(strstr(c.error, "TORCH_NEURONX_DISABLE_FALLBACK=\"false-ish\"") != NULL);
+  CHECK(strstr(c.error, "true/false") != NULL);
+}
+
+/* The table describes every row; the getters check the row's type. */
+static void test_env_table(void) {
+  for (int i = 0; i < NRT_ENV_COUNT; i++) {
+    nrt_env_info info;
+    CHECK_OK(nrt_env_describe((nrt_env)i, &info));
+    CHECK(info.name && info.type && info.default_value && info.reader && info.help);
+    CHECK(strncmp(info.name, "NEURON_", 7) == 0 || strncmp(info.name, "TORCH_NEURONX_", 14) == 0);
+  }
+  nrt_env_info info;
+  CHECK(nrt_env_describe(NRT_ENV_COUNT, &info) == NRT_ERROR_INVALID_ARGUMENT);
+  CHECK_OK(nrt_env_describe(NRT_ENV_VISIBLE_CORES, &info));
+  CHECK(strcmp(info.value, "1-2") == 0); /* as main() set it */
+  bool b = true;
+  CHECK_OK(nrt_env_get_bool(NRT_ENV_LAUNCH_BLOCKING, &b));
+  CHECK(!b);
+  CHECK(nrt_env_get_bool(NRT_ENV_NUM_CORES, &b) == NRT_ERROR_INVALID_ARGUMENT);
+  int64_t v = 0;
+  CHECK_OK(nrt_env_get_int(NRT_ENV_NUM_CORES, &v));
+  CHECK(v == 2);
+  CHECK(nrt_env_get_int(NRT_ENV_LAUNCH_BLOCKING, &v) == NRT_ERROR_INVALID_ARGUMENT);
+}
+
 static void test_process_environment(void) {
   CHECK_OK(nrt_init());
   CHECK_OK(nrt_init()); /* idempotent */
@@ -141,7 +188,7 @@ static void test_process_environment(void) {
   CHECK(p.worker_threads == nrt_pool_threads() && p.worker_threads >= 1);
   CHECK_OK(nrt_get_device_properties(1, &p));
   CHECK(p.index == 1 && p.physical_core == 2);
-  CHECK(nrt_device_capacity(1) == EXPECTED_CAPACITY);
+  CHECK(nrt_memory_capacity(1) == EXPECTED_CAPACITY);
   CHECK(nrt_device_valid(1) && !nrt_device_valid(2) && !nrt_device_valid(-1));
 }
 
@@ -263,7 +310,7 @@ static void test_set_memory_capacity(void) {
   CHECK_OK(nrt_set_memory_capacity(0, 0)); /* nothing reserved: any limit is valid */
   CHECK_STATUS(nrt_malloc(1000, s, &p), NRT_ERROR_OUT_OF_MEMORY);
   CHECK_OK(nrt_set_memory_capacity(0, EXPECTED_CAPACITY));
-  CHECK(nrt_device_capacity(0) == EXPECTED_CAPACITY);
+  CHECK(nrt_memory_capacity(0) == EXPECTED_CAPACITY);
 }
 
 int main(void) {
@@ -274,6 +321,8 @@ int main(void) {
   RUN_TEST(test_parse_visible_cores);
   RUN_TEST(test_parse_memory_size);
   RUN_TEST(test_config_from_env);
+  RUN_TEST(test_bool_grammar);
+  RUN_TEST(test_env_table);
   RUN_TEST(test_process_environment);
   RUN_TEST(test_init_thread_safe);
   RUN_TEST(test_bad_device_index);

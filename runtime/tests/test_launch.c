@@ -4,7 +4,9 @@
 #include <string.h>
 #include <time.h>
 
-#include "internal.h"
+#include "api/api.h"
+#include "exec/exec.h"
+#include "memory/memory.h"
 #include "testing.h"
 #include "nrt/ops/gemm.h"
 

@@ -7,7 +7,9 @@
 #include <string.h>
 #include <time.h>
 
-#include "internal.h"
+#include "api/api.h"
+#include "exec/exec.h"
+#include "memory/memory.h"
 #include "testing.h"
 
 static nrt_status record_thread(void *arg) {

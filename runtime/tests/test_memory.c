@@ -11,7 +11,9 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "internal.h"
+#include "api/api.h"
+#include "exec/exec.h"
+#include "memory/memory.h"
 #include "testing.h"
 
 #define KiB ((size_t)1 << 10)

@@ -5,7 +5,7 @@
 #include <stdint.h>
 #include <string.h>
 #include "testing.h"
-#include "kernels/kernels.h"
+#include "kernels/common/common.h"
 #include "nrt/ops/resample.h"
 
 /* A 5-d activation [N, C, D, H, W], contiguous or channels-last; element i

@@ -8,7 +8,7 @@
 #include <stdint.h>
 #include <string.h>
 #include "testing.h"
-#include "kernels/kernels.h"
+#include "kernels/common/common.h"
 #include "nrt/ops/segment.h"
 
 #define S(...) ((const int64_t[]){__VA_ARGS__})

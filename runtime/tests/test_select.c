@@ -6,7 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "testing.h"
-#include "kernels/kernels.h"
+#include "kernels/common/common.h"
 #include "nrt/ops/select.h"
 
 #define S(...) ((const int64_t[]){__VA_ARGS__})

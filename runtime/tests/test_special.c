@@ -9,8 +9,8 @@
 #include <stdint.h>
 #include <string.h>
 #include "testing.h"
-#include "kernels/kernels.h"
-#include "kernels/special_math.h"
+#include "kernels/common/common.h"
+#include "kernels/pointwise/special/special.h"
 #include "nrt/ops/special.h"
 
 #define PI 3.14159265358979323846

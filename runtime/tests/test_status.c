@@ -4,7 +4,9 @@
 #include <stdint.h>
 #include <string.h>
 
-#include "internal.h"
+#include "api/api.h"
+#include "exec/exec.h"
+#include "memory/memory.h"
 #include "testing.h"
 
 static void test_status_names(void) {

@@ -1,11 +1,9 @@
 /* Logical NeuronCores.
  *
- * The set of devices is read once from the environment at nrt_init():
- *   NEURON_RT_VISIBLE_CORES  "0-1", "2", "0,2,3": which logical cores
- *   NEURON_RT_NUM_CORES      a count, used when VISIBLE_CORES is unset
- *   TORCH_NEURONX_DEVICE_MEMORY  per-core capacity: bytes or with suffix
- *                            K/M/G/KiB/MiB/GiB (default 24GiB)
- * Default: 4 logical cores (one Trainium2 chip at logical-core size 2). */
+ * The set of devices comes from the configuration (nrt/config.h:
+ * NEURON_RT_VISIBLE_CORES, NEURON_RT_NUM_CORES, TORCH_NEURONX_DEVICE_MEMORY),
+ * read once at first use. Default: 4 logical cores (one Trainium2 chip at
+ * logical-core size 2). */
 #ifndef NRT_DEVICE_H
 #define NRT_DEVICE_H
 
@@ -30,7 +28,10 @@ typedef struct nrt_device_properties {
   int worker_threads;       /* host threads that execute kernels */
 } nrt_device_properties;
 
-/* Idempotent and thread-safe. Parses the environment on first call. */
+/* Idempotent and thread-safe: reads the configuration and sets up every
+ * device's streams and memory. Fails (naming the variable) when the
+ * environment holds an invalid boolean; other entry points initialise
+ * what they need lazily and do not report that error. */
 nrt_status nrt_init(void);
 nrt_status nrt_get_device_count(int *out_count);
 nrt_status nrt_get_device_properties(int device, nrt_device_properties *out_props);
@@ -41,13 +42,6 @@ nrt_status nrt_get_device(int *out_device);
 
 /* Waits for all streams of the device; returns the first sticky error. */
 nrt_status nrt_device_synchronize(int device);
-
-/* Changes a device's memory capacity (tests, or a user limit). Fails with
- * NRT_ERROR_INVALID_ARGUMENT if below what is currently reserved. */
-nrt_status nrt_set_memory_capacity(int device, uint64_t bytes);
-
-/* NEURON_LAUNCH_BLOCKING=1: every launch completes before it returns. */
-int nrt_launch_blocking(void);
 
 #ifdef __cplusplus
 }

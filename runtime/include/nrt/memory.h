@@ -38,6 +38,10 @@ nrt_status nrt_pointer_get_device(const void *ptr, int *out_device);
 /* Releases every cached, unused segment of the device to the host. */
 nrt_status nrt_empty_cache(int device);
 
+/* Changes a device's memory capacity (tests, or a user limit). Fails with
+ * NRT_ERROR_INVALID_ARGUMENT if below what is currently reserved. */
+nrt_status nrt_set_memory_capacity(int device, uint64_t bytes);
+
 enum { NRT_POOL_ALL = 0, NRT_POOL_SMALL = 1, NRT_POOL_LARGE = 2, NRT_POOL_COUNT = 3 };
 
 typedef struct nrt_stat {

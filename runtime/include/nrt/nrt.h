@@ -2,6 +2,7 @@
 #ifndef NRT_NRT_H
 #define NRT_NRT_H
 #include "nrt/status.h"
+#include "nrt/config.h"
 #include "nrt/dtype.h"
 #include "nrt/device.h"
 #include "nrt/stream.h"

@@ -1,0 +1,55 @@
+/* The exec layer: the kernel thread pool (parallel.c), streams (stream.c)
+ * and events (event.c). Below memory and kernels; above core. */
+#ifndef NRT_EXEC_EXEC_H
+#define NRT_EXEC_EXEC_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include "core/core.h"
+
+/* ---- parallel.c: the kernel thread pool --------------------------------------
+ * Splits [0, n) into chunks of at least `grain` items and runs
+ * fn(ctx, begin, end) on the pool threads and the caller. Safe to call
+ * from several stream workers at once: when the pool is busy with another
+ * launch, the caller runs the whole range itself (no deadlock, no
+ * oversubscription). Thread count: TORCH_NEURONX_KERNEL_THREADS or the
+ * number of online CPUs. */
+typedef void (*nrt_range_fn)(void *ctx, int64_t begin, int64_t end);
+void nrt_parallel_for(int64_t n, int64_t grain, nrt_range_fn fn, void *ctx);
+int nrt_pool_threads(void);
+
+/* Spin-then-sleep. Runtime threads poll briefly for new work before
+ * sleeping on a condition variable, because waking a sleeping thread
+ * (futex + cross-CPU interrupt) costs microseconds on the per-op path.
+ * Polls ready(ctx) for up to max_ns, yielding the CPU to runnable threads
+ * after a short busy phase; returns whether it became ready. */
+typedef bool (*nrt_ready_fn)(const void *ctx);
+bool nrt_spin_until(nrt_ready_fn ready, const void *ctx, uint64_t max_ns);
+
+/* ---- stream.c ------------------------------------------------------------------ */
+/* Allocates every device's streams at first use; idempotent. */
+void nrt_streams_ready(void);
+nrt_stream *nrt_stream_at(int device, int index); /* unchecked, after nrt_streams_ready */
+/* Task runs even while the stream holds a sticky error (event markers). */
+enum { NRT_TASK_ALWAYS_RUN = 1u };
+/* Largest argument nrt_stream_enqueue_ex copies into the task itself: a
+ * launch descriptor and a little more. */
+#define NRT_TASK_INLINE_MAX (sizeof(nrt_launch) + 64)
+/* nrt_stream_enqueue with two extras for the runtime's own tasks:
+ * copy_size > 0 copies *arg into the task (no allocation; run and release
+ * then receive the copy), and out_ticket (may be NULL) receives the task's
+ * sequence number: the task has run once nrt_stream_completed() >= it. */
+nrt_status nrt_stream_enqueue_ex(nrt_stream *stream, const char *name, nrt_task_fn run,
+                                 void *arg, size_t copy_size, nrt_release_fn release,
+                                 unsigned flags, uint64_t *out_ticket);
+/* Waits until completed >= target, leaving any sticky error in place. */
+void nrt_stream_wait_quiet(nrt_stream *stream, uint64_t target);
+/* The sticky error if the failing task's ticket is <= max_ticket (else
+ * NRT_SUCCESS); copies its message into msg. Does not clear it. */
+nrt_status nrt_stream_peek_error(nrt_stream *stream, uint64_t max_ticket, char *msg,
+                                 size_t msg_size);
+/* Waits for every stream of the device, leaving sticky errors in place. */
+void nrt_device_wait_idle(int device);
+
+#endif

@@ -1,0 +1,447 @@
+/* Family ATTENTION (nrt/ops/attention.h): descriptor decoding, the pieces
+ * shared by both paths (masking, dropout), the backward's per-row
+ * statistics and the plain reference path.
+ *
+ * The reference path is the textbook computation, one query row at a
+ * time in double: all S scores of the row, their softmax, then the
+ * output (or the gradients). It ignores the forward's logsumexp and the
+ * rowstat D so that it checks the blocked kernels independently. */
+#include <stdatomic.h>
+#include <stdlib.h>
+#include "kernels/attention/attention.h"
+#include "nrt/ops/attention.h"
+
+/* ---- shared pieces ------------------------------------------------------ */
+
+void nrt_attn_dropout(const nrt_attn_problem *p, int64_t b, int64_t h, int64_t i, int64_t j0,
+                      int64_t n, float *z) {
+  uint64_t e0 = p->offset + (uint64_t)(((b * p->Hq + h) * p->L + i) * p->S + j0);
+  uint32_t w[4];
+  uint64_t have = UINT64_MAX;
+  for (int64_t j = 0; j < n; j++) {
+    uint64_t e = e0 + (uint64_t)j, c = e >> 2;
+    if (c != have) { /* four consecutive elements share one Philox block */
+      nrt_philox4x32(p->seed, c, w);
+      have = c;
+    }
+    z[j] = (double)w[e & 3] * 0x1p-32 < p->keep_prob ? p->keep_scale : 0.0f;
+  }
+}
+
+void nrt_attn_mask_scores(const nrt_attn_problem *p, int64_t b, int64_t h, int64_t i, int64_t j0,
+                          int64_t n, float *s) {
+  if (p->has_mask) {
+    const nrt_attn_view *m = &p->mask;
+    const char *row = nrt_attn_at(m, b, h, i) + j0 * m->s[3];
+    if (p->mask_bool) {
+      for (int64_t j = 0; j < n; j++)
+        if (!row[j * m->s[3]]) s[j] = -INFINITY;
+    } else {
+      float buf[64];
+      for (int64_t c = 0; c < n; c += 64) {
+        int64_t len = n - c < 64 ? n - c : 64;
+        nrt_load_f32(buf, row + c * m->s[3], m->s[3], m->dtype, len);
+        for (int64_t j = 0; j < len; j++) s[c + j] += buf[j];
+      }
+    }
+  }
+  if (p->causal) /* top-left aligned: key j is visible to row i iff j <= i */
+    for (int64_t j = i + 1 - j0 < 0 ? 0 : i + 1 - j0; j < n; j++) s[j] = -INFINITY;
+}
+
+/* ---- backward row statistics (SDPA_BACKWARD_PREP) ----------------------- */
+
+void nrt_attn_store_rowstat(const nrt_attn_problem *p, int64_t b, int64_t h, int64_t i, float lse, float d) {
+  float g[64];
+  const char *src = nrt_attn_at(&p->dout, b, h, i);
+  char *dst = nrt_attn_at(&p->dcopy, b, h, i);
+  for (int64_t e = 0; e < p->Ev; e += 64) {
+    int64_t n = p->Ev - e < 64 ? p->Ev - e : 64;
+    nrt_load_f32(g, src + e * p->dout.s[3], p->dout.s[3], p->dout.dtype, n);
+    nrt_store_f32(dst + e * p->dcopy.s[3], p->dcopy.s[3], NRT_FLOAT32, g, n);
+  }
+  char *st = nrt_attn_at(&p->rowstat, b, h, i);
+  *(float *)st = lse;
+  *(float *)(st + p->rowstat.s[3]) = d;
+}
+
+static void prep_range(void *ctx, int64_t lo, int64_t hi) {
+  const nrt_attn_problem *p = ctx;
+  for (int64_t r = lo; r < hi; r++) {
+    int64_t i = r % p->L, bh = r / p->L, h = bh % p->Hq, b = bh / p->Hq;
+    const char *o = nrt_attn_at(&p->out, b, h, i), *g = nrt_attn_at(&p->dout, b, h, i);
+    double d = 0; /* double: D is a difference of nearly equal sums later */
+    for (int64_t e = 0; e < p->Ev; e++)
+      d += nrt_ref_load_f64(o + e * p->out.s[3], p->out.dtype) *
+           nrt_ref_load_f64(g + e * p->dout.s[3], p->dout.dtype);
+    nrt_attn_store_rowstat(p, b, h, i, *(const float *)nrt_attn_at(&p->lse, b, h, i), (float)d);
+  }
+}
+
+/* ---- reference path ----------------------------------------------------- */
+
+typedef struct ref_ctx {
+  const nrt_attn_problem *p;
+  atomic_int failed;
+} ref_ctx;
+
+typedef struct ref_buf {
+  double *s, *prob, *ds, *acc;
+  float *z;
+} ref_buf;
+
+static bool ref_buf_init(ref_buf *r, const nrt_attn_problem *p) {
+  int64_t S = p->S ? p->S : 1, W = (p->E > p->Ev ? p->E : p->Ev) + 1;
+  r->s = malloc((size_t)S * sizeof(double));
+  r->prob = malloc((size_t)S * sizeof(double));
+  r->ds = malloc((size_t)S * sizeof(double));
+  r->acc = malloc((size_t)W * sizeof(double));
+  r->z = malloc((size_t)S * sizeof(float));
+  return r->s && r->prob && r->ds && r->acc && r->z;
+}
+
+static void ref_buf_free(ref_buf *r) {
+  free(r->s);
+  free(r->prob);
+  free(r->ds);
+  free(r->acc);
+  free(r->z);
+}
+
+static double ref_load(const nrt_attn_view *t, const char *row, int64_t col) {
+  return nrt_ref_load_f64(row + col * t->s[3], t->dtype);
+}
+
+/* Softmax probabilities of row (b, h, i) into r->prob (0 everywhere for a
+ * fully masked row) and the dropout multipliers into r->z. Returns false
+ * for a fully masked row. */
+static bool ref_row_probs(const nrt_attn_problem *p, int64_t b, int64_t h, int64_t i, ref_buf *r) {
+  int64_t hk = h / p->group;
+  const char *q = nrt_attn_at(&p->q, b, h, i);
+  double mx = -INFINITY;
+  bool nan = false;
+  for (int64_t j = 0; j < p->S; j++) {
+    const char *k = nrt_attn_at(&p->k, b, hk, j);
+    double dot = 0;
+    for (int64_t e = 0; e < p->E; e++) dot += ref_load(&p->q, q, e) * ref_load(&p->k, k, e);
+    double s = (double)p->scale * dot;
+    if (p->has_mask) {
+      const char *m = nrt_attn_at(&p->mask, b, h, i) + j * p->mask.s[3];
+      if (p->mask_bool)
+        s = *m ? s : -INFINITY;
+      else
+        s += nrt_ref_load_f64(m, p->mask.dtype);
+    }
+    if (p->causal && j > i) s = -INFINITY;
+    r->s[j] = s;
+    if (isnan(s)) nan = true;
+    else if (s > mx) mx = s;
+  }
+  for (int64_t j = 0; j < p->S; j++) r->z[j] = 1.0f;
+  if (p->dropout) nrt_attn_dropout(p, b, h, i, 0, p->S, r->z);
+  if (mx == -INFINITY && !nan) {
+    for (int64_t j = 0; j < p->S; j++) r->prob[j] = 0;
+    return false;
+  }
+  double sum = 0;
+  for (int64_t j = 0; j < p->S; j++) {
+    r->prob[j] = r->s[j] == -INFINITY ? 0.0 : exp(r->s[j] - mx);
+    sum += r->prob[j];
+  }
+  for (int64_t j = 0; j < p->S; j++) r->prob[j] /= sum;
+  r->acc[0] = mx + log(sum); /* the row's logsumexp, for the forward */
+  return true;
+}
+
+static void ref_forward_range(void *ctx, int64_t lo, int64_t hi) {
+  ref_ctx *c = ctx;
+  const nrt_attn_problem *p = c->p;
+  ref_buf r;
+  if (!ref_buf_init(&r, p)) {
+    atomic_store(&c->failed, 1);
+    ref_buf_free(&r);
+    return;
+  }
+  for (int64_t row = lo; row < hi; row++) {
+    int64_t i = row % p->L, bh = row / p->L, h = bh % p->Hq, b = bh / p->Hq, hk = h / p->group;
+    bool live = ref_row_probs(p, b, h, i, &r);
+    double lse = live ? r.acc[0] : -INFINITY;
+    char *o = nrt_attn_at(&p->out, b, h, i);
+    for (int64_t e = 0; e < p->Ev; e++) {
+      double a = 0;
+      for (int64_t j = 0; j < p->S; j++)
+        a += r.prob[j] * r.z[j] * ref_load(&p->v, nrt_attn_at(&p->v, b, hk, j), e);
+      nrt_ref_store_f64(o + e * p->out.s[3], p->out.dtype, a);
+    }
+    *(float *)nrt_attn_at(&p->lse, b, h, i) = (float)lse;
+  }
+  ref_buf_free(&r);
+}
+
+/* D_i = dO_i . out_i with out_i recomputed in double (SDPA_BACKWARD_PREP
+ * given q, k, v). */
+static void ref_prep_range(void *ctx, int64_t lo, int64_t hi) {
+  ref_ctx *c = ctx;
+  const nrt_attn_problem *p = c->p;
+  ref_buf r;
+  if (!ref_buf_init(&r, p)) {
+    atomic_store(&c->failed, 1);
+    ref_buf_free(&r);
+    return;
+  }
+  for (int64_t row = lo; row < hi; row++) {
+    int64_t i = row % p->L, bh = row / p->L, h = bh % p->Hq, b = bh / p->Hq, hk = h / p->group;
+    ref_row_probs(p, b, h, i, &r);
+    const char *g = nrt_attn_at(&p->dout, b, h, i);
+    double d = 0;
+    for (int64_t e = 0; e < p->Ev; e++) {
+      double a = 0;
+      for (int64_t j = 0; j < p->S; j++) a += r.prob[j] * r.z[j] * ref_load(&p->v, nrt_attn_at(&p->v, b, hk, j), e);
+      d += a * ref_load(&p->dout, g, e);
+    }
+    nrt_attn_store_rowstat(p, b, h, i, *(const float *)nrt_attn_at(&p->lse, b, h, i), (float)d);
+  }
+  ref_buf_free(&r);
+}
+
+/* Gradient of the row's scores, r->ds (and r->prob, r->z) from dO. */
+static void ref_row_grad(const nrt_attn_problem *p, int64_t b, int64_t h, int64_t i, ref_buf *r) {
+  int64_t hk = h / p->group;
+  ref_row_probs(p, b, h, i, r);
+  const char *g = nrt_attn_at(&p->dout, b, h, i);
+  double dsum = 0;
+  for (int64_t j = 0; j < p->S; j++) {
+    const char *v = nrt_attn_at(&p->v, b, hk, j);
+    double dp = 0;
+    for (int64_t e = 0; e < p->Ev; e++) dp += ref_load(&p->dout, g, e) * ref_load(&p->v, v, e);
+    r->ds[j] = dp * r->z[j]; /* dLoss/dprob */
+    dsum += r->prob[j] * r->ds[j];
+  }
+  for (int64_t j = 0; j < p->S; j++) r->ds[j] = r->prob[j] * (r->ds[j] - dsum);
+}
+
+static void ref_backward_q_range(void *ctx, int64_t lo, int64_t hi) {
+  ref_ctx *c = ctx;
+  const nrt_attn_problem *p = c->p;
+  ref_buf r;
+  if (!ref_buf_init(&r, p)) {
+    atomic_store(&c->failed, 1);
+    ref_buf_free(&r);
+    return;
+  }
+  for (int64_t row = lo; row < hi; row++) {
+    int64_t i = row % p->L, bh = row / p->L, h = bh % p->Hq, b = bh / p->Hq, hk = h / p->group;
+    ref_row_grad(p, b, h, i, &r);
+    char *dq = p->dq.data ? nrt_attn_at(&p->dq, b, h, i) : NULL;
+    for (int64_t e = 0; dq && e < p->E; e++) {
+      double a = 0;
+      for (int64_t j = 0; j < p->S; j++) a += r.ds[j] * ref_load(&p->k, nrt_attn_at(&p->k, b, hk, j), e);
+      nrt_ref_store_f64(dq + e * p->dq.s[3], p->dq.dtype, (double)p->scale * a);
+    }
+    if (p->ds.data) {
+      char *ds = nrt_attn_at(&p->ds, b, h, i);
+      for (int64_t j = 0; j < p->S; j++) nrt_ref_store_f64(ds + j * p->ds.s[3], p->ds.dtype, r.ds[j]);
+    }
+  }
+  ref_buf_free(&r);
+}
+
+/* One task per (b, key/value head): it owns dK, dV of that head and sums
+ * over every query row of its query heads. */
+static void ref_backward_kv_range(void *ctx, int64_t lo, int64_t hi) {
+  ref_ctx *c = ctx;
+  const nrt_attn_problem *p = c->p;
+  ref_buf r;
+  double *dk = malloc((size_t)(p->S * p->E + 1) * sizeof(double));
+  double *dv = malloc((size_t)(p->S * p->Ev + 1) * sizeof(double));
+  if (!ref_buf_init(&r, p) || !dk || !dv) {
+    atomic_store(&c->failed, 1);
+    ref_buf_free(&r);
+    free(dk);
+    free(dv);
+    return;
+  }
+  for (int64_t task = lo; task < hi; task++) {
+    int64_t b = task / p->Hk, hk = task % p->Hk;
+    memset(dk, 0, (size_t)(p->S * p->E) * sizeof(double));
+    memset(dv, 0, (size_t)(p->S * p->Ev) * sizeof(double));
+    for (int64_t h = hk * p->group; h < (hk + 1) * p->group; h++) {
+      for (int64_t i = 0; i < p->L; i++) {
+        ref_row_grad(p, b, h, i, &r);
+        const char *q = nrt_attn_at(&p->q, b, h, i), *g = nrt_attn_at(&p->dout, b, h, i);
+        for (int64_t j = 0; j < p->S; j++) {
+          double pz = r.prob[j] * r.z[j], ds = r.ds[j] * (double)p->scale;
+          for (int64_t e = 0; e < p->Ev; e++) dv[j * p->Ev + e] += pz * ref_load(&p->dout, g, e);
+          for (int64_t e = 0; e < p->E; e++) dk[j * p->E + e] += ds * ref_load(&p->q, q, e);
+        }
+      }
+    }
+    for (int64_t j = 0; j < p->S; j++) {
+      char *k = nrt_attn_at(&p->dk, b, hk, j), *v = nrt_attn_at(&p->dv, b, hk, j);
+      for (int64_t e = 0; e < p->E; e++) nrt_ref_store_f64(k + e * p->dk.s[3], p->dk.dtype, dk[j * p->E + e]);
+      for (int64_t e = 0; e < p->Ev; e++) nrt_ref_store_f64(v + e * p->dv.s[3], p->dv.dtype, dv[j * p->Ev + e]);
+    }
+  }
+  ref_buf_free(&r);
+  free(dk);
+  free(dv);
+}
+
+static nrt_status ref_run(const nrt_attn_problem *p, int64_t n, nrt_range_fn fn) {
+  ref_ctx c = {.p = p};
+  atomic_init(&c.failed, 0);
+  nrt_parallel_for(n, 1, fn, &c);
+  if (atomic_load(&c.failed)) {
+    nrt_set_error_message("attention: out of memory for the reference path's row buffers");
+    return NRT_ERROR_OUT_OF_MEMORY;
+  }
+  return NRT_SUCCESS;
+}
+
+/* ---- descriptor decoding ------------------------------------------------ */
+
+static void view(nrt_attn_view *t, const nrt_operand *o) {
+  t->data = o->data;
+  t->dtype = o->dtype;
+  for (int d = 0; d < 4; d++) t->s[d] = o->strides[d];
+}
+
+static nrt_status bad(const nrt_launch *l, const char *what) {
+  nrt_set_error_message("attention: %s: %s", nrt_op_name(l->op), what);
+  return NRT_ERROR_INVALID_ARGUMENT;
+}
+
+static bool floating(const nrt_attn_view *t) { return nrt_dtype_is_floating(t->dtype); }
+
+/* The rowstat operand [B,Hq,L,Ev+2] {dO_i (float32), lse_i, D_i}: `dout`
+ * views its first Ev columns, `rowstat` starts at lse with strides[3] the
+ * step from lse to D. */
+static nrt_status rowstat_views(const nrt_launch *l, nrt_attn_problem *p, const nrt_operand *o,
+                                nrt_attn_view *dcopy) {
+  if (o->dtype != NRT_FLOAT32) return bad(l, "rowstat must be float32");
+  view(dcopy, o);
+  p->rowstat = *dcopy;
+  p->rowstat.data += p->Ev * o->strides[3];
+  return NRT_SUCCESS;
+}
+
+/* Decodes the descriptor. */
+static nrt_status decode(const nrt_launch *l, nrt_attn_problem *p) {
+  memset(p, 0, sizeof *p);
+  if (l->ndim != 7) return bad(l, "sizes must be {B, Hq, Hk, L, S, E, Ev}");
+  p->B = l->sizes[0];
+  p->Hq = l->sizes[1];
+  p->Hk = l->sizes[2];
+  p->L = l->sizes[3];
+  p->S = l->sizes[4];
+  p->E = l->sizes[5];
+  p->Ev = l->sizes[6];
+  if (p->Hk == 0 ? p->Hq != 0 : p->Hq % p->Hk != 0)
+    return bad(l, "query heads must be a multiple of key/value heads");
+  p->group = p->Hk ? p->Hq / p->Hk : 1;
+  p->scale = (float)l->scalars[0].f;
+  double drop = l->scalars[1].f;
+  if (!(drop >= 0.0 && drop < 1.0)) return bad(l, "dropout probability must be in [0, 1)");
+  p->dropout = drop > 0.0;
+  p->keep_prob = 1.0 - drop;
+  p->keep_scale = (float)(1.0 / (1.0 - drop));
+  p->causal = l->params[0] != 0;
+  p->seed = (uint64_t)l->params[1];
+  p->offset = (uint64_t)l->params[2];
+  int op = (int)l->op;
+  int want_out = op == NRT_OP(SDPA_FORWARD) ? 2 : (op == NRT_OP(SDPA_BACKWARD) ? 3 : 1);
+  if (l->noutputs != want_out)
+    return bad(l, op == NRT_OP(SDPA_FORWARD)    ? "expected 2 outputs (out, lse)"
+                  : op == NRT_OP(SDPA_BACKWARD) ? "expected 3 outputs (dQ, dK, dV)"
+                  : op == NRT_OP(SDPA_BACKWARD_DS) ? "expected 1 output (dS)"
+                                                  : "expected 1 output (rowstat)");
+  int in = l->noutputs, nin_base = 3;
+  if (op == NRT_OP(SDPA_BACKWARD_PREP)) {
+    nrt_status st = rowstat_views(l, p, &l->operands[0], &p->dcopy);
+    if (st != NRT_SUCCESS) return st;
+    view(&p->out, &l->operands[1]);
+    view(&p->dout, &l->operands[2]);
+    view(&p->lse, &l->operands[3]);
+    if (p->lse.dtype != NRT_FLOAT32) return bad(l, "lse must be float32");
+    if (!floating(&p->out) || !floating(&p->dout)) return bad(l, "out and dO must be floating");
+    if (l->ninputs == 4 || l->ninputs == 5) return bad(l, "expected q, k and v together");
+    if (l->ninputs < 6) return NRT_SUCCESS;
+    in = 4;
+    nin_base = 6;
+  } else if (op != NRT_OP(SDPA_FORWARD)) {
+    nrt_status st = rowstat_views(l, p, &l->operands[in + 3], &p->dout);
+    if (st != NRT_SUCCESS) return st;
+    nin_base = 4;
+  }
+  view(&p->q, &l->operands[in]);
+  view(&p->k, &l->operands[in + 1]);
+  view(&p->v, &l->operands[in + 2]);
+  if (!floating(&p->q) || !floating(&p->k) || !floating(&p->v))
+    return bad(l, "query, key and value must be floating");
+  p->has_mask = l->ninputs > nin_base;
+  if (p->has_mask) {
+    view(&p->mask, &l->operands[l->noutputs + nin_base]);
+    p->mask_bool = p->mask.dtype == NRT_BOOL;
+    if (!p->mask_bool && !floating(&p->mask)) return bad(l, "the mask must be bool or floating");
+    if (p->causal) return bad(l, "a mask and causal are exclusive");
+  }
+  switch ((int)op) {
+  case NRT_OP(SDPA_FORWARD):
+    view(&p->out, &l->operands[0]);
+    view(&p->lse, &l->operands[1]);
+    if (!floating(&p->out) || p->lse.dtype != NRT_FLOAT32)
+      return bad(l, "out must be floating and lse float32");
+    break;
+  case NRT_OP(SDPA_BACKWARD):
+    view(&p->dq, &l->operands[0]);
+    view(&p->dk, &l->operands[1]);
+    view(&p->dv, &l->operands[2]);
+    if (!floating(&p->dq) || !floating(&p->dk) || !floating(&p->dv)) return bad(l, "gradients must be floating");
+    break;
+  case NRT_OP(SDPA_BACKWARD_DS):
+    view(&p->ds, &l->operands[0]);
+    if (!floating(&p->ds)) return bad(l, "dS must be floating");
+    break;
+  default:
+    break;
+  }
+  return NRT_SUCCESS;
+}
+
+nrt_status nrt_attention_execute(const nrt_launch *l) {
+  /* Switch on (int)l->op: family ids are not enumerators of nrt_op. */
+  int op = (int)l->op;
+  if (op != NRT_OP(SDPA_FORWARD) && op != NRT_OP(SDPA_BACKWARD_PREP) && op != NRT_OP(SDPA_BACKWARD) &&
+      op != NRT_OP(SDPA_BACKWARD_DS)) {
+    nrt_set_error_message("attention: op %s has no kernel", nrt_op_name(l->op));
+    return NRT_ERROR_UNSUPPORTED;
+  }
+  nrt_attn_problem p;
+  nrt_status st = decode(l, &p);
+  if (st != NRT_SUCCESS) return st;
+  bool ref = nrt_kernels_reference();
+  int64_t rows = p.B * p.Hq * p.L;
+  switch ((int)op) {
+  case NRT_OP(SDPA_FORWARD):
+    if (rows == 0) return NRT_SUCCESS;
+    return ref ? ref_run(&p, rows, ref_forward_range) : nrt_attn_forward_blocked(&p);
+  case NRT_OP(SDPA_BACKWARD_PREP):
+    if (rows == 0) return NRT_SUCCESS;
+    if (!p.q.data) { /* D from the stored output */
+      nrt_parallel_for(rows, 64, prep_range, &p);
+      return NRT_SUCCESS;
+    }
+    return ref ? ref_run(&p, rows, ref_prep_range) : nrt_attn_prep_blocked(&p);
+  case NRT_OP(SDPA_BACKWARD):
+    if (rows == 0 && p.B * p.Hk * p.S == 0) return NRT_SUCCESS;
+    if (!ref) return nrt_attn_backward_blocked(&p);
+    st = ref_run(&p, p.B * p.Hk, ref_backward_kv_range);
+    return st != NRT_SUCCESS ? st : ref_run(&p, rows, ref_backward_q_range);
+  case NRT_OP(SDPA_BACKWARD_DS):
+    if (rows * p.S == 0) return NRT_SUCCESS;
+    return ref ? ref_run(&p, rows, ref_backward_q_range) : nrt_attn_backward_ds_blocked(&p);
+  default:
+    break;
+  }
+  return NRT_ERROR_INTERNAL;
+}

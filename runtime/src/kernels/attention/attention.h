@@ -1,0 +1,56 @@
+/* Shared by kernels/attention*.c only: the decoded attention problem and
+ * the pieces both the reference and the blocked paths must agree on
+ * (score masking, the dropout mask). Layouts: nrt/ops/attention.h. */
+#ifndef NRT_ATTENTION_KERNELS_H
+#define NRT_ATTENTION_KERNELS_H
+
+#include "kernels/common/common.h"
+
+/* One tensor operand: base pointer, dtype, byte strides {b, h, row, col}. */
+typedef struct nrt_attn_view {
+  char *data;
+  nrt_dtype dtype;
+  int64_t s[4];
+} nrt_attn_view;
+
+typedef struct nrt_attn_problem {
+  int64_t B, Hq, Hk, L, S, E, Ev;
+  int64_t group; /* Hq / Hk: query heads per key/value head */
+  float scale;
+  bool causal;
+  bool has_mask, mask_bool;
+  bool dropout;      /* dropout_p > 0 */
+  double keep_prob;  /* 1 - dropout_p */
+  float keep_scale;  /* 1 / (1 - dropout_p) */
+  uint64_t seed, offset;
+  nrt_attn_view q, k, v, mask;
+  nrt_attn_view out, lse;          /* forward outputs; PREP inputs */
+  nrt_attn_view dout, rowstat;     /* backward inputs (rowstat: at lse, s[3] = step to D) */
+  nrt_attn_view dcopy;             /* PREP: where the float32 copy of dO goes */
+  nrt_attn_view dq, dk, dv, ds;    /* backward outputs (ds.data NULL: none) */
+} nrt_attn_problem;
+
+static inline char *nrt_attn_at(const nrt_attn_view *t, int64_t b, int64_t h, int64_t r) {
+  return t->data + b * t->s[0] + h * t->s[1] + r * t->s[2];
+}
+
+/* Dropout multipliers z[0..n) of row (b, h, i), keys j0..j0+n-1:
+ * 1/(1-p) where kept, 0 where dropped. */
+void nrt_attn_dropout(const nrt_attn_problem *p, int64_t b, int64_t h, int64_t i, int64_t j0,
+                      int64_t n, float *z);
+
+/* Adds the mask (and the causal limit) of row (b, h, i), keys j0..j0+n-1,
+ * to scores s[0..n) (float32; -inf where not attended). */
+void nrt_attn_mask_scores(const nrt_attn_problem *p, int64_t b, int64_t h, int64_t i, int64_t j0,
+                          int64_t n, float *s);
+
+/* PREP's row (b, h, i): dO in float32, lse and D into the rowstat. */
+void nrt_attn_store_rowstat(const nrt_attn_problem *p, int64_t b, int64_t h, int64_t i, float lse, float d);
+
+/* The blocked kernels (attention_blocked.c). */
+nrt_status nrt_attn_forward_blocked(const nrt_attn_problem *p);
+nrt_status nrt_attn_prep_blocked(const nrt_attn_problem *p); /* D from a recomputed float32 out */
+nrt_status nrt_attn_backward_blocked(const nrt_attn_problem *p);    /* dQ, dK, dV in one pass */
+nrt_status nrt_attn_backward_ds_blocked(const nrt_attn_problem *p); /* dS only */
+
+#endif

@@ -1,0 +1,39 @@
+/* Everything a kernel family may share (and all it may include from
+ * outside its own folder besides the public headers and the layers below):
+ * conversions, integer helpers, the ISA switch, vector math, Philox, the
+ * stable sort and the error idiom. */
+#ifndef NRT_KERNELS_COMMON_H
+#define NRT_KERNELS_COMMON_H
+
+#include <immintrin.h>
+#include <math.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <string.h>
+
+#include "core/core.h"
+#include "exec/exec.h"
+#include "kernels/common/convert.h"
+#include "kernels/common/error.h"
+#include "kernels/common/intmath.h"
+#include "kernels/common/isa.h"
+#include "kernels/common/philox.h"
+#include "kernels/common/sort.h"
+#include "kernels/common/vmath.h"
+#include "kernels/kernels.h"
+
+/* Elements per block in the pointwise and reduction engines: small enough
+ * for the block buffers of three inputs and an output to stay in L1. */
+#define NRT_BLOCK 256
+
+/* o[i] = sqrtf(x[i]), correctly rounded, four at a time. The compiler only
+ * vectorises sqrtf when -fno-math-errno is on its command line (an optimize
+ * pragma does not reach it), so the SSE instruction is spelled out; SSE is
+ * part of x86-64. o may alias x. */
+static inline void nrt_sqrt_block(float *o, const float *x, int64_t n) {
+  int64_t i = 0;
+  for (; i + 4 <= n; i += 4) _mm_storeu_ps(o + i, _mm_sqrt_ps(_mm_loadu_ps(x + i)));
+  for (; i < n; i++) o[i] = _mm_cvtss_f32(_mm_sqrt_ss(_mm_set_ss(x[i])));
+}
+
+#endif

@@ -1,0 +1,284 @@
+/* Block loads and stores between stored dtypes and the compute domains.
+ * Every kernel family reads and writes operands through these, so each
+ * (dtype, contiguous?) pair gets its own tight loop the compiler can
+ * vectorise. */
+#pragma GCC optimize("O3,no-trapping-math")
+#include "kernels/common/common.h"
+
+#define CONV_INLINE static inline __attribute__((always_inline))
+
+/* float16 <-> float32 with the F16C instructions, 16 at a time; vcvtps2ph
+ * rounds to nearest even and keeps NaN quiet, like the scalar form. */
+NRT_TARGET_AVX512 static void f16_load_avx512(float *dst, const uint16_t *src, int64_t n) {
+  int64_t i = 0;
+  for (; i + 16 <= n; i += 16)
+    _mm512_storeu_ps(dst + i, _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(src + i))));
+  for (; i < n; i++) dst[i] = nrt_k_f16_to_f32(src[i]);
+}
+NRT_TARGET_AVX512 static void f16_store_avx512(uint16_t *dst, const float *src, int64_t n) {
+  int64_t i = 0;
+  for (; i + 16 <= n; i += 16)
+    _mm256_storeu_si256((__m256i *)(dst + i),
+                        _mm512_cvtps_ph(_mm512_loadu_ps(src + i), _MM_FROUND_TO_NEAREST_INT));
+  for (; i < n; i++) dst[i] = nrt_k_f32_to_f16(src[i]);
+}
+
+/* float -> int with the same rule as nrt_k_f64_to_i32/_i64 (x86
+ * truncating conversion), in float so the loops vectorise. */
+CONV_INLINE int32_t f32_to_i32(float x) {
+  return (x >= -2147483648.0f && x < 2147483648.0f) ? (int32_t)x : INT32_MIN;
+}
+CONV_INLINE int64_t f32_to_i64(float x) {
+  return (x >= -9223372036854775808.0f && x < 9223372036854775808.0f) ? (int64_t)x : INT64_MIN;
+}
+
+/* Loop over n elements; the contiguous form lets the compiler vectorise.
+ * STYPE/DTYPE are the stored and computed element types. */
+#define LOAD_LOOP(STYPE, EXPR)                                       \
+  do {                                                               \
+    if (stride == (int64_t)sizeof(STYPE)) {                          \
+      const STYPE *s_ = (const STYPE *)src;                          \
+      for (int64_t i = 0; i < n; i++) {                              \
+        STYPE v = s_[i];                                             \
+        dst[i] = (EXPR);                                             \
+      }                                                              \
+    } else {                                                         \
+      for (int64_t i = 0; i < n; i++) {                              \
+        STYPE v = *(const STYPE *)(src + i * stride);                \
+        dst[i] = (EXPR);                                             \
+      }                                                              \
+    }                                                                \
+  } while (0)
+
+#define STORE_LOOP(STYPE, EXPR)                                      \
+  do {                                                               \
+    if (stride == (int64_t)sizeof(STYPE)) {                          \
+      STYPE *d_ = (STYPE *)dst;                                      \
+      for (int64_t i = 0; i < n; i++) {                              \
+        __typeof__(src[0]) v = src[i];                               \
+        d_[i] = (STYPE)(EXPR);                                       \
+      }                                                              \
+    } else {                                                         \
+      for (int64_t i = 0; i < n; i++) {                              \
+        __typeof__(src[0]) v = src[i];                               \
+        *(STYPE *)(dst + i * stride) = (STYPE)(EXPR);                \
+      }                                                              \
+    }                                                                \
+  } while (0)
+
+CONV_INLINE void load_f32_impl(float *dst, const char *src, int64_t stride, nrt_dtype dt, int64_t n,
+                               bool wide) {
+  if (wide && dt == NRT_FLOAT16 && stride == 2) {
+    f16_load_avx512(dst, (const uint16_t *)src, n);
+    return;
+  }
+  switch (dt) {
+  case NRT_BOOL: LOAD_LOOP(uint8_t, v != 0 ? 1.0f : 0.0f); break;
+  case NRT_UINT8: LOAD_LOOP(uint8_t, (float)v); break;
+  case NRT_INT8: LOAD_LOOP(int8_t, (float)v); break;
+  case NRT_INT16: LOAD_LOOP(int16_t, (float)v); break;
+  case NRT_INT32: LOAD_LOOP(int32_t, (float)v); break;
+  case NRT_INT64: LOAD_LOOP(int64_t, (float)v); break;
+  case NRT_FLOAT16: LOAD_LOOP(uint16_t, nrt_k_f16_to_f32(v)); break;
+  case NRT_BFLOAT16: LOAD_LOOP(uint16_t, nrt_k_bf16_to_f32(v)); break;
+  case NRT_FLOAT32:
+    if (stride == 4) memcpy(dst, src, (size_t)n * 4);
+    else LOAD_LOOP(float, v);
+    break;
+  case NRT_FLOAT64: LOAD_LOOP(double, (float)v); break;
+  default: break;
+  }
+}
+
+void nrt_load_i64(int64_t *dst, const char *src, int64_t stride, nrt_dtype dt, int64_t n) {
+  switch (dt) {
+  case NRT_BOOL: LOAD_LOOP(uint8_t, v != 0); break;
+  case NRT_UINT8: LOAD_LOOP(uint8_t, (int64_t)v); break;
+  case NRT_INT8: LOAD_LOOP(int8_t, (int64_t)v); break;
+  case NRT_INT16: LOAD_LOOP(int16_t, (int64_t)v); break;
+  case NRT_INT32: LOAD_LOOP(int32_t, (int64_t)v); break;
+  case NRT_INT64:
+    if (stride == 8) memcpy(dst, src, (size_t)n * 8);
+    else LOAD_LOOP(int64_t, v);
+    break;
+  case NRT_FLOAT16: LOAD_LOOP(uint16_t, f32_to_i64(nrt_k_f16_to_f32(v))); break;
+  case NRT_BFLOAT16: LOAD_LOOP(uint16_t, f32_to_i64(nrt_k_bf16_to_f32(v))); break;
+  case NRT_FLOAT32: LOAD_LOOP(float, f32_to_i64(v)); break;
+  case NRT_FLOAT64: LOAD_LOOP(double, nrt_k_f64_to_i64(v)); break;
+  default: break;
+  }
+}
+
+void nrt_load_f64(double *dst, const char *src, int64_t stride, nrt_dtype dt, int64_t n) {
+  switch (dt) {
+  case NRT_BOOL: LOAD_LOOP(uint8_t, v != 0 ? 1.0 : 0.0); break;
+  case NRT_UINT8: LOAD_LOOP(uint8_t, (double)v); break;
+  case NRT_INT8: LOAD_LOOP(int8_t, (double)v); break;
+  case NRT_INT16: LOAD_LOOP(int16_t, (double)v); break;
+  case NRT_INT32: LOAD_LOOP(int32_t, (double)v); break;
+  case NRT_INT64: LOAD_LOOP(int64_t, (double)v); break;
+  case NRT_FLOAT16: LOAD_LOOP(uint16_t, (double)nrt_k_f16_to_f32(v)); break;
+  case NRT_BFLOAT16: LOAD_LOOP(uint16_t, (double)nrt_k_bf16_to_f32(v)); break;
+  case NRT_FLOAT32: LOAD_LOOP(float, (double)v); break;
+  case NRT_FLOAT64:
+    if (stride == 8) memcpy(dst, src, (size_t)n * 8);
+    else LOAD_LOOP(double, v);
+    break;
+  default: break;
+  }
+}
+
+CONV_INLINE void store_f32_impl(char *dst, int64_t stride, nrt_dtype dt, const float *src, int64_t n,
+                                bool wide) {
+  if (wide && dt == NRT_FLOAT16 && stride == 2) {
+    f16_store_avx512((uint16_t *)dst, src, n);
+    return;
+  }
+  switch (dt) {
+  case NRT_BOOL: STORE_LOOP(uint8_t, v != 0.0f); break;
+  case NRT_UINT8: STORE_LOOP(uint8_t, f32_to_i32(v)); break;
+  case NRT_INT8: STORE_LOOP(int8_t, f32_to_i32(v)); break;
+  case NRT_INT16: STORE_LOOP(int16_t, f32_to_i32(v)); break;
+  case NRT_INT32: STORE_LOOP(int32_t, f32_to_i32(v)); break;
+  case NRT_INT64: STORE_LOOP(int64_t, f32_to_i64(v)); break;
+  case NRT_FLOAT16: STORE_LOOP(uint16_t, nrt_k_f32_to_f16(v)); break;
+  case NRT_BFLOAT16: STORE_LOOP(uint16_t, nrt_k_f32_to_bf16(v)); break;
+  case NRT_FLOAT32:
+    if (stride == 4) memcpy(dst, src, (size_t)n * 4);
+    else STORE_LOOP(float, v);
+    break;
+  case NRT_FLOAT64: STORE_LOOP(double, (double)v); break;
+  default: break;
+  }
+}
+
+/* Two builds of the float conversions: the AVX-512 one converts 16 lanes
+ * at a time (and float16 with the hardware instructions). */
+static void load_f32_base(float *dst, const char *src, int64_t stride, nrt_dtype dt, int64_t n) {
+  load_f32_impl(dst, src, stride, dt, n, false);
+}
+NRT_TARGET_AVX512 static void load_f32_avx512(float *dst, const char *src, int64_t stride,
+                                              nrt_dtype dt, int64_t n) {
+  load_f32_impl(dst, src, stride, dt, n, true);
+}
+static void store_f32_base(char *dst, int64_t stride, nrt_dtype dt, const float *src, int64_t n) {
+  store_f32_impl(dst, stride, dt, src, n, false);
+}
+NRT_TARGET_AVX512 static void store_f32_avx512(char *dst, int64_t stride, nrt_dtype dt,
+                                               const float *src, int64_t n) {
+  store_f32_impl(dst, stride, dt, src, n, true);
+}
+
+void nrt_load_f32(float *dst, const char *src, int64_t stride, nrt_dtype dt, int64_t n) {
+  if (nrt_kernels_isa() >= NRT_ISA_AVX512) load_f32_avx512(dst, src, stride, dt, n);
+  else load_f32_base(dst, src, stride, dt, n);
+}
+
+void nrt_store_f32(char *dst, int64_t stride, nrt_dtype dt, const float *src, int64_t n) {
+  if (nrt_kernels_isa() >= NRT_ISA_AVX512) store_f32_avx512(dst, stride, dt, src, n);
+  else store_f32_base(dst, stride, dt, src, n);
+}
+
+/* Narrowing integer conversions wrap (two's complement), as in PyTorch;
+ * going through uint64_t keeps that free of implementation choices. */
+void nrt_store_i64(char *dst, int64_t stride, nrt_dtype dt, const int64_t *src, int64_t n) {
+  switch (dt) {
+  case NRT_BOOL: STORE_LOOP(uint8_t, v != 0); break;
+  case NRT_UINT8: STORE_LOOP(uint8_t, (uint64_t)v); break;
+  case NRT_INT8: STORE_LOOP(int8_t, (uint8_t)(uint64_t)v); break;
+  case NRT_INT16: STORE_LOOP(int16_t, (uint16_t)(uint64_t)v); break;
+  case NRT_INT32: STORE_LOOP(int32_t, (uint32_t)(uint64_t)v); break;
+  case NRT_INT64:
+    if (stride == 8) memcpy(dst, src, (size_t)n * 8);
+    else STORE_LOOP(int64_t, v);
+    break;
+  case NRT_FLOAT16: STORE_LOOP(uint16_t, nrt_k_f32_to_f16((float)v)); break;
+  case NRT_BFLOAT16: STORE_LOOP(uint16_t, nrt_k_f32_to_bf16((float)v)); break;
+  case NRT_FLOAT32: STORE_LOOP(float, (float)v); break;
+  case NRT_FLOAT64: STORE_LOOP(double, (double)v); break;
+  default: break;
+  }
+}
+
+void nrt_store_f64(char *dst, int64_t stride, nrt_dtype dt, const double *src, int64_t n) {
+  switch (dt) {
+  case NRT_BOOL: STORE_LOOP(uint8_t, v != 0.0); break;
+  case NRT_UINT8: STORE_LOOP(uint8_t, nrt_k_f64_to_i32(v)); break;
+  case NRT_INT8: STORE_LOOP(int8_t, nrt_k_f64_to_i32(v)); break;
+  case NRT_INT16: STORE_LOOP(int16_t, nrt_k_f64_to_i32(v)); break;
+  case NRT_INT32: STORE_LOOP(int32_t, nrt_k_f64_to_i32(v)); break;
+  case NRT_INT64: STORE_LOOP(int64_t, nrt_k_f64_to_i64(v)); break;
+  /* c10's Half/BFloat16 constructors take a float: double rounds to
+   * float first, and so do we. */
+  case NRT_FLOAT16: STORE_LOOP(uint16_t, nrt_k_f32_to_f16((float)v)); break;
+  case NRT_BFLOAT16: STORE_LOOP(uint16_t, nrt_k_f32_to_bf16((float)v)); break;
+  case NRT_FLOAT32: STORE_LOOP(float, (float)v); break;
+  case NRT_FLOAT64:
+    if (stride == 8) memcpy(dst, src, (size_t)n * 8);
+    else STORE_LOOP(double, v);
+    break;
+  default: break;
+  }
+}
+
+/* ---- one element, through dtype.c (reference paths) ------------------- */
+
+double nrt_ref_load_f64(const char *src, nrt_dtype dt) {
+  switch (dt) {
+  case NRT_BOOL: return *(const uint8_t *)src != 0;
+  case NRT_UINT8: return *(const uint8_t *)src;
+  case NRT_INT8: return *(const int8_t *)src;
+  case NRT_INT16: return *(const int16_t *)src;
+  case NRT_INT32: return *(const int32_t *)src;
+  case NRT_INT64: return (double)*(const int64_t *)src;
+  case NRT_FLOAT16: return nrt_f16_to_f32(*(const uint16_t *)src);
+  case NRT_BFLOAT16: return nrt_bf16_to_f32(*(const uint16_t *)src);
+  case NRT_FLOAT32: return *(const float *)src;
+  case NRT_FLOAT64: return *(const double *)src;
+  default: return 0.0;
+  }
+}
+
+int64_t nrt_ref_load_i64(const char *src, nrt_dtype dt) {
+  switch (dt) {
+  case NRT_BOOL: return *(const uint8_t *)src != 0;
+  case NRT_UINT8: return *(const uint8_t *)src;
+  case NRT_INT8: return *(const int8_t *)src;
+  case NRT_INT16: return *(const int16_t *)src;
+  case NRT_INT32: return *(const int32_t *)src;
+  case NRT_INT64: return *(const int64_t *)src;
+  default: return nrt_k_f64_to_i64(nrt_ref_load_f64(src, dt));
+  }
+}
+
+void nrt_ref_store_f64(char *dst, nrt_dtype dt, double v) {
+  switch (dt) {
+  case NRT_BOOL: *(uint8_t *)dst = v != 0.0; break;
+  case NRT_UINT8: *(uint8_t *)dst = (uint8_t)(uint32_t)nrt_k_f64_to_i32(v); break;
+  case NRT_INT8: *(int8_t *)dst = (int8_t)(uint8_t)(uint32_t)nrt_k_f64_to_i32(v); break;
+  case NRT_INT16: *(int16_t *)dst = (int16_t)(uint16_t)(uint32_t)nrt_k_f64_to_i32(v); break;
+  case NRT_INT32: *(int32_t *)dst = nrt_k_f64_to_i32(v); break;
+  case NRT_INT64: *(int64_t *)dst = nrt_k_f64_to_i64(v); break;
+  case NRT_FLOAT16: *(uint16_t *)dst = nrt_f32_to_f16((float)v); break;
+  case NRT_BFLOAT16: *(uint16_t *)dst = nrt_f32_to_bf16((float)v); break;
+  case NRT_FLOAT32: *(float *)dst = (float)v; break;
+  case NRT_FLOAT64: *(double *)dst = v; break;
+  default: break;
+  }
+}
+
+void nrt_ref_store_i64(char *dst, nrt_dtype dt, int64_t v) {
+  switch (dt) {
+  case NRT_BOOL: *(uint8_t *)dst = v != 0; break;
+  case NRT_UINT8: *(uint8_t *)dst = (uint8_t)(uint64_t)v; break;
+  case NRT_INT8: *(int8_t *)dst = (int8_t)(uint8_t)(uint64_t)v; break;
+  case NRT_INT16: *(int16_t *)dst = (int16_t)(uint16_t)(uint64_t)v; break;
+  case NRT_INT32: *(int32_t *)dst = (int32_t)(uint32_t)(uint64_t)v; break;
+  case NRT_INT64: *(int64_t *)dst = v; break;
+  case NRT_FLOAT16: *(uint16_t *)dst = nrt_f32_to_f16((float)v); break;
+  case NRT_BFLOAT16: *(uint16_t *)dst = nrt_f32_to_bf16((float)v); break;
+  case NRT_FLOAT32: *(float *)dst = (float)v; break;
+  case NRT_FLOAT64: *(double *)dst = (double)v; break;
+  default: break;
+  }
+}

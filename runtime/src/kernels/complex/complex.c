@@ -1,0 +1,143 @@
+/* Family COMPLEX (nrt/ops/complex.h): the dispatcher and the elementwise
+ * ops.
+ *
+ * Elementwise ops walk the N-d iteration one element at a time through
+ * nrt_cx_load / nrt_cx_store (double inside). That loop is both the
+ * reference and the only path: complex work here is data movement and a
+ * handful of flops per element, and the per-element dtype switch keeps
+ * every mix of complex and real operands correct without a kernel per
+ * pair. */
+#include <math.h>
+
+#include "kernels/complex/complex.h"
+
+#define CX_GRAIN 4096
+
+static void cx_element(const nrt_launch *l, char *const *p) {
+  const nrt_operand *o = l->operands;
+  nrt_cx alpha = nrt_cx_make(l->scalars[0].f, l->scalars[1].f);
+  nrt_cx r;
+  switch ((int)l->op) {
+  case NRT_OP(CX_COPY):
+    if (o[0].dtype == o[1].dtype && !l->params[0] && !l->params[1]) {
+      memcpy(p[0], p[1], nrt_dtype_size(o[0].dtype)); /* bit-exact, NaN payloads too */
+      return;
+    }
+    r = nrt_cx_load(p[1], o[1].dtype);
+    if (l->params[0]) r.im = -r.im;
+    if (l->params[1]) r = nrt_cx_make(-r.re, -r.im);
+    break;
+  case NRT_OP(CX_FILL): r = alpha; break;
+  case NRT_OP(CX_ADD):
+    r = nrt_cx_add(nrt_cx_load(p[1], o[1].dtype), nrt_cx_mul(alpha, nrt_cx_load(p[2], o[2].dtype)));
+    break;
+  case NRT_OP(CX_SUB):
+    r = nrt_cx_sub(nrt_cx_load(p[1], o[1].dtype), nrt_cx_mul(alpha, nrt_cx_load(p[2], o[2].dtype)));
+    break;
+  case NRT_OP(CX_MUL): r = nrt_cx_mul(nrt_cx_load(p[1], o[1].dtype), nrt_cx_load(p[2], o[2].dtype)); break;
+  case NRT_OP(CX_DIV): r = nrt_cx_div(nrt_cx_load(p[1], o[1].dtype), nrt_cx_load(p[2], o[2].dtype)); break;
+  case NRT_OP(CX_EQ):
+  case NRT_OP(CX_NE): {
+    nrt_cx a = nrt_cx_load(p[1], o[1].dtype), b = nrt_cx_load(p[2], o[2].dtype);
+    bool eq = a.re == b.re && a.im == b.im;
+    r = nrt_cx_make((int)l->op == NRT_OP(CX_EQ) ? eq : !eq, 0.0);
+    break;
+  }
+  case NRT_OP(CX_WHERE): {
+    nrt_cx c = nrt_cx_load(p[1], o[1].dtype);
+    bool take_a = c.re != 0.0 || c.im != 0.0;
+    r = take_a ? nrt_cx_load(p[2], o[2].dtype) : nrt_cx_load(p[3], o[3].dtype);
+    break;
+  }
+  case NRT_OP(CX_COMPLEX):
+    r = nrt_cx_make(nrt_cx_load(p[1], o[1].dtype).re, nrt_cx_load(p[2], o[2].dtype).re);
+    break;
+  case NRT_OP(CX_POLAR): {
+    double m = nrt_cx_load(p[1], o[1].dtype).re, t = nrt_cx_load(p[2], o[2].dtype).re;
+    r = nrt_cx_make(m * cos(t), m * sin(t));
+    break;
+  }
+  case NRT_OP(CX_ABS): {
+    nrt_cx z = nrt_cx_load(p[1], o[1].dtype);
+    r = nrt_cx_make(hypot(z.re, z.im), 0.0);
+    break;
+  }
+  case NRT_OP(CX_ANGLE): {
+    nrt_cx z = nrt_cx_load(p[1], o[1].dtype);
+    r = nrt_cx_make(atan2(z.im, z.re), 0.0);
+    break;
+  }
+  case NRT_OP(CX_SGN): {
+    nrt_cx z = nrt_cx_load(p[1], o[1].dtype);
+    double m = hypot(z.re, z.im);
+    r = m == 0.0 ? nrt_cx_make(0.0, 0.0) : nrt_cx_make(z.re / m, z.im / m);
+    break;
+  }
+  default: return; /* not reached: nrt_complex_execute picks the op */
+  }
+  nrt_cx_store(p[0], o[0].dtype, r);
+}
+
+typedef struct cx_job {
+  const nrt_launch *l;
+  nrt_cx_element_fn fn;
+} cx_job;
+
+static void cx_range(void *ctx, int64_t begin, int64_t end) {
+  const cx_job *job = ctx;
+  const nrt_launch *l = job->l;
+  int nd = l->ndim, nops = l->noutputs + l->ninputs;
+  int64_t idx[NRT_MAX_DIMS];
+  int64_t rem = begin;
+  for (int d = nd - 1; d >= 0; d--) {
+    idx[d] = rem % l->sizes[d];
+    rem /= l->sizes[d];
+  }
+  char *ptr[NRT_MAX_OPERANDS];
+  for (int k = 0; k < nops; k++) {
+    ptr[k] = l->operands[k].data;
+    for (int d = 0; d < nd; d++) ptr[k] += idx[d] * l->operands[k].strides[d];
+  }
+  for (int64_t i = begin; i < end; i++) {
+    job->fn(l, ptr);
+    for (int d = nd - 1; d >= 0; d--) { /* odometer step, innermost dim first */
+      for (int k = 0; k < nops; k++) ptr[k] += l->operands[k].strides[d];
+      if (++idx[d] < l->sizes[d]) break;
+      for (int k = 0; k < nops; k++) ptr[k] -= l->operands[k].strides[d] * l->sizes[d];
+      idx[d] = 0;
+    }
+  }
+}
+
+nrt_status nrt_cx_for_each(const nrt_launch *l, nrt_cx_element_fn fn) {
+  if (l->noutputs != 1) {
+    nrt_set_error_message("%s: expected 1 output, got %d", nrt_op_name(l->op), l->noutputs);
+    return NRT_ERROR_INVALID_ARGUMENT;
+  }
+  int64_t numel = 1;
+  for (int d = 0; d < l->ndim; d++) numel *= l->sizes[d];
+  if (numel == 0) return NRT_SUCCESS;
+  cx_job job = {l, fn};
+  if (nrt_kernels_reference()) cx_range(&job, 0, numel);
+  else nrt_parallel_for(numel, CX_GRAIN, cx_range, &job);
+  return NRT_SUCCESS;
+}
+
+nrt_status nrt_complex_execute(const nrt_launch *l) {
+  /* Switch on (int)l->op: family ids are not enumerators of nrt_op. */
+  switch ((int)l->op) {
+  case NRT_OP(CX_COPY): case NRT_OP(CX_FILL): case NRT_OP(CX_ADD): case NRT_OP(CX_SUB):
+  case NRT_OP(CX_MUL): case NRT_OP(CX_DIV): case NRT_OP(CX_EQ): case NRT_OP(CX_NE):
+  case NRT_OP(CX_WHERE): case NRT_OP(CX_COMPLEX): case NRT_OP(CX_POLAR): case NRT_OP(CX_ABS):
+  case NRT_OP(CX_ANGLE): case NRT_OP(CX_SGN):
+    return nrt_cx_for_each(l, cx_element);
+  case NRT_OP(CX_REDUCE): return nrt_cx_reduce(l);
+  case NRT_OP(CX_MATH): case NRT_OP(CX_POW_SCALAR): case NRT_OP(CX_POW): case NRT_OP(CX_LOGICAL):
+  case NRT_OP(CX_ADDCMUL): case NRT_OP(CX_ADDCDIV): case NRT_OP(CX_LERP):
+    return nrt_cx_math(l);
+  case NRT_OP(FFT_C2C): case NRT_OP(FFT_R2C): case NRT_OP(FFT_C2R): return nrt_cx_fft(l);
+  default: break;
+  }
+  nrt_set_error_message("complex: op %s has no kernel", nrt_op_name(l->op));
+  return NRT_ERROR_UNSUPPORTED;
+}

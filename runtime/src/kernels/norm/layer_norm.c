@@ -1,0 +1,307 @@
+/* Norm kernels (NRT_KIND_NORM): layer norm forward and its input
+ * gradient. Rows lie along the last dim of `sizes`; the leading dims index
+ * independent rows, which are the parallel work items. Per-row operands
+ * (mean, rstd) have stride 0 along the row; per-column operands (weight,
+ * bias) normally have stride 0 over the leading dims.
+ *
+ * Everything computes in float32 whatever the stored dtype (float64 too,
+ * by the device rule), with the row sums in double. The fast path gets
+ * mean and biased variance from one pass of shifted sums (see
+ * shifted_sums); the reference uses two passes (sum, squared deviations).
+ *
+ * Forward:  y = (x - mean) * rstd * w + b,  rstd = 1 / sqrt(var + eps).
+ * Backward: with xhat = (x - mean) * rstd and g = grad_y * w,
+ *           grad_x = rstd * (g - mean(g) - xhat * mean(g * xhat)). */
+#pragma GCC optimize("O3,no-trapping-math,no-math-errno")
+#include <stdatomic.h>
+#include <stdlib.h>
+#include "kernels/norm/norm.h"
+#include "nrt/ops/norm.h"
+
+#define NORM_GRAIN 32768 /* elements per parallel chunk, at least */
+
+/* Operand positions. */
+enum { LN_Y = 0, LN_MEAN = 1, LN_RSTD = 2, LN_X = 3 };
+enum { LNB_GX = 0, LNB_GY = 1, LNB_X = 2, LNB_MEAN = 3, LNB_RSTD = 4, LNB_W = 5 };
+
+typedef struct norm_plan {
+  const nrt_launch *l;
+  int nops;
+  int64_t len, rows;
+  int nlead;
+  int wk, bk;        /* operand of weight / bias, -1 if absent */
+  bool w_shared, b_shared; /* the same row for every row: loaded once */
+  float eps;
+  atomic_int failed;
+} norm_plan;
+
+#define NORM_INLINE static inline __attribute__((always_inline))
+
+/* Sums of d and d * d for d = x - x[0], in one pass. Shifting by an
+ * element of the row bounds the cancellation in E[d^2] - E[d]^2: since
+ * (x[0] - mean)^2 <= n * var, the relative error of the variance stays
+ * below n * 2^-53 however large the mean. */
+NORM_INLINE void shifted_sums(const float *x, int64_t n, double *out_s, double *out_q) {
+  double s[8] = {0, 0, 0, 0, 0, 0, 0, 0}, q[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+  double k = x[0];
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8)
+    for (int j = 0; j < 8; j++) {
+      double d = (double)x[i + j] - k;
+      s[j] += d;
+      q[j] += d * d;
+    }
+  for (; i < n; i++) {
+    double d = (double)x[i] - k;
+    s[0] += d;
+    q[0] += d * d;
+  }
+  *out_s = ((s[0] + s[1]) + (s[2] + s[3])) + ((s[4] + s[5]) + (s[6] + s[7]));
+  *out_q = ((q[0] + q[1]) + (q[2] + q[3])) + ((q[4] + q[5]) + (q[6] + q[7]));
+}
+
+/* y row; w, b may be NULL. Returns mean and rstd. */
+NORM_INLINE void ln_forward_row(float *y, const float *x, const float *w, const float *b, int64_t n,
+                                float eps, float *out_mean, float *out_rstd) {
+  double sd, qd;
+  shifted_sums(x, n, &sd, &qd);
+  double md = sd / (double)n, var = qd / (double)n - md * md;
+  float m = (float)((double)x[0] + md), r = (float)(1.0 / sqrt((var > 0 ? var : 0) + (double)eps));
+  if (w && b)
+    for (int64_t i = 0; i < n; i++) y[i] = (x[i] - m) * r * w[i] + b[i];
+  else if (w)
+    for (int64_t i = 0; i < n; i++) y[i] = (x[i] - m) * r * w[i];
+  else if (b)
+    for (int64_t i = 0; i < n; i++) y[i] = (x[i] - m) * r + b[i];
+  else
+    for (int64_t i = 0; i < n; i++) y[i] = (x[i] - m) * r;
+  *out_mean = m;
+  *out_rstd = r;
+}
+
+/* gx row from gy, x, the row's mean and rstd, and w (NULL: none). */
+NORM_INLINE void ln_backward_row(float *gx, const float *gy, const float *x, const float *w,
+                                 float m, float r, int64_t n) {
+  double sg[8] = {0, 0, 0, 0, 0, 0, 0, 0}, sgx[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8)
+    for (int j = 0; j < 8; j++) {
+      float g = w ? gy[i + j] * w[i + j] : gy[i + j];
+      float xh = (x[i + j] - m) * r;
+      sg[j] += (double)g;
+      sgx[j] += (double)g * (double)xh;
+    }
+  for (; i < n; i++) {
+    float g = w ? gy[i] * w[i] : gy[i];
+    float xh = (x[i] - m) * r;
+    sg[0] += (double)g;
+    sgx[0] += (double)g * (double)xh;
+  }
+  double s1 = ((sg[0] + sg[1]) + (sg[2] + sg[3])) + ((sg[4] + sg[5]) + (sg[6] + sg[7]));
+  double s2 = ((sgx[0] + sgx[1]) + (sgx[2] + sgx[3])) + ((sgx[4] + sgx[5]) + (sgx[6] + sgx[7]));
+  float mg = (float)(s1 / (double)n), mgx = (float)(s2 / (double)n);
+  if (w)
+    for (i = 0; i < n; i++) gx[i] = r * (gy[i] * w[i] - mg - (x[i] - m) * r * mgx);
+  else
+    for (i = 0; i < n; i++) gx[i] = r * (gy[i] - mg - (x[i] - m) * r * mgx);
+}
+
+/* Baseline and AVX-512 builds of the row functions. */
+static void forward_row_base(float *y, const float *x, const float *w, const float *b, int64_t n,
+                             float eps, float *m, float *r) {
+  ln_forward_row(y, x, w, b, n, eps, m, r);
+}
+NRT_TARGET_AVX512 static void forward_row_avx512(float *y, const float *x, const float *w,
+                                                 const float *b, int64_t n, float eps, float *m,
+                                                 float *r) {
+  ln_forward_row(y, x, w, b, n, eps, m, r);
+}
+static void backward_row_base(float *gx, const float *gy, const float *x, const float *w, float m,
+                              float r, int64_t n) {
+  ln_backward_row(gx, gy, x, w, m, r, n);
+}
+NRT_TARGET_AVX512 static void backward_row_avx512(float *gx, const float *gy, const float *x,
+                                                  const float *w, float m, float r, int64_t n) {
+  ln_backward_row(gx, gy, x, w, m, r, n);
+}
+
+/* ---- traversal ------------------------------------------------------------ */
+
+static void row_pointers(const norm_plan *p, int64_t r, char **ptr) {
+  const nrt_launch *l = p->l;
+  for (int k = 0; k < p->nops; k++) ptr[k] = l->operands[k].data;
+  for (int d = p->nlead - 1; d >= 0; d--) {
+    int64_t i = r % l->sizes[d];
+    r /= l->sizes[d];
+    for (int k = 0; k < p->nops; k++) ptr[k] += i * l->operands[k].strides[d];
+  }
+}
+
+static bool leading_strides_zero(const norm_plan *p, int k) {
+  for (int d = 0; d < p->nlead; d++)
+    if (p->l->operands[k].strides[d] != 0 && p->l->sizes[d] != 1) return false;
+  return true;
+}
+
+/* A row as float32: in place when it already is unit-stride float32,
+ * otherwise converted into buf. */
+static const float *row_in(const nrt_launch *l, int k, const char *ptr, int64_t st, int64_t n,
+                           float *buf) {
+  if (l->operands[k].dtype == NRT_FLOAT32 && st == 4) return (const float *)ptr;
+  nrt_load_f32(buf, ptr, st, l->operands[k].dtype, n);
+  return buf;
+}
+
+static float scalar_in(const nrt_launch *l, int k, const char *ptr) {
+  float v;
+  nrt_load_f32(&v, ptr, 0, l->operands[k].dtype, 1);
+  return v;
+}
+
+static void scalar_out(const nrt_launch *l, int k, char *ptr, float v) {
+  nrt_store_f32(ptr, 0, l->operands[k].dtype, &v, 1);
+}
+
+static void norm_range(void *ctx, int64_t begin, int64_t end) {
+  norm_plan *p = ctx;
+  const nrt_launch *l = p->l;
+  int64_t n = p->len, rs[NRT_MAX_OPERANDS];
+  int rd = l->ndim > 0 ? l->ndim - 1 : 0;
+  for (int k = 0; k < p->nops; k++) rs[k] = l->ndim > 0 ? l->operands[k].strides[rd] : 0;
+  bool avx512 = nrt_kernels_isa() >= NRT_ISA_AVX512;
+  /* out, two inputs, weight and bias rows */
+  float *buf = malloc(5 * (size_t)n * sizeof(float));
+  if (!buf) {
+    atomic_store(&p->failed, 1);
+    return;
+  }
+  float *out_buf = buf, *in0 = buf + n, *in1 = buf + 2 * n, *wbuf = buf + 3 * n, *bbuf = buf + 4 * n;
+  const float *w = NULL, *b = NULL;
+  for (int64_t r = begin; r < end; r++) {
+    char *ptr[NRT_MAX_OPERANDS];
+    row_pointers(p, r, ptr);
+    /* weight / bias: once per chunk when every row shares them */
+    if (p->wk >= 0 && (!w || !p->w_shared)) w = row_in(l, p->wk, ptr[p->wk], rs[p->wk], n, wbuf);
+    if (p->bk >= 0 && (!b || !p->b_shared)) b = row_in(l, p->bk, ptr[p->bk], rs[p->bk], n, bbuf);
+    int ok = l->op == NRT_OP(LAYER_NORM) ? LN_Y : LNB_GX;
+    bool direct = l->operands[ok].dtype == NRT_FLOAT32 && rs[ok] == 4;
+    float *out = direct ? (float *)ptr[ok] : out_buf;
+    if (l->op == NRT_OP(LAYER_NORM)) {
+      const float *x = row_in(l, LN_X, ptr[LN_X], rs[LN_X], n, in0);
+      float m, rstd;
+      if (avx512) forward_row_avx512(out, x, w, b, n, p->eps, &m, &rstd);
+      else forward_row_base(out, x, w, b, n, p->eps, &m, &rstd);
+      scalar_out(l, LN_MEAN, ptr[LN_MEAN], m);
+      scalar_out(l, LN_RSTD, ptr[LN_RSTD], rstd);
+    } else {
+      const float *gy = row_in(l, LNB_GY, ptr[LNB_GY], rs[LNB_GY], n, in0);
+      const float *x = row_in(l, LNB_X, ptr[LNB_X], rs[LNB_X], n, in1);
+      float m = scalar_in(l, LNB_MEAN, ptr[LNB_MEAN]), rstd = scalar_in(l, LNB_RSTD, ptr[LNB_RSTD]);
+      if (avx512) backward_row_avx512(out, gy, x, w, m, rstd, n);
+      else backward_row_base(out, gy, x, w, m, rstd, n);
+    }
+    if (!direct) nrt_store_f32(ptr[ok], rs[ok], l->operands[ok].dtype, out, n);
+  }
+  free(buf);
+}
+
+/* ---- reference: element at a time, dtype.c conversions, double sums ---- */
+
+static void norm_reference(const norm_plan *p) {
+  const nrt_launch *l = p->l;
+  int rd = l->ndim > 0 ? l->ndim - 1 : 0;
+  int64_t n = p->len;
+  for (int64_t r = 0; r < p->rows; r++) {
+    char *ptr[NRT_MAX_OPERANDS];
+    row_pointers(p, r, ptr);
+#define AT(k, i) (ptr[k] + (i) * (l->ndim > 0 ? l->operands[k].strides[rd] : 0))
+#define LD(k, i) ((float)nrt_ref_load_f64(AT(k, i), l->operands[k].dtype))
+#define ST(k, i, v) nrt_ref_store_f64(AT(k, i), l->operands[k].dtype, (float)(v))
+    if (l->op == NRT_OP(LAYER_NORM)) {
+      double s = 0, q = 0;
+      for (int64_t i = 0; i < n; i++) s += LD(LN_X, i);
+      double mean = s / (double)n;
+      for (int64_t i = 0; i < n; i++) q += (LD(LN_X, i) - mean) * (LD(LN_X, i) - mean);
+      float m = (float)mean, rstd = (float)(1.0 / sqrt(q / (double)n + (double)p->eps));
+      for (int64_t i = 0; i < n; i++) {
+        float y = (LD(LN_X, i) - m) * rstd;
+        if (p->wk >= 0) y *= LD(p->wk, i);
+        if (p->bk >= 0) y += LD(p->bk, i);
+        ST(LN_Y, i, y);
+      }
+      ST(LN_MEAN, 0, m);
+      ST(LN_RSTD, 0, rstd);
+    } else {
+      float m = LD(LNB_MEAN, 0), rstd = LD(LNB_RSTD, 0);
+      double sg = 0, sgx = 0;
+      for (int64_t i = 0; i < n; i++) {
+        double g = (double)LD(LNB_GY, i) * (p->wk >= 0 ? LD(p->wk, i) : 1.0f);
+        double xh = ((double)LD(LNB_X, i) - m) * rstd;
+        sg += g;
+        sgx += g * xh;
+      }
+      for (int64_t i = 0; i < n; i++) {
+        double g = (double)LD(LNB_GY, i) * (p->wk >= 0 ? LD(p->wk, i) : 1.0f);
+        double xh = ((double)LD(LNB_X, i) - m) * rstd;
+        ST(LNB_GX, i, rstd * (g - sg / (double)n - xh * (sgx / (double)n)));
+      }
+    }
+#undef AT
+#undef LD
+#undef ST
+  }
+}
+
+nrt_status nrt_layer_norm_run(const nrt_launch *l) {
+  norm_plan p;
+  memset(&p, 0, sizeof p);
+  p.l = l;
+  p.nops = l->noutputs + l->ninputs;
+  p.wk = p.bk = -1;
+  const char *name = nrt_op_name(l->op);
+  if (l->op == NRT_OP(LAYER_NORM)) {
+    if (l->noutputs != 3) {
+      nrt_set_error_message("%s: expected 3 outputs (y, mean, rstd), got %d", name, l->noutputs);
+      return NRT_ERROR_INVALID_ARGUMENT;
+    }
+    int64_t flags = l->params[1];
+    int want = 1 + (int)(flags & 1) + (int)((flags >> 1) & 1);
+    if ((flags & ~(int64_t)3) || l->ninputs != want) {
+      nrt_set_error_message("%s: p1 = %lld (bit0 weight, bit1 bias) needs %d inputs, got %d", name,
+                            (long long)flags, want, l->ninputs);
+      return NRT_ERROR_INVALID_ARGUMENT;
+    }
+    int k = LN_X + 1;
+    if (flags & 1) p.wk = k++;
+    if (flags & 2) p.bk = k++;
+    p.eps = (float)l->scalars[0].f;
+  } else if (l->op == NRT_OP(LAYER_NORM_BACKWARD)) {
+    if (l->noutputs != 1) {
+      nrt_set_error_message("%s: expected 1 output, got %d", name, l->noutputs);
+      return NRT_ERROR_INVALID_ARGUMENT;
+    }
+    if (l->ninputs == 5) p.wk = LNB_W;
+  } else {
+    nrt_set_error_message("kernel %s: not a norm op", name);
+    return NRT_ERROR_UNSUPPORTED;
+  }
+  p.len = l->ndim > 0 ? l->sizes[l->ndim - 1] : 1;
+  p.nlead = l->ndim > 0 ? l->ndim - 1 : 0;
+  p.rows = 1;
+  for (int d = 0; d < p.nlead; d++) p.rows *= l->sizes[d];
+  if (p.rows == 0 || p.len == 0) return NRT_SUCCESS;
+  p.w_shared = p.wk >= 0 && leading_strides_zero(&p, p.wk);
+  p.b_shared = p.bk >= 0 && leading_strides_zero(&p, p.bk);
+  if (nrt_kernels_reference()) {
+    norm_reference(&p);
+    return NRT_SUCCESS;
+  }
+  atomic_init(&p.failed, 0);
+  int64_t grain = p.len >= NORM_GRAIN ? 1 : NORM_GRAIN / p.len;
+  nrt_parallel_for(p.rows, grain, norm_range, &p);
+  if (atomic_load(&p.failed)) {
+    nrt_set_error_message("%s: out of host memory for a row of %lld", name, (long long)p.len);
+    return NRT_ERROR_OUT_OF_MEMORY;
+  }
+  return NRT_SUCCESS;
+}

@@ -1,0 +1,393 @@
+/* The pointwise engine: N-d strided iteration shared by every elementwise
+ * op. The op families (unary_math.c, binary.c, activations.c, random.c)
+ * only supply block functions over converted, contiguous buffers.
+ *
+ * Fast path: dims are ordered by stride (smallest innermost) and collapsed
+ * where every operand's strides allow; the element range is split across
+ * the kernel pool, and each row of the innermost dim is processed in
+ * blocks of NRT_BLOCK: inputs are converted into small buffers (or used in
+ * place when they already are unit-stride float32 / int64), the block
+ * function runs, and the result is converted into the output. Transposed
+ * operands are walked in square tiles instead of rows.
+ *
+ * Random ops number elements row-major over launch->sizes as given (the
+ * last dim fastest); they keep the given dim order so that every element's
+ * number, and so its value, does not depend on the traversal.
+ *
+ * The reference path walks one element at a time over the original shape
+ * on the calling thread, converting through dtype.c. */
+#pragma GCC optimize("O3,no-trapping-math,no-math-errno")
+#include <stdatomic.h>
+#include <stdlib.h>
+#include "kernels/pointwise/pointwise.h"
+
+/* Elements per parallel chunk: large enough to amortise the hand-off. */
+#define PW_GRAIN 32768
+
+typedef struct pw_plan {
+  const nrt_launch *l;
+  const nrt_pw_kernel *k;
+  nrt_pw_f32_fn f32;
+  bool fdomain;
+  bool copy;
+  int nops;
+  int ndim;
+  int64_t sizes[NRT_MAX_DIMS];
+  int64_t strides[NRT_MAX_OPERANDS][NRT_MAX_DIMS];
+  char *data[NRT_MAX_OPERANDS];
+  nrt_dtype dt[NRT_MAX_OPERANDS];
+  atomic_int failed;
+} pw_plan;
+
+static const nrt_pw_kernel *lookup(nrt_op op) {
+  const nrt_pw_kernel *k = nrt_pw_unary_kernel(op);
+  if (!k) k = nrt_pw_binary_kernel(op);
+  if (!k) k = nrt_pw_activation_kernel(op);
+  if (!k) k = nrt_pw_random_kernel(op);
+  if (!k) k = nrt_pw_special_kernel(op);
+  if (!k) k = nrt_pw_nn_kernel(op);
+  return k;
+}
+
+/* Orders dims outermost-first by stride, the way TensorIterator does
+ * (the glue hands us TensorIterator's fastest-first order; tests use
+ * row-major): a dim goes inside another when its stride is smaller for
+ * the first operand where both are nonzero. Ties keep the given order. */
+static int order_dims(const nrt_launch *l, int nops, bool keep_order, int *perm) {
+  int n = 0;
+  for (int d = 0; d < l->ndim; d++)
+    if (l->sizes[d] != 1) perm[n++] = d; /* size-1 strides are arbitrary */
+  if (keep_order) return n;
+  for (int i = 1; i < n; i++) {
+    for (int j = i; j > 0; j--) {
+      int outer = perm[j - 1], inner = perm[j];
+      bool swap = false;
+      for (int k = 0; k < nops; k++) {
+        int64_t so = llabs(l->operands[k].strides[outer]), si = llabs(l->operands[k].strides[inner]);
+        if (so == 0 || si == 0 || so == si) continue;
+        swap = si > so;
+        break;
+      }
+      if (!swap) break;
+      perm[j - 1] = inner;
+      perm[j] = outer;
+    }
+  }
+  return n;
+}
+
+/* Merges a dim into its inner neighbour when, for every operand, stepping
+ * the outer dim equals stepping over the whole inner one. Merging keeps
+ * the row-major order of the ordered dims, so random ops (given order)
+ * number elements exactly as the reference loop does. Returns the
+ * collapsed ndim (>= 1). */
+static int collapse(const nrt_launch *l, int nops, const int *perm, int nperm, int64_t *sizes,
+                    int64_t strides[][NRT_MAX_DIMS]) {
+  int64_t rs[NRT_MAX_DIMS], rst[NRT_MAX_OPERANDS][NRT_MAX_DIMS]; /* innermost first */
+  int n = 0;
+  for (int i = nperm - 1; i >= 0; i--) {
+    int d = perm[i];
+    int64_t sz = l->sizes[d];
+    bool merge = n > 0;
+    for (int k = 0; merge && k < nops; k++)
+      merge = l->operands[k].strides[d] == rst[k][n - 1] * rs[n - 1];
+    if (merge) {
+      rs[n - 1] *= sz;
+    } else {
+      rs[n] = sz;
+      for (int k = 0; k < nops; k++) rst[k][n] = l->operands[k].strides[d];
+      n++;
+    }
+  }
+  if (n == 0) {
+    rs[0] = 1;
+    for (int k = 0; k < nops; k++) rst[k][0] = 0;
+    n = 1;
+  }
+  for (int d = 0; d < n; d++) {
+    sizes[d] = rs[n - 1 - d];
+    for (int k = 0; k < nops; k++) strides[k][d] = rst[k][n - 1 - d];
+  }
+  return n;
+}
+
+/* ---- COPY: exact conversions between any two dtypes -------------------- */
+
+static void copy_same(char *dst, int64_t ds, const char *src, int64_t ss, size_t esz, int64_t n) {
+  if (ds == (int64_t)esz && ss == (int64_t)esz) {
+    memmove(dst, src, esz * (size_t)n);
+    return;
+  }
+  switch (esz) {
+  case 1: for (int64_t i = 0; i < n; i++) dst[i * ds] = src[i * ss]; break;
+  case 2: for (int64_t i = 0; i < n; i++) *(uint16_t *)(dst + i * ds) = *(const uint16_t *)(src + i * ss); break;
+  case 4: for (int64_t i = 0; i < n; i++) *(uint32_t *)(dst + i * ds) = *(const uint32_t *)(src + i * ss); break;
+  default: for (int64_t i = 0; i < n; i++) *(uint64_t *)(dst + i * ds) = *(const uint64_t *)(src + i * ss); break;
+  }
+}
+
+/* Different dtypes go through the narrowest exact intermediate: int64 for
+ * integer sources (no float rounding of large int64), double for float64
+ * sources, float for the other floating sources. */
+static void copy_convert(char *dst, int64_t ds, nrt_dtype ddt, const char *src, int64_t ss,
+                         nrt_dtype sdt, int64_t n) {
+  union { float f[NRT_BLOCK]; double d[NRT_BLOCK]; int64_t i[NRT_BLOCK]; } buf;
+  for (int64_t j = 0; j < n; j += NRT_BLOCK) {
+    int64_t m = n - j < NRT_BLOCK ? n - j : NRT_BLOCK;
+    const char *s = src + j * ss;
+    char *d = dst + j * ds;
+    if (nrt_dtype_is_integral(sdt)) {
+      nrt_load_i64(buf.i, s, ss, sdt, m);
+      nrt_store_i64(d, ds, ddt, buf.i, m);
+    } else if (sdt == NRT_FLOAT64) {
+      nrt_load_f64(buf.d, s, ss, sdt, m);
+      nrt_store_f64(d, ds, ddt, buf.d, m);
+    } else {
+      nrt_load_f32(buf.f, s, ss, sdt, m);
+      nrt_store_f32(d, ds, ddt, buf.f, m);
+    }
+  }
+}
+
+static void copy_row(const pw_plan *p, char *const *ptr, int64_t n) {
+  int nd = p->ndim;
+  if (p->dt[0] == p->dt[1])
+    copy_same(ptr[0], p->strides[0][nd - 1], ptr[1], p->strides[1][nd - 1],
+              nrt_dtype_size(p->dt[0]), n);
+  else
+    copy_convert(ptr[0], p->strides[0][nd - 1], p->dt[0], ptr[1], p->strides[1][nd - 1],
+                 p->dt[1], n);
+}
+
+/* ---- compute rows --------------------------------------------------------- */
+
+static void f32_row(pw_plan *p, char *const *ptr, int64_t n, int64_t index) {
+  float buf[4][NRT_BLOCK];
+  int nd = p->ndim, nin = p->nops - 1;
+  int64_t st[NRT_MAX_OPERANDS];
+  for (int k = 0; k < p->nops; k++) st[k] = p->strides[k][nd - 1];
+  bool out_direct = p->dt[0] == NRT_FLOAT32 && st[0] == 4;
+  for (int64_t j = 0; j < n; j += NRT_BLOCK) {
+    int64_t m = n - j < NRT_BLOCK ? n - j : NRT_BLOCK;
+    const float *in[3] = {NULL, NULL, NULL};
+    for (int k = 1; k <= nin; k++) {
+      const char *src = ptr[k] + j * st[k];
+      if (p->dt[k] == NRT_FLOAT32 && st[k] == 4) {
+        in[k - 1] = (const float *)src;
+      } else {
+        nrt_load_f32(buf[k], src, st[k], p->dt[k], m);
+        in[k - 1] = buf[k];
+      }
+    }
+    char *dst = ptr[0] + j * st[0];
+    float *out = out_direct ? (float *)dst : buf[0];
+    if (p->k->rng_f32) p->k->rng_f32(out, in[0], m, index + j, p->l);
+    else p->f32(out, in[0], in[1], in[2], m, p->l);
+    if (!out_direct) nrt_store_f32(dst, st[0], p->dt[0], out, m);
+  }
+}
+
+static void i64_row(pw_plan *p, char *const *ptr, int64_t n, int64_t index) {
+  int64_t buf[4][NRT_BLOCK];
+  int nd = p->ndim, nin = p->nops - 1;
+  int64_t st[NRT_MAX_OPERANDS];
+  for (int k = 0; k < p->nops; k++) st[k] = p->strides[k][nd - 1];
+  bool out_direct = p->dt[0] == NRT_INT64 && st[0] == 8;
+  for (int64_t j = 0; j < n; j += NRT_BLOCK) {
+    int64_t m = n - j < NRT_BLOCK ? n - j : NRT_BLOCK;
+    const int64_t *in[3] = {NULL, NULL, NULL};
+    for (int k = 1; k <= nin; k++) {
+      const char *src = ptr[k] + j * st[k];
+      if (p->dt[k] == NRT_INT64 && st[k] == 8) {
+        in[k - 1] = (const int64_t *)src;
+      } else {
+        nrt_load_i64(buf[k], src, st[k], p->dt[k], m);
+        in[k - 1] = buf[k];
+      }
+    }
+    char *dst = ptr[0] + j * st[0];
+    int64_t *out = out_direct ? (int64_t *)dst : buf[0];
+    if (p->k->rng_i64) {
+      p->k->rng_i64(out, m, index + j, p->l);
+    } else if (p->k->i64(out, in[0], in[1], in[2], m, p->l)) {
+      atomic_store_explicit(&p->failed, 1, memory_order_relaxed);
+      return;
+    }
+    if (!out_direct) nrt_store_i64(dst, st[0], p->dt[0], out, m);
+  }
+}
+
+static void pw_range(void *ctx, int64_t begin, int64_t end) {
+  pw_plan *p = ctx;
+  int nd = p->ndim, nops = p->nops;
+  int64_t idx[NRT_MAX_DIMS];
+  int64_t rem = begin;
+  for (int d = nd - 1; d >= 0; d--) {
+    idx[d] = rem % p->sizes[d];
+    rem /= p->sizes[d];
+  }
+  char *row[NRT_MAX_OPERANDS]; /* operand pointers at inner index 0 */
+  for (int k = 0; k < nops; k++) {
+    row[k] = p->data[k];
+    for (int d = 0; d < nd - 1; d++) row[k] += idx[d] * p->strides[k][d];
+  }
+  int64_t inner = p->sizes[nd - 1], first = idx[nd - 1], pos = begin;
+  while (pos < end) {
+    int64_t n = inner - first < end - pos ? inner - first : end - pos;
+    char *ptr[NRT_MAX_OPERANDS];
+    for (int k = 0; k < nops; k++) ptr[k] = row[k] + first * p->strides[k][nd - 1];
+    if (p->copy) copy_row(p, ptr, n);
+    else if (p->fdomain) f32_row(p, ptr, n, pos);
+    else i64_row(p, ptr, n, pos);
+    if (atomic_load_explicit(&p->failed, memory_order_relaxed)) return;
+    pos += n;
+    first = 0;
+    for (int d = nd - 2; d >= 0; d--) { /* odometer step over the outer dims */
+      for (int k = 0; k < nops; k++) row[k] += p->strides[k][d];
+      if (++idx[d] < p->sizes[d]) break;
+      for (int k = 0; k < nops; k++) row[k] -= p->strides[k][d] * p->sizes[d];
+      idx[d] = 0;
+    }
+  }
+}
+
+/* ---- transposes: square tiles -------------------------------------------------
+ * When an input's fastest dim is the output's second-fastest (a transposed
+ * copy, x.t().contiguous()), walking output rows reads that input one
+ * element per cache line and page. Tiles of TILE x TILE over the two
+ * inner dims keep the TILE lines of each side in L1 while they are used
+ * TILE / (line size) times. */
+#define TILE 32
+
+static bool wants_tiles(const pw_plan *p) {
+  int nd = p->ndim;
+  if (nd < 2 || p->sizes[nd - 1] < 16 || p->sizes[nd - 2] < 16) return false;
+  for (int k = 1; k < p->nops; k++) {
+    int64_t inner = llabs(p->strides[k][nd - 1]), outer = llabs(p->strides[k][nd - 2]);
+    if (inner >= 256 && outer > 0 && outer <= 16) return true;
+  }
+  return false;
+}
+
+static void pw_tiles(void *ctx, int64_t begin, int64_t end) {
+  pw_plan *p = ctx;
+  int nd = p->ndim, nops = p->nops;
+  int64_t rows = p->sizes[nd - 2], cols = p->sizes[nd - 1];
+  int64_t rt = (rows + TILE - 1) / TILE, ct = (cols + TILE - 1) / TILE;
+  for (int64_t t = begin; t < end; t++) {
+    int64_t tj = t % ct, ti = (t / ct) % rt, outer = t / ct / rt;
+    char *base[NRT_MAX_OPERANDS];
+    for (int k = 0; k < nops; k++) base[k] = p->data[k];
+    for (int d = nd - 3; d >= 0; d--) {
+      int64_t i = outer % p->sizes[d];
+      outer /= p->sizes[d];
+      for (int k = 0; k < nops; k++) base[k] += i * p->strides[k][d];
+    }
+    int64_t r1 = (ti + 1) * TILE < rows ? (ti + 1) * TILE : rows;
+    int64_t n = (tj + 1) * TILE < cols ? TILE : cols - tj * TILE;
+    for (int64_t r = ti * TILE; r < r1; r++) {
+      char *ptr[NRT_MAX_OPERANDS];
+      for (int k = 0; k < nops; k++)
+        ptr[k] = base[k] + r * p->strides[k][nd - 2] + tj * TILE * p->strides[k][nd - 1];
+      if (p->copy) copy_row(p, ptr, n);
+      else if (p->fdomain) f32_row(p, ptr, n, 0);
+      else i64_row(p, ptr, n, 0);
+      if (atomic_load_explicit(&p->failed, memory_order_relaxed)) return;
+    }
+  }
+}
+
+/* ---- reference: one element at a time ------------------------------------ */
+
+static float ref_load_f32(const char *src, nrt_dtype dt) {
+  /* Integers convert straight to float (no double rounding of int64). */
+  return nrt_dtype_is_integral(dt) ? (float)nrt_ref_load_i64(src, dt)
+                                   : (float)nrt_ref_load_f64(src, dt);
+}
+
+static nrt_status pw_reference(const nrt_launch *l, const nrt_pw_kernel *k, bool copy,
+                               bool fdomain, int64_t numel) {
+  int nops = l->noutputs + l->ninputs;
+  nrt_pw_f32_fn f32 = k && k->f32_ref ? k->f32_ref : (k ? k->f32 : NULL);
+  for (int64_t lin = 0; lin < numel; lin++) {
+    char *ptr[NRT_MAX_OPERANDS];
+    for (int o = 0; o < nops; o++) ptr[o] = l->operands[o].data;
+    int64_t rem = lin;
+    for (int d = l->ndim - 1; d >= 0; d--) {
+      int64_t i = rem % l->sizes[d];
+      rem /= l->sizes[d];
+      for (int o = 0; o < nops; o++) ptr[o] += i * l->operands[o].strides[d];
+    }
+    nrt_dtype odt = l->operands[0].dtype;
+    if (copy) {
+      nrt_dtype sdt = l->operands[1].dtype;
+      if (sdt == odt) memcpy(ptr[0], ptr[1], nrt_dtype_size(sdt));
+      else if (nrt_dtype_is_integral(sdt)) nrt_ref_store_i64(ptr[0], odt, nrt_ref_load_i64(ptr[1], sdt));
+      else nrt_ref_store_f64(ptr[0], odt, nrt_ref_load_f64(ptr[1], sdt));
+    } else if (fdomain) {
+      float in[3] = {0, 0, 0}, out = 0;
+      for (int o = 1; o < nops; o++) in[o - 1] = ref_load_f32(ptr[o], l->operands[o].dtype);
+      if (k->rng_f32) k->rng_f32(&out, &in[0], 1, lin, l);
+      else f32(&out, &in[0], &in[1], &in[2], 1, l);
+      nrt_ref_store_f64(ptr[0], odt, out);
+    } else {
+      int64_t in[3] = {0, 0, 0}, out = 0;
+      for (int o = 1; o < nops; o++) in[o - 1] = nrt_ref_load_i64(ptr[o], l->operands[o].dtype);
+      if (k->rng_i64) k->rng_i64(&out, 1, lin, l);
+      else if (k->i64(&out, &in[0], &in[1], &in[2], 1, l)) return NRT_ERROR_INVALID_ARGUMENT;
+      nrt_ref_store_i64(ptr[0], odt, out);
+    }
+  }
+  return NRT_SUCCESS;
+}
+
+/* ---- entry ----------------------------------------------------------------- */
+
+nrt_status nrt_pointwise_execute(const nrt_launch *l) {
+  bool copy = l->op == NRT_OP_COPY;
+  bool fdomain = nrt_dtype_is_floating(l->compute_dtype);
+  const nrt_pw_kernel *k = copy ? NULL : lookup(l->op);
+  if (l->noutputs != 1 || (!copy && !k)) {
+    nrt_set_error_message("%s: no pointwise kernel with %d outputs", nrt_op_name(l->op), l->noutputs);
+    return NRT_ERROR_UNSUPPORTED;
+  }
+  if (!copy && (fdomain ? !(k->f32 || k->rng_f32) : !(k->i64 || k->rng_i64))) {
+    nrt_set_error_message("%s: not supported for %s", nrt_op_name(l->op),
+                          nrt_dtype_name(l->compute_dtype));
+    return NRT_ERROR_UNSUPPORTED;
+  }
+  int64_t numel = 1;
+  for (int d = 0; d < l->ndim; d++) numel *= l->sizes[d];
+  if (numel == 0) return NRT_SUCCESS;
+
+  nrt_status st = NRT_SUCCESS;
+  if (nrt_kernels_reference()) {
+    st = pw_reference(l, k, copy, fdomain, numel);
+  } else {
+    pw_plan p = {.l = l, .k = k, .fdomain = fdomain, .copy = copy, .nops = l->noutputs + l->ninputs};
+    if (k) p.f32 = (k->f32_avx512 && nrt_kernels_isa() >= NRT_ISA_AVX512) ? k->f32_avx512 : k->f32;
+    for (int o = 0; o < p.nops; o++) {
+      p.data[o] = l->operands[o].data;
+      p.dt[o] = l->operands[o].dtype;
+    }
+    atomic_init(&p.failed, 0);
+    int perm[NRT_MAX_DIMS];
+    /* Random ops number elements row-major over the given shape. */
+    int nperm = order_dims(l, p.nops, k && (k->rng_f32 || k->rng_i64), perm);
+    p.ndim = collapse(l, p.nops, perm, nperm, p.sizes, p.strides);
+    bool random = k && (k->rng_f32 || k->rng_i64);
+    if (!random && wants_tiles(&p)) {
+      int64_t ntiles = numel / (p.sizes[p.ndim - 2] * p.sizes[p.ndim - 1]) *
+                       ((p.sizes[p.ndim - 2] + TILE - 1) / TILE) *
+                       ((p.sizes[p.ndim - 1] + TILE - 1) / TILE);
+      nrt_parallel_for(ntiles, PW_GRAIN / (TILE * TILE), pw_tiles, &p);
+    } else {
+      nrt_parallel_for(numel, PW_GRAIN, pw_range, &p);
+    }
+    if (atomic_load(&p.failed)) st = NRT_ERROR_INVALID_ARGUMENT;
+  }
+  /* The only failure a block reports is integer division by zero; the
+   * message is PyTorch's, so the glue can raise the same error. */
+  if (st != NRT_SUCCESS) nrt_set_error_message("ZeroDivisionError");
+  return st;
+}

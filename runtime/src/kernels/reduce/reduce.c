@@ -1,0 +1,1011 @@
+/* Reductions over TensorIterator's reduction layout: operands[0] (and [1]
+ * for the with-index ops) have stride 0 along the reduced dims; the input
+ * is the last operand.
+ *
+ * Dims split into kept (some output stride != 0) and reduced (every output
+ * stride 0). Each reduction is a small state (rstate) fed with converted
+ * blocks of input, merged in index order when the reduced range was split
+ * across threads, and finished into the output(s). Two traversals:
+ *  - rows:    the input's fastest dim is reduced: one output at a time,
+ *             blocks run along the reduced dim;
+ *  - columns: the input's fastest dim is kept (sum over dim 0 of a
+ *             row-major matrix): a tile of neighbouring outputs advances
+ *             together, reading memory in order. The simple ops (sums,
+ *             extremes, all/any, 1- and 2-norms) accumulate "vertically",
+ *             one running value per column, vectorised across columns;
+ *             the others gather each output's values into a column
+ *             buffer and feed the usual block functions. Short
+ *             reductions of the simple ops (at most 32 elements per
+ *             output) also go this way, to spread the per-output cost.
+ * Outputs are parallel tasks; when there are too few (a full reduction has
+ * one), the reduced range is cut into chunks as well.
+ *
+ * Float inputs accumulate in double (sums, products, norms, variance by
+ * Chan/Welford), integers in wrapping int64. Indices (argmax and friends)
+ * count row-major over the reduced dims in the order given, and pick the
+ * first occurrence of the extreme; NaN is the extreme of both max and
+ * min, as in PyTorch. */
+#pragma GCC optimize("O3,no-trapping-math,no-math-errno")
+#include <immintrin.h>
+#include <stdlib.h>
+#include "kernels/common/common.h"
+
+#define RED_COLS 64    /* columns per tile when values are gathered per column */
+#define RED_ROWS 64
+#define RED_VCOLS 1024 /* columns per tile for the vertical ops: long row segments */
+#define RED_GRAIN 32768 /* elements per parallel task, at least */
+
+typedef struct rstate {
+  double a, b;  /* float value / sum / mean; b: m2 (VAR), exp-sum (LOGSUMEXP) */
+  int64_t i;    /* integer value, ALL/ANY flag */
+  int64_t n;    /* VAR count */
+  int64_t idx;  /* index of the extreme, -1 while empty */
+  int flags;    /* RS_NAN, RS_POSINF */
+} rstate;
+enum { RS_NAN = 1, RS_POSINF = 2 };
+
+typedef struct red_plan red_plan;
+typedef void (*acc_f32_fn)(const red_plan *p, struct rstate *s, const float *x, int64_t n,
+                           int64_t idx0);
+
+struct red_plan {
+  const nrt_launch *l;
+  acc_f32_fn acc;           /* baseline or AVX-512 build of the float accumulators */
+  nrt_op op;
+  bool fdomain;
+  bool with_index;          /* the op produces an index */
+  double p;                 /* NORM order */
+  int nout;
+  char *in;
+  nrt_dtype in_dt;
+  char *out[2];
+  nrt_dtype out_dt[2];
+  /* kept dims outer -> inner; reduced dims outer -> inner */
+  int nk, nr;
+  int64_t ksize[NRT_MAX_DIMS], kin[NRT_MAX_DIMS], kout[2][NRT_MAX_DIMS];
+  int64_t rsize[NRT_MAX_DIMS], rin[NRT_MAX_DIMS];
+  int64_t nkept, nred;
+  bool columns;
+  bool vertical;  /* columns path with per-column running values */
+  int tile;       /* columns per tile */
+  int64_t ntiles; /* columns: tiles along the innermost kept dim */
+  int64_t groups, chunks;
+  rstate *partial; /* groups * chunks * (columns ? tile : 1), when chunks > 1 */
+};
+
+/* ---- states ---------------------------------------------------------------- */
+
+static void st_init(const red_plan *p, rstate *s) {
+  memset(s, 0, sizeof *s);
+  s->idx = -1;
+  switch (p->op) {
+  case NRT_OP_PROD: s->a = 1.0; s->i = 1; break;
+  case NRT_OP_AMAX: s->a = -INFINITY; s->i = INT64_MIN; break;
+  case NRT_OP_AMIN: s->a = INFINITY; s->i = INT64_MAX; break;
+  case NRT_OP_ALL: s->i = 1; break;
+  case NRT_OP_NORM: s->a = p->p == -INFINITY ? INFINITY : 0.0; break;
+  case NRT_OP_LOGSUMEXP: s->a = -INFINITY; break;
+  default: break;
+  }
+}
+
+static bool is_max_op(nrt_op op) {
+  return op == NRT_OP_AMAX || op == NRT_OP_MAX_WITH_INDEX || op == NRT_OP_ARGMAX;
+}
+
+/* The block accumulators are inlined into two builds of acc_f32 (baseline
+ * and AVX-512), chosen per launch. */
+#define RED_INLINE static inline __attribute__((always_inline))
+
+/* Sum in double with independent partial sums, so it vectorises without
+ * reassociating anything the compiler would have to prove. */
+RED_INLINE double sum_f64(const float *x, int64_t n) {
+  double acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8)
+    for (int j = 0; j < 8; j++) acc[j] += (double)x[i + j];
+  for (; i < n; i++) acc[0] += x[i];
+  return ((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7]));
+}
+
+RED_INLINE double sumsq_f64(const float *x, int64_t n, double shift) {
+  double acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8)
+    for (int j = 0; j < 8; j++) {
+      double d = (double)x[i + j] - shift;
+      acc[j] += d * d;
+    }
+  for (; i < n; i++) {
+    double d = (double)x[i] - shift;
+    acc[0] += d * d;
+  }
+  return ((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7]));
+}
+
+RED_INLINE double sumabs_f64(const float *x, int64_t n) {
+  double acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8)
+    for (int j = 0; j < 8; j++) acc[j] += fabs((double)x[i + j]);
+  for (; i < n; i++) acc[0] += fabs((double)x[i]);
+  return ((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7]));
+}
+
+/* Block max/min ignoring NaN, plus whether a NaN was seen. By hand with
+ * SSE (part of x86-64): the compiler will not vectorise a running float
+ * max, max not being associative under NaN and signed-zero rules.
+ * maxps(v, m) keeps m when v is NaN; cmpunordps finds the NaNs. */
+#define BLOCK_EXTREME(name, VOP, CMP, INIT)                                 \
+  RED_INLINE float name(const float *x, int64_t n, int *nan) {           \
+    __m128 m0 = _mm_set1_ps(INIT), m1 = m0, u0 = _mm_setzero_ps(), u1 = u0; \
+    int64_t i = 0;                                                         \
+    for (; i + 8 <= n; i += 8) {                                           \
+      __m128 a = _mm_loadu_ps(x + i), b = _mm_loadu_ps(x + i + 4);         \
+      m0 = VOP(a, m0);                                                     \
+      m1 = VOP(b, m1);                                                     \
+      u0 = _mm_or_ps(u0, _mm_cmpunord_ps(a, a));                           \
+      u1 = _mm_or_ps(u1, _mm_cmpunord_ps(b, b));                           \
+    }                                                                      \
+    float lanes[4];                                                        \
+    _mm_storeu_ps(lanes, VOP(m0, m1));                                     \
+    int any = _mm_movemask_ps(_mm_or_ps(u0, u1)) != 0;                     \
+    float r = lanes[0];                                                    \
+    for (int j = 1; j < 4; j++) r = lanes[j] CMP r ? lanes[j] : r;         \
+    for (; i < n; i++) {                                                   \
+      r = x[i] CMP r ? x[i] : r;                                           \
+      any |= x[i] != x[i];                                                 \
+    }                                                                      \
+    *nan = any;                                                            \
+    return r;                                                              \
+  }
+BLOCK_EXTREME(block_max, _mm_max_ps, >, -INFINITY)
+BLOCK_EXTREME(block_min, _mm_min_ps, <, INFINITY)
+
+/* The same with 16 lanes. */
+#define BLOCK_EXTREME512(name, VOP, CMP, INIT)                               \
+  NRT_TARGET_AVX512 static float name(const float *x, int64_t n, int *nan) { \
+    __m512 m0 = _mm512_set1_ps(INIT), m1 = m0;                              \
+    __mmask16 u = 0;                                                         \
+    int64_t i = 0;                                                           \
+    for (; i + 32 <= n; i += 32) {                                           \
+      __m512 a = _mm512_loadu_ps(x + i), b = _mm512_loadu_ps(x + i + 16);    \
+      m0 = VOP(a, m0);                                                       \
+      m1 = VOP(b, m1);                                                       \
+      u |= _mm512_cmp_ps_mask(a, a, _CMP_UNORD_Q) |                          \
+           _mm512_cmp_ps_mask(b, b, _CMP_UNORD_Q);                           \
+    }                                                                        \
+    float lanes[16];                                                         \
+    _mm512_storeu_ps(lanes, VOP(m0, m1));                                    \
+    int any = u != 0;                                                        \
+    float r = lanes[0];                                                      \
+    for (int j = 1; j < 16; j++) r = lanes[j] CMP r ? lanes[j] : r;          \
+    for (; i < n; i++) {                                                     \
+      r = x[i] CMP r ? x[i] : r;                                             \
+      any |= x[i] != x[i];                                                   \
+    }                                                                        \
+    *nan = any;                                                              \
+    return r;                                                                \
+  }
+BLOCK_EXTREME512(block_max512, _mm512_max_ps, >, -INFINITY)
+BLOCK_EXTREME512(block_min512, _mm512_min_ps, <, INFINITY)
+
+static void merge_var(rstate *s, int64_t nb, double mean_b, double m2_b) {
+  if (nb == 0) return;
+  if (s->n == 0) {
+    s->n = nb;
+    s->a = mean_b;
+    s->b = m2_b;
+    return;
+  }
+  double n = (double)(s->n + nb), delta = mean_b - s->a;
+  s->a += delta * ((double)nb / n);
+  s->b += m2_b + delta * delta * ((double)s->n * (double)nb / n);
+  s->n += nb;
+}
+
+static void merge_lse(rstate *s, double m, double sum, int flags) {
+  s->flags |= flags;
+  if (m == -INFINITY) return; /* nothing but -inf: contributes 0 */
+  if (m > s->a) {
+    s->b = s->b * exp(s->a - m) + sum;
+    s->a = m;
+  } else {
+    s->b += sum * exp(m - s->a);
+  }
+}
+
+RED_INLINE void acc_f32_impl(const red_plan *p, rstate *s, const float *x, int64_t n,
+                             int64_t idx0, bool wide) {
+  int nan;
+  switch (p->op) {
+  case NRT_OP_SUM:
+  case NRT_OP_MEAN: s->a += sum_f64(x, n); break;
+  case NRT_OP_PROD: {
+    double a = s->a;
+    for (int64_t i = 0; i < n; i++) a *= x[i];
+    s->a = a;
+    break;
+  }
+  case NRT_OP_AMAX: {
+    float m = (wide ? block_max512(x, n, &nan) : block_max(x, n, &nan));
+    if (nan) s->flags |= RS_NAN;
+    if (m > s->a) s->a = m;
+    break;
+  }
+  case NRT_OP_AMIN: {
+    float m = (wide ? block_min512(x, n, &nan) : block_min(x, n, &nan));
+    if (nan) s->flags |= RS_NAN;
+    if (m < s->a) s->a = m;
+    break;
+  }
+  case NRT_OP_MAX_WITH_INDEX:
+  case NRT_OP_ARGMAX:
+  case NRT_OP_MIN_WITH_INDEX:
+  case NRT_OP_ARGMIN: {
+    if (s->flags & RS_NAN) break; /* the first NaN stays the answer */
+    bool mx = is_max_op(p->op);
+    float m = mx ? (wide ? block_max512(x, n, &nan) : block_max(x, n, &nan)) : (wide ? block_min512(x, n, &nan) : block_min(x, n, &nan));
+    if (nan) {
+      for (int64_t i = 0; i < n; i++)
+        if (x[i] != x[i]) {
+          s->flags |= RS_NAN;
+          s->a = x[i];
+          s->idx = idx0 + i;
+          break;
+        }
+      break;
+    }
+    /* Strictly better only: on ties the earlier index stays. */
+    if (s->idx < 0 || (mx ? m > s->a : m < s->a)) {
+      for (int64_t i = 0; i < n; i++)
+        if (x[i] == m) {
+          s->a = m;
+          s->idx = idx0 + i;
+          break;
+        }
+    }
+    break;
+  }
+  case NRT_OP_ALL: {
+    int all = 1;
+    for (int64_t i = 0; i < n; i++) all &= x[i] != 0.0f;
+    s->i &= all;
+    break;
+  }
+  case NRT_OP_ANY: {
+    int any = 0;
+    for (int64_t i = 0; i < n; i++) any |= x[i] != 0.0f;
+    s->i |= any;
+    break;
+  }
+  case NRT_OP_VAR: {
+    double mean = sum_f64(x, n) / (double)n;
+    merge_var(s, n, mean, sumsq_f64(x, n, mean));
+    break;
+  }
+  case NRT_OP_NORM: {
+    double pp = p->p;
+    if (pp == 0.0) {
+      int64_t c = 0;
+      for (int64_t i = 0; i < n; i++) c += x[i] != 0.0f;
+      s->a += (double)c;
+    } else if (pp == 1.0) {
+      s->a += sumabs_f64(x, n);
+    } else if (pp == 2.0) {
+      s->a += sumsq_f64(x, n, 0.0);
+    } else if (pp == INFINITY || pp == -INFINITY) {
+      float m = pp > 0 ? -INFINITY : INFINITY;
+      int any = 0;
+      for (int64_t i = 0; i < n; i++) {
+        float v = fabsf(x[i]);
+        m = pp > 0 ? (v > m ? v : m) : (v < m ? v : m);
+        any |= v != v;
+      }
+      if (any) s->flags |= RS_NAN;
+      s->a = pp > 0 ? (m > s->a ? m : s->a) : (m < s->a ? m : s->a);
+    } else {
+      double a = 0;
+      for (int64_t i = 0; i < n; i++) a += pow(fabs((double)x[i]), pp);
+      s->a += a;
+    }
+    break;
+  }
+  case NRT_OP_LOGSUMEXP: {
+    float m = (wide ? block_max512(x, n, &nan) : block_max(x, n, &nan));
+    int flags = (nan ? RS_NAN : 0) | (m == INFINITY ? RS_POSINF : 0);
+    double sum = 0;
+    if (m != -INFINITY && m != INFINITY) {
+      /* expf of a value <= 0 cannot overflow; the sum is double. */
+      for (int64_t i = 0; i < n; i++) sum += (double)nrt_vexpf(x[i] - m);
+    }
+    merge_lse(s, m, sum, flags);
+    break;
+  }
+  default: break;
+  }
+}
+
+static void acc_f32_base(const red_plan *p, rstate *s, const float *x, int64_t n, int64_t idx0) {
+  acc_f32_impl(p, s, x, n, idx0, false);
+}
+NRT_TARGET_AVX512 static void acc_f32_avx512(const red_plan *p, rstate *s, const float *x, int64_t n,
+                                             int64_t idx0) {
+  acc_f32_impl(p, s, x, n, idx0, true);
+}
+
+static void acc_f32(const red_plan *p, rstate *s, const float *x, int64_t n, int64_t idx0) {
+  p->acc(p, s, x, n, idx0);
+}
+
+static void acc_i64(const red_plan *p, rstate *s, const int64_t *x, int64_t n, int64_t idx0) {
+  switch (p->op) {
+  case NRT_OP_SUM: {
+    uint64_t a = 0;
+    for (int64_t i = 0; i < n; i++) a += (uint64_t)x[i];
+    s->i = nrt_wadd(s->i, (int64_t)a);
+    break;
+  }
+  case NRT_OP_PROD:
+    for (int64_t i = 0; i < n; i++) s->i = nrt_wmul(s->i, x[i]);
+    break;
+  case NRT_OP_AMAX: {
+    int64_t m = s->i;
+    for (int64_t i = 0; i < n; i++) m = x[i] > m ? x[i] : m;
+    s->i = m;
+    break;
+  }
+  case NRT_OP_AMIN: {
+    int64_t m = s->i;
+    for (int64_t i = 0; i < n; i++) m = x[i] < m ? x[i] : m;
+    s->i = m;
+    break;
+  }
+  case NRT_OP_MAX_WITH_INDEX:
+  case NRT_OP_ARGMAX:
+  case NRT_OP_MIN_WITH_INDEX:
+  case NRT_OP_ARGMIN: {
+    bool mx = is_max_op(p->op);
+    int64_t m = x[0];
+    for (int64_t i = 1; i < n; i++) m = mx ? (x[i] > m ? x[i] : m) : (x[i] < m ? x[i] : m);
+    if (s->idx < 0 || (mx ? m > s->i : m < s->i)) {
+      for (int64_t i = 0; i < n; i++)
+        if (x[i] == m) {
+          s->i = m;
+          s->idx = idx0 + i;
+          break;
+        }
+    }
+    break;
+  }
+  case NRT_OP_ALL: {
+    int all = 1;
+    for (int64_t i = 0; i < n; i++) all &= x[i] != 0;
+    s->i &= all;
+    break;
+  }
+  case NRT_OP_ANY: {
+    int any = 0;
+    for (int64_t i = 0; i < n; i++) any |= x[i] != 0;
+    s->i |= any;
+    break;
+  }
+  default: break;
+  }
+}
+
+/* t covers indices after s's. */
+static void st_combine(const red_plan *p, rstate *s, const rstate *t) {
+  switch (p->op) {
+  case NRT_OP_SUM:
+  case NRT_OP_MEAN: s->a += t->a; s->i = nrt_wadd(s->i, t->i); break;
+  case NRT_OP_PROD: s->a *= t->a; s->i = nrt_wmul(s->i, t->i); break;
+  case NRT_OP_AMAX:
+    s->flags |= t->flags;
+    if (t->a > s->a) s->a = t->a;
+    if (t->i > s->i) s->i = t->i;
+    break;
+  case NRT_OP_AMIN:
+    s->flags |= t->flags;
+    if (t->a < s->a) s->a = t->a;
+    if (t->i < s->i) s->i = t->i;
+    break;
+  case NRT_OP_MAX_WITH_INDEX:
+  case NRT_OP_ARGMAX:
+  case NRT_OP_MIN_WITH_INDEX:
+  case NRT_OP_ARGMIN: {
+    if (t->idx < 0 || (s->flags & RS_NAN)) break;
+    bool mx = is_max_op(p->op), better;
+    if (s->idx < 0 || (t->flags & RS_NAN)) better = true;
+    else if (p->fdomain) better = mx ? t->a > s->a : t->a < s->a;
+    else better = mx ? t->i > s->i : t->i < s->i;
+    if (better) *s = *t;
+    break;
+  }
+  case NRT_OP_ALL: s->i &= t->i; break;
+  case NRT_OP_ANY: s->i |= t->i; break;
+  case NRT_OP_VAR: merge_var(s, t->n, t->a, t->b); break;
+  case NRT_OP_NORM:
+    s->flags |= t->flags;
+    if (p->p == INFINITY) s->a = t->a > s->a ? t->a : s->a;
+    else if (p->p == -INFINITY) s->a = t->a < s->a ? t->a : s->a;
+    else s->a += t->a;
+    break;
+  case NRT_OP_LOGSUMEXP: merge_lse(s, t->a, t->b, t->flags); break;
+  default: break;
+  }
+}
+
+/* Writes the finished state to the outputs at the given byte offsets. */
+static void st_store(const red_plan *p, const rstate *s, const int64_t *off) {
+  if (!p->fdomain) {
+    switch (p->op) {
+    case NRT_OP_ARGMAX:
+    case NRT_OP_ARGMIN: nrt_store_i64(p->out[0] + off[0], 0, p->out_dt[0], &s->idx, 1); return;
+    case NRT_OP_MAX_WITH_INDEX:
+    case NRT_OP_MIN_WITH_INDEX:
+      nrt_store_i64(p->out[0] + off[0], 0, p->out_dt[0], &s->i, 1);
+      nrt_store_i64(p->out[1] + off[1], 0, p->out_dt[1], &s->idx, 1);
+      return;
+    default: nrt_store_i64(p->out[0] + off[0], 0, p->out_dt[0], &s->i, 1); return;
+    }
+  }
+  double v = s->a;
+  switch (p->op) {
+  case NRT_OP_MEAN: v = s->a / (double)p->nred; break;
+  case NRT_OP_AMAX:
+  case NRT_OP_AMIN: v = (s->flags & RS_NAN) ? NAN : s->a; break;
+  case NRT_OP_ARGMAX:
+  case NRT_OP_ARGMIN: nrt_store_i64(p->out[0] + off[0], 0, p->out_dt[0], &s->idx, 1); return;
+  case NRT_OP_MAX_WITH_INDEX:
+  case NRT_OP_MIN_WITH_INDEX:
+    nrt_store_f64(p->out[0] + off[0], 0, p->out_dt[0], &v, 1);
+    nrt_store_i64(p->out[1] + off[1], 0, p->out_dt[1], &s->idx, 1);
+    return;
+  case NRT_OP_ALL:
+  case NRT_OP_ANY: v = (double)s->i; break;
+  case NRT_OP_VAR: {
+    double dof = (double)s->n - p->l->scalars[0].f;
+    v = s->b / (dof > 0.0 ? dof : 0.0);
+    if (p->l->params[0]) v = sqrt(v);
+    break;
+  }
+  case NRT_OP_NORM:
+    if (s->flags & RS_NAN) v = NAN;
+    else if (p->p == 2.0) v = sqrt(s->a);
+    else if (p->p != 0.0 && p->p != 1.0 && p->p != INFINITY && p->p != -INFINITY)
+      v = pow(s->a, 1.0 / p->p);
+    break;
+  case NRT_OP_LOGSUMEXP:
+    if (s->flags & RS_NAN) v = NAN;
+    else if (s->flags & RS_POSINF) v = INFINITY;
+    else if (s->a == -INFINITY) v = -INFINITY;
+    else v = s->a + log(s->b);
+    break;
+  default: break;
+  }
+  nrt_store_f64(p->out[0] + off[0], 0, p->out_dt[0], &v, 1);
+}
+
+/* ---- traversals -------------------------------------------------------------- */
+
+/* Byte offsets of reduced position r in the input. */
+static int64_t reduced_offset(const red_plan *p, int64_t r) {
+  int64_t off = 0;
+  for (int d = p->nr - 1; d >= 0; d--) {
+    off += (r % p->rsize[d]) * p->rin[d];
+    r /= p->rsize[d];
+  }
+  return off;
+}
+
+/* Offsets of kept index g over kept dims [0, nk_used). */
+static void kept_offsets(const red_plan *p, int64_t g, int nk_used, int64_t *in_off, int64_t *out_off) {
+  *in_off = 0;
+  out_off[0] = out_off[1] = 0;
+  for (int d = nk_used - 1; d >= 0; d--) {
+    int64_t i = g % p->ksize[d];
+    g /= p->ksize[d];
+    *in_off += i * p->kin[d];
+    out_off[0] += i * p->kout[0][d];
+    out_off[1] += i * p->kout[1][d];
+  }
+}
+
+/* Feeds reduced positions [r0, r1) of one output (input base `base`). */
+static void feed_rows(const red_plan *p, rstate *s, const char *base, int64_t r0, int64_t r1) {
+  union { float f[NRT_BLOCK]; int64_t i[NRT_BLOCK]; } buf;
+  int64_t inner = p->rsize[p->nr - 1], st = p->rin[p->nr - 1];
+  int64_t r = r0;
+  while (r < r1) {
+    int64_t j = r % inner;
+    int64_t n = inner - j < r1 - r ? inner - j : r1 - r;
+    const char *src = base + reduced_offset(p, r);
+    for (int64_t b = 0; b < n; b += NRT_BLOCK) {
+      int64_t m = n - b < NRT_BLOCK ? n - b : NRT_BLOCK;
+      const char *q = src + b * st;
+      if (p->fdomain) {
+        const float *x = buf.f;
+        if (p->in_dt == NRT_FLOAT32 && st == 4) x = (const float *)q;
+        else nrt_load_f32(buf.f, q, st, p->in_dt, m);
+        acc_f32(p, s, x, m, r + b);
+      } else {
+        const int64_t *x = buf.i;
+        if (p->in_dt == NRT_INT64 && st == 8) x = (const int64_t *)q;
+        else nrt_load_i64(buf.i, q, st, p->in_dt, m);
+        acc_i64(p, s, x, m, r + b);
+      }
+    }
+    r += n;
+  }
+}
+
+/* Columns: nc outputs along the innermost kept dim, from input base `base`. */
+static void feed_columns(const red_plan *p, rstate *s, int nc, const char *base, int64_t r0,
+                         int64_t r1) {
+  union {
+    float f[RED_COLS][RED_ROWS];
+    int64_t i[RED_COLS][RED_ROWS];
+  } col;
+  union { float f[RED_COLS]; int64_t i[RED_COLS]; } row;
+  int64_t cst = p->kin[p->nk - 1];
+  int64_t first = r0;
+  int rows = 0;
+  for (int64_t r = r0; r < r1; r++) {
+    const char *src = base + reduced_offset(p, r);
+    if (p->fdomain) {
+      nrt_load_f32(row.f, src, cst, p->in_dt, nc);
+      for (int c = 0; c < nc; c++) col.f[c][rows] = row.f[c];
+    } else {
+      nrt_load_i64(row.i, src, cst, p->in_dt, nc);
+      for (int c = 0; c < nc; c++) col.i[c][rows] = row.i[c];
+    }
+    if (++rows == RED_ROWS || r + 1 == r1) {
+      for (int c = 0; c < nc; c++) {
+        if (p->fdomain) acc_f32(p, &s[c], col.f[c], rows, first);
+        else acc_i64(p, &s[c], col.i[c], rows, first);
+      }
+      first = r + 1;
+      rows = 0;
+    }
+  }
+}
+
+static bool vertical_op(const red_plan *p) {
+  switch (p->op) {
+  case NRT_OP_SUM: case NRT_OP_AMAX: case NRT_OP_AMIN: case NRT_OP_ALL: case NRT_OP_ANY: return true;
+  case NRT_OP_MEAN: return p->fdomain;
+  case NRT_OP_NORM: return p->p == 1.0 || p->p == 2.0;
+  default: return false;
+  }
+}
+
+/* Columns, vertical form: nc running values advance one input row at a
+ * time, each loop vectorised across the columns. Leaves finished states
+ * in s_out (nc of them). */
+static void feed_vertical(const red_plan *p, rstate *s_out, int nc, const char *base, int64_t r0,
+                          int64_t r1) {
+  double acc[RED_VCOLS];
+  float fm[RED_VCOLS];
+  int64_t im[RED_VCOLS];
+  union { float f[RED_VCOLS]; int64_t i[RED_VCOLS]; } buf;
+  int nanf = 0;
+  int64_t cst = p->kin[p->nk - 1];
+  nrt_op op = p->op;
+  bool mx = op == NRT_OP_AMAX;
+  for (int c = 0; c < nc; c++) {
+    acc[c] = 0;
+    fm[c] = mx ? -INFINITY : INFINITY;
+    im[c] = op == NRT_OP_AMAX ? INT64_MIN : (op == NRT_OP_AMIN ? INT64_MAX : (op == NRT_OP_ALL));
+  }
+  for (int64_t r = r0; r < r1; r++) {
+    const char *src = base + reduced_offset(p, r);
+    if (p->fdomain) {
+      const float *x = buf.f;
+      if (p->in_dt == NRT_FLOAT32 && cst == 4) x = (const float *)src;
+      else nrt_load_f32(buf.f, src, cst, p->in_dt, nc);
+      switch (op) {
+      case NRT_OP_SUM: case NRT_OP_MEAN:
+        for (int c = 0; c < nc; c++) acc[c] += (double)x[c];
+        break;
+      case NRT_OP_NORM:
+        if (p->p == 1.0) for (int c = 0; c < nc; c++) acc[c] += fabs((double)x[c]);
+        else for (int c = 0; c < nc; c++) acc[c] += (double)x[c] * (double)x[c];
+        break;
+      case NRT_OP_AMAX: {
+        int any = 0;
+        for (int c = 0; c < nc; c++) {
+          fm[c] = x[c] > fm[c] ? x[c] : fm[c];
+          any |= x[c] != x[c];
+        }
+        nanf |= any;
+        break;
+      }
+      case NRT_OP_AMIN: {
+        int any = 0;
+        for (int c = 0; c < nc; c++) {
+          fm[c] = x[c] < fm[c] ? x[c] : fm[c];
+          any |= x[c] != x[c];
+        }
+        nanf |= any;
+        break;
+      }
+      case NRT_OP_ALL: for (int c = 0; c < nc; c++) im[c] &= x[c] != 0.0f; break;
+      case NRT_OP_ANY: for (int c = 0; c < nc; c++) im[c] |= x[c] != 0.0f; break;
+      default: break;
+      }
+    } else {
+      const int64_t *x = buf.i;
+      if (p->in_dt == NRT_INT64 && cst == 8) x = (const int64_t *)src;
+      else nrt_load_i64(buf.i, src, cst, p->in_dt, nc);
+      switch (op) {
+      case NRT_OP_SUM: for (int c = 0; c < nc; c++) im[c] = (int64_t)((uint64_t)im[c] + (uint64_t)x[c]); break;
+      case NRT_OP_AMAX: for (int c = 0; c < nc; c++) im[c] = x[c] > im[c] ? x[c] : im[c]; break;
+      case NRT_OP_AMIN: for (int c = 0; c < nc; c++) im[c] = x[c] < im[c] ? x[c] : im[c]; break;
+      case NRT_OP_ALL: for (int c = 0; c < nc; c++) im[c] &= x[c] != 0; break;
+      case NRT_OP_ANY: for (int c = 0; c < nc; c++) im[c] |= x[c] != 0; break;
+      default: break;
+      }
+    }
+  }
+  /* A NaN seen anywhere in the tile is re-found per column (rare path). */
+  for (int c = 0; c < nc; c++) {
+    rstate *s = &s_out[c];
+    st_init(p, s);
+    s->a = (op == NRT_OP_AMAX || op == NRT_OP_AMIN) ? fm[c] : acc[c];
+    s->i = im[c];
+  }
+  if (nanf) {
+    for (int64_t r = r0; r < r1; r++) {
+      const char *src = base + reduced_offset(p, r);
+      nrt_load_f32(buf.f, src, cst, p->in_dt, nc);
+      for (int c = 0; c < nc; c++)
+        if (buf.f[c] != buf.f[c]) s_out[c].flags |= RS_NAN;
+    }
+  }
+}
+
+static void run_task(const red_plan *p, int64_t task) {
+  int64_t g = task / p->chunks, q = task % p->chunks;
+  int64_t r0 = p->nred * q / p->chunks, r1 = p->nred * (q + 1) / p->chunks;
+  int64_t in_off, out_off[2];
+  rstate s[RED_COLS];
+  if (!p->columns) {
+    kept_offsets(p, g, p->nk, &in_off, out_off);
+    st_init(p, &s[0]);
+    feed_rows(p, &s[0], p->in + in_off, r0, r1);
+    if (p->chunks == 1) st_store(p, &s[0], out_off);
+    else p->partial[task] = s[0];
+    return;
+  }
+  int64_t outer = g / p->ntiles, tile = g % p->ntiles;
+  int64_t c0 = tile * p->tile, inner = p->ksize[p->nk - 1];
+  int nc = (int)(inner - c0 < p->tile ? inner - c0 : p->tile);
+  kept_offsets(p, outer, p->nk - 1, &in_off, out_off);
+  in_off += c0 * p->kin[p->nk - 1];
+  rstate vs[RED_VCOLS];
+  rstate *st = p->vertical ? vs : s;
+  if (p->vertical) {
+    feed_vertical(p, vs, nc, p->in + in_off, r0, r1);
+  } else {
+    for (int c = 0; c < nc; c++) st_init(p, &s[c]);
+    feed_columns(p, s, nc, p->in + in_off, r0, r1);
+  }
+  for (int c = 0; c < nc; c++) {
+    if (p->chunks == 1) {
+      int64_t o[2] = {out_off[0] + (c0 + c) * p->kout[0][p->nk - 1],
+                      out_off[1] + (c0 + c) * p->kout[1][p->nk - 1]};
+      st_store(p, &st[c], o);
+    } else {
+      p->partial[task * p->tile + c] = st[c];
+    }
+  }
+}
+
+static void red_range(void *ctx, int64_t begin, int64_t end) {
+  for (int64_t t = begin; t < end; t++) run_task(ctx, t);
+}
+
+/* Merges the chunks of every group in index order and stores. */
+static void finish_chunks(const red_plan *p) {
+  int width = p->columns ? p->tile : 1;
+  for (int64_t g = 0; g < p->groups; g++) {
+    int64_t in_off, out_off[2], c0 = 0;
+    int nc = 1;
+    if (p->columns) {
+      int64_t outer = g / p->ntiles, inner = p->ksize[p->nk - 1];
+      c0 = (g % p->ntiles) * p->tile;
+      nc = (int)(inner - c0 < p->tile ? inner - c0 : p->tile);
+      kept_offsets(p, outer, p->nk - 1, &in_off, out_off);
+    } else {
+      kept_offsets(p, g, p->nk, &in_off, out_off);
+    }
+    for (int c = 0; c < nc; c++) {
+      rstate s = p->partial[(g * p->chunks) * width + c];
+      for (int64_t q = 1; q < p->chunks; q++)
+        st_combine(p, &s, &p->partial[(g * p->chunks + q) * width + c]);
+      int64_t o[2] = {out_off[0], out_off[1]};
+      if (p->columns) {
+        o[0] += (c0 + c) * p->kout[0][p->nk - 1];
+        o[1] += (c0 + c) * p->kout[1][p->nk - 1];
+      }
+      st_store(p, &s, o);
+    }
+  }
+}
+
+/* ---- layout ----------------------------------------------------------------- */
+
+/* Sorts dims (indices into launch dims) outermost-first by |input stride|
+ * and merges neighbours the input (and outputs) step through evenly. */
+static int arrange(const red_plan *p, const int *dims, int n, bool sort, int64_t *size,
+                   int64_t *in_st, int64_t out_st[2][NRT_MAX_DIMS]) {
+  const nrt_launch *l = p->l;
+  int in_op = l->noutputs;
+  int order[NRT_MAX_DIMS];
+  for (int i = 0; i < n; i++) order[i] = dims[i];
+  if (sort)
+    for (int i = 1; i < n; i++)
+      for (int j = i; j > 0 && llabs(l->operands[in_op].strides[order[j]]) >
+                                   llabs(l->operands[in_op].strides[order[j - 1]]); j--) {
+        int t = order[j];
+        order[j] = order[j - 1];
+        order[j - 1] = t;
+      }
+  int m = 0;
+  for (int i = 0; i < n; i++) {
+    int d = order[i];
+    int64_t is = l->operands[in_op].strides[d];
+    int64_t os0 = l->operands[0].strides[d], os1 = p->nout > 1 ? l->operands[1].strides[d] : 0;
+    /* d is inner to dim m-1: merge when m-1 steps exactly over all of d */
+    if (m > 0 && in_st[m - 1] == is * l->sizes[d] && out_st[0][m - 1] == os0 * l->sizes[d] &&
+        out_st[1][m - 1] == os1 * l->sizes[d]) {
+      size[m - 1] *= l->sizes[d];
+      in_st[m - 1] = is;
+      out_st[0][m - 1] = os0;
+      out_st[1][m - 1] = os1;
+      continue;
+    }
+    size[m] = l->sizes[d];
+    in_st[m] = is;
+    out_st[0][m] = os0;
+    out_st[1][m] = os1;
+    m++;
+  }
+  return m;
+}
+
+/* ---- reference: one element at a time, plain formulas ---------------------- */
+
+static nrt_status reduce_reference(const red_plan *p, const int *kd, int nkd, const int *rd, int nrd) {
+  const nrt_launch *l = p->l;
+  int in_op = l->noutputs;
+  for (int64_t g = 0; g < p->nkept; g++) {
+    int64_t in_off = 0, out_off[2] = {0, 0}, rem = g;
+    for (int i = nkd - 1; i >= 0; i--) {
+      int d = kd[i];
+      int64_t idx = rem % l->sizes[d];
+      rem /= l->sizes[d];
+      in_off += idx * l->operands[in_op].strides[d];
+      out_off[0] += idx * l->operands[0].strides[d];
+      if (p->nout > 1) out_off[1] += idx * l->operands[1].strides[d];
+    }
+    double sum = 0, prod = 1, best = NAN, mean = 0, m2 = 0, mx = -INFINITY;
+    int64_t isum = 0, iprod = 1, ibest = 0, bidx = -1, all = 1, any = 0;
+    bool nan = false;
+    for (int pass = 0; pass < (p->op == NRT_OP_LOGSUMEXP ? 2 : 1); pass++) {
+      for (int64_t r = 0; r < p->nred; r++) {
+        int64_t off = in_off, rr = r;
+        for (int i = nrd - 1; i >= 0; i--) {
+          int d = rd[i];
+          off += (rr % l->sizes[d]) * l->operands[in_op].strides[d];
+          rr /= l->sizes[d];
+        }
+        const char *src = p->in + off;
+        if (!p->fdomain) {
+          int64_t v = nrt_ref_load_i64(src, p->in_dt);
+          isum = nrt_wadd(isum, v);
+          iprod = nrt_wmul(iprod, v);
+          all &= v != 0;
+          any |= v != 0;
+          if (bidx < 0 || (is_max_op(p->op) ? v > ibest : v < ibest)) {
+            ibest = v;
+            bidx = r;
+          }
+          continue;
+        }
+        double v = (float)nrt_ref_load_f64(src, p->in_dt);
+        if (pass == 1) {
+          sum += exp(v - mx);
+          continue;
+        }
+        sum += v;
+        prod *= v;
+        all &= v != 0;
+        any |= v != 0;
+        nan |= v != v;
+        if (p->op == NRT_OP_VAR) { /* Welford */
+          double d = v - mean;
+          mean += d / (double)(r + 1);
+          m2 += d * (v - mean);
+        }
+        if (p->op == NRT_OP_NORM) {
+          double a = fabs(v), pp = p->p;
+          if (pp == 0) m2 += a != 0;
+          else if (pp == INFINITY) m2 = r == 0 || a > m2 ? a : m2;
+          else if (pp == -INFINITY) m2 = r == 0 || a < m2 ? a : m2;
+          else m2 += pow(a, pp);
+        }
+        if (v > mx) mx = v;
+        bool better = is_max_op(p->op) ? v > best : v < best;
+        if (bidx < 0 || (best == best && (v != v || better))) {
+          best = v;
+          bidx = r;
+        }
+      }
+      if (p->op == NRT_OP_LOGSUMEXP && pass == 0) {
+        if (nan || mx == INFINITY || mx == -INFINITY) break;
+        sum = 0;
+      }
+    }
+    rstate s;
+    memset(&s, 0, sizeof s);
+    s.idx = bidx;
+    s.n = p->nred;
+    switch (p->op) {
+    case NRT_OP_SUM: case NRT_OP_MEAN: s.a = sum; s.i = isum; break;
+    case NRT_OP_PROD: s.a = prod; s.i = iprod; break;
+    case NRT_OP_ALL: s.i = all; break;
+    case NRT_OP_ANY: s.i = any; break;
+    case NRT_OP_VAR: s.a = mean; s.b = nan ? NAN : m2; break;
+    case NRT_OP_NORM:
+      s.a = m2;
+      if (nan && (p->p == INFINITY || p->p == -INFINITY)) s.flags = RS_NAN;
+      if (nan && p->p != 0.0) s.a = NAN; /* p = 0 counts NaN as nonzero */
+      break;
+    case NRT_OP_LOGSUMEXP:
+      s.a = mx;
+      s.b = sum;
+      s.flags = (nan ? RS_NAN : 0) | (mx == INFINITY ? RS_POSINF : 0);
+      break;
+    default: s.a = best; s.i = ibest; s.flags = best != best ? RS_NAN : 0; break;
+    }
+    st_store(p, &s, out_off);
+  }
+  return NRT_SUCCESS;
+}
+
+/* ---- entry --------------------------------------------------------------------- */
+
+nrt_status nrt_reduce_execute(const nrt_launch *l) {
+  red_plan p;
+  memset(&p, 0, sizeof p);
+  p.l = l;
+  p.op = l->op;
+  p.with_index = l->op == NRT_OP_MAX_WITH_INDEX || l->op == NRT_OP_MIN_WITH_INDEX ||
+                 l->op == NRT_OP_ARGMAX || l->op == NRT_OP_ARGMIN;
+  p.nout = l->noutputs;
+  int want_out = (l->op == NRT_OP_MAX_WITH_INDEX || l->op == NRT_OP_MIN_WITH_INDEX) ? 2 : 1;
+  if (p.nout != want_out || l->ninputs != 1) {
+    nrt_set_error_message("%s: expected %d output(s) and 1 input", nrt_op_name(l->op), want_out);
+    return NRT_ERROR_INVALID_ARGUMENT;
+  }
+  p.in = l->operands[p.nout].data;
+  p.in_dt = l->operands[p.nout].dtype;
+  for (int o = 0; o < p.nout; o++) {
+    p.out[o] = l->operands[o].data;
+    p.out_dt[o] = l->operands[o].dtype;
+  }
+  /* ALL/ANY test the input's own truth value: a float 0.5 is true even
+   * when the caller's compute dtype is an integer one. */
+  p.fdomain = (l->op == NRT_OP_ALL || l->op == NRT_OP_ANY) ? nrt_dtype_is_floating(p.in_dt)
+                                                           : nrt_dtype_is_floating(l->compute_dtype);
+  p.p = l->scalars[0].f;
+  bool float_only = l->op == NRT_OP_MEAN || l->op == NRT_OP_VAR || l->op == NRT_OP_NORM ||
+                    l->op == NRT_OP_LOGSUMEXP;
+  if (float_only && !p.fdomain) {
+    nrt_set_error_message("%s: not supported for %s", nrt_op_name(l->op),
+                          nrt_dtype_name(l->compute_dtype));
+    return NRT_ERROR_UNSUPPORTED;
+  }
+
+  int kd[NRT_MAX_DIMS], rd[NRT_MAX_DIMS], nkd = 0, nrd = 0;
+  p.nkept = 1;
+  p.nred = 1;
+  for (int d = 0; d < l->ndim; d++) {
+    bool reduced = l->sizes[d] != 1;
+    for (int o = 0; o < p.nout; o++) reduced = reduced && l->operands[o].strides[d] == 0;
+    if (reduced) {
+      rd[nrd++] = d;
+      p.nred *= l->sizes[d];
+    } else if (l->sizes[d] != 1) {
+      kd[nkd++] = d;
+      p.nkept *= l->sizes[d];
+    }
+  }
+  if (p.nkept == 0) return NRT_SUCCESS;
+  if (p.nred == 0) {
+    bool has_identity = !(p.with_index || l->op == NRT_OP_AMAX || l->op == NRT_OP_AMIN ||
+                          (l->op == NRT_OP_NORM && (p.p < 0 || isinf(p.p))));
+    if (!has_identity) {
+      nrt_set_error_message("%s: reduction over zero elements has no identity",
+                            nrt_op_name(l->op));
+      return NRT_ERROR_INVALID_ARGUMENT;
+    }
+  }
+  if (nrt_kernels_reference() || p.nred == 0) {
+    /* With nothing to reduce, every output is the fresh state. */
+    if (p.nred == 0) {
+      p.nred = 0;
+      rstate s;
+      st_init(&p, &s);
+      if (l->op == NRT_OP_LOGSUMEXP) s.a = -INFINITY;
+      for (int64_t g = 0; g < p.nkept; g++) {
+        int64_t off[2] = {0, 0}, rem = g;
+        for (int i = nkd - 1; i >= 0; i--) {
+          int64_t idx = rem % l->sizes[kd[i]];
+          rem /= l->sizes[kd[i]];
+          for (int o = 0; o < p.nout; o++) off[o] += idx * l->operands[o].strides[kd[i]];
+        }
+        st_store(&p, &s, off);
+      }
+      return NRT_SUCCESS;
+    }
+    return reduce_reference(&p, kd, nkd, rd, nrd);
+  }
+
+  /* Index ops count in the given order of the reduced dims. */
+  p.acc = nrt_kernels_isa() >= NRT_ISA_AVX512 ? acc_f32_avx512 : acc_f32_base;
+  p.nk = arrange(&p, kd, nkd, true, p.ksize, p.kin, p.kout);
+  int64_t dummy[2][NRT_MAX_DIMS];
+  p.nr = arrange(&p, rd, nrd, !(p.with_index && nrd > 1), p.rsize, p.rin, dummy);
+  if (p.nr == 0) { /* every reduced size was 1 (cannot happen: nred > 0 needs a dim) */
+    p.nr = 1;
+    p.rsize[0] = 1;
+    p.rin[0] = 0;
+  }
+  p.columns = p.nk > 0 && llabs(p.kin[p.nk - 1]) < llabs(p.rin[p.nr - 1]);
+  /* Short reductions (sum over a last dim of 4) cost more per output than
+   * per element in the rows form; the vertical form amortises that over
+   * a tile of outputs even though its loads are strided. */
+  if (!p.columns && p.nk > 0 && p.nred <= 32 && vertical_op(&p)) p.columns = true;
+  if (p.columns) {
+    p.vertical = vertical_op(&p);
+    p.tile = p.vertical ? RED_VCOLS : RED_COLS;
+    p.ntiles = (p.ksize[p.nk - 1] + p.tile - 1) / p.tile;
+    p.groups = p.nkept / p.ksize[p.nk - 1] * p.ntiles;
+  } else {
+    p.groups = p.nkept;
+  }
+  int threads = nrt_pool_threads();
+  /* Few groups: cut each group's reduced range too, keeping chunks of at
+   * least RED_GRAIN elements. */
+  p.chunks = 1;
+  int64_t width = p.columns ? (p.ksize[p.nk - 1] < p.tile ? p.ksize[p.nk - 1] : p.tile) : 1;
+  int64_t group_work = p.nred * width;
+  if (p.groups < 2 * threads && group_work >= 2 * RED_GRAIN) {
+    int64_t want = (4 * threads + p.groups - 1) / p.groups;
+    int64_t most = group_work / RED_GRAIN;
+    p.chunks = want < most ? want : most;
+    if (p.chunks > p.nred) p.chunks = p.nred;
+    if (p.chunks < 1) p.chunks = 1;
+  }
+  int64_t ntasks = p.groups * p.chunks;
+  if (p.chunks > 1) {
+    int width = p.columns ? p.tile : 1;
+    p.partial = malloc(sizeof(rstate) * (size_t)(ntasks * width));
+    if (!p.partial) {
+      nrt_set_error_message("%s: out of host memory for partial results", nrt_op_name(l->op));
+      return NRT_ERROR_OUT_OF_MEMORY;
+    }
+  }
+  int64_t per_task = (p.nkept / p.groups) * (p.nred / p.chunks);
+  if (per_task < 1) per_task = 1;
+  int64_t grain = per_task >= RED_GRAIN ? 1 : RED_GRAIN / (per_task > 0 ? per_task : 1);
+  nrt_parallel_for(ntasks, grain, red_range, &p);
+  if (p.chunks > 1) {
+    finish_chunks(&p);
+    free(p.partial);
+  }
+  return NRT_SUCCESS;
+}

@@ -1,0 +1,292 @@
+/* Row ops: the last dim of `sizes` is a row processed as a whole (softmax
+ * family, cumulative sums/products); the leading dims index independent
+ * rows, which are the parallel work items. Operands: the output first,
+ * then the inputs (grad, output for the backward ops).
+ *
+ * Each row is converted into float (int64 for integer cumulative ops)
+ * buffers, or used in place when it is unit-stride float32, computed, and
+ * converted out. Softmax is max-shifted; sums accumulate in double. */
+#pragma GCC optimize("O3,no-trapping-math,no-math-errno")
+#include <stdatomic.h>
+#include <immintrin.h>
+#include <stdlib.h>
+#include "kernels/common/common.h"
+
+#define ROW_GRAIN 32768
+
+typedef struct row_plan {
+  const nrt_launch *l;
+  nrt_op op;
+  bool fdomain;
+  int nops;
+  int64_t len, rows;
+  int nlead;
+  int64_t lead[NRT_MAX_DIMS];
+  atomic_int failed;
+} row_plan;
+
+/* Row helpers are inlined into both builds of compute_row (baseline and
+ * AVX-512): exp is most of softmax's work and four times faster with 16
+ * lanes. */
+#define ROW_INLINE static inline __attribute__((always_inline))
+
+/* Double sums with independent partials so the loop vectorises. */
+ROW_INLINE double sum_f64(const float *x, int64_t n) {
+  double acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8)
+    for (int j = 0; j < 8; j++) acc[j] += (double)x[i + j];
+  for (; i < n; i++) acc[0] += x[i];
+  return ((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7]));
+}
+
+ROW_INLINE double dot_f64(const float *x, const float *y, int64_t n) {
+  double acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8)
+    for (int j = 0; j < 8; j++) acc[j] += (double)x[i + j] * (double)y[i + j];
+  for (; i < n; i++) acc[0] += (double)x[i] * (double)y[i];
+  return ((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7]));
+}
+
+/* Max ignoring NaN: a NaN in the row still poisons the results through
+ * x - max, as in PyTorch. */
+ROW_INLINE float row_max(const float *x, int64_t n) {
+  /* maxps by hand (SSE is part of x86-64): the compiler will not turn a
+   * running float max into one, as max is not associative under NaN and
+   * signed-zero rules. maxps(v, m) keeps m when v is NaN. */
+  __m128 m0 = _mm_set1_ps(-INFINITY), m1 = m0, m2 = m0, m3 = m0;
+  int64_t i = 0;
+  for (; i + 16 <= n; i += 16) {
+    m0 = _mm_max_ps(_mm_loadu_ps(x + i), m0);
+    m1 = _mm_max_ps(_mm_loadu_ps(x + i + 4), m1);
+    m2 = _mm_max_ps(_mm_loadu_ps(x + i + 8), m2);
+    m3 = _mm_max_ps(_mm_loadu_ps(x + i + 12), m3);
+  }
+  float lanes[4];
+  _mm_storeu_ps(lanes, _mm_max_ps(_mm_max_ps(m0, m1), _mm_max_ps(m2, m3)));
+  float r = lanes[0];
+  for (int j = 1; j < 4; j++) r = lanes[j] > r ? lanes[j] : r;
+  for (; i < n; i++) r = x[i] > r ? x[i] : r;
+  return r;
+}
+
+/* ---- fast row functions ---------------------------------------------------- */
+
+ROW_INLINE void softmax_row(float *out, const float *x, int64_t n) {
+  float m = row_max(x, n);
+  for (int64_t i = 0; i < n; i++) out[i] = nrt_vexpf(x[i] - m);
+  float s = (float)sum_f64(out, n);
+  for (int64_t i = 0; i < n; i++) out[i] = out[i] / s;
+}
+
+ROW_INLINE void log_softmax_row(float *out, const float *x, int64_t n, float *tmp) {
+  float m = row_max(x, n);
+  for (int64_t i = 0; i < n; i++) tmp[i] = nrt_vexpf(x[i] - m);
+  float lse = (float)log(sum_f64(tmp, n));
+  for (int64_t i = 0; i < n; i++) out[i] = (x[i] - m) - lse;
+}
+
+ROW_INLINE void softmax_backward_row(float *gi, const float *g, const float *y, int64_t n) {
+  float dot = (float)dot_f64(g, y, n);
+  for (int64_t i = 0; i < n; i++) gi[i] = y[i] * (g[i] - dot);
+}
+
+ROW_INLINE void log_softmax_backward_row(float *gi, const float *g, const float *y, int64_t n) {
+  float s = (float)sum_f64(g, n);
+  for (int64_t i = 0; i < n; i++) gi[i] = g[i] - nrt_vexpf(y[i]) * s;
+}
+
+ROW_INLINE void cumsum_row(float *out, const float *x, int64_t n) {
+  double acc = 0;
+  for (int64_t i = 0; i < n; i++) {
+    acc += x[i];
+    out[i] = (float)acc;
+  }
+}
+
+ROW_INLINE void cumprod_row(float *out, const float *x, int64_t n) {
+  double acc = 1;
+  for (int64_t i = 0; i < n; i++) {
+    acc *= x[i];
+    out[i] = (float)acc;
+  }
+}
+
+#define COMPUTE_ROW(fname, ATTR)                                                          \
+  ATTR static void fname(nrt_op op, float *out, const float *a, const float *b, int64_t n, \
+                         float *tmp) {                                                   \
+    switch (op) {                                                                        \
+    case NRT_OP_SOFTMAX: softmax_row(out, a, n); break;                                  \
+    case NRT_OP_LOG_SOFTMAX: log_softmax_row(out, a, n, tmp); break;                     \
+    case NRT_OP_SOFTMAX_BACKWARD: softmax_backward_row(out, a, b, n); break;             \
+    case NRT_OP_LOG_SOFTMAX_BACKWARD: log_softmax_backward_row(out, a, b, n); break;     \
+    case NRT_OP_CUMSUM: cumsum_row(out, a, n); break;                                    \
+    case NRT_OP_CUMPROD: cumprod_row(out, a, n); break;                                  \
+    default: break;                                                                      \
+    }                                                                                    \
+  }
+COMPUTE_ROW(compute_row, )
+COMPUTE_ROW(compute_row_avx512, NRT_TARGET_AVX512)
+
+/* ---- traversal ---------------------------------------------------------------- */
+
+static void row_pointers(const row_plan *p, int64_t r, char **ptr) {
+  const nrt_launch *l = p->l;
+  for (int k = 0; k < p->nops; k++) ptr[k] = l->operands[k].data;
+  for (int d = p->nlead - 1; d >= 0; d--) {
+    int64_t i = r % p->lead[d];
+    r /= p->lead[d];
+    for (int k = 0; k < p->nops; k++) ptr[k] += i * l->operands[k].strides[d];
+  }
+}
+
+static void row_range(void *ctx, int64_t begin, int64_t end) {
+  row_plan *p = ctx;
+  const nrt_launch *l = p->l;
+  int64_t n = p->len, rs[NRT_MAX_OPERANDS];
+  int rd = l->ndim > 0 ? l->ndim - 1 : 0;
+  for (int k = 0; k < p->nops; k++) rs[k] = l->ndim > 0 ? l->operands[k].strides[rd] : 0;
+  /* out, two inputs and a scratch row */
+  size_t elem = p->fdomain ? sizeof(float) : sizeof(int64_t);
+  bool avx512 = nrt_kernels_isa() >= NRT_ISA_AVX512;
+  char *mem = malloc(4 * (size_t)n * elem);
+  if (!mem) {
+    atomic_store(&p->failed, 1);
+    return;
+  }
+  for (int64_t r = begin; r < end; r++) {
+    char *ptr[NRT_MAX_OPERANDS];
+    row_pointers(p, r, ptr);
+    nrt_dtype odt = l->operands[0].dtype;
+    if (!p->fdomain) {
+      int64_t *out = (int64_t *)mem, *x = out + n;
+      nrt_load_i64(x, ptr[1], rs[1], l->operands[1].dtype, n);
+      int64_t acc = p->op == NRT_OP_CUMPROD ? 1 : 0;
+      for (int64_t i = 0; i < n; i++) {
+        acc = p->op == NRT_OP_CUMPROD ? nrt_wmul(acc, x[i]) : nrt_wadd(acc, x[i]);
+        out[i] = acc;
+      }
+      nrt_store_i64(ptr[0], rs[0], odt, out, n);
+      continue;
+    }
+    float *buf = (float *)mem;
+    const float *in[2] = {NULL, NULL};
+    for (int k = 1; k < p->nops && k <= 2; k++) {
+      if (l->operands[k].dtype == NRT_FLOAT32 && rs[k] == 4) {
+        in[k - 1] = (const float *)ptr[k];
+      } else {
+        nrt_load_f32(buf + k * n, ptr[k], rs[k], l->operands[k].dtype, n);
+        in[k - 1] = buf + k * n;
+      }
+    }
+    bool direct = odt == NRT_FLOAT32 && rs[0] == 4;
+    float *out = direct ? (float *)ptr[0] : buf;
+    if (avx512) compute_row_avx512(p->op, out, in[0], in[1], n, buf + 3 * n);
+    else compute_row(p->op, out, in[0], in[1], n, buf + 3 * n);
+    if (!direct) nrt_store_f32(ptr[0], rs[0], odt, out, n);
+  }
+  free(mem);
+}
+
+/* ---- reference: element at a time, libm, plain double sums ---------------- */
+
+static void row_reference(const row_plan *p) {
+  const nrt_launch *l = p->l;
+  int rd = l->ndim > 0 ? l->ndim - 1 : 0;
+  int64_t n = p->len;
+  for (int64_t r = 0; r < p->rows; r++) {
+    char *ptr[NRT_MAX_OPERANDS];
+    row_pointers(p, r, ptr);
+#define AT(k, i) (ptr[k] + (i) * (l->ndim > 0 ? l->operands[k].strides[rd] : 0))
+#define LD(k, i) ((float)nrt_ref_load_f64(AT(k, i), l->operands[k].dtype))
+#define ST(i, v) nrt_ref_store_f64(AT(0, i), l->operands[0].dtype, (float)(v))
+    if (!p->fdomain) {
+      int64_t acc = p->op == NRT_OP_CUMPROD ? 1 : 0;
+      for (int64_t i = 0; i < n; i++) {
+        int64_t v = nrt_ref_load_i64(AT(1, i), l->operands[1].dtype);
+        acc = p->op == NRT_OP_CUMPROD ? nrt_wmul(acc, v) : nrt_wadd(acc, v);
+        nrt_ref_store_i64(AT(0, i), l->operands[0].dtype, acc);
+      }
+      continue;
+    }
+    switch (p->op) {
+    case NRT_OP_SOFTMAX:
+    case NRT_OP_LOG_SOFTMAX: {
+      float m = -INFINITY;
+      for (int64_t i = 0; i < n; i++) m = LD(1, i) > m ? LD(1, i) : m;
+      double s = 0;
+      for (int64_t i = 0; i < n; i++) s += expf(LD(1, i) - m);
+      for (int64_t i = 0; i < n; i++) {
+        if (p->op == NRT_OP_SOFTMAX) ST(i, expf(LD(1, i) - m) / (float)s);
+        else ST(i, (LD(1, i) - m) - (float)log(s));
+      }
+      break;
+    }
+    case NRT_OP_SOFTMAX_BACKWARD: {
+      double dot = 0;
+      for (int64_t i = 0; i < n; i++) dot += (double)LD(1, i) * LD(2, i);
+      for (int64_t i = 0; i < n; i++) ST(i, LD(2, i) * (LD(1, i) - (float)dot));
+      break;
+    }
+    case NRT_OP_LOG_SOFTMAX_BACKWARD: {
+      double s = 0;
+      for (int64_t i = 0; i < n; i++) s += LD(1, i);
+      for (int64_t i = 0; i < n; i++) ST(i, LD(1, i) - expf(LD(2, i)) * (float)s);
+      break;
+    }
+    case NRT_OP_CUMSUM:
+    case NRT_OP_CUMPROD: {
+      double acc = p->op == NRT_OP_CUMPROD ? 1.0 : 0.0;
+      for (int64_t i = 0; i < n; i++) {
+        acc = p->op == NRT_OP_CUMPROD ? acc * LD(1, i) : acc + LD(1, i);
+        ST(i, acc);
+      }
+      break;
+    }
+    default: break;
+    }
+#undef AT
+#undef LD
+#undef ST
+  }
+}
+
+nrt_status nrt_row_execute(const nrt_launch *l) {
+  row_plan p;
+  memset(&p, 0, sizeof p);
+  p.l = l;
+  p.op = l->op;
+  p.fdomain = nrt_dtype_is_floating(l->compute_dtype);
+  p.nops = l->noutputs + l->ninputs;
+  if (l->noutputs != 1) {
+    nrt_set_error_message("%s: expected 1 output, got %d", nrt_op_name(l->op), l->noutputs);
+    return NRT_ERROR_INVALID_ARGUMENT;
+  }
+  if (!p.fdomain && l->op != NRT_OP_CUMSUM && l->op != NRT_OP_CUMPROD) {
+    nrt_set_error_message("%s: not supported for %s", nrt_op_name(l->op),
+                          nrt_dtype_name(l->compute_dtype));
+    return NRT_ERROR_UNSUPPORTED;
+  }
+  p.len = l->ndim > 0 ? l->sizes[l->ndim - 1] : 1;
+  p.nlead = l->ndim > 0 ? l->ndim - 1 : 0;
+  p.rows = 1;
+  for (int d = 0; d < p.nlead; d++) {
+    p.lead[d] = l->sizes[d];
+    p.rows *= l->sizes[d];
+  }
+  if (p.rows == 0 || p.len == 0) return NRT_SUCCESS;
+  if (nrt_kernels_reference()) {
+    row_reference(&p);
+    return NRT_SUCCESS;
+  }
+  atomic_init(&p.failed, 0);
+  int64_t grain = p.len >= ROW_GRAIN ? 1 : ROW_GRAIN / p.len;
+  nrt_parallel_for(p.rows, grain, row_range, &p);
+  if (atomic_load(&p.failed)) {
+    nrt_set_error_message("%s: out of host memory for a row of %lld", nrt_op_name(l->op),
+                          (long long)p.len);
+    return NRT_ERROR_OUT_OF_MEMORY;
+  }
+  return NRT_SUCCESS;
+}

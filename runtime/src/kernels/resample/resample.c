@@ -1,0 +1,428 @@
+/* Family RESAMPLE (nrt/ops/resample.h): dispatch, and separable
+ * interpolation (INTERP, INTERP_BACKWARD).
+ *
+ * Every interpolation mode is the same computation: along each spatial dim
+ * an output index o reads T input taps idx[o][t] with weights w[o][t], and
+ * an output point is the product-weighted sum over the taps of all three
+ * dims. Only the tap tables differ between nearest, linear, cubic and the
+ * antialiased modes, and they depend on sizes and scales alone, so they are
+ * built once per launch. The table rules reproduce ATen's arithmetic
+ * (float32 scales and source coordinates, the same casts and clamps), since
+ * a nearest index or a floor that flips by one changes the answer by far
+ * more than rounding does.
+ *
+ * Forward: the fast path reduces the d and h taps of an output row into one
+ * float32 input-width row (whole-row axpys that vectorise), then applies
+ * the w taps; the reference path sums each output point in double from
+ * per-element loads. Nearest modes copy elements' bytes (exact in every
+ * dtype, as the CPU's copies are).
+ * Backward: one (n, c) plane per task, accumulated in a float32 (reference:
+ * double) plane buffer in output order and stored once, so results are
+ * deterministic and do not depend on the thread count. */
+#pragma GCC optimize("O3,no-math-errno")
+#include <stdlib.h>
+#include "kernels/resample/resample.h"
+
+/* ---- dispatch ------------------------------------------------------------- */
+
+nrt_status nrt_resample_execute(const nrt_launch *l) {
+  /* Switch on (int)l->op: family ids are not enumerators of nrt_op. */
+  switch ((int)l->op) {
+  case NRT_OP(INTERP):
+  case NRT_OP(INTERP_BACKWARD): return nrt_resample_interp(l);
+  case NRT_OP(MAX_UNPOOL): return nrt_resample_unpool(l);
+  case NRT_OP(IM2COL):
+  case NRT_OP(COL2IM): return nrt_resample_fold(l);
+  case NRT_OP(GRID_SAMPLE):
+  case NRT_OP(GRID_SAMPLE_BACKWARD): return nrt_resample_grid(l);
+  case NRT_OP(FRACTIONAL_MAX_POOL): return nrt_resample_fracpool(l);
+  default: break;
+  }
+  return nrt_kernel_fail(NRT_ERROR_UNSUPPORTED, "resample: op %s has no kernel", nrt_op_name(l->op));
+}
+
+nrt_status nrt_resample_geom_init(const nrt_launch *l, nrt_resample_geom *g) {
+  if (l->ndim != 8)
+    return nrt_kernel_fail(NRT_ERROR_INVALID_ARGUMENT, "%s: sizes are {N, C, O[3], I[3]}, got ndim %d",
+                           nrt_op_name(l->op), l->ndim);
+  for (int i = 0; i < 8; i++)
+    if (l->sizes[i] < 0)
+      return nrt_kernel_fail(NRT_ERROR_INVALID_ARGUMENT, "%s: negative extent %lld", nrt_op_name(l->op),
+                             (long long)l->sizes[i]);
+  g->N = l->sizes[0];
+  g->C = l->sizes[1];
+  for (int i = 0; i < 3; i++) {
+    g->O[i] = l->sizes[2 + i];
+    g->I[i] = l->sizes[5 + i];
+  }
+  g->OL = g->O[0] * g->O[1] * g->O[2];
+  g->IL = g->I[0] * g->I[1] * g->I[2];
+  return NRT_SUCCESS;
+}
+
+/* ---- tap tables ------------------------------------------------------------ */
+
+typedef struct taps {
+  int64_t T;    /* taps per output index */
+  int64_t *idx; /* [O * T], in [0, in) */
+  float *w;     /* [O * T] */
+} taps;
+
+static int64_t min64(int64_t a, int64_t b) { return a < b ? a : b; }
+static int64_t max64(int64_t a, int64_t b) { return a > b ? a : b; }
+
+/* ATen's compute_scales_value<float>: 1/scale when a positive scale was
+ * given, else in/out, rounded to float. */
+static float scale_value(double scale, int64_t in, int64_t out) {
+  return scale > 0 ? (float)(1.0 / scale) : (float)in / (float)out;
+}
+
+/* area_pixel_compute_scale<float>. */
+static float area_scale(int64_t in, int64_t out, bool align, double scale) {
+  if (align) return out > 1 ? (float)(in - 1) / (float)(out - 1) : 0.0f;
+  return scale_value(scale, in, out);
+}
+
+/* area_pixel_compute_source_index<float>: clamped at 0 unless cubic. */
+static float source_index(float scale, int64_t o, bool align, bool cubic) {
+  if (align) return scale * (float)o;
+  float s = scale * ((float)o + 0.5f) - 0.5f;
+  return (!cubic && s < 0.0f) ? 0.0f : s;
+}
+
+static float cubic_near(float x, float a) { return ((a + 2) * x - (a + 3)) * x * x + 1; } /* |x| <= 1 */
+static float cubic_far(float x, float a) { return ((a * x - 5 * a) * x + 8 * a) * x - 4 * a; } /* 1..2 */
+
+static float aa_filter(int mode, float x) {
+  if (x < 0) x = -x;
+  if (mode == NRT_INTERP_AA_LINEAR) return x < 1.0f ? (float)(1.0 - x) : 0.0f;
+  const float a = -0.5f; /* PIL's bicubic */
+  if (x < 1.0f) return cubic_near(x, a);
+  if (x < 2.0f) return (((x - 5) * x + 8) * x - 4) * a;
+  return 0.0f;
+}
+
+static void taps_free(taps *t) {
+  free(t->idx);
+  free(t->w);
+  t->idx = NULL;
+  t->w = NULL;
+}
+
+static nrt_status taps_build(int mode, bool align, double scale, int64_t in, int64_t out, taps *t) {
+  float sc = 0.0f, support = 0.0f;
+  switch (mode) {
+  case NRT_INTERP_NEAREST:
+  case NRT_INTERP_NEAREST_EXACT: t->T = 1; break;
+  case NRT_INTERP_LINEAR: t->T = 2; break;
+  case NRT_INTERP_CUBIC: t->T = 4; break;
+  case NRT_INTERP_AA_LINEAR:
+  case NRT_INTERP_AA_CUBIC: {
+    sc = area_scale(in, out, align, scale);
+    float half = mode == NRT_INTERP_AA_LINEAR ? 1.0f : 2.0f; /* filter support at scale 1 */
+    support = sc >= 1.0f ? half * sc : half;
+    float c = ceilf(support);
+    if (!(c < 1e9f))
+      return nrt_kernel_fail(NRT_ERROR_INVALID_ARGUMENT, "INTERP: antialias support %g is too large", (double)support);
+    t->T = (int64_t)c * 2 + 1;
+    break;
+  }
+  default:
+    return nrt_kernel_fail(NRT_ERROR_INVALID_ARGUMENT, "INTERP: unknown mode %d", mode);
+  }
+  size_t n = (size_t)(out * t->T + 1);
+  t->idx = malloc(n * sizeof(int64_t));
+  t->w = malloc(n * sizeof(float));
+  if (!t->idx || !t->w) {
+    taps_free(t);
+    return nrt_kernel_fail(NRT_ERROR_OUT_OF_MEMORY, "INTERP: out of memory for %lld taps", (long long)n);
+  }
+  int64_t T = t->T;
+  for (int64_t o = 0; o < out; o++) {
+    int64_t *ix = t->idx + o * T;
+    float *w = t->w + o * T;
+    switch (mode) {
+    case NRT_INTERP_NEAREST: {
+      /* nearest_idx: the equal and doubled sizes are special-cased */
+      if (out == in) ix[0] = o;
+      else if (out == 2 * in) ix[0] = o >> 1;
+      else ix[0] = min64((int64_t)floorf((float)o * scale_value(scale, in, out)), in - 1);
+      w[0] = 1.0f;
+      break;
+    }
+    case NRT_INTERP_NEAREST_EXACT: {
+      /* (o + 0.5) * scale is a double product, floored as a float */
+      float s = scale_value(scale, in, out);
+      ix[0] = min64((int64_t)floorf((float)(((double)o + 0.5) * (double)s)), in - 1);
+      w[0] = 1.0f;
+      break;
+    }
+    case NRT_INTERP_LINEAR: {
+      if (out == in) {
+        ix[0] = ix[1] = o;
+        w[0] = 1.0f;
+        w[1] = 0.0f;
+        break;
+      }
+      float real = source_index(area_scale(in, out, align, scale), o, align, false);
+      int64_t i0 = min64((int64_t)floorf(real), in - 1);
+      float l1 = fminf(fmaxf(real - (float)i0, 0.0f), 1.0f);
+      ix[0] = i0;
+      ix[1] = i0 + (i0 < in - 1 ? 1 : 0);
+      w[0] = 1.0f - l1;
+      w[1] = l1;
+      break;
+    }
+    case NRT_INTERP_CUBIC: {
+      float real = source_index(area_scale(in, out, align, scale), o, align, true);
+      int64_t i0 = min64((int64_t)floorf(real), in - 1);
+      float tt = fminf(fmaxf(real - (float)i0, 0.0f), 1.0f);
+      const float a = -0.75f;
+      w[0] = cubic_far(tt + 1.0f, a);
+      w[1] = cubic_near(tt, a);
+      w[2] = cubic_near(1.0f - tt, a);
+      w[3] = cubic_far(2.0f - tt, a);
+      for (int j = 0; j < 4; j++) ix[j] = min64(max64(i0 - 1 + j, 0), in - 1);
+      break;
+    }
+    default: { /* antialiased: PIL's normalised filter over [xmin, xmin + xsize) */
+      float center = (float)((double)sc * ((double)o + 0.5));
+      float invscale = sc >= 1.0f ? (float)(1.0 / (double)sc) : 1.0f;
+      int64_t xmin = max64((int64_t)((double)(center - support) + 0.5), 0);
+      int64_t xsize = min64((int64_t)((double)(center + support) + 0.5), in) - xmin;
+      if (xsize > T) xsize = T;
+      float total = 0.0f;
+      for (int64_t j = 0; j < T; j++) {
+        float v = 0.0f;
+        if (j < xsize) v = aa_filter(mode, (float)(((double)((float)(j + xmin) - center) + 0.5) * (double)invscale));
+        w[j] = v;
+        total += v;
+        ix[j] = min64(xmin + j, in - 1);
+      }
+      if (total != 0.0f)
+        for (int64_t j = 0; j < xsize; j++) w[j] /= total;
+      break;
+    }
+    }
+  }
+  return NRT_SUCCESS;
+}
+
+/* ---- execution ------------------------------------------------------------- */
+
+typedef struct interp_job {
+  const nrt_launch *l;
+  nrt_resample_geom g;
+  taps t[3];
+  bool nearest, reference;
+  size_t esize; /* element bytes (nearest copies) */
+  _Atomic int failed;
+} interp_job;
+
+#define PLANE(o, n, c) ((char *)(o)->data + (n) * (o)->strides[0] + (c) * (o)->strides[1])
+
+/* Forward, nearest: element copies (one tap per dim, weight 1). */
+static void fwd_nearest_rows(interp_job *j, int64_t begin, int64_t end) {
+  const nrt_resample_geom *g = &j->g;
+  const nrt_operand *y = &j->l->operands[0], *x = &j->l->operands[1];
+  for (int64_t r = begin; r < end; r++) {
+    int64_t oh = r % g->O[1], od = (r / g->O[1]) % g->O[0], p = r / (g->O[1] * g->O[0]);
+    int64_t n = p / g->C, c = p % g->C;
+    const char *xr = PLANE(x, n, c) + j->t[0].idx[od] * x->strides[2] + j->t[1].idx[oh] * x->strides[3];
+    char *yr = PLANE(y, n, c) + od * y->strides[2] + oh * y->strides[3];
+    for (int64_t ow = 0; ow < g->O[2]; ow++)
+      memcpy(yr + ow * y->strides[4], xr + j->t[2].idx[ow] * x->strides[4], j->esize);
+  }
+}
+
+/* Forward, fast: reduce the d/h taps into a float row, then the w taps. */
+static void fwd_rows(interp_job *j, int64_t begin, int64_t end) {
+  const nrt_resample_geom *g = &j->g;
+  const nrt_operand *y = &j->l->operands[0], *x = &j->l->operands[1];
+  const int64_t IW = g->I[2], OW = g->O[2];
+  const taps *td = &j->t[0], *th = &j->t[1], *tw = &j->t[2];
+  float *acc = malloc(sizeof(float) * (size_t)(2 * IW + OW + 1));
+  if (!acc) {
+    j->failed = 1;
+    return;
+  }
+  float *row = acc + IW, *out = row + IW;
+  for (int64_t r = begin; r < end; r++) {
+    int64_t oh = r % g->O[1], od = (r / g->O[1]) % g->O[0], p = r / (g->O[1] * g->O[0]);
+    int64_t n = p / g->C, c = p % g->C;
+    const char *xp = PLANE(x, n, c);
+    for (int64_t i = 0; i < IW; i++) acc[i] = 0.0f;
+    for (int64_t a = 0; a < td->T; a++)
+      for (int64_t b = 0; b < th->T; b++) {
+        float wt = td->w[od * td->T + a] * th->w[oh * th->T + b];
+        const char *src = xp + td->idx[od * td->T + a] * x->strides[2] + th->idx[oh * th->T + b] * x->strides[3];
+        nrt_load_f32(row, src, x->strides[4], x->dtype, IW);
+        for (int64_t i = 0; i < IW; i++) acc[i] += wt * row[i];
+      }
+    const int64_t T = tw->T;
+    for (int64_t ow = 0; ow < OW; ow++) {
+      float s = 0.0f;
+      for (int64_t k = 0; k < T; k++) s += tw->w[ow * T + k] * acc[tw->idx[ow * T + k]];
+      out[ow] = s;
+    }
+    nrt_store_f32(PLANE(y, n, c) + od * y->strides[2] + oh * y->strides[3], y->strides[4], y->dtype, out, OW);
+  }
+  free(acc);
+}
+
+/* Forward, reference: each output point summed in double. */
+static void fwd_rows_ref(interp_job *j, int64_t begin, int64_t end) {
+  const nrt_resample_geom *g = &j->g;
+  const nrt_operand *y = &j->l->operands[0], *x = &j->l->operands[1];
+  const taps *td = &j->t[0], *th = &j->t[1], *tw = &j->t[2];
+  for (int64_t r = begin; r < end; r++) {
+    int64_t oh = r % g->O[1], od = (r / g->O[1]) % g->O[0], p = r / (g->O[1] * g->O[0]);
+    int64_t n = p / g->C, c = p % g->C;
+    for (int64_t ow = 0; ow < g->O[2]; ow++) {
+      double s = 0.0;
+      for (int64_t a = 0; a < td->T; a++)
+        for (int64_t b = 0; b < th->T; b++)
+          for (int64_t k = 0; k < tw->T; k++) {
+            const char *src = PLANE(x, n, c) + td->idx[od * td->T + a] * x->strides[2] +
+                              th->idx[oh * th->T + b] * x->strides[3] + tw->idx[ow * tw->T + k] * x->strides[4];
+            s += (double)td->w[od * td->T + a] * th->w[oh * th->T + b] * tw->w[ow * tw->T + k] *
+                 nrt_ref_load_f64(src, x->dtype);
+          }
+      nrt_ref_store_f64(PLANE(y, n, c) + od * y->strides[2] + oh * y->strides[3] + ow * y->strides[4], y->dtype, s);
+    }
+  }
+}
+
+static void fwd_range(void *ctx, int64_t begin, int64_t end) {
+  interp_job *j = ctx;
+  if (j->nearest) fwd_nearest_rows(j, begin, end);
+  else if (j->reference) fwd_rows_ref(j, begin, end);
+  else fwd_rows(j, begin, end);
+}
+
+/* Backward, fast: per plane, spread each grad row over a float input-width
+ * row through the w taps, then add that row into the d/h tap rows. */
+static void bwd_planes(interp_job *j, int64_t begin, int64_t end) {
+  const nrt_resample_geom *g = &j->g;
+  const nrt_operand *gx = &j->l->operands[0], *gy = &j->l->operands[1];
+  const int64_t IW = g->I[2], IH = g->I[1], OW = g->O[2];
+  const taps *td = &j->t[0], *th = &j->t[1], *tw = &j->t[2];
+  float *buf = malloc(sizeof(float) * (size_t)(g->IL + IW + OW + 1));
+  if (!buf) {
+    j->failed = 1;
+    return;
+  }
+  float *row = buf + g->IL, *gr = row + IW;
+  for (int64_t p = begin; p < end; p++) {
+    int64_t n = p / g->C, c = p % g->C;
+    for (int64_t i = 0; i < g->IL; i++) buf[i] = 0.0f;
+    for (int64_t od = 0; od < g->O[0]; od++)
+      for (int64_t oh = 0; oh < g->O[1]; oh++) {
+        nrt_load_f32(gr, PLANE(gy, n, c) + od * gy->strides[2] + oh * gy->strides[3], gy->strides[4], gy->dtype, OW);
+        for (int64_t i = 0; i < IW; i++) row[i] = 0.0f;
+        for (int64_t ow = 0; ow < OW; ow++)
+          for (int64_t k = 0; k < tw->T; k++) row[tw->idx[ow * tw->T + k]] += tw->w[ow * tw->T + k] * gr[ow];
+        for (int64_t a = 0; a < td->T; a++)
+          for (int64_t b = 0; b < th->T; b++) {
+            float wt = td->w[od * td->T + a] * th->w[oh * th->T + b];
+            float *dst = buf + (td->idx[od * td->T + a] * IH + th->idx[oh * th->T + b]) * IW;
+            for (int64_t i = 0; i < IW; i++) dst[i] += wt * row[i];
+          }
+      }
+    char *base = PLANE(gx, n, c);
+    for (int64_t d = 0; d < g->I[0]; d++)
+      for (int64_t h = 0; h < IH; h++)
+        nrt_store_f32(base + d * gx->strides[2] + h * gx->strides[3], gx->strides[4], gx->dtype,
+                      buf + (d * IH + h) * IW, IW);
+  }
+  free(buf);
+}
+
+/* Backward, reference: every product scattered in double. */
+static void bwd_planes_ref(interp_job *j, int64_t begin, int64_t end) {
+  const nrt_resample_geom *g = &j->g;
+  const nrt_operand *gx = &j->l->operands[0], *gy = &j->l->operands[1];
+  const int64_t IW = g->I[2], IH = g->I[1];
+  const taps *td = &j->t[0], *th = &j->t[1], *tw = &j->t[2];
+  double *buf = malloc(sizeof(double) * (size_t)(g->IL + 1));
+  if (!buf) {
+    j->failed = 1;
+    return;
+  }
+  for (int64_t p = begin; p < end; p++) {
+    int64_t n = p / g->C, c = p % g->C;
+    for (int64_t i = 0; i < g->IL; i++) buf[i] = 0.0;
+    for (int64_t od = 0; od < g->O[0]; od++)
+      for (int64_t oh = 0; oh < g->O[1]; oh++)
+        for (int64_t ow = 0; ow < g->O[2]; ow++) {
+          double v = nrt_ref_load_f64(
+              PLANE(gy, n, c) + od * gy->strides[2] + oh * gy->strides[3] + ow * gy->strides[4], gy->dtype);
+          for (int64_t a = 0; a < td->T; a++)
+            for (int64_t b = 0; b < th->T; b++)
+              for (int64_t k = 0; k < tw->T; k++) {
+                int64_t at = (td->idx[od * td->T + a] * IH + th->idx[oh * th->T + b]) * IW + tw->idx[ow * tw->T + k];
+                buf[at] += (double)td->w[od * td->T + a] * th->w[oh * th->T + b] * tw->w[ow * tw->T + k] * v;
+              }
+        }
+    for (int64_t d = 0; d < g->I[0]; d++)
+      for (int64_t h = 0; h < IH; h++)
+        for (int64_t w = 0; w < IW; w++)
+          nrt_ref_store_f64(PLANE(gx, n, c) + d * gx->strides[2] + h * gx->strides[3] + w * gx->strides[4], gx->dtype,
+                            buf[(d * IH + h) * IW + w]);
+  }
+  free(buf);
+}
+
+static void bwd_range(void *ctx, int64_t begin, int64_t end) {
+  interp_job *j = ctx;
+  if (j->reference) bwd_planes_ref(j, begin, end);
+  else bwd_planes(j, begin, end);
+}
+
+nrt_status nrt_resample_interp(const nrt_launch *l) {
+  const char *op = nrt_op_name(l->op);
+  interp_job j;
+  memset(&j, 0, sizeof j);
+  j.l = l;
+  nrt_status st = nrt_resample_geom_init(l, &j.g);
+  if (st != NRT_SUCCESS) return st;
+  bool fwd = (int)l->op == NRT_OP(INTERP);
+  int mode = (int)l->params[0];
+  j.nearest = fwd && (mode == NRT_INTERP_NEAREST || mode == NRT_INTERP_NEAREST_EXACT);
+  if (l->noutputs != 1)
+    return nrt_kernel_fail(NRT_ERROR_INVALID_ARGUMENT, "%s: expected 1 output, got %d", op, l->noutputs);
+  if (l->operands[0].dtype != l->operands[1].dtype)
+    return nrt_kernel_fail(NRT_ERROR_INVALID_ARGUMENT, "%s: output dtype %s differs from input dtype %s", op,
+                           nrt_dtype_name(l->operands[0].dtype), nrt_dtype_name(l->operands[1].dtype));
+  if (!j.nearest && !nrt_dtype_is_floating(l->operands[0].dtype))
+    return nrt_kernel_fail(NRT_ERROR_UNSUPPORTED, "%s: mode %d not implemented for %s", op, mode,
+                           nrt_dtype_name(l->operands[0].dtype));
+  const nrt_resample_geom *g = &j.g;
+  int64_t planes = g->N * g->C;
+  /* the source side may be empty only when there is nothing to produce */
+  if (fwd && g->OL * planes > 0 && g->IL == 0)
+    return nrt_kernel_fail(NRT_ERROR_INVALID_ARGUMENT, "%s: empty input plane for a non-empty output", op);
+  if (!fwd && g->IL * planes > 0 && g->OL == 0) {
+    /* nothing flows back: grad_x is all zeros (the plane loop handles it) */
+  }
+  if ((fwd ? g->OL : g->IL) * planes == 0) return NRT_SUCCESS;
+  j.esize = nrt_dtype_size(l->operands[0].dtype);
+  j.reference = nrt_kernels_reference();
+  for (int i = 0; i < 3; i++) {
+    st = taps_build(mode, l->params[1] != 0, l->scalars[i].f, g->I[i], g->O[i], &j.t[i]);
+    if (st != NRT_SUCCESS) {
+      for (int k = 0; k < i; k++) taps_free(&j.t[k]);
+      return st;
+    }
+  }
+  if (fwd) {
+    int64_t rows = planes * g->O[0] * g->O[1];
+    int64_t per_row = g->O[2] * j.t[0].T * j.t[1].T * j.t[2].T + g->I[2];
+    nrt_parallel_for(rows, 1 + 16384 / (per_row + 1), fwd_range, &j);
+  } else {
+    nrt_parallel_for(planes, 1, bwd_range, &j);
+  }
+  for (int i = 0; i < 3; i++) taps_free(&j.t[i]);
+  if (j.failed) return nrt_kernel_fail(NRT_ERROR_OUT_OF_MEMORY, "%s: out of memory for work buffers", op);
+  return NRT_SUCCESS;
+}

@@ -1,0 +1,432 @@
+/* Family SEGMENT (nrt/ops/segment.h): embedding bags and pairwise
+ * distances here; segmented reductions (segment_reduce.c) and the CTC
+ * loss (segment_ctc.c) are dispatched from nrt_segment_execute below.
+ * Each op validates its index data serially first (so the first bad value
+ * is the one reported and nothing is written on failure), then splits
+ * independent output rows over the pool. The fast paths load whole rows
+ * through the block loaders; the reference paths go element by element
+ * through dtype.c's conversions, with the same arithmetic. */
+#include <math.h>
+#include <stdlib.h>
+#include "kernels/common/common.h"
+#include "kernels/segment/segment.h"
+#include "nrt/ops/segment.h"
+
+#define SEG_GRAIN_WORK 16384 /* elements of work per pool task, at least */
+
+static inline const char *ptr1(const nrt_launch *l, int k, int64_t i) {
+  return (const char *)l->operands[k].data + i * l->operands[k].strides[0];
+}
+static inline char *ptr2(const nrt_launch *l, int k, int64_t i, int64_t j) {
+  return (char *)l->operands[k].data + i * l->operands[k].strides[0] + j * l->operands[k].strides[1];
+}
+static inline char *ptr3(const nrt_launch *l, int k, int64_t i, int64_t j, int64_t m) {
+  return (char *)l->operands[k].data + i * l->operands[k].strides[0] + j * l->operands[k].strides[1] +
+         m * l->operands[k].strides[2];
+}
+static inline int64_t load_i64(const nrt_launch *l, int k, int64_t i) {
+  return nrt_ref_load_i64(ptr1(l, k, i), l->operands[k].dtype);
+}
+
+static int64_t grain_for(int64_t work_per_item) {
+  if (work_per_item < 1) work_per_item = 1;
+  return work_per_item >= SEG_GRAIN_WORK ? 1 : SEG_GRAIN_WORK / work_per_item;
+}
+
+static nrt_status check_float(const nrt_launch *l, int k) {
+  if (nrt_dtype_is_floating(l->operands[k].dtype)) return NRT_SUCCESS;
+  return nrt_kernel_fail(NRT_ERROR_UNSUPPORTED, "%s: not supported for %s", nrt_op_name(l->op),
+                         nrt_dtype_name(l->operands[k].dtype));
+}
+
+/* ---- EMBEDDING_BAG ------------------------------------------------------------ */
+
+enum { EB_OUT = 0, EB_O2B = 1, EB_SIZE = 2, EB_MAXI = 3 };
+
+typedef struct bag_ctx {
+  const nrt_launch *l;
+  int in_w, in_idx, in_off, in_psw; /* operand numbers (in_psw < 0: none) */
+  int64_t nbags, dim, n, noffsets, mode, padding;
+  bool max_out, reference;
+  bool oom; /* a task could not get scratch memory */
+} bag_ctx;
+
+static int64_t bag_end(const bag_ctx *c, int64_t b) {
+  if (b + 1 < c->noffsets) return load_i64(c->l, c->in_off, b + 1);
+  return c->n;
+}
+
+static nrt_status bag_validate(const bag_ctx *c) {
+  const nrt_launch *l = c->l;
+  if (c->nbags > 0) {
+    int64_t first = load_i64(l, c->in_off, 0);
+    if (first != 0)
+      return nrt_kernel_fail(NRT_ERROR_INVALID_ARGUMENT,
+                             "offsets[0] has to be 0, i.e., the first sequence in the mini-batch has to start from "
+                             "position 0. However, got %lld", (long long)first);
+  }
+  int64_t prev = 0;
+  for (int64_t b = 0; b < c->noffsets; b++) {
+    int64_t o = load_i64(l, c->in_off, b);
+    if (o < prev)
+      return nrt_kernel_fail(NRT_ERROR_INVALID_ARGUMENT,
+                             "embedding_bag: offsets must be non-decreasing, got offsets[%lld] = "
+                             "%lld after %lld", (long long)b, (long long)o, (long long)prev);
+    if (o > c->n)
+      return nrt_kernel_fail(NRT_ERROR_INVALID_ARGUMENT,
+                             "offsets[-1] can not be greater than input's length %lld but got "
+                             "offsets[-1] of %lld", (long long)c->n, (long long)o);
+    prev = o;
+  }
+  int64_t v = l->aux[0];
+  for (int64_t i = 0; i < c->n; i++) {
+    int64_t idx = load_i64(l, c->in_idx, i);
+    if (idx < 0 || idx >= v)
+      return nrt_kernel_fail(NRT_ERROR_INVALID_ARGUMENT, "index %lld is out of bounds for dimension 0 with size %lld",
+                             (long long)idx, (long long)v);
+  }
+  return NRT_SUCCESS;
+}
+
+/* One bag: sum/mean/max over its rows. acc (dim floats) and row (dim
+ * floats) are scratch; best_idx (dim int64) only in MAX mode. */
+static void bag_one(const bag_ctx *c, int64_t b, float *acc, float *row, int64_t *best) {
+  const nrt_launch *l = c->l;
+  const nrt_operand *w = &l->operands[c->in_w], *out = &l->operands[EB_OUT];
+  int64_t start = load_i64(l, c->in_off, b), end = bag_end(c, b), count = 0;
+  bool is_max = c->mode == NRT_BAG_MAX;
+  for (int64_t d = 0; d < c->dim; d++) {
+    acc[d] = 0.0f;
+    if (best) best[d] = -1;
+  }
+  for (int64_t i = start; i < end; i++) {
+    int64_t idx = load_i64(l, c->in_idx, i);
+    nrt_ref_store_i64((char *)ptr1(l, EB_O2B, i), l->operands[EB_O2B].dtype, b);
+    if (idx == c->padding) continue;
+    const char *src = (const char *)w->data + idx * w->strides[0];
+    if (c->reference) {
+      for (int64_t d = 0; d < c->dim; d++) row[d] = (float)nrt_ref_load_f64(src + d * w->strides[1], w->dtype);
+    } else {
+      nrt_load_f32(row, src, w->strides[1], w->dtype, c->dim);
+    }
+    if (is_max) {
+      for (int64_t d = 0; d < c->dim; d++) {
+        if (count == 0 || row[d] > acc[d]) {
+          acc[d] = row[d];
+          if (best) best[d] = idx;
+        }
+      }
+    } else {
+      float s = c->in_psw >= 0 ? (float)nrt_ref_load_f64(ptr1(l, c->in_psw, i), l->operands[c->in_psw].dtype) : 1.0f;
+      for (int64_t d = 0; d < c->dim; d++) acc[d] += s * row[d];
+    }
+    count++;
+  }
+  if (c->mode == NRT_BAG_MEAN && count > 0)
+    for (int64_t d = 0; d < c->dim; d++) acc[d] /= (float)count;
+  char *dst = (char *)out->data + b * out->strides[0];
+  if (c->reference) {
+    for (int64_t d = 0; d < c->dim; d++) nrt_ref_store_f64(dst + d * out->strides[1], out->dtype, acc[d]);
+  } else {
+    nrt_store_f32(dst, out->strides[1], out->dtype, acc, c->dim);
+  }
+  nrt_ref_store_i64((char *)ptr1(l, EB_SIZE, b), l->operands[EB_SIZE].dtype, count);
+  if (c->max_out) {
+    const nrt_operand *mi = &l->operands[EB_MAXI];
+    for (int64_t d = 0; d < c->dim; d++)
+      nrt_ref_store_i64(ptr2(l, EB_MAXI, b, d), mi->dtype, is_max ? best[d] : 0);
+  }
+}
+
+static void bag_range(void *ctx, int64_t begin, int64_t end) {
+  bag_ctx *c = ctx;
+  size_t d = (size_t)(c->dim > 0 ? c->dim : 1);
+  /* float acc + float row + int64 best, one allocation per task */
+  char *buf = malloc(d * (2 * sizeof(float) + sizeof(int64_t)));
+  if (!buf) {
+    c->oom = true;
+    return;
+  }
+  int64_t *best = (int64_t *)buf;
+  float *acc = (float *)(best + d), *row = acc + d;
+  for (int64_t b = begin; b < end; b++) bag_one(c, b, acc, row, c->mode == NRT_BAG_MAX ? best : NULL);
+  free(buf);
+}
+
+static nrt_status embedding_bag(const nrt_launch *l) {
+  if (l->noutputs != 3 && l->noutputs != 4)
+    return nrt_kernel_fail(NRT_ERROR_INVALID_ARGUMENT, "EMBEDDING_BAG: expected 3 or 4 outputs, got %d", l->noutputs);
+  if (l->ndim != 3)
+    return nrt_kernel_fail(NRT_ERROR_INVALID_ARGUMENT, "EMBEDDING_BAG: sizes must be {B, D, N}, got ndim %d", l->ndim);
+  bag_ctx c = {.l = l, .nbags = l->sizes[0], .dim = l->sizes[1], .n = l->sizes[2], .mode = l->params[0],
+               .padding = l->params[1], .max_out = l->noutputs == 4, .reference = nrt_kernels_reference()};
+  c.in_w = l->noutputs;
+  c.in_idx = c.in_w + 1;
+  c.in_off = c.in_w + 2;
+  c.in_psw = l->ninputs == 4 ? c.in_w + 3 : -1;
+  c.noffsets = c.nbags + (l->params[2] ? 1 : 0);
+  if (c.mode < NRT_BAG_SUM || c.mode > NRT_BAG_MAX)
+    return nrt_kernel_fail(NRT_ERROR_INVALID_ARGUMENT, "EMBEDDING_BAG: unknown mode %lld", (long long)c.mode);
+  if (c.in_psw >= 0 && c.mode != NRT_BAG_SUM)
+    return nrt_kernel_fail(NRT_ERROR_INVALID_ARGUMENT,
+                           "embedding_bag: per_sample_weights was not None. per_sample_weights is "
+                           "only supported for mode='sum' (got mode='%s'). Please open a feature request on GitHub.",
+                           c.mode == NRT_BAG_MEAN ? "mean" : "max");
+  if (c.mode == NRT_BAG_MAX && !c.max_out)
+    return nrt_kernel_fail(NRT_ERROR_INVALID_ARGUMENT, "EMBEDDING_BAG: MAX mode needs the max_indices output");
+  nrt_status st = check_float(l, EB_OUT);
+  if (st == NRT_SUCCESS) st = check_float(l, c.in_w);
+  if (st != NRT_SUCCESS) return st;
+  st = bag_validate(&c);
+  if (st != NRT_SUCCESS || c.nbags == 0) return st;
+  if (c.reference) {
+    bag_range(&c, 0, c.nbags);
+  } else {
+    int64_t per_bag = (c.n / c.nbags + 1) * (c.dim + 1);
+    nrt_parallel_for(c.nbags, grain_for(per_bag), bag_range, &c);
+  }
+  if (c.oom)
+    return nrt_kernel_fail(NRT_ERROR_OUT_OF_MEMORY,
+                           "EMBEDDING_BAG: out of host memory for %lld-wide rows", (long long)c.dim);
+  return NRT_SUCCESS;
+}
+
+/* ---- distances ------------------------------------------------------------------ */
+
+typedef enum { P_ZERO, P_ONE, P_TWO, P_INF, P_GENERAL } pkind;
+
+static pkind classify(double p) {
+  if (p == 0.0) return P_ZERO;
+  if (p == 1.0) return P_ONE;
+  if (p == 2.0) return P_TWO;
+  if (isinf(p)) return P_INF;
+  return P_GENERAL;
+}
+
+/* Distance between two rows held as doubles. */
+static double row_dist(const double *a, const double *b, int64_t m, pkind k, double p) {
+  double acc = 0.0;
+  for (int64_t i = 0; i < m; i++) {
+    double d = fabs(a[i] - b[i]);
+    switch (k) {
+    case P_ZERO: acc += d != 0.0 ? 1.0 : 0.0; break;
+    case P_ONE: acc += d; break;
+    case P_TWO: acc += d * d; break;
+    case P_INF: acc = d > acc || isnan(d) ? d : acc; break;
+    case P_GENERAL: acc += pow(d, p); break;
+    }
+  }
+  if (k == P_TWO) return sqrt(acc);
+  if (k == P_GENERAL) return pow(acc, 1.0 / p);
+  return acc;
+}
+
+static inline double sgn(double x) { return (double)((x > 0.0) - (x < 0.0)); }
+
+/* |diff| rounded to the dtype dist was stored in, so that p = inf finds
+ * the coordinate that produced the maximum (PyTorch compares in the dtype). */
+static inline double round_to(double v, nrt_dtype dt) {
+  char tmp[8];
+  nrt_ref_store_f64(tmp, dt, v);
+  return nrt_ref_load_f64(tmp, dt);
+}
+
+/* d dist / d a_i for diff = a_i - b_i; dist == 0 gives 0 (PyTorch). */
+static inline double dist_grad(double diff, double dist, pkind k, double p, nrt_dtype dist_dt) {
+  if (k == P_ZERO || dist == 0.0) return 0.0;
+  switch (k) {
+  case P_ONE: return sgn(diff);
+  case P_TWO: return diff / dist;
+  case P_INF: return round_to(fabs(diff), dist_dt) == dist ? sgn(diff) : 0.0;
+  default:
+    if (p < 1.0 && diff == 0.0) return 0.0;
+    return sgn(diff) * pow(fabs(diff), p - 1.0) / pow(dist, p - 1.0);
+  }
+}
+
+/* Loads row `i` of a 2-d operand view (strides s_row, s_col) as doubles. */
+static void load_row(double *dst, const char *base, int64_t s_col, nrt_dtype dt, int64_t m, bool reference) {
+  if (reference) {
+    for (int64_t i = 0; i < m; i++) dst[i] = nrt_ref_load_f64(base + i * s_col, dt);
+  } else {
+    nrt_load_f64(dst, base, s_col, dt, m);
+  }
+}
+
+typedef struct dist_ctx {
+  const nrt_launch *l;
+  pkind k;
+  double p;
+  bool reference;
+  bool oom; /* a task could not get scratch memory */
+} dist_ctx;
+
+/* CDIST: task item = (b, i) row of x1. */
+static void cdist_range(void *ctx, int64_t begin, int64_t end) {
+  dist_ctx *c = ctx;
+  const nrt_launch *l = c->l;
+  int64_t P = l->sizes[1], R = l->sizes[2], M = l->sizes[3];
+  const nrt_operand *o = &l->operands[0], *x1 = &l->operands[1], *x2 = &l->operands[2];
+  double *a = malloc((size_t)(2 * M + 1) * sizeof(double));
+  if (!a) {
+    c->oom = true;
+    return;
+  }
+  double *bb = a + M;
+  for (int64_t t = begin; t < end; t++) {
+    int64_t b = t / P, i = t % P;
+    load_row(a, (const char *)x1->data + b * x1->strides[0] + i * x1->strides[1], x1->strides[2], x1->dtype, M,
+             c->reference);
+    for (int64_t j = 0; j < R; j++) {
+      load_row(bb, (const char *)x2->data + b * x2->strides[0] + j * x2->strides[1], x2->strides[2], x2->dtype, M,
+               c->reference);
+      nrt_ref_store_f64(ptr3(l, 0, b, i, j), o->dtype, row_dist(a, bb, M, c->k, c->p));
+    }
+  }
+  free(a);
+}
+
+/* CDIST_BACKWARD: task item = (b, i) row of grad_x1. */
+static void cdist_backward_range(void *ctx, int64_t begin, int64_t end) {
+  dist_ctx *c = ctx;
+  const nrt_launch *l = c->l;
+  int64_t P = l->sizes[1], R = l->sizes[2], M = l->sizes[3];
+  const nrt_operand *gx = &l->operands[0], *g = &l->operands[1], *x1 = &l->operands[2], *x2 = &l->operands[3],
+                    *dist = &l->operands[4];
+  double *a = malloc((size_t)(3 * M + 1) * sizeof(double));
+  if (!a) {
+    c->oom = true;
+    return;
+  }
+  double *bb = a + M, *acc = bb + M;
+  for (int64_t t = begin; t < end; t++) {
+    int64_t b = t / P, i = t % P;
+    load_row(a, (const char *)x1->data + b * x1->strides[0] + i * x1->strides[1], x1->strides[2], x1->dtype, M,
+             c->reference);
+    for (int64_t m = 0; m < M; m++) acc[m] = 0.0;
+    for (int64_t j = 0; j < R; j++) {
+      double gv = nrt_ref_load_f64(ptr3(l, 1, b, i, j), g->dtype);
+      double dv = nrt_ref_load_f64(ptr3(l, 4, b, i, j), dist->dtype);
+      if (gv == 0.0 || dv == 0.0) continue;
+      load_row(bb, (const char *)x2->data + b * x2->strides[0] + j * x2->strides[1], x2->strides[2], x2->dtype, M,
+               c->reference);
+      for (int64_t m = 0; m < M; m++) acc[m] += gv * dist_grad(a[m] - bb[m], dv, c->k, c->p, dist->dtype);
+    }
+    for (int64_t m = 0; m < M; m++) nrt_ref_store_f64(ptr3(l, 0, b, i, m), gx->dtype, acc[m]);
+  }
+  free(a);
+}
+
+/* Pair (i, j), i < j, of n rows -> its position in row-major order. */
+static inline int64_t pair_index(int64_t i, int64_t j, int64_t n) { return i * n - i * (i + 1) / 2 + (j - i - 1); }
+
+/* PDIST: task item = row i (its pairs with every j > i). */
+static void pdist_range(void *ctx, int64_t begin, int64_t end) {
+  dist_ctx *c = ctx;
+  const nrt_launch *l = c->l;
+  int64_t N = l->sizes[0], M = l->sizes[1];
+  const nrt_operand *o = &l->operands[0], *x = &l->operands[1];
+  double *a = malloc((size_t)(2 * M + 1) * sizeof(double));
+  if (!a) {
+    c->oom = true;
+    return;
+  }
+  double *bb = a + M;
+  for (int64_t i = begin; i < end; i++) {
+    load_row(a, (const char *)x->data + i * x->strides[0], x->strides[1], x->dtype, M, c->reference);
+    for (int64_t j = i + 1; j < N; j++) {
+      load_row(bb, (const char *)x->data + j * x->strides[0], x->strides[1], x->dtype, M, c->reference);
+      nrt_ref_store_f64((char *)ptr1(l, 0, pair_index(i, j, N)), o->dtype, row_dist(a, bb, M, c->k, c->p));
+    }
+  }
+  free(a);
+}
+
+/* PDIST_BACKWARD: task item = row i of grad_x, summing over all j != i. */
+static void pdist_backward_range(void *ctx, int64_t begin, int64_t end) {
+  dist_ctx *c = ctx;
+  const nrt_launch *l = c->l;
+  int64_t N = l->sizes[0], M = l->sizes[1];
+  const nrt_operand *gx = &l->operands[0], *g = &l->operands[1], *x = &l->operands[2], *dist = &l->operands[3];
+  double *a = malloc((size_t)(3 * M + 1) * sizeof(double));
+  if (!a) {
+    c->oom = true;
+    return;
+  }
+  double *bb = a + M, *acc = bb + M;
+  for (int64_t i = begin; i < end; i++) {
+    load_row(a, (const char *)x->data + i * x->strides[0], x->strides[1], x->dtype, M, c->reference);
+    for (int64_t m = 0; m < M; m++) acc[m] = 0.0;
+    for (int64_t j = 0; j < N; j++) {
+      if (j == i) continue;
+      int64_t k = i < j ? pair_index(i, j, N) : pair_index(j, i, N);
+      double gv = nrt_ref_load_f64(ptr1(l, 1, k), g->dtype);
+      double dv = nrt_ref_load_f64(ptr1(l, 3, k), dist->dtype);
+      if (gv == 0.0 || dv == 0.0) continue;
+      load_row(bb, (const char *)x->data + j * x->strides[0], x->strides[1], x->dtype, M, c->reference);
+      for (int64_t m = 0; m < M; m++) acc[m] += gv * dist_grad(a[m] - bb[m], dv, c->k, c->p, dist->dtype);
+    }
+    for (int64_t m = 0; m < M; m++) nrt_ref_store_f64(ptr2(l, 0, i, m), gx->dtype, acc[m]);
+  }
+  free(a);
+}
+
+static nrt_status run_dist(const nrt_launch *l, int noutputs, int want_ndim, int64_t items, int64_t work,
+                           nrt_range_fn fn) {
+  if (l->noutputs != noutputs)
+    return nrt_kernel_fail(NRT_ERROR_INVALID_ARGUMENT, "%s: expected %d output, got %d", nrt_op_name(l->op), noutputs,
+                           l->noutputs);
+  if (l->ndim != want_ndim)
+    return nrt_kernel_fail(NRT_ERROR_INVALID_ARGUMENT,
+                           "%s: expected sizes of ndim %d, got %d", nrt_op_name(l->op), want_ndim,
+                           l->ndim);
+  for (int k = 0; k < l->noutputs + l->ninputs; k++) {
+    nrt_status st = check_float(l, k);
+    if (st != NRT_SUCCESS) return st;
+  }
+  double p = l->scalars[0].f;
+  if (!(p >= 0.0))
+    return nrt_kernel_fail(NRT_ERROR_INVALID_ARGUMENT,
+                           "%s: p value for the p-norm must be >= 0, got %g", nrt_op_name(l->op), p);
+  if (items == 0) return NRT_SUCCESS;
+  dist_ctx c = {.l = l, .k = classify(p), .p = p, .reference = nrt_kernels_reference(), .oom = false};
+  if (c.reference)
+    fn(&c, 0, items);
+  else
+    nrt_parallel_for(items, grain_for(work), fn, &c);
+  if (c.oom)
+    return nrt_kernel_fail(NRT_ERROR_OUT_OF_MEMORY, "%s: out of host memory for row scratch", nrt_op_name(l->op));
+  return NRT_SUCCESS;
+}
+
+nrt_status nrt_segment_execute(const nrt_launch *l) {
+  /* Switch on (int)l->op: family ids are not enumerators of nrt_op. */
+  switch ((int)l->op) {
+  case NRT_OP(EMBEDDING_BAG): return embedding_bag(l);
+  case NRT_OP(CDIST):
+  case NRT_OP(CDIST_BACKWARD): {
+    if (l->ndim != 4)
+      return nrt_kernel_fail(NRT_ERROR_INVALID_ARGUMENT,
+                             "%s: sizes must be {B, P, R, M}, got ndim %d", nrt_op_name(l->op),
+                             l->ndim);
+    bool fwd = (int)l->op == NRT_OP(CDIST);
+    int64_t items = l->sizes[0] * l->sizes[1], work = l->sizes[2] * (l->sizes[3] + 1);
+    return run_dist(l, 1, 4, items, work, fwd ? cdist_range : cdist_backward_range);
+  }
+  case NRT_OP(PDIST):
+  case NRT_OP(PDIST_BACKWARD): {
+    bool fwd = (int)l->op == NRT_OP(PDIST);
+    if (l->ndim != 2)
+      return nrt_kernel_fail(NRT_ERROR_INVALID_ARGUMENT,
+                             "%s: sizes must be {N, M}, got ndim %d", nrt_op_name(l->op), l->ndim);
+    int64_t work = l->sizes[0] * (l->sizes[1] + 1);
+    return run_dist(l, 1, 2, l->sizes[0], work, fwd ? pdist_range : pdist_backward_range);
+  }
+  case NRT_OP(SEGMENT_REDUCE): return nrt_segment_reduce_execute(l);
+  case NRT_OP(SEGMENT_REDUCE_BACKWARD): return nrt_segment_reduce_backward_execute(l);
+  case NRT_OP(CTC_LOSS): return nrt_ctc_loss_execute(l);
+  case NRT_OP(CTC_LOSS_BACKWARD): return nrt_ctc_loss_backward_execute(l);
+  default: break;
+  }
+  return nrt_kernel_fail(NRT_ERROR_UNSUPPORTED, "segment: op %s has no kernel", nrt_op_name(l->op));
+}

@@ -1,0 +1,286 @@
+/* GEMM kernel tests: the packed fast path (on every micro-kernel this host
+ * can run) against the reference triple loop, over shapes that exercise
+ * edges, transposed and broadcast operands, batches, bias, alpha/beta and
+ * the low-precision dtypes; plus exact known results. */
+#include <stdint.h>
+#include <string.h>
+#include "testing.h"
+#include "kernels/common/common.h"
+#include "nrt/ops/gemm.h"
+
+typedef struct gcase {
+  int64_t batch, m, n, k;
+  bool ta, tb;          /* A / B stored transposed */
+  nrt_dtype adt, bdt, cdt;
+  int bias;             /* 0 none, 1 full, 2 row vector (broadcast over m and batch) */
+  double alpha, beta;
+  bool b_broadcast;     /* B shared across the batch (batch stride 0) */
+  bool a_flip;          /* A rows walked backwards (negative m stride) */
+} gcase;
+
+static double eps_of(nrt_dtype dt) {
+  switch (dt) {
+  case NRT_BFLOAT16: return 1.0 / 128;
+  case NRT_FLOAT16: return 1.0 / 1024;
+  default: return 1.0 / (1 << 20);
+  }
+}
+
+/* Builds the launch for case c over freshly filled buffers, runs it on
+ * the fast path (every ISA up to the host's) and the reference, and
+ * compares element-wise against a tolerance scaled by sum |a||b|. */
+static void run_case(const gcase *c) {
+  int64_t B = c->batch, M = c->m, N = c->n, K = c->k;
+  size_t as = nrt_dtype_size(c->adt), bs = nrt_dtype_size(c->bdt), cs = nrt_dtype_size(c->cdt);
+  int64_t bb = c->b_broadcast ? 1 : B;
+  void *a = calloc((size_t)(B * M * K) + 1, as), *b = calloc((size_t)(bb * K * N) + 1, bs);
+  void *bias = calloc((size_t)(B * M * N) + 1, cs);
+  void *out = calloc((size_t)(B * M * N) + 1, cs), *ref = calloc((size_t)(B * M * N) + 1, cs);
+  for (int64_t i = 0; i < B * M * K; i++) nrt_test_put(a, c->adt, i, nrt_test_urand());
+  for (int64_t i = 0; i < bb * K * N; i++) nrt_test_put(b, c->bdt, i, nrt_test_urand());
+  for (int64_t i = 0; i < B * M * N; i++) nrt_test_put(bias, c->cdt, i, nrt_test_urand());
+
+  nrt_launch l;
+  memset(&l, 0, sizeof l);
+  l.op = NRT_OP(GEMM);
+  l.ndim = 4;
+  l.sizes[0] = B; l.sizes[1] = M; l.sizes[2] = N; l.sizes[3] = K;
+  l.noutputs = 1;
+  l.ninputs = c->bias ? 3 : 2;
+  l.compute_dtype = NRT_FLOAT32;
+  l.scalars[0].f = c->alpha;
+  l.scalars[1].f = c->beta;
+  nrt_operand *C = &l.operands[0], *A = &l.operands[1], *Bo = &l.operands[2], *Bi = &l.operands[3];
+  C->dtype = c->cdt;
+  C->strides[0] = M * N * (int64_t)cs; C->strides[1] = N * (int64_t)cs; C->strides[2] = (int64_t)cs;
+  A->data = a;
+  A->dtype = c->adt;
+  A->strides[0] = M * K * (int64_t)as;
+  if (c->ta) { A->strides[1] = (int64_t)as; A->strides[2] = M * (int64_t)as; }
+  else { A->strides[1] = K * (int64_t)as; A->strides[2] = (int64_t)as; }
+  if (c->a_flip) { /* start at the last row and walk back */
+    A->data = (char *)a + (M - 1) * A->strides[1];
+    A->strides[1] = -A->strides[1];
+  }
+  Bo->data = b;
+  Bo->dtype = c->bdt;
+  Bo->strides[0] = c->b_broadcast ? 0 : K * N * (int64_t)bs;
+  if (c->tb) { Bo->strides[1] = (int64_t)bs; Bo->strides[2] = K * (int64_t)bs; }
+  else { Bo->strides[1] = N * (int64_t)bs; Bo->strides[2] = (int64_t)bs; }
+  Bi->data = bias;
+  Bi->dtype = c->cdt;
+  if (c->bias == 2) { Bi->strides[0] = 0; Bi->strides[1] = 0; Bi->strides[2] = (int64_t)cs; }
+  else { Bi->strides[0] = C->strides[0]; Bi->strides[1] = C->strides[1]; Bi->strides[2] = C->strides[2]; }
+
+  C->data = ref;
+  nrt_kernels_set_reference(true);
+  CHECK_OK(nrt_launch_run(&l));
+  nrt_kernels_set_reference(false);
+
+  double tol = 8 * (eps_of(c->adt) + eps_of(c->bdt) + eps_of(c->cdt)) + 1e-6 * (double)K;
+  for (int isa = NRT_ISA_BEST; isa >= NRT_ISA_BASELINE; isa--) {
+    if ((int)nrt_kernels_isa() < isa && isa != NRT_ISA_BASELINE) continue;
+    nrt_kernels_limit_isa((nrt_isa)isa);
+    memset(out, 0xff, (size_t)(B * M * N) * cs); /* NaN garbage: must be overwritten */
+    C->data = out;
+    CHECK_OK(nrt_launch_run(&l));
+    int bad = 0;
+    for (int64_t i = 0; i < B * M * N && bad < 3; i++) {
+      double want = nrt_test_get(ref, c->cdt, i), got = nrt_test_get(out, c->cdt, i);
+      /* scale: |alpha| * sum |a||b| <= |alpha| K for inputs in [-1, 1] */
+      double scale = fabs(c->alpha) * (double)K + fabs(c->beta) + 1.0;
+      if (!(fabs(got - want) <= tol * scale)) {
+        fprintf(stderr, "gemm %lldx%lldx%lldx%lld ta%d tb%d isa%d [%lld]: got %g want %g\n",
+                (long long)B, (long long)M, (long long)N, (long long)K, c->ta, c->tb, isa,
+                (long long)i, got, want);
+        bad++;
+      }
+    }
+    CHECK(bad == 0);
+  }
+  nrt_kernels_limit_isa(NRT_ISA_BEST);
+  free(a); free(b); free(bias); free(out); free(ref);
+}
+
+static void test_gemm_shapes(void) {
+  int64_t shapes[][4] = {{1, 1, 1, 1}, {1, 17, 33, 65}, {1, 128, 256, 64}, {1, 7, 255, 257},
+                         {1, 255, 7, 3},  {3, 29, 31, 37}, {1, 1, 1000, 40}, {1, 300, 1, 9},
+                         {2, 64, 64, 600}};
+  for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++)
+    for (int t = 0; t < 4; t++) {
+      gcase c = {.batch = shapes[s][0], .m = shapes[s][1], .n = shapes[s][2], .k = shapes[s][3],
+                 .ta = t & 1, .tb = (t >> 1) & 1, .adt = NRT_FLOAT32, .bdt = NRT_FLOAT32,
+                 .cdt = NRT_FLOAT32, .alpha = 1.0};
+      run_case(&c);
+    }
+}
+
+static void test_gemm_bias_alpha_beta(void) {
+  gcase c = {.batch = 2, .m = 33, .n = 47, .k = 29, .adt = NRT_FLOAT32, .bdt = NRT_FLOAT32,
+             .cdt = NRT_FLOAT32, .bias = 1, .alpha = 0.5, .beta = -2.0};
+  run_case(&c);
+  c.bias = 2; /* row-vector bias broadcast over rows and batch (addmm) */
+  c.alpha = 1.0;
+  c.beta = 1.0;
+  run_case(&c);
+  c.b_broadcast = true; /* one weight matrix for the whole batch */
+  c.tb = true;
+  run_case(&c);
+  c.a_flip = true;
+  run_case(&c);
+  c.m = 1; /* a single row (matrix-vector) */
+  c.batch = 1;
+  run_case(&c);
+}
+
+static void test_gemm_dtypes(void) {
+  nrt_dtype dts[] = {NRT_BFLOAT16, NRT_FLOAT16, NRT_FLOAT64};
+  for (size_t i = 0; i < 3; i++) {
+    gcase c = {.batch = 2, .m = 45, .n = 70, .k = 33, .adt = dts[i], .bdt = dts[i], .cdt = dts[i],
+               .bias = 1, .alpha = 1.0, .beta = 0.5, .tb = true};
+    run_case(&c);
+    c.cdt = NRT_FLOAT32; /* low-precision inputs, float32 output */
+    c.bias = 0;
+    run_case(&c);
+    c.ta = true; /* column-major A, row-major B: the generic packers */
+    c.tb = false;
+    run_case(&c);
+  }
+}
+
+/* Small integers multiply and add exactly in float32: results must be
+ * exact, on every path. */
+static void test_gemm_exact(void) {
+  enum { M = 19, N = 35, K = 21 };
+  float a[M * K], b[K * N], c[M * N], bias[N];
+  for (int i = 0; i < M * K; i++) a[i] = (float)((i * 7) % 5 - 2);
+  for (int i = 0; i < K * N; i++) b[i] = (float)((i * 3) % 7 - 3);
+  for (int j = 0; j < N; j++) bias[j] = (float)(j % 4);
+  nrt_launch l;
+  memset(&l, 0, sizeof l);
+  l.op = NRT_OP(GEMM);
+  l.ndim = 4;
+  l.sizes[0] = 1; l.sizes[1] = M; l.sizes[2] = N; l.sizes[3] = K;
+  l.noutputs = 1;
+  l.ninputs = 3;
+  l.compute_dtype = NRT_FLOAT32;
+  l.scalars[0].f = 2.0;
+  l.scalars[1].f = 3.0;
+  l.operands[0] = (nrt_operand){.data = c, .dtype = NRT_FLOAT32, .strides = {0, N * 4, 4}};
+  l.operands[1] = (nrt_operand){.data = a, .dtype = NRT_FLOAT32, .strides = {0, K * 4, 4}};
+  l.operands[2] = (nrt_operand){.data = b, .dtype = NRT_FLOAT32, .strides = {0, N * 4, 4}};
+  l.operands[3] = (nrt_operand){.data = bias, .dtype = NRT_FLOAT32, .strides = {0, 0, 4}};
+  for (int ref = 0; ref < 2; ref++) {
+    nrt_kernels_set_reference(ref);
+    CHECK_OK(nrt_launch_run(&l));
+    int bad = 0;
+    for (int i = 0; i < M; i++)
+      for (int j = 0; j < N; j++) {
+        double want = 3.0 * bias[j];
+        for (int k = 0; k < K; k++) want += 2.0 * a[i * K + k] * b[k * N + j];
+        bad += c[i * N + j] != (float)want;
+      }
+    CHECK(bad == 0);
+  }
+  nrt_kernels_set_reference(false);
+}
+
+/* beta == 0 ignores the bias even when it holds NaN; K == 0 gives
+ * beta * bias. */
+static void test_gemm_beta_zero_and_empty_k(void) {
+  float a[4] = {1, 2, 3, 4}, b[4] = {1, 0, 0, 1}, c[4], bias[4];
+  for (int i = 0; i < 4; i++) bias[i] = NAN;
+  nrt_launch l;
+  memset(&l, 0, sizeof l);
+  l.op = NRT_OP(GEMM);
+  l.ndim = 4;
+  l.sizes[0] = 1; l.sizes[1] = 2; l.sizes[2] = 2; l.sizes[3] = 2;
+  l.noutputs = 1;
+  l.ninputs = 3;
+  l.compute_dtype = NRT_FLOAT32;
+  l.scalars[0].f = 1.0;
+  l.scalars[1].f = 0.0;
+  l.operands[0] = (nrt_operand){.data = c, .dtype = NRT_FLOAT32, .strides = {0, 8, 4}};
+  l.operands[1] = (nrt_operand){.data = a, .dtype = NRT_FLOAT32, .strides = {0, 8, 4}};
+  l.operands[2] = (nrt_operand){.data = b, .dtype = NRT_FLOAT32, .strides = {0, 8, 4}};
+  l.operands[3] = (nrt_operand){.data = bias, .dtype = NRT_FLOAT32, .strides = {0, 8, 4}};
+  for (int ref = 0; ref < 2; ref++) {
+    nrt_kernels_set_reference(ref);
+    for (int i = 0; i < 4; i++) c[i] = NAN;
+    CHECK_OK(nrt_launch_run(&l));
+    CHECK(c[0] == 1 && c[1] == 2 && c[2] == 3 && c[3] == 4);
+  }
+  /* K == 0: alpha * (empty sum) + beta * bias */
+  for (int i = 0; i < 4; i++) bias[i] = (float)i;
+  l.sizes[3] = 0;
+  l.scalars[1].f = 2.0;
+  for (int ref = 0; ref < 2; ref++) {
+    nrt_kernels_set_reference(ref);
+    for (int i = 0; i < 4; i++) c[i] = NAN;
+    CHECK_OK(nrt_launch_run(&l));
+    CHECK(c[0] == 0 && c[1] == 2 && c[2] == 4 && c[3] == 6);
+  }
+  nrt_kernels_set_reference(false);
+}
+
+static void test_gemm_int(void) {
+  enum { M = 5, N = 6, K = 7 };
+  int64_t a[M * K], b[K * N], c[M * N];
+  int32_t bias[N];
+  for (int i = 0; i < M * K; i++) a[i] = (int64_t)(i * 1000003) - 17000000; /* large values */
+  for (int i = 0; i < K * N; i++) b[i] = i % 9 - 4;
+  for (int j = 0; j < N; j++) bias[j] = j - 3;
+  nrt_launch l;
+  memset(&l, 0, sizeof l);
+  l.op = NRT_OP(GEMM);
+  l.ndim = 4;
+  l.sizes[0] = 1; l.sizes[1] = M; l.sizes[2] = N; l.sizes[3] = K;
+  l.noutputs = 1;
+  l.ninputs = 3;
+  l.compute_dtype = NRT_INT64;
+  l.scalars[0].i = 3;
+  l.scalars[1].i = -2;
+  l.operands[0] = (nrt_operand){.data = c, .dtype = NRT_INT64, .strides = {0, N * 8, 8}};
+  l.operands[1] = (nrt_operand){.data = a, .dtype = NRT_INT64, .strides = {0, K * 8, 8}};
+  l.operands[2] = (nrt_operand){.data = b, .dtype = NRT_INT64, .strides = {0, N * 8, 8}};
+  l.operands[3] = (nrt_operand){.data = bias, .dtype = NRT_INT32, .strides = {0, 0, 4}};
+  CHECK_OK(nrt_launch_run(&l));
+  int bad = 0;
+  for (int i = 0; i < M; i++)
+    for (int j = 0; j < N; j++) {
+      int64_t want = -2 * (int64_t)bias[j];
+      for (int k = 0; k < K; k++) want += 3 * a[i * K + k] * b[k * N + j];
+      bad += c[i * N + j] != want;
+    }
+  CHECK(bad == 0);
+}
+
+/* Big enough to be split across threads and K blocks. */
+static void test_gemm_large(void) {
+  gcase c = {.batch = 1, .m = 300, .n = 520, .k = 530, .adt = NRT_FLOAT32, .bdt = NRT_FLOAT32,
+             .cdt = NRT_FLOAT32, .alpha = 1.0, .tb = true};
+  run_case(&c);
+  c.cdt = NRT_BFLOAT16; /* converted C through the scratch tile */
+  c.bias = 1;
+  c.beta = 1.0;
+  run_case(&c);
+  /* bfloat16 operands: several K slices, the last one odd */
+  c.m = 45;
+  c.n = 70;
+  c.k = 1043;
+  c.adt = c.bdt = NRT_BFLOAT16;
+  run_case(&c);
+  c.tb = false;
+  run_case(&c);
+}
+
+int main(void) {
+  RUN_TEST(test_gemm_shapes);
+  RUN_TEST(test_gemm_bias_alpha_beta);
+  RUN_TEST(test_gemm_dtypes);
+  RUN_TEST(test_gemm_exact);
+  RUN_TEST(test_gemm_beta_zero_and_empty_k);
+  RUN_TEST(test_gemm_int);
+  RUN_TEST(test_gemm_large);
+  return TEST_RESULT();
+}

@@ -1,0 +1,369 @@
+/* Reduction kernel tests: fast path (rows and columns traversals, split
+ * reductions across threads) against the reference loop on random data in
+ * several layouts, and known results: NaN propagation and first-index
+ * rules of max/argmax, variance corrections, norms, logsumexp, empty
+ * reductions. */
+#include <stdint.h>
+#include <string.h>
+#include "testing.h"
+#include "kernels/common/common.h"
+
+static bool is_index_op(nrt_op op) {
+  return op == NRT_OP_ARGMAX || op == NRT_OP_ARGMIN || op == NRT_OP_MAX_WITH_INDEX ||
+         op == NRT_OP_MIN_WITH_INDEX;
+}
+
+/* A reduction over a row-major input of `ndim` dims; dims with mask bit
+ * set are reduced. The outputs are dense over the kept dims with stride 0
+ * along the reduced ones (TensorIterator's reduction layout). `transposed`
+ * stores the input with the first dim fastest; `reverse` hands the dims
+ * over fastest-first, as the glue does. */
+typedef struct rcase {
+  nrt_op op;
+  nrt_dtype in_dt, out_dt, compute;
+  int ndim;
+  int64_t sizes[4];
+  unsigned mask;
+  bool transposed, reverse;
+  double s0;
+  int64_t p0;
+  double lo, hi;
+  bool ints; /* integral input values */
+} rcase;
+
+static int run_rcase(const rcase *c, bool *out_ok_fast_equals_ref) {
+  int nd = c->ndim;
+  int64_t numel = 1, nout = 1;
+  for (int d = 0; d < nd; d++) {
+    numel *= c->sizes[d];
+    if (!(c->mask >> d & 1)) nout *= c->sizes[d];
+  }
+  size_t ies = nrt_dtype_size(c->in_dt), oes = nrt_dtype_size(c->out_dt);
+  void *in = calloc((size_t)numel + 1, ies);
+  for (int64_t i = 0; i < numel; i++) {
+    double v = nrt_test_uniform(c->lo, c->hi);
+    nrt_test_put(in, c->in_dt, i, c->ints ? floor(v) : v);
+  }
+  int64_t ist[4], ost[4], idst[4];
+  int64_t s = (int64_t)ies;
+  if (c->transposed)
+    for (int d = 0; d < nd; d++) { ist[d] = s; s *= c->sizes[d]; }
+  else
+    for (int d = nd - 1; d >= 0; d--) { ist[d] = s; s *= c->sizes[d]; }
+  int64_t so = (int64_t)oes, si = 8;
+  for (int d = nd - 1; d >= 0; d--) {
+    bool red = c->mask >> d & 1;
+    ost[d] = red ? 0 : so;
+    idst[d] = red ? 0 : si;
+    if (!red) { so *= c->sizes[d]; si *= c->sizes[d]; }
+  }
+  nrt_launch l;
+  memset(&l, 0, sizeof l);
+  l.op = c->op;
+  l.ndim = nd;
+  l.compute_dtype = c->compute;
+  l.scalars[0].f = c->s0;
+  l.params[0] = c->p0;
+  bool two = c->op == NRT_OP_MAX_WITH_INDEX || c->op == NRT_OP_MIN_WITH_INDEX;
+  bool idx_only = c->op == NRT_OP_ARGMAX || c->op == NRT_OP_ARGMIN;
+  l.noutputs = two ? 2 : 1;
+  l.ninputs = 1;
+  void *o[2][2];
+  for (int r = 0; r < 2; r++) {
+    o[r][0] = calloc((size_t)nout + 1, idx_only ? 8 : oes);
+    o[r][1] = calloc((size_t)nout + 1, 8);
+  }
+  for (int d = 0; d < nd; d++) {
+    int dd = c->reverse ? nd - 1 - d : d;
+    l.sizes[d] = c->sizes[dd];
+    l.operands[0].strides[d] = idx_only ? idst[dd] : ost[dd];
+    l.operands[1].strides[d] = idst[dd];
+    l.operands[l.noutputs].strides[d] = ist[dd];
+  }
+  l.operands[0].dtype = idx_only ? NRT_INT64 : c->out_dt;
+  l.operands[1].dtype = NRT_INT64;
+  l.operands[l.noutputs].dtype = c->in_dt;
+  l.operands[l.noutputs].data = in;
+  nrt_status st[2];
+  for (int r = 0; r < 2; r++) {
+    nrt_kernels_set_reference(r == 0);
+    l.operands[0].data = o[r][0];
+    if (two) l.operands[1].data = o[r][1];
+    st[r] = nrt_launch_run(&l);
+  }
+  nrt_kernels_set_reference(false);
+  int bad = 0;
+  if (st[0] != NRT_SUCCESS || st[1] != NRT_SUCCESS) {
+    fprintf(stderr, "%s: status %s / %s (%s)\n", nrt_op_name(c->op), nrt_status_name(st[0]),
+            nrt_status_name(st[1]), nrt_last_error_message());
+    bad = 1;
+  }
+  nrt_dtype vdt = idx_only ? NRT_INT64 : c->out_dt;
+  double tol = c->out_dt == NRT_BFLOAT16 ? 1.0 / 128 : (c->out_dt == NRT_FLOAT16 ? 1.0 / 1024 : 2e-6);
+  for (int64_t i = 0; i < nout && !bad; i++) {
+    double want = nrt_test_get(o[0][0], vdt, i), got = nrt_test_get(o[1][0], vdt, i);
+    /* logsumexp = max + log(sum) cancels near 0: error relative to the max */
+    double atol = c->op == NRT_OP_LOGSUMEXP ? 2e-5 : 1e-9;
+    bool ok = (want != want && got != got) || fabs(got - want) <= tol * fabs(want) + atol;
+    if (is_index_op(c->op) || !nrt_dtype_is_floating(c->compute)) ok = got == want || (want != want && got != got);
+    if (two) ok = ok && nrt_test_get(o[0][1], NRT_INT64, i) == nrt_test_get(o[1][1], NRT_INT64, i);
+    if (!ok) {
+      fprintf(stderr, "%s in %s dims %lld,%lld,%lld mask %u tr %d rev %d [%lld]: fast %.9g ref %.9g\n",
+              nrt_op_name(c->op), nrt_dtype_name(c->in_dt), (long long)c->sizes[0],
+              (long long)c->sizes[1], (long long)c->sizes[2], c->mask, c->transposed, c->reverse,
+              (long long)i, got, want);
+      bad = 1;
+    }
+  }
+  if (out_ok_fast_equals_ref) *out_ok_fast_equals_ref = !bad;
+  free(in);
+  for (int r = 0; r < 2; r++) { free(o[r][0]); free(o[r][1]); }
+  return bad;
+}
+
+static void test_fast_vs_reference(void) {
+  struct { nrt_op op; double s0; int64_t p0; double lo, hi; } ops[] = {
+      {NRT_OP_SUM, 0, 0, -1, 1},       {NRT_OP_PROD, 0, 0, 0.9, 1.1},  {NRT_OP_MEAN, 0, 0, -1, 1},
+      {NRT_OP_AMAX, 0, 0, -1, 1},      {NRT_OP_AMIN, 0, 0, -1, 1},     {NRT_OP_MAX_WITH_INDEX, 0, 0, -4, 4},
+      {NRT_OP_MIN_WITH_INDEX, 0, 0, -4, 4}, {NRT_OP_ARGMAX, 0, 0, -4, 4}, {NRT_OP_ARGMIN, 0, 0, -4, 4},
+      {NRT_OP_ALL, 0, 0, 0, 1.02},     {NRT_OP_ANY, 0, 0, -0.02, 0.01}, {NRT_OP_VAR, 1, 0, -1, 3},
+      {NRT_OP_VAR, 0, 1, -1, 3},       {NRT_OP_NORM, 2, 0, -1, 1},     {NRT_OP_NORM, 1, 0, -1, 1},
+      {NRT_OP_NORM, 0, 0, -1, 1},      {NRT_OP_NORM, INFINITY, 0, -1, 1}, {NRT_OP_NORM, -INFINITY, 0, -1, 1},
+      {NRT_OP_NORM, 3, 0, -1, 1},      {NRT_OP_LOGSUMEXP, 0, 0, -20, 20}};
+  /* (sizes, mask): full, last dim, first dim (columns), middle, two dims */
+  struct { int nd; int64_t s[3]; unsigned mask; } shapes[] = {
+      {1, {1000, 1, 1}, 1},   {2, {33, 257, 1}, 2}, {2, {257, 33, 1}, 1}, {3, {5, 70, 9}, 2},
+      {3, {6, 7, 130}, 5},   {2, {1, 255, 1}, 2},  {2, {7, 1, 1}, 1},    {3, {3, 4, 5}, 7},
+      {2, {3000, 40, 1}, 1}, {1, {70000, 1, 1}, 1}, {2, {70000, 3, 1}, 1}, {2, {5, 66000, 1}, 2},
+      {2, {3000, 3, 1}, 2},  {3, {40, 5, 6}, 4},   {2, {2, 40000, 1}, 1}};
+  int failures = 0;
+  for (size_t i = 0; i < sizeof ops / sizeof ops[0]; i++)
+    for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++)
+      for (int layout = 0; layout < 3; layout++) {
+        /* index ops on several reduced dims only in the given order */
+        if (is_index_op(ops[i].op) && __builtin_popcount(shapes[s].mask) > 1 && layout == 2) continue;
+        rcase c = {.op = ops[i].op, .in_dt = NRT_FLOAT32, .out_dt = NRT_FLOAT32,
+                   .compute = NRT_FLOAT32, .ndim = shapes[s].nd, .mask = shapes[s].mask,
+                   .transposed = layout == 1, .reverse = layout == 2, .s0 = ops[i].s0,
+                   .p0 = ops[i].p0, .lo = ops[i].lo, .hi = ops[i].hi};
+        memcpy(c.sizes, shapes[s].s, sizeof shapes[s].s);
+        if (ops[i].op == NRT_OP_ALL || ops[i].op == NRT_OP_ANY) c.out_dt = NRT_BOOL;
+        /* ties on purpose: small integer values repeat, so first-index rules matter */
+        if (is_index_op(ops[i].op)) c.ints = true;
+        if (ops[i].op == NRT_OP_PROD && shapes[s].s[0] > 1000) continue;
+        failures += run_rcase(&c, NULL);
+      }
+  CHECK(failures == 0);
+}
+
+static void test_dtypes(void) {
+  int failures = 0;
+  nrt_op ops[] = {NRT_OP_SUM, NRT_OP_AMAX, NRT_OP_ARGMIN, NRT_OP_PROD, NRT_OP_ALL, NRT_OP_ANY,
+                  NRT_OP_MAX_WITH_INDEX};
+  for (size_t i = 0; i < sizeof ops / sizeof ops[0]; i++) {
+    /* integers: int64 accumulation */
+    rcase c = {.op = ops[i], .in_dt = NRT_INT32, .out_dt = NRT_INT64, .compute = NRT_INT32, .ndim = 2,
+               .sizes = {37, 300}, .mask = 2, .lo = -1000, .hi = 1000, .ints = true};
+    if (ops[i] == NRT_OP_PROD) { c.lo = -2; c.hi = 3; }
+    if (ops[i] == NRT_OP_ALL || ops[i] == NRT_OP_ANY) { c.out_dt = NRT_BOOL; c.lo = 0; c.hi = 1.01; }
+    if (ops[i] == NRT_OP_MAX_WITH_INDEX || ops[i] == NRT_OP_AMAX) c.out_dt = NRT_INT32;
+    failures += run_rcase(&c, NULL);
+    c.mask = 1; /* columns */
+    failures += run_rcase(&c, NULL);
+  }
+  /* low precision in and out */
+  rcase c = {.op = NRT_OP_SUM, .in_dt = NRT_BFLOAT16, .out_dt = NRT_BFLOAT16, .compute = NRT_BFLOAT16,
+             .ndim = 2, .sizes = {20, 500}, .mask = 2, .lo = -1, .hi = 1};
+  failures += run_rcase(&c, NULL);
+  c.in_dt = c.out_dt = c.compute = NRT_FLOAT16;
+  c.op = NRT_OP_MEAN;
+  c.mask = 1;
+  failures += run_rcase(&c, NULL);
+  c.in_dt = NRT_FLOAT16;
+  c.out_dt = NRT_FLOAT32; /* sum(dtype=float32) of half */
+  c.op = NRT_OP_NORM;
+  c.s0 = 2;
+  failures += run_rcase(&c, NULL);
+  c.in_dt = c.out_dt = c.compute = NRT_FLOAT64;
+  c.op = NRT_OP_VAR;
+  c.s0 = 1;
+  failures += run_rcase(&c, NULL);
+  /* uint8 any/all give uint8 */
+  c = (rcase){.op = NRT_OP_ANY, .in_dt = NRT_UINT8, .out_dt = NRT_UINT8, .compute = NRT_UINT8, .ndim = 1,
+              .sizes = {100}, .mask = 1, .lo = 0, .hi = 1.02, .ints = true};
+  failures += run_rcase(&c, NULL);
+  CHECK(failures == 0);
+}
+
+/* ---- known values ------------------------------------------------------------------ */
+
+typedef struct res {
+  double v;
+  int64_t idx;
+} res;
+
+/* Reduces a float32 vector fully; returns value (and index for index ops). */
+static res reduce_vec(nrt_op op, const float *x, int64_t n, double s0, int64_t p0, nrt_status *st,
+                      bool reference) {
+  nrt_launch l;
+  memset(&l, 0, sizeof l);
+  l.op = op;
+  l.ndim = 1;
+  l.sizes[0] = n;
+  l.compute_dtype = NRT_FLOAT32;
+  l.scalars[0].f = s0;
+  l.params[0] = p0;
+  bool two = op == NRT_OP_MAX_WITH_INDEX || op == NRT_OP_MIN_WITH_INDEX;
+  bool idx_only = op == NRT_OP_ARGMAX || op == NRT_OP_ARGMIN;
+  l.noutputs = two ? 2 : 1;
+  l.ninputs = 1;
+  double v = -12345;
+  int64_t idx = -12345;
+  l.operands[0] = (nrt_operand){.data = idx_only ? (void *)&idx : (void *)&v,
+                                .dtype = idx_only ? NRT_INT64 : NRT_FLOAT64};
+  l.operands[1] = (nrt_operand){.data = &idx, .dtype = NRT_INT64};
+  l.operands[l.noutputs] = (nrt_operand){.data = (void *)x, .dtype = NRT_FLOAT32, .strides = {4}};
+  nrt_kernels_set_reference(reference);
+  *st = nrt_launch_run(&l);
+  nrt_kernels_set_reference(false);
+  return (res){v, idx};
+}
+
+#define BOTH(ref) for (int ref = 0; ref < 2; ref++)
+
+static void test_extremes_nan_and_ties(void) {
+  nrt_status st;
+  float a[6] = {1, 5, 3, 5, -2, 5};
+  BOTH(r) {
+    res m = reduce_vec(NRT_OP_MAX_WITH_INDEX, a, 6, 0, 0, &st, r);
+    CHECK_OK(st);
+    CHECK(m.v == 5 && m.idx == 1); /* first occurrence */
+    m = reduce_vec(NRT_OP_ARGMIN, a, 6, 0, 0, &st, r);
+    CHECK(m.idx == 4);
+  }
+  float b[5] = {1, NAN, 7, NAN, -1};
+  BOTH(r) {
+    res m = reduce_vec(NRT_OP_ARGMAX, b, 5, 0, 0, &st, r);
+    CHECK(m.idx == 1);
+    m = reduce_vec(NRT_OP_MIN_WITH_INDEX, b, 5, 0, 0, &st, r);
+    CHECK(m.v != m.v && m.idx == 1);
+    m = reduce_vec(NRT_OP_AMAX, b, 5, 0, 0, &st, r);
+    CHECK(m.v != m.v);
+    m = reduce_vec(NRT_OP_AMIN, b, 5, 0, 0, &st, r);
+    CHECK(m.v != m.v);
+  }
+  /* all -inf: index 0 */
+  float c[3] = {-INFINITY, -INFINITY, -INFINITY};
+  BOTH(r) {
+    res m = reduce_vec(NRT_OP_ARGMAX, c, 3, 0, 0, &st, r);
+    CHECK(m.idx == 0);
+  }
+  /* NaN late in a long vector, split across threads */
+  enum { N = 200000 };
+  float *big = malloc(sizeof(float) * N);
+  for (int i = 0; i < N; i++) big[i] = (float)(i % 1000);
+  big[150001] = 5000;
+  big[170000] = 5000;
+  BOTH(r) {
+    res m = reduce_vec(NRT_OP_ARGMAX, big, N, 0, 0, &st, r);
+    CHECK(m.idx == 150001);
+  }
+  big[180000] = NAN;
+  BOTH(r) {
+    res m = reduce_vec(NRT_OP_MAX_WITH_INDEX, big, N, 0, 0, &st, r);
+    CHECK(m.v != m.v && m.idx == 180000);
+  }
+  free(big);
+}
+
+static void test_sums_and_moments(void) {
+  nrt_status st;
+  float x[5] = {1, 2, 3, 4, 10};
+  BOTH(r) {
+    CHECK(reduce_vec(NRT_OP_SUM, x, 5, 0, 0, &st, r).v == 20);
+    CHECK(reduce_vec(NRT_OP_PROD, x, 5, 0, 0, &st, r).v == 240);
+    CHECK(reduce_vec(NRT_OP_MEAN, x, 5, 0, 0, &st, r).v == 4);
+    CHECK_NEAR(reduce_vec(NRT_OP_VAR, x, 5, 1, 0, &st, r).v, 12.5, 1e-12);
+    CHECK_NEAR(reduce_vec(NRT_OP_VAR, x, 5, 0, 0, &st, r).v, 10.0, 1e-12);
+    CHECK_NEAR(reduce_vec(NRT_OP_VAR, x, 5, 1, 1, &st, r).v, sqrt(12.5), 1e-12);
+    CHECK_NEAR(reduce_vec(NRT_OP_NORM, x, 5, 2, 0, &st, r).v, sqrt(130.0), 1e-12);
+    CHECK(reduce_vec(NRT_OP_NORM, x, 5, 1, 0, &st, r).v == 20);
+    CHECK(reduce_vec(NRT_OP_NORM, x, 5, INFINITY, 0, &st, r).v == 10);
+    CHECK(reduce_vec(NRT_OP_NORM, x, 5, -INFINITY, 0, &st, r).v == 1);
+    CHECK_NEAR(reduce_vec(NRT_OP_NORM, x, 5, 3, 0, &st, r).v, cbrt(1 + 8 + 27 + 64 + 1000.0), 1e-12);
+    CHECK_NEAR(reduce_vec(NRT_OP_LOGSUMEXP, x, 5, 0, 0, &st, r).v,
+               log(exp(1) + exp(2) + exp(3) + exp(4) + exp(10)), 1e-6);
+  }
+  /* one element with correction 1: 0/0 */
+  BOTH(r) CHECK(isnan(reduce_vec(NRT_OP_VAR, x, 1, 1, 0, &st, r).v));
+  /* p = 0 counts nonzeros, NaN included */
+  float z[4] = {0, 3, -0.0f, NAN};
+  BOTH(r) CHECK(reduce_vec(NRT_OP_NORM, z, 4, 0, 0, &st, r).v == 2);
+  /* logsumexp specials, as torch.logsumexp */
+  float li[3] = {-INFINITY, -INFINITY, -INFINITY}, lp[3] = {1, INFINITY, 2}, ln[2] = {1, NAN};
+  float large[2] = {1000, 1000};
+  BOTH(r) {
+    CHECK(reduce_vec(NRT_OP_LOGSUMEXP, li, 3, 0, 0, &st, r).v == -INFINITY);
+    CHECK(reduce_vec(NRT_OP_LOGSUMEXP, lp, 3, 0, 0, &st, r).v == INFINITY);
+    CHECK(isnan(reduce_vec(NRT_OP_LOGSUMEXP, ln, 2, 0, 0, &st, r).v));
+    CHECK_NEAR(reduce_vec(NRT_OP_LOGSUMEXP, large, 2, 0, 0, &st, r).v, 1000 + log(2.0), 1e-9);
+  }
+  /* a long float sum accumulates in double: 2^24 + many ones is exact */
+  enum { N = 100001 };
+  float *v = malloc(sizeof(float) * N);
+  v[0] = 16777216.0f;
+  for (int i = 1; i < N; i++) v[i] = 1.0f;
+  BOTH(r) CHECK(reduce_vec(NRT_OP_SUM, v, N, 0, 0, &st, r).v == 16777216.0 + (N - 1));
+  free(v);
+}
+
+static void test_empty(void) {
+  nrt_status st;
+  float dummy = 0;
+  BOTH(r) {
+    CHECK(reduce_vec(NRT_OP_SUM, &dummy, 0, 0, 0, &st, r).v == 0);
+    CHECK_OK(st);
+    CHECK(reduce_vec(NRT_OP_PROD, &dummy, 0, 0, 0, &st, r).v == 1);
+    CHECK(isnan(reduce_vec(NRT_OP_MEAN, &dummy, 0, 0, 0, &st, r).v));
+    CHECK(reduce_vec(NRT_OP_NORM, &dummy, 0, 2, 0, &st, r).v == 0);
+    CHECK(reduce_vec(NRT_OP_LOGSUMEXP, &dummy, 0, 0, 0, &st, r).v == -INFINITY);
+    reduce_vec(NRT_OP_AMAX, &dummy, 0, 0, 0, &st, r);
+    CHECK_STATUS(st, NRT_ERROR_INVALID_ARGUMENT);
+    reduce_vec(NRT_OP_ARGMIN, &dummy, 0, 0, 0, &st, r);
+    CHECK_STATUS(st, NRT_ERROR_INVALID_ARGUMENT);
+  }
+}
+
+static void test_int_sum_exact(void) {
+  int64_t x[3] = {(1ll << 62), 1, 2}, out = 0;
+  nrt_launch l = nrt_test_launch(NRT_OP_SUM, NRT_INT64, 1, (const int64_t[]){3}, 1, 1);
+  l.operands[0] = (nrt_operand){.data = &out, .dtype = NRT_INT64};
+  l.operands[1] = (nrt_operand){.data = x, .dtype = NRT_INT64, .strides = {8}};
+  BOTH(r) {
+    nrt_kernels_set_reference(r);
+    CHECK_OK(nrt_launch_run(&l));
+    CHECK(out == (1ll << 62) + 3);
+  }
+  nrt_kernels_set_reference(false);
+  /* ALL on floats with an integer compute dtype still tests != 0 */
+  float f[2] = {0.5f, -0.25f};
+  uint8_t b = 0;
+  l.op = NRT_OP_ALL;
+  l.sizes[0] = 2;
+  l.compute_dtype = NRT_BOOL;
+  l.operands[0] = (nrt_operand){.data = &b, .dtype = NRT_BOOL};
+  l.operands[1] = (nrt_operand){.data = f, .dtype = NRT_FLOAT32, .strides = {4}};
+  CHECK_OK(nrt_launch_run(&l));
+  CHECK(b == 1);
+}
+
+int main(void) {
+  nrt_test_seed(0xD1B54A32D192ED03ull);
+  RUN_TEST(test_fast_vs_reference);
+  RUN_TEST(test_dtypes);
+  RUN_TEST(test_extremes_nan_and_ties);
+  RUN_TEST(test_sums_and_moments);
+  RUN_TEST(test_empty);
+  RUN_TEST(test_int_sum_exact);
+  return TEST_RESULT();
+}
