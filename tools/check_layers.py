@@ -12,13 +12,20 @@ csrc/aten/<family>.cpp, its tests in runtime/tests/test_<family>*.c and
 tests/test_<family>*.py. A family's files include no other family's
 header; what families share lives in runtime/src/kernels/common/.
 
-Usage: python3 tools/check_layers.py [root]   (exit status 1 on a violation)
+With --objects DIR (the runtime's object files, e.g. build/rt) it also
+checks calls: no object uses a symbol defined in a higher layer or in
+another family's folder (nm's view, so a call through a hand-written
+prototype is caught too).
+
+Usage: python3 tools/check_layers.py [--objects build/rt]   (exit status 1 on a violation)
 """
+import argparse
 import pathlib
 import re
+import subprocess
 import sys
 
-ROOT = pathlib.Path(sys.argv[1] if len(sys.argv) > 1 else pathlib.Path(__file__).resolve().parent.parent)
+ROOT = pathlib.Path(__file__).resolve().parent.parent
 INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"', re.M)
 
 RUNTIME_LAYERS = ["core", "exec", "memory", "kernels", "api"]
@@ -124,10 +131,46 @@ def check_csrc(errors):
             errors.append(f"family {fam}: no pytest tests/test_{fam}*.py")
 
 
+def check_objects(objdir, errors):
+    """Calls between the runtime's objects follow the same rules as includes."""
+    defined, used = {}, []
+    for obj in sorted(objdir.rglob("*.o")):
+        rel = obj.relative_to(objdir).with_suffix(".c")
+        if not (ROOT / "runtime/src" / rel).exists():
+            continue  # a stale object of a moved source
+        out = subprocess.run(["nm", str(obj)], capture_output=True, text=True, check=True).stdout
+        for line in out.splitlines():
+            parts = line.split()
+            if len(parts) == 3 and parts[1] in "TDBR":
+                defined[parts[2]] = rel
+            elif len(parts) == 2 and parts[0] == "U":
+                used.append((rel, parts[1]))
+    for rel, sym in used:
+        home = defined.get(sym)
+        if home is None or home == rel:
+            continue
+        mine, theirs = rel.parts[0], home.parts[0]
+        if mine not in RUNTIME_LAYERS or theirs not in RUNTIME_LAYERS:
+            continue
+        if RUNTIME_LAYERS.index(theirs) > RUNTIME_LAYERS.index(mine):
+            errors.append(f"runtime/src/{rel}: calls {sym} of a higher layer (runtime/src/{home})")
+        elif mine == theirs == "kernels":
+            a, b = runtime_family(rel), runtime_family(home)
+            if b is not None and a != b and not ({a, b} <= {"pointwise"} | POINTWISE_FAMILIES):
+                errors.append(f"runtime/src/{rel}: calls {sym} of family {b} (runtime/src/{home})")
+            if a is None and b is not None:
+                errors.append(f"runtime/src/{rel}: kernels/common calls {sym} of family {b}")
+
+
 def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--objects", type=pathlib.Path, help="runtime object folder to check calls in")
+    args = ap.parse_args()
     errors = []
     check_runtime(errors)
     check_csrc(errors)
+    if args.objects:
+        check_objects(args.objects, errors)
     for e in errors:
         print("layering:", e)
     if errors:

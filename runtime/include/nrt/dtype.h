@@ -1,4 +1,4 @@
-/* Element types the device stores. Computation rules (see DESIGN.md 3):
+/* Element types the device stores. Computation rules (the README's "How the device behaves"):
  * floating types compute in float32 (float64 too: the hardware has no
  * float64 units, so it runs at float32 precision and keeps its dtype);
  * integer and bool types compute in int64. Complex types store interleaved
