@@ -3,7 +3,7 @@ the float64 rule."""
 import torch
 
 import torch_neuronx
-from conftest import run_python
+from helpers import run_python
 
 NEURON_API = ["is_available", "is_initialized", "init", "device_count", "current_device", "set_device", "device",
               "synchronize", "get_device_name", "get_device_properties", "Stream", "Event", "stream",

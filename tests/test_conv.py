@@ -1,7 +1,7 @@
 """Convolution, pooling, batch norm and group norm on the neuron device:
 forward and backward against PyTorch on the CPU, with zero CPU fallbacks.
 
-Tolerances (documented here, used by `close`):
+Tolerances (helpers.close_scaled, helpers.TOL_ACCUMULATED):
   float32   rtol 1e-4, atol 1e-4 x max|reference| (convolutions sum up to a
             few thousand products; both sides accumulate in float32, in a
             different order)
@@ -15,44 +15,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 import torch_neuronx
-from conftest import assert_no_fallbacks
-
-TOL = {torch.float32: (1e-4, 1e-4), torch.bfloat16: (2e-2, 2e-2)}
-
-
-def close(dev, ref, dtype=torch.float32, scale=1.0):
-    rtol, atol = TOL[dtype]
-    ref = ref.detach()
-    dev = dev.detach().cpu()
-    assert dev.dtype == ref.dtype, (dev.dtype, ref.dtype)
-    mag = ref.float().abs().max().item() if ref.numel() else 1.0
-    torch.testing.assert_close(dev.float(), ref.float(), rtol=rtol * scale, atol=atol * scale * max(mag, 1e-3))
-
-
-def run_both(fn, *tensors, dtype=torch.float32, grad=True, grad_scale=1.0):
-    """fn(*tensors) on CPU and on the device (leaf copies requiring grad);
-    compares the outputs and, with `grad`, the gradients of every input for
-    a random output gradient."""
-    cpu = [t.detach().to(dtype).requires_grad_(grad and t.is_floating_point()) for t in tensors]
-    dev = [t.detach().to(dtype).neuron().requires_grad_(grad and t.is_floating_point()) for t in tensors]
-    out_c, out_d = fn(*cpu), fn(*dev)
-    if isinstance(out_c, torch.Tensor):
-        out_c, out_d = (out_c,), (out_d,)
-    for a, b in zip(out_d, out_c):
-        if b.is_floating_point():
-            close(a, b, dtype)
-        else:
-            assert torch.equal(a.cpu(), b)
-    if grad:
-        g = [torch.randn_like(o) for o in out_c if o.is_floating_point() and o.requires_grad]
-        outs_c = [o for o in out_c if o.is_floating_point() and o.requires_grad]
-        outs_d = [o for o in out_d if o.is_floating_point() and o.requires_grad]
-        torch.autograd.backward(outs_c, g)
-        torch.autograd.backward(outs_d, [x.neuron() for x in g])
-        for a, b in zip(dev, cpu):
-            if b.grad is not None:
-                close(a.grad, b.grad, dtype, scale=grad_scale)
-    return out_d, out_c
+from helpers import assert_no_fallbacks, close_scaled, run_both
 
 
 def conv_weight(cout, cin_g, *k):
@@ -147,7 +110,7 @@ def test_conv_channels_last():
     w_cl = w.contiguous(memory_format=torch.channels_last)
     y = F.conv2d(x.contiguous().neuron(), w_cl.neuron())
     assert y.is_contiguous(memory_format=torch.channels_last)
-    close(y, F.conv2d(x.contiguous(), w_cl))
+    close_scaled(y, F.conv2d(x.contiguous(), w_cl))
     assert_no_fallbacks()
 
 
@@ -187,7 +150,7 @@ def test_conv_transpose_output_padding_beyond_stride():
 def test_conv_unbatched_and_empty_batch():
     x = torch.randn(3, 8, 8)
     w = conv_weight(4, 3, 3, 3)
-    close(F.conv2d(x.neuron(), w.neuron(), padding=1), F.conv2d(x, w, padding=1))
+    close_scaled(F.conv2d(x.neuron(), w.neuron(), padding=1), F.conv2d(x, w, padding=1))
     e = torch.randn(0, 3, 8, 8)
     assert F.conv2d(e.neuron(), w.neuron()).shape == F.conv2d(e, w).shape
 
@@ -302,8 +265,8 @@ def test_batch_norm_train_updates_running_stats(dtype, shape):
     run_both(lambda x, w, b: F.batch_norm(x, rm_c if x.device.type == "cpu" else rm_d,
                                           rv_c if x.device.type == "cpu" else rv_d, w, b, True, 0.1, 1e-5),
              x, w, b, dtype=dtype)
-    close(rm_d, rm_c, dtype)
-    close(rv_d, rv_c, dtype)
+    close_scaled(rm_d, rm_c, dtype)
+    close_scaled(rv_d, rv_c, dtype)
     assert_no_fallbacks()
     assert "aten::native_batch_norm_backward" in torch_neuronx.get_executed_ops()
 
@@ -330,9 +293,9 @@ def test_batch_norm_modules_and_channels_last():
         for train in (True, False):
             mod.train(train)
             dev.train(train)
-            close(dev(x.neuron()), mod(x))
-        close(dev.running_mean, mod.running_mean)
-        close(dev.running_var, mod.running_var)
+            close_scaled(dev(x.neuron()), mod(x))
+        close_scaled(dev.running_mean, mod.running_mean)
+        close_scaled(dev.running_var, mod.running_var)
         assert dev.num_batches_tracked.item() == mod.num_batches_tracked.item()
     xc = torch.randn(4, 6, 5, 5).to(memory_format=torch.channels_last)
     out_d, _ = run_both(lambda x: F.batch_norm(x, None, None, training=True), xc)
@@ -349,9 +312,9 @@ def test_batch_norm_mixed_precision_params():
                                          1e-5)
     yc, mc, vc = torch.native_batch_norm(x, w, b, rm, rv, True, 0.1, 1e-5)
     assert (yd.dtype, md.dtype, vd.dtype) == (yc.dtype, mc.dtype, vc.dtype)
-    close(yd, yc, torch.bfloat16)
-    close(md, mc)
-    close(vd, vc)
+    close_scaled(yd, yc, torch.bfloat16)
+    close_scaled(md, mc)
+    close_scaled(vd, vc)
 
 
 def test_batch_norm_errors():
@@ -428,7 +391,7 @@ def test_resnet_training_step_native():
             torch.testing.assert_close(q.cpu(), p, rtol=1e-3, atol=1e-4, msg=name)
     ref.eval()
     dev.eval()
-    close(dev(x.neuron()), ref(x))
+    close_scaled(dev(x.neuron()), ref(x))
     assert_no_fallbacks()
 
 
@@ -442,9 +405,9 @@ def test_vit_patch_embed_and_group_norm_block():
     x = torch.randn(2, 3, 32, 32)
     yc = gn(patch(x)).flatten(2).transpose(1, 2)
     yd = devg(devp(x.neuron())).flatten(2).transpose(1, 2)
-    close(yd, yc)
+    close_scaled(yd, yc)
     yc.square().mean().backward()
     yd.square().mean().backward()
-    close(devp.weight.grad, patch.weight.grad)
-    close(devg.weight.grad, gn.weight.grad)
+    close_scaled(devp.weight.grad, patch.weight.grad)
+    close_scaled(devg.weight.grad, gn.weight.grad)
     assert_no_fallbacks()

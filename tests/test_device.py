@@ -3,7 +3,7 @@ import os
 import pytest
 import torch
 
-from conftest import run_python
+from helpers import run_python
 
 
 def test_default_four_logical_cores():

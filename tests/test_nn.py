@@ -3,36 +3,31 @@ threshold, shrink, logit, nan_to_num, signbit, angle, PReLU, RReLU, GLU and the
 Huber, smooth-L1 and BCE losses, forward and backward against PyTorch on the
 CPU with zero CPU fallbacks.
 
-Tolerances: float32 rtol/atol 1e-5 (one rounding of the same formula, or a
-mean in another summation order); bfloat16 2e-2 (both sides compute in float32
-and round the result).
+Tolerances: helpers.TOL_ROUNDED_ONCE (float32 1e-5: one rounding of the same
+formula, or a mean in another summation order; bfloat16 2e-2: both sides
+compute in float32 and round the result; other dtypes exact).
 """
 import pytest
 import torch
 import torch.nn.functional as F
 
-from conftest import assert_no_fallbacks
-
-TOL = {torch.float32: 1e-5, torch.bfloat16: 2e-2}
+from helpers import TOL_ROUNDED_ONCE, assert_no_fallbacks, tol_kw
+from helpers import seeded_randn as rnd
 
 
 def check(fn, *tensors, dtype=torch.float32, grad=True):
     cpu = [t.detach().clone().to(dtype).requires_grad_(grad and t.is_floating_point()) for t in tensors]
     dev = [t.to(dtype).to("neuron").requires_grad_(grad and t.is_floating_point()) for t in tensors]
     oc, od = fn(*cpu), fn(*dev)
-    tol = TOL.get(dtype, 0)
-    torch.testing.assert_close(od.cpu(), oc, rtol=tol, atol=tol, equal_nan=True)
+    tol = tol_kw(TOL_ROUNDED_ONCE, dtype, (0, 0))
+    torch.testing.assert_close(od.cpu(), oc, **tol, equal_nan=True)
     if grad and oc.requires_grad:
         w = torch.randn(oc.shape, generator=torch.Generator().manual_seed(3)).to(oc.dtype)
         gc = torch.autograd.grad((oc * w).sum(), [t for t in cpu if t.requires_grad])
         gd = torch.autograd.grad((od * w.to("neuron")).sum(), [t for t in dev if t.requires_grad])
         for a, b in zip(gd, gc):
-            torch.testing.assert_close(a.cpu(), b, rtol=tol, atol=tol, equal_nan=True)
+            torch.testing.assert_close(a.cpu(), b, **tol, equal_nan=True)
     assert_no_fallbacks()
-
-
-def rnd(*shape, seed=0):
-    return torch.randn(*shape, generator=torch.Generator().manual_seed(seed))
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])

@@ -6,17 +6,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from conftest import assert_no_fallbacks
-
-TOL = {torch.float32: dict(rtol=1.3e-6 * 10, atol=1e-5), torch.bfloat16: dict(rtol=1.6e-2, atol=1e-2),
-       torch.float16: dict(rtol=1e-3, atol=1e-3)}
-
-
-def close(dev, ref, dtype=torch.float32, **kw):
-    tol = dict(TOL.get(dtype, dict(rtol=1e-5, atol=1e-5)))
-    tol.update(kw)
-    assert dev.device.type == "neuron"
-    torch.testing.assert_close(dev.cpu(), ref, **tol)
+from helpers import assert_no_fallbacks, close
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float16])

@@ -5,7 +5,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from conftest import assert_no_fallbacks
+from helpers import assert_no_fallbacks
 
 
 def test_manual_seed_reproducible():
