@@ -119,3 +119,30 @@ def test_rrelu():
 def test_glu_odd_dimension_raises():
     with pytest.raises(RuntimeError, match="Halving dimension must be even"):
         F.glu(torch.ones(3, 5).to("neuron"), dim=1)
+
+
+def test_addr_rounds_once_and_follows_beta_rules():
+    # One fused kernel: bfloat16 rounds once, so the result is within half
+    # an ulp-ish of the exact value, which the CPU's four roundings are not.
+    g = torch.Generator().manual_seed(0)
+    s, a, b = (torch.randn(*sh, generator=g) for sh in ((5, 10), (5,), (10,)))
+    exact = 0.6 * s.double() + 0.2 * torch.outer(a.double(), b.double())
+    for dt, tol in ((torch.float32, 1e-6), (torch.bfloat16, 2 ** -8)):
+        got = torch.addr(s.to(dt).neuron(), a.to(dt).neuron(), b.to(dt).neuron(), beta=0.6, alpha=0.2).cpu()
+        ref = 0.6 * s.to(dt).double() + 0.2 * torch.outer(a.to(dt).double(), b.to(dt).double())
+        torch.testing.assert_close(got.double(), ref, rtol=tol, atol=tol)
+    # beta = 0 ignores self, NaN included; broadcasting self; integers; bool.
+    nan = torch.full((5, 10), float("nan"))
+    torch.testing.assert_close(torch.addr(nan.neuron(), a.neuron(), b.neuron(), beta=0).cpu(), torch.outer(a, b))
+    torch.testing.assert_close(torch.addr(s[0].neuron(), a.neuron(), b.neuron()).cpu(), torch.addr(s[0], a, b))
+    i1, i2 = torch.arange(4), torch.arange(3)
+    assert torch.equal(torch.addr(torch.ones(4, 3, dtype=torch.long).neuron(), i1.neuron(), i2.neuron(), beta=2,
+                                  alpha=3).cpu(), torch.addr(torch.ones(4, 3, dtype=torch.long), i1, i2, beta=2, alpha=3))
+    bb = torch.tensor([True, False])
+    assert torch.equal(torch.addr(torch.zeros(2, 2, dtype=torch.bool).neuron(), bb.neuron(), bb.neuron()).cpu(),
+                       torch.addr(torch.zeros(2, 2, dtype=torch.bool), bb, bb))
+    with pytest.raises(RuntimeError, match="must not be a floating point"):
+        torch.addr(torch.ones(4, 3, dtype=torch.long).neuron(), i1.neuron(), i2.neuron(), beta=0.5)
+    with pytest.raises(RuntimeError, match="1-D argument vec1"):
+        torch.addr(s.neuron(), s.neuron(), b.neuron())
+    assert_no_fallbacks()

@@ -14,7 +14,7 @@ import torch
 import torch.nn.functional as F
 
 import torch_neuronx  # noqa: F401
-from helpers import TOL_INTERPOLATION, assert_no_fallbacks
+from helpers import TOL_INTERPOLATION, assert_no_fallbacks, close
 
 
 def run_both(fn, x, dtype=torch.float32, exact=False):
@@ -178,4 +178,30 @@ def test_fractional_max_pool(dtype, nsp, shape, k, o):
     yd.backward(g.neuron())
     rtol, atol = TOL_INTERPOLATION[dtype]
     torch.testing.assert_close(xd.grad.cpu(), xc.grad, rtol=rtol, atol=atol * 4)
+    assert_no_fallbacks()
+
+
+@pytest.mark.parametrize("kw", [dict(scale_factor=2), dict(size=(11, 4)), dict(scale_factor=1.7)])
+def test_upsample_nearest(kw):
+    x = torch.randn(2, 3, 5, 7, requires_grad=True)
+    xd = x.detach().neuron().requires_grad_()
+    y, yd = F.interpolate(x, mode="nearest", **kw), F.interpolate(xd, mode="nearest", **kw)
+    assert torch.equal(yd.cpu(), y.detach())
+    y.pow(2).sum().backward()
+    yd.pow(2).sum().backward()
+    close(xd.grad, x.grad)
+    assert_no_fallbacks()
+
+
+@pytest.mark.parametrize("mode", ["reflect", "replicate"])
+@pytest.mark.parametrize("shape,pad", [((3, 5, 7), (2, 3)), ((2, 3, 5, 7), (1, 2, 3, 1)),
+                                       ((1, 2, 3, 5, 7), (1, 1, 2, 0, 1, 1))])
+def test_reflection_replication_pad(mode, shape, pad):
+    x = torch.randn(*shape, requires_grad=True)
+    xd = x.detach().neuron().requires_grad_()
+    y, yd = F.pad(x, pad, mode=mode), F.pad(xd, pad, mode=mode)
+    assert torch.equal(yd.cpu(), y.detach())
+    y.pow(2).sum().backward()
+    yd.pow(2).sum().backward()
+    close(xd.grad, x.grad)
     assert_no_fallbacks()
