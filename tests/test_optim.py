@@ -3,9 +3,9 @@ foreach and fused forms, and clip_grad_norm_, against the same steps on the
 CPU with zero CPU fallbacks."""
 import pytest
 import torch
-import torch.nn.functional as F
+import torch.nn as nn
 
-from helpers import assert_no_fallbacks, close
+from helpers import assert_no_fallbacks, close, cpu_and_neuron, mse_steps
 
 
 @pytest.mark.parametrize("opt_name,kw", [("SGD", dict(lr=0.1, momentum=0.9, nesterov=True, weight_decay=0.01)),
@@ -14,18 +14,10 @@ from helpers import assert_no_fallbacks, close
 @pytest.mark.parametrize("impl", ["foreach", "fused"])
 def test_optimizers_native(opt_name, kw, impl):
     torch.manual_seed(0)
-    ref = torch.nn.Sequential(torch.nn.Linear(6, 8), torch.nn.Tanh(), torch.nn.Linear(8, 2))
-    dev = torch.nn.Sequential(torch.nn.Linear(6, 8), torch.nn.Tanh(), torch.nn.Linear(8, 2))
-    dev.load_state_dict(ref.state_dict())
-    dev.neuron()
+    ref, dev = cpu_and_neuron(lambda: nn.Sequential(nn.Linear(6, 8), nn.Tanh(), nn.Linear(8, 2)))
     x, y = torch.randn(16, 6), torch.randn(16, 2)
     for m, xx, yy in ((ref, x, y), (dev, x.neuron(), y.neuron())):
-        opt = getattr(torch.optim, opt_name)(m.parameters(), **kw, **{impl: True})
-        for _ in range(4):
-            loss = F.mse_loss(m(xx), yy)
-            opt.zero_grad()
-            loss.backward()
-            opt.step()
+        mse_steps(m, xx, yy, getattr(torch.optim, opt_name)(m.parameters(), **kw, **{impl: True}), steps=4)
     for p, q in zip(ref.parameters(), dev.parameters()):
         close(q, p.detach(), atol=1e-5, rtol=1e-4)
     assert_no_fallbacks()

@@ -6,7 +6,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from helpers import assert_no_fallbacks, close, close_scaled
+from helpers import assert_no_fallbacks, close, close_scaled, cpu_and_neuron, mse_steps
 
 
 def test_mlp_forward_native():
@@ -27,18 +27,10 @@ def test_mlp_forward_native():
 
 def test_mlp_training_step_native():
     torch.manual_seed(0)
-    model = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.Tanh(), torch.nn.Linear(16, 1))
-    dev = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.Tanh(), torch.nn.Linear(16, 1))
-    dev.load_state_dict(model.state_dict())
-    dev.neuron()
+    model, dev = cpu_and_neuron(lambda: nn.Sequential(nn.Linear(8, 16), nn.Tanh(), nn.Linear(16, 1)))
     x, y = torch.randn(32, 8), torch.randn(32, 1)
     for m, xx, yy in ((model, x, y), (dev, x.neuron(), y.neuron())):
-        opt = torch.optim.SGD(m.parameters(), lr=0.1, momentum=0.9)
-        for _ in range(3):
-            loss = F.mse_loss(m(xx), yy)
-            opt.zero_grad()
-            loss.backward()
-            opt.step()
+        mse_steps(m, xx, yy, torch.optim.SGD(m.parameters(), lr=0.1, momentum=0.9), steps=3)
     for p, q in zip(model.parameters(), dev.parameters()):
         close(q, p.detach(), atol=1e-5)
 
@@ -68,9 +60,7 @@ def tiny_resnet():
 
 def test_resnet_training_step_native():
     torch.manual_seed(0)
-    ref = tiny_resnet()
-    dev = tiny_resnet().neuron()
-    dev.load_state_dict(ref.state_dict())
+    ref, dev = cpu_and_neuron(tiny_resnet)
     x, target = torch.randn(4, 3, 32, 32), torch.randint(0, 10, (4,))
     opt_c = torch.optim.SGD(ref.parameters(), lr=0.1, momentum=0.9)
     opt_d = torch.optim.SGD(dev.parameters(), lr=0.1, momentum=0.9)
