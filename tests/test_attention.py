@@ -1,4 +1,4 @@
-"""Fused scaled_dot_product_attention on neuron (ops_attention.cpp, kernels/attention*.c).
+"""ATTENTION family: fused scaled_dot_product_attention on neuron.
 
 Every case compares forward and backward (dq, dk, dv, and the float mask's
 gradient) with PyTorch's CPU math backend, checks that the fused

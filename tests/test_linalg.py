@@ -1,6 +1,7 @@
-"""Matrix decompositions on neuron (ops_decomp.cpp, kernels/decomp*.c):
-every result is compared with PyTorch's CPU (LAPACK), and nothing may fall
-back. Singular/eigen vectors are unique only up to sign, so they are checked
+"""LINALG family: matrix decompositions (LU, QR, SVD, eigh, LDL), the solves,
+inverses and determinants built on them, Cholesky and triangular solves,
+lstsq and matrix_exp. Every result is compared with PyTorch's CPU (LAPACK),
+and nothing may fall back. Singular/eigen vectors are unique only up to sign, so they are checked
 through sign-invariant quantities (reconstruction, |U|, projectors).
 Tolerances: helpers.TOL_ACCUMULATED (float32 1e-4); a few solves, inverses
 and gradients of them get 1e-3 at the assertion."""

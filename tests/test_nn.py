@@ -1,7 +1,6 @@
-"""The NN op family (csrc/ops_activation.cpp, runtime kernels/nn_pointwise.c):
-threshold, shrink, logit, nan_to_num, signbit, angle, PReLU, RReLU, GLU and the
-Huber, smooth-L1 and BCE losses, forward and backward against PyTorch on the
-CPU with zero CPU fallbacks.
+"""NN family: threshold, shrink, logit, nan_to_num, signbit, angle, PReLU,
+RReLU, GLU, the Huber, smooth-L1 and BCE losses, and addr, forward and
+backward against PyTorch on the CPU with zero CPU fallbacks.
 
 Tolerances: helpers.TOL_ROUNDED_ONCE (float32 1e-5: one rounding of the same
 formula, or a mean in another summation order; bfloat16 2e-2: both sides
