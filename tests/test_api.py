@@ -1,9 +1,11 @@
 """The torch.neuron module surface (AWS TorchNeuron / torch.cuda names) and
 the float64 rule."""
+import warnings
+
 import torch
 
 import torch_neuronx
-from conftest import run_python
+from helpers import run_python
 
 NEURON_API = ["is_available", "is_initialized", "init", "device_count", "current_device", "set_device", "device",
               "synchronize", "get_device_name", "get_device_properties", "Stream", "Event", "stream",
@@ -61,3 +63,12 @@ def test_float64_rule():
     """)
     assert r.returncode == 0, r.stderr
     assert r.stdout.split() == ["1", "torch.float64", "True", "True"]
+
+
+def test_float64_warns_once_and_keeps_dtype():
+    x = torch.tensor([1.0, 2.0], dtype=torch.float64)
+    with warnings.catch_warnings(record=True) as w:
+        warnings.simplefilter("always")
+        y = x.neuron() * 3
+    assert y.dtype == torch.float64
+    assert torch.equal(y.cpu(), x * 3)

@@ -1,4 +1,4 @@
-"""Fused scaled_dot_product_attention on neuron (ops_attention.cpp, kernels/attention*.c).
+"""ATTENTION family: fused scaled_dot_product_attention on neuron.
 
 Every case compares forward and backward (dq, dk, dv, and the float mask's
 gradient) with PyTorch's CPU math backend, checks that the fused
@@ -7,6 +7,7 @@ the CPU. Dropout is checked through its mask: with zero queries and keys
 (uniform attention) and value = identity, out * S is exactly the dropout
 multiplier matrix, which is then fed to the CPU math backend's dropout_mask
 argument to check the rest of the forward and the backward.
+Tolerances: helpers.TOL_ATTENTION.
 """
 import pytest
 import torch
@@ -14,12 +15,11 @@ import torch.nn.functional as F
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
 import torch_neuronx
-from conftest import assert_no_fallbacks
+from helpers import TOL_ATTENTION, assert_no_fallbacks, tol_kw
 
 FWD = "aten::_scaled_dot_product_fused_attention_overrideable"
 BWD = "aten::_scaled_dot_product_fused_attention_overrideable_backward"
-TOL = {torch.float32: dict(atol=2e-5, rtol=2e-4), torch.bfloat16: dict(atol=2e-2, rtol=2e-2),
-       torch.float16: dict(atol=2e-3, rtol=2e-3)}
+TOL = {dtype: tol_kw(TOL_ATTENTION, dtype) for dtype in TOL_ATTENTION}
 
 
 def _cpu_math(q, k, v, grad, **kw):

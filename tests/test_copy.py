@@ -3,7 +3,7 @@ conversion, non_blocking with pinned memory."""
 import pytest
 import torch
 
-from conftest import assert_no_fallbacks
+from helpers import assert_no_fallbacks
 
 DTYPES = [torch.float32, torch.bfloat16, torch.float16, torch.float64, torch.int8, torch.uint8, torch.int16,
           torch.int32, torch.int64, torch.bool]

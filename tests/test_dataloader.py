@@ -2,7 +2,7 @@
 import torch
 from torch.utils.data import DataLoader, TensorDataset
 
-from conftest import run_python
+from helpers import run_python
 
 
 def test_dataloader_workers_feed_device():

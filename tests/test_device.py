@@ -3,7 +3,7 @@ import os
 import pytest
 import torch
 
-from conftest import run_python
+from helpers import close, run_python
 
 
 def test_default_four_logical_cores():
@@ -89,3 +89,13 @@ def test_tensor_methods():
     assert m.weight.is_neuron
     st = x.untyped_storage().neuron()
     assert st.device.type == "neuron"
+
+
+def test_mixing_devices_is_an_error():
+    a = torch.randn(3).neuron()
+    with pytest.raises(RuntimeError, match="same device"):
+        a + torch.randn(3)
+    with pytest.raises(RuntimeError, match="same device"):
+        a @ torch.randn(3, 3)  # noqa: B018
+    # A CPU scalar (0-dim) is allowed, as with CUDA.
+    close(a + torch.tensor(2.0), a.cpu() + 2)

@@ -4,7 +4,7 @@ import warnings
 import torch
 
 import torch_neuronx
-from conftest import run_python
+from helpers import run_python
 
 # An op with a CPU kernel only, defined here so that the test does not depend
 # on which ATen ops happen to lack a native kernel: on neuron tensors it can

@@ -4,7 +4,7 @@ import pytest
 import torch
 from torch.func import functional_call, grad, jacrev, vmap
 
-from conftest import assert_no_fallbacks
+from helpers import assert_no_fallbacks
 
 
 def test_func_grad_vmap_jacrev_functional_call():

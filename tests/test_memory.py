@@ -4,7 +4,7 @@ import gc
 import pytest
 import torch
 
-from conftest import run_python
+from helpers import run_python
 
 MiB = 1 << 20
 

@@ -3,20 +3,18 @@ linear, bilinear, trilinear, bicubic, antialiased), max unpooling,
 nn.functional.unfold / fold and Tensor.unfold's backward, forward and
 backward against PyTorch on the CPU, with zero CPU fallbacks.
 
-Tolerances: float32 rtol/atol 1e-5 (both sides sum at most a few dozen
-float32 products, in different orders); bfloat16 2e-2 (both sides compute in
-float32 and round once per result; the CPU's separable bicubic rounds its
-intermediate pass to bfloat16 as well). Nearest modes and unpooling are
-copies and must match exactly.
+Tolerances: helpers.TOL_INTERPOLATION (float32 1e-5: both sides sum at most
+a few dozen float32 products, in different orders; bfloat16 2e-2: both sides
+compute in float32 and round once per result, the CPU's separable bicubic
+rounds its intermediate pass to bfloat16 as well; gradients 4x the atol).
+Nearest modes and unpooling are copies and must match exactly.
 """
 import pytest
 import torch
 import torch.nn.functional as F
 
 import torch_neuronx  # noqa: F401
-from conftest import assert_no_fallbacks
-
-TOL = {torch.float32: (1e-5, 1e-5), torch.bfloat16: (2e-2, 2e-2), torch.float16: (2.5e-3, 2.5e-3)}
+from helpers import TOL_INTERPOLATION, assert_no_fallbacks, close
 
 
 def run_both(fn, x, dtype=torch.float32, exact=False):
@@ -24,12 +22,12 @@ def run_both(fn, x, dtype=torch.float32, exact=False):
     xc = x.detach().to(dtype).requires_grad_(True)
     xd = x.detach().to(dtype).neuron().requires_grad_(True)
     yc, yd = fn(xc), fn(xd)
-    rtol, atol = (0, 0) if exact else TOL[dtype]
+    rtol, atol = (0, 0) if exact else TOL_INTERPOLATION[dtype]
     torch.testing.assert_close(yd.detach().cpu(), yc.detach(), rtol=rtol, atol=atol)
     g = torch.randn_like(yc)
     yc.backward(g)
     yd.backward(g.neuron())
-    rtol, atol = TOL[dtype]
+    rtol, atol = TOL_INTERPOLATION[dtype]
     torch.testing.assert_close(xd.grad.cpu(), xc.grad, rtol=rtol, atol=atol * 4)
 
 
@@ -178,6 +176,32 @@ def test_fractional_max_pool(dtype, nsp, shape, k, o):
     g = torch.randn_like(yc)
     yc.backward(g)
     yd.backward(g.neuron())
-    rtol, atol = TOL[dtype]
+    rtol, atol = TOL_INTERPOLATION[dtype]
     torch.testing.assert_close(xd.grad.cpu(), xc.grad, rtol=rtol, atol=atol * 4)
+    assert_no_fallbacks()
+
+
+@pytest.mark.parametrize("kw", [dict(scale_factor=2), dict(size=(11, 4)), dict(scale_factor=1.7)])
+def test_upsample_nearest(kw):
+    x = torch.randn(2, 3, 5, 7, requires_grad=True)
+    xd = x.detach().neuron().requires_grad_()
+    y, yd = F.interpolate(x, mode="nearest", **kw), F.interpolate(xd, mode="nearest", **kw)
+    assert torch.equal(yd.cpu(), y.detach())
+    y.pow(2).sum().backward()
+    yd.pow(2).sum().backward()
+    close(xd.grad, x.grad)
+    assert_no_fallbacks()
+
+
+@pytest.mark.parametrize("mode", ["reflect", "replicate"])
+@pytest.mark.parametrize("shape,pad", [((3, 5, 7), (2, 3)), ((2, 3, 5, 7), (1, 2, 3, 1)),
+                                       ((1, 2, 3, 5, 7), (1, 1, 2, 0, 1, 1))])
+def test_reflection_replication_pad(mode, shape, pad):
+    x = torch.randn(*shape, requires_grad=True)
+    xd = x.detach().neuron().requires_grad_()
+    y, yd = F.pad(x, pad, mode=mode), F.pad(xd, pad, mode=mode)
+    assert torch.equal(yd.cpu(), y.detach())
+    y.pow(2).sum().backward()
+    yd.pow(2).sum().backward()
+    close(xd.grad, x.grad)
     assert_no_fallbacks()

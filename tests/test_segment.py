@@ -3,21 +3,19 @@ nll_loss / cross_entropy, masked_scatter, index_reduce / index_copy / take /
 put, embedding_bag, cdist / pdist, margin losses, segment_reduce, ctc_loss,
 and the compositions (trace, addbmm, renorm, channel_shuffle, logspace,
 random distributions).
-Every test also checks that nothing fell back to the CPU."""
+Every test also checks that nothing fell back to the CPU. Tolerances:
+helpers.TOL_ACCUMULATED (integer results exact)."""
 import pytest
 import torch
 import torch.nn.functional as F
 
-from conftest import assert_no_fallbacks
-
-DEV = "neuron"
-TOL = {torch.float32: (1e-4, 1e-4), torch.bfloat16: (2e-2, 2e-2), torch.float16: (2.5e-3, 2.5e-3)}
+from helpers import DEV, TOL_ACCUMULATED, assert_no_fallbacks
 
 
 def both(fn, *args, dtype=torch.float32, grad=True, rtol=None, atol=None):
     """Runs fn on CPU and neuron copies of args; compares outputs and the
     gradients of the floating args."""
-    r, a = TOL.get(dtype, (0, 0))
+    r, a = TOL_ACCUMULATED.get(dtype, (0, 0))
     rtol, atol = rtol if rtol is not None else r, atol if atol is not None else a
     cpu = [x.clone().requires_grad_(grad and x.is_floating_point()) if isinstance(x, torch.Tensor) else x
            for x in args]
@@ -198,8 +196,8 @@ def test_compositions(dtype):
     both(lambda c: F.channel_shuffle(c, 3), c, dtype=dtype)
     for st, en, steps, base in [(0, 3, 4, 10.0), (-1.5, 2.5, 9, 2.0), (2, 2, 1, 3.0)]:
         torch.testing.assert_close(torch.logspace(st, en, steps, base, dtype=dtype, device=DEV).cpu(),
-                                   torch.logspace(st, en, steps, base, dtype=dtype), rtol=TOL[dtype][0],
-                                   atol=TOL[dtype][1])
+                                   torch.logspace(st, en, steps, base, dtype=dtype), rtol=TOL_ACCUMULATED[dtype][0],
+                                   atol=TOL_ACCUMULATED[dtype][1])
     torch.testing.assert_close(torch.logspace(0, 6, 7, 10, dtype=torch.int64, device=DEV).cpu(),
                                torch.logspace(0, 6, 7, 10, dtype=torch.int64))
     assert_no_fallbacks()
@@ -226,7 +224,7 @@ def test_random_distributions():
 def both_nan(fn, x, dtype, grad_seed=0):
     """Like both() for one input, but NaN equals NaN (mean of an empty segment,
     NaN data)."""
-    rtol, atol = TOL[dtype]
+    rtol, atol = TOL_ACCUMULATED[dtype]
     xc = x.clone().requires_grad_(True)
     xd = x.detach().to(DEV).requires_grad_(True)
     oc, od = fn(xc), fn(xd)
@@ -329,7 +327,7 @@ def test_segment_reduce_errors():
 
 def ctc_both(log_probs, targets, il, tl, dtype=torch.float32, **kw):
     """F.ctc_loss on the CPU and the device; loss and gradient, NaN equal NaN."""
-    rtol, atol = TOL[dtype]
+    rtol, atol = TOL_ACCUMULATED[dtype]
     lc = log_probs.clone().to(dtype).requires_grad_(True)
     ld = log_probs.detach().to(dtype).to(DEV).requires_grad_(True)
 

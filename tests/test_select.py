@@ -14,17 +14,11 @@ import pytest
 import torch
 
 import torch_neuronx  # noqa: F401
-from conftest import assert_no_fallbacks
-
-DEV = "neuron"
+from helpers import DEV, assert_no_fallbacks, same
 
 
 def nz(t: torch.Tensor) -> torch.Tensor:
     return t.to(DEV)
-
-
-def same(dev, ref, **kw):
-    torch.testing.assert_close(dev.cpu(), ref, equal_nan=True, **kw)
 
 
 def data(shape, dtype, nan=False, seed=0):

@@ -6,7 +6,7 @@ device computes these in double inside)."""
 import pytest
 import torch
 import torch_neuronx
-from conftest import assert_no_fallbacks
+from helpers import assert_no_fallbacks
 
 S = torch.special
 INF, NAN = float("inf"), float("nan")

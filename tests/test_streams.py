@@ -5,7 +5,7 @@ import time
 import pytest
 import torch
 
-from conftest import run_python
+from helpers import run_python
 
 
 def test_stream_objects():

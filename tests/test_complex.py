@@ -6,7 +6,8 @@ tensors, complex / polar / sgn, and every torch.fft transform (forward and
 backward) for lengths that are powers of two, smooth, and prime.
 
 Values compute in double inside the kernels; float32 results get float32
-tolerances (1e-4: the CPU's FFT rounds in float32 at every butterfly).
+tolerances (helpers.TOL_ACCUMULATED, 1e-4: the CPU's FFT rounds in float32 at
+every butterfly).
 """
 import warnings
 
@@ -14,25 +15,19 @@ import pytest
 import torch
 
 import torch_neuronx  # noqa: F401
-from conftest import assert_no_fallbacks
+import helpers
+from helpers import DEV, TOL_ACCUMULATED, assert_no_fallbacks, tol_kw
+from helpers import seeded_randn as rrandn
 
-DEV = "neuron"
-TOL = dict(rtol=1e-4, atol=1e-4)
+TOL = tol_kw(TOL_ACCUMULATED, torch.float32)
 
 
 def same(dev, ref, **kw):
-    kw = kw or TOL
-    torch.testing.assert_close(dev.cpu(), ref, equal_nan=True, **kw)
+    helpers.same(dev, ref, **(kw or TOL))
 
 
 def crandn(*shape, dtype=torch.complex64, seed=0):
-    g = torch.Generator().manual_seed(seed)
-    return torch.randn(*shape, generator=g, dtype=dtype)
-
-
-def rrandn(*shape, seed=0):
-    g = torch.Generator().manual_seed(seed)
-    return torch.randn(*shape, generator=g)
+    return rrandn(*shape, seed=seed, dtype=dtype)
 
 
 # ---- storage, copies, views ------------------------------------------------

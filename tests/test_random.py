@@ -1,11 +1,9 @@
-"""RNG on the device's Philox generator, torch.save/torch.load, autocast."""
-import io
-
-import pytest
+"""RANDOM family: the device's Philox generator (manual_seed, RNG state,
+generator objects), the distributions of its samples, dropout and randperm."""
 import torch
 import torch.nn.functional as F
 
-from conftest import assert_no_fallbacks
+from helpers import assert_no_fallbacks
 
 
 def test_manual_seed_reproducible():
@@ -56,60 +54,6 @@ def test_generator_object_and_dropout():
     assert torch.allclose(y[y != 0].cpu(), torch.tensor(1 / 0.75))
     y.sum().backward()
     assert torch.equal((x.grad != 0).cpu(), (y != 0).cpu())
-
-
-def test_save_and_load(tmp_path):
-    t = torch.randn(4, 5).neuron()
-    state = {"w": t, "b": torch.arange(3).neuron()}
-    path = tmp_path / "ckpt.pt"
-    torch.save(state, path)
-    loaded = torch.load(path)
-    assert loaded["w"].device.type == "neuron"
-    assert torch.equal(loaded["w"].cpu(), t.cpu())
-    cpu = torch.load(path, map_location="cpu")
-    assert cpu["w"].device.type == "cpu" and torch.equal(cpu["b"], torch.arange(3))
-    buf = io.BytesIO()
-    torch.save(torch.ones(3), buf)
-    buf.seek(0)
-    moved = torch.load(buf, map_location="neuron:1")
-    assert moved.device == torch.device("neuron", 1)
-    # A module's state dict round trip.
-    m = torch.nn.Linear(3, 2).neuron()
-    torch.save(m.state_dict(), path)
-    m2 = torch.nn.Linear(3, 2).neuron()
-    m2.load_state_dict(torch.load(path))
-    assert torch.equal(m2.weight.cpu(), m.weight.cpu())
-
-
-@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
-def test_autocast_lists(dtype):
-    a, b = torch.randn(8, 8, device="neuron"), torch.randn(8, 8, device="neuron")
-    lin = torch.nn.Linear(8, 4).neuron()
-    with torch.autocast("neuron", dtype=dtype):
-        assert (a @ b).dtype == dtype                    # matmul: lower precision
-        assert lin(a).dtype == dtype
-        assert torch.exp(a).dtype == torch.float32       # fp32 list
-        assert F.softmax(a.to(dtype), dim=-1).dtype == torch.float32
-        assert (a + b).dtype == torch.float32            # not listed: unchanged
-        assert torch.addcmul(a, a.to(dtype), b).dtype == torch.float32  # promote
-    ref = (a.cpu().to(dtype) @ b.cpu().to(dtype))
-    with torch.autocast("neuron", dtype=dtype):
-        got = a @ b
-    torch.testing.assert_close(got.cpu(), ref, rtol=2e-2, atol=2e-2)
-
-
-def test_autocast_training_step():
-    torch.manual_seed(0)
-    model = torch.nn.Sequential(torch.nn.Linear(16, 32), torch.nn.GELU(), torch.nn.Linear(32, 4)).neuron()
-    opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
-    x = torch.randn(8, 16, device="neuron")
-    with torch.autocast("neuron", dtype=torch.bfloat16):
-        out = model(x)
-        assert out.dtype == torch.bfloat16
-        loss = out.float().pow(2).mean()
-    loss.backward()
-    opt.step()
-    assert all(p.grad.dtype == torch.float32 for p in model.parameters())
 
 
 def test_randperm_native_and_reproducible():

@@ -1,38 +1,32 @@
-"""The NN op family (csrc/ops_activation.cpp, runtime kernels/nn_pointwise.c):
-threshold, shrink, logit, nan_to_num, signbit, angle, PReLU, RReLU, GLU and the
-Huber, smooth-L1 and BCE losses, forward and backward against PyTorch on the
-CPU with zero CPU fallbacks.
+"""NN family: threshold, shrink, logit, nan_to_num, signbit, angle, PReLU,
+RReLU, GLU, the Huber, smooth-L1 and BCE losses, and addr, forward and
+backward against PyTorch on the CPU with zero CPU fallbacks.
 
-Tolerances: float32 rtol/atol 1e-5 (one rounding of the same formula, or a
-mean in another summation order); bfloat16 2e-2 (both sides compute in float32
-and round the result).
+Tolerances: helpers.TOL_ROUNDED_ONCE (float32 1e-5: one rounding of the same
+formula, or a mean in another summation order; bfloat16 2e-2: both sides
+compute in float32 and round the result; other dtypes exact).
 """
 import pytest
 import torch
 import torch.nn.functional as F
 
-from conftest import assert_no_fallbacks
-
-TOL = {torch.float32: 1e-5, torch.bfloat16: 2e-2}
+from helpers import TOL_ROUNDED_ONCE, assert_no_fallbacks, tol_kw
+from helpers import seeded_randn as rnd
 
 
 def check(fn, *tensors, dtype=torch.float32, grad=True):
     cpu = [t.detach().clone().to(dtype).requires_grad_(grad and t.is_floating_point()) for t in tensors]
     dev = [t.to(dtype).to("neuron").requires_grad_(grad and t.is_floating_point()) for t in tensors]
     oc, od = fn(*cpu), fn(*dev)
-    tol = TOL.get(dtype, 0)
-    torch.testing.assert_close(od.cpu(), oc, rtol=tol, atol=tol, equal_nan=True)
+    tol = tol_kw(TOL_ROUNDED_ONCE, dtype, (0, 0))
+    torch.testing.assert_close(od.cpu(), oc, **tol, equal_nan=True)
     if grad and oc.requires_grad:
         w = torch.randn(oc.shape, generator=torch.Generator().manual_seed(3)).to(oc.dtype)
         gc = torch.autograd.grad((oc * w).sum(), [t for t in cpu if t.requires_grad])
         gd = torch.autograd.grad((od * w.to("neuron")).sum(), [t for t in dev if t.requires_grad])
         for a, b in zip(gd, gc):
-            torch.testing.assert_close(a.cpu(), b, rtol=tol, atol=tol, equal_nan=True)
+            torch.testing.assert_close(a.cpu(), b, **tol, equal_nan=True)
     assert_no_fallbacks()
-
-
-def rnd(*shape, seed=0):
-    return torch.randn(*shape, generator=torch.Generator().manual_seed(seed))
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
@@ -124,3 +118,30 @@ def test_rrelu():
 def test_glu_odd_dimension_raises():
     with pytest.raises(RuntimeError, match="Halving dimension must be even"):
         F.glu(torch.ones(3, 5).to("neuron"), dim=1)
+
+
+def test_addr_rounds_once_and_follows_beta_rules():
+    # One fused kernel: bfloat16 rounds once, so the result is within half
+    # an ulp-ish of the exact value, which the CPU's four roundings are not.
+    g = torch.Generator().manual_seed(0)
+    s, a, b = (torch.randn(*sh, generator=g) for sh in ((5, 10), (5,), (10,)))
+    exact = 0.6 * s.double() + 0.2 * torch.outer(a.double(), b.double())
+    for dt, tol in ((torch.float32, 1e-6), (torch.bfloat16, 2 ** -8)):
+        got = torch.addr(s.to(dt).neuron(), a.to(dt).neuron(), b.to(dt).neuron(), beta=0.6, alpha=0.2).cpu()
+        ref = 0.6 * s.to(dt).double() + 0.2 * torch.outer(a.to(dt).double(), b.to(dt).double())
+        torch.testing.assert_close(got.double(), ref, rtol=tol, atol=tol)
+    # beta = 0 ignores self, NaN included; broadcasting self; integers; bool.
+    nan = torch.full((5, 10), float("nan"))
+    torch.testing.assert_close(torch.addr(nan.neuron(), a.neuron(), b.neuron(), beta=0).cpu(), torch.outer(a, b))
+    torch.testing.assert_close(torch.addr(s[0].neuron(), a.neuron(), b.neuron()).cpu(), torch.addr(s[0], a, b))
+    i1, i2 = torch.arange(4), torch.arange(3)
+    assert torch.equal(torch.addr(torch.ones(4, 3, dtype=torch.long).neuron(), i1.neuron(), i2.neuron(), beta=2,
+                                  alpha=3).cpu(), torch.addr(torch.ones(4, 3, dtype=torch.long), i1, i2, beta=2, alpha=3))
+    bb = torch.tensor([True, False])
+    assert torch.equal(torch.addr(torch.zeros(2, 2, dtype=torch.bool).neuron(), bb.neuron(), bb.neuron()).cpu(),
+                       torch.addr(torch.zeros(2, 2, dtype=torch.bool), bb, bb))
+    with pytest.raises(RuntimeError, match="must not be a floating point"):
+        torch.addr(torch.ones(4, 3, dtype=torch.long).neuron(), i1.neuron(), i2.neuron(), beta=0.5)
+    with pytest.raises(RuntimeError, match="1-D argument vec1"):
+        torch.addr(s.neuron(), s.neuron(), b.neuron())
+    assert_no_fallbacks()

@@ -1,0 +1,32 @@
+"""Composite ops with native implementations built from other native ops
+(sgn, dot, addmv, index_add, index_fill, var_mean, logaddexp, nansum, norm,
+rsub, clamp with tensor bounds) against PyTorch on the CPU, with zero CPU
+fallbacks."""
+import torch
+
+from helpers import assert_no_fallbacks, close
+
+
+def test_composite_natives():
+    x, y = torch.randn(5), torch.randn(5)
+    M = torch.randn(3, 5)
+    d = lambda t: t.neuron()  # noqa: E731
+    assert torch.equal(torch.sgn(d(x)).cpu(), torch.sgn(x))
+    close(torch.dot(d(x), d(y)), torch.dot(x, y), atol=1e-5)
+    close(torch.addmv(d(torch.randn(3)), d(M), d(x), beta=0), M @ x, atol=1e-5)
+    s, idx, src = torch.zeros(4, 3), torch.tensor([0, 2, 0]), torch.ones(3, 3)
+    assert torch.equal(torch.index_add(d(s), 0, d(idx), d(src), alpha=2).cpu(), torch.index_add(s, 0, idx, src, alpha=2))
+    assert torch.equal(d(s).index_fill_(1, d(torch.tensor([1])), 5).cpu(),
+                       s.clone().index_fill_(1, torch.tensor([1]), 5))
+    v, m = torch.var_mean(d(M), 1)
+    close(v, torch.var(M, 1), atol=1e-5)
+    close(m, M.mean(1), atol=1e-6)
+    inf = torch.tensor([float("inf"), -float("inf"), 1.0])
+    close(torch.logaddexp(d(inf), d(inf)), torch.logaddexp(inf, inf))
+    close(torch.logaddexp(d(x), d(y)), torch.logaddexp(x, y))
+    assert torch.equal(d(x), d(x)) and not torch.equal(d(x), d(y))
+    assert torch.nansum(d(torch.tensor([1.0, float("nan"), 2.0]))).item() == 3.0
+    close(torch.norm(d(M), dim=1), torch.norm(M, dim=1))
+    close(torch.rsub(d(x), d(y), alpha=2), torch.rsub(x, y, alpha=2))
+    close(torch.clamp(d(M), min=d(torch.zeros(5))), torch.clamp(M, min=torch.zeros(5)))
+    assert_no_fallbacks()

@@ -1,0 +1,160 @@
+"""CONV family: convolutions (1d-3d, transposed, grouped and depthwise,
+dilated, padding="same", channels-last, unbatched, integers and float64)
+forward and backward against PyTorch on the CPU, with zero CPU fallbacks.
+
+Tolerances (helpers.close_scaled, helpers.TOL_ACCUMULATED):
+  float32   rtol 1e-4, atol 1e-4 x max|reference| (convolutions sum up to a
+            few thousand products; both sides accumulate in float32, in a
+            different order)
+  bfloat16  rtol 2e-2, atol 2e-2 x max|reference|: both sides accumulate in
+            float32 and round the result to bfloat16 (ulp 2^-8 relative), and
+            a backward pass chains several rounded results.
+"""
+import pytest
+import torch
+import torch.nn.functional as F
+
+import torch_neuronx
+from helpers import assert_no_fallbacks, close_scaled, run_both
+
+
+def conv_weight(cout, cin_g, *k):
+    fan_in = cin_g
+    for v in k:
+        fan_in *= v
+    return torch.randn(cout, cin_g, *k) / fan_in ** 0.5
+
+
+CONV2D = [
+    # N, Cin, Cout, H, W, k, stride, padding, dilation, groups, bias
+    (2, 8, 16, 9, 11, 3, 1, 1, 1, 1, True),
+    (1, 5, 33, 13, 10, 3, 2, 1, 1, 1, False),
+    (3, 4, 17, 12, 12, 3, 1, 2, 2, 1, True),
+    (2, 6, 16, 8, 8, 3, 1, 0, 1, 2, True),
+    (2, 8, 12, 7, 9, (3, 1), (1, 2), (1, 0), 1, 4, False),
+    (1, 3, 64, 23, 23, 7, 2, 3, 1, 1, False),
+    (4, 40, 20, 7, 7, 1, 1, 0, 1, 1, True),
+    (2, 3, 24, 32, 32, 16, 16, 0, 1, 1, True),  # ViT patch embedding
+    (2, 6, 6, 10, 12, 3, 1, 1, 1, 6, True),  # depthwise
+    (1, 4, 8, 9, 9, 5, 2, 2, 1, 4, False),  # depthwise, multiplier 2
+    (2, 64, 40, 6, 5, 3, 1, 1, 1, 1, True),
+]
+
+
+@pytest.mark.parametrize("case", CONV2D)
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_conv2d_forward_backward(case, dtype):
+    n, cin, cout, h, w, k, s, p, d, g, bias = case
+    kk = k if isinstance(k, tuple) else (k, k)
+    x = torch.randn(n, cin, h, w)
+    wt = conv_weight(cout, cin // g, *kk)
+    b = torch.randn(cout) if bias else None
+    args = (x, wt) + ((b,) if bias else ())
+    run_both(lambda x, w, *b: F.conv2d(x, w, b[0] if b else None, s, p, d, g), *args, dtype=dtype)
+    assert_no_fallbacks()
+    assert torch_neuronx.get_executed_ops().get("aten::convolution_overrideable", 0) >= 1
+    assert torch_neuronx.get_executed_ops().get("aten::convolution_backward_overrideable", 0) >= 1
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_conv1d_whisper_frontend(dtype):
+    """Whisper's encoder stem: conv1d(k3, p1) + GELU, conv1d(k3, s2, p1) + GELU."""
+    x = torch.randn(2, 20, 30)
+    w1, b1 = conv_weight(32, 20, 3), torch.randn(32)
+    w2, b2 = conv_weight(32, 32, 3), torch.randn(32)
+
+    def f(x, w1, b1, w2, b2):
+        y = F.gelu(F.conv1d(x, w1, b1, padding=1))
+        return F.gelu(F.conv1d(y, w2, b2, stride=2, padding=1))
+
+    run_both(f, x, w1, b1, w2, b2, dtype=dtype)
+    assert_no_fallbacks()
+
+
+def test_conv3d():
+    x = torch.randn(2, 4, 5, 6, 7)
+    w = conv_weight(6, 2, 3, 2, 3)
+    b = torch.randn(6)
+    run_both(lambda x, w, b: F.conv3d(x, w, b, stride=(1, 2, 1), padding=(1, 0, 1), dilation=(1, 1, 2), groups=2),
+             x, w, b)
+    assert_no_fallbacks()
+
+
+@pytest.mark.parametrize("dims,stride,padding,out_pad,dilation,groups", [
+    (1, 2, 1, 1, 1, 1),
+    (2, 2, 1, 1, 1, 1),
+    (2, (2, 3), (0, 1), (1, 2), 1, 2),
+    (2, 1, 0, 0, 2, 1),
+    (3, 2, 1, 0, 1, 1),
+])
+def test_conv_transpose(dims, stride, padding, out_pad, dilation, groups):
+    cin, cout = 4, 6
+    spatial = (7, 6, 5)[:dims]
+    x = torch.randn(2, cin, *spatial)
+    w = torch.randn(cin, cout // groups, *((3,) * dims)) / 6
+    b = torch.randn(cout)
+    fn = {1: F.conv_transpose1d, 2: F.conv_transpose2d, 3: F.conv_transpose3d}[dims]
+    run_both(lambda x, w, b: fn(x, w, b, stride, padding, out_pad, groups, dilation), x, w, b)
+    assert_no_fallbacks()
+
+
+def test_conv_channels_last():
+    x = torch.randn(2, 8, 10, 9).to(memory_format=torch.channels_last)
+    w = conv_weight(12, 8, 3, 3)
+    b = torch.randn(12)
+    out_d, out_c = run_both(lambda x, w, b: F.conv2d(x, w, b, padding=1), x, w, b)
+    assert out_d[0].is_contiguous(memory_format=torch.channels_last)
+    # a channels-last weight makes the output channels-last too, as on the CPU
+    w_cl = w.contiguous(memory_format=torch.channels_last)
+    y = F.conv2d(x.contiguous().neuron(), w_cl.neuron())
+    assert y.is_contiguous(memory_format=torch.channels_last)
+    close_scaled(y, F.conv2d(x.contiguous(), w_cl))
+    assert_no_fallbacks()
+
+
+def test_conv_float64_integers_and_errors():
+    x = torch.randn(1, 2, 5, 5, dtype=torch.float64)
+    w = torch.randn(3, 2, 3, 3, dtype=torch.float64)
+    y = F.conv2d(x.neuron(), w.neuron())
+    assert y.dtype == torch.float64
+    torch.testing.assert_close(y.cpu(), F.conv2d(x, w), rtol=1e-5, atol=1e-5)
+    # integers convolve exactly (wrapping like the CPU), transposed too
+    for dt in (torch.int64, torch.int32, torch.int8):
+        xi = torch.randint(-50, 50, (2, 4, 6, 5)).to(dt)
+        wi = torch.randint(-5, 5, (6, 2, 3, 3)).to(dt)
+        bi = torch.randint(-5, 5, (6,)).to(dt)
+        assert torch.equal(F.conv2d(xi.neuron(), wi.neuron(), bi.neuron(), 2, 1, 1, 2).cpu(),
+                           F.conv2d(xi, wi, bi, 2, 1, 1, 2))
+        if dt == torch.int64:  # the CPU's transposed convolution takes int64 only
+            wt = torch.randint(-5, 5, (4, 3, 2, 2)).to(dt)
+            assert torch.equal(F.conv_transpose2d(xi.neuron(), wt.neuron(), stride=2).cpu(),
+                               F.conv_transpose2d(xi, wt, stride=2))
+    assert_no_fallbacks()
+    with pytest.raises(RuntimeError, match="not implemented for 'Bool'"):
+        F.conv2d(torch.ones(1, 1, 3, 3, dtype=torch.bool).neuron(), torch.ones(1, 1, 1, 1, dtype=torch.bool).neuron())
+    with pytest.raises(RuntimeError):
+        F.conv2d(x.float().neuron(), w.neuron())  # dtype mismatch
+
+
+def test_conv_transpose_output_padding_beyond_stride():
+    """output_padding may reach the dilation - 1: the output is longer than
+    the convolution it transposes needs."""
+    x = torch.randn(1, 2, 4, 4)
+    w = torch.randn(2, 3, 5, 5) / 10
+    run_both(lambda x, w: F.conv_transpose2d(x, w, stride=2, padding=2, output_padding=3, dilation=4), x, w)
+    assert_no_fallbacks()
+
+
+def test_conv_unbatched_and_empty_batch():
+    x = torch.randn(3, 8, 8)
+    w = conv_weight(4, 3, 3, 3)
+    close_scaled(F.conv2d(x.neuron(), w.neuron(), padding=1), F.conv2d(x, w, padding=1))
+    e = torch.randn(0, 3, 8, 8)
+    assert F.conv2d(e.neuron(), w.neuron()).shape == F.conv2d(e, w).shape
+
+
+def test_conv_padding_same():
+    x = torch.randn(2, 4, 9, 8)
+    w = conv_weight(5, 4, 4, 3)
+    run_both(lambda x, w: F.conv2d(x, w, padding="same", dilation=(1, 2)), x, w)
+    assert_no_fallbacks()

@@ -1,0 +1,64 @@
+"""INDEX family: index_put_ accumulation, scatter with a reduction, bincount,
+tril/triu_indices, integer linspace/logspace; one test also covers cross,
+gcd/lcm and bit shifts. Against PyTorch on the CPU with zero CPU fallbacks."""
+import pytest
+import torch
+
+from helpers import assert_no_fallbacks
+
+
+def test_bf16_index_put_accumulates_in_float32():
+    # 200 duplicates of one index: a bfloat16 running sum would stall once
+    # the total's ulp exceeds the addends; float32 accumulation does not.
+    vals = torch.full((200,), 0.01, dtype=torch.bfloat16)
+    idx = torch.zeros(200, dtype=torch.long)
+    got = torch.zeros(3, dtype=torch.bfloat16).neuron().index_put_((idx.neuron(),), vals.neuron(), accumulate=True)
+    exact = float(vals.double().sum())
+    assert abs(float(got.cpu()[0]) - exact) <= exact * 2 ** -8
+    assert_no_fallbacks()
+
+
+def test_cross_gcd_shifts_bincount_tri_indices_scatter_reduce():
+    g = torch.Generator().manual_seed(1)
+    a, b = torch.randn(4, 3, generator=g), torch.randn(1, 3, generator=g)
+    torch.testing.assert_close(torch.linalg.cross(a.neuron(), b.neuron()).cpu(), torch.linalg.cross(a, b))
+    torch.testing.assert_close(torch.cross(a.t().neuron(), a.t().neuron() * 2, dim=0).cpu(),
+                               torch.cross(a.t(), a.t() * 2, dim=0))
+    with pytest.raises(RuntimeError, match="must have length 3"):
+        torch.linalg.cross(torch.ones(2, 4).neuron(), torch.ones(2, 4).neuron())
+    x = torch.tensor([0, -4, 6, -7, 12, 2**62])
+    y = torch.tensor([0, 6, -4, 0, 18, 6])
+    assert torch.equal(torch.gcd(x.neuron(), y.neuron()).cpu(), torch.gcd(x, y))
+    assert torch.equal(torch.lcm(x.neuron(), y.neuron()).cpu(), torch.lcm(x, y))
+    s = torch.tensor([0, 1, 5, 63, 64, -1])
+    v = torch.tensor([3, -3, 7, 1, 1, 5])
+    assert torch.equal(torch.bitwise_left_shift(v.neuron(), s.neuron()).cpu(), torch.bitwise_left_shift(v, s))
+    assert torch.equal(torch.bitwise_right_shift(v.neuron(), s.neuron()).cpu(), torch.bitwise_right_shift(v, s))
+    i = torch.tensor([0, 1, 1, 3, 7, 3])
+    w = torch.rand(6, generator=g)
+    assert torch.equal(torch.bincount(i.neuron()).cpu(), torch.bincount(i))
+    assert torch.equal(torch.bincount(i.neuron(), minlength=10).cpu(), torch.bincount(i, minlength=10))
+    torch.testing.assert_close(torch.bincount(i.neuron(), w.neuron()).cpu(), torch.bincount(i, w))
+    with pytest.raises(RuntimeError, match="non-negative"):
+        torch.bincount(torch.tensor([1, -1]).neuron())
+    for r, c, off in ((4, 3, 0), (3, 5, -1), (3, 5, 2), (0, 3, 0)):
+        assert torch.equal(torch.tril_indices(r, c, off, device="neuron").cpu(), torch.tril_indices(r, c, off))
+        assert torch.equal(torch.triu_indices(r, c, off, device="neuron").cpu(), torch.triu_indices(r, c, off))
+    base = torch.ones(3, 4, dtype=torch.long)
+    idx = torch.tensor([[0, 1, 2, 0], [2, 0, 0, 1]])
+    src = torch.arange(2, 10).view(2, 4)
+    for red in ("add", "multiply"):
+        assert torch.equal(base.neuron().scatter(0, idx.neuron(), src.neuron(), reduce=red).cpu(),
+                           base.scatter(0, idx, src, reduce=red))
+        assert torch.equal(base.neuron().scatter_(0, idx.neuron(), 3, reduce=red).cpu(),
+                           base.clone().scatter_(0, idx, 3, reduce=red))
+    assert_no_fallbacks()
+
+
+def test_integer_linspace_logspace_convert_endpoints_first():
+    for args in ((4.3, 0, 50), (-2.7, 9.9, 7), (0, 10, 11)):
+        assert torch.equal(torch.linspace(*args, dtype=torch.int64, device="neuron").cpu(),
+                           torch.linspace(*args, dtype=torch.int64))
+    assert torch.equal(torch.logspace(2, 1.2, 4, dtype=torch.int64, device="neuron").cpu(),
+                       torch.logspace(2, 1.2, 4, dtype=torch.int64))
+    assert_no_fallbacks()

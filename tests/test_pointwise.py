@@ -1,0 +1,99 @@
+"""POINTWISE family against PyTorch on the CPU: binary ops with broadcasting,
+type promotion and scalars, alpha/in-place/out=, unary math, the base
+activations forward and backward, where/clamp/lerp/addcmul/addcdiv,
+comparisons and logical ops, with zero CPU fallbacks. Semantics
+(broadcasting, type promotion, out=, in-place, views) come from PyTorch;
+compute from the runtime. Tolerances: helpers.close (TOL_POINTWISE)."""
+import pytest
+import torch
+import torch.nn.functional as F
+
+from helpers import assert_no_fallbacks, close
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float16])
+@pytest.mark.parametrize("op", ["add", "sub", "mul", "div"])
+def test_binary_broadcast(op, dtype):
+    a = torch.randn(4, 1, 5).to(dtype)
+    b = torch.randn(3, 1).to(dtype) + 3
+    f = getattr(torch, op)
+    close(f(a.neuron(), b.neuron()), f(a, b), dtype)
+    assert_no_fallbacks()
+
+
+def test_type_promotion_and_scalars():
+    i = torch.arange(6).view(2, 3)
+    f = torch.randn(3)
+    for expr in (lambda x, y: x + y, lambda x, y: x * 2.5, lambda x, y: x / 2, lambda x, y: x - y * 3,
+                 lambda x, y: 2 ** y, lambda x, y: x ** 2, lambda x, y: x // 2, lambda x, y: x % 4,
+                 lambda x, y: (x > 2) & (x < 5)):
+        ref = expr(i, f)
+        got = expr(i.neuron(), f.neuron())
+        assert got.dtype == ref.dtype, (got.dtype, ref.dtype)
+        close(got, ref)
+    assert_no_fallbacks()
+
+
+def test_alpha_inplace_and_out():
+    a, b = torch.randn(5, 5), torch.randn(5)
+    da, db = a.neuron(), b.neuron()
+    close(torch.add(da, db, alpha=0.5), torch.add(a, b, alpha=0.5))
+    da.mul_(db)
+    a.mul_(b)
+    close(da, a)
+    out = torch.empty(5, 5, device="neuron")
+    torch.sub(da, db, alpha=2, out=out)
+    close(out, torch.sub(a, b, alpha=2))
+    with pytest.raises(RuntimeError, match="can't be cast"):
+        torch.arange(3).neuron().div_(2)
+    assert_no_fallbacks()
+
+
+@pytest.mark.parametrize("name", ["exp", "log", "sqrt", "rsqrt", "sin", "cos", "tanh", "sigmoid", "relu", "abs",
+                                  "neg", "erf", "floor", "ceil", "round", "reciprocal", "log1p", "expm1"])
+def test_unary_math(name):
+    x = torch.randn(257) * 2
+    if name in ("log", "sqrt", "rsqrt", "log1p"):
+        x = x.abs() + 0.1
+    f = getattr(torch, name)
+    close(f(x.neuron()), f(x))
+    assert_no_fallbacks()
+
+
+@pytest.mark.parametrize("fn", [F.gelu, lambda x: F.gelu(x, approximate="tanh"), F.silu, F.mish, F.softplus,
+                                F.elu, F.leaky_relu, F.hardswish, F.hardsigmoid, F.hardtanh, torch.tanh,
+                                torch.sigmoid, F.relu])
+def test_activation_forward_backward(fn):
+    x = torch.randn(64, 17, requires_grad=True)
+    xd = x.detach().neuron().requires_grad_()
+    y, yd = fn(x), fn(xd)
+    g = torch.randn_like(y)
+    y.backward(g)
+    yd.backward(g.neuron())
+    close(yd, y)
+    close(xd.grad, x.grad)
+    assert_no_fallbacks()
+
+
+def test_where_clamp_lerp_addcmul():
+    a, b, c = torch.randn(3, 4), torch.randn(3, 4), torch.rand(3, 4)
+    da, db, dc = a.neuron(), b.neuron(), c.neuron()
+    close(torch.where(da > 0, da, db), torch.where(a > 0, a, b))
+    close(torch.clamp(da, -0.5, 0.5), torch.clamp(a, -0.5, 0.5))
+    close(torch.clamp(da, min=0.1), torch.clamp(a, min=0.1))
+    close(torch.lerp(da, db, 0.3), torch.lerp(a, b, 0.3))
+    close(torch.lerp(da, db, dc), torch.lerp(a, b, c))
+    close(torch.addcmul(da, db, dc, value=2), torch.addcmul(a, b, c, value=2))
+    close(torch.addcdiv(da, db, dc + 1, value=-1), torch.addcdiv(a, b, c + 1, value=-1))
+    assert_no_fallbacks()
+
+
+def test_comparisons_and_logical():
+    a, b = torch.randn(10), torch.randn(10)
+    for op in (torch.eq, torch.ne, torch.lt, torch.le, torch.gt, torch.ge, torch.maximum, torch.minimum):
+        got = op(a.neuron(), b.neuron())
+        assert torch.equal(got.cpu(), op(a, b))
+    assert torch.equal((a.neuron() > 0.5).cpu(), a > 0.5)
+    assert torch.equal(torch.logical_and(a.neuron() > 0, b.neuron() > 0).cpu(), (a > 0) & (b > 0))
+    assert torch.equal(torch.isnan(torch.tensor([1.0, float("nan")]).neuron()).cpu(), torch.tensor([False, True]))
+    assert_no_fallbacks()

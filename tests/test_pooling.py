@@ -1,0 +1,101 @@
+"""POOLING family: max, average and adaptive pooling (1d-3d, ceil mode,
+dilation, indices, ties and NaN, channels-last, integers) forward and
+backward against PyTorch on the CPU, with zero CPU fallbacks. Max unpooling
+and fractional max pooling are in test_resample.py.
+
+Tolerances (helpers.close_scaled, helpers.TOL_ACCUMULATED): float32 rtol
+1e-4, atol 1e-4 x max|reference|; bfloat16 2e-2 and 2e-2 x max|reference|.
+"""
+import pytest
+import torch
+import torch.nn.functional as F
+
+from helpers import assert_no_fallbacks, run_both
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+@pytest.mark.parametrize("k,s,p,d,ceil", [(2, 2, 0, 1, False), (3, 2, 1, 1, False), (3, 2, 1, 1, True),
+                                          ((3, 2), (1, 2), (1, 1), (2, 3), False), (5, 5, 2, 1, True)])
+def test_max_pool2d(dtype, k, s, p, d, ceil):
+    x = torch.randn(2, 3, 11, 10)
+    out_d, out_c = run_both(lambda x: F.max_pool2d(x, k, s, p, d, ceil_mode=ceil, return_indices=True), x,
+                            dtype=dtype)
+    assert torch.equal(out_d[1].cpu(), out_c[1])
+    assert_no_fallbacks()
+
+
+def test_max_pool_ties_nan_and_channels_last():
+    x = torch.tensor([[[[1.0, 1.0, 2.0, 2.0], [1.0, float("nan"), 2.0, 2.0], [0.0, 0.0, -1.0, -1.0],
+                        [0.0, 0.0, -1.0, -1.0]]]])
+    yd, id_ = F.max_pool2d(x.neuron(), 2, return_indices=True)
+    yc, ic = F.max_pool2d(x, 2, return_indices=True)
+    assert torch.equal(id_.cpu(), ic)
+    torch.testing.assert_close(yd.cpu(), yc, equal_nan=True)
+    xc = torch.randn(2, 5, 8, 8).to(memory_format=torch.channels_last)
+    out_d, out_c = run_both(lambda x: F.max_pool2d(x, 3, 2, 1), xc)
+    assert out_d[0].is_contiguous(memory_format=torch.channels_last)
+    assert_no_fallbacks()
+
+
+def test_pool_integers():
+    x = torch.randint(-100, 100, (2, 3, 9, 8))
+    for dt in (torch.int64, torch.int32, torch.uint8):
+        xi = x.to(dt)
+        yd, id_ = F.max_pool2d(xi.neuron(), 3, 2, 1, return_indices=True)
+        yc, ic = F.max_pool2d(xi, 3, 2, 1, return_indices=True)
+        assert torch.equal(yd.cpu(), yc) and torch.equal(id_.cpu(), ic)
+    for args in [(3, 1, 1), (2, 2, 0, True, False), (3, 2, 1, False, True, 2)]:
+        assert torch.equal(F.avg_pool2d(x.neuron(), *args).cpu(), F.avg_pool2d(x, *args))
+    assert torch.equal(F.max_pool3d(x.unsqueeze(0).neuron(), 2).cpu(), F.max_pool3d(x.unsqueeze(0), 2))
+    assert_no_fallbacks()
+    with pytest.raises(RuntimeError, match="not implemented for 'Int'"):
+        F.avg_pool2d(x.int().neuron(), 2)
+    with pytest.raises(RuntimeError, match="not implemented for 'Long'"):
+        F.adaptive_avg_pool2d(x.neuron(), 3)
+    with pytest.raises(RuntimeError, match="not implemented for 'Bool'"):
+        F.max_pool2d(x.bool().neuron(), 2)
+
+
+@pytest.mark.parametrize("dims", [1, 3])
+def test_max_pool_1d_3d(dims):
+    x = torch.randn(2, 3, *((9, 8, 7)[:dims]))
+    fn = {1: F.max_pool1d, 3: F.max_pool3d}[dims]
+    out_d, out_c = run_both(lambda x: fn(x, 3, 2, 1, return_indices=True), x)
+    assert torch.equal(out_d[1].cpu(), out_c[1])
+    run_both(lambda x: fn(x, 2, ceil_mode=True), x)
+    assert_no_fallbacks()
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+@pytest.mark.parametrize("k,s,p,ceil,cip,div", [(2, 2, 0, False, True, None), (3, 2, 1, False, True, None),
+                                                (3, 2, 1, True, False, None), (3, 1, 1, False, True, 4),
+                                                ((3, 2), (2, 1), (1, 0), True, False, None)])
+def test_avg_pool2d(dtype, k, s, p, ceil, cip, div):
+    x = torch.randn(2, 3, 10, 9)
+    run_both(lambda x: F.avg_pool2d(x, k, s, p, ceil, cip, div), x, dtype=dtype)
+    assert_no_fallbacks()
+
+
+def test_avg_pool_1d_3d():
+    run_both(lambda x: F.avg_pool1d(x, 3, 2, 1, ceil_mode=True, count_include_pad=False), torch.randn(2, 3, 11))
+    run_both(lambda x: F.avg_pool3d(x, (2, 3, 3), (1, 2, 2), (1, 1, 0)), torch.randn(2, 3, 5, 7, 6))
+    run_both(lambda x: F.avg_pool3d(x, 2, divisor_override=3), torch.randn(1, 2, 4, 4, 4))
+    assert_no_fallbacks()
+
+
+@pytest.mark.parametrize("out", [1, 3, (4, 5), (7, 6), (2, 9)])
+def test_adaptive_pool2d(out):
+    x = torch.randn(2, 4, 7, 9)
+    run_both(lambda x: F.adaptive_avg_pool2d(x, out), x)
+    out_d, out_c = run_both(lambda x: F.adaptive_max_pool2d(x, out, return_indices=True), x)
+    assert torch.equal(out_d[1].cpu(), out_c[1])
+    assert_no_fallbacks()
+
+
+def test_adaptive_pool_1d_3d():
+    run_both(lambda x: F.adaptive_avg_pool1d(x, 5), torch.randn(2, 3, 13))
+    run_both(lambda x: F.adaptive_max_pool1d(x, 4), torch.randn(2, 3, 13))
+    run_both(lambda x: F.adaptive_avg_pool3d(x, (2, 3, 2)), torch.randn(2, 3, 5, 7, 4))
+    run_both(lambda x: F.adaptive_max_pool3d(x, (2, 3, 2)), torch.randn(2, 3, 5, 7, 4))
+    run_both(lambda x: F.adaptive_avg_pool2d(x, (2, 3)), torch.randn(3, 7, 8))  # unbatched
+    assert_no_fallbacks()

@@ -1,0 +1,55 @@
+"""REDUCE family: reductions (sum/mean/var/std/amax/norm, with indices, bool
+and integer), cumsum, softmax and log_softmax forward and backward, against
+PyTorch on the CPU with zero CPU fallbacks. Tolerances: helpers.close
+(TOL_POINTWISE), wider atol where a sum grows."""
+import pytest
+import torch
+import torch.nn.functional as F
+
+from helpers import assert_no_fallbacks, close
+
+
+@pytest.mark.parametrize("dim,keepdim", [(None, False), (0, False), (1, True), ((0, 2), False), (-1, True)])
+def test_reductions(dim, keepdim):
+    x = torch.randn(6, 7, 8)
+    d = x.neuron()
+    kw = {} if dim is None else dict(dim=dim, keepdim=keepdim)
+    close(d.sum(**kw), x.sum(**kw), atol=1e-4)
+    close(d.mean(**kw), x.mean(**kw))
+    close(d.var(**kw), x.var(**kw), atol=1e-4)
+    close(d.std(**kw, correction=0), x.std(**kw, correction=0), atol=1e-4)
+    close(d.amax(**({} if dim is None else kw)), x.amax(**({} if dim is None else kw)))
+    close(torch.linalg.vector_norm(d, **kw), torch.linalg.vector_norm(x, **kw), atol=1e-4)
+    assert_no_fallbacks()
+
+
+def test_reductions_indices_and_bool():
+    x = torch.randn(5, 9)
+    d = x.neuron()
+    v, i = d.max(dim=1)
+    rv, ri = x.max(dim=1)
+    close(v, rv)
+    assert torch.equal(i.cpu(), ri)
+    assert torch.equal(d.argmin(dim=0).cpu(), x.argmin(dim=0))
+    assert d.argmax().item() == x.argmax().item()
+    assert torch.equal((d > 0).all(dim=1).cpu(), (x > 0).all(dim=1))
+    assert (d > -100).all().item() is True
+    assert torch.equal(torch.arange(10).neuron().sum().cpu(), torch.tensor(45))
+    assert torch.arange(10).neuron().sum().dtype == torch.int64
+    close(x.neuron().cumsum(1), x.cumsum(1), atol=1e-5)
+    assert torch.equal(torch.zeros(3, 0).neuron().sum(1).cpu(), torch.zeros(3))
+    assert_no_fallbacks()
+
+
+@pytest.mark.parametrize("dim", [0, 1, -1])
+def test_softmax_family(dim):
+    x = torch.randn(7, 11, 5, requires_grad=True)
+    xd = x.detach().neuron().requires_grad_()
+    for f in (F.softmax, F.log_softmax):
+        y, yd = f(x, dim=dim), f(xd, dim=dim)
+        g = torch.randn_like(y)
+        (gx,) = torch.autograd.grad(y, x, g)
+        (gxd,) = torch.autograd.grad(yd, xd, g.neuron())
+        close(yd, y)
+        close(gxd, gx)
+    assert_no_fallbacks()

@@ -1,0 +1,37 @@
+"""Shape ops: cat, flip, roll, stack and constant padding (F.pad, mode
+"constant"; reflection/replication padding is in test_resample.py), forward
+and backward against PyTorch on the CPU with zero CPU fallbacks."""
+import pytest
+import torch
+import torch.nn.functional as F
+
+from helpers import assert_no_fallbacks, close
+
+
+def test_cat_flip_roll_stack():
+    x = torch.randn(3, 4, 5)
+    d = x.neuron()
+    assert torch.equal(torch.flip(d, [0, 2]).cpu(), torch.flip(x, [0, 2]))
+    assert torch.equal(torch.flip(d.transpose(0, 2), [1]).cpu(), torch.flip(x.transpose(0, 2), [1]))
+    assert torch.equal(torch.roll(d, 2, 1).cpu(), torch.roll(x, 2, 1))
+    assert torch.equal(torch.roll(d, (-1, 7), (0, 2)).cpu(), torch.roll(x, (-1, 7), (0, 2)))
+    assert torch.equal(torch.roll(d, 3).cpu(), torch.roll(x, 3))
+    assert torch.equal(torch.cat([d, d[:, :2]], 1).cpu(), torch.cat([x, x[:, :2]], 1))
+    assert torch.equal(torch.stack([d, d], dim=2).cpu(), torch.stack([x, x], dim=2))
+    mixed = torch.cat([torch.ones(2, dtype=torch.int32).neuron(), torch.ones(2).neuron(), torch.empty(0).neuron()])
+    assert mixed.dtype == torch.float32 and mixed.tolist() == [1.0] * 4
+    with pytest.raises(RuntimeError, match="Sizes of tensors must match"):
+        torch.cat([d, torch.randn(2, 3, 5).neuron()], 1)
+    assert_no_fallbacks()
+
+
+@pytest.mark.parametrize("pad", [(1, 2), (1, 1, 2, 0), (-1, 2, 0, -2), (0, 0, 0, 0, 1, 1), (2, 2, 2, 2, 2, 2, 1, 1)])
+def test_constant_pad(pad):
+    x = torch.randn(2, 3, 4, 5, requires_grad=True)
+    xd = x.detach().neuron().requires_grad_()
+    y, yd = F.pad(x, pad, value=0.5), F.pad(xd, pad, value=0.5)
+    assert torch.equal(yd.cpu(), y.detach())
+    y.pow(2).sum().backward()
+    yd.pow(2).sum().backward()
+    close(xd.grad, x.grad)
+    assert_no_fallbacks()
