@@ -43,6 +43,9 @@ def _register() -> None:
 
     if not hasattr(torch, _BACKEND):
         torch._register_device_module(_BACKEND, _neuron_mod)
+    # bfloat16 is this hardware's low-precision type: torch.autocast("neuron")
+    # without a dtype uses it (PyTorch's default for a new device is float16).
+    torch.set_autocast_dtype(_BACKEND, torch.bfloat16)
     if not hasattr(torch.Tensor, "is_neuron"):
         torch.utils.generate_methods_for_privateuse1_backend(
             for_tensor=True, for_module=True, for_packed_sequence=True, for_storage=True

@@ -133,6 +133,12 @@ def is_bf16_supported(including_emulation: bool = True) -> bool:
     return True
 
 
+def get_arch_list() -> list[str]:
+    """Architectures this build runs on (``torch.cuda.get_arch_list``'s
+    counterpart): the software NeuronCore-v3 (Trainium2's core)."""
+    return ["neuroncore-v3"]
+
+
 def get_amp_supported_dtype() -> list[torch.dtype]:
     return [torch.bfloat16, torch.float16]
 
@@ -151,13 +157,33 @@ class _NeuronTypeMeta(type):
         return isinstance(obj, cls._base) and obj.device.type == "neuron"
 
 
+class _NeuronStream(torch.Stream):
+    """A ``torch.Stream`` on a neuron device, with ``torch.cuda.Stream``'s
+    ``priority``. The runtime schedules every stream alike, so there is one
+    priority level: every stream reports 0, as CUDA clamps a requested
+    priority into its device's range."""
+
+    @property
+    def priority(self) -> int:
+        return 0
+
+
+def _wrap(s: torch.Stream) -> torch.Stream:
+    return _NeuronStream(stream_id=s.stream_id, device_index=s.device_index, device_type=s.device_type)
+
+
 class Stream(metaclass=_NeuronTypeMeta):
     """An in-order queue of work on a neuron device (a ``torch.Stream``)."""
 
     _base = torch.Stream
 
     def __new__(cls, device: _DeviceLike = None, priority: int = 0) -> torch.Stream:  # type: ignore[misc]
-        return torch.Stream(device=torch.device("neuron", _index(device)), priority=priority)
+        return _wrap(torch.Stream(device=torch.device("neuron", _index(device)), priority=priority))
+
+    @staticmethod
+    def priority_range() -> tuple[int, int]:
+        """(lowest, highest) stream priority: the runtime has one level."""
+        return (0, 0)
 
 
 class Event(metaclass=_NeuronTypeMeta):
@@ -172,13 +198,13 @@ class Event(metaclass=_NeuronTypeMeta):
 
 
 def current_stream(device: _DeviceLike = None) -> torch.Stream:
-    return torch.accelerator.current_stream(_index(device))
+    return _wrap(torch.accelerator.current_stream(_index(device)))
 
 
 def default_stream(device: _DeviceLike = None) -> torch.Stream:
     idx = _index(device)
     cur = torch.accelerator.current_stream(idx)
-    return torch.Stream(stream_id=0, device_index=idx, device_type=cur.device_type)
+    return _NeuronStream(stream_id=0, device_index=idx, device_type=cur.device_type)
 
 
 def set_stream(stream: Optional[torch.Stream]) -> None:
@@ -237,6 +263,16 @@ def max_memory_reserved(device: _DeviceLike = None) -> int:
     return memory_stats(device)["reserved_bytes.all.peak"]
 
 
+def max_memory_cached(device: _DeviceLike = None) -> int:
+    """Deprecated alias of ``max_memory_reserved`` (as in ``torch.cuda``)."""
+    return max_memory_reserved(device)
+
+
+def memory_cached(device: _DeviceLike = None) -> int:
+    """Deprecated alias of ``memory_reserved`` (as in ``torch.cuda``)."""
+    return memory_reserved(device)
+
+
 def reset_peak_memory_stats(device: _DeviceLike = None) -> None:
     _C._reset_peak(_index(device))
 
@@ -262,6 +298,32 @@ def mem_get_info(device: _DeviceLike = None) -> tuple[int, int]:
 def set_memory_capacity(nbytes: int, device: _DeviceLike = None) -> None:
     """Sets a device's memory capacity (default 24 GiB, or TORCH_NEURONX_DEVICE_MEMORY)."""
     _C._set_memory_capacity(_index(device), int(nbytes))
+
+
+_full_capacity: dict[int, int] = {}
+
+
+def set_per_process_memory_fraction(fraction: float, device: _DeviceLike = None) -> None:
+    """Limits this process to ``fraction`` of the device's memory (as in
+    ``torch.cuda``): allocations beyond it raise ``torch.OutOfMemoryError``.
+    The fraction is of the capacity the device started with."""
+    if not isinstance(fraction, (int, float)) or isinstance(fraction, bool):
+        raise TypeError("Invalid type for fraction argument, must be `float`")
+    if fraction < 0 or fraction > 1:
+        raise ValueError(f"Invalid fraction value: {fraction}. Allowed range: 0~1")
+    idx = _index(device)
+    full = _full_capacity.setdefault(idx, get_device_properties(idx).total_memory)
+    _C._set_memory_capacity(idx, int(full * fraction))
+
+
+def get_per_process_memory_fraction(device: _DeviceLike = None) -> float:
+    """The fraction set by ``set_per_process_memory_fraction`` (1.0 if none)."""
+    idx = _index(device)
+    full = _full_capacity.get(idx)
+    return 1.0 if full is None else mem_get_info(idx)[1] / full
+
+
+OutOfMemoryError = torch.OutOfMemoryError
 
 
 def _fmt(n: float) -> str:

@@ -73,9 +73,39 @@ nrt_status nrt_memory_reset_accumulated_stats(int device);
 /* free = capacity - reserved + cached-free within reserved... see memory.c */
 nrt_status nrt_mem_get_info(int device, size_t *out_free, size_t *out_total);
 
+/* The allocator's state, for torch.neuron.memory_snapshot(): every
+ * reserved segment in address order with its blocks in address order.
+ * Fills at most segment_cap / block_cap entries and returns the full
+ * counts, so a caller sizes its arrays with a first call (caps 0) and asks
+ * again while the counts exceed what it passed. */
+typedef enum nrt_block_state {
+  NRT_BLOCK_FREE,         /* cached, reusable */
+  NRT_BLOCK_ALLOCATED,    /* handed out */
+  NRT_BLOCK_PENDING_FREE, /* freed, waiting for streams named by nrt_record_stream */
+} nrt_block_state;
+typedef struct nrt_memory_block_info {
+  uint64_t address, size, requested; /* requested: 0 for a free block */
+  nrt_block_state state;
+} nrt_memory_block_info;
+typedef struct nrt_memory_segment_info {
+  uint64_t address, size;
+  int pool;         /* NRT_POOL_SMALL or NRT_POOL_LARGE */
+  int stream_index; /* the stream the segment belongs to */
+  size_t first_block, nblocks; /* its blocks in the block array */
+} nrt_memory_segment_info;
+nrt_status nrt_memory_snapshot(int device, nrt_memory_segment_info *out_segments, size_t segment_cap,
+                               nrt_memory_block_info *out_blocks, size_t block_cap,
+                               size_t *out_nsegments, size_t *out_nblocks);
+
 /* Pinned (page-locked) host memory for asynchronous copies. */
 nrt_status nrt_host_alloc(size_t size, void **out_ptr);
 nrt_status nrt_host_free(void *ptr);
+/* Pinned host memory in use (torch.neuron.host_memory_stats). */
+typedef struct nrt_host_memory_stats {
+  nrt_stat allocations;     /* blocks from nrt_host_alloc not yet freed */
+  nrt_stat allocated_bytes;
+} nrt_host_memory_stats;
+nrt_status nrt_host_memory_get_stats(nrt_host_memory_stats *out_stats);
 /* True if ptr lies inside a block from nrt_host_alloc. */
 bool nrt_host_is_pinned(const void *ptr);
 

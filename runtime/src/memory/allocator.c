@@ -121,6 +121,7 @@ static struct {
   pthread_mutex_t mu;
   host_block *blocks;
   size_t count, cap;
+  nrt_host_memory_stats stats;
 } host_registry = {.mu = PTHREAD_MUTEX_INITIALIZER};
 
 /* ---- helpers ------------------------------------------------------------------ */
@@ -138,18 +139,20 @@ static void format_bytes(uint64_t b, char *buf, size_t size) {
     snprintf(buf, size, "%.2f GiB", (double)b / (double)((uint64_t)1 << 30));
 }
 
-static void stat_update(nrt_stat *stat, int pool, int64_t delta) {
-  int idx[2] = {NRT_POOL_ALL, pool};
-  for (int i = 0; i < 2; i++) {
-    nrt_stat *s = &stat[idx[i]];
-    s->current += delta;
-    if (delta > 0) {
-      s->allocated += delta;
-      if (s->current > s->peak) s->peak = s->current;
-    } else {
-      s->freed -= delta;
-    }
+static void stat_add(nrt_stat *s, int64_t delta) {
+  s->current += delta;
+  if (delta > 0) {
+    s->allocated += delta;
+    if (s->current > s->peak) s->peak = s->current;
+  } else {
+    s->freed -= delta;
   }
+}
+
+/* A pool's stat and the all-pools total move together. */
+static void stat_update(nrt_stat *stat, int pool, int64_t delta) {
+  stat_add(&stat[NRT_POOL_ALL], delta);
+  stat_add(&stat[pool], delta);
 }
 
 static uint32_t hash_priority(const void *p) {
@@ -852,6 +855,38 @@ nrt_status nrt_memory_get_stats(int device, nrt_memory_stats *out_stats) {
   return NRT_SUCCESS;
 }
 
+nrt_status nrt_memory_snapshot(int device, nrt_memory_segment_info *out_segments, size_t segment_cap,
+                               nrt_memory_block_info *out_blocks, size_t block_cap,
+                               size_t *out_nsegments, size_t *out_nblocks) {
+  nrt_status st = check_device("nrt_memory_snapshot", device);
+  if (st != NRT_SUCCESS) return st;
+  if (!out_nsegments || !out_nblocks || (segment_cap && !out_segments) || (block_cap && !out_blocks))
+    return NRT_ERROR_INVALID_ARGUMENT;
+  allocator *a = &allocators[device];
+  pthread_mutex_lock(&a->mu);
+  if (a->pending) process_pending(a); /* blocks whose streams have moved on are free */
+  size_t nb = 0;
+  for (size_t s = 0; s < a->nsegs; s++) {
+    const segment *seg = a->segs[s];
+    if (s < segment_cap)
+      out_segments[s] = (nrt_memory_segment_info){(uint64_t)(uintptr_t)seg->base, seg->size, seg->pool,
+                                                  nrt_stream_index(seg->stream), nb, 0};
+    for (const block *b = seg->head; b; b = b->next, nb++) {
+      if (s < segment_cap) out_segments[s].nblocks++;
+      if (nb < block_cap)
+        out_blocks[nb] = (nrt_memory_block_info){(uint64_t)(uintptr_t)b->ptr, b->size,
+                                                 b->state == BLOCK_FREE ? 0 : b->requested,
+                                                 b->state == BLOCK_ALLOCATED ? NRT_BLOCK_ALLOCATED
+                                                 : b->state == BLOCK_PENDING ? NRT_BLOCK_PENDING_FREE
+                                                                             : NRT_BLOCK_FREE};
+    }
+  }
+  *out_nsegments = a->nsegs;
+  *out_nblocks = nb;
+  pthread_mutex_unlock(&a->mu);
+  return NRT_SUCCESS;
+}
+
 nrt_status nrt_memory_reset_peak_stats(int device) {
   nrt_status st = check_device("nrt_memory_reset_peak_stats", device);
   if (st != NRT_SUCCESS) return st;
@@ -945,6 +980,8 @@ nrt_status nrt_host_alloc(size_t size, void **out_ptr) {
           (host_registry.count - i) * sizeof *host_registry.blocks);
   host_registry.blocks[i] = (host_block){p, size};
   host_registry.count++;
+  stat_add(&host_registry.stats.allocations, 1);
+  stat_add(&host_registry.stats.allocated_bytes, (int64_t)size);
   pthread_mutex_unlock(&host_registry.mu);
   *out_ptr = p;
   return NRT_SUCCESS;
@@ -959,11 +996,22 @@ nrt_status nrt_host_free(void *ptr) {
     nrt_set_error_message("nrt_host_free: %p was not returned by nrt_host_alloc", ptr);
     return NRT_ERROR_INVALID_ARGUMENT;
   }
+  size_t size = host_registry.blocks[i - 1].size;
   memmove(&host_registry.blocks[i - 1], &host_registry.blocks[i],
           (host_registry.count - i) * sizeof *host_registry.blocks);
   host_registry.count--;
+  stat_add(&host_registry.stats.allocations, -1);
+  stat_add(&host_registry.stats.allocated_bytes, -(int64_t)size);
   pthread_mutex_unlock(&host_registry.mu);
   free(ptr);
+  return NRT_SUCCESS;
+}
+
+nrt_status nrt_host_memory_get_stats(nrt_host_memory_stats *out_stats) {
+  if (!out_stats) return NRT_ERROR_INVALID_ARGUMENT;
+  pthread_mutex_lock(&host_registry.mu);
+  *out_stats = host_registry.stats;
+  pthread_mutex_unlock(&host_registry.mu);
   return NRT_SUCCESS;
 }
 

@@ -1,0 +1,68 @@
+"""The torch.cuda names that ported code calls, on torch.neuron: each behaves
+as its torch.cuda counterpart does (or, where the device has nothing to
+report, says so plainly)."""
+import pytest
+import torch
+
+
+def test_stream_priority():
+    s = torch.neuron.Stream(priority=-1)
+    assert isinstance(s, torch.Stream) and isinstance(s, torch.neuron.Stream)
+    # One priority level: a requested priority is clamped into the range, as CUDA does.
+    assert torch.neuron.Stream.priority_range() == (0, 0)
+    assert s.priority == 0
+    assert torch.neuron.current_stream().priority == 0
+    assert torch.neuron.default_stream().priority == 0
+    # The subclass interoperates with PyTorch's stream/event methods.
+    x = torch.ones(1000, device="neuron")
+    with torch.neuron.stream(s):
+        y = x * 2
+    torch.neuron.current_stream().wait_stream(s)
+    e = s.record_event()
+    e.synchronize()
+    assert torch.equal(y.cpu(), torch.full((1000,), 2.0))
+
+
+def test_per_process_memory_fraction():
+    dev = torch.neuron.device_count() - 1
+    full = torch.neuron.get_device_properties(dev).total_memory
+    try:
+        torch.neuron.set_per_process_memory_fraction(0.25, dev)
+        assert torch.neuron.mem_get_info(dev)[1] == int(full * 0.25)
+        assert torch.neuron.get_per_process_memory_fraction(dev) == pytest.approx(0.25)
+        with pytest.raises(torch.neuron.OutOfMemoryError, match="out of memory"):
+            torch.empty(int(full * 0.3), dtype=torch.uint8, device=f"neuron:{dev}")
+        t = torch.empty(int(full * 0.2), dtype=torch.uint8, device=f"neuron:{dev}")  # fits
+        del t
+        with pytest.raises(ValueError, match="Allowed range"):
+            torch.neuron.set_per_process_memory_fraction(1.5, dev)
+        with pytest.raises(TypeError):
+            torch.neuron.set_per_process_memory_fraction("half", dev)
+    finally:
+        torch.neuron.empty_cache()
+        torch.neuron.set_per_process_memory_fraction(1.0, dev)
+    assert torch.neuron.mem_get_info(dev)[1] == full
+
+
+def test_memory_aliases_and_errors():
+    assert torch.neuron.OutOfMemoryError is torch.OutOfMemoryError
+    x = torch.empty(1 << 20, device="neuron")
+    assert torch.neuron.max_memory_cached() == torch.neuron.max_memory_reserved() > 0
+    assert torch.neuron.memory_cached() == torch.neuron.memory_reserved()
+    del x
+
+
+def test_arch_list():
+    archs = torch.neuron.get_arch_list()
+    assert archs == ["neuroncore-v3"]
+    assert torch.neuron.get_device_name().startswith("NeuronCore-v3")
+
+
+def test_autocast_defaults_to_bfloat16():
+    assert torch.get_autocast_dtype("neuron") == torch.bfloat16
+    a = torch.randn(8, 8, device="neuron")
+    with torch.autocast("neuron"):
+        y = a @ a
+    assert y.dtype == torch.bfloat16
+    ref = (a.cpu().bfloat16() @ a.cpu().bfloat16())
+    torch.testing.assert_close(y.cpu(), ref, rtol=1.6e-2, atol=1e-2)
