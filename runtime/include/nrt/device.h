@@ -43,6 +43,11 @@ nrt_status nrt_get_device(int *out_device);
 /* Waits for all streams of the device; returns the first sticky error. */
 nrt_status nrt_device_synchronize(int device);
 
+/* Time the device's stream workers have spent running work since the
+ * process started (summed over its streams), and the monotonic clock now,
+ * both in ns: utilization over an interval is the ratio of the deltas. */
+nrt_status nrt_device_busy_time(int device, uint64_t *out_busy_ns, uint64_t *out_now_ns);
+
 #ifdef __cplusplus
 }
 #endif

@@ -36,6 +36,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "exec/exec.h"
 
@@ -99,6 +100,16 @@ static _Atomic unsigned acquire_next[NRT_MAX_DEVICES];
  * back into its own stream cannot wait for itself. */
 static _Thread_local nrt_stream *tls_running_stream;
 static _Thread_local uint64_t tls_running_ticket;
+
+/* Nanoseconds each device's stream workers spent running batches of tasks
+ * (summed over streams, so overlapping streams count twice). */
+static _Atomic uint64_t busy_ns[NRT_MAX_DEVICES];
+
+static uint64_t now_ns(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
 
 static void streams_atfork_prepare(void);
 static void streams_atfork_parent(void);
@@ -263,6 +274,9 @@ static void *worker_main(void *arg) {
     task *batch = s->head;
     s->head = s->tail = NULL;
     pthread_mutex_unlock(&s->mu);
+    /* Busy time for torch.neuron.utilization(): two clock reads per batch,
+     * not per task, so the per-op path stays cheap. */
+    uint64_t batch_start = now_ns();
 
     for (task *t = batch; t; t = t->next) {
       bool skip = atomic_load_explicit(&s->error, memory_order_relaxed) != NRT_SUCCESS &&
@@ -281,6 +295,7 @@ static void *worker_main(void *arg) {
       }
       publish_completed(s, t->ticket, false);
     }
+    atomic_fetch_add_explicit(&busy_ns[s->device], now_ns() - batch_start, memory_order_relaxed);
 
     pthread_mutex_lock(&s->mu);
     recycle_tasks(s, batch);
@@ -380,7 +395,9 @@ static nrt_status run_inline(nrt_stream *s, const char *name, nrt_task_fn run, v
     tls_running_stream = s;
     tls_running_ticket = ticket;
     nrt_clear_error_message();
+    uint64_t start = now_ns();
     st = run(arg);
+    atomic_fetch_add_explicit(&busy_ns[s->device], now_ns() - start, memory_order_relaxed);
     if (st != NRT_SUCCESS) format_failure(s, name, st, msg, sizeof msg);
     tls_running_stream = outer;
     tls_running_ticket = outer_ticket;
@@ -574,6 +591,14 @@ nrt_status nrt_stream_peek_error(nrt_stream *stream, uint64_t max_ticket, char *
   }
   pthread_mutex_unlock(&stream->mu);
   return st;
+}
+
+nrt_status nrt_device_busy_time(int device, uint64_t *out_busy_ns, uint64_t *out_now_ns) {
+  if (!nrt_device_valid(device)) return nrt_invalid_device("nrt_device_busy_time", device);
+  if (!out_busy_ns || !out_now_ns) return NRT_ERROR_INVALID_ARGUMENT;
+  *out_busy_ns = atomic_load_explicit(&busy_ns[device], memory_order_relaxed);
+  *out_now_ns = now_ns();
+  return NRT_SUCCESS;
 }
 
 nrt_status nrt_device_synchronize(int device) {
