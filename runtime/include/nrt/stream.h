@@ -27,6 +27,12 @@ nrt_status nrt_stream_acquire(int device, nrt_stream **out_stream);
 int nrt_stream_device(const nrt_stream *stream);
 int nrt_stream_index(const nrt_stream *stream);
 
+/* The stream at address `ptr` (a handle another library got from this
+ * runtime, for torch.neuron.ExternalStream): its device and index.
+ * NRT_ERROR_INVALID_ARGUMENT if ptr is not one of the runtime's streams;
+ * the address is compared, never dereferenced. */
+nrt_status nrt_stream_lookup(const void *ptr, int *out_device, int *out_index);
+
 /* Blocks until all enqueued work ran. Returns (and clears) the sticky
  * error of the stream if a task failed; nrt_last_error_message() then
  * names the kernel. */

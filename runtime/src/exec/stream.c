@@ -174,6 +174,21 @@ nrt_status nrt_stream_get_default(int device, nrt_stream **out_stream) {
   return nrt_stream_get(device, 0, out_stream);
 }
 
+nrt_status nrt_stream_lookup(const void *ptr, int *out_device, int *out_index) {
+  if (!out_device || !out_index) return NRT_ERROR_INVALID_ARGUMENT;
+  nrt_streams_ready();
+  size_t n = (size_t)stream_table_devices * NRT_STREAMS_PER_DEVICE;
+  uintptr_t p = (uintptr_t)ptr, base = (uintptr_t)stream_table;
+  if (p < base || p >= base + n * sizeof(nrt_stream) || (p - base) % sizeof(nrt_stream) != 0) {
+    nrt_set_error_message("nrt_stream_lookup: %p is not a neuron stream", ptr);
+    return NRT_ERROR_INVALID_ARGUMENT;
+  }
+  size_t i = (p - base) / sizeof(nrt_stream);
+  *out_device = (int)(i / NRT_STREAMS_PER_DEVICE);
+  *out_index = (int)(i % NRT_STREAMS_PER_DEVICE);
+  return NRT_SUCCESS;
+}
+
 nrt_status nrt_stream_acquire(int device, nrt_stream **out_stream) {
   nrt_streams_ready();
   if (!nrt_device_valid(device)) {

@@ -1,6 +1,6 @@
-/* Device busy time (torch.neuron.utilization): work run by a device's
- * streams, asynchronously or under launch blocking, is counted; idle time
- * is not. */
+/* What the streams report for torch.cuda-style APIs: device busy time
+ * (torch.neuron.utilization; work run by a device's streams is counted,
+ * idle time is not) and the lookup behind torch.neuron.ExternalStream. */
 #include <time.h>
 
 #include "testing.h"
@@ -39,7 +39,21 @@ static void test_busy_time_counts_work(void) {
   CHECK_STATUS(nrt_device_busy_time(0, NULL, &now2), NRT_ERROR_INVALID_ARGUMENT);
 }
 
+/* ExternalStream's lookup: a stream's own address maps back to it; any
+ * other address is refused without being read. */
+static void test_stream_lookup(void) {
+  nrt_stream *s = NULL;
+  CHECK_OK(nrt_stream_get(1, 5, &s));
+  int dev = -1, idx = -1;
+  CHECK_OK(nrt_stream_lookup(s, &dev, &idx));
+  CHECK(dev == 1 && idx == 5);
+  CHECK_STATUS(nrt_stream_lookup((char *)s + 1, &dev, &idx), NRT_ERROR_INVALID_ARGUMENT);
+  CHECK_STATUS(nrt_stream_lookup(&dev, &dev, &idx), NRT_ERROR_INVALID_ARGUMENT);
+  CHECK_STATUS(nrt_stream_lookup(NULL, &dev, &idx), NRT_ERROR_INVALID_ARGUMENT);
+}
+
 int main(void) {
   RUN_TEST(test_busy_time_counts_work);
+  RUN_TEST(test_stream_lookup);
   return TEST_RESULT();
 }
