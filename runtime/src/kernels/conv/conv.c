@@ -830,9 +830,7 @@ out:
  * CPU has AVX512_BF16 (products exact in float32, float32 accumulation, as
  * PyTorch's oneDNN bf16 convolutions); else float32 panels. */
 static const nrt_gemm_ukernel *pick_ukernel(const nrt_operand *a, const nrt_operand *b) {
-  if (a->dtype == NRT_BFLOAT16 && b->dtype == NRT_BFLOAT16 && nrt_kernels_isa() >= NRT_ISA_AVX512_BF16)
-    return &nrt_gemm_ukernel_avx512_bf16;
-  return nrt_gemm_ukernel_f32();
+  return nrt_gemm_ukernel_pick(a->dtype, b->dtype);
 }
 
 static nrt_status fwd_gemm(const conv_geom *g, const nrt_launch *l) {
