@@ -93,44 +93,9 @@ static bool is_max_op(nrt_op op) {
   return op == NRT_OP_AMAX || op == NRT_OP_MAX_WITH_INDEX || op == NRT_OP_ARGMAX;
 }
 
-/* The block accumulators are inlined into two builds of acc_f32 (baseline
- * and AVX-512), chosen per launch. */
+/* The block accumulators (and accum.h's double sums) are inlined into two
+ * builds of acc_f32 (baseline and AVX-512), chosen per launch. */
 #define RED_INLINE static inline __attribute__((always_inline))
-
-/* Sum in double with independent partial sums, so it vectorises without
- * reassociating anything the compiler would have to prove. */
-RED_INLINE double sum_f64(const float *x, int64_t n) {
-  double acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
-  int64_t i = 0;
-  for (; i + 8 <= n; i += 8)
-    for (int j = 0; j < 8; j++) acc[j] += (double)x[i + j];
-  for (; i < n; i++) acc[0] += x[i];
-  return ((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7]));
-}
-
-RED_INLINE double sumsq_f64(const float *x, int64_t n, double shift) {
-  double acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
-  int64_t i = 0;
-  for (; i + 8 <= n; i += 8)
-    for (int j = 0; j < 8; j++) {
-      double d = (double)x[i + j] - shift;
-      acc[j] += d * d;
-    }
-  for (; i < n; i++) {
-    double d = (double)x[i] - shift;
-    acc[0] += d * d;
-  }
-  return ((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7]));
-}
-
-RED_INLINE double sumabs_f64(const float *x, int64_t n) {
-  double acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
-  int64_t i = 0;
-  for (; i + 8 <= n; i += 8)
-    for (int j = 0; j < 8; j++) acc[j] += fabs((double)x[i + j]);
-  for (; i < n; i++) acc[0] += fabs((double)x[i]);
-  return ((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7]));
-}
 
 /* Block max/min ignoring NaN, plus whether a NaN was seen. By hand with
  * SSE (part of x86-64): the compiler will not vectorise a running float
@@ -220,7 +185,7 @@ RED_INLINE void acc_f32_impl(const red_plan *p, rstate *s, const float *x, int64
   int nan;
   switch (p->op) {
   case NRT_OP_SUM:
-  case NRT_OP_MEAN: s->a += sum_f64(x, n); break;
+  case NRT_OP_MEAN: s->a += nrt_sum_f64(x, n); break;
   case NRT_OP_PROD: {
     double a = s->a;
     for (int64_t i = 0; i < n; i++) a *= x[i];
@@ -280,8 +245,8 @@ RED_INLINE void acc_f32_impl(const red_plan *p, rstate *s, const float *x, int64
     break;
   }
   case NRT_OP_VAR: {
-    double mean = sum_f64(x, n) / (double)n;
-    merge_var(s, n, mean, sumsq_f64(x, n, mean));
+    double mean = nrt_sum_f64(x, n) / (double)n;
+    merge_var(s, n, mean, nrt_sumsq_f64(x, n, mean));
     break;
   }
   case NRT_OP_NORM: {
@@ -291,9 +256,9 @@ RED_INLINE void acc_f32_impl(const red_plan *p, rstate *s, const float *x, int64
       for (int64_t i = 0; i < n; i++) c += x[i] != 0.0f;
       s->a += (double)c;
     } else if (pp == 1.0) {
-      s->a += sumabs_f64(x, n);
+      s->a += nrt_sumabs_f64(x, n);
     } else if (pp == 2.0) {
-      s->a += sumsq_f64(x, n, 0.0);
+      s->a += nrt_sumsq_f64(x, n, 0.0);
     } else if (pp == INFINITY || pp == -INFINITY) {
       float m = pp > 0 ? -INFINITY : INFINITY;
       int any = 0;
