@@ -90,7 +90,7 @@ void nrt_conv_tap_init(const nrt_conv_geom *g, int64_t kk, nrt_conv_tap *t) {
   t->ci = kk / g->KK;
   for (int i = 0; i < 3; i++) t->off[i] = k[i] * g->D[i] - g->P[i];
   int64_t s = g->S[2], off = t->off[2], in = g->I[2];
-  int64_t lo = off >= 0 ? 0 : (-off + s - 1) / s;
+  int64_t lo = off >= 0 ? 0 : nrt_cdiv(-off, s);
   int64_t hi = in - 1 - off < 0 ? 0 : (in - 1 - off) / s + 1;
   hi = nrt_min_i64(hi, g->O[2]);
   t->lo = nrt_min_i64(lo, hi);

@@ -710,7 +710,7 @@ static nrt_status nonzero(const nrt_launch *l) {
   /* blocks: enough for the pool to balance, big enough to amortise */
   p.block = INDEX_GRAIN;
   if (p.numel / p.block > 1024) p.block = (p.numel + 1023) / 1024;
-  p.nblocks = (p.numel + p.block - 1) / p.block;
+  p.nblocks = nrt_cdiv(p.numel, p.block);
   p.counts = malloc((size_t)p.nblocks * sizeof *p.counts);
   if (!p.counts) return nrt_kernel_fail(NRT_ERROR_OUT_OF_MEMORY, "NONZERO: out of host memory");
   nrt_parallel_for(p.nblocks, 1, nz_count_blocks, &p);

@@ -273,7 +273,7 @@ static void pw_tiles(void *ctx, int64_t begin, int64_t end) {
   pw_plan *p = ctx;
   int nd = p->ndim, nops = p->nops;
   int64_t rows = p->sizes[nd - 2], cols = p->sizes[nd - 1];
-  int64_t rt = (rows + TILE - 1) / TILE, ct = (cols + TILE - 1) / TILE;
+  int64_t rt = nrt_cdiv(rows, TILE), ct = nrt_cdiv(cols, TILE);
   for (int64_t t = begin; t < end; t++) {
     int64_t tj = t % ct, ti = (t / ct) % rt, outer = t / ct / rt;
     char *base[NRT_MAX_OPERANDS];

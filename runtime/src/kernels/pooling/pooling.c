@@ -31,9 +31,6 @@ typedef struct pool_geom {
   int64_t divisor_override; /* 0: none */
 } pool_geom;
 
-static int64_t min64(int64_t a, int64_t b) { return a < b ? a : b; }
-static int64_t max64(int64_t a, int64_t b) { return a > b ? a : b; }
-
 static nrt_status geom_init(const nrt_launch *l, pool_geom *g) {
   const char *op = nrt_op_name(l->op);
   if (l->ndim != 11) {
@@ -98,17 +95,17 @@ static win window(const pool_geom *g, bool is_max, int i, int64_t o) {
     w.padded = w.hi - w.lo;
   } else if (is_max) {
     int64_t s = o * g->S[i] - g->P[i];
-    w.hi = min64(s + (g->K[i] - 1) * g->D[i] + 1, in);
+    w.hi = nrt_min_i64(s + (g->K[i] - 1) * g->D[i] + 1, in);
     while (s < 0) s += g->D[i];
     w.lo = s;
     w.step = g->D[i];
     w.padded = 0;
   } else {
     int64_t s = o * g->S[i] - g->P[i];
-    int64_t e = min64(s + g->K[i], in + g->P[i]);
+    int64_t e = nrt_min_i64(s + g->K[i], in + g->P[i]);
     w.padded = e - s;
-    w.lo = max64(s, 0);
-    w.hi = min64(e, in);
+    w.lo = nrt_max_i64(s, 0);
+    w.hi = nrt_min_i64(e, in);
     w.step = 1;
   }
   return w;
@@ -158,7 +155,7 @@ static void plane_io_i64(const nrt_operand *o, int64_t n, int64_t c, const int64
 /* Output columns ow whose tap at input offset ow*S + off lies in [0, in):
  * [lo, hi). */
 static void tap_cols(int64_t off, int64_t s, int64_t in, int64_t out, int64_t *lo, int64_t *hi) {
-  int64_t a = off >= 0 ? 0 : (-off + s - 1) / s;
+  int64_t a = off >= 0 ? 0 : nrt_cdiv(-off, s);
   int64_t b = in - 1 - off < 0 ? 0 : (in - 1 - off) / s + 1;
   if (b > out) b = out;
   *lo = a < b ? a : b;
