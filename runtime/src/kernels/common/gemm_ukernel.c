@@ -45,22 +45,13 @@ const nrt_gemm_ukernel *nrt_gemm_ukernel_pick(nrt_dtype a, nrt_dtype b) {
 
 /* ---- full float32 panels --------------------------------------------------- */
 
-void nrt_gemm_pack_a_full(const nrt_gemm_ukernel *uk, const float *const *rows, int64_t kc, float *panel) {
+void nrt_gemm_pack_full(const nrt_gemm_ukernel *uk, bool is_a, const float *const *lanes, int64_t kc, float *panel) {
   if (uk == &nrt_gemm_ukernel_avx512) {
-    nrt_gemm_pack_a14_avx512((const void *const *)rows, kc, panel);
+    if (is_a) nrt_gemm_pack_a14_avx512((const void *const *)lanes, kc, panel);
+    else nrt_gemm_pack_b32_avx512((const void *const *)lanes, kc, panel);
     return;
   }
-  int mr = uk->mr;
+  int w = is_a ? uk->mr : uk->nr;
   for (int64_t k = 0; k < kc; k++)
-    for (int r = 0; r < mr; r++) panel[k * mr + r] = rows[r][k];
-}
-
-void nrt_gemm_pack_b_full(const nrt_gemm_ukernel *uk, const float *const *cols, int64_t kc, float *panel) {
-  if (uk == &nrt_gemm_ukernel_avx512) {
-    nrt_gemm_pack_b32_avx512((const void *const *)cols, kc, panel);
-    return;
-  }
-  int nr = uk->nr;
-  for (int64_t k = 0; k < kc; k++)
-    for (int c = 0; c < nr; c++) panel[k * nr + c] = cols[c][k];
+    for (int i = 0; i < w; i++) panel[k * w + i] = lanes[i][k];
 }

@@ -51,12 +51,11 @@ void nrt_gemm_pack_b32_avx512(const void *const *cols, int64_t kc, void *panel);
 void nrt_gemm_pack_a14_bf16_cols_avx512(const char *a, int64_t sk, int64_t kpairs, void *panel);
 void nrt_gemm_pack_b32_bf16_rows_avx512(const char *b, int64_t sk, int64_t kpairs, void *panel);
 
-/* Full float32 panels of `uk` from lanes of kc contiguous floats:
- * A: panel[k * mr + i] = rows[i][k] for its mr rows; B: panel[k * nr + j] =
- * cols[j][k] for its nr columns. The AVX-512 kernel's panels go through
- * its in-register transposes. */
-void nrt_gemm_pack_a_full(const nrt_gemm_ukernel *uk, const float *const *rows, int64_t kc, float *panel);
-void nrt_gemm_pack_b_full(const nrt_gemm_ukernel *uk, const float *const *cols, int64_t kc, float *panel);
+/* A full float32 panel of `uk` from w lanes of kc contiguous floats,
+ * panel[k * w + i] = lanes[i][k]: an A panel (w = mr rows) or a B panel
+ * (w = nr columns). The AVX-512 kernel's panels go through its in-register
+ * transposes. */
+void nrt_gemm_pack_full(const nrt_gemm_ukernel *uk, bool is_a, const float *const *lanes, int64_t kc, float *panel);
 
 /* One micro-kernel call for a rows x cols block of C (at most MR x NR):
  * straight into C when the block is full, else through `edge` (MR * NR
@@ -74,9 +73,19 @@ static inline void nrt_gemm_ukernel_block(const nrt_gemm_ukernel *uk, int64_t kc
       c[i * ldc + j] = accumulate ? c[i * ldc + j] + edge[i * uk->nr + j] : edge[i * uk->nr + j];
 }
 
-/* The epilogue of both AVX-512 kernels (float32 and bfloat16 pairs, whose
- * accumulators are alike): c = alpha * acc, plus c when accumulating.
- * Inlined so that the accumulators stay in registers. */
+/* The prologue and epilogue of both AVX-512 kernels (float32 and bfloat16
+ * pairs, whose accumulators are alike): the accumulators start at zero and
+ * end as c = alpha * acc, plus c when accumulating. Inlined so that they
+ * stay in registers. */
+NRT_TARGET_AVX512 static inline __attribute__((always_inline)) void
+nrt_gemm_zero_14x32_avx512(__m512 acc[NRT_GEMM_MR512][2]) {
+#pragma GCC unroll 14
+  for (int i = 0; i < NRT_GEMM_MR512; i++) {
+    acc[i][0] = _mm512_setzero_ps();
+    acc[i][1] = _mm512_setzero_ps();
+  }
+}
+
 NRT_TARGET_AVX512 static inline __attribute__((always_inline)) void
 nrt_gemm_store_14x32_avx512(__m512 acc[NRT_GEMM_MR512][2], float *c, int64_t ldc, float alpha, int accumulate) {
   __m512 va = _mm512_set1_ps(alpha);

@@ -16,11 +16,7 @@
 NRT_TARGET_AVX512 static void ukernel_avx512(int64_t kc, const float *a, const float *b, float *c,
                                              int64_t ldc, float alpha, int accumulate) {
   __m512 acc[MR512][2];
-#pragma GCC unroll 14
-  for (int i = 0; i < MR512; i++) {
-    acc[i][0] = _mm512_setzero_ps();
-    acc[i][1] = _mm512_setzero_ps();
-  }
+  nrt_gemm_zero_14x32_avx512(acc);
   for (int64_t k = 0; k < kc; k++) {
     __m512 b0 = _mm512_load_ps(b), b1 = _mm512_load_ps(b + 16);
     _mm_prefetch((const char *)(b + 8 * NR512), _MM_HINT_T0);

@@ -36,7 +36,7 @@ static void bwdw_pack_a(const nrt_conv_plan *p, int64_t grp, int64_t kk0, int64_
   } else {
     const float *rp[32];
     for (int64_t i = 0; i < MR; i++) rp[i] = rows + i * kc;
-    nrt_gemm_pack_a_full(p->uk, rp, kc, panel);
+    nrt_gemm_pack_full(p->uk, true, rp, kc, panel);
   }
 }
 
@@ -63,7 +63,7 @@ static void bwdw_pack_b(const nrt_conv_plan *p, int64_t grp, int64_t q0, int64_t
     if (!p->uk->bf16_pairs && fast && cols == NR) {
       const float *cp[64];
       for (int64_t j = 0; j < NR; j++) cp[j] = (const float *)(NRT_CONV_ACT(gy, n, grp * g->Cog + jp + j) + pix0 * 4);
-      nrt_gemm_pack_b_full(p->uk, cp, kc, panel);
+      nrt_gemm_pack_full(p->uk, false, cp, kc, panel);
       continue;
     }
     for (int64_t j = 0; j < cols; j++) nrt_conv_act_cols(gy, g->O, grp * g->Cog + jp + j, q0, kc, rows + j * kc, false);

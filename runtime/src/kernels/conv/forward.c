@@ -82,7 +82,7 @@ static void fwd_pack_w(void *ctx, int64_t begin, int64_t end) {
       int64_t kc = nrt_min_i64(p->KC, g->Kdim - k0);
       const float *r[32];
       for (int64_t i = 0; i < MR; i++) r[i] = rp[i] + k0;
-      nrt_gemm_pack_a_full(p->uk, r, kc, base + p->mp * MR * k0 + ip * MR * kc);
+      nrt_gemm_pack_full(p->uk, true, r, kc, base + p->mp * MR * k0 + ip * MR * kc);
     }
   }
   nrt_conv_bufs_free(&wb);

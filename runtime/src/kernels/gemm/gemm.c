@@ -67,8 +67,7 @@ static void pack_panel(const nrt_gemm_ukernel *uk, bool is_a, const char *base, 
      * B): read them side by side so the panel is written in order. */
     const float *lp[64];
     for (int64_t i = 0; i < lanes; i++) lp[i] = (const float *)(base + i * sl);
-    if (is_a) nrt_gemm_pack_a_full(uk, lp, kc, panel);
-    else nrt_gemm_pack_b_full(uk, lp, kc, panel);
+    nrt_gemm_pack_full(uk, is_a, lp, kc, panel);
     return;
   }
   for (int64_t i = 0; i < lanes; i++) {
@@ -372,26 +371,12 @@ static void gemv_range(void *ctx, int64_t begin, int64_t end) {
 
 /* Returns false when the shape or layout is not a plain float32 GEMV. */
 static bool try_gemv(const gemm_plan *p, nrt_status *st) {
-  gemv_job g = {.p = p, .failed = 0};
-  if (p->M == 1 && p->B->dtype == NRT_FLOAT32) {
-    g.mat = p->B->data;
-    g.mbs = p->B->strides[0];
-    g.si = p->B->strides[2];
-    g.sk = p->B->strides[1];
-    g.vec_op = p->A;
-    g.vec_row = 1;
-    g.n = p->N;
-  } else if (p->N == 1 && p->A->dtype == NRT_FLOAT32) {
-    g.mat = p->A->data;
-    g.mbs = p->A->strides[0];
-    g.si = p->A->strides[1];
-    g.sk = p->A->strides[2];
-    g.vec_op = p->B;
-    g.vec_row = 0;
-    g.n = p->M;
-  } else {
-    return false;
-  }
+  /* y = x @ B (the vector is A's row) or y = A @ x (B's column) */
+  bool row = p->M == 1 && p->B->dtype == NRT_FLOAT32;
+  if (!row && !(p->N == 1 && p->A->dtype == NRT_FLOAT32)) return false;
+  const nrt_operand *mat = row ? p->B : p->A;
+  gemv_job g = {.p = p, .failed = 0, .mat = mat->data, .mbs = mat->strides[0], .si = mat->strides[row ? 2 : 1],
+                .sk = mat->strides[row ? 1 : 2], .vec_op = row ? p->A : p->B, .vec_row = row, .n = row ? p->N : p->M};
   if (g.sk != 4 && g.si != 4) return false;
   g.k = p->K;
   int64_t ntasks = p->batch * nrt_cdiv(g.n, GEMV_CHUNK);
