@@ -404,15 +404,18 @@ static void prep_range(void *ctx, int64_t lo, int64_t hi) {
   run_tasks(c, lo, hi, fwd_floats(c->p), prep_base, prep_avx2, prep_avx512);
 }
 
+/* The launch's status once its tasks ran. */
+static nrt_status tasks_status(blk_ctx *c) {
+  if (atomic_load(&c->failed))
+    return nrt_kernel_fail(NRT_ERROR_OUT_OF_MEMORY, "attention: out of memory for a task's block buffers");
+  return NRT_SUCCESS;
+}
+
 static nrt_status drive(const nrt_attn_problem *p, nrt_range_fn fn) {
   blk_ctx c = {.p = p, .isa = nrt_kernels_isa(), .blocks = nrt_cdiv(p->L, BQ)};
   atomic_init(&c.failed, 0);
   nrt_parallel_for(p->B * p->Hq * c.blocks, 1, fn, &c);
-  if (atomic_load(&c.failed)) {
-    nrt_set_error_message("attention: out of memory for a task's block buffers");
-    return NRT_ERROR_OUT_OF_MEMORY;
-  }
-  return NRT_SUCCESS;
+  return tasks_status(&c);
 }
 
 nrt_status nrt_attn_forward_blocked(const nrt_attn_problem *p) { return drive(p, fwd_range); }
@@ -467,19 +470,13 @@ static nrt_status backward(const nrt_attn_problem *p, bool ds_only) {
   atomic_init(&c.failed, 0);
   if (!ds_only) {
     pl.dq_part = ws_alloc((size_t)(pl.chunks * p->B * p->Hq * pl.Lp * pl.Ep));
-    if (!pl.dq_part) {
-      nrt_set_error_message("attention: out of memory for the backward's dQ partial sums");
-      return NRT_ERROR_OUT_OF_MEMORY;
-    }
+    if (!pl.dq_part)
+      return nrt_kernel_fail(NRT_ERROR_OUT_OF_MEMORY, "attention: out of memory for the backward's dQ partial sums");
   }
   nrt_parallel_for(p->B * p->Hk * pl.chunks, 1, bwd_range, &c);
   if (!ds_only && !atomic_load(&c.failed)) nrt_parallel_for(p->B * p->Hq * p->L, 64, dq_sum_range, &c);
   free(pl.dq_part);
-  if (atomic_load(&c.failed)) {
-    nrt_set_error_message("attention: out of memory for a task's block buffers");
-    return NRT_ERROR_OUT_OF_MEMORY;
-  }
-  return NRT_SUCCESS;
+  return tasks_status(&c);
 }
 
 nrt_status nrt_attn_backward_blocked(const nrt_attn_problem *p) { return backward(p, false); }
