@@ -146,10 +146,7 @@ static void direct_bwdw(void *ctx, int64_t begin, int64_t end) {
 }
 
 nrt_status nrt_conv_direct(const nrt_conv_geom *g, const nrt_launch *l) {
-  nrt_conv_plan p;
-  memset(&p, 0, sizeof p);
-  p.g = g;
-  p.l = l;
+  nrt_conv_plan p = {.g = g, .l = l};
   int64_t work = (g->L + g->LI) * (g->Cog + g->Cig) * g->KK;
   int64_t grain = work >= 65536 ? 1 : 65536 / (work + 1) + 1;
   switch ((int)l->op) {

@@ -428,9 +428,7 @@ static void gemm_reference_i(const gemm_plan *p) {
 /* ---- entry ------------------------------------------------------------------------- */
 
 nrt_status nrt_gemm_execute(const nrt_launch *l) {
-  gemm_plan p;
-  memset(&p, 0, sizeof p);
-  p.l = l;
+  gemm_plan p = {.l = l};
   p.batch = l->sizes[0];
   p.M = l->sizes[1];
   p.N = l->sizes[2];

@@ -127,28 +127,21 @@ static bool win_empty(const win w[3]) {
 
 /* ---- plane conversion (fast path) ----------------------------------------- */
 
-static void plane_io(const nrt_operand *o, int64_t n, int64_t c, const int64_t e[3], float *buf, bool store) {
+/* Loads (store = false) or stores the (n, c) plane of o as a dense
+ * [e0][e1][e2] buffer of float32 values, or with ints of the int64 values
+ * of an int64 operand (the argmax indices). */
+static void plane_io(const nrt_operand *o, int64_t n, int64_t c, const int64_t e[3], void *buf, bool ints,
+                     bool store) {
   char *base = PLANE(o, n, c);
   const int64_t *st = o->strides + 2;
   for (int64_t d = 0; d < e[0]; d++)
     for (int64_t h = 0; h < e[1]; h++) {
       char *row = base + d * st[0] + h * st[1];
-      float *b = buf + (d * e[1] + h) * e[2];
-      if (store) nrt_store_f32(row, st[2], o->dtype, b, e[2]);
-      else nrt_load_f32(b, row, st[2], o->dtype, e[2]);
-    }
-}
-
-static void plane_io_i64(const nrt_operand *o, int64_t n, int64_t c, const int64_t e[3], int64_t *buf,
-                         bool store) {
-  char *base = PLANE(o, n, c);
-  const int64_t *st = o->strides + 2;
-  for (int64_t d = 0; d < e[0]; d++)
-    for (int64_t h = 0; h < e[1]; h++) {
-      char *row = base + d * st[0] + h * st[1];
-      int64_t *b = buf + (d * e[1] + h) * e[2];
-      if (store) nrt_store_i64(row, st[2], NRT_INT64, b, e[2]);
-      else nrt_load_i64(b, row, st[2], NRT_INT64, e[2]);
+      int64_t at = (d * e[1] + h) * e[2];
+      if (ints && store) nrt_store_i64(row, st[2], NRT_INT64, (int64_t *)buf + at, e[2]);
+      else if (ints) nrt_load_i64((int64_t *)buf + at, row, st[2], NRT_INT64, e[2]);
+      else if (store) nrt_store_f32(row, st[2], o->dtype, (float *)buf + at, e[2]);
+      else nrt_load_f32((float *)buf + at, row, st[2], o->dtype, e[2]);
     }
 }
 
@@ -268,16 +261,16 @@ static void fast_planes(void *ctx, int64_t begin, int64_t end) {
   for (int64_t plane = begin; plane < end; plane++) {
     int64_t n = plane / g->C, c = plane % g->C;
     if (!backward && !g->adaptive) {
-      plane_io(&l->operands[l->noutputs], n, c, g->I, in, false);
+      plane_io(&l->operands[l->noutputs], n, c, g->I, in, false, false);
       for (int64_t od = 0; od < g->O[0]; od++)
         for (int64_t oh = 0; oh < g->O[1]; oh++) {
           int64_t ob = (od * g->O[1] + oh) * g->O[2];
           fixed_row(g, is_max, in, od, oh, ww, out + ob, is_max ? idx + ob : NULL, rowbuf);
         }
-      plane_io(&l->operands[0], n, c, g->O, out, true);
-      if (is_max) plane_io_i64(&l->operands[1], n, c, g->O, idx, true);
+      plane_io(&l->operands[0], n, c, g->O, out, false, true);
+      if (is_max) plane_io(&l->operands[1], n, c, g->O, idx, true, true);
     } else if (!backward) {
-      plane_io(&l->operands[l->noutputs], n, c, g->I, in, false);
+      plane_io(&l->operands[l->noutputs], n, c, g->I, in, false, false);
       for (int64_t od = 0; od < g->O[0]; od++)
         for (int64_t oh = 0; oh < g->O[1]; oh++) {
           win w[3] = {window(g, is_max, 0, od), window(g, is_max, 1, oh), {0, 0, 0, 0}};
@@ -313,13 +306,13 @@ static void fast_planes(void *ctx, int64_t begin, int64_t end) {
             }
           }
         }
-      plane_io(&l->operands[0], n, c, g->O, out, true);
-      if (is_max) plane_io_i64(&l->operands[1], n, c, g->O, idx, true);
+      plane_io(&l->operands[0], n, c, g->O, out, false, true);
+      if (is_max) plane_io(&l->operands[1], n, c, g->O, idx, true, true);
     } else {
       for (int64_t i = 0; i < g->IL; i++) in[i] = 0.0f;
-      plane_io(&l->operands[1], n, c, g->O, out, false);
+      plane_io(&l->operands[1], n, c, g->O, out, false, false);
       if (is_max) {
-        plane_io_i64(&l->operands[2], n, c, g->O, idx, false);
+        plane_io(&l->operands[2], n, c, g->O, idx, true, false);
         for (int64_t i = 0; i < g->OL; i++)
           if (idx[i] >= 0 && idx[i] < g->IL) in[idx[i]] += out[i];
       } else if (!g->adaptive) {
@@ -345,7 +338,7 @@ static void fast_planes(void *ctx, int64_t begin, int64_t end) {
             }
           }
       }
-      plane_io(&l->operands[0], n, c, g->I, in, true);
+      plane_io(&l->operands[0], n, c, g->I, in, false, true);
     }
   }
 done:

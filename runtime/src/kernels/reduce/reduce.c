@@ -180,6 +180,34 @@ static void merge_lse(rstate *s, double m, double sum, int flags) {
   }
 }
 
+/* Block steps written once for both domains (x is a float or an int64
+ * block, FIELD the state's value of that domain): the extremes with index
+ * take the first position of the block's extreme m when it is strictly
+ * better than the held one (on ties the earlier index stays); ALL and ANY
+ * test x[i] != 0. */
+#define TAKE_EXTREME_INDEX(FIELD)                                   \
+  if (s->idx < 0 || (mx ? m > s->FIELD : m < s->FIELD)) {          \
+    for (int64_t i = 0; i < n; i++)                                 \
+      if (x[i] == m) {                                              \
+        s->FIELD = m;                                               \
+        s->idx = idx0 + i;                                          \
+        break;                                                      \
+      }                                                             \
+  }
+#define ALL_ANY_CASES                                               \
+  case NRT_OP_ALL: {                                                \
+    int all = 1;                                                    \
+    for (int64_t i = 0; i < n; i++) all &= x[i] != 0;               \
+    s->i &= all;                                                    \
+    break;                                                          \
+  }                                                                 \
+  case NRT_OP_ANY: {                                                \
+    int any = 0;                                                    \
+    for (int64_t i = 0; i < n; i++) any |= x[i] != 0;               \
+    s->i |= any;                                                    \
+    break;                                                          \
+  }
+
 RED_INLINE void acc_f32_impl(const red_plan *p, rstate *s, const float *x, int64_t n,
                              int64_t idx0, bool wide) {
   int nan;
@@ -221,29 +249,10 @@ RED_INLINE void acc_f32_impl(const red_plan *p, rstate *s, const float *x, int64
         }
       break;
     }
-    /* Strictly better only: on ties the earlier index stays. */
-    if (s->idx < 0 || (mx ? m > s->a : m < s->a)) {
-      for (int64_t i = 0; i < n; i++)
-        if (x[i] == m) {
-          s->a = m;
-          s->idx = idx0 + i;
-          break;
-        }
-    }
+    TAKE_EXTREME_INDEX(a)
     break;
   }
-  case NRT_OP_ALL: {
-    int all = 1;
-    for (int64_t i = 0; i < n; i++) all &= x[i] != 0.0f;
-    s->i &= all;
-    break;
-  }
-  case NRT_OP_ANY: {
-    int any = 0;
-    for (int64_t i = 0; i < n; i++) any |= x[i] != 0.0f;
-    s->i |= any;
-    break;
-  }
+  ALL_ANY_CASES
   case NRT_OP_VAR: {
     double mean = nrt_sum_f64(x, n) / (double)n;
     merge_var(s, n, mean, nrt_sumsq_f64(x, n, mean));
@@ -333,28 +342,10 @@ static void acc_i64(const red_plan *p, rstate *s, const int64_t *x, int64_t n, i
     bool mx = is_max_op(p->op);
     int64_t m = x[0];
     for (int64_t i = 1; i < n; i++) m = mx ? (x[i] > m ? x[i] : m) : (x[i] < m ? x[i] : m);
-    if (s->idx < 0 || (mx ? m > s->i : m < s->i)) {
-      for (int64_t i = 0; i < n; i++)
-        if (x[i] == m) {
-          s->i = m;
-          s->idx = idx0 + i;
-          break;
-        }
-    }
+    TAKE_EXTREME_INDEX(i)
     break;
   }
-  case NRT_OP_ALL: {
-    int all = 1;
-    for (int64_t i = 0; i < n; i++) all &= x[i] != 0;
-    s->i &= all;
-    break;
-  }
-  case NRT_OP_ANY: {
-    int any = 0;
-    for (int64_t i = 0; i < n; i++) any |= x[i] != 0;
-    s->i |= any;
-    break;
-  }
+  ALL_ANY_CASES
   default: break;
   }
 }
@@ -843,9 +834,7 @@ static nrt_status reduce_reference(const red_plan *p, const int *kd, int nkd, co
 /* ---- entry --------------------------------------------------------------------- */
 
 nrt_status nrt_reduce_execute(const nrt_launch *l) {
-  red_plan p;
-  memset(&p, 0, sizeof p);
-  p.l = l;
+  red_plan p = {.l = l};
   p.op = l->op;
   p.with_index = l->op == NRT_OP_MAX_WITH_INDEX || l->op == NRT_OP_MIN_WITH_INDEX ||
                  l->op == NRT_OP_ARGMAX || l->op == NRT_OP_ARGMIN;

@@ -378,9 +378,7 @@ static void bwd_range(void *ctx, int64_t begin, int64_t end) {
 
 nrt_status nrt_resample_interp(const nrt_launch *l) {
   const char *op = nrt_op_name(l->op);
-  interp_job j;
-  memset(&j, 0, sizeof j);
-  j.l = l;
+  interp_job j = {.l = l};
   nrt_status st = nrt_resample_geom_init(l, &j.g);
   if (st != NRT_SUCCESS) return st;
   bool fwd = (int)l->op == NRT_OP(INTERP);

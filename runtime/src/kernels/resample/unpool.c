@@ -51,9 +51,7 @@ static void unpool_planes(void *ctx, int64_t begin, int64_t end) {
 }
 
 nrt_status nrt_resample_unpool(const nrt_launch *l) {
-  unpool_job j;
-  memset(&j, 0, sizeof j);
-  j.l = l;
+  unpool_job j = {.l = l};
   nrt_status st = nrt_resample_geom_init(l, &j.g);
   if (st != NRT_SUCCESS) return st;
   if (l->noutputs != 1 || l->operands[2].dtype != NRT_INT64 || l->operands[0].dtype != l->operands[1].dtype)
