@@ -20,7 +20,11 @@ static void rows_task(void *ctx, int64_t begin, int64_t end) {
   if (j->range) {
     j->range(j, begin, end, s);
   } else {
-    for (int64_t r = begin; r < end; r++) j->row(j, r, s);
+    for (int64_t r = begin; r < end; r++) {
+      char *ptr[NRT_MAX_OPERANDS];
+      nrt_rows_start(j->l, j->nops, r, ptr);
+      j->row(j, r, ptr, s);
+    }
   }
   free(s);
 }

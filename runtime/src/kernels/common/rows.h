@@ -9,6 +9,7 @@
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
+#include "kernels/common/convert.h"
 #include "nrt/launch.h"
 
 typedef struct nrt_rows {
@@ -30,16 +31,29 @@ static inline void nrt_rows_start(const nrt_launch *l, int nops, int64_t r, char
   }
 }
 
+/* Element i of operand k in a row (ptr from nrt_rows_start), one element
+ * at a time through dtype.c's conversions at float32 precision: the
+ * reference paths' loads and stores. */
+static inline float nrt_rows_ref_ld(const nrt_launch *l, const nrt_rows *g, char *const *ptr, int k, int64_t i) {
+  return (float)nrt_ref_load_f64(ptr[k] + i * g->st[k], l->operands[k].dtype);
+}
+static inline void nrt_rows_ref_st(const nrt_launch *l, const nrt_rows *g, char *const *ptr, int k, int64_t i,
+                                   float v) {
+  nrt_ref_store_f64(ptr[k] + i * g->st[k], l->operands[k].dtype, v);
+}
+
 /* A job over the rows of g: a task gets `scratch` bytes and runs either
- * range (its rows at once, for state kept across them) or row (each row). */
+ * range (its rows at once, for state kept across them) or row (each row,
+ * given the row pointers of operands [0, nops)). */
 typedef struct nrt_rows_job nrt_rows_job;
 struct nrt_rows_job {
   const nrt_launch *l;
   nrt_rows g;
   void *ctx; /* the caller's plan */
+  int nops;
   size_t scratch;
   void (*range)(const nrt_rows_job *j, int64_t begin, int64_t end, void *scratch);
-  void (*row)(const nrt_rows_job *j, int64_t r, void *scratch);
+  void (*row)(const nrt_rows_job *j, int64_t r, char *const *ptr, void *scratch);
   atomic_int failed;
 };
 

@@ -184,47 +184,44 @@ static void norm_range(const nrt_rows_job *j, int64_t begin, int64_t end, void *
 
 /* ---- reference: element at a time, dtype.c conversions, double sums ---- */
 
-static void norm_reference(const norm_plan *p, const nrt_launch *l, const nrt_rows *rows) {
+static void norm_reference(const nrt_rows_job *j, int64_t r, char *const *ptr, void *unused) {
+  const norm_plan *p = j->ctx;
+  const nrt_launch *l = j->l;
+  const nrt_rows *rows = &j->g;
   int64_t n = rows->len;
-  for (int64_t r = 0; r < rows->count; r++) {
-    char *ptr[NRT_MAX_OPERANDS];
-    nrt_rows_start(l, p->nops, r, ptr);
-#define AT(k, i) (ptr[k] + (i) * rows->st[k])
-#define LD(k, i) ((float)nrt_ref_load_f64(AT(k, i), l->operands[k].dtype))
-#define ST(k, i, v) nrt_ref_store_f64(AT(k, i), l->operands[k].dtype, (float)(v))
-    if (l->op == NRT_OP(LAYER_NORM)) {
-      double s = 0, q = 0;
-      for (int64_t i = 0; i < n; i++) s += LD(LN_X, i);
-      double mean = s / (double)n;
-      for (int64_t i = 0; i < n; i++) q += (LD(LN_X, i) - mean) * (LD(LN_X, i) - mean);
-      float m = (float)mean, rstd = (float)(1.0 / sqrt(q / (double)n + (double)p->eps));
-      for (int64_t i = 0; i < n; i++) {
-        float y = (LD(LN_X, i) - m) * rstd;
-        if (p->wk >= 0) y *= LD(p->wk, i);
-        if (p->bk >= 0) y += LD(p->bk, i);
-        ST(LN_Y, i, y);
-      }
-      ST(LN_MEAN, 0, m);
-      ST(LN_RSTD, 0, rstd);
-    } else {
-      float m = LD(LNB_MEAN, 0), rstd = LD(LNB_RSTD, 0);
-      double sg = 0, sgx = 0;
-      for (int64_t i = 0; i < n; i++) {
-        double g = (double)LD(LNB_GY, i) * (p->wk >= 0 ? LD(p->wk, i) : 1.0f);
-        double xh = ((double)LD(LNB_X, i) - m) * rstd;
-        sg += g;
-        sgx += g * xh;
-      }
-      for (int64_t i = 0; i < n; i++) {
-        double g = (double)LD(LNB_GY, i) * (p->wk >= 0 ? LD(p->wk, i) : 1.0f);
-        double xh = ((double)LD(LNB_X, i) - m) * rstd;
-        ST(LNB_GX, i, rstd * (g - sg / (double)n - xh * (sgx / (double)n)));
-      }
+#define LD(k, i) nrt_rows_ref_ld(l, rows, ptr, k, i)
+#define ST(k, i, v) nrt_rows_ref_st(l, rows, ptr, k, i, (float)(v))
+  if (l->op == NRT_OP(LAYER_NORM)) {
+    double s = 0, q = 0;
+    for (int64_t i = 0; i < n; i++) s += LD(LN_X, i);
+    double mean = s / (double)n;
+    for (int64_t i = 0; i < n; i++) q += (LD(LN_X, i) - mean) * (LD(LN_X, i) - mean);
+    float m = (float)mean, rstd = (float)(1.0 / sqrt(q / (double)n + (double)p->eps));
+    for (int64_t i = 0; i < n; i++) {
+      float y = (LD(LN_X, i) - m) * rstd;
+      if (p->wk >= 0) y *= LD(p->wk, i);
+      if (p->bk >= 0) y += LD(p->bk, i);
+      ST(LN_Y, i, y);
     }
-#undef AT
+    ST(LN_MEAN, 0, m);
+    ST(LN_RSTD, 0, rstd);
+  } else {
+    float m = LD(LNB_MEAN, 0), rstd = LD(LNB_RSTD, 0);
+    double sg = 0, sgx = 0;
+    for (int64_t i = 0; i < n; i++) {
+      double g = (double)LD(LNB_GY, i) * (p->wk >= 0 ? LD(p->wk, i) : 1.0f);
+      double xh = ((double)LD(LNB_X, i) - m) * rstd;
+      sg += g;
+      sgx += g * xh;
+    }
+    for (int64_t i = 0; i < n; i++) {
+      double g = (double)LD(LNB_GY, i) * (p->wk >= 0 ? LD(p->wk, i) : 1.0f);
+      double xh = ((double)LD(LNB_X, i) - m) * rstd;
+      ST(LNB_GX, i, rstd * (g - sg / (double)n - xh * (sgx / (double)n)));
+    }
+  }
 #undef LD
 #undef ST
-  }
 }
 
 nrt_status nrt_layer_norm_run(const nrt_launch *l) {
@@ -237,8 +234,9 @@ nrt_status nrt_layer_norm_run(const nrt_launch *l) {
     int64_t flags = l->params[1];
     int want = 1 + (int)(flags & 1) + (int)((flags >> 1) & 1);
     if ((flags & ~(int64_t)3) || l->ninputs != want)
-      return nrt_kernel_fail(NRT_ERROR_INVALID_ARGUMENT, "%s: p1 = %lld (bit0 weight, bit1 bias) needs %d inputs, got %d",
-                             name, (long long)flags, want, l->ninputs);
+      return nrt_kernel_fail(NRT_ERROR_INVALID_ARGUMENT,
+                             "%s: p1 = %lld (bit0 weight, bit1 bias) needs %d inputs, got %d", name,
+                             (long long)flags, want, l->ninputs);
     int k = LN_X + 1;
     if (flags & 1) p.wk = k++;
     if (flags & 2) p.bk = k++;
@@ -250,17 +248,19 @@ nrt_status nrt_layer_norm_run(const nrt_launch *l) {
   } else {
     return nrt_kernel_fail(NRT_ERROR_UNSUPPORTED, "kernel %s: not a norm op", name);
   }
-  nrt_rows_job j = {.l = l, .ctx = &p, .range = norm_range};
+  nrt_rows_job j = {.l = l, .ctx = &p, .nops = p.nops, .range = norm_range};
   nrt_rows_init(&j.g, l);
   if (j.g.count == 0 || j.g.len == 0) return NRT_SUCCESS;
   p.w_shared = p.wk >= 0 && leading_strides_zero(l, p.wk);
   p.b_shared = p.bk >= 0 && leading_strides_zero(l, p.bk);
-  if (nrt_kernels_reference()) {
-    norm_reference(&p, l, &j.g);
-    return NRT_SUCCESS;
+  bool ref = nrt_kernels_reference();
+  if (ref) { /* one row at a time on this thread */
+    j.range = NULL;
+    j.row = norm_reference;
+  } else {
+    j.scratch = 5 * (size_t)j.g.len * sizeof(float);
   }
-  j.scratch = 5 * (size_t)j.g.len * sizeof(float);
-  if (!nrt_rows_run(&j, NORM_GRAIN, true))
+  if (!nrt_rows_run(&j, NORM_GRAIN, !ref))
     return nrt_kernel_fail(NRT_ERROR_OUT_OF_MEMORY, "%s: out of host memory for a row of %lld", name,
                            (long long)j.g.len);
   return NRT_SUCCESS;

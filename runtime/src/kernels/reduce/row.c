@@ -147,81 +147,83 @@ static void row_range(const nrt_rows_job *j, int64_t begin, int64_t end, void *m
 
 /* ---- reference: element at a time, libm, plain double sums ---------------- */
 
-static void row_reference(const row_plan *p, const nrt_launch *l, const nrt_rows *g) {
+static void row_reference(const nrt_rows_job *j, int64_t r, char *const *ptr, void *unused) {
+  const row_plan *p = j->ctx;
+  const nrt_launch *l = j->l;
+  const nrt_rows *g = &j->g;
   int64_t n = g->len;
-  for (int64_t r = 0; r < g->count; r++) {
-    char *ptr[NRT_MAX_OPERANDS];
-    nrt_rows_start(l, p->nops, r, ptr);
 #define AT(k, i) (ptr[k] + (i) * g->st[k])
-#define LD(k, i) ((float)nrt_ref_load_f64(AT(k, i), l->operands[k].dtype))
-#define ST(i, v) nrt_ref_store_f64(AT(0, i), l->operands[0].dtype, (float)(v))
-    if (!p->fdomain) {
-      int64_t acc = p->op == NRT_OP_CUMPROD ? 1 : 0;
-      for (int64_t i = 0; i < n; i++) {
-        int64_t v = nrt_ref_load_i64(AT(1, i), l->operands[1].dtype);
-        acc = p->op == NRT_OP_CUMPROD ? nrt_wmul(acc, v) : nrt_wadd(acc, v);
-        nrt_ref_store_i64(AT(0, i), l->operands[0].dtype, acc);
-      }
-      continue;
+#define LD(k, i) nrt_rows_ref_ld(l, g, ptr, k, i)
+#define ST(i, v) nrt_rows_ref_st(l, g, ptr, 0, i, (float)(v))
+  if (!p->fdomain) {
+    int64_t acc = p->op == NRT_OP_CUMPROD ? 1 : 0;
+    for (int64_t i = 0; i < n; i++) {
+      int64_t v = nrt_ref_load_i64(AT(1, i), l->operands[1].dtype);
+      acc = p->op == NRT_OP_CUMPROD ? nrt_wmul(acc, v) : nrt_wadd(acc, v);
+      nrt_ref_store_i64(AT(0, i), l->operands[0].dtype, acc);
     }
-    switch (p->op) {
-    case NRT_OP_SOFTMAX:
-    case NRT_OP_LOG_SOFTMAX: {
-      float m = -INFINITY;
-      for (int64_t i = 0; i < n; i++) m = LD(1, i) > m ? LD(1, i) : m;
-      double s = 0;
-      for (int64_t i = 0; i < n; i++) s += expf(LD(1, i) - m);
-      for (int64_t i = 0; i < n; i++) {
-        if (p->op == NRT_OP_SOFTMAX) ST(i, expf(LD(1, i) - m) / (float)s);
-        else ST(i, (LD(1, i) - m) - (float)log(s));
-      }
-      break;
+    return;
+  }
+  switch (p->op) {
+  case NRT_OP_SOFTMAX:
+  case NRT_OP_LOG_SOFTMAX: {
+    float m = -INFINITY;
+    for (int64_t i = 0; i < n; i++) m = LD(1, i) > m ? LD(1, i) : m;
+    double s = 0;
+    for (int64_t i = 0; i < n; i++) s += expf(LD(1, i) - m);
+    for (int64_t i = 0; i < n; i++) {
+      if (p->op == NRT_OP_SOFTMAX) ST(i, expf(LD(1, i) - m) / (float)s);
+      else ST(i, (LD(1, i) - m) - (float)log(s));
     }
-    case NRT_OP_SOFTMAX_BACKWARD: {
-      double dot = 0;
-      for (int64_t i = 0; i < n; i++) dot += (double)LD(1, i) * LD(2, i);
-      for (int64_t i = 0; i < n; i++) ST(i, LD(2, i) * (LD(1, i) - (float)dot));
-      break;
+    break;
+  }
+  case NRT_OP_SOFTMAX_BACKWARD: {
+    double dot = 0;
+    for (int64_t i = 0; i < n; i++) dot += (double)LD(1, i) * LD(2, i);
+    for (int64_t i = 0; i < n; i++) ST(i, LD(2, i) * (LD(1, i) - (float)dot));
+    break;
+  }
+  case NRT_OP_LOG_SOFTMAX_BACKWARD: {
+    double s = 0;
+    for (int64_t i = 0; i < n; i++) s += LD(1, i);
+    for (int64_t i = 0; i < n; i++) ST(i, LD(1, i) - expf(LD(2, i)) * (float)s);
+    break;
+  }
+  case NRT_OP_CUMSUM:
+  case NRT_OP_CUMPROD: {
+    double acc = p->op == NRT_OP_CUMPROD ? 1.0 : 0.0;
+    for (int64_t i = 0; i < n; i++) {
+      acc = p->op == NRT_OP_CUMPROD ? acc * LD(1, i) : acc + LD(1, i);
+      ST(i, acc);
     }
-    case NRT_OP_LOG_SOFTMAX_BACKWARD: {
-      double s = 0;
-      for (int64_t i = 0; i < n; i++) s += LD(1, i);
-      for (int64_t i = 0; i < n; i++) ST(i, LD(1, i) - expf(LD(2, i)) * (float)s);
-      break;
-    }
-    case NRT_OP_CUMSUM:
-    case NRT_OP_CUMPROD: {
-      double acc = p->op == NRT_OP_CUMPROD ? 1.0 : 0.0;
-      for (int64_t i = 0; i < n; i++) {
-        acc = p->op == NRT_OP_CUMPROD ? acc * LD(1, i) : acc + LD(1, i);
-        ST(i, acc);
-      }
-      break;
-    }
-    default: break;
-    }
+    break;
+  }
+  default: break;
+  }
 #undef AT
 #undef LD
 #undef ST
-  }
 }
 
 nrt_status nrt_row_execute(const nrt_launch *l) {
   row_plan p = {.op = l->op, .fdomain = nrt_dtype_is_floating(l->compute_dtype), .nops = l->noutputs + l->ninputs};
   if (l->noutputs != 1)
-    return nrt_kernel_fail(NRT_ERROR_INVALID_ARGUMENT, "%s: expected 1 output, got %d", nrt_op_name(l->op), l->noutputs);
+    return nrt_kernel_fail(NRT_ERROR_INVALID_ARGUMENT, "%s: expected 1 output, got %d", nrt_op_name(l->op),
+                           l->noutputs);
   if (!p.fdomain && l->op != NRT_OP_CUMSUM && l->op != NRT_OP_CUMPROD)
     return nrt_kernel_fail(NRT_ERROR_UNSUPPORTED, "%s: not supported for %s", nrt_op_name(l->op),
                            nrt_dtype_name(l->compute_dtype));
-  nrt_rows_job j = {.l = l, .ctx = &p, .range = row_range};
+  nrt_rows_job j = {.l = l, .ctx = &p, .nops = p.nops, .range = row_range};
   nrt_rows_init(&j.g, l);
   if (j.g.count == 0 || j.g.len == 0) return NRT_SUCCESS;
-  if (nrt_kernels_reference()) {
-    row_reference(&p, l, &j.g);
-    return NRT_SUCCESS;
+  bool ref = nrt_kernels_reference();
+  if (ref) { /* one row at a time on this thread */
+    j.range = NULL;
+    j.row = row_reference;
+  } else {
+    j.scratch = 4 * (size_t)j.g.len * (p.fdomain ? sizeof(float) : sizeof(int64_t));
   }
-  j.scratch = 4 * (size_t)j.g.len * (p.fdomain ? sizeof(float) : sizeof(int64_t));
-  if (!nrt_rows_run(&j, ROW_GRAIN, true))
+  if (!nrt_rows_run(&j, ROW_GRAIN, !ref))
     return nrt_kernel_fail(NRT_ERROR_OUT_OF_MEMORY, "%s: out of host memory for a row of %lld", nrt_op_name(l->op),
                            (long long)j.g.len);
   return NRT_SUCCESS;

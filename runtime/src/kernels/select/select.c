@@ -103,10 +103,8 @@ static inline bool scan_takes(uint64_t x, uint64_t h, bool fl, bool is_max) {
   return is_max ? x >= h : x <= h;
 }
 
-static void cumext_row(const nrt_rows_job *j, int64_t r, void *scratch) {
+static void cumext_row(const nrt_rows_job *j, int64_t r, char *const *ptr, void *scratch) {
   const nrt_launch *l = j->l;
-  char *ptr[3];
-  nrt_rows_start(l, 3, r, ptr);
   nrt_dtype dt = l->operands[SCAN_IN].dtype, ix = l->operands[SCAN_INDICES].dtype;
   bool fl = nrt_dtype_is_floating(dt), is_max = (int)l->op == (int)NRT_OP(CUMMAX);
   int64_t es = (int64_t)nrt_dtype_size(dt), n = j->g.len;
@@ -150,7 +148,7 @@ static nrt_status cumext_op(const nrt_launch *l) {
   if (l->operands[SCAN_VALUES].dtype != l->operands[SCAN_IN].dtype)
     return nrt_kernel_fail(NRT_ERROR_INVALID_ARGUMENT, "%s: values must have the input's dtype", nrt_op_name(l->op));
   bool ref = nrt_kernels_reference();
-  nrt_rows_job j = {.l = l, .ctx = &ref, .row = cumext_row};
+  nrt_rows_job j = {.l = l, .ctx = &ref, .nops = 3, .row = cumext_row};
   nrt_rows_init(&j.g, l);
   if (j.g.len == 0) return NRT_SUCCESS;
   size_t es = nrt_dtype_size(l->operands[SCAN_IN].dtype);
@@ -169,10 +167,8 @@ static inline double log_add_exp(double a, double b) {
   return mx + log1p(exp(mn - mx));
 }
 
-static void lcse_row(const nrt_rows_job *j, int64_t r, void *scratch) {
+static void lcse_row(const nrt_rows_job *j, int64_t r, char *const *ptr, void *scratch) {
   const nrt_launch *l = j->l;
-  char *ptr[2];
-  nrt_rows_start(l, 2, r, ptr);
   double *v = scratch;
   int64_t n = j->g.len;
   if (!job_ref(j)) {
@@ -209,7 +205,7 @@ static nrt_status lcse_op(const nrt_launch *l) {
   if (!nrt_dtype_is_floating(l->operands[1].dtype) || !nrt_dtype_is_floating(l->operands[0].dtype))
     return nrt_kernel_fail(NRT_ERROR_INVALID_ARGUMENT, "LOGCUMSUMEXP: operands must be floating");
   bool ref = nrt_kernels_reference();
-  nrt_rows_job j = {.l = l, .ctx = &ref, .row = lcse_row};
+  nrt_rows_job j = {.l = l, .ctx = &ref, .nops = 2, .row = lcse_row};
   nrt_rows_init(&j.g, l);
   if (j.g.len == 0) return NRT_SUCCESS;
   j.scratch = (size_t)j.g.len * sizeof(double);
@@ -229,7 +225,7 @@ static int64_t os_rank(int64_t stat, int64_t k, int64_t n, int64_t nans) {
   }
 }
 
-static void os_write(const nrt_rows_job *j, char **ptr, int64_t idx) {
+static void os_write(const nrt_rows_job *j, char *const *ptr, int64_t idx) {
   const nrt_launch *l = j->l;
   size_t es = nrt_dtype_size(l->operands[OS_IN].dtype);
   memcpy(ptr[OS_VALUE], ptr[OS_IN] + idx * j->g.st[OS_IN], es);
@@ -238,7 +234,7 @@ static void os_write(const nrt_rows_job *j, char **ptr, int64_t idx) {
 
 /* Reference: ranks by counting. Element t's stable rank is the number of
  * smaller keys plus the equal keys before it. */
-static void os_row_ref(const nrt_rows_job *j, char **ptr, void *scratch, nrt_dtype dt, bool fl, int64_t n,
+static void os_row_ref(const nrt_rows_job *j, char *const *ptr, void *scratch, nrt_dtype dt, bool fl, int64_t n,
                        int64_t stat) {
   const nrt_launch *l = j->l;
   uint64_t *key = scratch;
@@ -277,10 +273,8 @@ static void os_row_ref(const nrt_rows_job *j, char **ptr, void *scratch, nrt_dty
   os_write(j, ptr, best);
 }
 
-static void os_row(const nrt_rows_job *j, int64_t r, void *scratch) {
+static void os_row(const nrt_rows_job *j, int64_t r, char *const *ptr, void *scratch) {
   const nrt_launch *l = j->l;
-  char *ptr[3];
-  nrt_rows_start(l, 3, r, ptr);
   nrt_dtype dt = l->operands[OS_IN].dtype;
   bool fl = nrt_dtype_is_floating(dt);
   int64_t n = j->g.len, stat = l->params[0];
@@ -325,7 +319,7 @@ static nrt_status order_stat_op(const nrt_launch *l) {
   if (l->operands[OS_VALUE].dtype != l->operands[OS_IN].dtype)
     return nrt_kernel_fail(NRT_ERROR_INVALID_ARGUMENT, "ORDER_STAT: the value must have the input's dtype");
   bool ref = nrt_kernels_reference();
-  nrt_rows_job j = {.l = l, .ctx = &ref, .row = os_row};
+  nrt_rows_job j = {.l = l, .ctx = &ref, .nops = 3, .row = os_row};
   nrt_rows_init(&j.g, l);
   if (l->params[0] < OS_KTH || l->params[0] > OS_MODE)
     return nrt_kernel_fail(NRT_ERROR_INVALID_ARGUMENT,
