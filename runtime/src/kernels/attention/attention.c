@@ -296,8 +296,7 @@ static void view(nrt_attn_view *t, const nrt_operand *o) {
 }
 
 static nrt_status bad(const nrt_launch *l, const char *what) {
-  nrt_set_error_message("attention: %s: %s", nrt_op_name(l->op), what);
-  return NRT_ERROR_INVALID_ARGUMENT;
+  return nrt_kernel_fail(NRT_ERROR_INVALID_ARGUMENT, "attention: %s: %s", nrt_op_name(l->op), what);
 }
 
 static bool floating(const nrt_attn_view *t) { return nrt_dtype_is_floating(t->dtype); }
@@ -402,8 +401,7 @@ nrt_status nrt_attention_execute(const nrt_launch *l) {
   int op = (int)l->op;
   if (op != NRT_OP(SDPA_FORWARD) && op != NRT_OP(SDPA_BACKWARD_PREP) && op != NRT_OP(SDPA_BACKWARD) &&
       op != NRT_OP(SDPA_BACKWARD_DS)) {
-    nrt_set_error_message("attention: op %s has no kernel", nrt_op_name(l->op));
-    return NRT_ERROR_UNSUPPORTED;
+    return nrt_kernel_fail(NRT_ERROR_UNSUPPORTED, "attention: op %s has no kernel", nrt_op_name(l->op));
   }
   nrt_attn_problem p;
   nrt_status st = decode(l, &p);

@@ -106,8 +106,8 @@ static void bwdi_pack_w(void *ctx, int64_t begin, int64_t end) {
         float *panel = base + rows_pad * nrt_conv_units(p, k0) + ip * ku;
         if (p->uk->bf16_pairs) {
           for (int64_t kp = 0; kp < ku; kp++)
-            nrt_conv_pair_row((uint32_t *)panel + kp * MR, src[2 * kp] + ip, 2 * kp + 1 < kc ? src[2 * kp + 1] + ip : NULL,
-                              MR, MR);
+            nrt_conv_pair_row((uint32_t *)panel + kp * MR, src[2 * kp] + ip,
+                              2 * kp + 1 < kc ? src[2 * kp + 1] + ip : NULL, MR, MR);
         } else {
           for (int64_t k = 0; k < kc; k++) memcpy(panel + k * MR, src[k] + ip, sizeof(float) * (size_t)MR);
         }

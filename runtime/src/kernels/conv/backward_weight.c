@@ -106,7 +106,8 @@ static void bwdw_tasks(void *ctx, int64_t begin, int64_t end) {
       for (int64_t ip = 0; ip < nr_rows; ip += MR) {
         bwdw_pack_a(p, grp, r0 + ip, q0, kc, rows, ap);
         for (int64_t jp = 0; jp < p->cog_pad; jp += NR)
-          p->uk->fn(nrt_conv_units(p, kc), ap, bp + jp * nrt_conv_units(p, kc), c + ip * p->cog_pad + jp, p->cog_pad, 1.0f, 1);
+          p->uk->fn(nrt_conv_units(p, kc), ap, bp + jp * nrt_conv_units(p, kc), c + ip * p->cog_pad + jp, p->cog_pad,
+                    1.0f, 1);
       }
       q0 += kc;
     }
@@ -141,7 +142,8 @@ static void bwdw_finish(void *ctx, int64_t begin, int64_t end) {
       }
       for (int64_t j = 0; j < nco; j++) rows[j * g->Kdim + kk] = s[j];
     }
-    for (int64_t j = 0; j < nco; j++) nrt_conv_w_row(g, gw, grp * g->Cog + co0 + j, 0, g->Kdim, rows + j * g->Kdim, true);
+    for (int64_t j = 0; j < nco; j++)
+      nrt_conv_w_row(g, gw, grp * g->Cog + co0 + j, 0, g->Kdim, rows + j * g->Kdim, true);
   }
   nrt_conv_bufs_free(&w);
 }

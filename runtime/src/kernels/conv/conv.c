@@ -61,8 +61,9 @@ static nrt_status geom_init(const nrt_launch *l, nrt_conv_geom *g) {
     g->P[i] = l->aux[3 + i];
     g->D[i] = l->aux[6 + i];
     if (g->S[i] < 1 || g->D[i] < 1 || g->P[i] < 0 || g->K[i] < 1)
-      return nrt_kernel_fail(NRT_ERROR_INVALID_ARGUMENT, "%s: dim %d: kernel %lld, stride %lld, padding %lld, dilation %lld",
-                             op, i, (long long)g->K[i], (long long)g->S[i], (long long)g->P[i], (long long)g->D[i]);
+      return nrt_kernel_fail(NRT_ERROR_INVALID_ARGUMENT,
+                             "%s: dim %d: kernel %lld, stride %lld, padding %lld, dilation %lld", op, i,
+                             (long long)g->K[i], (long long)g->S[i], (long long)g->P[i], (long long)g->D[i]);
     /* Fewer outputs than the input allows is fine: a transposed
      * convolution with output_padding >= stride has an input (its output)
      * longer than its outputs (its input) need. */

@@ -45,8 +45,10 @@ static bool ref_in(const nrt_conv_geom *g, const int64_t *o, const int64_t *k, i
   return true;
 }
 
-#define FOR3(v, ext) \
-  for (v[0] = 0; v[0] < (ext)[0]; v[0]++) for (v[1] = 0; v[1] < (ext)[1]; v[1]++) for (v[2] = 0; v[2] < (ext)[2]; v[2]++)
+#define FOR3(v, ext)                          \
+  for (v[0] = 0; v[0] < (ext)[0]; v[0]++)   \
+    for (v[1] = 0; v[1] < (ext)[1]; v[1]++) \
+      for (v[2] = 0; v[2] < (ext)[2]; v[2]++)
 
 static void ref_forward(const nrt_conv_geom *g, const nrt_launch *l, bool ints) {
   const nrt_operand *y = &l->operands[0], *x = &l->operands[1], *w = &l->operands[2];

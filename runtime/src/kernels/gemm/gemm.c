@@ -433,7 +433,8 @@ nrt_status nrt_gemm_execute(const nrt_launch *l) {
   p.M = l->sizes[1];
   p.N = l->sizes[2];
   p.K = l->sizes[3];
-  if (l->noutputs != 1) return nrt_kernel_fail(NRT_ERROR_INVALID_ARGUMENT, "GEMM: expected 1 output, got %d", l->noutputs);
+  if (l->noutputs != 1)
+    return nrt_kernel_fail(NRT_ERROR_INVALID_ARGUMENT, "GEMM: expected 1 output, got %d", l->noutputs);
   p.C = &l->operands[0];
   p.A = &l->operands[1];
   p.B = &l->operands[2];

@@ -663,8 +663,7 @@ static nrt_status reference(cn_job *j) {
 /* ---- entry ------------------------------------------------------------------------ */
 
 static nrt_status bad(const nrt_launch *l, const char *what) {
-  nrt_set_error_message("%s: %s", nrt_op_name(l->op), what);
-  return NRT_ERROR_INVALID_ARGUMENT;
+  return nrt_kernel_fail(NRT_ERROR_INVALID_ARGUMENT, "%s: %s", nrt_op_name(l->op), what);
 }
 
 nrt_status nrt_channel_norm_run(const nrt_launch *l) {
@@ -672,10 +671,9 @@ nrt_status nrt_channel_norm_run(const nrt_launch *l) {
   cn_geom *g = &j.g;
   bool group = l->op == NRT_OP(GROUP_NORM) || l->op == NRT_OP(GROUP_NORM_BACKWARD);
   bool backward = l->op == NRT_OP(BATCH_NORM_BACKWARD) || l->op == NRT_OP(GROUP_NORM_BACKWARD);
-  if (!nrt_dtype_is_floating(l->compute_dtype)) {
-    nrt_set_error_message("%s: floating dtypes only, got %s", nrt_op_name(l->op), nrt_dtype_name(l->compute_dtype));
-    return NRT_ERROR_UNSUPPORTED;
-  }
+  if (!nrt_dtype_is_floating(l->compute_dtype))
+    return nrt_kernel_fail(NRT_ERROR_UNSUPPORTED,
+                           "%s: floating dtypes only, got %s", nrt_op_name(l->op), nrt_dtype_name(l->compute_dtype));
   if (l->ndim != (group ? 4 : 3)) return bad(l, group ? "sizes are {N, G, Cg, S}" : "sizes are {N, C, S}");
   g->N = l->sizes[0];
   if (group) {

@@ -334,15 +334,12 @@ nrt_status nrt_pointwise_execute(const nrt_launch *l) {
   bool copy = l->op == NRT_OP_COPY;
   bool fdomain = nrt_dtype_is_floating(l->compute_dtype);
   const nrt_pw_kernel *k = copy ? NULL : lookup(l->op);
-  if (l->noutputs != 1 || (!copy && !k)) {
-    nrt_set_error_message("%s: no pointwise kernel with %d outputs", nrt_op_name(l->op), l->noutputs);
-    return NRT_ERROR_UNSUPPORTED;
-  }
-  if (!copy && (fdomain ? !(k->f32 || k->rng_f32) : !(k->i64 || k->rng_i64))) {
-    nrt_set_error_message("%s: not supported for %s", nrt_op_name(l->op),
-                          nrt_dtype_name(l->compute_dtype));
-    return NRT_ERROR_UNSUPPORTED;
-  }
+  if (l->noutputs != 1 || (!copy && !k))
+    return nrt_kernel_fail(NRT_ERROR_UNSUPPORTED,
+                           "%s: no pointwise kernel with %d outputs", nrt_op_name(l->op), l->noutputs);
+  if (!copy && (fdomain ? !(k->f32 || k->rng_f32) : !(k->i64 || k->rng_i64)))
+    return nrt_kernel_fail(NRT_ERROR_UNSUPPORTED, "%s: not supported for %s", nrt_op_name(l->op),
+                           nrt_dtype_name(l->compute_dtype));
   int64_t numel = 1;
   for (int d = 0; d < l->ndim; d++) numel *= l->sizes[d];
   if (numel == 0) return NRT_SUCCESS;
@@ -375,6 +372,6 @@ nrt_status nrt_pointwise_execute(const nrt_launch *l) {
   }
   /* The only failure a block reports is integer division by zero; the
    * message is PyTorch's, so the glue can raise the same error. */
-  if (st != NRT_SUCCESS) nrt_set_error_message("ZeroDivisionError");
-  return st;
+  if (st != NRT_SUCCESS) return nrt_kernel_fail(st, "ZeroDivisionError");
+  return NRT_SUCCESS;
 }

@@ -33,28 +33,19 @@ typedef struct pool_geom {
 
 static nrt_status geom_init(const nrt_launch *l, pool_geom *g) {
   const char *op = nrt_op_name(l->op);
-  if (l->ndim != 11) {
-    nrt_set_error_message("%s: sizes are {N, C, O[3], I[3], K[3]}, got ndim %d", op, l->ndim);
-    return NRT_ERROR_INVALID_ARGUMENT;
-  }
+  if (l->ndim != 11)
+    return nrt_kernel_fail(NRT_ERROR_INVALID_ARGUMENT,
+                           "%s: sizes are {N, C, O[3], I[3], K[3]}, got ndim %d", op, l->ndim);
   int want_out = l->op == NRT_OP(MAX_POOL) ? 2 : 1;
-  if (l->noutputs != want_out) {
-    nrt_set_error_message("%s: expected %d output(s), got %d", op, want_out, l->noutputs);
-    return NRT_ERROR_INVALID_ARGUMENT;
-  }
+  if (l->noutputs != want_out)
+    return nrt_kernel_fail(NRT_ERROR_INVALID_ARGUMENT, "%s: expected %d output(s), got %d", op, want_out, l->noutputs);
   bool fwd = l->op == NRT_OP(MAX_POOL) || l->op == NRT_OP(AVG_POOL);
-  if (l->compute_dtype == NRT_BOOL || (!fwd && !nrt_dtype_is_floating(l->compute_dtype))) {
-    nrt_set_error_message("%s: not implemented for %s", op, nrt_dtype_name(l->compute_dtype));
-    return NRT_ERROR_UNSUPPORTED;
-  }
-  if (l->op == NRT_OP(MAX_POOL) && l->operands[1].dtype != NRT_INT64) {
-    nrt_set_error_message("%s: indices must be int64", op);
-    return NRT_ERROR_INVALID_ARGUMENT;
-  }
-  if (l->op == NRT_OP(MAX_POOL_BACKWARD) && l->operands[2].dtype != NRT_INT64) {
-    nrt_set_error_message("%s: indices must be int64", op);
-    return NRT_ERROR_INVALID_ARGUMENT;
-  }
+  if (l->compute_dtype == NRT_BOOL || (!fwd && !nrt_dtype_is_floating(l->compute_dtype)))
+    return nrt_kernel_fail(NRT_ERROR_UNSUPPORTED, "%s: not implemented for %s", op, nrt_dtype_name(l->compute_dtype));
+  if (l->op == NRT_OP(MAX_POOL) && l->operands[1].dtype != NRT_INT64)
+    return nrt_kernel_fail(NRT_ERROR_INVALID_ARGUMENT, "%s: indices must be int64", op);
+  if (l->op == NRT_OP(MAX_POOL_BACKWARD) && l->operands[2].dtype != NRT_INT64)
+    return nrt_kernel_fail(NRT_ERROR_INVALID_ARGUMENT, "%s: indices must be int64", op);
   g->N = l->sizes[0];
   g->C = l->sizes[1];
   g->adaptive = l->params[0] != 0;
@@ -67,11 +58,10 @@ static nrt_status geom_init(const nrt_launch *l, pool_geom *g) {
     g->S[i] = l->aux[i];
     g->P[i] = l->aux[3 + i];
     g->D[i] = l->aux[6 + i];
-    if (!g->adaptive && (g->K[i] < 1 || g->S[i] < 1 || g->D[i] < 1 || g->P[i] < 0)) {
-      nrt_set_error_message("%s: dim %d: kernel %lld, stride %lld, padding %lld, dilation %lld", op, i,
-                            (long long)g->K[i], (long long)g->S[i], (long long)g->P[i], (long long)g->D[i]);
-      return NRT_ERROR_INVALID_ARGUMENT;
-    }
+    if (!g->adaptive && (g->K[i] < 1 || g->S[i] < 1 || g->D[i] < 1 || g->P[i] < 0))
+      return nrt_kernel_fail(NRT_ERROR_INVALID_ARGUMENT,
+                             "%s: dim %d: kernel %lld, stride %lld, padding %lld, dilation %lld", op, i,
+                             (long long)g->K[i], (long long)g->S[i], (long long)g->P[i], (long long)g->D[i]);
   }
   g->OL = g->O[0] * g->O[1] * g->O[2];
   g->IL = g->I[0] * g->I[1] * g->I[2];
@@ -481,9 +471,7 @@ nrt_status nrt_pooling_execute(const nrt_launch *l) {
   if (nrt_kernels_reference()) return reference(l, &g);
   int64_t per_plane = g.IL + g.OL;
   nrt_parallel_for(g.N * g.C, per_plane >= 16384 ? 1 : 16384 / per_plane, fast_planes, &job);
-  if (job.failed) {
-    nrt_set_error_message("%s: out of host memory for plane buffers", nrt_op_name(l->op));
-    return NRT_ERROR_OUT_OF_MEMORY;
-  }
+  if (job.failed)
+    return nrt_kernel_fail(NRT_ERROR_OUT_OF_MEMORY, "%s: out of host memory for plane buffers", nrt_op_name(l->op));
   return NRT_SUCCESS;
 }

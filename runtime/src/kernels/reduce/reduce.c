@@ -840,10 +840,9 @@ nrt_status nrt_reduce_execute(const nrt_launch *l) {
                  l->op == NRT_OP_ARGMAX || l->op == NRT_OP_ARGMIN;
   p.nout = l->noutputs;
   int want_out = (l->op == NRT_OP_MAX_WITH_INDEX || l->op == NRT_OP_MIN_WITH_INDEX) ? 2 : 1;
-  if (p.nout != want_out || l->ninputs != 1) {
-    nrt_set_error_message("%s: expected %d output(s) and 1 input", nrt_op_name(l->op), want_out);
-    return NRT_ERROR_INVALID_ARGUMENT;
-  }
+  if (p.nout != want_out || l->ninputs != 1)
+    return nrt_kernel_fail(NRT_ERROR_INVALID_ARGUMENT,
+                           "%s: expected %d output(s) and 1 input", nrt_op_name(l->op), want_out);
   p.in = l->operands[p.nout].data;
   p.in_dt = l->operands[p.nout].dtype;
   for (int o = 0; o < p.nout; o++) {
@@ -857,11 +856,9 @@ nrt_status nrt_reduce_execute(const nrt_launch *l) {
   p.p = l->scalars[0].f;
   bool float_only = l->op == NRT_OP_MEAN || l->op == NRT_OP_VAR || l->op == NRT_OP_NORM ||
                     l->op == NRT_OP_LOGSUMEXP;
-  if (float_only && !p.fdomain) {
-    nrt_set_error_message("%s: not supported for %s", nrt_op_name(l->op),
-                          nrt_dtype_name(l->compute_dtype));
-    return NRT_ERROR_UNSUPPORTED;
-  }
+  if (float_only && !p.fdomain)
+    return nrt_kernel_fail(NRT_ERROR_UNSUPPORTED, "%s: not supported for %s", nrt_op_name(l->op),
+                           nrt_dtype_name(l->compute_dtype));
 
   int kd[NRT_MAX_DIMS], rd[NRT_MAX_DIMS], nkd = 0, nrd = 0;
   p.nkept = 1;
@@ -881,11 +878,9 @@ nrt_status nrt_reduce_execute(const nrt_launch *l) {
   if (p.nred == 0) {
     bool has_identity = !(p.with_index || l->op == NRT_OP_AMAX || l->op == NRT_OP_AMIN ||
                           (l->op == NRT_OP_NORM && (p.p < 0 || isinf(p.p))));
-    if (!has_identity) {
-      nrt_set_error_message("%s: reduction over zero elements has no identity",
-                            nrt_op_name(l->op));
-      return NRT_ERROR_INVALID_ARGUMENT;
-    }
+    if (!has_identity)
+      return nrt_kernel_fail(NRT_ERROR_INVALID_ARGUMENT, "%s: reduction over zero elements has no identity",
+                             nrt_op_name(l->op));
   }
   if (nrt_kernels_reference() || p.nred == 0) {
     /* With nothing to reduce, every output is the fresh state. */
@@ -948,10 +943,8 @@ nrt_status nrt_reduce_execute(const nrt_launch *l) {
   if (p.chunks > 1) {
     int width = p.columns ? p.tile : 1;
     p.partial = malloc(sizeof(rstate) * (size_t)(ntasks * width));
-    if (!p.partial) {
-      nrt_set_error_message("%s: out of host memory for partial results", nrt_op_name(l->op));
-      return NRT_ERROR_OUT_OF_MEMORY;
-    }
+    if (!p.partial)
+      return nrt_kernel_fail(NRT_ERROR_OUT_OF_MEMORY, "%s: out of host memory for partial results", nrt_op_name(l->op));
   }
   int64_t per_task = (p.nkept / p.groups) * (p.nred / p.chunks);
   if (per_task < 1) per_task = 1;

@@ -80,12 +80,12 @@ nrt_status nrt_resample_unpool(const nrt_launch *l) {
         }
   found:
     if (j.g.O[0] == 1)
-      nrt_set_error_message("Found an invalid max index: %lld (output volumes are of size %lldx%lld)",
-                            (long long)bad_index, (long long)j.g.O[1], (long long)j.g.O[2]);
-    else
-      nrt_set_error_message("Found an invalid max index: %lld (output volumes are of size %lldx%lldx%lld)",
-                            (long long)bad_index, (long long)j.g.O[0], (long long)j.g.O[1], (long long)j.g.O[2]);
-    return NRT_ERROR_INVALID_ARGUMENT;
+      return nrt_kernel_fail(NRT_ERROR_INVALID_ARGUMENT,
+                             "Found an invalid max index: %lld (output volumes are of size %lldx%lld)",
+                             (long long)bad_index, (long long)j.g.O[1], (long long)j.g.O[2]);
+    return nrt_kernel_fail(NRT_ERROR_INVALID_ARGUMENT,
+                           "Found an invalid max index: %lld (output volumes are of size %lldx%lldx%lld)",
+                           (long long)bad_index, (long long)j.g.O[0], (long long)j.g.O[1], (long long)j.g.O[2]);
   }
   return NRT_SUCCESS;
 }
