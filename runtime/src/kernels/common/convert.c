@@ -199,22 +199,8 @@ void nrt_store_f64(char *dst, int64_t stride, nrt_dtype dt, const double *src, i
 
 /* ---- one element, through dtype.c (reference paths) ------------------- */
 
-double nrt_ref_load_f64(const char *src, nrt_dtype dt) {
-  switch (dt) {
-  case NRT_BOOL: return *(const uint8_t *)src != 0;
-  case NRT_UINT8: return *(const uint8_t *)src;
-  case NRT_INT8: return *(const int8_t *)src;
-  case NRT_INT16: return *(const int16_t *)src;
-  case NRT_INT32: return *(const int32_t *)src;
-  case NRT_INT64: return (double)*(const int64_t *)src;
-  case NRT_FLOAT16: return nrt_f16_to_f32(*(const uint16_t *)src);
-  case NRT_BFLOAT16: return nrt_bf16_to_f32(*(const uint16_t *)src);
-  case NRT_FLOAT32: return *(const float *)src;
-  case NRT_FLOAT64: return *(const double *)src;
-  default: return 0.0;
-  }
-}
-
+/* Integers (bool included) load exactly as int64, and as double from
+ * that (every value of the narrower types is exact in double). */
 int64_t nrt_ref_load_i64(const char *src, nrt_dtype dt) {
   switch (dt) {
   case NRT_BOOL: return *(const uint8_t *)src != 0;
@@ -224,6 +210,22 @@ int64_t nrt_ref_load_i64(const char *src, nrt_dtype dt) {
   case NRT_INT32: return *(const int32_t *)src;
   case NRT_INT64: return *(const int64_t *)src;
   default: return nrt_k_f64_to_i64(nrt_ref_load_f64(src, dt));
+  }
+}
+
+double nrt_ref_load_f64(const char *src, nrt_dtype dt) {
+  switch (dt) {
+  case NRT_BOOL:
+  case NRT_UINT8:
+  case NRT_INT8:
+  case NRT_INT16:
+  case NRT_INT32:
+  case NRT_INT64: return (double)nrt_ref_load_i64(src, dt);
+  case NRT_FLOAT16: return nrt_f16_to_f32(*(const uint16_t *)src);
+  case NRT_BFLOAT16: return nrt_bf16_to_f32(*(const uint16_t *)src);
+  case NRT_FLOAT32: return *(const float *)src;
+  case NRT_FLOAT64: return *(const double *)src;
+  default: return 0.0;
   }
 }
 
