@@ -11,32 +11,9 @@
 #include "memory/memory.h"
 #include "testing.h"
 
-static void sleep_ms(int ms) {
-  struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
-  nanosleep(&ts, NULL);
-}
-
-typedef struct gate {
-  atomic_int open;
-  atomic_int entered;
-} gate;
-
-static nrt_status gate_task(void *arg) {
-  gate *g = arg;
-  atomic_store(&g->entered, 1);
-  while (!atomic_load(&g->open)) sleep_ms(1);
-  return NRT_SUCCESS;
-}
-
 static nrt_status sleep_task(void *arg) {
-  sleep_ms(*(int *)arg);
+  nrt_test_sleep_ms(*(int *)arg);
   return NRT_SUCCESS;
-}
-
-static nrt_stream *stream(int device, int index) {
-  nrt_stream *s = NULL;
-  CHECK_OK(nrt_stream_get(device, index, &s));
-  return s;
 }
 
 static void test_create_destroy(void) {
@@ -48,7 +25,7 @@ static void test_create_destroy(void) {
   CHECK_STATUS(nrt_event_create(4, &e), NRT_ERROR_INVALID_ARGUMENT);
   CHECK_STATUS(nrt_event_create(0, NULL), NRT_ERROR_INVALID_ARGUMENT);
   CHECK_STATUS(nrt_event_destroy(NULL), NRT_ERROR_INVALID_ARGUMENT);
-  CHECK_STATUS(nrt_event_record(NULL, stream(0, 1)), NRT_ERROR_INVALID_ARGUMENT);
+  CHECK_STATUS(nrt_event_record(NULL, nrt_test_stream(0, 1)), NRT_ERROR_INVALID_ARGUMENT);
 }
 
 static void test_never_recorded(void) {
@@ -60,52 +37,52 @@ static void test_never_recorded(void) {
   CHECK(nrt_event_device(a) == -1);
   float ms = -1;
   CHECK_STATUS(nrt_event_elapsed_time(a, b, &ms), NRT_ERROR_INVALID_ARGUMENT);
-  CHECK_OK(nrt_stream_wait_event(stream(0, 1), a)); /* nothing to wait for */
-  CHECK_OK(nrt_stream_synchronize(stream(0, 1)));
+  CHECK_OK(nrt_stream_wait_event(nrt_test_stream(0, 1), a)); /* nothing to wait for */
+  CHECK_OK(nrt_stream_synchronize(nrt_test_stream(0, 1)));
   nrt_event_destroy(a);
   nrt_event_destroy(b);
 }
 
 static void test_record_query_synchronize(void) {
-  nrt_stream *s = stream(1, 2);
+  nrt_stream *s = nrt_test_stream(1, 2);
   nrt_event *e;
   CHECK_OK(nrt_event_create(NRT_EVENT_DEFAULT, &e));
-  gate g = {0, 0};
-  CHECK_OK(nrt_stream_enqueue(s, "gate", gate_task, &g, NULL));
+  nrt_test_gate g;
+  nrt_test_gate_close(s, &g, "gate");
   CHECK_OK(nrt_event_record(e, s));
   CHECK(nrt_event_device(e) == 1);
   CHECK_STATUS(nrt_event_query(e), NRT_ERROR_NOT_READY);
-  sleep_ms(5);
+  nrt_test_sleep_ms(5);
   CHECK_STATUS(nrt_event_query(e), NRT_ERROR_NOT_READY);
-  atomic_store(&g.open, 1);
+  nrt_test_gate_open(&g);
   CHECK_OK(nrt_event_synchronize(e));
   CHECK_OK(nrt_event_query(e));
   /* Work enqueued after the record does not hold the event back. */
-  gate g2 = {0, 0};
-  CHECK_OK(nrt_stream_enqueue(s, "gate2", gate_task, &g2, NULL));
+  nrt_test_gate g2;
+  nrt_test_gate_close(s, &g2, "gate2");
   CHECK_OK(nrt_event_query(e));
   CHECK_OK(nrt_event_synchronize(e));
-  atomic_store(&g2.open, 1);
+  nrt_test_gate_open(&g2);
   CHECK_OK(nrt_stream_synchronize(s));
   nrt_event_destroy(e);
 }
 
 static void test_elapsed_time(void) {
-  nrt_stream *s = stream(0, 3);
+  nrt_stream *s = nrt_test_stream(0, 3);
   nrt_event *start, *end, *plain;
   CHECK_OK(nrt_event_create(NRT_EVENT_TIMING, &start));
   CHECK_OK(nrt_event_create(NRT_EVENT_TIMING, &end));
   CHECK_OK(nrt_event_create(NRT_EVENT_DEFAULT, &plain));
   int ms = 30;
-  gate g = {0, 0};
+  nrt_test_gate g = {0, 0};
   CHECK_OK(nrt_event_record(start, s));
   CHECK_OK(nrt_stream_enqueue(s, "sleep", sleep_task, &ms, NULL));
-  CHECK_OK(nrt_stream_enqueue(s, "gate", gate_task, &g, NULL));
+  CHECK_OK(nrt_stream_enqueue(s, "gate", nrt_test_gate_task, &g, NULL));
   CHECK_OK(nrt_event_record(end, s));
   CHECK_OK(nrt_event_record(plain, s));
   float elapsed = -1;
   CHECK_STATUS(nrt_event_elapsed_time(start, end, &elapsed), NRT_ERROR_NOT_READY);
-  atomic_store(&g.open, 1);
+  nrt_test_gate_open(&g);
   CHECK_OK(nrt_event_synchronize(end));
   CHECK_OK(nrt_event_elapsed_time(start, end, &elapsed));
   CHECK(elapsed >= 29.0f);
@@ -133,7 +110,7 @@ static nrt_status fail_task(void *arg) {
 static void test_timing_marker_survives_sticky_error(void) {
   /* Markers run even while the stream skips failed work, so elapsed time
    * stays defined; the error is still reported by the stream. */
-  nrt_stream *s = stream(0, 4);
+  nrt_stream *s = nrt_test_stream(0, 4);
   nrt_event *a, *b;
   CHECK_OK(nrt_event_create(NRT_EVENT_TIMING, &a));
   CHECK_OK(nrt_event_create(NRT_EVENT_TIMING, &b));
@@ -152,14 +129,14 @@ static void test_timing_marker_survives_sticky_error(void) {
 }
 
 typedef struct handoff {
-  gate g;
+  nrt_test_gate g;
   atomic_int value;
   atomic_int seen;
 } handoff;
 
 static nrt_status produce_task(void *arg) {
   handoff *h = arg;
-  gate_task(&h->g);
+  nrt_test_gate_task(&h->g);
   atomic_store(&h->value, 42);
   return NRT_SUCCESS;
 }
@@ -171,7 +148,7 @@ static nrt_status consume_task(void *arg) {
 }
 
 static void test_cross_stream_wait(void) {
-  nrt_stream *producer = stream(0, 5), *consumer = stream(0, 6);
+  nrt_stream *producer = nrt_test_stream(0, 5), *consumer = nrt_test_stream(0, 6);
   nrt_event *e;
   CHECK_OK(nrt_event_create(NRT_EVENT_DEFAULT, &e));
   handoff h;
@@ -181,10 +158,10 @@ static void test_cross_stream_wait(void) {
   CHECK_OK(nrt_event_record(e, producer));
   CHECK_OK(nrt_stream_wait_event(consumer, e));
   CHECK_OK(nrt_stream_enqueue(consumer, "consume", consume_task, &h, NULL));
-  sleep_ms(20);
+  nrt_test_sleep_ms(20);
   CHECK(atomic_load(&h.seen) == -1); /* still waiting for the producer */
   CHECK_STATUS(nrt_stream_query(consumer), NRT_ERROR_NOT_READY);
-  atomic_store(&h.g.open, 1);
+  nrt_test_gate_open(&h.g);
   CHECK_OK(nrt_stream_synchronize(consumer));
   CHECK(atomic_load(&h.seen) == 42);
   CHECK_OK(nrt_stream_synchronize(producer));
@@ -198,13 +175,13 @@ static void test_cross_stream_wait(void) {
   CHECK_OK(nrt_stream_wait_event(consumer, e));
   CHECK(nrt_stream_enqueued(consumer) == before);
   /* Across devices too. */
-  nrt_stream *other = stream(1, 6);
-  gate g = {0, 0};
-  CHECK_OK(nrt_stream_enqueue(producer, "gate", gate_task, &g, NULL));
+  nrt_stream *other = nrt_test_stream(1, 6);
+  nrt_test_gate g;
+  nrt_test_gate_close(producer, &g, "gate");
   CHECK_OK(nrt_event_record(e, producer));
   CHECK_OK(nrt_stream_wait_event(other, e));
   CHECK_STATUS(nrt_stream_query(other), NRT_ERROR_NOT_READY);
-  atomic_store(&g.open, 1);
+  nrt_test_gate_open(&g);
   CHECK_OK(nrt_stream_synchronize(other));
   CHECK_OK(nrt_event_query(e));
   nrt_event_destroy(e);
@@ -213,19 +190,19 @@ static void test_cross_stream_wait(void) {
 static void test_wait_snapshot(void) {
   /* A wait captures the event as recorded at the time of the wait call;
    * re-recording afterwards does not extend it. */
-  nrt_stream *a = stream(0, 7), *b = stream(0, 8);
+  nrt_stream *a = nrt_test_stream(0, 7), *b = nrt_test_stream(0, 8);
   nrt_event *e;
   CHECK_OK(nrt_event_create(NRT_EVENT_DEFAULT, &e));
-  gate g1 = {0, 0}, g2 = {0, 0};
-  CHECK_OK(nrt_stream_enqueue(a, "g1", gate_task, &g1, NULL));
+  nrt_test_gate g1 = {0, 0}, g2 = {0, 0};
+  CHECK_OK(nrt_stream_enqueue(a, "g1", nrt_test_gate_task, &g1, NULL));
   CHECK_OK(nrt_event_record(e, a));
   CHECK_OK(nrt_stream_wait_event(b, e));
-  CHECK_OK(nrt_stream_enqueue(a, "g2", gate_task, &g2, NULL));
+  CHECK_OK(nrt_stream_enqueue(a, "g2", nrt_test_gate_task, &g2, NULL));
   CHECK_OK(nrt_event_record(e, a));
-  atomic_store(&g1.open, 1);
+  nrt_test_gate_open(&g1);
   CHECK_OK(nrt_stream_synchronize(b)); /* does not need g2 */
   CHECK_STATUS(nrt_event_query(e), NRT_ERROR_NOT_READY);
-  atomic_store(&g2.open, 1);
+  nrt_test_gate_open(&g2);
   CHECK_OK(nrt_event_synchronize(e));
   nrt_event_destroy(e);
 }
@@ -233,7 +210,7 @@ static void test_wait_snapshot(void) {
 static void set_flag(void *arg) { *(int *)arg = 1; }
 
 static void test_wait_propagates_error(void) {
-  nrt_stream *a = stream(1, 7), *b = stream(1, 8);
+  nrt_stream *a = nrt_test_stream(1, 7), *b = nrt_test_stream(1, 8);
   nrt_event *e;
   CHECK_OK(nrt_event_create(NRT_EVENT_DEFAULT, &e));
   CHECK_OK(nrt_stream_enqueue(a, "MATMUL_X", fail_task, "bad shape", NULL));
@@ -254,21 +231,21 @@ static void test_wait_propagates_error(void) {
 }
 
 static void test_destroy_with_marker_in_flight(void) {
-  nrt_stream *s = stream(0, 9);
+  nrt_stream *s = nrt_test_stream(0, 9);
   nrt_event *e;
   CHECK_OK(nrt_event_create(NRT_EVENT_TIMING, &e));
-  gate g = {0, 0};
-  CHECK_OK(nrt_stream_enqueue(s, "gate", gate_task, &g, NULL));
+  nrt_test_gate g;
+  nrt_test_gate_close(s, &g, "gate");
   CHECK_OK(nrt_event_record(e, s));
   CHECK_OK(nrt_event_record(e, s)); /* two markers pending */
   CHECK_OK(nrt_event_destroy(e));   /* freed when the last marker has run */
-  atomic_store(&g.open, 1);
+  nrt_test_gate_open(&g);
   CHECK_OK(nrt_stream_synchronize(s));
 }
 
 static void test_many_events(void) {
   enum { N = 200 };
-  nrt_stream *s = stream(1, 9);
+  nrt_stream *s = nrt_test_stream(1, 9);
   nrt_event *ev[N];
   for (int i = 0; i < N; i++) {
     CHECK_OK(nrt_event_create(i % 2 ? NRT_EVENT_TIMING : NRT_EVENT_DEFAULT, &ev[i]));

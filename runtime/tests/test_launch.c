@@ -165,17 +165,6 @@ static void test_gemm_validation(void) {
   EXPECT_INVALID(l, "GEMM: operand 2 has NULL data"); /* B is K x N = 4 x 4 */
 }
 
-typedef struct gate {
-  atomic_int open;
-} gate;
-
-static nrt_status gate_task(void *arg) {
-  gate *g = arg;
-  struct timespec ts = {0, 1000000};
-  while (!atomic_load(&g->open)) nanosleep(&ts, NULL);
-  return NRT_SUCCESS;
-}
-
 static void test_enqueue_copies_descriptor(void) {
   /* FILL through the real kernels: the caller's descriptor may change or
    * die right after nrt_launch_kernel returns. */
@@ -187,12 +176,12 @@ static void test_enqueue_copies_descriptor(void) {
   l.operands[0].dtype = NRT_FLOAT32;
   l.operands[0].strides[0] = 4;
   l.scalars[0].f = 3.5;
-  gate g = {0};
-  CHECK_OK(nrt_stream_enqueue(s, "gate", gate_task, &g, NULL));
+  nrt_test_gate g;
+  nrt_test_gate_close(s, &g, "gate");
   CHECK_OK(nrt_launch_kernel(s, &l));
   l.scalars[0].f = -1.0;
   l.operands[0].data = other;
-  atomic_store(&g.open, 1);
+  nrt_test_gate_open(&g);
   nrt_status st = nrt_stream_synchronize(s);
   if (st == NRT_SUCCESS) {
     CHECK(out[0] == 3.5f && out[3] == 3.5f);

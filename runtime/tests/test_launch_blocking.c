@@ -74,8 +74,7 @@ static void test_memcpy_and_events(void) {
   CHECK_OK(nrt_event_create(NRT_EVENT_TIMING, &b));
   CHECK_OK(nrt_event_record(a, s));
   CHECK_OK(nrt_event_query(a));
-  struct timespec ts = {0, 20 * 1000000L};
-  nanosleep(&ts, NULL);
+  nrt_test_sleep_ms(20);
   CHECK_OK(nrt_event_record(b, s));
   float ms = 0;
   CHECK_OK(nrt_event_elapsed_time(a, b, &ms));

@@ -23,29 +23,6 @@
 #define SMALL NRT_POOL_SMALL
 #define LARGE NRT_POOL_LARGE
 
-static void sleep_ms(int ms) {
-  struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
-  nanosleep(&ts, NULL);
-}
-
-typedef struct gate {
-  atomic_int open;
-  atomic_int entered;
-} gate;
-
-static nrt_status gate_task(void *arg) {
-  gate *g = arg;
-  atomic_store(&g->entered, 1);
-  while (!atomic_load(&g->open)) sleep_ms(1);
-  return NRT_SUCCESS;
-}
-
-static nrt_stream *stream(int device, int index) {
-  nrt_stream *s = NULL;
-  CHECK_OK(nrt_stream_get(device, index, &s));
-  return s;
-}
-
 static nrt_memory_stats stats(int device) {
   nrt_memory_stats st;
   memset(&st, 0, sizeof st);
@@ -72,11 +49,11 @@ static void fresh(int device) {
 
 static void test_malloc_arguments(void) {
   void *p = (void *)1;
-  CHECK_OK(nrt_malloc(0, stream(0, 0), &p));
+  CHECK_OK(nrt_malloc(0, nrt_test_stream(0, 0), &p));
   CHECK(p == NULL);
   CHECK_STATUS(nrt_malloc(16, NULL, &p), NRT_ERROR_INVALID_ARGUMENT);
-  CHECK_STATUS(nrt_malloc(16, stream(0, 0), NULL), NRT_ERROR_INVALID_ARGUMENT);
-  CHECK_STATUS(nrt_malloc(SIZE_MAX, stream(0, 0), &p), NRT_ERROR_OUT_OF_MEMORY);
+  CHECK_STATUS(nrt_malloc(16, nrt_test_stream(0, 0), NULL), NRT_ERROR_INVALID_ARGUMENT);
+  CHECK_STATUS(nrt_malloc(SIZE_MAX, nrt_test_stream(0, 0), &p), NRT_ERROR_OUT_OF_MEMORY);
   CHECK(p == NULL);
   CHECK(strstr(nrt_last_error_message(), "neuron:0 out of memory") != NULL);
   CHECK_OK(nrt_free(NULL));
@@ -84,7 +61,7 @@ static void test_malloc_arguments(void) {
 
 static void test_basic_stats(void) {
   fresh(0);
-  nrt_stream *s = stream(0, 0);
+  nrt_stream *s = nrt_test_stream(0, 0);
   char *p = dmalloc(1000, s);
   CHECK(p != NULL && ((uintptr_t)p % 512) == 0);
   memset(p, 0xab, 1000);
@@ -128,7 +105,7 @@ static void test_basic_stats(void) {
 
 static void test_reuse(void) {
   fresh(0);
-  nrt_stream *s = stream(0, 0);
+  nrt_stream *s = nrt_test_stream(0, 0);
   void *p = dmalloc(1000, s);
   CHECK_OK(nrt_free(p));
   void *q = dmalloc(1000, s);
@@ -142,7 +119,7 @@ static void test_reuse(void) {
 
 static void test_split_merge_best_fit(void) {
   fresh(0);
-  nrt_stream *s = stream(0, 0);
+  nrt_stream *s = nrt_test_stream(0, 0);
   char *a = dmalloc(512, s), *b = dmalloc(512, s), *c = dmalloc(512, s);
   CHECK(b == a + 512 && c == b + 512);
   const int64_t tail = (int64_t)(2 * MiB - 1536);
@@ -186,7 +163,7 @@ static void test_split_merge_best_fit(void) {
 
 static void test_large_pool(void) {
   fresh(0);
-  nrt_stream *s = stream(0, 0);
+  nrt_stream *s = nrt_test_stream(0, 0);
   char *p = dmalloc(3 * MiB, s);
   nrt_memory_stats st = stats(0);
   CHECK(st.reserved_bytes[LARGE].current == (int64_t)(20 * MiB)); /* shared 20 MiB segment */
@@ -236,7 +213,7 @@ static void test_large_pool(void) {
 
 static void test_peaks_and_resets(void) {
   fresh(0);
-  nrt_stream *s = stream(0, 0);
+  nrt_stream *s = nrt_test_stream(0, 0);
   void *a = dmalloc(4096, s), *b = dmalloc(8192, s);
   CHECK_OK(nrt_free(a));
   CHECK_OK(nrt_free(b));
@@ -258,7 +235,7 @@ static void test_peaks_and_resets(void) {
 
 static void test_out_of_memory(void) {
   fresh(1);
-  nrt_stream *s0 = stream(1, 0), *s1 = stream(1, 1);
+  nrt_stream *s0 = nrt_test_stream(1, 0), *s1 = nrt_test_stream(1, 1);
   CHECK_OK(nrt_set_memory_capacity(1, 64 * MiB));
   void *a = dmalloc(20 * MiB, s0);
   void *b = dmalloc(512, s0);
@@ -321,7 +298,7 @@ static void test_out_of_memory(void) {
 
 static void test_empty_cache_keeps_live_segments(void) {
   fresh(2);
-  nrt_stream *s = stream(2, 0);
+  nrt_stream *s = nrt_test_stream(2, 0);
   void *live = dmalloc(1000, s);
   void *big = dmalloc(5 * MiB, s);
   void *mid = dmalloc(64 * KiB, s);
@@ -340,10 +317,10 @@ static void test_empty_cache_keeps_live_segments(void) {
 
 static void test_stream_ordered_reuse(void) {
   fresh(3);
-  nrt_stream *s0 = stream(3, 0), *s1 = stream(3, 1);
+  nrt_stream *s0 = nrt_test_stream(3, 0), *s1 = nrt_test_stream(3, 1);
   /* Same stream: reusable at once, even while the stream is busy. */
-  gate g0 = {0, 0};
-  CHECK_OK(nrt_stream_enqueue(s0, "gate", gate_task, &g0, NULL));
+  nrt_test_gate g0;
+  nrt_test_gate_close(s0, &g0, "gate");
   char *p = dmalloc(1000, s0);
   CHECK_OK(nrt_free(p));
   char *q = dmalloc(1000, s0);
@@ -351,7 +328,7 @@ static void test_stream_ordered_reuse(void) {
   /* Another stream never gets s0's cached blocks. */
   char *r = dmalloc(1000, s1);
   CHECK(r < p || r >= p + 2 * MiB);
-  atomic_store(&g0.open, 1);
+  nrt_test_gate_open(&g0);
   CHECK_OK(nrt_stream_synchronize(s0));
   CHECK_OK(nrt_free(q));
   CHECK_OK(nrt_free(r));
@@ -359,20 +336,20 @@ static void test_stream_ordered_reuse(void) {
 
 static void test_record_stream(void) {
   fresh(3);
-  nrt_stream *s0 = stream(3, 0), *s1 = stream(3, 1);
+  nrt_stream *s0 = nrt_test_stream(3, 0), *s1 = nrt_test_stream(3, 1);
   char *p = dmalloc(1000, s0);
   CHECK_OK(nrt_record_stream(p, s1));
   CHECK_OK(nrt_record_stream(p, s1)); /* recording twice is harmless */
   CHECK_OK(nrt_record_stream(p, s0)); /* its own stream: nothing to do */
-  gate g = {0, 0};
-  CHECK_OK(nrt_stream_enqueue(s1, "uses_p", gate_task, &g, NULL));
+  nrt_test_gate g;
+  nrt_test_gate_close(s1, &g, "uses_p");
   CHECK_OK(nrt_free(p)); /* s1 still has work enqueued before the free */
   nrt_memory_stats st = stats(3);
   CHECK(st.allocation[ALL].current == 0);
   CHECK(st.active[ALL].current == 1 && st.active_bytes[ALL].current == 1024);
   char *q = dmalloc(1000, s0);
   CHECK(q != p); /* p is pending */
-  atomic_store(&g.open, 1);
+  nrt_test_gate_open(&g);
   CHECK_OK(nrt_stream_synchronize(s1));
   char *r = dmalloc(1000, s0);
   CHECK(r == p); /* released at this malloc, best fit again */
@@ -390,12 +367,12 @@ static void test_record_stream(void) {
   /* A view's pointer inside the block marks the whole block. */
   char *v = dmalloc(4096, s0);
   CHECK_OK(nrt_record_stream(v + 1000, s1));
-  gate g2 = {0, 0};
-  CHECK_OK(nrt_stream_enqueue(s1, "uses_v", gate_task, &g2, NULL));
+  nrt_test_gate g2;
+  nrt_test_gate_close(s1, &g2, "uses_v");
   CHECK_OK(nrt_free(v));
   char *w = dmalloc(4096, s0);
   CHECK(w != v);
-  atomic_store(&g2.open, 1);
+  nrt_test_gate_open(&g2);
   CHECK_OK(nrt_stream_synchronize(s1));
   CHECK_OK(nrt_free(w));
   CHECK_STATUS(nrt_record_stream(v + 1000, s1), NRT_ERROR_INVALID_ARGUMENT); /* freed */
@@ -409,7 +386,7 @@ static void test_record_stream(void) {
 static void *free_in_thread(void *p) { return (void *)(intptr_t)nrt_free(p); }
 
 static void test_pointer_lookup(void) {
-  char *p = dmalloc(1000, stream(2, 0));
+  char *p = dmalloc(1000, nrt_test_stream(2, 0));
   int d = -1;
   CHECK_OK(nrt_pointer_get_device(p, &d));
   CHECK(d == 2);
@@ -425,7 +402,7 @@ static void test_pointer_lookup(void) {
   CHECK_STATUS(nrt_free(p), NRT_ERROR_INVALID_ARGUMENT); /* double free */
   CHECK(strstr(nrt_last_error_message(), "not an allocated device pointer") != NULL);
   /* Freed from a thread that never used device 1. */
-  char *q = dmalloc(4096, stream(1, 0));
+  char *q = dmalloc(4096, nrt_test_stream(1, 0));
   CHECK_OK(nrt_pointer_get_device(q, &d));
   CHECK(d == 1);
   pthread_t t;
@@ -463,7 +440,7 @@ static void test_host_alloc(void) {
 }
 
 static void test_memcpy(void) {
-  nrt_stream *s = stream(0, 2);
+  nrt_stream *s = nrt_test_stream(0, 2);
   const size_t n = 10 * MiB + 123;
   unsigned char *h = NULL, *back = malloc(n);
   CHECK_OK(nrt_host_alloc(n, (void **)&h));
@@ -551,12 +528,12 @@ static void test_concurrent_alloc(void) {
 }
 
 static void test_fork_child_allocates(void) {
-  nrt_stream *s = stream(0, 3);
+  nrt_stream *s = nrt_test_stream(0, 3);
   char *inherited = dmalloc(4096, s);
   strcpy(inherited, "from the parent");
-  gate g = {0, 0};
-  CHECK_OK(nrt_stream_enqueue(s, "gate", gate_task, &g, NULL));
-  while (!atomic_load(&g.entered)) sleep_ms(1);
+  nrt_test_gate g;
+  nrt_test_gate_close(s, &g, "gate");
+  while (!atomic_load(&g.entered)) nrt_test_sleep_ms(1);
   fflush(NULL);
   pid_t pid = fork();
   if (pid == 0) {
@@ -580,7 +557,7 @@ static void test_fork_child_allocates(void) {
   int status = 0;
   CHECK(waitpid(pid, &status, 0) == pid);
   CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0);
-  atomic_store(&g.open, 1);
+  nrt_test_gate_open(&g);
   CHECK_OK(nrt_stream_synchronize(s));
   CHECK(strcmp(inherited, "from the parent") == 0); /* the child's free was its own */
   CHECK_OK(nrt_free(inherited));

@@ -14,24 +14,6 @@
 #include "memory/memory.h"
 #include "testing.h"
 
-static void sleep_ms(int ms) {
-  struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
-  nanosleep(&ts, NULL);
-}
-
-/* A task that blocks until the test opens the gate. */
-typedef struct gate {
-  atomic_int open;
-  atomic_int entered;
-} gate;
-
-static nrt_status gate_task(void *arg) {
-  gate *g = arg;
-  atomic_store(&g->entered, 1);
-  while (!atomic_load(&g->open)) sleep_ms(1);
-  return NRT_SUCCESS;
-}
-
 typedef struct log_entry {
   int *log;
   atomic_int *len;
@@ -143,15 +125,15 @@ static void test_error_without_detail(void) {
 static void test_query_while_blocked(void) {
   nrt_stream *s;
   CHECK_OK(nrt_stream_get(0, 5, &s));
-  gate g = {0, 0};
-  CHECK_OK(nrt_stream_enqueue(s, "gate", gate_task, &g, NULL));
+  nrt_test_gate g;
+  nrt_test_gate_close(s, &g, "gate");
   CHECK_OK(nrt_stream_enqueue(s, "count", count_run, NULL, NULL));
-  while (!atomic_load(&g.entered)) sleep_ms(1);
+  while (!atomic_load(&g.entered)) nrt_test_sleep_ms(1);
   CHECK_STATUS(nrt_stream_query(s), NRT_ERROR_NOT_READY);
-  sleep_ms(10);
+  nrt_test_sleep_ms(10);
   CHECK_STATUS(nrt_stream_query(s), NRT_ERROR_NOT_READY);
   CHECK(nrt_stream_completed(s) + 2 == nrt_stream_enqueued(s));
-  atomic_store(&g.open, 1);
+  nrt_test_gate_open(&g);
   CHECK_OK(nrt_stream_synchronize(s));
   CHECK_OK(nrt_stream_query(s));
 }
@@ -215,8 +197,8 @@ static void test_concurrent_producers(void) {
 }
 
 static void *open_gate_later(void *arg) {
-  sleep_ms(50);
-  atomic_store(&((gate *)arg)->open, 1);
+  nrt_test_sleep_ms(50);
+  nrt_test_gate_open(arg);
   return NULL;
 }
 
@@ -227,8 +209,8 @@ static void test_backpressure(void) {
   nrt_stream *s;
   CHECK_OK(nrt_stream_get(0, 7, &s));
   atomic_store(&run_count, 0);
-  gate g = {0, 0};
-  CHECK_OK(nrt_stream_enqueue(s, "gate", gate_task, &g, NULL));
+  nrt_test_gate g;
+  nrt_test_gate_close(s, &g, "gate");
   pthread_t opener;
   pthread_create(&opener, NULL, open_gate_later, &g);
   for (int i = 0; i < N; i++) CHECK_OK(nrt_stream_enqueue(s, "count", count_run, NULL, NULL));
@@ -297,15 +279,15 @@ static void test_invalid_arguments(void) {
 static void test_wait_until(void) {
   nrt_stream *s;
   CHECK_OK(nrt_stream_get(0, 9, &s));
-  gate g1 = {0, 0}, g2 = {0, 0};
+  nrt_test_gate g1 = {0, 0}, g2 = {0, 0};
   uint64_t base = nrt_stream_enqueued(s);
-  CHECK_OK(nrt_stream_enqueue(s, "g1", gate_task, &g1, NULL));
-  CHECK_OK(nrt_stream_enqueue(s, "g2", gate_task, &g2, NULL));
-  atomic_store(&g1.open, 1);
+  CHECK_OK(nrt_stream_enqueue(s, "g1", nrt_test_gate_task, &g1, NULL));
+  CHECK_OK(nrt_stream_enqueue(s, "g2", nrt_test_gate_task, &g2, NULL));
+  nrt_test_gate_open(&g1);
   CHECK_OK(nrt_stream_wait_until(s, base + 1)); /* returns while g2 still blocks */
   CHECK(nrt_stream_completed(s) == base + 1);
   CHECK_STATUS(nrt_stream_query(s), NRT_ERROR_NOT_READY);
-  atomic_store(&g2.open, 1);
+  nrt_test_gate_open(&g2);
   CHECK_OK(nrt_stream_wait_until(s, base + 2));
 }
 
@@ -314,14 +296,14 @@ static void test_streams_independent(void) {
   nrt_stream *a, *b;
   CHECK_OK(nrt_stream_get(0, 10, &a));
   CHECK_OK(nrt_stream_get(1, 10, &b));
-  gate g = {0, 0};
-  CHECK_OK(nrt_stream_enqueue(a, "gate", gate_task, &g, NULL));
+  nrt_test_gate g;
+  nrt_test_gate_close(a, &g, "gate");
   atomic_store(&run_count, 0);
   CHECK_OK(nrt_stream_enqueue(b, "count", count_run, NULL, NULL));
   CHECK_OK(nrt_stream_synchronize(b)); /* not blocked by a */
   CHECK(atomic_load(&run_count) == 1);
   CHECK_STATUS(nrt_stream_query(a), NRT_ERROR_NOT_READY);
-  atomic_store(&g.open, 1);
+  nrt_test_gate_open(&g);
   CHECK_OK(nrt_stream_synchronize(a));
 }
 
@@ -361,9 +343,9 @@ static void test_fork_child_uses_streams(void) {
    * The child must neither run nor wait for it. */
   nrt_stream *s;
   CHECK_OK(nrt_stream_get(0, 11, &s));
-  gate g = {0, 0};
-  CHECK_OK(nrt_stream_enqueue(s, "gate", gate_task, &g, NULL));
-  while (!atomic_load(&g.entered)) sleep_ms(1);
+  nrt_test_gate g;
+  nrt_test_gate_close(s, &g, "gate");
+  while (!atomic_load(&g.entered)) nrt_test_sleep_ms(1);
   fflush(NULL);
   pid_t pid = fork();
   if (pid == 0) {
@@ -382,7 +364,7 @@ static void test_fork_child_uses_streams(void) {
   int status = 0;
   CHECK(waitpid(pid, &status, 0) == pid);
   CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0);
-  atomic_store(&g.open, 1);
+  nrt_test_gate_open(&g);
   CHECK_OK(nrt_stream_synchronize(s));
 }
 

@@ -13,6 +13,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <math.h>
+#include <stdatomic.h>
+#include <time.h>
 #include "nrt/nrt.h"
 
 static int nrt_test_failures = 0;
@@ -79,6 +81,44 @@ static inline void nrt_test_check_message(const char *want, bool prefix_only, co
 }
 #define CHECK_MSG(want) nrt_test_check_message(want, false, __FILE__, __LINE__)
 #define CHECK_PREFIX(want) nrt_test_check_message(want, true, __FILE__, __LINE__)
+
+/* ---- stream fixtures ---------------------------------------------------------------
+ * What the stream, event and allocator tests build their orderings from. */
+
+static inline void nrt_test_sleep_ms(int ms) {
+  struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
+  nanosleep(&ts, NULL);
+}
+
+/* Stream `index` of `device`. */
+static inline nrt_stream *nrt_test_stream(int device, int index) {
+  nrt_stream *s = NULL;
+  CHECK_OK(nrt_stream_get(device, index, &s));
+  return s;
+}
+
+/* A task that holds its stream until the test opens the gate; `entered`
+ * says it has started. */
+typedef struct nrt_test_gate {
+  atomic_int open;
+  atomic_int entered;
+} nrt_test_gate;
+
+static inline nrt_status nrt_test_gate_task(void *arg) {
+  nrt_test_gate *g = arg;
+  atomic_store(&g->entered, 1);
+  while (!atomic_load(&g->open)) nrt_test_sleep_ms(1);
+  return NRT_SUCCESS;
+}
+
+/* Enqueues the closed gate g on s under `name`. */
+static inline void nrt_test_gate_close(nrt_stream *s, nrt_test_gate *g, const char *name) {
+  atomic_init(&g->open, 0);
+  atomic_init(&g->entered, 0);
+  CHECK_OK(nrt_stream_enqueue(s, name, nrt_test_gate_task, g, NULL));
+}
+
+static inline void nrt_test_gate_open(nrt_test_gate *g) { atomic_store(&g->open, 1); }
 
 /* ---- random inputs -------------------------------------------------------------
  * xorshift64 (shifts 13, 7, 17): cheap, deterministic and the same on every

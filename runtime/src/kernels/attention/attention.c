@@ -153,7 +153,11 @@ static bool ref_row_probs(const nrt_attn_problem *p, int64_t b, int64_t h, int64
   return true;
 }
 
-static void ref_forward_range(void *ctx, int64_t lo, int64_t hi) {
+/* The reference's row tasks: one query row (b, h, i) at a time, with row
+ * buffers per task. */
+typedef void (*ref_row_fn)(const nrt_attn_problem *p, int64_t b, int64_t h, int64_t i, ref_buf *r);
+
+static void ref_rows(void *ctx, int64_t lo, int64_t hi, ref_row_fn fn) {
   ref_ctx *c = ctx;
   const nrt_attn_problem *p = c->p;
   ref_buf r;
@@ -163,45 +167,39 @@ static void ref_forward_range(void *ctx, int64_t lo, int64_t hi) {
     return;
   }
   for (int64_t row = lo; row < hi; row++) {
-    int64_t i = row % p->L, bh = row / p->L, h = bh % p->Hq, b = bh / p->Hq, hk = h / p->group;
-    bool live = ref_row_probs(p, b, h, i, &r);
-    double lse = live ? r.acc[0] : -INFINITY;
-    char *o = nrt_attn_at(&p->out, b, h, i);
-    for (int64_t e = 0; e < p->Ev; e++) {
-      double a = 0;
-      for (int64_t j = 0; j < p->S; j++)
-        a += r.prob[j] * r.z[j] * ref_load(&p->v, nrt_attn_at(&p->v, b, hk, j), e);
-      nrt_ref_store_f64(o + e * p->out.s[3], p->out.dtype, a);
-    }
-    *(float *)nrt_attn_at(&p->lse, b, h, i) = (float)lse;
+    int64_t i = row % p->L, bh = row / p->L;
+    fn(p, bh / p->Hq, bh % p->Hq, i, &r);
   }
   ref_buf_free(&r);
 }
 
+static void ref_forward_row(const nrt_attn_problem *p, int64_t b, int64_t h, int64_t i, ref_buf *r) {
+  int64_t hk = h / p->group;
+  bool live = ref_row_probs(p, b, h, i, r);
+  double lse = live ? r->acc[0] : -INFINITY;
+  char *o = nrt_attn_at(&p->out, b, h, i);
+  for (int64_t e = 0; e < p->Ev; e++) {
+    double a = 0;
+    for (int64_t j = 0; j < p->S; j++)
+      a += r->prob[j] * r->z[j] * ref_load(&p->v, nrt_attn_at(&p->v, b, hk, j), e);
+    nrt_ref_store_f64(o + e * p->out.s[3], p->out.dtype, a);
+  }
+  *(float *)nrt_attn_at(&p->lse, b, h, i) = (float)lse;
+}
+
 /* D_i = dO_i . out_i with out_i recomputed in double (SDPA_BACKWARD_PREP
  * given q, k, v). */
-static void ref_prep_range(void *ctx, int64_t lo, int64_t hi) {
-  ref_ctx *c = ctx;
-  const nrt_attn_problem *p = c->p;
-  ref_buf r;
-  if (!ref_buf_init(&r, p)) {
-    atomic_store(&c->failed, 1);
-    ref_buf_free(&r);
-    return;
+static void ref_prep_row(const nrt_attn_problem *p, int64_t b, int64_t h, int64_t i, ref_buf *r) {
+  int64_t hk = h / p->group;
+  ref_row_probs(p, b, h, i, r);
+  const char *g = nrt_attn_at(&p->dout, b, h, i);
+  double d = 0;
+  for (int64_t e = 0; e < p->Ev; e++) {
+    double a = 0;
+    for (int64_t j = 0; j < p->S; j++) a += r->prob[j] * r->z[j] * ref_load(&p->v, nrt_attn_at(&p->v, b, hk, j), e);
+    d += a * ref_load(&p->dout, g, e);
   }
-  for (int64_t row = lo; row < hi; row++) {
-    int64_t i = row % p->L, bh = row / p->L, h = bh % p->Hq, b = bh / p->Hq, hk = h / p->group;
-    ref_row_probs(p, b, h, i, &r);
-    const char *g = nrt_attn_at(&p->dout, b, h, i);
-    double d = 0;
-    for (int64_t e = 0; e < p->Ev; e++) {
-      double a = 0;
-      for (int64_t j = 0; j < p->S; j++) a += r.prob[j] * r.z[j] * ref_load(&p->v, nrt_attn_at(&p->v, b, hk, j), e);
-      d += a * ref_load(&p->dout, g, e);
-    }
-    nrt_attn_store_rowstat(p, b, h, i, *(const float *)nrt_attn_at(&p->lse, b, h, i), (float)d);
-  }
-  ref_buf_free(&r);
+  nrt_attn_store_rowstat(p, b, h, i, *(const float *)nrt_attn_at(&p->lse, b, h, i), (float)d);
 }
 
 /* Gradient of the row's scores, r->ds (and r->prob, r->z) from dO. */
@@ -220,31 +218,24 @@ static void ref_row_grad(const nrt_attn_problem *p, int64_t b, int64_t h, int64_
   for (int64_t j = 0; j < p->S; j++) r->ds[j] = r->prob[j] * (r->ds[j] - dsum);
 }
 
-static void ref_backward_q_range(void *ctx, int64_t lo, int64_t hi) {
-  ref_ctx *c = ctx;
-  const nrt_attn_problem *p = c->p;
-  ref_buf r;
-  if (!ref_buf_init(&r, p)) {
-    atomic_store(&c->failed, 1);
-    ref_buf_free(&r);
-    return;
+static void ref_backward_q_row(const nrt_attn_problem *p, int64_t b, int64_t h, int64_t i, ref_buf *r) {
+  int64_t hk = h / p->group;
+  ref_row_grad(p, b, h, i, r);
+  char *dq = p->dq.data ? nrt_attn_at(&p->dq, b, h, i) : NULL;
+  for (int64_t e = 0; dq && e < p->E; e++) {
+    double a = 0;
+    for (int64_t j = 0; j < p->S; j++) a += r->ds[j] * ref_load(&p->k, nrt_attn_at(&p->k, b, hk, j), e);
+    nrt_ref_store_f64(dq + e * p->dq.s[3], p->dq.dtype, (double)p->scale * a);
   }
-  for (int64_t row = lo; row < hi; row++) {
-    int64_t i = row % p->L, bh = row / p->L, h = bh % p->Hq, b = bh / p->Hq, hk = h / p->group;
-    ref_row_grad(p, b, h, i, &r);
-    char *dq = p->dq.data ? nrt_attn_at(&p->dq, b, h, i) : NULL;
-    for (int64_t e = 0; dq && e < p->E; e++) {
-      double a = 0;
-      for (int64_t j = 0; j < p->S; j++) a += r.ds[j] * ref_load(&p->k, nrt_attn_at(&p->k, b, hk, j), e);
-      nrt_ref_store_f64(dq + e * p->dq.s[3], p->dq.dtype, (double)p->scale * a);
-    }
-    if (p->ds.data) {
-      char *ds = nrt_attn_at(&p->ds, b, h, i);
-      for (int64_t j = 0; j < p->S; j++) nrt_ref_store_f64(ds + j * p->ds.s[3], p->ds.dtype, r.ds[j]);
-    }
+  if (p->ds.data) {
+    char *ds = nrt_attn_at(&p->ds, b, h, i);
+    for (int64_t j = 0; j < p->S; j++) nrt_ref_store_f64(ds + j * p->ds.s[3], p->ds.dtype, r->ds[j]);
   }
-  ref_buf_free(&r);
 }
+
+static void ref_forward_range(void *ctx, int64_t lo, int64_t hi) { ref_rows(ctx, lo, hi, ref_forward_row); }
+static void ref_prep_range(void *ctx, int64_t lo, int64_t hi) { ref_rows(ctx, lo, hi, ref_prep_row); }
+static void ref_backward_q_range(void *ctx, int64_t lo, int64_t hi) { ref_rows(ctx, lo, hi, ref_backward_q_row); }
 
 /* One task per (b, key/value head): it owns dK, dV of that head and sums
  * over every query row of its query heads. */
@@ -291,10 +282,8 @@ static nrt_status ref_run(const nrt_attn_problem *p, int64_t n, nrt_range_fn fn)
   ref_ctx c = {.p = p};
   atomic_init(&c.failed, 0);
   nrt_parallel_for(n, 1, fn, &c);
-  if (atomic_load(&c.failed)) {
-    nrt_set_error_message("attention: out of memory for the reference path's row buffers");
-    return NRT_ERROR_OUT_OF_MEMORY;
-  }
+  if (atomic_load(&c.failed))
+    return nrt_kernel_fail(NRT_ERROR_OUT_OF_MEMORY, "attention: out of memory for the reference path's row buffers");
   return NRT_SUCCESS;
 }
 
@@ -307,8 +296,7 @@ static void view(nrt_attn_view *t, const nrt_operand *o) {
 }
 
 static nrt_status bad(const nrt_launch *l, const char *what) {
-  nrt_set_error_message("attention: %s: %s", nrt_op_name(l->op), what);
-  return NRT_ERROR_INVALID_ARGUMENT;
+  return nrt_kernel_fail(NRT_ERROR_INVALID_ARGUMENT, "attention: %s: %s", nrt_op_name(l->op), what);
 }
 
 static bool floating(const nrt_attn_view *t) { return nrt_dtype_is_floating(t->dtype); }
@@ -413,8 +401,7 @@ nrt_status nrt_attention_execute(const nrt_launch *l) {
   int op = (int)l->op;
   if (op != NRT_OP(SDPA_FORWARD) && op != NRT_OP(SDPA_BACKWARD_PREP) && op != NRT_OP(SDPA_BACKWARD) &&
       op != NRT_OP(SDPA_BACKWARD_DS)) {
-    nrt_set_error_message("attention: op %s has no kernel", nrt_op_name(l->op));
-    return NRT_ERROR_UNSUPPORTED;
+    return nrt_kernel_fail(NRT_ERROR_UNSUPPORTED, "attention: op %s has no kernel", nrt_op_name(l->op));
   }
   nrt_attn_problem p;
   nrt_status st = decode(l, &p);

@@ -40,9 +40,6 @@
 #define BQ 64 /* query rows per block */
 #define INLINE static inline __attribute__((always_inline))
 
-static int64_t pad16(int64_t n) { return (n + 15) & ~(int64_t)15; }
-static int64_t min64(int64_t a, int64_t b) { return a < b ? a : b; }
-
 /* ---- the tile product ---------------------------------------------------- */
 
 /* 64 bytes; GCC lowers it to one zmm, two ymm or four xmm per target.
@@ -134,7 +131,7 @@ INLINE void finish_scores(const nrt_attn_problem *p, float *s, int64_t b, int64_
 /* ---- forward (and the backward's D from a recomputed output) -------------- */
 
 static size_t fwd_floats(const nrt_attn_problem *p) {
-  int64_t Ep = pad16(p->E), Evp = pad16(p->Ev);
+  int64_t Ep = nrt_round_up(p->E, 16), Evp = nrt_round_up(p->Ev, 16);
   return (size_t)(BQ * Ep + Ep * BK + BK * Evp + BQ * Evp + BQ * BK + Evp);
 }
 
@@ -142,8 +139,8 @@ static size_t fwd_floats(const nrt_attn_problem *p) {
  * float32 output to take D = dO . out. */
 INLINE void fwd_body(const nrt_attn_problem *p, int64_t task, int64_t blocks, float *ws, bool prep, int nv) {
   int64_t bh = task / blocks, i0 = (task % blocks) * BQ, b = bh / p->Hq, h = bh % p->Hq;
-  int64_t hk = h / p->group, E = p->E, Ev = p->Ev, Ep = pad16(E), Evp = pad16(Ev);
-  int64_t nq = min64(p->L - i0, BQ);
+  int64_t hk = h / p->group, E = p->E, Ev = p->Ev, Ep = nrt_round_up(E, 16), Evp = nrt_round_up(Ev, 16);
+  int64_t nq = nrt_min_i64(p->L - i0, BQ);
   float *Q = ws, *Kt = Q + BQ * Ep, *Vb = Kt + Ep * BK, *acc = Vb + BK * Evp, *sb = acc + BQ * Evp,
         *o = sb + BQ * BK;
   float m[BQ], l[BQ], z[BK];
@@ -156,7 +153,7 @@ INLINE void fwd_body(const nrt_attn_problem *p, int64_t task, int64_t blocks, fl
   /* Causal: keys past the block's last row are invisible to all its rows. */
   int64_t jend = p->causal && i0 + nq < p->S ? i0 + nq : p->S;
   for (int64_t j0 = 0; j0 < jend; j0 += BK) {
-    int64_t n = min64(p->S - j0, BK);
+    int64_t n = nrt_min_i64(p->S - j0, BK);
     load_transposed(Kt, Ep, nrt_attn_at(&p->k, b, hk, j0), p->k.s[2], p->k.s[3], p->k.dtype, n, E);
     load_rows(Vb, Evp, BK, nrt_attn_at(&p->v, b, hk, j0), p->v.s[2], p->v.s[3], p->v.dtype, n, Ev);
     /* Causal: rows before j0 see nothing of the block. */
@@ -257,7 +254,7 @@ INLINE void bwd_tile(const nrt_attn_problem *p, const bwd_plan *pl, const kv_blk
                      int64_t i0, int64_t j0, const float *Q, const float *G, const float *lse, const float *dd,
                      float *dq, float *sb, float *db, int nv, bool ds_only) {
   int64_t Ep = pl->Ep, Evp = pl->Evp;
-  int64_t nq = min64(p->L - i0, BQ), n = min64(p->S - j0, BK);
+  int64_t nq = nrt_min_i64(p->L - i0, BQ), n = nrt_min_i64(p->S - j0, BK);
   bool want_ds = ds_only;
   float scale = p->scale, z[BK];
   const float *Qb = Q + i0 * Ep, *Gb = G + i0 * Evp;
@@ -301,13 +298,13 @@ INLINE void bwd_body(const nrt_attn_problem *p, const bwd_plan *pl, int64_t task
                      bool ds_only) {
   int64_t bhk = task / pl->chunks, c = task % pl->chunks, b = bhk / p->Hk, hk = bhk % p->Hk;
   int64_t E = p->E, Ev = p->Ev, Ep = pl->Ep, Evp = pl->Evp, Lp = pl->Lp;
-  int64_t kb0 = c * pl->kbpc, nkb = min64(pl->nkb - kb0, pl->kbpc); /* 0 when S = 0: dQ = 0 */
+  int64_t kb0 = c * pl->kbpc, nkb = nrt_min_i64(pl->nkb - kb0, pl->kbpc); /* 0 when S = 0: dQ = 0 */
   int64_t per = BK * (3 * Ep + 2 * Evp);
   float *Q = ws + pl->kbpc * per, *G = Q + Lp * Ep, *lse = G + Lp * Evp, *dd = lse + Lp, *sb = dd + Lp,
         *db = sb + BQ * BK;
   for (int64_t x = 0; x < nkb; x++) {
     kv_blk kb = kv_blk_at(ws + x * per, Ep, Evp);
-    int64_t j0 = (kb0 + x) * BK, n = min64(p->S - j0, BK);
+    int64_t j0 = (kb0 + x) * BK, n = nrt_min_i64(p->S - j0, BK);
     load_transposed(kb.Kt, Ep, nrt_attn_at(&p->k, b, hk, j0), p->k.s[2], p->k.s[3], p->k.dtype, n, E);
     load_rows(kb.Kr, Ep, BK, nrt_attn_at(&p->k, b, hk, j0), p->k.s[2], p->k.s[3], p->k.dtype, n, E);
     load_transposed(kb.Vt, Evp, nrt_attn_at(&p->v, b, hk, j0), p->v.s[2], p->v.s[3], p->v.dtype, n, Ev);
@@ -339,7 +336,7 @@ INLINE void bwd_body(const nrt_attn_problem *p, const bwd_plan *pl, int64_t task
   }
   for (int64_t x = 0; x < nkb && !ds_only; x++) {
     kv_blk kb = kv_blk_at(ws + x * per, Ep, Evp);
-    int64_t j0 = (kb0 + x) * BK, n = min64(p->S - j0, BK);
+    int64_t j0 = (kb0 + x) * BK, n = nrt_min_i64(p->S - j0, BK);
     for (int64_t j = 0; j < n; j++) {
       nrt_store_f32(nrt_attn_at(&p->dk, b, hk, j0 + j), p->dk.s[3], p->dk.dtype, kb.dK + j * Ep, E);
       nrt_store_f32(nrt_attn_at(&p->dv, b, hk, j0 + j), p->dv.s[3], p->dv.dtype, kb.dV + j * Evp, Ev);
@@ -407,15 +404,18 @@ static void prep_range(void *ctx, int64_t lo, int64_t hi) {
   run_tasks(c, lo, hi, fwd_floats(c->p), prep_base, prep_avx2, prep_avx512);
 }
 
+/* The launch's status once its tasks ran. */
+static nrt_status tasks_status(blk_ctx *c) {
+  if (atomic_load(&c->failed))
+    return nrt_kernel_fail(NRT_ERROR_OUT_OF_MEMORY, "attention: out of memory for a task's block buffers");
+  return NRT_SUCCESS;
+}
+
 static nrt_status drive(const nrt_attn_problem *p, nrt_range_fn fn) {
-  blk_ctx c = {.p = p, .isa = nrt_kernels_isa(), .blocks = (p->L + BQ - 1) / BQ};
+  blk_ctx c = {.p = p, .isa = nrt_kernels_isa(), .blocks = nrt_cdiv(p->L, BQ)};
   atomic_init(&c.failed, 0);
   nrt_parallel_for(p->B * p->Hq * c.blocks, 1, fn, &c);
-  if (atomic_load(&c.failed)) {
-    nrt_set_error_message("attention: out of memory for a task's block buffers");
-    return NRT_ERROR_OUT_OF_MEMORY;
-  }
-  return NRT_SUCCESS;
+  return tasks_status(&c);
 }
 
 nrt_status nrt_attn_forward_blocked(const nrt_attn_problem *p) { return drive(p, fwd_range); }
@@ -457,32 +457,26 @@ static void dq_sum_range(void *ctx, int64_t lo, int64_t hi) {
 }
 
 static nrt_status backward(const nrt_attn_problem *p, bool ds_only) {
-  bwd_plan pl = {.Ep = pad16(p->E), .Evp = pad16(p->Ev), .Lp = (p->L + BQ - 1) / BQ * BQ,
-                 .nkb = (p->S + BK - 1) / BK};
+  bwd_plan pl = {.Ep = nrt_round_up(p->E, 16), .Evp = nrt_round_up(p->Ev, 16), .Lp = nrt_round_up(p->L, BQ),
+                 .nkb = nrt_cdiv(p->S, BK)};
   /* Enough tasks for a pool of ~16 threads even with few kv heads, from
    * the shape alone (the summation order must not follow the pool). */
   int64_t heads = p->B * p->Hk, want = heads >= 16 ? 1 : (16 + heads - 1) / heads;
   pl.chunks = want < pl.nkb ? want : pl.nkb;
   if (pl.chunks < 1) pl.chunks = 1;
-  pl.kbpc = (pl.nkb + pl.chunks - 1) / pl.chunks;
-  pl.chunks = pl.nkb ? (pl.nkb + pl.kbpc - 1) / pl.kbpc : 1;
+  pl.kbpc = nrt_cdiv(pl.nkb, pl.chunks);
+  pl.chunks = pl.nkb ? nrt_cdiv(pl.nkb, pl.kbpc) : 1;
   blk_ctx c = {.p = p, .plan = &pl, .isa = nrt_kernels_isa(), .ds_only = ds_only};
   atomic_init(&c.failed, 0);
   if (!ds_only) {
     pl.dq_part = ws_alloc((size_t)(pl.chunks * p->B * p->Hq * pl.Lp * pl.Ep));
-    if (!pl.dq_part) {
-      nrt_set_error_message("attention: out of memory for the backward's dQ partial sums");
-      return NRT_ERROR_OUT_OF_MEMORY;
-    }
+    if (!pl.dq_part)
+      return nrt_kernel_fail(NRT_ERROR_OUT_OF_MEMORY, "attention: out of memory for the backward's dQ partial sums");
   }
   nrt_parallel_for(p->B * p->Hk * pl.chunks, 1, bwd_range, &c);
   if (!ds_only && !atomic_load(&c.failed)) nrt_parallel_for(p->B * p->Hq * p->L, 64, dq_sum_range, &c);
   free(pl.dq_part);
-  if (atomic_load(&c.failed)) {
-    nrt_set_error_message("attention: out of memory for a task's block buffers");
-    return NRT_ERROR_OUT_OF_MEMORY;
-  }
-  return NRT_SUCCESS;
+  return tasks_status(&c);
 }
 
 nrt_status nrt_attn_backward_blocked(const nrt_attn_problem *p) { return backward(p, false); }

@@ -1,7 +1,7 @@
 /* Everything a kernel family may share (and all it may include from
  * outside its own folder besides the public headers and the layers below):
- * conversions, integer helpers, the ISA switch, vector math, Philox, the
- * stable sort and the error idiom. */
+ * conversions, integer helpers, double accumulation, the ISA switch,
+ * vector math, Philox, the stable sort, row launches and the error idiom. */
 #ifndef NRT_KERNELS_COMMON_H
 #define NRT_KERNELS_COMMON_H
 
@@ -13,11 +13,13 @@
 
 #include "core/core.h"
 #include "exec/exec.h"
+#include "kernels/common/accum.h"
 #include "kernels/common/convert.h"
 #include "kernels/common/error.h"
 #include "kernels/common/intmath.h"
 #include "kernels/common/isa.h"
 #include "kernels/common/philox.h"
+#include "kernels/common/rows.h"
 #include "kernels/common/sort.h"
 #include "kernels/common/vmath.h"
 #include "kernels/kernels.h"

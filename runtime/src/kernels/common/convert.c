@@ -33,7 +33,7 @@ CONV_INLINE int64_t f32_to_i64(float x) {
 }
 
 /* Loop over n elements; the contiguous form lets the compiler vectorise.
- * STYPE/DTYPE are the stored and computed element types. */
+ * STYPE is the stored element type, EXPR the converted value of v. */
 #define LOAD_LOOP(STYPE, EXPR)                                       \
   do {                                                               \
     if (stride == (int64_t)sizeof(STYPE)) {                          \
@@ -66,64 +66,77 @@ CONV_INLINE int64_t f32_to_i64(float x) {
     }                                                                \
   } while (0)
 
+/* Every stored dtype, its C type, and how its values convert: loads to
+ * float32, int64 and float64 (v is the stored element), stores from them
+ * (v is the computed value; STORE_LOOP casts the result to the C type).
+ * Narrowing integer stores wrap (two's complement), as in PyTorch; going
+ * through uint64_t keeps that free of implementation choices. Floats go
+ * to integers with the x86 truncating rule (f32_to_i32/_i64,
+ * nrt_k_f64_to_i32/_i64). c10's Half/BFloat16 constructors take a float:
+ * int64 and double round to float first, and so do we. */
+#define CONVERT_DTYPES(X)                                                                                     \
+  /* dtype        C type    load: to float32        to int64                          to float64          */ \
+  /*                        store: from float32     from int64                        from float64        */ \
+  X(NRT_BOOL,     uint8_t,  v != 0 ? 1.0f : 0.0f,   v != 0,                           v != 0 ? 1.0 : 0.0,    \
+                            v != 0.0f,              v != 0,                           v != 0.0)              \
+  X(NRT_UINT8,    uint8_t,  (float)v,               (int64_t)v,                       (double)v,             \
+                            f32_to_i32(v),          (uint64_t)v,                      nrt_k_f64_to_i32(v))   \
+  X(NRT_INT8,     int8_t,   (float)v,               (int64_t)v,                       (double)v,             \
+                            f32_to_i32(v),          (uint8_t)(uint64_t)v,             nrt_k_f64_to_i32(v))   \
+  X(NRT_INT16,    int16_t,  (float)v,               (int64_t)v,                       (double)v,             \
+                            f32_to_i32(v),          (uint16_t)(uint64_t)v,            nrt_k_f64_to_i32(v))   \
+  X(NRT_INT32,    int32_t,  (float)v,               (int64_t)v,                       (double)v,             \
+                            f32_to_i32(v),          (uint32_t)(uint64_t)v,            nrt_k_f64_to_i32(v))   \
+  X(NRT_INT64,    int64_t,  (float)v,               v,                                (double)v,             \
+                            f32_to_i64(v),          v,                                nrt_k_f64_to_i64(v))   \
+  X(NRT_FLOAT16,  uint16_t, nrt_k_f16_to_f32(v),    f32_to_i64(nrt_k_f16_to_f32(v)),  (double)nrt_k_f16_to_f32(v), \
+                            nrt_k_f32_to_f16(v),    nrt_k_f32_to_f16((float)v),       nrt_k_f32_to_f16((float)v))  \
+  X(NRT_BFLOAT16, uint16_t, nrt_k_bf16_to_f32(v),   f32_to_i64(nrt_k_bf16_to_f32(v)), (double)nrt_k_bf16_to_f32(v), \
+                            nrt_k_f32_to_bf16(v),   nrt_k_f32_to_bf16((float)v),      nrt_k_f32_to_bf16((float)v))  \
+  X(NRT_FLOAT32,  float,    v,                      f32_to_i64(v),                    (double)v,             \
+                            v,                      (float)v,                         (float)v)              \
+  X(NRT_FLOAT64,  double,   (float)v,               nrt_k_f64_to_i64(v),              v,                     \
+                            (double)v,              (double)v,                        v)
+
+#define LOAD_F32_CASE(DT, T, LF, LI, LD, SF, SI, SD) case DT: LOAD_LOOP(T, LF); break;
+#define LOAD_I64_CASE(DT, T, LF, LI, LD, SF, SI, SD) case DT: LOAD_LOOP(T, LI); break;
+#define LOAD_F64_CASE(DT, T, LF, LI, LD, SF, SI, SD) case DT: LOAD_LOOP(T, LD); break;
+#define STORE_F32_CASE(DT, T, LF, LI, LD, SF, SI, SD) case DT: STORE_LOOP(T, SF); break;
+#define STORE_I64_CASE(DT, T, LF, LI, LD, SF, SI, SD) case DT: STORE_LOOP(T, SI); break;
+#define STORE_F64_CASE(DT, T, LF, LI, LD, SF, SI, SD) case DT: STORE_LOOP(T, SD); break;
+
+/* A dtype that is the domain's own, unit-stride, is a plain copy. */
+#define SAME_TYPE_COPY(DT, SIZE)                    \
+  if (dt == (DT) && stride == (SIZE)) {             \
+    memcpy(dst, src, (size_t)n * (SIZE));           \
+    return;                                         \
+  }
+
 CONV_INLINE void load_f32_impl(float *dst, const char *src, int64_t stride, nrt_dtype dt, int64_t n,
                                bool wide) {
   if (wide && dt == NRT_FLOAT16 && stride == 2) {
     f16_load_avx512(dst, (const uint16_t *)src, n);
     return;
   }
+  SAME_TYPE_COPY(NRT_FLOAT32, 4)
   switch (dt) {
-  case NRT_BOOL: LOAD_LOOP(uint8_t, v != 0 ? 1.0f : 0.0f); break;
-  case NRT_UINT8: LOAD_LOOP(uint8_t, (float)v); break;
-  case NRT_INT8: LOAD_LOOP(int8_t, (float)v); break;
-  case NRT_INT16: LOAD_LOOP(int16_t, (float)v); break;
-  case NRT_INT32: LOAD_LOOP(int32_t, (float)v); break;
-  case NRT_INT64: LOAD_LOOP(int64_t, (float)v); break;
-  case NRT_FLOAT16: LOAD_LOOP(uint16_t, nrt_k_f16_to_f32(v)); break;
-  case NRT_BFLOAT16: LOAD_LOOP(uint16_t, nrt_k_bf16_to_f32(v)); break;
-  case NRT_FLOAT32:
-    if (stride == 4) memcpy(dst, src, (size_t)n * 4);
-    else LOAD_LOOP(float, v);
-    break;
-  case NRT_FLOAT64: LOAD_LOOP(double, (float)v); break;
+    CONVERT_DTYPES(LOAD_F32_CASE)
   default: break;
   }
 }
 
 void nrt_load_i64(int64_t *dst, const char *src, int64_t stride, nrt_dtype dt, int64_t n) {
+  SAME_TYPE_COPY(NRT_INT64, 8)
   switch (dt) {
-  case NRT_BOOL: LOAD_LOOP(uint8_t, v != 0); break;
-  case NRT_UINT8: LOAD_LOOP(uint8_t, (int64_t)v); break;
-  case NRT_INT8: LOAD_LOOP(int8_t, (int64_t)v); break;
-  case NRT_INT16: LOAD_LOOP(int16_t, (int64_t)v); break;
-  case NRT_INT32: LOAD_LOOP(int32_t, (int64_t)v); break;
-  case NRT_INT64:
-    if (stride == 8) memcpy(dst, src, (size_t)n * 8);
-    else LOAD_LOOP(int64_t, v);
-    break;
-  case NRT_FLOAT16: LOAD_LOOP(uint16_t, f32_to_i64(nrt_k_f16_to_f32(v))); break;
-  case NRT_BFLOAT16: LOAD_LOOP(uint16_t, f32_to_i64(nrt_k_bf16_to_f32(v))); break;
-  case NRT_FLOAT32: LOAD_LOOP(float, f32_to_i64(v)); break;
-  case NRT_FLOAT64: LOAD_LOOP(double, nrt_k_f64_to_i64(v)); break;
+    CONVERT_DTYPES(LOAD_I64_CASE)
   default: break;
   }
 }
 
 void nrt_load_f64(double *dst, const char *src, int64_t stride, nrt_dtype dt, int64_t n) {
+  SAME_TYPE_COPY(NRT_FLOAT64, 8)
   switch (dt) {
-  case NRT_BOOL: LOAD_LOOP(uint8_t, v != 0 ? 1.0 : 0.0); break;
-  case NRT_UINT8: LOAD_LOOP(uint8_t, (double)v); break;
-  case NRT_INT8: LOAD_LOOP(int8_t, (double)v); break;
-  case NRT_INT16: LOAD_LOOP(int16_t, (double)v); break;
-  case NRT_INT32: LOAD_LOOP(int32_t, (double)v); break;
-  case NRT_INT64: LOAD_LOOP(int64_t, (double)v); break;
-  case NRT_FLOAT16: LOAD_LOOP(uint16_t, (double)nrt_k_f16_to_f32(v)); break;
-  case NRT_BFLOAT16: LOAD_LOOP(uint16_t, (double)nrt_k_bf16_to_f32(v)); break;
-  case NRT_FLOAT32: LOAD_LOOP(float, (double)v); break;
-  case NRT_FLOAT64:
-    if (stride == 8) memcpy(dst, src, (size_t)n * 8);
-    else LOAD_LOOP(double, v);
-    break;
+    CONVERT_DTYPES(LOAD_F64_CASE)
   default: break;
   }
 }
@@ -134,20 +147,9 @@ CONV_INLINE void store_f32_impl(char *dst, int64_t stride, nrt_dtype dt, const f
     f16_store_avx512((uint16_t *)dst, src, n);
     return;
   }
+  SAME_TYPE_COPY(NRT_FLOAT32, 4)
   switch (dt) {
-  case NRT_BOOL: STORE_LOOP(uint8_t, v != 0.0f); break;
-  case NRT_UINT8: STORE_LOOP(uint8_t, f32_to_i32(v)); break;
-  case NRT_INT8: STORE_LOOP(int8_t, f32_to_i32(v)); break;
-  case NRT_INT16: STORE_LOOP(int16_t, f32_to_i32(v)); break;
-  case NRT_INT32: STORE_LOOP(int32_t, f32_to_i32(v)); break;
-  case NRT_INT64: STORE_LOOP(int64_t, f32_to_i64(v)); break;
-  case NRT_FLOAT16: STORE_LOOP(uint16_t, nrt_k_f32_to_f16(v)); break;
-  case NRT_BFLOAT16: STORE_LOOP(uint16_t, nrt_k_f32_to_bf16(v)); break;
-  case NRT_FLOAT32:
-    if (stride == 4) memcpy(dst, src, (size_t)n * 4);
-    else STORE_LOOP(float, v);
-    break;
-  case NRT_FLOAT64: STORE_LOOP(double, (double)v); break;
+    CONVERT_DTYPES(STORE_F32_CASE)
   default: break;
   }
 }
@@ -179,66 +181,26 @@ void nrt_store_f32(char *dst, int64_t stride, nrt_dtype dt, const float *src, in
   else store_f32_base(dst, stride, dt, src, n);
 }
 
-/* Narrowing integer conversions wrap (two's complement), as in PyTorch;
- * going through uint64_t keeps that free of implementation choices. */
 void nrt_store_i64(char *dst, int64_t stride, nrt_dtype dt, const int64_t *src, int64_t n) {
+  SAME_TYPE_COPY(NRT_INT64, 8)
   switch (dt) {
-  case NRT_BOOL: STORE_LOOP(uint8_t, v != 0); break;
-  case NRT_UINT8: STORE_LOOP(uint8_t, (uint64_t)v); break;
-  case NRT_INT8: STORE_LOOP(int8_t, (uint8_t)(uint64_t)v); break;
-  case NRT_INT16: STORE_LOOP(int16_t, (uint16_t)(uint64_t)v); break;
-  case NRT_INT32: STORE_LOOP(int32_t, (uint32_t)(uint64_t)v); break;
-  case NRT_INT64:
-    if (stride == 8) memcpy(dst, src, (size_t)n * 8);
-    else STORE_LOOP(int64_t, v);
-    break;
-  case NRT_FLOAT16: STORE_LOOP(uint16_t, nrt_k_f32_to_f16((float)v)); break;
-  case NRT_BFLOAT16: STORE_LOOP(uint16_t, nrt_k_f32_to_bf16((float)v)); break;
-  case NRT_FLOAT32: STORE_LOOP(float, (float)v); break;
-  case NRT_FLOAT64: STORE_LOOP(double, (double)v); break;
+    CONVERT_DTYPES(STORE_I64_CASE)
   default: break;
   }
 }
 
 void nrt_store_f64(char *dst, int64_t stride, nrt_dtype dt, const double *src, int64_t n) {
+  SAME_TYPE_COPY(NRT_FLOAT64, 8)
   switch (dt) {
-  case NRT_BOOL: STORE_LOOP(uint8_t, v != 0.0); break;
-  case NRT_UINT8: STORE_LOOP(uint8_t, nrt_k_f64_to_i32(v)); break;
-  case NRT_INT8: STORE_LOOP(int8_t, nrt_k_f64_to_i32(v)); break;
-  case NRT_INT16: STORE_LOOP(int16_t, nrt_k_f64_to_i32(v)); break;
-  case NRT_INT32: STORE_LOOP(int32_t, nrt_k_f64_to_i32(v)); break;
-  case NRT_INT64: STORE_LOOP(int64_t, nrt_k_f64_to_i64(v)); break;
-  /* c10's Half/BFloat16 constructors take a float: double rounds to
-   * float first, and so do we. */
-  case NRT_FLOAT16: STORE_LOOP(uint16_t, nrt_k_f32_to_f16((float)v)); break;
-  case NRT_BFLOAT16: STORE_LOOP(uint16_t, nrt_k_f32_to_bf16((float)v)); break;
-  case NRT_FLOAT32: STORE_LOOP(float, (float)v); break;
-  case NRT_FLOAT64:
-    if (stride == 8) memcpy(dst, src, (size_t)n * 8);
-    else STORE_LOOP(double, v);
-    break;
+    CONVERT_DTYPES(STORE_F64_CASE)
   default: break;
   }
 }
 
 /* ---- one element, through dtype.c (reference paths) ------------------- */
 
-double nrt_ref_load_f64(const char *src, nrt_dtype dt) {
-  switch (dt) {
-  case NRT_BOOL: return *(const uint8_t *)src != 0;
-  case NRT_UINT8: return *(const uint8_t *)src;
-  case NRT_INT8: return *(const int8_t *)src;
-  case NRT_INT16: return *(const int16_t *)src;
-  case NRT_INT32: return *(const int32_t *)src;
-  case NRT_INT64: return (double)*(const int64_t *)src;
-  case NRT_FLOAT16: return nrt_f16_to_f32(*(const uint16_t *)src);
-  case NRT_BFLOAT16: return nrt_bf16_to_f32(*(const uint16_t *)src);
-  case NRT_FLOAT32: return *(const float *)src;
-  case NRT_FLOAT64: return *(const double *)src;
-  default: return 0.0;
-  }
-}
-
+/* Integers (bool included) load exactly as int64, and as double from
+ * that (every value of the narrower types is exact in double). */
 int64_t nrt_ref_load_i64(const char *src, nrt_dtype dt) {
   switch (dt) {
   case NRT_BOOL: return *(const uint8_t *)src != 0;
@@ -248,6 +210,22 @@ int64_t nrt_ref_load_i64(const char *src, nrt_dtype dt) {
   case NRT_INT32: return *(const int32_t *)src;
   case NRT_INT64: return *(const int64_t *)src;
   default: return nrt_k_f64_to_i64(nrt_ref_load_f64(src, dt));
+  }
+}
+
+double nrt_ref_load_f64(const char *src, nrt_dtype dt) {
+  switch (dt) {
+  case NRT_BOOL:
+  case NRT_UINT8:
+  case NRT_INT8:
+  case NRT_INT16:
+  case NRT_INT32:
+  case NRT_INT64: return (double)nrt_ref_load_i64(src, dt);
+  case NRT_FLOAT16: return nrt_f16_to_f32(*(const uint16_t *)src);
+  case NRT_BFLOAT16: return nrt_bf16_to_f32(*(const uint16_t *)src);
+  case NRT_FLOAT32: return *(const float *)src;
+  case NRT_FLOAT64: return *(const double *)src;
+  default: return 0.0;
   }
 }
 

@@ -110,10 +110,9 @@ static void cx_range(void *ctx, int64_t begin, int64_t end) {
 }
 
 nrt_status nrt_cx_for_each(const nrt_launch *l, nrt_cx_element_fn fn) {
-  if (l->noutputs != 1) {
-    nrt_set_error_message("%s: expected 1 output, got %d", nrt_op_name(l->op), l->noutputs);
-    return NRT_ERROR_INVALID_ARGUMENT;
-  }
+  if (l->noutputs != 1)
+    return nrt_kernel_fail(NRT_ERROR_INVALID_ARGUMENT,
+                           "%s: expected 1 output, got %d", nrt_op_name(l->op), l->noutputs);
   int64_t numel = 1;
   for (int d = 0; d < l->ndim; d++) numel *= l->sizes[d];
   if (numel == 0) return NRT_SUCCESS;
@@ -138,6 +137,5 @@ nrt_status nrt_complex_execute(const nrt_launch *l) {
   case NRT_OP(FFT_C2C): case NRT_OP(FFT_R2C): case NRT_OP(FFT_C2R): return nrt_cx_fft(l);
   default: break;
   }
-  nrt_set_error_message("complex: op %s has no kernel", nrt_op_name(l->op));
-  return NRT_ERROR_UNSUPPORTED;
+  return nrt_kernel_fail(NRT_ERROR_UNSUPPORTED, "complex: op %s has no kernel", nrt_op_name(l->op));
 }

@@ -73,15 +73,11 @@ static void fft_lines(void *ctx, int64_t begin, int64_t end) {
 nrt_status nrt_cx_fft(const nrt_launch *l) {
   const char *name = nrt_op_name(l->op);
   int op = (int)l->op;
-  if (l->noutputs != 1 || l->ndim < 1) {
-    nrt_set_error_message("%s: expected 1 output and ndim >= 1", name);
-    return NRT_ERROR_INVALID_ARGUMENT;
-  }
+  if (l->noutputs != 1 || l->ndim < 1)
+    return nrt_kernel_fail(NRT_ERROR_INVALID_ARGUMENT, "%s: expected 1 output and ndim >= 1", name);
   int64_t dim = l->params[0];
-  if (dim < 0 || dim >= l->ndim) {
-    nrt_set_error_message("%s: dim %lld outside 0..%d", name, (long long)dim, l->ndim - 1);
-    return NRT_ERROR_INVALID_ARGUMENT;
-  }
+  if (dim < 0 || dim >= l->ndim)
+    return nrt_kernel_fail(NRT_ERROR_INVALID_ARGUMENT, "%s: dim %lld outside 0..%d", name, (long long)dim, l->ndim - 1);
   fft_job j = {.l = l, .dim = (int)dim, .n_out = l->sizes[dim], .n_in = l->aux[0], .scale = l->scalars[0].f};
   bool in_complex = nrt_dtype_is_complex(l->operands[1].dtype);
   bool out_complex = nrt_dtype_is_complex(l->operands[0].dtype);
@@ -89,28 +85,24 @@ nrt_status nrt_cx_fft(const nrt_launch *l) {
   case NRT_OP(FFT_C2C):
     j.n = j.n_out;
     j.sign = l->params[1] ? -1 : 1;
-    if (j.n_in != j.n || !in_complex || !out_complex) {
-      nrt_set_error_message("%s: expects complex input and output of equal length (got %lld -> %lld)",
-                            name, (long long)j.n_in, (long long)j.n_out);
-      return NRT_ERROR_INVALID_ARGUMENT;
-    }
+    if (j.n_in != j.n || !in_complex || !out_complex)
+      return nrt_kernel_fail(NRT_ERROR_INVALID_ARGUMENT,
+                             "%s: expects complex input and output of equal length (got %lld -> %lld)",
+                             name, (long long)j.n_in, (long long)j.n_out);
     break;
   case NRT_OP(FFT_R2C):
     j.n = j.n_in;
     j.sign = -1;
-    if ((j.n_out != j.n / 2 + 1 && j.n_out != j.n) || in_complex || !out_complex) {
-      nrt_set_error_message("%s: expects a real input of length n and a complex output of length "
-                            "n/2+1 or n (got %lld -> %lld)", name, (long long)j.n_in, (long long)j.n_out);
-      return NRT_ERROR_INVALID_ARGUMENT;
-    }
+    if ((j.n_out != j.n / 2 + 1 && j.n_out != j.n) || in_complex || !out_complex)
+      return nrt_kernel_fail(NRT_ERROR_INVALID_ARGUMENT,
+                             "%s: expects a real input of length n and a complex output of length "
+                             "n/2+1 or n (got %lld -> %lld)", name, (long long)j.n_in, (long long)j.n_out);
     break;
   case NRT_OP(FFT_C2R):
     j.n = j.n_out;
     j.sign = 1;
-    if (!in_complex || out_complex || j.n_in < 0) {
-      nrt_set_error_message("%s: expects a complex input and a real output", name);
-      return NRT_ERROR_INVALID_ARGUMENT;
-    }
+    if (!in_complex || out_complex || j.n_in < 0)
+      return nrt_kernel_fail(NRT_ERROR_INVALID_ARGUMENT, "%s: expects a complex input and a real output", name);
     break;
   default: return NRT_ERROR_UNSUPPORTED;
   }
@@ -127,10 +119,9 @@ nrt_status nrt_cx_fft(const nrt_launch *l) {
     j.scratch_len = j.n;
   } else {
     plan = nrt_fft_plan_create(j.n, j.sign);
-    if (!plan) {
-      nrt_set_error_message("%s: out of host memory planning a length-%lld FFT", name, (long long)j.n);
-      return NRT_ERROR_OUT_OF_MEMORY;
-    }
+    if (!plan)
+      return nrt_kernel_fail(NRT_ERROR_OUT_OF_MEMORY,
+                             "%s: out of host memory planning a length-%lld FFT", name, (long long)j.n);
     j.plan = plan;
     j.scratch_len = nrt_fft_scratch_len(plan);
   }
@@ -138,9 +129,7 @@ nrt_status nrt_cx_fft(const nrt_launch *l) {
   if (reference) fft_lines(&j, 0, lines);
   else nrt_parallel_for(lines, j.n >= 4096 ? 1 : 4096 / j.n, fft_lines, &j);
   nrt_fft_plan_destroy(plan);
-  if (atomic_load(&j.failed)) {
-    nrt_set_error_message("%s: out of host memory for FFT buffers", name);
-    return NRT_ERROR_OUT_OF_MEMORY;
-  }
+  if (atomic_load(&j.failed))
+    return nrt_kernel_fail(NRT_ERROR_OUT_OF_MEMORY, "%s: out of host memory for FFT buffers", name);
   return NRT_SUCCESS;
 }

@@ -119,10 +119,9 @@ static void cx_math_element(const nrt_launch *l, char *const *p) {
 }
 
 nrt_status nrt_cx_math(const nrt_launch *l) {
-  if (l->noutputs != 1) {
-    nrt_set_error_message("%s: expected 1 output, got %d", nrt_op_name(l->op), l->noutputs);
-    return NRT_ERROR_INVALID_ARGUMENT;
-  }
+  if (l->noutputs != 1)
+    return nrt_kernel_fail(NRT_ERROR_INVALID_ARGUMENT,
+                           "%s: expected 1 output, got %d", nrt_op_name(l->op), l->noutputs);
   if ((int)l->op == NRT_OP(CX_MATH)) {
     switch (l->params[0]) {
     case NRT_OP_EXP: case NRT_OP_EXP2: case NRT_OP_EXPM1: case NRT_OP_LOG: case NRT_OP_LOG2:
@@ -132,14 +131,13 @@ nrt_status nrt_cx_math(const nrt_launch *l) {
     case NRT_OP_ACOSH: case NRT_OP_ATANH: case NRT_OP_SIGMOID: case NRT_OP_ISNAN: case NRT_OP_LOGICAL_NOT:
       break;
     default:
-      nrt_set_error_message("%s: p0 = %lld is not a supported complex function", nrt_op_name(l->op),
-                            (long long)l->params[0]);
-      return NRT_ERROR_UNSUPPORTED;
+      return nrt_kernel_fail(NRT_ERROR_UNSUPPORTED,
+                             "%s: p0 = %lld is not a supported complex function", nrt_op_name(l->op),
+                             (long long)l->params[0]);
     }
   }
-  if ((int)l->op == NRT_OP(CX_LOGICAL) && (l->params[0] < 0 || l->params[0] > 2)) {
-    nrt_set_error_message("%s: p0 = %lld outside 0..2", nrt_op_name(l->op), (long long)l->params[0]);
-    return NRT_ERROR_INVALID_ARGUMENT;
-  }
+  if ((int)l->op == NRT_OP(CX_LOGICAL) && (l->params[0] < 0 || l->params[0] > 2))
+    return nrt_kernel_fail(NRT_ERROR_INVALID_ARGUMENT,
+                           "%s: p0 = %lld outside 0..2", nrt_op_name(l->op), (long long)l->params[0]);
   return nrt_cx_for_each(l, cx_math_element);
 }

@@ -56,14 +56,12 @@ static void cx_reduce_range(void *ctx, int64_t begin, int64_t end) {
 }
 
 nrt_status nrt_cx_reduce(const nrt_launch *l) {
-  if (l->params[0] < 0 || l->params[0] > 4) {
-    nrt_set_error_message("%s: reduction mode p0 = %lld outside 0..4", nrt_op_name(l->op), (long long)l->params[0]);
-    return NRT_ERROR_INVALID_ARGUMENT;
-  }
-  if (l->noutputs != 1) {
-    nrt_set_error_message("%s: expected 1 output, got %d", nrt_op_name(l->op), l->noutputs);
-    return NRT_ERROR_INVALID_ARGUMENT;
-  }
+  if (l->params[0] < 0 || l->params[0] > 4)
+    return nrt_kernel_fail(NRT_ERROR_INVALID_ARGUMENT,
+                           "%s: reduction mode p0 = %lld outside 0..4", nrt_op_name(l->op), (long long)l->params[0]);
+  if (l->noutputs != 1)
+    return nrt_kernel_fail(NRT_ERROR_INVALID_ARGUMENT,
+                           "%s: expected 1 output, got %d", nrt_op_name(l->op), l->noutputs);
   cx_reduce r = {.l = l, .count = 1};
   int64_t nout = 1;
   for (int d = 0; d < l->ndim; d++) {

@@ -21,45 +21,6 @@
 #include <stdlib.h>
 #include "kernels/common/gemm_ukernel.h"
 
-/* ---- portable micro-kernel --------------------------------------------- */
-
-#define MRS 4
-#define NRS 16
-
-static void ukernel_scalar(int64_t kc, const float *a, const float *b, float *c, int64_t ldc,
-                           float alpha, int accumulate) {
-  float acc[MRS][NRS];
-  for (int i = 0; i < MRS; i++)
-    for (int j = 0; j < NRS; j++) acc[i][j] = 0.0f;
-  for (int64_t k = 0; k < kc; k++) {
-    for (int i = 0; i < MRS; i++)
-      for (int j = 0; j < NRS; j++) acc[i][j] += a[i] * b[j];
-    a += MRS;
-    b += NRS;
-  }
-  for (int i = 0; i < MRS; i++)
-    for (int j = 0; j < NRS; j++)
-      c[i * ldc + j] = accumulate ? c[i * ldc + j] + alpha * acc[i][j] : alpha * acc[i][j];
-}
-
-static const nrt_gemm_ukernel ukernel_portable = {
-    .name = "portable-4x16", .mr = MRS, .nr = NRS, .kc = 256, .mc = 64, .nc = 256,
-    .fn = ukernel_scalar};
-
-static const nrt_gemm_ukernel *pick_ukernel(nrt_dtype a, nrt_dtype b) {
-  switch (nrt_kernels_isa()) {
-  case NRT_ISA_AVX512_BF16:
-    if (a == NRT_BFLOAT16 && b == NRT_BFLOAT16) return &nrt_gemm_ukernel_avx512_bf16;
-    return &nrt_gemm_ukernel_avx512;
-  case NRT_ISA_AVX512: return &nrt_gemm_ukernel_avx512;
-  case NRT_ISA_AVX2: return &nrt_gemm_ukernel_avx2;
-  default: return &ukernel_portable;
-  }
-}
-
-/* The float32 micro-kernel for this host (convolution.c drives it itself). */
-const nrt_gemm_ukernel *nrt_gemm_ukernel_f32(void) { return pick_ukernel(NRT_FLOAT32, NRT_FLOAT32); }
-
 /* ---- plan ------------------------------------------------------------------ */
 
 typedef struct gemm_plan {
@@ -80,179 +41,139 @@ typedef struct gemm_plan {
  * Panels are padded with zeros to a full MR / NR so the micro-kernel never
  * sees a partial panel; its extra rows/columns are simply not stored. */
 
+/* One panel of w lanes (A: w = MR rows; B: w = NR columns) over kc depth
+ * steps: panel[k * w + i] = element (lane i, depth k) as float32, where the
+ * element is at base + i * sl + k * sd; lanes past `lanes` are zero.
+ * lanes_first: the lanes are the closer-packed direction in memory. */
+static void pack_panel(const nrt_gemm_ukernel *uk, bool is_a, const char *base, int64_t sl, int64_t sd,
+                       nrt_dtype dt, int64_t lanes, int64_t kc, bool lanes_first, float *panel, float *tmp) {
+  int w = is_a ? uk->mr : uk->nr;
+  if (lanes_first) {
+    /* each depth step gives the lanes (nearly) contiguous in memory */
+    bool plain = dt == NRT_FLOAT32 && sl == 4;
+    for (int64_t k = 0; k < kc; k++) {
+      float *d = panel + k * w;
+      const char *src = base + k * sd;
+      if (plain) /* a short inline copy beats a memcpy call per step */
+        for (int64_t i = 0; i < lanes; i++) d[i] = ((const float *)src)[i];
+      else
+        nrt_load_f32(d, src, sl, dt, lanes);
+      for (int64_t i = lanes; i < w; i++) d[i] = 0.0f;
+    }
+    return;
+  }
+  if (dt == NRT_FLOAT32 && sd == 4 && lanes == w) {
+    /* Contiguous float32 lanes, the common case (row-major A, x @ W^T's
+     * B): read them side by side so the panel is written in order. */
+    const float *lp[64];
+    for (int64_t i = 0; i < lanes; i++) lp[i] = (const float *)(base + i * sl);
+    nrt_gemm_pack_full(uk, is_a, lp, kc, panel);
+    return;
+  }
+  for (int64_t i = 0; i < lanes; i++) {
+    const char *src = base + i * sl;
+    const float *lane = (const float *)src;
+    if (dt != NRT_FLOAT32 || sd != 4) {
+      nrt_load_f32(tmp, src, sd, dt, kc);
+      lane = tmp;
+    }
+    for (int64_t k = 0; k < kc; k++) panel[k * w + i] = lane[k];
+  }
+  for (int64_t i = lanes; i < w; i++)
+    for (int64_t k = 0; k < kc; k++) panel[k * w + i] = 0.0f;
+}
+
+/* A rows [m0, m0 + mlen) x depth [k0, k0 + kc) as MR-row panels. */
 static void pack_a(const gemm_plan *p, int64_t b, int64_t m0, int64_t mlen, int64_t k0,
                    int64_t kc, float *dst, float *tmp) {
   const nrt_operand *A = p->A;
   int mr = p->uk->mr;
   int64_t sm = A->strides[1], sk = A->strides[2];
-  for (int64_t ip = 0; ip < mlen; ip += mr) {
-    int64_t rows = mlen - ip < mr ? mlen - ip : mr;
-    float *panel = dst + ip * kc;
-    if (llabs(sm) < llabs(sk)) {
-      /* A is column-major-ish: each k gives rows contiguous in memory. */
-      for (int64_t k = 0; k < kc; k++) {
-        float *d = panel + k * mr;
-        nrt_load_f32(d, OP_BYTE(A, b, m0 + ip, k0 + k, 1, 2), sm, A->dtype, rows);
-        for (int64_t r = rows; r < mr; r++) d[r] = 0.0f;
-      }
-      continue;
-    }
-    if (A->dtype == NRT_FLOAT32 && sk == 4 && rows == mr) {
-      /* Row-major float32, the common case: read the MR rows side by side
-       * so the panel is written in order (transposed in registers with
-       * AVX-512). */
-      const float *rp[32];
-      for (int64_t r = 0; r < rows; r++) rp[r] = (const float *)OP_BYTE(A, b, m0 + ip + r, k0, 1, 2);
-      if (p->uk == &nrt_gemm_ukernel_avx512) {
-        nrt_gemm_pack_a14_avx512((const void *const *)rp, kc, panel);
-      } else {
-        for (int64_t k = 0; k < kc; k++)
-          for (int r = 0; r < mr; r++) panel[k * mr + r] = rp[r][k];
-      }
-      continue;
-    }
-    for (int64_t r = 0; r < rows; r++) {
-      const char *src = OP_BYTE(A, b, m0 + ip + r, k0, 1, 2);
-      const float *row = (const float *)src;
-      if (A->dtype != NRT_FLOAT32 || sk != 4) {
-        nrt_load_f32(tmp, src, sk, A->dtype, kc);
-        row = tmp;
-      }
-      for (int64_t k = 0; k < kc; k++) panel[k * mr + r] = row[k];
-    }
-    for (int64_t r = rows; r < mr; r++)
-      for (int64_t k = 0; k < kc; k++) panel[k * mr + r] = 0.0f;
-  }
+  for (int64_t ip = 0; ip < mlen; ip += mr)
+    pack_panel(p->uk, true, OP_BYTE(A, b, m0 + ip, k0, 1, 2), sm, sk, A->dtype, nrt_min_i64(mlen - ip, mr), kc,
+               llabs(sm) < llabs(sk), dst + ip * kc, tmp);
 }
 
+/* B depth [k0, k0 + kc) x columns [n0, n0 + nlen) as NR-column panels. */
 static void pack_b(const gemm_plan *p, int64_t b, int64_t n0, int64_t nlen, int64_t k0,
                    int64_t kc, float *dst, float *tmp) {
   const nrt_operand *B = p->B;
   int nr = p->uk->nr;
   int64_t sk = B->strides[1], sn = B->strides[2];
-  for (int64_t jp = 0; jp < nlen; jp += nr) {
-    int64_t cols = nlen - jp < nr ? nlen - jp : nr;
-    float *panel = dst + jp * kc;
-    if (llabs(sn) <= llabs(sk)) {
-      bool plain = B->dtype == NRT_FLOAT32 && sn == 4;
-      for (int64_t k = 0; k < kc; k++) {
-        float *d = panel + k * nr;
-        const char *src = OP_BYTE(B, b, k0 + k, n0 + jp, 1, 2);
-        if (plain) /* a short inline copy beats a memcpy call per row */
-          for (int64_t c = 0; c < cols; c++) d[c] = ((const float *)src)[c];
-        else
-          nrt_load_f32(d, src, sn, B->dtype, cols);
-        for (int64_t c = cols; c < nr; c++) d[c] = 0.0f;
-      }
-      continue;
-    }
-    /* Transposed B (x @ W^T with W row-major): columns are contiguous. */
-    if (B->dtype == NRT_FLOAT32 && sk == 4 && cols == nr) {
-      const float *cp[64];
-      for (int64_t c = 0; c < cols; c++) cp[c] = (const float *)OP_BYTE(B, b, k0, n0 + jp + c, 1, 2);
-      if (p->uk == &nrt_gemm_ukernel_avx512) {
-        nrt_gemm_pack_b32_avx512((const void *const *)cp, kc, panel);
-      } else {
-        for (int64_t k = 0; k < kc; k++)
-          for (int c = 0; c < nr; c++) panel[k * nr + c] = cp[c][k];
-      }
-      continue;
-    }
-    for (int64_t c = 0; c < cols; c++) {
-      const char *src = OP_BYTE(B, b, k0, n0 + jp + c, 1, 2);
-      const float *col = (const float *)src;
-      if (B->dtype != NRT_FLOAT32 || sk != 4) {
-        nrt_load_f32(tmp, src, sk, B->dtype, kc);
-        col = tmp;
-      }
-      for (int64_t k = 0; k < kc; k++) panel[k * nr + c] = col[k];
-    }
-    for (int64_t c = cols; c < nr; c++)
-      for (int64_t k = 0; k < kc; k++) panel[k * nr + c] = 0.0f;
-  }
+  for (int64_t jp = 0; jp < nlen; jp += nr)
+    pack_panel(p->uk, false, OP_BYTE(B, b, k0, n0 + jp, 1, 2), sn, sk, B->dtype, nrt_min_i64(nlen - jp, nr), kc,
+               llabs(sn) <= llabs(sk), dst + jp * kc, tmp);
 }
 
-/* bfloat16 pair panels for the AVX512_BF16 kernel: unit (kp, r) holds
- * A[r][2kp] and A[r][2kp+1] (B: B[2kp][c] and B[2kp+1][c]); an odd last k
- * pairs with zero, as do rows and columns past the edge. */
+/* bfloat16 pair panels for the AVX512_BF16 kernel: unit (kp, i) holds the
+ * lane's elements at depth 2kp and 2kp + 1 (A: A[i][2kp], A[i][2kp+1]; B:
+ * B[2kp][i], B[2kp+1][i]); an odd last k pairs with zero, as do lanes past
+ * the edge. Elements as in pack_panel. */
 static inline uint16_t bf16_at(const char *p) {
   uint16_t v;
   memcpy(&v, p, 2);
   return v;
 }
 
+static void pack_panel_bf16(const nrt_gemm_ukernel *uk, bool is_a, const char *base, int64_t sl, int64_t sd,
+                            int64_t lanes, int64_t kc, uint16_t *panel) {
+  int w = is_a ? uk->mr : uk->nr;
+  int64_t units = (kc + 1) / 2, kp0 = 0;
+  if (sd == 2 && lanes == w) {
+    /* each lane's pairs are contiguous units (row-major A, x @ W^T's B) */
+    const void *lp[64];
+    for (int64_t i = 0; i < lanes; i++) lp[i] = base + i * sl;
+    kp0 = kc / 2;
+    if (is_a) nrt_gemm_pack_a14_avx512(lp, kp0, panel);
+    else nrt_gemm_pack_b32_avx512(lp, kp0, panel);
+  } else if (sl == 2 && lanes == w) {
+    /* lanes contiguous for each k (column-major A, as in dW = dY^T @ X;
+     * row-major B): interleave two depth steps */
+    kp0 = kc / 2;
+    if (is_a) nrt_gemm_pack_a14_bf16_cols_avx512(base, sd, kp0, panel);
+    else nrt_gemm_pack_b32_bf16_rows_avx512(base, sd, kp0, panel);
+  } else if (sl == 2) {
+    for (; 2 * kp0 + 1 < kc; kp0++) {
+      const char *r0 = base + 2 * kp0 * sd, *r1 = r0 + sd;
+      uint16_t *d = panel + 2 * kp0 * w;
+      for (int64_t i = 0; i < lanes; i++) {
+        d[2 * i] = bf16_at(r0 + 2 * i);
+        d[2 * i + 1] = bf16_at(r1 + 2 * i);
+      }
+      for (int64_t i = lanes; i < w; i++) d[2 * i] = d[2 * i + 1] = 0;
+    }
+  }
+  for (int64_t kp = kp0; kp < units; kp++)
+    for (int64_t i = 0; i < w; i++) {
+      uint16_t lo = 0, hi = 0;
+      if (i < lanes) {
+        const char *e = base + i * sl + 2 * kp * sd;
+        lo = bf16_at(e);
+        if (2 * kp + 1 < kc) hi = bf16_at(e + sd);
+      }
+      panel[2 * (kp * w + i)] = lo;
+      panel[2 * (kp * w + i) + 1] = hi;
+    }
+}
+
 static void pack_a_bf16(const gemm_plan *p, int64_t b, int64_t m0, int64_t mlen, int64_t k0,
                         int64_t kc, float *dst) {
   const nrt_operand *A = p->A;
   int mr = p->uk->mr;
-  int64_t units = (kc + 1) / 2, sm = A->strides[1], sk = A->strides[2];
-  for (int64_t ip = 0; ip < mlen; ip += mr) {
-    int64_t rows = mlen - ip < mr ? mlen - ip : mr;
-    uint16_t *panel = (uint16_t *)(dst + ip * units);
-    int64_t kp0 = 0;
-    if (sk == 2 && rows == mr) { /* row-major: pairs are contiguous units */
-      const void *rp[32];
-      for (int64_t r = 0; r < rows; r++) rp[r] = OP_BYTE(A, b, m0 + ip + r, k0, 1, 2);
-      kp0 = kc / 2;
-      nrt_gemm_pack_a14_avx512(rp, kp0, panel);
-    } else if (sm == 2 && rows == mr) { /* column-major (dW = dY^T @ X) */
-      kp0 = kc / 2;
-      nrt_gemm_pack_a14_bf16_cols_avx512(OP_BYTE(A, b, m0 + ip, k0, 1, 2), sk, kp0, panel);
-    }
-    for (int64_t kp = kp0; kp < units; kp++)
-      for (int64_t r = 0; r < mr; r++) {
-        uint16_t lo = 0, hi = 0;
-        if (r < rows) {
-          const char *e = OP_BYTE(A, b, m0 + ip + r, k0 + 2 * kp, 1, 2);
-          lo = bf16_at(e);
-          if (2 * kp + 1 < kc) hi = bf16_at(e + sk);
-        }
-        panel[2 * (kp * mr + r)] = lo;
-        panel[2 * (kp * mr + r) + 1] = hi;
-      }
-  }
+  int64_t units = (kc + 1) / 2;
+  for (int64_t ip = 0; ip < mlen; ip += mr)
+    pack_panel_bf16(p->uk, true, OP_BYTE(A, b, m0 + ip, k0, 1, 2), A->strides[1], A->strides[2],
+                    nrt_min_i64(mlen - ip, mr), kc, (uint16_t *)(dst + ip * units));
 }
 
 static void pack_b_bf16(const gemm_plan *p, int64_t b, int64_t n0, int64_t nlen, int64_t k0,
                         int64_t kc, float *dst) {
   const nrt_operand *B = p->B;
   int nr = p->uk->nr;
-  int64_t units = (kc + 1) / 2, sk = B->strides[1], sn = B->strides[2];
-  for (int64_t jp = 0; jp < nlen; jp += nr) {
-    int64_t cols = nlen - jp < nr ? nlen - jp : nr;
-    uint16_t *panel = (uint16_t *)(dst + jp * units);
-    int64_t kp0 = 0;
-    if (sk == 2 && cols == nr) { /* x @ W^T: each column's pairs are contiguous units */
-      const void *cp[64];
-      for (int64_t c = 0; c < cols; c++) cp[c] = OP_BYTE(B, b, k0, n0 + jp + c, 1, 2);
-      kp0 = kc / 2;
-      nrt_gemm_pack_b32_avx512(cp, kp0, panel);
-    } else if (sn == 2 && cols == nr) { /* row-major: interleave two rows */
-      kp0 = kc / 2;
-      nrt_gemm_pack_b32_bf16_rows_avx512(OP_BYTE(B, b, k0, n0 + jp, 1, 2), sk, kp0, panel);
-    } else if (sn == 2) {
-      for (; 2 * kp0 + 1 < kc; kp0++) {
-        const char *r0 = OP_BYTE(B, b, k0 + 2 * kp0, n0 + jp, 1, 2), *r1 = r0 + sk;
-        uint16_t *d = panel + 2 * kp0 * nr;
-        for (int64_t c = 0; c < cols; c++) {
-          d[2 * c] = bf16_at(r0 + 2 * c);
-          d[2 * c + 1] = bf16_at(r1 + 2 * c);
-        }
-        for (int64_t c = cols; c < nr; c++) d[2 * c] = d[2 * c + 1] = 0;
-      }
-    }
-    for (int64_t kp = kp0; kp < units; kp++)
-      for (int64_t c = 0; c < nr; c++) {
-        uint16_t lo = 0, hi = 0;
-        if (c < cols) {
-          const char *e = OP_BYTE(B, b, k0 + 2 * kp, n0 + jp + c, 1, 2);
-          lo = bf16_at(e);
-          if (2 * kp + 1 < kc) hi = bf16_at(e + sk);
-        }
-        panel[2 * (kp * nr + c)] = lo;
-        panel[2 * (kp * nr + c) + 1] = hi;
-      }
-  }
+  int64_t units = (kc + 1) / 2;
+  for (int64_t jp = 0; jp < nlen; jp += nr)
+    pack_panel_bf16(p->uk, false, OP_BYTE(B, b, k0, n0 + jp, 1, 2), B->strides[2], B->strides[1],
+                    nrt_min_i64(nlen - jp, nr), kc, (uint16_t *)(dst + jp * units));
 }
 
 /* ---- one task: mpart rows x NC columns of one batch entry ------------------ */
@@ -290,8 +211,8 @@ static void run_task(const gemm_plan *p, gemm_ws *w, int64_t task) {
   int64_t per_batch = p->mparts * p->ntiles;
   int64_t b = task / per_batch, t = task % per_batch;
   int64_t m0 = (t / p->ntiles) * p->mpart, n0 = (t % p->ntiles) * p->NC;
-  int64_t mlen = p->M - m0 < p->mpart ? p->M - m0 : p->mpart;
-  int64_t nlen = p->N - n0 < p->NC ? p->N - n0 : p->NC;
+  int64_t mlen = nrt_min_i64(p->M - m0, p->mpart);
+  int64_t nlen = nrt_min_i64(p->N - n0, p->NC);
   const nrt_operand *C = p->C;
   if (mlen <= 0) return;
 
@@ -324,31 +245,23 @@ static void run_task(const gemm_plan *p, gemm_ws *w, int64_t task) {
   /* Goto order: a KC x NC slice of B is packed once and reused by every
    * MC x KC block of A. */
   for (int64_t k0 = 0; k0 < p->K; k0 += p->KC) {
-    int64_t kc = p->K - k0 < p->KC ? p->K - k0 : p->KC;
+    int64_t kc = nrt_min_i64(p->K - k0, p->KC);
     /* panel depth in units: one k, or a pair of k for the bf16 kernel */
     int64_t units = uk->bf16_pairs ? (kc + 1) / 2 : kc;
     if (uk->bf16_pairs) pack_b_bf16(p, b, n0, nlen, k0, kc, w->b);
     else pack_b(p, b, n0, nlen, k0, kc, w->b, w->tmp);
     for (int64_t i0 = 0; i0 < mlen; i0 += p->MC) {
-      int64_t mc = mlen - i0 < p->MC ? mlen - i0 : p->MC;
+      int64_t mc = nrt_min_i64(mlen - i0, p->MC);
       if (uk->bf16_pairs) pack_a_bf16(p, b, m0 + i0, mc, k0, kc, w->a);
       else pack_a(p, b, m0 + i0, mc, k0, kc, w->a, w->tmp);
       for (int64_t ip = 0; ip < mc; ip += uk->mr) {
-        int64_t rows = mc - ip < uk->mr ? mc - ip : uk->mr;
+        int64_t rows = nrt_min_i64(mc - ip, uk->mr);
         const float *ap = w->a + ip * units;
         for (int64_t jp = 0; jp < nlen; jp += uk->nr) {
-          int64_t cols = nlen - jp < uk->nr ? nlen - jp : uk->nr;
+          int64_t cols = nrt_min_i64(nlen - jp, uk->nr);
           const float *bp = w->b + jp * units;
           float *cb = ct + (i0 + ip) * ldc + jp;
-          if (rows == uk->mr && cols == uk->nr) {
-            uk->fn(units, ap, bp, cb, ldc, p->alpha, accumulate);
-          } else {
-            uk->fn(units, ap, bp, w->edge, uk->nr, p->alpha, 0);
-            for (int64_t i = 0; i < rows; i++)
-              for (int64_t j = 0; j < cols; j++)
-                cb[i * ldc + j] = accumulate ? cb[i * ldc + j] + w->edge[i * uk->nr + j]
-                                             : w->edge[i * uk->nr + j];
-          }
+          nrt_gemm_ukernel_block(uk, units, ap, bp, cb, ldc, rows, cols, p->alpha, accumulate, w->edge);
         }
       }
     }
@@ -409,7 +322,7 @@ static float dot_f32(const float *x, const float *y, int64_t n) {
 static void gemv_range(void *ctx, int64_t begin, int64_t end) {
   gemv_job *g = ctx;
   const gemm_plan *p = g->p;
-  int64_t nchunks = (g->n + GEMV_CHUNK - 1) / GEMV_CHUNK;
+  int64_t nchunks = nrt_cdiv(g->n, GEMV_CHUNK);
   float *v = malloc(sizeof(float) * (size_t)(g->k + GEMV_CHUNK + 1));
   if (!v) {
     g->failed = 1;
@@ -419,7 +332,7 @@ static void gemv_range(void *ctx, int64_t begin, int64_t end) {
   int64_t loaded = -1;
   for (int64_t t = begin; t < end; t++) {
     int64_t b = t / nchunks, i0 = (t % nchunks) * GEMV_CHUNK;
-    int64_t ni = g->n - i0 < GEMV_CHUNK ? g->n - i0 : GEMV_CHUNK;
+    int64_t ni = nrt_min_i64(g->n - i0, GEMV_CHUNK);
     if (loaded != b) { /* the vector, converted once per batch entry */
       const nrt_operand *vo = g->vec_op;
       if (g->vec_row)
@@ -458,36 +371,18 @@ static void gemv_range(void *ctx, int64_t begin, int64_t end) {
 
 /* Returns false when the shape or layout is not a plain float32 GEMV. */
 static bool try_gemv(const gemm_plan *p, nrt_status *st) {
-  gemv_job g = {.p = p, .failed = 0};
-  if (p->M == 1 && p->B->dtype == NRT_FLOAT32) {
-    g.mat = p->B->data;
-    g.mbs = p->B->strides[0];
-    g.si = p->B->strides[2];
-    g.sk = p->B->strides[1];
-    g.vec_op = p->A;
-    g.vec_row = 1;
-    g.n = p->N;
-  } else if (p->N == 1 && p->A->dtype == NRT_FLOAT32) {
-    g.mat = p->A->data;
-    g.mbs = p->A->strides[0];
-    g.si = p->A->strides[1];
-    g.sk = p->A->strides[2];
-    g.vec_op = p->B;
-    g.vec_row = 0;
-    g.n = p->M;
-  } else {
-    return false;
-  }
+  /* y = x @ B (the vector is A's row) or y = A @ x (B's column) */
+  bool row = p->M == 1 && p->B->dtype == NRT_FLOAT32;
+  if (!row && !(p->N == 1 && p->A->dtype == NRT_FLOAT32)) return false;
+  const nrt_operand *mat = row ? p->B : p->A;
+  gemv_job g = {.p = p, .failed = 0, .mat = mat->data, .mbs = mat->strides[0], .si = mat->strides[row ? 2 : 1],
+                .sk = mat->strides[row ? 1 : 2], .vec_op = row ? p->A : p->B, .vec_row = row, .n = row ? p->N : p->M};
   if (g.sk != 4 && g.si != 4) return false;
   g.k = p->K;
-  int64_t ntasks = p->batch * ((g.n + GEMV_CHUNK - 1) / GEMV_CHUNK);
+  int64_t ntasks = p->batch * nrt_cdiv(g.n, GEMV_CHUNK);
   int64_t per_task = GEMV_CHUNK * (p->K > 0 ? p->K : 1);
   nrt_parallel_for(ntasks, per_task >= 65536 ? 1 : 65536 / per_task, gemv_range, &g);
-  *st = NRT_SUCCESS;
-  if (g.failed) {
-    nrt_set_error_message("GEMM: out of host memory for a vector");
-    *st = NRT_ERROR_OUT_OF_MEMORY;
-  }
+  *st = g.failed ? nrt_kernel_fail(NRT_ERROR_OUT_OF_MEMORY, "GEMM: out of host memory for a vector") : NRT_SUCCESS;
   return true;
 }
 
@@ -532,20 +427,14 @@ static void gemm_reference_i(const gemm_plan *p) {
 
 /* ---- entry ------------------------------------------------------------------------- */
 
-static int64_t round_up(int64_t x, int64_t m) { return (x + m - 1) / m * m; }
-
 nrt_status nrt_gemm_execute(const nrt_launch *l) {
-  gemm_plan p;
-  memset(&p, 0, sizeof p);
-  p.l = l;
+  gemm_plan p = {.l = l};
   p.batch = l->sizes[0];
   p.M = l->sizes[1];
   p.N = l->sizes[2];
   p.K = l->sizes[3];
-  if (l->noutputs != 1) {
-    nrt_set_error_message("GEMM: expected 1 output, got %d", l->noutputs);
-    return NRT_ERROR_INVALID_ARGUMENT;
-  }
+  if (l->noutputs != 1)
+    return nrt_kernel_fail(NRT_ERROR_INVALID_ARGUMENT, "GEMM: expected 1 output, got %d", l->noutputs);
   p.C = &l->operands[0];
   p.A = &l->operands[1];
   p.B = &l->operands[2];
@@ -563,7 +452,7 @@ nrt_status nrt_gemm_execute(const nrt_launch *l) {
     return NRT_SUCCESS;
   }
 
-  p.uk = pick_ukernel(p.A->dtype, p.B->dtype);
+  p.uk = nrt_gemm_ukernel_pick(p.A->dtype, p.B->dtype);
   p.alpha = (float)l->scalars[0].f;
   p.beta = (float)l->scalars[1].f;
   nrt_status gst;
@@ -571,30 +460,30 @@ nrt_status nrt_gemm_execute(const nrt_launch *l) {
   p.c_direct = p.C->dtype == NRT_FLOAT32 && p.C->strides[2] == 4 && p.C->strides[1] % 4 == 0;
   int64_t mr = p.uk->mr, nr = p.uk->nr;
   p.KC = p.K < p.uk->kc ? (p.K > 0 ? p.K : 1) : p.uk->kc;
-  p.MC = p.M < p.uk->mc ? round_up(p.M, mr) : p.uk->mc;
+  p.MC = p.M < p.uk->mc ? nrt_round_up(p.M, mr) : p.uk->mc;
 
   /* Column tiles of at most NC, evened out (no sliver at the edge) and, when
    * there are few, a multiple of the thread count so no thread idles at
    * the end. Rows are split only when columns and batch cannot feed every
    * thread, or to bound the scratch tile of a converted C. */
   int threads = nrt_pool_threads();
-  int64_t nt = (p.N + p.uk->nc - 1) / p.uk->nc;
-  int64_t max_nt = (p.N + nr - 1) / nr;
-  if (p.batch * nt < 4 * threads && nt % threads != 0) nt = round_up(nt, threads);
+  int64_t nt = nrt_cdiv(p.N, p.uk->nc);
+  int64_t max_nt = nrt_cdiv(p.N, nr);
+  if (p.batch * nt < 4 * threads && nt % threads != 0) nt = nrt_round_up(nt, threads);
   if (nt > max_nt) nt = max_nt;
-  p.NC = round_up((p.N + nt - 1) / nt, nr);
-  p.ntiles = (p.N + p.NC - 1) / p.NC;
+  p.NC = nrt_round_up(nrt_cdiv(p.N, nt), nr);
+  p.ntiles = nrt_cdiv(p.N, p.NC);
   int64_t mparts = 1;
-  if (p.batch * p.ntiles < threads) mparts = (threads + p.batch * p.ntiles - 1) / (p.batch * p.ntiles);
+  if (p.batch * p.ntiles < threads) mparts = nrt_cdiv(threads, p.batch * p.ntiles);
   if (!p.c_direct) {
     int64_t rows_max = (1 << 19) / p.NC; /* 2 MiB of float scratch */
-    int64_t need = (p.M + rows_max - 1) / rows_max;
+    int64_t need = nrt_cdiv(p.M, rows_max);
     if (need > mparts) mparts = need;
   }
-  int64_t max_mp = (p.M + mr - 1) / mr;
+  int64_t max_mp = nrt_cdiv(p.M, mr);
   if (mparts > max_mp) mparts = max_mp;
-  p.mpart = round_up((p.M + mparts - 1) / mparts, mr);
-  p.mparts = (p.M + p.mpart - 1) / p.mpart;
+  p.mpart = nrt_round_up(nrt_cdiv(p.M, mparts), mr);
+  p.mparts = nrt_cdiv(p.M, p.mpart);
   if (p.MC > p.mpart) p.MC = p.mpart;
 
   int64_t ntasks = p.batch * p.mparts * p.ntiles;
@@ -603,9 +492,6 @@ nrt_status nrt_gemm_execute(const nrt_launch *l) {
   int64_t grain = flops_per_task >= 4e5 ? 1 : (int64_t)(4e5 / flops_per_task) + 1;
   gemm_job job = {.p = &p, .failed = 0};
   nrt_parallel_for(ntasks, grain, gemm_range, &job);
-  if (job.failed) {
-    nrt_set_error_message("GEMM: out of host memory for packing buffers");
-    return NRT_ERROR_OUT_OF_MEMORY;
-  }
+  if (job.failed) return nrt_kernel_fail(NRT_ERROR_OUT_OF_MEMORY, "GEMM: out of host memory for packing buffers");
   return NRT_SUCCESS;
 }

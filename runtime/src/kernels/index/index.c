@@ -257,6 +257,31 @@ static inline int64_t load_index(const char *p, nrt_dtype dt) {
   return v;
 }
 
+/* Byte offset into the indexed operand of element j of a run (false on an
+ * index out of range, recorded in *bad when bad is not NULL). */
+typedef bool (*elem_offset_fn)(const void *plan, char *const *ptr, const int64_t *st, int64_t j, int64_t *off,
+                               bad_index *bad);
+
+/* A gather run, out[j] <- src[j + offset of j] (operands out_k, src_k),
+ * one strided move when the offset is the same for the whole run; with
+ * bad (the serial checking passes) only the offsets are validated.
+ * Returns 1 on a bad index. Inlined with the offset function. */
+static inline __attribute__((always_inline)) int gather_elems(const void *p, elem_offset_fn offset, bool constant,
+                                                             bad_index *bad, const mover *mv, char *const *ptr,
+                                                             const int64_t *st, int out_k, int src_k, int64_t n) {
+  int64_t off;
+  if (!bad && constant) {
+    if (!offset(p, ptr, st, 0, &off, NULL)) return 1;
+    move_run(mv, ptr[out_k], st[out_k], ptr[src_k] + off, st[src_k], n);
+    return 0;
+  }
+  for (int64_t j = 0; j < n; j++) {
+    if (!offset(p, ptr, st, j, &off, bad)) return 1;
+    if (!bad) move_elem(mv, ptr[out_k] + j * st[out_k], ptr[src_k] + j * st[src_k] + off);
+  }
+  return 0;
+}
+
 static nrt_status check_index_operand(const nrt_launch *l, int k, const char *what) {
   nrt_dtype dt = l->operands[k].dtype;
   if (dt == NRT_INT64 || dt == NRT_INT32) return NRT_SUCCESS;
@@ -307,27 +332,20 @@ static bool adv_index_constant(const adv_plan *p, const int64_t *st) {
   return true;
 }
 
+static inline bool adv_elem_offset(const void *p, char *const *ptr, const int64_t *st, int64_t j, int64_t *off,
+                                   bad_index *bad) {
+  return adv_offset(p, ptr, st, j, off, bad);
+}
+
+/* Constant indices make one source run: index_select, embedding. */
 static int adv_gather_run(void *ctx, char *const *ptr, const int64_t *st, int64_t n, int64_t linear) {
   const adv_plan *p = ctx;
-  int64_t off;
-  if (adv_index_constant(p, st)) { /* one source run: index_select, embedding */
-    if (!adv_offset(p, ptr, st, 0, &off, NULL)) return 1;
-    move_run(&p->mv, ptr[ADV_OUT], st[ADV_OUT], ptr[ADV_SRC] + off, st[ADV_SRC], n);
-    return 0;
-  }
-  for (int64_t j = 0; j < n; j++) {
-    if (!adv_offset(p, ptr, st, j, &off, NULL)) return 1;
-    move_elem(&p->mv, ptr[ADV_OUT] + j * st[ADV_OUT], ptr[ADV_SRC] + j * st[ADV_SRC] + off);
-  }
-  return 0;
+  return gather_elems(p, adv_elem_offset, adv_index_constant(p, st), NULL, &p->mv, ptr, st, ADV_OUT, ADV_SRC, n);
 }
 
 static int adv_check_run(void *ctx, char *const *ptr, const int64_t *st, int64_t n, int64_t linear) {
   adv_plan *p = ctx;
-  int64_t off;
-  for (int64_t j = 0; j < n; j++)
-    if (!adv_offset(p, ptr, st, j, &off, &p->bad)) return 1;
-  return 0;
+  return gather_elems(p, adv_elem_offset, false, &p->bad, &p->mv, ptr, st, ADV_OUT, ADV_SRC, n);
 }
 
 /* dst[j] += src[j] over a float32 run (embedding backward's rows). */
@@ -388,9 +406,7 @@ static nrt_status adv_reference(adv_plan *p, bool put) {
 static nrt_status advanced_index(const nrt_launch *l, bool put) {
   nrt_status st = check_outputs(l, 1);
   if (st != NRT_SUCCESS) return st;
-  adv_plan p;
-  memset(&p, 0, sizeof p);
-  p.l = l;
+  adv_plan p = {.l = l};
   p.nidx = (int)l->params[0]; /* validated: 1 + p0 == ninputs */
   for (int k = 0; k < p.nidx; k++) {
     st = check_index_operand(l, ADV_IDX0 + k, "index");
@@ -447,27 +463,19 @@ static inline bool gs_offset(const gs_plan *p, const char *ip, int64_t *out, bad
   return true;
 }
 
+static inline bool gs_elem_offset(const void *p, char *const *ptr, const int64_t *st, int64_t j, int64_t *off,
+                                  bad_index *bad) {
+  return gs_offset(p, ptr[GS_GIDX] + j * st[GS_GIDX], off, bad);
+}
+
 static int gather_run(void *ctx, char *const *ptr, const int64_t *st, int64_t n, int64_t linear) {
   const gs_plan *p = ctx;
-  int64_t off;
-  if (st[GS_GIDX] == 0) {
-    if (!gs_offset(p, ptr[GS_GIDX], &off, NULL)) return 1;
-    move_run(&p->mv, ptr[GS_OUT], st[GS_OUT], ptr[GS_SRC] + off, st[GS_SRC], n);
-    return 0;
-  }
-  for (int64_t j = 0; j < n; j++) {
-    if (!gs_offset(p, ptr[GS_GIDX] + j * st[GS_GIDX], &off, NULL)) return 1;
-    move_elem(&p->mv, ptr[GS_OUT] + j * st[GS_OUT], ptr[GS_SRC] + j * st[GS_SRC] + off);
-  }
-  return 0;
+  return gather_elems(p, gs_elem_offset, st[GS_GIDX] == 0, NULL, &p->mv, ptr, st, GS_OUT, GS_SRC, n);
 }
 
 static int gather_check_run(void *ctx, char *const *ptr, const int64_t *st, int64_t n, int64_t linear) {
   gs_plan *p = ctx;
-  int64_t off;
-  for (int64_t j = 0; j < n; j++)
-    if (!gs_offset(p, ptr[GS_GIDX] + j * st[GS_GIDX], &off, &p->bad)) return 1;
-  return 0;
+  return gather_elems(p, gs_elem_offset, false, &p->bad, &p->mv, ptr, st, GS_OUT, GS_SRC, n);
 }
 
 static int scatter_run(void *ctx, char *const *ptr, const int64_t *st, int64_t n, int64_t linear) {
@@ -507,9 +515,7 @@ static nrt_status gather_scatter(const nrt_launch *l, bool scatter) {
   int iop = scatter ? SC_IDX : GS_GIDX;
   st = check_index_operand(l, iop, "index");
   if (st != NRT_SUCCESS) return st;
-  gs_plan p;
-  memset(&p, 0, sizeof p);
-  p.l = l;
+  gs_plan p = {.l = l};
   p.idt = l->operands[iop].dtype;
   p.size = l->aux[0];
   p.stride = l->aux[1];
@@ -710,7 +716,7 @@ static nrt_status nonzero(const nrt_launch *l) {
   /* blocks: enough for the pool to balance, big enough to amortise */
   p.block = INDEX_GRAIN;
   if (p.numel / p.block > 1024) p.block = (p.numel + 1023) / 1024;
-  p.nblocks = (p.numel + p.block - 1) / p.block;
+  p.nblocks = nrt_cdiv(p.numel, p.block);
   p.counts = malloc((size_t)p.nblocks * sizeof *p.counts);
   if (!p.counts) return nrt_kernel_fail(NRT_ERROR_OUT_OF_MEMORY, "NONZERO: out of host memory");
   nrt_parallel_for(p.nblocks, 1, nz_count_blocks, &p);
@@ -1065,9 +1071,7 @@ static nrt_status sort_op(const nrt_launch *l) {
   if (!nrt_dtype_is_integral(l->operands[SORT_INDICES].dtype))
     return nrt_kernel_fail(NRT_ERROR_INVALID_ARGUMENT, "SORT: the indices output must be an integer type, got %s",
                            nrt_dtype_name(l->operands[SORT_INDICES].dtype));
-  sort_plan p;
-  memset(&p, 0, sizeof p);
-  p.l = l;
+  sort_plan p = {.l = l};
   p.desc = l->params[0] != 0;
   p.len = l->ndim > 0 ? l->sizes[l->ndim - 1] : 1;
   p.nlead = l->ndim > 0 ? l->ndim - 1 : 0;

@@ -11,29 +11,10 @@
 #include "kernels/linalg/linalg.h"
 #include "nrt/ops/linalg.h"
 
-typedef struct mat {
-  char *base;
-  nrt_dtype dt;
-  int64_t sb, sr, sc; /* byte strides: batch, row, col */
-} mat;
-
-static mat mat_of(const nrt_launch *l, int i) {
-  const nrt_operand *o = &l->operands[i];
-  mat m = {(char *)o->data, o->dtype, o->strides[0], o->strides[1], o->strides[2]};
-  return m;
-}
-
-static inline double ld(const mat *m, int64_t b, int64_t r, int64_t c) {
-  return nrt_ref_load_f64(m->base + b * m->sb + r * m->sr + c * m->sc, m->dt);
-}
-static inline void st(const mat *m, int64_t b, int64_t r, int64_t c, double v) {
-  nrt_ref_store_f64(m->base + b * m->sb + r * m->sr + c * m->sc, m->dt, v);
-}
-
 /* ---- CHOLESKY ------------------------------------------------------------- */
 typedef struct chol_ctx {
   const nrt_launch *l;
-  mat L, info, A;
+  nrt_dmat L, info, A;
   int64_t n;
   int upper;
   int failed; /* allocation failure, reported after the loop */
@@ -51,7 +32,8 @@ static void chol_range(void *vctx, int64_t begin, int64_t end) {
     /* Work on the lower factor of A (reading the upper triangle as its
      * transpose when upper is asked: A is symmetric by contract). */
     for (int64_t i = 0; i < n; i++)
-      for (int64_t j = 0; j < n; j++) w[i * n + j] = c->upper ? ld(&c->A, b, j, i) : ld(&c->A, b, i, j);
+      for (int64_t j = 0; j < n; j++)
+        w[i * n + j] = c->upper ? nrt_dmat_ld(&c->A, b, j, i) : nrt_dmat_ld(&c->A, b, i, j);
     int32_t info = 0;
     for (int64_t j = 0; j < n && !info; j++) {
       double d = w[j * n + j];
@@ -71,32 +53,28 @@ static void chol_range(void *vctx, int64_t begin, int64_t end) {
     for (int64_t i = 0; i < n; i++)
       for (int64_t j = 0; j < n; j++) {
         double v = j <= i ? w[i * n + j] : 0.0;
-        if (c->upper) st(&c->L, b, j, i, v);
-        else st(&c->L, b, i, j, v);
+        if (c->upper) nrt_dmat_st(&c->L, b, j, i, v);
+        else nrt_dmat_st(&c->L, b, i, j, v);
       }
-    nrt_ref_store_i64(c->info.base + b * c->info.sb, c->info.dt, info);
+    nrt_dvec_sti(&c->info, b, 0, info);
   }
   free(w);
 }
 
 static nrt_status run_cholesky(const nrt_launch *l) {
-  if (l->noutputs != 2 || l->ninputs != 1 || l->ndim != 2) {
-    nrt_set_error_message("CHOLESKY: expected 2 outputs, 1 input and sizes {batch, n}");
-    return NRT_ERROR_INVALID_ARGUMENT;
-  }
-  chol_ctx c = {l, mat_of(l, 0), mat_of(l, 1), mat_of(l, 2), l->sizes[1], (int)l->params[0], 0};
+  if (l->noutputs != 2 || l->ninputs != 1 || l->ndim != 2)
+    return nrt_kernel_fail(NRT_ERROR_INVALID_ARGUMENT, "CHOLESKY: expected 2 outputs, 1 input and sizes {batch, n}");
+  chol_ctx c = {l, nrt_dmat_of(l, 0), nrt_dmat_of(l, 1), nrt_dmat_of(l, 2), l->sizes[1], (int)l->params[0], 0};
   nrt_parallel_for(l->sizes[0], 1, chol_range, &c);
-  if (c.failed) {
-    nrt_set_error_message("CHOLESKY: host out of memory for a %lld x %lld work matrix", (long long)c.n,
-                          (long long)c.n);
-    return NRT_ERROR_OUT_OF_MEMORY;
-  }
+  if (c.failed)
+    return nrt_kernel_fail(NRT_ERROR_OUT_OF_MEMORY, "CHOLESKY: host out of memory for a %lld x %lld work matrix",
+                           (long long)c.n, (long long)c.n);
   return NRT_SUCCESS;
 }
 
 /* ---- TRIANGULAR_SOLVE ------------------------------------------------------ */
 typedef struct trsm_ctx {
-  mat X, A, B;
+  nrt_dmat X, A, B;
   int64_t m, k;
   int upper, left, unit;
 } trsm_ctx;
@@ -105,16 +83,18 @@ typedef struct trsm_ctx {
  * accessor picks A(i, j) from the stored matrix, transposed for the
  * right-hand case (X A = B  <=>  A^T X^T = B^T). */
 static void trsv(const trsm_ctx *c, int64_t b, int64_t n, bool upper, bool transposed, double *x) {
+#define A_(i, j) (transposed ? nrt_dmat_ld(&c->A, b, j, i) : nrt_dmat_ld(&c->A, b, i, j))
   for (int64_t s = 0; s < n; s++) {
     int64_t i = upper ? n - 1 - s : s;
     double v = x[i];
     if (upper) {
-      for (int64_t j = i + 1; j < n; j++) v -= (transposed ? ld(&c->A, b, j, i) : ld(&c->A, b, i, j)) * x[j];
+      for (int64_t j = i + 1; j < n; j++) v -= A_(i, j) * x[j];
     } else {
-      for (int64_t j = 0; j < i; j++) v -= (transposed ? ld(&c->A, b, j, i) : ld(&c->A, b, i, j)) * x[j];
+      for (int64_t j = 0; j < i; j++) v -= A_(i, j) * x[j];
     }
-    x[i] = c->unit ? v : v / ld(&c->A, b, i, i);
+    x[i] = c->unit ? v : v / nrt_dmat_ld(&c->A, b, i, i);
   }
+#undef A_
 }
 
 static void trsm_range(void *vctx, int64_t begin, int64_t end) {
@@ -126,15 +106,15 @@ static void trsm_range(void *vctx, int64_t begin, int64_t end) {
   for (int64_t b = begin; b < end; b++) {
     if (c->left) { /* each column of B independently */
       for (int64_t col = 0; col < c->k; col++) {
-        for (int64_t i = 0; i < n; i++) buf[i] = ld(&c->B, b, i, col);
+        for (int64_t i = 0; i < n; i++) buf[i] = nrt_dmat_ld(&c->B, b, i, col);
         trsv(c, b, n, c->upper, false, buf);
-        for (int64_t i = 0; i < n; i++) st(&c->X, b, i, col, buf[i]);
+        for (int64_t i = 0; i < n; i++) nrt_dmat_st(&c->X, b, i, col, buf[i]);
       }
     } else { /* each row: x A = r  <=>  A^T x^T = r^T (A^T flips upper/lower) */
       for (int64_t row = 0; row < c->m; row++) {
-        for (int64_t i = 0; i < n; i++) buf[i] = ld(&c->B, b, row, i);
+        for (int64_t i = 0; i < n; i++) buf[i] = nrt_dmat_ld(&c->B, b, row, i);
         trsv(c, b, n, !c->upper, true, buf);
-        for (int64_t i = 0; i < n; i++) st(&c->X, b, row, i, buf[i]);
+        for (int64_t i = 0; i < n; i++) nrt_dmat_st(&c->X, b, row, i, buf[i]);
       }
     }
   }
@@ -142,11 +122,10 @@ static void trsm_range(void *vctx, int64_t begin, int64_t end) {
 }
 
 static nrt_status run_triangular_solve(const nrt_launch *l) {
-  if (l->noutputs != 1 || l->ninputs != 2 || l->ndim != 3) {
-    nrt_set_error_message("TRIANGULAR_SOLVE: expected 1 output, 2 inputs and sizes {batch, m, k}");
-    return NRT_ERROR_INVALID_ARGUMENT;
-  }
-  trsm_ctx c = {mat_of(l, 0), mat_of(l, 1), mat_of(l, 2), l->sizes[1], l->sizes[2],
+  if (l->noutputs != 1 || l->ninputs != 2 || l->ndim != 3)
+    return nrt_kernel_fail(NRT_ERROR_INVALID_ARGUMENT,
+                           "TRIANGULAR_SOLVE: expected 1 output, 2 inputs and sizes {batch, m, k}");
+  trsm_ctx c = {nrt_dmat_of(l, 0), nrt_dmat_of(l, 1), nrt_dmat_of(l, 2), l->sizes[1], l->sizes[2],
                 (int)l->params[0], (int)l->params[1], (int)l->params[2]};
   /* X may alias B (in-place solves): each column/row is read fully into the
    * work vector before it is written back, so aliasing is safe. */
@@ -158,8 +137,6 @@ nrt_status nrt_linalg_cholesky_run(const nrt_launch *l) {
   switch ((int)l->op) {
   case NRT_OP(CHOLESKY): return run_cholesky(l);
   case NRT_OP(TRIANGULAR_SOLVE): return run_triangular_solve(l);
-  default:
-    nrt_set_error_message("linalg: op %s is not a LINALG op", nrt_op_name(l->op));
-    return NRT_ERROR_UNSUPPORTED;
+  default: return nrt_kernel_fail(NRT_ERROR_UNSUPPORTED, "linalg: op %s is not a LINALG op", nrt_op_name(l->op));
   }
 }

@@ -154,20 +154,22 @@ static void ldl_factor_one(const nrt_launch *l, int64_t b, double *w) {
   nrt_dvec_sti(&I, b, 0, info);
 }
 
-static void ldl_solve_one(const nrt_launch *l, int64_t b, double *w) {
-  int64_t n = l->sizes[1], k = l->sizes[2];
-  nrt_dmat X = nrt_dmat_of(l, 0), LD = nrt_dmat_of(l, 1), P = nrt_dmat_of(l, 2), B = nrt_dmat_of(l, 3);
-  double *a = w, *x = w + n * n;
-  int32_t *ipiv = (int32_t *)(x + n * k);
-  nrt_dmat_load(&LD, b, n, n, a);
-  for (int64_t i = 0; i < n; i++) { /* clamp corrupt pivots into range */
-    int64_t p = nrt_dvec_ldi(&P, b, i);
+/* sytrf's pivots: positive for a 1 x 1 block, negative for a 2 x 2 one;
+ * anything out of range reads as no interchange. */
+static void ldl_solve_pivots(const nrt_dmat *pv, int64_t b, int64_t n, int32_t *ipiv) {
+  for (int64_t i = 0; i < n; i++) {
+    int64_t p = nrt_dvec_ldi(pv, b, i);
     if (p == 0 || p > n || p < -n) p = i + 1;
     ipiv[i] = (int32_t)p;
   }
-  nrt_dmat_load(&B, b, n, k, x);
+}
+
+static void ldl_solve(const nrt_launch *l, const double *a, const int32_t *ipiv, int64_t n, double *x, int64_t k) {
   sytrs_lower(a, ipiv, n, x, k);
-  nrt_dmat_store(&X, b, n, k, x);
+}
+
+static void ldl_solve_one(const nrt_launch *l, int64_t b, double *w) {
+  nrt_decomp_solve_one(l, b, w, ldl_solve_pivots, ldl_solve);
 }
 
 nrt_status nrt_decomp_ldl(const nrt_launch *l) {

@@ -22,6 +22,19 @@ void nrt_dmat_store(const nrt_dmat *m, int64_t b, int64_t rows, int64_t cols, co
     for (int64_t j = 0; j < cols; j++) nrt_dmat_st(m, b, i, j, w[i * cols + j]);
 }
 
+void nrt_decomp_solve_one(const nrt_launch *l, int64_t b, double *work, nrt_decomp_pivots_fn pivots,
+                          nrt_decomp_solve_fn solve) {
+  int64_t n = l->sizes[1], k = l->sizes[2];
+  nrt_dmat X = nrt_dmat_of(l, 0), F = nrt_dmat_of(l, 1), P = nrt_dmat_of(l, 2), B = nrt_dmat_of(l, 3);
+  double *factor = work, *x = work + n * n;
+  int32_t *piv = (int32_t *)(x + n * k);
+  nrt_dmat_load(&F, b, n, n, factor);
+  pivots(&P, b, n, piv);
+  nrt_dmat_load(&B, b, n, k, x);
+  solve(l, factor, piv, n, x, k);
+  nrt_dmat_store(&X, b, n, k, x);
+}
+
 typedef struct batch_ctx {
   const nrt_launch *l;
   size_t work_doubles;

@@ -72,6 +72,18 @@ typedef void (*nrt_decomp_batch_fn)(const nrt_launch *l, int64_t b, double *work
 nrt_status nrt_decomp_for_batches(const nrt_launch *l, const char *what, int64_t nbatch,
                                   size_t work_doubles, nrt_decomp_batch_fn fn);
 
+/* The solve of the factor-then-solve ops (LU_SOLVE, LDL_SOLVE) for batch
+ * entry b: operands {X, factor, pivots, B}, sizes {batch, n, k}. Work
+ * holds the n x n factor, then B (n x k), then the n pivots as int32
+ * (loaded through `pivots`, which clamps corrupt values into range so that
+ * a bad pivots tensor cannot make the kernel read out of bounds); `solve`
+ * overwrites B with X. */
+typedef void (*nrt_decomp_pivots_fn)(const nrt_dmat *pv, int64_t b, int64_t n, int32_t *piv);
+typedef void (*nrt_decomp_solve_fn)(const nrt_launch *l, const double *factor, const int32_t *piv, int64_t n,
+                                    double *x, int64_t k);
+void nrt_decomp_solve_one(const nrt_launch *l, int64_t b, double *work, nrt_decomp_pivots_fn pivots,
+                          nrt_decomp_solve_fn solve);
+
 /* Op entry points, one file per concept. */
 nrt_status nrt_decomp_lu(const nrt_launch *l);     /* decomp_lu.c: LU_* */
 nrt_status nrt_decomp_qr(const nrt_launch *l);     /* decomp_qr.c: GEQRF, ORGQR, ORMQR */

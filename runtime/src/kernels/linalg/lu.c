@@ -104,16 +104,14 @@ static void lu_factor_one(const nrt_launch *l, int64_t b, double *w) {
 }
 
 /* ---- LU_SOLVE ----------------------------------------------------------- */
-static void lu_solve_one(const nrt_launch *l, int64_t b, double *w) {
-  int64_t n = l->sizes[1], k = l->sizes[2];
-  nrt_dmat X = nrt_dmat_of(l, 0), LU = nrt_dmat_of(l, 1), P = nrt_dmat_of(l, 2), B = nrt_dmat_of(l, 3);
-  double *lu = w, *x = w + n * n;
-  int32_t *piv = (int32_t *)(x + n * k);
-  nrt_dmat_load(&LU, b, n, n, lu);
-  load_pivots(&P, b, n, n, piv);
-  nrt_dmat_load(&B, b, n, k, x);
+static void lu_solve_pivots(const nrt_dmat *pv, int64_t b, int64_t n, int32_t *piv) { load_pivots(pv, b, n, n, piv); }
+
+static void lu_solve(const nrt_launch *l, const double *lu, const int32_t *piv, int64_t n, double *x, int64_t k) {
   nrt_decomp_getrs(lu, piv, n, (int)l->params[0], x, k);
-  nrt_dmat_store(&X, b, n, k, x);
+}
+
+static void lu_solve_one(const nrt_launch *l, int64_t b, double *w) {
+  nrt_decomp_solve_one(l, b, w, lu_solve_pivots, lu_solve);
 }
 
 /* ---- LU_INVERSE --------------------------------------------------------- */

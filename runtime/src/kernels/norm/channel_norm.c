@@ -125,6 +125,25 @@ static void seg_store(const nrt_operand *o, int64_t n, int64_t c, int64_t b0, in
   nrt_store_f32(seg(o, n, c) + b0 * o->strides[2], o->strides[2], o->dtype, buf, bn);
 }
 
+/* Over the blocks of segment (n, c) of x, in order: *s += the block's sum
+ * of x, or with dev of (x - *dev)^2. */
+static void seg_sums(const nrt_operand *x, int64_t n, int64_t c, int64_t S, const float *dev, double *s, float *buf) {
+  FOR_BLOCKS(S, b0, bn) {
+    seg_load(x, n, c, b0, bn, buf);
+    *s += dev ? sumsq_dev_f(buf, *dev, bn) : sum_f(buf, bn);
+  }
+}
+
+/* Segment (n, c) of y = that of x * a + bb, a block at a time. */
+static void seg_affine(const nrt_operand *x, const nrt_operand *y, int64_t n, int64_t c, int64_t S, float a, float bb,
+                       float *buf) {
+  FOR_BLOCKS(S, b0, bn) {
+    seg_load(x, n, c, b0, bn, buf);
+    for (int64_t i = 0; i < bn; i++) buf[i] = buf[i] * a + bb;
+    seg_store(y, n, c, b0, bn, buf);
+  }
+}
+
 /* ---- batch norm (fast) -------------------------------------------------------- */
 
 static void bn_train_channels(void *ctx, int64_t begin, int64_t end) {
@@ -137,16 +156,11 @@ static void bn_train_channels(void *ctx, int64_t begin, int64_t end) {
   float buf[BLK];
   for (int64_t c = begin; c < end; c++) {
     double s = 0.0;
-    for (int64_t n = 0; n < g->N; n++) FOR_BLOCKS(g->S, b0, bn) {
-        seg_load(x, n, c, b0, bn, buf);
-        s += sum_f(buf, bn);
-      }
+    for (int64_t n = 0; n < g->N; n++) seg_sums(x, n, c, g->S, NULL, &s, buf);
     double mean = s / count;
     double ss = 0.0;
-    for (int64_t n = 0; n < g->N; n++) FOR_BLOCKS(g->S, b0, bn) {
-        seg_load(x, n, c, b0, bn, buf);
-        ss += sumsq_dev_f(buf, (float)mean, bn);
-      }
+    float mf = (float)mean;
+    for (int64_t n = 0; n < g->N; n++) seg_sums(x, n, c, g->S, &mf, &ss, buf);
     double var = ss / count, invstd = 1.0 / sqrt(var + eps);
     vstore(j->out[1], c, mean);
     vstore(j->out[2], c, invstd);
@@ -157,11 +171,7 @@ static void bn_train_channels(void *ctx, int64_t begin, int64_t end) {
     }
     float a = (float)invstd * (w ? vload(w, c) : 1.0f);
     float bb = (b ? vload(b, c) : 0.0f) - (float)mean * a;
-    for (int64_t n = 0; n < g->N; n++) FOR_BLOCKS(g->S, b0, bn) {
-        seg_load(x, n, c, b0, bn, buf);
-        for (int64_t i = 0; i < bn; i++) buf[i] = buf[i] * a + bb;
-        seg_store(y, n, c, b0, bn, buf);
-      }
+    for (int64_t n = 0; n < g->N; n++) seg_affine(x, y, n, c, g->S, a, bb, buf);
   }
 }
 
@@ -183,11 +193,7 @@ static void bn_eval_segments(void *ctx, int64_t begin, int64_t end) {
       bb = (b ? vload(b, c) : 0.0f) - vload(j->in[1], c) * a;
       cur = c;
     }
-    FOR_BLOCKS(g->S, b0, bn) {
-      seg_load(x, n, c, b0, bn, buf);
-      for (int64_t i = 0; i < bn; i++) buf[i] = buf[i] * a + bb;
-      seg_store(y, n, c, b0, bn, buf);
-    }
+    seg_affine(x, y, n, c, g->S, a, bb, buf);
   }
 }
 
@@ -425,26 +431,17 @@ static void gn_rows(void *ctx, int64_t begin, int64_t end) {
   for (int64_t r = begin; r < end; r++) {
     int64_t n = r / g->G, grp = r % g->G, c0 = grp * g->Cg;
     double s = 0.0;
-    for (int64_t c = c0; c < c0 + g->Cg; c++) FOR_BLOCKS(g->S, b0, bn) {
-        seg_load(x, n, c, b0, bn, buf);
-        s += sum_f(buf, bn);
-      }
+    for (int64_t c = c0; c < c0 + g->Cg; c++) seg_sums(x, n, c, g->S, NULL, &s, buf);
     double mean = s / count, ss = 0.0;
-    for (int64_t c = c0; c < c0 + g->Cg; c++) FOR_BLOCKS(g->S, b0, bn) {
-        seg_load(x, n, c, b0, bn, buf);
-        ss += sumsq_dev_f(buf, (float)mean, bn);
-      }
+    float md = (float)mean;
+    for (int64_t c = c0; c < c0 + g->Cg; c++) seg_sums(x, n, c, g->S, &md, &ss, buf);
     double var = ss / count, rstd = 1.0 / sqrt((var > 0.0 ? var : 0.0) + eps);
     float mf = (float)mean, rf = (float)rstd;
     nrt_store_f32(stat2(j->out[1], n, grp), 0, j->out[1]->dtype, &mf, 1);
     nrt_store_f32(stat2(j->out[2], n, grp), 0, j->out[2]->dtype, &rf, 1);
     for (int64_t c = c0; c < c0 + g->Cg; c++) {
       float a = rf * (w ? vload(w, c) : 1.0f), bb = (b ? vload(b, c) : 0.0f) - mf * a;
-      FOR_BLOCKS(g->S, b0, bn) {
-        seg_load(x, n, c, b0, bn, buf);
-        for (int64_t i = 0; i < bn; i++) buf[i] = buf[i] * a + bb;
-        seg_store(y, n, c, b0, bn, buf);
-      }
+      seg_affine(x, y, n, c, g->S, a, bb, buf);
     }
   }
 }
@@ -666,21 +663,17 @@ static nrt_status reference(cn_job *j) {
 /* ---- entry ------------------------------------------------------------------------ */
 
 static nrt_status bad(const nrt_launch *l, const char *what) {
-  nrt_set_error_message("%s: %s", nrt_op_name(l->op), what);
-  return NRT_ERROR_INVALID_ARGUMENT;
+  return nrt_kernel_fail(NRT_ERROR_INVALID_ARGUMENT, "%s: %s", nrt_op_name(l->op), what);
 }
 
 nrt_status nrt_channel_norm_run(const nrt_launch *l) {
-  cn_job j;
-  memset(&j, 0, sizeof j);
-  j.l = l;
+  cn_job j = {.l = l};
   cn_geom *g = &j.g;
   bool group = l->op == NRT_OP(GROUP_NORM) || l->op == NRT_OP(GROUP_NORM_BACKWARD);
   bool backward = l->op == NRT_OP(BATCH_NORM_BACKWARD) || l->op == NRT_OP(GROUP_NORM_BACKWARD);
-  if (!nrt_dtype_is_floating(l->compute_dtype)) {
-    nrt_set_error_message("%s: floating dtypes only, got %s", nrt_op_name(l->op), nrt_dtype_name(l->compute_dtype));
-    return NRT_ERROR_UNSUPPORTED;
-  }
+  if (!nrt_dtype_is_floating(l->compute_dtype))
+    return nrt_kernel_fail(NRT_ERROR_UNSUPPORTED,
+                           "%s: floating dtypes only, got %s", nrt_op_name(l->op), nrt_dtype_name(l->compute_dtype));
   if (l->ndim != (group ? 4 : 3)) return bad(l, group ? "sizes are {N, G, Cg, S}" : "sizes are {N, C, S}");
   g->N = l->sizes[0];
   if (group) {

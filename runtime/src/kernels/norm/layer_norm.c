@@ -13,8 +13,6 @@
  * Backward: with xhat = (x - mean) * rstd and g = grad_y * w,
  *           grad_x = rstd * (g - mean(g) - xhat * mean(g * xhat)). */
 #pragma GCC optimize("O3,no-trapping-math,no-math-errno")
-#include <stdatomic.h>
-#include <stdlib.h>
 #include "kernels/norm/norm.h"
 #include "nrt/ops/norm.h"
 
@@ -25,14 +23,10 @@ enum { LN_Y = 0, LN_MEAN = 1, LN_RSTD = 2, LN_X = 3 };
 enum { LNB_GX = 0, LNB_GY = 1, LNB_X = 2, LNB_MEAN = 3, LNB_RSTD = 4, LNB_W = 5 };
 
 typedef struct norm_plan {
-  const nrt_launch *l;
   int nops;
-  int64_t len, rows;
-  int nlead;
   int wk, bk;        /* operand of weight / bias, -1 if absent */
   bool w_shared, b_shared; /* the same row for every row: loaded once */
   float eps;
-  atomic_int failed;
 } norm_plan;
 
 #define NORM_INLINE static inline __attribute__((always_inline))
@@ -56,8 +50,8 @@ NORM_INLINE void shifted_sums(const float *x, int64_t n, double *out_s, double *
     s[0] += d;
     q[0] += d * d;
   }
-  *out_s = ((s[0] + s[1]) + (s[2] + s[3])) + ((s[4] + s[5]) + (s[6] + s[7]));
-  *out_q = ((q[0] + q[1]) + (q[2] + q[3])) + ((q[4] + q[5]) + (q[6] + q[7]));
+  *out_s = nrt_sum8(s);
+  *out_q = nrt_sum8(q);
 }
 
 /* y row; w, b may be NULL. Returns mean and rstd. */
@@ -97,8 +91,7 @@ NORM_INLINE void ln_backward_row(float *gx, const float *gy, const float *x, con
     sg[0] += (double)g;
     sgx[0] += (double)g * (double)xh;
   }
-  double s1 = ((sg[0] + sg[1]) + (sg[2] + sg[3])) + ((sg[4] + sg[5]) + (sg[6] + sg[7]));
-  double s2 = ((sgx[0] + sgx[1]) + (sgx[2] + sgx[3])) + ((sgx[4] + sgx[5]) + (sgx[6] + sgx[7]));
+  double s1 = nrt_sum8(sg), s2 = nrt_sum8(sgx);
   float mg = (float)(s1 / (double)n), mgx = (float)(s2 / (double)n);
   if (w)
     for (i = 0; i < n; i++) gx[i] = r * (gy[i] * w[i] - mg - (x[i] - m) * r * mgx);
@@ -127,19 +120,9 @@ NRT_TARGET_AVX512 static void backward_row_avx512(float *gx, const float *gy, co
 
 /* ---- traversal ------------------------------------------------------------ */
 
-static void row_pointers(const norm_plan *p, int64_t r, char **ptr) {
-  const nrt_launch *l = p->l;
-  for (int k = 0; k < p->nops; k++) ptr[k] = l->operands[k].data;
-  for (int d = p->nlead - 1; d >= 0; d--) {
-    int64_t i = r % l->sizes[d];
-    r /= l->sizes[d];
-    for (int k = 0; k < p->nops; k++) ptr[k] += i * l->operands[k].strides[d];
-  }
-}
-
-static bool leading_strides_zero(const norm_plan *p, int k) {
-  for (int d = 0; d < p->nlead; d++)
-    if (p->l->operands[k].strides[d] != 0 && p->l->sizes[d] != 1) return false;
+static bool leading_strides_zero(const nrt_launch *l, int k) {
+  for (int d = 0; d + 1 < l->ndim; d++)
+    if (l->operands[k].strides[d] != 0 && l->sizes[d] != 1) return false;
   return true;
 }
 
@@ -162,24 +145,19 @@ static void scalar_out(const nrt_launch *l, int k, char *ptr, float v) {
   nrt_store_f32(ptr, 0, l->operands[k].dtype, &v, 1);
 }
 
-static void norm_range(void *ctx, int64_t begin, int64_t end) {
-  norm_plan *p = ctx;
-  const nrt_launch *l = p->l;
-  int64_t n = p->len, rs[NRT_MAX_OPERANDS];
-  int rd = l->ndim > 0 ? l->ndim - 1 : 0;
-  for (int k = 0; k < p->nops; k++) rs[k] = l->ndim > 0 ? l->operands[k].strides[rd] : 0;
+/* A task's rows; scratch holds an output, two input, a weight and a bias
+ * row. */
+static void norm_range(const nrt_rows_job *j, int64_t begin, int64_t end, void *scratch) {
+  const norm_plan *p = j->ctx;
+  const nrt_launch *l = j->l;
+  const int64_t n = j->g.len, *rs = j->g.st;
   bool avx512 = nrt_kernels_isa() >= NRT_ISA_AVX512;
-  /* out, two inputs, weight and bias rows */
-  float *buf = malloc(5 * (size_t)n * sizeof(float));
-  if (!buf) {
-    atomic_store(&p->failed, 1);
-    return;
-  }
+  float *buf = scratch;
   float *out_buf = buf, *in0 = buf + n, *in1 = buf + 2 * n, *wbuf = buf + 3 * n, *bbuf = buf + 4 * n;
   const float *w = NULL, *b = NULL;
   for (int64_t r = begin; r < end; r++) {
     char *ptr[NRT_MAX_OPERANDS];
-    row_pointers(p, r, ptr);
+    nrt_rows_start(l, p->nops, r, ptr);
     /* weight / bias: once per chunk when every row shares them */
     if (p->wk >= 0 && (!w || !p->w_shared)) w = row_in(l, p->wk, ptr[p->wk], rs[p->wk], n, wbuf);
     if (p->bk >= 0 && (!b || !p->b_shared)) b = row_in(l, p->bk, ptr[p->bk], rs[p->bk], n, bbuf);
@@ -202,106 +180,88 @@ static void norm_range(void *ctx, int64_t begin, int64_t end) {
     }
     if (!direct) nrt_store_f32(ptr[ok], rs[ok], l->operands[ok].dtype, out, n);
   }
-  free(buf);
 }
 
 /* ---- reference: element at a time, dtype.c conversions, double sums ---- */
 
-static void norm_reference(const norm_plan *p) {
-  const nrt_launch *l = p->l;
-  int rd = l->ndim > 0 ? l->ndim - 1 : 0;
-  int64_t n = p->len;
-  for (int64_t r = 0; r < p->rows; r++) {
-    char *ptr[NRT_MAX_OPERANDS];
-    row_pointers(p, r, ptr);
-#define AT(k, i) (ptr[k] + (i) * (l->ndim > 0 ? l->operands[k].strides[rd] : 0))
-#define LD(k, i) ((float)nrt_ref_load_f64(AT(k, i), l->operands[k].dtype))
-#define ST(k, i, v) nrt_ref_store_f64(AT(k, i), l->operands[k].dtype, (float)(v))
-    if (l->op == NRT_OP(LAYER_NORM)) {
-      double s = 0, q = 0;
-      for (int64_t i = 0; i < n; i++) s += LD(LN_X, i);
-      double mean = s / (double)n;
-      for (int64_t i = 0; i < n; i++) q += (LD(LN_X, i) - mean) * (LD(LN_X, i) - mean);
-      float m = (float)mean, rstd = (float)(1.0 / sqrt(q / (double)n + (double)p->eps));
-      for (int64_t i = 0; i < n; i++) {
-        float y = (LD(LN_X, i) - m) * rstd;
-        if (p->wk >= 0) y *= LD(p->wk, i);
-        if (p->bk >= 0) y += LD(p->bk, i);
-        ST(LN_Y, i, y);
-      }
-      ST(LN_MEAN, 0, m);
-      ST(LN_RSTD, 0, rstd);
-    } else {
-      float m = LD(LNB_MEAN, 0), rstd = LD(LNB_RSTD, 0);
-      double sg = 0, sgx = 0;
-      for (int64_t i = 0; i < n; i++) {
-        double g = (double)LD(LNB_GY, i) * (p->wk >= 0 ? LD(p->wk, i) : 1.0f);
-        double xh = ((double)LD(LNB_X, i) - m) * rstd;
-        sg += g;
-        sgx += g * xh;
-      }
-      for (int64_t i = 0; i < n; i++) {
-        double g = (double)LD(LNB_GY, i) * (p->wk >= 0 ? LD(p->wk, i) : 1.0f);
-        double xh = ((double)LD(LNB_X, i) - m) * rstd;
-        ST(LNB_GX, i, rstd * (g - sg / (double)n - xh * (sgx / (double)n)));
-      }
+static void norm_reference(const nrt_rows_job *j, int64_t r, char *const *ptr, void *unused) {
+  const norm_plan *p = j->ctx;
+  const nrt_launch *l = j->l;
+  const nrt_rows *rows = &j->g;
+  int64_t n = rows->len;
+#define LD(k, i) nrt_rows_ref_ld(l, rows, ptr, k, i)
+#define ST(k, i, v) nrt_rows_ref_st(l, rows, ptr, k, i, (float)(v))
+  if (l->op == NRT_OP(LAYER_NORM)) {
+    double s = 0, q = 0;
+    for (int64_t i = 0; i < n; i++) s += LD(LN_X, i);
+    double mean = s / (double)n;
+    for (int64_t i = 0; i < n; i++) q += (LD(LN_X, i) - mean) * (LD(LN_X, i) - mean);
+    float m = (float)mean, rstd = (float)(1.0 / sqrt(q / (double)n + (double)p->eps));
+    for (int64_t i = 0; i < n; i++) {
+      float y = (LD(LN_X, i) - m) * rstd;
+      if (p->wk >= 0) y *= LD(p->wk, i);
+      if (p->bk >= 0) y += LD(p->bk, i);
+      ST(LN_Y, i, y);
     }
-#undef AT
+    ST(LN_MEAN, 0, m);
+    ST(LN_RSTD, 0, rstd);
+  } else {
+    float m = LD(LNB_MEAN, 0), rstd = LD(LNB_RSTD, 0);
+    double sg = 0, sgx = 0;
+    for (int64_t i = 0; i < n; i++) {
+      double g = (double)LD(LNB_GY, i) * (p->wk >= 0 ? LD(p->wk, i) : 1.0f);
+      double xh = ((double)LD(LNB_X, i) - m) * rstd;
+      sg += g;
+      sgx += g * xh;
+    }
+    for (int64_t i = 0; i < n; i++) {
+      double g = (double)LD(LNB_GY, i) * (p->wk >= 0 ? LD(p->wk, i) : 1.0f);
+      double xh = ((double)LD(LNB_X, i) - m) * rstd;
+      ST(LNB_GX, i, rstd * (g - sg / (double)n - xh * (sgx / (double)n)));
+    }
+  }
 #undef LD
 #undef ST
-  }
 }
 
 nrt_status nrt_layer_norm_run(const nrt_launch *l) {
-  norm_plan p;
-  memset(&p, 0, sizeof p);
-  p.l = l;
-  p.nops = l->noutputs + l->ninputs;
-  p.wk = p.bk = -1;
+  norm_plan p = {.nops = l->noutputs + l->ninputs, .wk = -1, .bk = -1};
   const char *name = nrt_op_name(l->op);
   if (l->op == NRT_OP(LAYER_NORM)) {
-    if (l->noutputs != 3) {
-      nrt_set_error_message("%s: expected 3 outputs (y, mean, rstd), got %d", name, l->noutputs);
-      return NRT_ERROR_INVALID_ARGUMENT;
-    }
+    if (l->noutputs != 3)
+      return nrt_kernel_fail(NRT_ERROR_INVALID_ARGUMENT, "%s: expected 3 outputs (y, mean, rstd), got %d", name,
+                             l->noutputs);
     int64_t flags = l->params[1];
     int want = 1 + (int)(flags & 1) + (int)((flags >> 1) & 1);
-    if ((flags & ~(int64_t)3) || l->ninputs != want) {
-      nrt_set_error_message("%s: p1 = %lld (bit0 weight, bit1 bias) needs %d inputs, got %d", name,
-                            (long long)flags, want, l->ninputs);
-      return NRT_ERROR_INVALID_ARGUMENT;
-    }
+    if ((flags & ~(int64_t)3) || l->ninputs != want)
+      return nrt_kernel_fail(NRT_ERROR_INVALID_ARGUMENT,
+                             "%s: p1 = %lld (bit0 weight, bit1 bias) needs %d inputs, got %d", name,
+                             (long long)flags, want, l->ninputs);
     int k = LN_X + 1;
     if (flags & 1) p.wk = k++;
     if (flags & 2) p.bk = k++;
     p.eps = (float)l->scalars[0].f;
   } else if (l->op == NRT_OP(LAYER_NORM_BACKWARD)) {
-    if (l->noutputs != 1) {
-      nrt_set_error_message("%s: expected 1 output, got %d", name, l->noutputs);
-      return NRT_ERROR_INVALID_ARGUMENT;
-    }
+    if (l->noutputs != 1)
+      return nrt_kernel_fail(NRT_ERROR_INVALID_ARGUMENT, "%s: expected 1 output, got %d", name, l->noutputs);
     if (l->ninputs == 5) p.wk = LNB_W;
   } else {
-    nrt_set_error_message("kernel %s: not a norm op", name);
-    return NRT_ERROR_UNSUPPORTED;
+    return nrt_kernel_fail(NRT_ERROR_UNSUPPORTED, "kernel %s: not a norm op", name);
   }
-  p.len = l->ndim > 0 ? l->sizes[l->ndim - 1] : 1;
-  p.nlead = l->ndim > 0 ? l->ndim - 1 : 0;
-  p.rows = 1;
-  for (int d = 0; d < p.nlead; d++) p.rows *= l->sizes[d];
-  if (p.rows == 0 || p.len == 0) return NRT_SUCCESS;
-  p.w_shared = p.wk >= 0 && leading_strides_zero(&p, p.wk);
-  p.b_shared = p.bk >= 0 && leading_strides_zero(&p, p.bk);
-  if (nrt_kernels_reference()) {
-    norm_reference(&p);
-    return NRT_SUCCESS;
+  nrt_rows_job j = {.l = l, .ctx = &p, .nops = p.nops, .range = norm_range};
+  nrt_rows_init(&j.g, l);
+  if (j.g.count == 0 || j.g.len == 0) return NRT_SUCCESS;
+  p.w_shared = p.wk >= 0 && leading_strides_zero(l, p.wk);
+  p.b_shared = p.bk >= 0 && leading_strides_zero(l, p.bk);
+  bool ref = nrt_kernels_reference();
+  if (ref) { /* one row at a time on this thread */
+    j.range = NULL;
+    j.row = norm_reference;
+  } else {
+    j.scratch = 5 * (size_t)j.g.len * sizeof(float);
   }
-  atomic_init(&p.failed, 0);
-  int64_t grain = p.len >= NORM_GRAIN ? 1 : NORM_GRAIN / p.len;
-  nrt_parallel_for(p.rows, grain, norm_range, &p);
-  if (atomic_load(&p.failed)) {
-    nrt_set_error_message("%s: out of host memory for a row of %lld", name, (long long)p.len);
-    return NRT_ERROR_OUT_OF_MEMORY;
-  }
+  if (!nrt_rows_run(&j, NORM_GRAIN, !ref))
+    return nrt_kernel_fail(NRT_ERROR_OUT_OF_MEMORY, "%s: out of host memory for a row of %lld", name,
+                           (long long)j.g.len);
   return NRT_SUCCESS;
 }

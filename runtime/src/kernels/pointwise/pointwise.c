@@ -161,52 +161,41 @@ static void copy_row(const pw_plan *p, char *const *ptr, int64_t n) {
 
 /* ---- compute rows --------------------------------------------------------- */
 
-static void f32_row(pw_plan *p, char *const *ptr, int64_t n, int64_t index) {
-  float buf[4][NRT_BLOCK];
+/* One row of n elements, a block at a time: inputs are used in place when
+ * they already hold the domain's type (float32 / int64) at unit stride,
+ * else converted; so is the output. */
+static void compute_row(pw_plan *p, char *const *ptr, int64_t n, int64_t index) {
+  union {
+    float f[4][NRT_BLOCK];
+    int64_t i[4][NRT_BLOCK];
+  } buf;
   int nd = p->ndim, nin = p->nops - 1;
-  int64_t st[NRT_MAX_OPERANDS];
+  bool fl = p->fdomain;
+  nrt_dtype own = fl ? NRT_FLOAT32 : NRT_INT64;
+  int64_t es = fl ? 4 : 8, st[NRT_MAX_OPERANDS];
   for (int k = 0; k < p->nops; k++) st[k] = p->strides[k][nd - 1];
-  bool out_direct = p->dt[0] == NRT_FLOAT32 && st[0] == 4;
+  bool out_direct = p->dt[0] == own && st[0] == es;
   for (int64_t j = 0; j < n; j += NRT_BLOCK) {
     int64_t m = n - j < NRT_BLOCK ? n - j : NRT_BLOCK;
-    const float *in[3] = {NULL, NULL, NULL};
+    const void *in[3] = {NULL, NULL, NULL};
     for (int k = 1; k <= nin; k++) {
       const char *src = ptr[k] + j * st[k];
-      if (p->dt[k] == NRT_FLOAT32 && st[k] == 4) {
-        in[k - 1] = (const float *)src;
+      if (p->dt[k] == own && st[k] == es) {
+        in[k - 1] = src;
       } else {
-        nrt_load_f32(buf[k], src, st[k], p->dt[k], m);
-        in[k - 1] = buf[k];
+        if (fl) nrt_load_f32(buf.f[k], src, st[k], p->dt[k], m);
+        else nrt_load_i64(buf.i[k], src, st[k], p->dt[k], m);
+        in[k - 1] = fl ? (const void *)buf.f[k] : (const void *)buf.i[k];
       }
     }
     char *dst = ptr[0] + j * st[0];
-    float *out = out_direct ? (float *)dst : buf[0];
-    if (p->k->rng_f32) p->k->rng_f32(out, in[0], m, index + j, p->l);
-    else p->f32(out, in[0], in[1], in[2], m, p->l);
-    if (!out_direct) nrt_store_f32(dst, st[0], p->dt[0], out, m);
-  }
-}
-
-static void i64_row(pw_plan *p, char *const *ptr, int64_t n, int64_t index) {
-  int64_t buf[4][NRT_BLOCK];
-  int nd = p->ndim, nin = p->nops - 1;
-  int64_t st[NRT_MAX_OPERANDS];
-  for (int k = 0; k < p->nops; k++) st[k] = p->strides[k][nd - 1];
-  bool out_direct = p->dt[0] == NRT_INT64 && st[0] == 8;
-  for (int64_t j = 0; j < n; j += NRT_BLOCK) {
-    int64_t m = n - j < NRT_BLOCK ? n - j : NRT_BLOCK;
-    const int64_t *in[3] = {NULL, NULL, NULL};
-    for (int k = 1; k <= nin; k++) {
-      const char *src = ptr[k] + j * st[k];
-      if (p->dt[k] == NRT_INT64 && st[k] == 8) {
-        in[k - 1] = (const int64_t *)src;
-      } else {
-        nrt_load_i64(buf[k], src, st[k], p->dt[k], m);
-        in[k - 1] = buf[k];
-      }
+    void *out = out_direct ? (void *)dst : fl ? (void *)buf.f[0] : (void *)buf.i[0];
+    if (fl) {
+      if (p->k->rng_f32) p->k->rng_f32(out, in[0], m, index + j, p->l);
+      else p->f32(out, in[0], in[1], in[2], m, p->l);
+      if (!out_direct) nrt_store_f32(dst, st[0], p->dt[0], out, m);
+      continue;
     }
-    char *dst = ptr[0] + j * st[0];
-    int64_t *out = out_direct ? (int64_t *)dst : buf[0];
     if (p->k->rng_i64) {
       p->k->rng_i64(out, m, index + j, p->l);
     } else if (p->k->i64(out, in[0], in[1], in[2], m, p->l)) {
@@ -237,8 +226,7 @@ static void pw_range(void *ctx, int64_t begin, int64_t end) {
     char *ptr[NRT_MAX_OPERANDS];
     for (int k = 0; k < nops; k++) ptr[k] = row[k] + first * p->strides[k][nd - 1];
     if (p->copy) copy_row(p, ptr, n);
-    else if (p->fdomain) f32_row(p, ptr, n, pos);
-    else i64_row(p, ptr, n, pos);
+    else compute_row(p, ptr, n, pos);
     if (atomic_load_explicit(&p->failed, memory_order_relaxed)) return;
     pos += n;
     first = 0;
@@ -273,7 +261,7 @@ static void pw_tiles(void *ctx, int64_t begin, int64_t end) {
   pw_plan *p = ctx;
   int nd = p->ndim, nops = p->nops;
   int64_t rows = p->sizes[nd - 2], cols = p->sizes[nd - 1];
-  int64_t rt = (rows + TILE - 1) / TILE, ct = (cols + TILE - 1) / TILE;
+  int64_t rt = nrt_cdiv(rows, TILE), ct = nrt_cdiv(cols, TILE);
   for (int64_t t = begin; t < end; t++) {
     int64_t tj = t % ct, ti = (t / ct) % rt, outer = t / ct / rt;
     char *base[NRT_MAX_OPERANDS];
@@ -290,8 +278,7 @@ static void pw_tiles(void *ctx, int64_t begin, int64_t end) {
       for (int k = 0; k < nops; k++)
         ptr[k] = base[k] + r * p->strides[k][nd - 2] + tj * TILE * p->strides[k][nd - 1];
       if (p->copy) copy_row(p, ptr, n);
-      else if (p->fdomain) f32_row(p, ptr, n, 0);
-      else i64_row(p, ptr, n, 0);
+      else compute_row(p, ptr, n, 0);
       if (atomic_load_explicit(&p->failed, memory_order_relaxed)) return;
     }
   }
@@ -347,15 +334,12 @@ nrt_status nrt_pointwise_execute(const nrt_launch *l) {
   bool copy = l->op == NRT_OP_COPY;
   bool fdomain = nrt_dtype_is_floating(l->compute_dtype);
   const nrt_pw_kernel *k = copy ? NULL : lookup(l->op);
-  if (l->noutputs != 1 || (!copy && !k)) {
-    nrt_set_error_message("%s: no pointwise kernel with %d outputs", nrt_op_name(l->op), l->noutputs);
-    return NRT_ERROR_UNSUPPORTED;
-  }
-  if (!copy && (fdomain ? !(k->f32 || k->rng_f32) : !(k->i64 || k->rng_i64))) {
-    nrt_set_error_message("%s: not supported for %s", nrt_op_name(l->op),
-                          nrt_dtype_name(l->compute_dtype));
-    return NRT_ERROR_UNSUPPORTED;
-  }
+  if (l->noutputs != 1 || (!copy && !k))
+    return nrt_kernel_fail(NRT_ERROR_UNSUPPORTED,
+                           "%s: no pointwise kernel with %d outputs", nrt_op_name(l->op), l->noutputs);
+  if (!copy && (fdomain ? !(k->f32 || k->rng_f32) : !(k->i64 || k->rng_i64)))
+    return nrt_kernel_fail(NRT_ERROR_UNSUPPORTED, "%s: not supported for %s", nrt_op_name(l->op),
+                           nrt_dtype_name(l->compute_dtype));
   int64_t numel = 1;
   for (int d = 0; d < l->ndim; d++) numel *= l->sizes[d];
   if (numel == 0) return NRT_SUCCESS;
@@ -388,6 +372,6 @@ nrt_status nrt_pointwise_execute(const nrt_launch *l) {
   }
   /* The only failure a block reports is integer division by zero; the
    * message is PyTorch's, so the glue can raise the same error. */
-  if (st != NRT_SUCCESS) nrt_set_error_message("ZeroDivisionError");
-  return st;
+  if (st != NRT_SUCCESS) return nrt_kernel_fail(st, "ZeroDivisionError");
+  return NRT_SUCCESS;
 }

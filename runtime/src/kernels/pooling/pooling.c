@@ -31,33 +31,21 @@ typedef struct pool_geom {
   int64_t divisor_override; /* 0: none */
 } pool_geom;
 
-static int64_t min64(int64_t a, int64_t b) { return a < b ? a : b; }
-static int64_t max64(int64_t a, int64_t b) { return a > b ? a : b; }
-
 static nrt_status geom_init(const nrt_launch *l, pool_geom *g) {
   const char *op = nrt_op_name(l->op);
-  if (l->ndim != 11) {
-    nrt_set_error_message("%s: sizes are {N, C, O[3], I[3], K[3]}, got ndim %d", op, l->ndim);
-    return NRT_ERROR_INVALID_ARGUMENT;
-  }
+  if (l->ndim != 11)
+    return nrt_kernel_fail(NRT_ERROR_INVALID_ARGUMENT,
+                           "%s: sizes are {N, C, O[3], I[3], K[3]}, got ndim %d", op, l->ndim);
   int want_out = l->op == NRT_OP(MAX_POOL) ? 2 : 1;
-  if (l->noutputs != want_out) {
-    nrt_set_error_message("%s: expected %d output(s), got %d", op, want_out, l->noutputs);
-    return NRT_ERROR_INVALID_ARGUMENT;
-  }
+  if (l->noutputs != want_out)
+    return nrt_kernel_fail(NRT_ERROR_INVALID_ARGUMENT, "%s: expected %d output(s), got %d", op, want_out, l->noutputs);
   bool fwd = l->op == NRT_OP(MAX_POOL) || l->op == NRT_OP(AVG_POOL);
-  if (l->compute_dtype == NRT_BOOL || (!fwd && !nrt_dtype_is_floating(l->compute_dtype))) {
-    nrt_set_error_message("%s: not implemented for %s", op, nrt_dtype_name(l->compute_dtype));
-    return NRT_ERROR_UNSUPPORTED;
-  }
-  if (l->op == NRT_OP(MAX_POOL) && l->operands[1].dtype != NRT_INT64) {
-    nrt_set_error_message("%s: indices must be int64", op);
-    return NRT_ERROR_INVALID_ARGUMENT;
-  }
-  if (l->op == NRT_OP(MAX_POOL_BACKWARD) && l->operands[2].dtype != NRT_INT64) {
-    nrt_set_error_message("%s: indices must be int64", op);
-    return NRT_ERROR_INVALID_ARGUMENT;
-  }
+  if (l->compute_dtype == NRT_BOOL || (!fwd && !nrt_dtype_is_floating(l->compute_dtype)))
+    return nrt_kernel_fail(NRT_ERROR_UNSUPPORTED, "%s: not implemented for %s", op, nrt_dtype_name(l->compute_dtype));
+  if (l->op == NRT_OP(MAX_POOL) && l->operands[1].dtype != NRT_INT64)
+    return nrt_kernel_fail(NRT_ERROR_INVALID_ARGUMENT, "%s: indices must be int64", op);
+  if (l->op == NRT_OP(MAX_POOL_BACKWARD) && l->operands[2].dtype != NRT_INT64)
+    return nrt_kernel_fail(NRT_ERROR_INVALID_ARGUMENT, "%s: indices must be int64", op);
   g->N = l->sizes[0];
   g->C = l->sizes[1];
   g->adaptive = l->params[0] != 0;
@@ -70,11 +58,10 @@ static nrt_status geom_init(const nrt_launch *l, pool_geom *g) {
     g->S[i] = l->aux[i];
     g->P[i] = l->aux[3 + i];
     g->D[i] = l->aux[6 + i];
-    if (!g->adaptive && (g->K[i] < 1 || g->S[i] < 1 || g->D[i] < 1 || g->P[i] < 0)) {
-      nrt_set_error_message("%s: dim %d: kernel %lld, stride %lld, padding %lld, dilation %lld", op, i,
-                            (long long)g->K[i], (long long)g->S[i], (long long)g->P[i], (long long)g->D[i]);
-      return NRT_ERROR_INVALID_ARGUMENT;
-    }
+    if (!g->adaptive && (g->K[i] < 1 || g->S[i] < 1 || g->D[i] < 1 || g->P[i] < 0))
+      return nrt_kernel_fail(NRT_ERROR_INVALID_ARGUMENT,
+                             "%s: dim %d: kernel %lld, stride %lld, padding %lld, dilation %lld", op, i,
+                             (long long)g->K[i], (long long)g->S[i], (long long)g->P[i], (long long)g->D[i]);
   }
   g->OL = g->O[0] * g->O[1] * g->O[2];
   g->IL = g->I[0] * g->I[1] * g->I[2];
@@ -98,17 +85,17 @@ static win window(const pool_geom *g, bool is_max, int i, int64_t o) {
     w.padded = w.hi - w.lo;
   } else if (is_max) {
     int64_t s = o * g->S[i] - g->P[i];
-    w.hi = min64(s + (g->K[i] - 1) * g->D[i] + 1, in);
+    w.hi = nrt_min_i64(s + (g->K[i] - 1) * g->D[i] + 1, in);
     while (s < 0) s += g->D[i];
     w.lo = s;
     w.step = g->D[i];
     w.padded = 0;
   } else {
     int64_t s = o * g->S[i] - g->P[i];
-    int64_t e = min64(s + g->K[i], in + g->P[i]);
+    int64_t e = nrt_min_i64(s + g->K[i], in + g->P[i]);
     w.padded = e - s;
-    w.lo = max64(s, 0);
-    w.hi = min64(e, in);
+    w.lo = nrt_max_i64(s, 0);
+    w.hi = nrt_min_i64(e, in);
     w.step = 1;
   }
   return w;
@@ -130,35 +117,28 @@ static bool win_empty(const win w[3]) {
 
 /* ---- plane conversion (fast path) ----------------------------------------- */
 
-static void plane_io(const nrt_operand *o, int64_t n, int64_t c, const int64_t e[3], float *buf, bool store) {
+/* Loads (store = false) or stores the (n, c) plane of o as a dense
+ * [e0][e1][e2] buffer of float32 values, or with ints of the int64 values
+ * of an int64 operand (the argmax indices). */
+static void plane_io(const nrt_operand *o, int64_t n, int64_t c, const int64_t e[3], void *buf, bool ints,
+                     bool store) {
   char *base = PLANE(o, n, c);
   const int64_t *st = o->strides + 2;
   for (int64_t d = 0; d < e[0]; d++)
     for (int64_t h = 0; h < e[1]; h++) {
       char *row = base + d * st[0] + h * st[1];
-      float *b = buf + (d * e[1] + h) * e[2];
-      if (store) nrt_store_f32(row, st[2], o->dtype, b, e[2]);
-      else nrt_load_f32(b, row, st[2], o->dtype, e[2]);
-    }
-}
-
-static void plane_io_i64(const nrt_operand *o, int64_t n, int64_t c, const int64_t e[3], int64_t *buf,
-                         bool store) {
-  char *base = PLANE(o, n, c);
-  const int64_t *st = o->strides + 2;
-  for (int64_t d = 0; d < e[0]; d++)
-    for (int64_t h = 0; h < e[1]; h++) {
-      char *row = base + d * st[0] + h * st[1];
-      int64_t *b = buf + (d * e[1] + h) * e[2];
-      if (store) nrt_store_i64(row, st[2], NRT_INT64, b, e[2]);
-      else nrt_load_i64(b, row, st[2], NRT_INT64, e[2]);
+      int64_t at = (d * e[1] + h) * e[2];
+      if (ints && store) nrt_store_i64(row, st[2], NRT_INT64, (int64_t *)buf + at, e[2]);
+      else if (ints) nrt_load_i64((int64_t *)buf + at, row, st[2], NRT_INT64, e[2]);
+      else if (store) nrt_store_f32(row, st[2], o->dtype, (float *)buf + at, e[2]);
+      else nrt_load_f32((float *)buf + at, row, st[2], o->dtype, e[2]);
     }
 }
 
 /* Output columns ow whose tap at input offset ow*S + off lies in [0, in):
  * [lo, hi). */
 static void tap_cols(int64_t off, int64_t s, int64_t in, int64_t out, int64_t *lo, int64_t *hi) {
-  int64_t a = off >= 0 ? 0 : (-off + s - 1) / s;
+  int64_t a = off >= 0 ? 0 : nrt_cdiv(-off, s);
   int64_t b = in - 1 - off < 0 ? 0 : (in - 1 - off) / s + 1;
   if (b > out) b = out;
   *lo = a < b ? a : b;
@@ -271,16 +251,16 @@ static void fast_planes(void *ctx, int64_t begin, int64_t end) {
   for (int64_t plane = begin; plane < end; plane++) {
     int64_t n = plane / g->C, c = plane % g->C;
     if (!backward && !g->adaptive) {
-      plane_io(&l->operands[l->noutputs], n, c, g->I, in, false);
+      plane_io(&l->operands[l->noutputs], n, c, g->I, in, false, false);
       for (int64_t od = 0; od < g->O[0]; od++)
         for (int64_t oh = 0; oh < g->O[1]; oh++) {
           int64_t ob = (od * g->O[1] + oh) * g->O[2];
           fixed_row(g, is_max, in, od, oh, ww, out + ob, is_max ? idx + ob : NULL, rowbuf);
         }
-      plane_io(&l->operands[0], n, c, g->O, out, true);
-      if (is_max) plane_io_i64(&l->operands[1], n, c, g->O, idx, true);
+      plane_io(&l->operands[0], n, c, g->O, out, false, true);
+      if (is_max) plane_io(&l->operands[1], n, c, g->O, idx, true, true);
     } else if (!backward) {
-      plane_io(&l->operands[l->noutputs], n, c, g->I, in, false);
+      plane_io(&l->operands[l->noutputs], n, c, g->I, in, false, false);
       for (int64_t od = 0; od < g->O[0]; od++)
         for (int64_t oh = 0; oh < g->O[1]; oh++) {
           win w[3] = {window(g, is_max, 0, od), window(g, is_max, 1, oh), {0, 0, 0, 0}};
@@ -316,13 +296,13 @@ static void fast_planes(void *ctx, int64_t begin, int64_t end) {
             }
           }
         }
-      plane_io(&l->operands[0], n, c, g->O, out, true);
-      if (is_max) plane_io_i64(&l->operands[1], n, c, g->O, idx, true);
+      plane_io(&l->operands[0], n, c, g->O, out, false, true);
+      if (is_max) plane_io(&l->operands[1], n, c, g->O, idx, true, true);
     } else {
       for (int64_t i = 0; i < g->IL; i++) in[i] = 0.0f;
-      plane_io(&l->operands[1], n, c, g->O, out, false);
+      plane_io(&l->operands[1], n, c, g->O, out, false, false);
       if (is_max) {
-        plane_io_i64(&l->operands[2], n, c, g->O, idx, false);
+        plane_io(&l->operands[2], n, c, g->O, idx, true, false);
         for (int64_t i = 0; i < g->OL; i++)
           if (idx[i] >= 0 && idx[i] < g->IL) in[idx[i]] += out[i];
       } else if (!g->adaptive) {
@@ -348,7 +328,7 @@ static void fast_planes(void *ctx, int64_t begin, int64_t end) {
             }
           }
       }
-      plane_io(&l->operands[0], n, c, g->I, in, true);
+      plane_io(&l->operands[0], n, c, g->I, in, false, true);
     }
   }
 done:
@@ -491,9 +471,7 @@ nrt_status nrt_pooling_execute(const nrt_launch *l) {
   if (nrt_kernels_reference()) return reference(l, &g);
   int64_t per_plane = g.IL + g.OL;
   nrt_parallel_for(g.N * g.C, per_plane >= 16384 ? 1 : 16384 / per_plane, fast_planes, &job);
-  if (job.failed) {
-    nrt_set_error_message("%s: out of host memory for plane buffers", nrt_op_name(l->op));
-    return NRT_ERROR_OUT_OF_MEMORY;
-  }
+  if (job.failed)
+    return nrt_kernel_fail(NRT_ERROR_OUT_OF_MEMORY, "%s: out of host memory for plane buffers", nrt_op_name(l->op));
   return NRT_SUCCESS;
 }

@@ -93,44 +93,9 @@ static bool is_max_op(nrt_op op) {
   return op == NRT_OP_AMAX || op == NRT_OP_MAX_WITH_INDEX || op == NRT_OP_ARGMAX;
 }
 
-/* The block accumulators are inlined into two builds of acc_f32 (baseline
- * and AVX-512), chosen per launch. */
+/* The block accumulators (and accum.h's double sums) are inlined into two
+ * builds of acc_f32 (baseline and AVX-512), chosen per launch. */
 #define RED_INLINE static inline __attribute__((always_inline))
-
-/* Sum in double with independent partial sums, so it vectorises without
- * reassociating anything the compiler would have to prove. */
-RED_INLINE double sum_f64(const float *x, int64_t n) {
-  double acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
-  int64_t i = 0;
-  for (; i + 8 <= n; i += 8)
-    for (int j = 0; j < 8; j++) acc[j] += (double)x[i + j];
-  for (; i < n; i++) acc[0] += x[i];
-  return ((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7]));
-}
-
-RED_INLINE double sumsq_f64(const float *x, int64_t n, double shift) {
-  double acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
-  int64_t i = 0;
-  for (; i + 8 <= n; i += 8)
-    for (int j = 0; j < 8; j++) {
-      double d = (double)x[i + j] - shift;
-      acc[j] += d * d;
-    }
-  for (; i < n; i++) {
-    double d = (double)x[i] - shift;
-    acc[0] += d * d;
-  }
-  return ((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7]));
-}
-
-RED_INLINE double sumabs_f64(const float *x, int64_t n) {
-  double acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
-  int64_t i = 0;
-  for (; i + 8 <= n; i += 8)
-    for (int j = 0; j < 8; j++) acc[j] += fabs((double)x[i + j]);
-  for (; i < n; i++) acc[0] += fabs((double)x[i]);
-  return ((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7]));
-}
 
 /* Block max/min ignoring NaN, plus whether a NaN was seen. By hand with
  * SSE (part of x86-64): the compiler will not vectorise a running float
@@ -215,12 +180,40 @@ static void merge_lse(rstate *s, double m, double sum, int flags) {
   }
 }
 
+/* Block steps written once for both domains (x is a float or an int64
+ * block, FIELD the state's value of that domain): the extremes with index
+ * take the first position of the block's extreme m when it is strictly
+ * better than the held one (on ties the earlier index stays); ALL and ANY
+ * test x[i] != 0. */
+#define TAKE_EXTREME_INDEX(FIELD)                                   \
+  if (s->idx < 0 || (mx ? m > s->FIELD : m < s->FIELD)) {          \
+    for (int64_t i = 0; i < n; i++)                                 \
+      if (x[i] == m) {                                              \
+        s->FIELD = m;                                               \
+        s->idx = idx0 + i;                                          \
+        break;                                                      \
+      }                                                             \
+  }
+#define ALL_ANY_CASES                                               \
+  case NRT_OP_ALL: {                                                \
+    int all = 1;                                                    \
+    for (int64_t i = 0; i < n; i++) all &= x[i] != 0;               \
+    s->i &= all;                                                    \
+    break;                                                          \
+  }                                                                 \
+  case NRT_OP_ANY: {                                                \
+    int any = 0;                                                    \
+    for (int64_t i = 0; i < n; i++) any |= x[i] != 0;               \
+    s->i |= any;                                                    \
+    break;                                                          \
+  }
+
 RED_INLINE void acc_f32_impl(const red_plan *p, rstate *s, const float *x, int64_t n,
                              int64_t idx0, bool wide) {
   int nan;
   switch (p->op) {
   case NRT_OP_SUM:
-  case NRT_OP_MEAN: s->a += sum_f64(x, n); break;
+  case NRT_OP_MEAN: s->a += nrt_sum_f64(x, n); break;
   case NRT_OP_PROD: {
     double a = s->a;
     for (int64_t i = 0; i < n; i++) a *= x[i];
@@ -256,32 +249,13 @@ RED_INLINE void acc_f32_impl(const red_plan *p, rstate *s, const float *x, int64
         }
       break;
     }
-    /* Strictly better only: on ties the earlier index stays. */
-    if (s->idx < 0 || (mx ? m > s->a : m < s->a)) {
-      for (int64_t i = 0; i < n; i++)
-        if (x[i] == m) {
-          s->a = m;
-          s->idx = idx0 + i;
-          break;
-        }
-    }
+    TAKE_EXTREME_INDEX(a)
     break;
   }
-  case NRT_OP_ALL: {
-    int all = 1;
-    for (int64_t i = 0; i < n; i++) all &= x[i] != 0.0f;
-    s->i &= all;
-    break;
-  }
-  case NRT_OP_ANY: {
-    int any = 0;
-    for (int64_t i = 0; i < n; i++) any |= x[i] != 0.0f;
-    s->i |= any;
-    break;
-  }
+  ALL_ANY_CASES
   case NRT_OP_VAR: {
-    double mean = sum_f64(x, n) / (double)n;
-    merge_var(s, n, mean, sumsq_f64(x, n, mean));
+    double mean = nrt_sum_f64(x, n) / (double)n;
+    merge_var(s, n, mean, nrt_sumsq_f64(x, n, mean));
     break;
   }
   case NRT_OP_NORM: {
@@ -291,9 +265,9 @@ RED_INLINE void acc_f32_impl(const red_plan *p, rstate *s, const float *x, int64
       for (int64_t i = 0; i < n; i++) c += x[i] != 0.0f;
       s->a += (double)c;
     } else if (pp == 1.0) {
-      s->a += sumabs_f64(x, n);
+      s->a += nrt_sumabs_f64(x, n);
     } else if (pp == 2.0) {
-      s->a += sumsq_f64(x, n, 0.0);
+      s->a += nrt_sumsq_f64(x, n, 0.0);
     } else if (pp == INFINITY || pp == -INFINITY) {
       float m = pp > 0 ? -INFINITY : INFINITY;
       int any = 0;
@@ -368,28 +342,10 @@ static void acc_i64(const red_plan *p, rstate *s, const int64_t *x, int64_t n, i
     bool mx = is_max_op(p->op);
     int64_t m = x[0];
     for (int64_t i = 1; i < n; i++) m = mx ? (x[i] > m ? x[i] : m) : (x[i] < m ? x[i] : m);
-    if (s->idx < 0 || (mx ? m > s->i : m < s->i)) {
-      for (int64_t i = 0; i < n; i++)
-        if (x[i] == m) {
-          s->i = m;
-          s->idx = idx0 + i;
-          break;
-        }
-    }
+    TAKE_EXTREME_INDEX(i)
     break;
   }
-  case NRT_OP_ALL: {
-    int all = 1;
-    for (int64_t i = 0; i < n; i++) all &= x[i] != 0;
-    s->i &= all;
-    break;
-  }
-  case NRT_OP_ANY: {
-    int any = 0;
-    for (int64_t i = 0; i < n; i++) any |= x[i] != 0;
-    s->i |= any;
-    break;
-  }
+  ALL_ANY_CASES
   default: break;
   }
 }
@@ -878,18 +834,15 @@ static nrt_status reduce_reference(const red_plan *p, const int *kd, int nkd, co
 /* ---- entry --------------------------------------------------------------------- */
 
 nrt_status nrt_reduce_execute(const nrt_launch *l) {
-  red_plan p;
-  memset(&p, 0, sizeof p);
-  p.l = l;
+  red_plan p = {.l = l};
   p.op = l->op;
   p.with_index = l->op == NRT_OP_MAX_WITH_INDEX || l->op == NRT_OP_MIN_WITH_INDEX ||
                  l->op == NRT_OP_ARGMAX || l->op == NRT_OP_ARGMIN;
   p.nout = l->noutputs;
   int want_out = (l->op == NRT_OP_MAX_WITH_INDEX || l->op == NRT_OP_MIN_WITH_INDEX) ? 2 : 1;
-  if (p.nout != want_out || l->ninputs != 1) {
-    nrt_set_error_message("%s: expected %d output(s) and 1 input", nrt_op_name(l->op), want_out);
-    return NRT_ERROR_INVALID_ARGUMENT;
-  }
+  if (p.nout != want_out || l->ninputs != 1)
+    return nrt_kernel_fail(NRT_ERROR_INVALID_ARGUMENT,
+                           "%s: expected %d output(s) and 1 input", nrt_op_name(l->op), want_out);
   p.in = l->operands[p.nout].data;
   p.in_dt = l->operands[p.nout].dtype;
   for (int o = 0; o < p.nout; o++) {
@@ -903,11 +856,9 @@ nrt_status nrt_reduce_execute(const nrt_launch *l) {
   p.p = l->scalars[0].f;
   bool float_only = l->op == NRT_OP_MEAN || l->op == NRT_OP_VAR || l->op == NRT_OP_NORM ||
                     l->op == NRT_OP_LOGSUMEXP;
-  if (float_only && !p.fdomain) {
-    nrt_set_error_message("%s: not supported for %s", nrt_op_name(l->op),
-                          nrt_dtype_name(l->compute_dtype));
-    return NRT_ERROR_UNSUPPORTED;
-  }
+  if (float_only && !p.fdomain)
+    return nrt_kernel_fail(NRT_ERROR_UNSUPPORTED, "%s: not supported for %s", nrt_op_name(l->op),
+                           nrt_dtype_name(l->compute_dtype));
 
   int kd[NRT_MAX_DIMS], rd[NRT_MAX_DIMS], nkd = 0, nrd = 0;
   p.nkept = 1;
@@ -927,11 +878,9 @@ nrt_status nrt_reduce_execute(const nrt_launch *l) {
   if (p.nred == 0) {
     bool has_identity = !(p.with_index || l->op == NRT_OP_AMAX || l->op == NRT_OP_AMIN ||
                           (l->op == NRT_OP_NORM && (p.p < 0 || isinf(p.p))));
-    if (!has_identity) {
-      nrt_set_error_message("%s: reduction over zero elements has no identity",
-                            nrt_op_name(l->op));
-      return NRT_ERROR_INVALID_ARGUMENT;
-    }
+    if (!has_identity)
+      return nrt_kernel_fail(NRT_ERROR_INVALID_ARGUMENT, "%s: reduction over zero elements has no identity",
+                             nrt_op_name(l->op));
   }
   if (nrt_kernels_reference() || p.nred == 0) {
     /* With nothing to reduce, every output is the fresh state. */
@@ -994,10 +943,8 @@ nrt_status nrt_reduce_execute(const nrt_launch *l) {
   if (p.chunks > 1) {
     int width = p.columns ? p.tile : 1;
     p.partial = malloc(sizeof(rstate) * (size_t)(ntasks * width));
-    if (!p.partial) {
-      nrt_set_error_message("%s: out of host memory for partial results", nrt_op_name(l->op));
-      return NRT_ERROR_OUT_OF_MEMORY;
-    }
+    if (!p.partial)
+      return nrt_kernel_fail(NRT_ERROR_OUT_OF_MEMORY, "%s: out of host memory for partial results", nrt_op_name(l->op));
   }
   int64_t per_task = (p.nkept / p.groups) * (p.nred / p.chunks);
   if (per_task < 1) per_task = 1;

@@ -126,9 +126,7 @@ static void col2im_planes(void *ctx, int64_t begin, int64_t end) {
 
 nrt_status nrt_resample_fold(const nrt_launch *l) {
   const char *op = nrt_op_name(l->op);
-  fold_job j;
-  memset(&j, 0, sizeof j);
-  j.l = l;
+  fold_job j = {.l = l};
   if (l->ndim != 8 || l->noutputs != 1)
     return nrt_kernel_fail(NRT_ERROR_INVALID_ARGUMENT, "%s: sizes are {N, C, OH, OW, IH, IW, KH, KW} with one output",
                            op);

@@ -83,9 +83,7 @@ static void frac_planes(void *ctx, int64_t begin, int64_t end) {
 }
 
 nrt_status nrt_resample_fracpool(const nrt_launch *l) {
-  frac_job j;
-  memset(&j, 0, sizeof j);
-  j.l = l;
+  frac_job j = {.l = l};
   nrt_status s = nrt_resample_geom_init(l, &j.g);
   if (s != NRT_SUCCESS) return s;
   j.nsp = (int)l->params[0];

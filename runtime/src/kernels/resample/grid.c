@@ -269,9 +269,7 @@ static void backward_batches(void *ctx, int64_t begin, int64_t end) {
 
 nrt_status nrt_resample_grid(const nrt_launch *l) {
   const char *op = nrt_op_name(l->op);
-  grid_job j;
-  memset(&j, 0, sizeof j);
-  j.l = l;
+  grid_job j = {.l = l};
   nrt_status st = nrt_resample_geom_init(l, &j.g);
   if (st != NRT_SUCCESS) return st;
   j.interp = (int)l->params[0];

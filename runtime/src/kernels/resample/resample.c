@@ -68,9 +68,6 @@ typedef struct taps {
   float *w;     /* [O * T] */
 } taps;
 
-static int64_t min64(int64_t a, int64_t b) { return a < b ? a : b; }
-static int64_t max64(int64_t a, int64_t b) { return a > b ? a : b; }
-
 /* ATen's compute_scales_value<float>: 1/scale when a positive scale was
  * given, else in/out, rounded to float. */
 static float scale_value(double scale, int64_t in, int64_t out) {
@@ -146,14 +143,14 @@ static nrt_status taps_build(int mode, bool align, double scale, int64_t in, int
       /* nearest_idx: the equal and doubled sizes are special-cased */
       if (out == in) ix[0] = o;
       else if (out == 2 * in) ix[0] = o >> 1;
-      else ix[0] = min64((int64_t)floorf((float)o * scale_value(scale, in, out)), in - 1);
+      else ix[0] = nrt_min_i64((int64_t)floorf((float)o * scale_value(scale, in, out)), in - 1);
       w[0] = 1.0f;
       break;
     }
     case NRT_INTERP_NEAREST_EXACT: {
       /* (o + 0.5) * scale is a double product, floored as a float */
       float s = scale_value(scale, in, out);
-      ix[0] = min64((int64_t)floorf((float)(((double)o + 0.5) * (double)s)), in - 1);
+      ix[0] = nrt_min_i64((int64_t)floorf((float)(((double)o + 0.5) * (double)s)), in - 1);
       w[0] = 1.0f;
       break;
     }
@@ -165,7 +162,7 @@ static nrt_status taps_build(int mode, bool align, double scale, int64_t in, int
         break;
       }
       float real = source_index(area_scale(in, out, align, scale), o, align, false);
-      int64_t i0 = min64((int64_t)floorf(real), in - 1);
+      int64_t i0 = nrt_min_i64((int64_t)floorf(real), in - 1);
       float l1 = fminf(fmaxf(real - (float)i0, 0.0f), 1.0f);
       ix[0] = i0;
       ix[1] = i0 + (i0 < in - 1 ? 1 : 0);
@@ -175,21 +172,21 @@ static nrt_status taps_build(int mode, bool align, double scale, int64_t in, int
     }
     case NRT_INTERP_CUBIC: {
       float real = source_index(area_scale(in, out, align, scale), o, align, true);
-      int64_t i0 = min64((int64_t)floorf(real), in - 1);
+      int64_t i0 = nrt_min_i64((int64_t)floorf(real), in - 1);
       float tt = fminf(fmaxf(real - (float)i0, 0.0f), 1.0f);
       const float a = -0.75f;
       w[0] = cubic_far(tt + 1.0f, a);
       w[1] = cubic_near(tt, a);
       w[2] = cubic_near(1.0f - tt, a);
       w[3] = cubic_far(2.0f - tt, a);
-      for (int j = 0; j < 4; j++) ix[j] = min64(max64(i0 - 1 + j, 0), in - 1);
+      for (int j = 0; j < 4; j++) ix[j] = nrt_min_i64(nrt_max_i64(i0 - 1 + j, 0), in - 1);
       break;
     }
     default: { /* antialiased: PIL's normalised filter over [xmin, xmin + xsize) */
       float center = (float)((double)sc * ((double)o + 0.5));
       float invscale = sc >= 1.0f ? (float)(1.0 / (double)sc) : 1.0f;
-      int64_t xmin = max64((int64_t)((double)(center - support) + 0.5), 0);
-      int64_t xsize = min64((int64_t)((double)(center + support) + 0.5), in) - xmin;
+      int64_t xmin = nrt_max_i64((int64_t)((double)(center - support) + 0.5), 0);
+      int64_t xsize = nrt_min_i64((int64_t)((double)(center + support) + 0.5), in) - xmin;
       if (xsize > T) xsize = T;
       float total = 0.0f;
       for (int64_t j = 0; j < T; j++) {
@@ -197,7 +194,7 @@ static nrt_status taps_build(int mode, bool align, double scale, int64_t in, int
         if (j < xsize) v = aa_filter(mode, (float)(((double)((float)(j + xmin) - center) + 0.5) * (double)invscale));
         w[j] = v;
         total += v;
-        ix[j] = min64(xmin + j, in - 1);
+        ix[j] = nrt_min_i64(xmin + j, in - 1);
       }
       if (total != 0.0f)
         for (int64_t j = 0; j < xsize; j++) w[j] /= total;
@@ -381,9 +378,7 @@ static void bwd_range(void *ctx, int64_t begin, int64_t end) {
 
 nrt_status nrt_resample_interp(const nrt_launch *l) {
   const char *op = nrt_op_name(l->op);
-  interp_job j;
-  memset(&j, 0, sizeof j);
-  j.l = l;
+  interp_job j = {.l = l};
   nrt_status st = nrt_resample_geom_init(l, &j.g);
   if (st != NRT_SUCCESS) return st;
   bool fwd = (int)l->op == NRT_OP(INTERP);

@@ -51,9 +51,7 @@ static void unpool_planes(void *ctx, int64_t begin, int64_t end) {
 }
 
 nrt_status nrt_resample_unpool(const nrt_launch *l) {
-  unpool_job j;
-  memset(&j, 0, sizeof j);
-  j.l = l;
+  unpool_job j = {.l = l};
   nrt_status st = nrt_resample_geom_init(l, &j.g);
   if (st != NRT_SUCCESS) return st;
   if (l->noutputs != 1 || l->operands[2].dtype != NRT_INT64 || l->operands[0].dtype != l->operands[1].dtype)
@@ -82,12 +80,12 @@ nrt_status nrt_resample_unpool(const nrt_launch *l) {
         }
   found:
     if (j.g.O[0] == 1)
-      nrt_set_error_message("Found an invalid max index: %lld (output volumes are of size %lldx%lld)",
-                            (long long)bad_index, (long long)j.g.O[1], (long long)j.g.O[2]);
-    else
-      nrt_set_error_message("Found an invalid max index: %lld (output volumes are of size %lldx%lldx%lld)",
-                            (long long)bad_index, (long long)j.g.O[0], (long long)j.g.O[1], (long long)j.g.O[2]);
-    return NRT_ERROR_INVALID_ARGUMENT;
+      return nrt_kernel_fail(NRT_ERROR_INVALID_ARGUMENT,
+                             "Found an invalid max index: %lld (output volumes are of size %lldx%lld)",
+                             (long long)bad_index, (long long)j.g.O[1], (long long)j.g.O[2]);
+    return nrt_kernel_fail(NRT_ERROR_INVALID_ARGUMENT,
+                           "Found an invalid max index: %lld (output volumes are of size %lldx%lldx%lld)",
+                           (long long)bad_index, (long long)j.g.O[0], (long long)j.g.O[1], (long long)j.g.O[2]);
   }
   return NRT_SUCCESS;
 }

@@ -261,25 +261,37 @@ typedef struct dist_ctx {
   bool oom; /* a task could not get scratch memory */
 } dist_ctx;
 
+/* A task's scratch: nrows rows of M doubles; NULL, with the launch marked
+ * out of memory, when there is none. */
+static double *dist_rows(dist_ctx *c, int64_t nrows, int64_t M) {
+  double *a = malloc((size_t)(nrows * M + 1) * sizeof(double));
+  if (!a) c->oom = true;
+  return a;
+}
+
+/* Row i of a [N, M] operand, or row (b, i) of a [B, N, M] one. */
+static void dist_row2(const dist_ctx *c, double *dst, const nrt_operand *o, int64_t i, int64_t M) {
+  load_row(dst, (const char *)o->data + i * o->strides[0], o->strides[1], o->dtype, M, c->reference);
+}
+static void dist_row3(const dist_ctx *c, double *dst, const nrt_operand *o, int64_t b, int64_t i, int64_t M) {
+  load_row(dst, (const char *)o->data + b * o->strides[0] + i * o->strides[1], o->strides[2], o->dtype, M,
+           c->reference);
+}
+
 /* CDIST: task item = (b, i) row of x1. */
 static void cdist_range(void *ctx, int64_t begin, int64_t end) {
   dist_ctx *c = ctx;
   const nrt_launch *l = c->l;
   int64_t P = l->sizes[1], R = l->sizes[2], M = l->sizes[3];
   const nrt_operand *o = &l->operands[0], *x1 = &l->operands[1], *x2 = &l->operands[2];
-  double *a = malloc((size_t)(2 * M + 1) * sizeof(double));
-  if (!a) {
-    c->oom = true;
-    return;
-  }
+  double *a = dist_rows(c, 2, M);
+  if (!a) return;
   double *bb = a + M;
   for (int64_t t = begin; t < end; t++) {
     int64_t b = t / P, i = t % P;
-    load_row(a, (const char *)x1->data + b * x1->strides[0] + i * x1->strides[1], x1->strides[2], x1->dtype, M,
-             c->reference);
+    dist_row3(c, a, x1, b, i, M);
     for (int64_t j = 0; j < R; j++) {
-      load_row(bb, (const char *)x2->data + b * x2->strides[0] + j * x2->strides[1], x2->strides[2], x2->dtype, M,
-               c->reference);
+      dist_row3(c, bb, x2, b, j, M);
       nrt_ref_store_f64(ptr3(l, 0, b, i, j), o->dtype, row_dist(a, bb, M, c->k, c->p));
     }
   }
@@ -293,23 +305,18 @@ static void cdist_backward_range(void *ctx, int64_t begin, int64_t end) {
   int64_t P = l->sizes[1], R = l->sizes[2], M = l->sizes[3];
   const nrt_operand *gx = &l->operands[0], *g = &l->operands[1], *x1 = &l->operands[2], *x2 = &l->operands[3],
                     *dist = &l->operands[4];
-  double *a = malloc((size_t)(3 * M + 1) * sizeof(double));
-  if (!a) {
-    c->oom = true;
-    return;
-  }
+  double *a = dist_rows(c, 3, M);
+  if (!a) return;
   double *bb = a + M, *acc = bb + M;
   for (int64_t t = begin; t < end; t++) {
     int64_t b = t / P, i = t % P;
-    load_row(a, (const char *)x1->data + b * x1->strides[0] + i * x1->strides[1], x1->strides[2], x1->dtype, M,
-             c->reference);
+    dist_row3(c, a, x1, b, i, M);
     for (int64_t m = 0; m < M; m++) acc[m] = 0.0;
     for (int64_t j = 0; j < R; j++) {
       double gv = nrt_ref_load_f64(ptr3(l, 1, b, i, j), g->dtype);
       double dv = nrt_ref_load_f64(ptr3(l, 4, b, i, j), dist->dtype);
       if (gv == 0.0 || dv == 0.0) continue;
-      load_row(bb, (const char *)x2->data + b * x2->strides[0] + j * x2->strides[1], x2->strides[2], x2->dtype, M,
-               c->reference);
+      dist_row3(c, bb, x2, b, j, M);
       for (int64_t m = 0; m < M; m++) acc[m] += gv * dist_grad(a[m] - bb[m], dv, c->k, c->p, dist->dtype);
     }
     for (int64_t m = 0; m < M; m++) nrt_ref_store_f64(ptr3(l, 0, b, i, m), gx->dtype, acc[m]);
@@ -326,16 +333,13 @@ static void pdist_range(void *ctx, int64_t begin, int64_t end) {
   const nrt_launch *l = c->l;
   int64_t N = l->sizes[0], M = l->sizes[1];
   const nrt_operand *o = &l->operands[0], *x = &l->operands[1];
-  double *a = malloc((size_t)(2 * M + 1) * sizeof(double));
-  if (!a) {
-    c->oom = true;
-    return;
-  }
+  double *a = dist_rows(c, 2, M);
+  if (!a) return;
   double *bb = a + M;
   for (int64_t i = begin; i < end; i++) {
-    load_row(a, (const char *)x->data + i * x->strides[0], x->strides[1], x->dtype, M, c->reference);
+    dist_row2(c, a, x, i, M);
     for (int64_t j = i + 1; j < N; j++) {
-      load_row(bb, (const char *)x->data + j * x->strides[0], x->strides[1], x->dtype, M, c->reference);
+      dist_row2(c, bb, x, j, M);
       nrt_ref_store_f64((char *)ptr1(l, 0, pair_index(i, j, N)), o->dtype, row_dist(a, bb, M, c->k, c->p));
     }
   }
@@ -348,14 +352,11 @@ static void pdist_backward_range(void *ctx, int64_t begin, int64_t end) {
   const nrt_launch *l = c->l;
   int64_t N = l->sizes[0], M = l->sizes[1];
   const nrt_operand *gx = &l->operands[0], *g = &l->operands[1], *x = &l->operands[2], *dist = &l->operands[3];
-  double *a = malloc((size_t)(3 * M + 1) * sizeof(double));
-  if (!a) {
-    c->oom = true;
-    return;
-  }
+  double *a = dist_rows(c, 3, M);
+  if (!a) return;
   double *bb = a + M, *acc = bb + M;
   for (int64_t i = begin; i < end; i++) {
-    load_row(a, (const char *)x->data + i * x->strides[0], x->strides[1], x->dtype, M, c->reference);
+    dist_row2(c, a, x, i, M);
     for (int64_t m = 0; m < M; m++) acc[m] = 0.0;
     for (int64_t j = 0; j < N; j++) {
       if (j == i) continue;
@@ -363,7 +364,7 @@ static void pdist_backward_range(void *ctx, int64_t begin, int64_t end) {
       double gv = nrt_ref_load_f64(ptr1(l, 1, k), g->dtype);
       double dv = nrt_ref_load_f64(ptr1(l, 3, k), dist->dtype);
       if (gv == 0.0 || dv == 0.0) continue;
-      load_row(bb, (const char *)x->data + j * x->strides[0], x->strides[1], x->dtype, M, c->reference);
+      dist_row2(c, bb, x, j, M);
       for (int64_t m = 0; m < M; m++) acc[m] += gv * dist_grad(a[m] - bb[m], dv, c->k, c->p, dist->dtype);
     }
     for (int64_t m = 0; m < M; m++) nrt_ref_store_f64(ptr2(l, 0, i, m), gx->dtype, acc[m]);

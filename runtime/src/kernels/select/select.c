@@ -12,7 +12,6 @@
  * thread, and where it is cheap a different algorithm: rank counting
  * instead of sorting, linear instead of binary search), which the C tests
  * compare. */
-#include <stdatomic.h>
 #include <stdlib.h>
 #include "kernels/common/common.h"
 #include "nrt/ops/select.h"
@@ -86,63 +85,12 @@ static void store_index(char *dst, nrt_dtype dt, int64_t v) {
 }
 
 /* ---- rows ------------------------------------------------------------------
- * Pointers of operands [0, nops) at the first element of row r (row-major
- * over the leading ndim - 1 dims). */
-static void row_start(const nrt_launch *l, int nops, int64_t r, char **ptr) {
-  for (int k = 0; k < nops; k++) ptr[k] = l->operands[k].data;
-  for (int d = l->ndim - 2; d >= 0; d--) {
-    int64_t i = r % l->sizes[d];
-    r /= l->sizes[d];
-    for (int k = 0; k < nops; k++) ptr[k] += i * l->operands[k].strides[d];
-  }
-}
+ * Row ops run on the shared row runner (kernels/common/rows.h); ctx points
+ * at whether the reference path runs (one thread, its own algorithm). */
+static inline bool job_ref(const nrt_rows_job *j) { return *(const bool *)j->ctx; }
 
-typedef struct row_geom {
-  int64_t rows, len;
-  int64_t st[4]; /* byte stride of each operand along the row */
-} row_geom;
-
-static row_geom geom_of(const nrt_launch *l, int nops) {
-  row_geom g;
-  memset(&g, 0, sizeof g);
-  g.len = l->ndim > 0 ? l->sizes[l->ndim - 1] : 1;
-  g.rows = 1;
-  for (int d = 0; d + 1 < l->ndim; d++) g.rows *= l->sizes[d];
-  for (int k = 0; k < nops && k < 4; k++) g.st[k] = l->ndim > 0 ? l->operands[k].strides[l->ndim - 1] : 0;
-  return g;
-}
-
-/* A parallel row job: fn handles rows [begin, end) with scratch of
- * `scratch` bytes; a failed allocation is reported through `failed`. */
-typedef struct row_job {
-  const nrt_launch *l;
-  row_geom g;
-  size_t scratch;
-  void (*fn)(const struct row_job *j, int64_t r, void *scratch);
-  atomic_int failed;
-} row_job;
-
-static void row_job_range(void *ctx, int64_t begin, int64_t end) {
-  row_job *j = ctx;
-  void *s = malloc(j->scratch ? j->scratch : 1);
-  if (!s) {
-    atomic_store(&j->failed, 1);
-    return;
-  }
-  for (int64_t r = begin; r < end; r++) j->fn(j, r, s);
-  free(s);
-}
-
-static nrt_status run_rows(row_job *j, bool parallel) {
-  atomic_init(&j->failed, 0);
-  if (j->g.rows == 0) return NRT_SUCCESS;
-  if (parallel) {
-    int64_t grain = j->g.len >= SELECT_GRAIN ? 1 : SELECT_GRAIN / (j->g.len ? j->g.len : 1);
-    nrt_parallel_for(j->g.rows, grain, row_job_range, j);
-  } else {
-    row_job_range(j, 0, j->g.rows);
-  }
-  return atomic_load(&j->failed) ? oom(j->l) : NRT_SUCCESS;
+static nrt_status run_rows(nrt_rows_job *j) {
+  return nrt_rows_run(j, SELECT_GRAIN, !job_ref(j)) ? NRT_SUCCESS : oom(j->l);
 }
 
 /* ---- CUMMAX / CUMMIN ------------------------------------------------------- */
@@ -155,13 +103,26 @@ static inline bool scan_takes(uint64_t x, uint64_t h, bool fl, bool is_max) {
   return is_max ? x >= h : x <= h;
 }
 
-static void cumext_row(const row_job *j, int64_t r, void *scratch) {
+static void cumext_row(const nrt_rows_job *j, int64_t r, char *const *ptr, void *scratch) {
   const nrt_launch *l = j->l;
-  char *ptr[3];
-  row_start(l, 3, r, ptr);
   nrt_dtype dt = l->operands[SCAN_IN].dtype, ix = l->operands[SCAN_INDICES].dtype;
   bool fl = nrt_dtype_is_floating(dt), is_max = (int)l->op == (int)NRT_OP(CUMMAX);
   int64_t es = (int64_t)nrt_dtype_size(dt), n = j->g.len;
+  if (job_ref(j)) {
+    /* Reference: per output position, scan the prefix again from its
+     * start (quadratic, independent of the running state of the fast
+     * path). */
+    char *row = scratch;
+    for (int64_t i = 0; i < n; i++) memcpy(row + i * es, ptr[SCAN_IN] + i * j->g.st[SCAN_IN], (size_t)es);
+    for (int64_t i = 0; i < n; i++) {
+      int64_t idx = 0;
+      for (int64_t t = 1; t <= i; t++)
+        if (scan_takes(ref_key(row + t * es, dt), ref_key(row + idx * es, dt), fl, is_max)) idx = t;
+      memcpy(ptr[SCAN_VALUES] + i * j->g.st[SCAN_VALUES], row + idx * es, (size_t)es);
+      nrt_ref_store_i64(ptr[SCAN_INDICES] + i * j->g.st[SCAN_INDICES], ix, idx);
+    }
+    return;
+  }
   uint64_t *key = scratch;
   load_keys(key, ptr[SCAN_IN], j->g.st[SCAN_IN], dt, n);
   /* Read the whole row before writing: values may alias the input. */
@@ -180,39 +141,19 @@ static void cumext_row(const row_job *j, int64_t r, void *scratch) {
   }
 }
 
-/* Reference: per output position, scan the prefix again from its start
- * (quadratic, independent of the running state of the fast path). */
-static void cumext_row_ref(const row_job *j, int64_t r, void *scratch) {
-  const nrt_launch *l = j->l;
-  char *ptr[3];
-  row_start(l, 3, r, ptr);
-  nrt_dtype dt = l->operands[SCAN_IN].dtype, ix = l->operands[SCAN_INDICES].dtype;
-  bool fl = nrt_dtype_is_floating(dt), is_max = (int)l->op == (int)NRT_OP(CUMMAX);
-  int64_t es = (int64_t)nrt_dtype_size(dt), n = j->g.len;
-  char *row = scratch;
-  for (int64_t i = 0; i < n; i++) memcpy(row + i * es, ptr[SCAN_IN] + i * j->g.st[SCAN_IN], (size_t)es);
-  for (int64_t i = 0; i < n; i++) {
-    int64_t idx = 0;
-    for (int64_t t = 1; t <= i; t++)
-      if (scan_takes(ref_key(row + t * es, dt), ref_key(row + idx * es, dt), fl, is_max)) idx = t;
-    memcpy(ptr[SCAN_VALUES] + i * j->g.st[SCAN_VALUES], row + idx * es, (size_t)es);
-    nrt_ref_store_i64(ptr[SCAN_INDICES] + i * j->g.st[SCAN_INDICES], ix, idx);
-  }
-}
-
 static nrt_status cumext_op(const nrt_launch *l) {
   nrt_status st = check_counts(l, 2);
   if (st == NRT_SUCCESS) st = check_index_dtype(l, SCAN_INDICES);
   if (st != NRT_SUCCESS) return st;
   if (l->operands[SCAN_VALUES].dtype != l->operands[SCAN_IN].dtype)
     return nrt_kernel_fail(NRT_ERROR_INVALID_ARGUMENT, "%s: values must have the input's dtype", nrt_op_name(l->op));
-  row_job j = {.l = l, .g = geom_of(l, 3)};
+  bool ref = nrt_kernels_reference();
+  nrt_rows_job j = {.l = l, .ctx = &ref, .nops = 3, .row = cumext_row};
+  nrt_rows_init(&j.g, l);
   if (j.g.len == 0) return NRT_SUCCESS;
   size_t es = nrt_dtype_size(l->operands[SCAN_IN].dtype);
-  bool ref = nrt_kernels_reference();
-  j.fn = ref ? cumext_row_ref : cumext_row;
   j.scratch = ref ? (size_t)j.g.len * es : (size_t)j.g.len * 8 + es;
-  return run_rows(&j, !ref);
+  return run_rows(&j);
 }
 
 /* ---- LOGCUMSUMEXP ------------------------------------------------------------
@@ -226,25 +167,18 @@ static inline double log_add_exp(double a, double b) {
   return mx + log1p(exp(mn - mx));
 }
 
-static void lcse_row(const row_job *j, int64_t r, void *scratch) {
+static void lcse_row(const nrt_rows_job *j, int64_t r, char *const *ptr, void *scratch) {
   const nrt_launch *l = j->l;
-  char *ptr[2];
-  row_start(l, 2, r, ptr);
   double *v = scratch;
   int64_t n = j->g.len;
-  nrt_load_f64(v, ptr[1], j->g.st[1], l->operands[1].dtype, n);
-  double acc = -INFINITY;
-  for (int64_t i = 0; i < n; i++) v[i] = acc = log_add_exp(acc, v[i]);
-  nrt_store_f64(ptr[0], j->g.st[0], l->operands[0].dtype, v, n);
-}
-
-/* Reference: each output from scratch, shifting by the prefix maximum. */
-static void lcse_row_ref(const row_job *j, int64_t r, void *scratch) {
-  const nrt_launch *l = j->l;
-  char *ptr[2];
-  row_start(l, 2, r, ptr);
-  double *v = scratch;
-  int64_t n = j->g.len;
+  if (!job_ref(j)) {
+    nrt_load_f64(v, ptr[1], j->g.st[1], l->operands[1].dtype, n);
+    double acc = -INFINITY;
+    for (int64_t i = 0; i < n; i++) v[i] = acc = log_add_exp(acc, v[i]);
+    nrt_store_f64(ptr[0], j->g.st[0], l->operands[0].dtype, v, n);
+    return;
+  }
+  /* Reference: each output from scratch, shifting by the prefix maximum. */
   for (int64_t i = 0; i < n; i++) v[i] = nrt_ref_load_f64(ptr[1] + i * j->g.st[1], l->operands[1].dtype);
   for (int64_t i = 0; i < n; i++) {
     double mx = -INFINITY;
@@ -270,12 +204,12 @@ static nrt_status lcse_op(const nrt_launch *l) {
   if (st != NRT_SUCCESS) return st;
   if (!nrt_dtype_is_floating(l->operands[1].dtype) || !nrt_dtype_is_floating(l->operands[0].dtype))
     return nrt_kernel_fail(NRT_ERROR_INVALID_ARGUMENT, "LOGCUMSUMEXP: operands must be floating");
-  row_job j = {.l = l, .g = geom_of(l, 2)};
-  if (j.g.len == 0) return NRT_SUCCESS;
   bool ref = nrt_kernels_reference();
-  j.fn = ref ? lcse_row_ref : lcse_row;
+  nrt_rows_job j = {.l = l, .ctx = &ref, .nops = 2, .row = lcse_row};
+  nrt_rows_init(&j.g, l);
+  if (j.g.len == 0) return NRT_SUCCESS;
   j.scratch = (size_t)j.g.len * sizeof(double);
-  return run_rows(&j, !ref);
+  return run_rows(&j);
 }
 
 /* ---- ORDER_STAT -------------------------------------------------------------- */
@@ -291,59 +225,18 @@ static int64_t os_rank(int64_t stat, int64_t k, int64_t n, int64_t nans) {
   }
 }
 
-static void os_write(const row_job *j, char **ptr, int64_t idx) {
+static void os_write(const nrt_rows_job *j, char *const *ptr, int64_t idx) {
   const nrt_launch *l = j->l;
   size_t es = nrt_dtype_size(l->operands[OS_IN].dtype);
   memcpy(ptr[OS_VALUE], ptr[OS_IN] + idx * j->g.st[OS_IN], es);
   store_index(ptr[OS_INDEX], l->operands[OS_INDEX].dtype, idx);
 }
 
-static void os_row(const row_job *j, int64_t r, void *scratch) {
-  const nrt_launch *l = j->l;
-  char *ptr[3];
-  row_start(l, 3, r, ptr);
-  nrt_dtype dt = l->operands[OS_IN].dtype;
-  bool fl = nrt_dtype_is_floating(dt);
-  int64_t n = j->g.len, stat = l->params[0];
-  nrt_sort_pair *a = scratch, *tmp = a + n;
-  uint64_t *key = (uint64_t *)(tmp + n);
-  load_keys(key, ptr[OS_IN], j->g.st[OS_IN], dt, n);
-  int64_t nans = 0;
-  for (int64_t i = 0; i < n; i++) {
-    a[i].key = key[i];
-    a[i].idx = i;
-    nans += key_is_nan(key[i], fl);
-  }
-  nrt_sort_pair *s = nrt_sort_pairs_stable(a, tmp, n);
-  if (stat != OS_MODE) {
-    os_write(j, ptr, s[os_rank(stat, l->params[1], n, nans)].idx);
-    return;
-  }
-  /* Mode: the first longest run of equal keys (NaN equals nothing). */
-  int64_t best = 0, best_len = 0, run = 0;
-  for (int64_t i = 0; i < n; i++) {
-    run++;
-    if (i == n - 1 || s[i].key != s[i + 1].key || key_is_nan(s[i].key, fl)) {
-      if (run > best_len) {
-        best_len = run;
-        best = i;
-      }
-      run = 0;
-    }
-  }
-  /* The run is in stable order, so its end is the last occurrence. */
-  os_write(j, ptr, s[best].idx);
-}
-
 /* Reference: ranks by counting. Element t's stable rank is the number of
  * smaller keys plus the equal keys before it. */
-static void os_row_ref(const row_job *j, int64_t r, void *scratch) {
+static void os_row_ref(const nrt_rows_job *j, char *const *ptr, void *scratch, nrt_dtype dt, bool fl, int64_t n,
+                       int64_t stat) {
   const nrt_launch *l = j->l;
-  char *ptr[3];
-  row_start(l, 3, r, ptr);
-  nrt_dtype dt = l->operands[OS_IN].dtype;
-  bool fl = nrt_dtype_is_floating(dt);
-  int64_t n = j->g.len, stat = l->params[0];
   uint64_t *key = scratch;
   int64_t nans = 0;
   for (int64_t i = 0; i < n; i++) {
@@ -380,23 +273,62 @@ static void os_row_ref(const row_job *j, int64_t r, void *scratch) {
   os_write(j, ptr, best);
 }
 
+static void os_row(const nrt_rows_job *j, int64_t r, char *const *ptr, void *scratch) {
+  const nrt_launch *l = j->l;
+  nrt_dtype dt = l->operands[OS_IN].dtype;
+  bool fl = nrt_dtype_is_floating(dt);
+  int64_t n = j->g.len, stat = l->params[0];
+  if (job_ref(j)) {
+    os_row_ref(j, ptr, scratch, dt, fl, n, stat);
+    return;
+  }
+  nrt_sort_pair *a = scratch, *tmp = a + n;
+  uint64_t *key = (uint64_t *)(tmp + n);
+  load_keys(key, ptr[OS_IN], j->g.st[OS_IN], dt, n);
+  int64_t nans = 0;
+  for (int64_t i = 0; i < n; i++) {
+    a[i].key = key[i];
+    a[i].idx = i;
+    nans += key_is_nan(key[i], fl);
+  }
+  nrt_sort_pair *s = nrt_sort_pairs_stable(a, tmp, n);
+  if (stat != OS_MODE) {
+    os_write(j, ptr, s[os_rank(stat, l->params[1], n, nans)].idx);
+    return;
+  }
+  /* Mode: the first longest run of equal keys (NaN equals nothing). */
+  int64_t best = 0, best_len = 0, run = 0;
+  for (int64_t i = 0; i < n; i++) {
+    run++;
+    if (i == n - 1 || s[i].key != s[i + 1].key || key_is_nan(s[i].key, fl)) {
+      if (run > best_len) {
+        best_len = run;
+        best = i;
+      }
+      run = 0;
+    }
+  }
+  /* The run is in stable order, so its end is the last occurrence. */
+  os_write(j, ptr, s[best].idx);
+}
+
 static nrt_status order_stat_op(const nrt_launch *l) {
   nrt_status st = check_counts(l, 2);
   if (st == NRT_SUCCESS) st = check_index_dtype(l, OS_INDEX);
   if (st != NRT_SUCCESS) return st;
   if (l->operands[OS_VALUE].dtype != l->operands[OS_IN].dtype)
     return nrt_kernel_fail(NRT_ERROR_INVALID_ARGUMENT, "ORDER_STAT: the value must have the input's dtype");
-  row_job j = {.l = l, .g = geom_of(l, 3)};
+  bool ref = nrt_kernels_reference();
+  nrt_rows_job j = {.l = l, .ctx = &ref, .nops = 3, .row = os_row};
+  nrt_rows_init(&j.g, l);
   if (l->params[0] < OS_KTH || l->params[0] > OS_MODE)
     return nrt_kernel_fail(NRT_ERROR_INVALID_ARGUMENT,
                            "ORDER_STAT: unknown statistic p0 = %lld", (long long)l->params[0]);
   if (j.g.len == 0 || (l->params[0] == OS_KTH && (l->params[1] < 0 || l->params[1] >= j.g.len)))
     return nrt_kernel_fail(NRT_ERROR_INVALID_ARGUMENT, "ORDER_STAT: k = %lld out of range for rows of %lld",
                            (long long)l->params[1], (long long)j.g.len);
-  bool ref = nrt_kernels_reference();
-  j.fn = ref ? os_row_ref : os_row;
   j.scratch = (size_t)j.g.len * (ref ? 8 : 2 * sizeof(nrt_sort_pair) + 8);
-  return run_rows(&j, !ref);
+  return run_rows(&j);
 }
 
 /* ---- UNIQUE_SLICES -------------------------------------------------------------

@@ -8,6 +8,7 @@
  * so it is accurate for any x; K's and Ai's series cancel, losing about
  * exp(2x) / 1e16 relative, hence the crossovers chosen below. */
 #include <math.h>
+#include <stdbool.h>
 #include "kernels/pointwise/special/special.h"
 
 #define SF_PI 3.14159265358979323846
@@ -106,26 +107,20 @@ static double k_scaled_asym(double x, int nu) {
   if ((x) == 0) return INFINITY;          \
   if ((x) < 0) return NAN;
 
-double nrt_sf_k0(double x) {
+/* K_nu(x), or with scaled exp(x) K_nu(x), for nu = 0, 1. */
+static double k_nu(double x, int nu, bool scaled) {
   K_EDGES(x)
-  if (x <= K_ASYM_FROM) return k0_series(x);
-  return exp(-x) * k_scaled_asym(x, 0);
+  if (x <= K_ASYM_FROM) {
+    double k = nu ? k1_series(x) : k0_series(x);
+    return scaled ? exp(x) * k : k;
+  }
+  return scaled ? k_scaled_asym(x, nu) : exp(-x) * k_scaled_asym(x, nu);
 }
-double nrt_sf_k0e(double x) {
-  K_EDGES(x)
-  if (x <= K_ASYM_FROM) return exp(x) * k0_series(x);
-  return k_scaled_asym(x, 0);
-}
-double nrt_sf_k1(double x) {
-  K_EDGES(x)
-  if (x <= K_ASYM_FROM) return k1_series(x);
-  return exp(-x) * k_scaled_asym(x, 1);
-}
-double nrt_sf_k1e(double x) {
-  K_EDGES(x)
-  if (x <= K_ASYM_FROM) return exp(x) * k1_series(x);
-  return k_scaled_asym(x, 1);
-}
+
+double nrt_sf_k0(double x) { return k_nu(x, 0, false); }
+double nrt_sf_k0e(double x) { return k_nu(x, 0, true); }
+double nrt_sf_k1(double x) { return k_nu(x, 1, false); }
+double nrt_sf_k1e(double x) { return k_nu(x, 1, true); }
 
 /* ---- Airy Ai ----------------------------------------------------------------- */
 

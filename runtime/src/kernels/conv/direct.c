@@ -1,0 +1,158 @@
+/* The convolution's direct path (few output channels per group, see
+ * conv.c). Depthwise-style convolutions have almost nothing to reuse, so a
+ * GEMM tile would be mostly padding. These work tap by tap over whole
+ * planes held as dense float32: for each tap and output row, a
+ * unit-stride (or strided) axpy between an input row and an output row.
+ * Tasks: (image, group) for the forward and input gradient, group for the
+ * weight gradient (it sums over images). */
+#pragma GCC optimize("O3,no-trapping-math,no-math-errno")
+#include "kernels/conv/conv.h"
+
+/* Loads (store = false) or stores `nc` channel planes of image n, channels
+ * from c0, as dense float [nc][extent] (extent e[3]). */
+static void planes_io(const nrt_operand *o, const int64_t *e, int64_t n, int64_t c0, int64_t nc, float *buf,
+                      bool store) {
+  int64_t npix = e[0] * e[1] * e[2];
+  for (int64_t c = 0; c < nc; c++) nrt_conv_act_cols(o, e, c0 + c, n * npix, npix, buf + c * npix, store);
+}
+
+/* nc dense planes of npix set to bias[c0 + c] (or 0). */
+static void planes_fill(float *buf, int64_t nc, int64_t npix, const nrt_operand *bias, int64_t c0) {
+  for (int64_t c = 0; c < nc; c++) {
+    float v = bias ? nrt_conv_load1(bias, c0 + c) : 0.0f;
+    for (int64_t i = 0; i < npix; i++) buf[c * npix + i] = v;
+  }
+}
+
+/* Calls body(tap, out row index ro, input row pointer offset ri) for every
+ * output row whose tap row lies inside the input, with the tap's valid
+ * output columns [t.lo, t.hi). */
+#define FOR_TAP_ROWS(g, t, ro, ri, ...)                                                        \
+  for (int64_t od_ = 0; od_ < (g)->O[0]; od_++) {                                              \
+    int64_t id_ = od_ * (g)->S[0] + (t).off[0];                                                \
+    if (id_ < 0 || id_ >= (g)->I[0]) continue;                                                 \
+    for (int64_t oh_ = 0; oh_ < (g)->O[1]; oh_++) {                                            \
+      int64_t ih_ = oh_ * (g)->S[1] + (t).off[1];                                              \
+      if (ih_ < 0 || ih_ >= (g)->I[1]) continue;                                               \
+      int64_t ro = (od_ * (g)->O[1] + oh_) * (g)->O[2];                                        \
+      int64_t ri = (id_ * (g)->I[1] + ih_) * (g)->I[2] + (t).off[2];                           \
+      __VA_ARGS__                                                                              \
+    }                                                                                          \
+  }
+
+/* Dense planes of one (image, group): x [Cig][LI], y [Cog][L], weights
+ * [Cog][Kdim]; and nacc doubles. */
+static bool direct_alloc(nrt_conv_plan *p, nrt_conv_bufs *w, int64_t nacc) {
+  const nrt_conv_geom *g = p->g;
+  return nrt_conv_bufs_alloc(p, w, 4, (const int64_t[]){g->Cig * g->LI, g->Cog * g->L, g->Cog * g->Kdim, 2 * nacc});
+}
+
+/* Tasks (image, group) of the forward (y = sum over taps of w * x rows)
+ * and of the input gradient (x = sum over taps of w * y rows, scattered
+ * back through the same rows): the two passes differ only in which planes
+ * are the input and which start at the bias and accumulate. */
+static void direct_images(nrt_conv_plan *p, int64_t begin, int64_t end, bool backward) {
+  const nrt_conv_geom *g = p->g;
+  const nrt_launch *l = p->l;
+  const nrt_operand *out = &l->operands[0], *in = &l->operands[1], *w = &l->operands[2];
+  const nrt_operand *bias = l->ninputs == 3 ? &l->operands[3] : NULL;
+  nrt_conv_bufs bufs;
+  if (!direct_alloc(p, &bufs, 0)) return;
+  float *bx = bufs.b[0], *by = bufs.b[1], *bw = bufs.b[2];
+  const int64_t S2 = g->S[2];
+  for (int64_t task = begin; task < end; task++) {
+    int64_t n = task / g->G, grp = task % g->G;
+    for (int64_t co = 0; co < g->Cog; co++)
+      nrt_conv_w_row(g, w, grp * g->Cog + co, 0, g->Kdim, bw + co * g->Kdim, false);
+    if (!backward) {
+      planes_fill(by, g->Cog, g->L, bias, grp * g->Cog);
+      planes_io(in, g->I, n, grp * g->Cig, g->Cig, bx, false);
+    } else {
+      planes_fill(bx, g->Cig, g->LI, bias, grp * g->Cig);
+      planes_io(in, g->O, n, grp * g->Cog, g->Cog, by, false);
+    }
+    for (int64_t kk = 0; kk < g->Kdim; kk++) {
+      nrt_conv_tap t;
+      nrt_conv_tap_init(g, kk, &t);
+      float *xc = bx + t.ci * g->LI;
+      FOR_TAP_ROWS(g, t, ro, ri, {
+        for (int64_t co = 0; co < g->Cog; co++) {
+          float wv = bw[co * g->Kdim + kk], *yr = by + co * g->L + ro, *xr = xc + ri;
+          if (!backward && S2 == 1) {
+            for (int64_t ow = t.lo; ow < t.hi; ow++) yr[ow] += wv * xr[ow];
+          } else if (!backward) {
+            for (int64_t ow = t.lo; ow < t.hi; ow++) yr[ow] += wv * xr[ow * S2];
+          } else if (S2 == 1) {
+            for (int64_t ow = t.lo; ow < t.hi; ow++) xr[ow] += wv * yr[ow];
+          } else {
+            for (int64_t ow = t.lo; ow < t.hi; ow++) xr[ow * S2] += wv * yr[ow];
+          }
+        }
+      })
+    }
+    if (!backward) planes_io(out, g->O, n, grp * g->Cog, g->Cog, by, true);
+    else planes_io(out, g->I, n, grp * g->Cig, g->Cig, bx, true);
+  }
+  nrt_conv_bufs_free(&bufs);
+}
+
+static void direct_fwd(void *ctx, int64_t begin, int64_t end) { direct_images(ctx, begin, end, false); }
+static void direct_bwdi(void *ctx, int64_t begin, int64_t end) { direct_images(ctx, begin, end, true); }
+
+/* Tasks: groups. Each (tap, output channel) sums dy * x over every image's
+ * rows, eight partial sums per row, in double across rows and images. */
+static void direct_bwdw(void *ctx, int64_t begin, int64_t end) {
+  nrt_conv_plan *p = ctx;
+  const nrt_conv_geom *g = p->g;
+  const nrt_launch *l = p->l;
+  const nrt_operand *gw = &l->operands[0], *gy = &l->operands[1], *x = &l->operands[2];
+  nrt_conv_bufs bufs;
+  if (!direct_alloc(p, &bufs, g->Cog * g->Kdim)) return;
+  float *bx = bufs.b[0], *by = bufs.b[1], *bw = bufs.b[2];
+  double *acc = (double *)bufs.b[3];
+  const int64_t S2 = g->S[2];
+  for (int64_t grp = begin; grp < end; grp++) {
+    for (int64_t i = 0; i < g->Cog * g->Kdim; i++) acc[i] = 0.0;
+    for (int64_t n = 0; n < g->N; n++) {
+      planes_io(x, g->I, n, grp * g->Cig, g->Cig, bx, false);
+      planes_io(gy, g->O, n, grp * g->Cog, g->Cog, by, false);
+      for (int64_t kk = 0; kk < g->Kdim; kk++) {
+        nrt_conv_tap t;
+        nrt_conv_tap_init(g, kk, &t);
+        const float *xc = bx + t.ci * g->LI;
+        for (int64_t co = 0; co < g->Cog; co++) {
+          float sum = 0.0f;
+          FOR_TAP_ROWS(g, t, ro, ri, {
+            const float *dy = by + co * g->L + ro, *src = xc + ri;
+            float s8[8] = {0};
+            int64_t ow = t.lo;
+            if (S2 == 1) {
+              for (; ow + 8 <= t.hi; ow += 8)
+                for (int v = 0; v < 8; v++) s8[v] += dy[ow + v] * src[ow + v];
+            }
+            for (; ow < t.hi; ow++) s8[0] += dy[ow] * src[ow * S2];
+            sum += ((s8[0] + s8[1]) + (s8[2] + s8[3])) + ((s8[4] + s8[5]) + (s8[6] + s8[7]));
+          })
+          acc[co * g->Kdim + kk] += sum;
+        }
+      }
+    }
+    for (int64_t co = 0; co < g->Cog; co++) {
+      for (int64_t kk = 0; kk < g->Kdim; kk++) bw[kk] = (float)acc[co * g->Kdim + kk];
+      nrt_conv_w_row(g, gw, grp * g->Cog + co, 0, g->Kdim, bw, true);
+    }
+  }
+  nrt_conv_bufs_free(&bufs);
+}
+
+nrt_status nrt_conv_direct(const nrt_conv_geom *g, const nrt_launch *l) {
+  nrt_conv_plan p = {.g = g, .l = l};
+  int64_t work = (g->L + g->LI) * (g->Cog + g->Cig) * g->KK;
+  int64_t grain = work >= 65536 ? 1 : 65536 / (work + 1) + 1;
+  switch ((int)l->op) {
+  case NRT_OP(CONV): nrt_parallel_for(g->N * g->G, grain, direct_fwd, &p); break;
+  case NRT_OP(CONV_BACKWARD_INPUT): nrt_parallel_for(g->N * g->G, grain, direct_bwdi, &p); break;
+  default: nrt_parallel_for(g->G, 1, direct_bwdw, &p); break;
+  }
+  return nrt_conv_plan_status(&p, "work buffers");
+}

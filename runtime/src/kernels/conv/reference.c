@@ -1,0 +1,139 @@
+/* The convolution's reference path, all three passes as plain loop nests
+ * (see conv.c): values in double in the float domain (inputs at float32
+ * precision, as the device computes), in wrapping int64 in the integer
+ * domain (PyTorch's CPU convolves integers too; narrowing the int64 sum
+ * on store gives the same bits as accumulating in the type). It also
+ * serves the degenerate shapes and the integer dtypes. */
+#pragma GCC optimize("O3,no-trapping-math,no-math-errno")
+#include "kernels/conv/conv.h"
+
+typedef struct rval {
+  double f;
+  int64_t i;
+} rval;
+
+static const char *ref_at(const nrt_operand *o, const int64_t *idx, int nidx) {
+  const char *p = o->data;
+  for (int i = 0; i < nidx; i++) p += idx[i] * o->strides[i];
+  return p;
+}
+
+static rval ref_ld(const nrt_operand *o, const int64_t *idx, int nidx, bool ints) {
+  rval v = {0.0, 0};
+  if (ints) v.i = nrt_ref_load_i64(ref_at(o, idx, nidx), o->dtype);
+  else v.f = (float)nrt_ref_load_f64(ref_at(o, idx, nidx), o->dtype);
+  return v;
+}
+
+static void ref_st(const nrt_operand *o, const int64_t *idx, int nidx, rval v, bool ints) {
+  char *p = (char *)ref_at(o, idx, nidx);
+  if (ints) nrt_ref_store_i64(p, o->dtype, v.i);
+  else nrt_ref_store_f64(p, o->dtype, v.f);
+}
+
+static inline void ref_mac(rval *acc, rval a, rval b, bool ints) {
+  if (ints) acc->i = nrt_wadd(acc->i, nrt_wmul(a.i, b.i));
+  else acc->f += a.f * b.f;
+}
+
+/* Input position of output position o[3] through tap k[3]; false in padding. */
+static bool ref_in(const nrt_conv_geom *g, const int64_t *o, const int64_t *k, int64_t *in) {
+  for (int i = 0; i < 3; i++) {
+    in[i] = o[i] * g->S[i] - g->P[i] + k[i] * g->D[i];
+    if (in[i] < 0 || in[i] >= g->I[i]) return false;
+  }
+  return true;
+}
+
+#define FOR3(v, ext)                          \
+  for (v[0] = 0; v[0] < (ext)[0]; v[0]++)   \
+    for (v[1] = 0; v[1] < (ext)[1]; v[1]++) \
+      for (v[2] = 0; v[2] < (ext)[2]; v[2]++)
+
+static void ref_forward(const nrt_conv_geom *g, const nrt_launch *l, bool ints) {
+  const nrt_operand *y = &l->operands[0], *x = &l->operands[1], *w = &l->operands[2];
+  const nrt_operand *bias = l->ninputs == 3 ? &l->operands[3] : NULL;
+  int64_t o[3], k[3], in[3];
+  for (int64_t n = 0; n < g->N; n++)
+    for (int64_t c = 0; c < g->G * g->Cog; c++) {
+      int64_t grp = c / g->Cog;
+      FOR3(o, g->O) {
+        rval acc = {0.0, 0};
+        if (bias) acc = ref_ld(bias, &c, 1, ints);
+        for (int64_t ci = 0; ci < g->Cig; ci++)
+          FOR3(k, g->K) {
+            if (!ref_in(g, o, k, in)) continue;
+            int64_t xi[5] = {n, grp * g->Cig + ci, in[0], in[1], in[2]};
+            int64_t wi[5] = {c, ci, k[0], k[1], k[2]};
+            ref_mac(&acc, ref_ld(x, xi, 5, ints), ref_ld(w, wi, 5, ints), ints);
+          }
+        int64_t yi[5] = {n, c, o[0], o[1], o[2]};
+        ref_st(y, yi, 5, acc, ints);
+      }
+    }
+}
+
+static nrt_status ref_backward_input(const nrt_conv_geom *g, const nrt_launch *l, bool ints) {
+  const nrt_operand *gx = &l->operands[0], *gy = &l->operands[1], *w = &l->operands[2];
+  const nrt_operand *bias = l->ninputs == 3 ? &l->operands[3] : NULL;
+  rval *acc = malloc(sizeof(rval) * (size_t)(g->Cig * g->LI + 1));
+  if (!acc) return NRT_ERROR_OUT_OF_MEMORY;
+  int64_t o[3], k[3], in[3], i3[3];
+  for (int64_t n = 0; n < g->N; n++)
+    for (int64_t grp = 0; grp < g->G; grp++) {
+      for (int64_t ci = 0; ci < g->Cig; ci++) {
+        int64_t c = grp * g->Cig + ci;
+        rval b = {0.0, 0};
+        if (bias) b = ref_ld(bias, &c, 1, ints);
+        for (int64_t i = 0; i < g->LI; i++) acc[ci * g->LI + i] = b;
+      }
+      for (int64_t co = 0; co < g->Cog; co++)
+        FOR3(o, g->O) {
+          int64_t yi[5] = {n, grp * g->Cog + co, o[0], o[1], o[2]};
+          rval dy = ref_ld(gy, yi, 5, ints);
+          for (int64_t ci = 0; ci < g->Cig; ci++)
+            FOR3(k, g->K) {
+              if (!ref_in(g, o, k, in)) continue;
+              int64_t wi[5] = {grp * g->Cog + co, ci, k[0], k[1], k[2]};
+              ref_mac(&acc[ci * g->LI + (in[0] * g->I[1] + in[1]) * g->I[2] + in[2]], dy, ref_ld(w, wi, 5, ints),
+                      ints);
+            }
+        }
+      for (int64_t ci = 0; ci < g->Cig; ci++)
+        FOR3(i3, g->I) {
+          int64_t xi[5] = {n, grp * g->Cig + ci, i3[0], i3[1], i3[2]};
+          ref_st(gx, xi, 5, acc[ci * g->LI + (i3[0] * g->I[1] + i3[1]) * g->I[2] + i3[2]], ints);
+        }
+    }
+  free(acc);
+  return NRT_SUCCESS;
+}
+
+static void ref_backward_weight(const nrt_conv_geom *g, const nrt_launch *l, bool ints) {
+  const nrt_operand *gw = &l->operands[0], *gy = &l->operands[1], *x = &l->operands[2];
+  int64_t o[3], k[3], in[3];
+  for (int64_t c = 0; c < g->G * g->Cog; c++) {
+    int64_t grp = c / g->Cog;
+    for (int64_t ci = 0; ci < g->Cig; ci++)
+      FOR3(k, g->K) {
+        rval acc = {0.0, 0};
+        for (int64_t n = 0; n < g->N; n++)
+          FOR3(o, g->O) {
+            if (!ref_in(g, o, k, in)) continue;
+            int64_t yi[5] = {n, c, o[0], o[1], o[2]};
+            int64_t xi[5] = {n, grp * g->Cig + ci, in[0], in[1], in[2]};
+            ref_mac(&acc, ref_ld(gy, yi, 5, ints), ref_ld(x, xi, 5, ints), ints);
+          }
+        int64_t wi[5] = {c, ci, k[0], k[1], k[2]};
+        ref_st(gw, wi, 5, acc, ints);
+      }
+  }
+}
+
+nrt_status nrt_conv_reference(const nrt_conv_geom *g, const nrt_launch *l, bool ints) {
+  switch ((int)l->op) {
+  case NRT_OP(CONV): ref_forward(g, l, ints); return NRT_SUCCESS;
+  case NRT_OP(CONV_BACKWARD_INPUT): return ref_backward_input(g, l, ints);
+  default: ref_backward_weight(g, l, ints); return NRT_SUCCESS;
+  }
+}
