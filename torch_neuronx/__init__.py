@@ -31,6 +31,7 @@ __all__ = [
     "clear_op_tracking",
     "native_ops",
     "device_count",
+    "env_vars",
 ]
 
 _BACKEND = "neuron"
@@ -100,6 +101,13 @@ def clear_op_tracking() -> None:
 def native_ops() -> list[str]:
     """Every ATen op with a native neuron kernel (the registration table)."""
     return sorted(set(_C._native_ops()))
+
+
+def env_vars() -> list[dict]:
+    """Every environment variable the project reads (the runtime's one table):
+    name, type, default, which part acts on it, help, and the value read at
+    start-up (``None`` when unset). docs/env-vars.md is generated from it."""
+    return [dict(row) for row in _C._env_table()]
 
 
 def device_count() -> int:

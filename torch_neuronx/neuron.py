@@ -9,11 +9,13 @@ from __future__ import annotations
 import collections
 import contextlib
 import os
+import time
 from typing import Any, Iterator, Optional, Union
 
 import torch
 
 from . import _C
+from . import memory  # noqa: F401  (torch.neuron.memory, as torch.cuda.memory)
 
 _DeviceLike = Union[torch.device, str, int, None]
 
@@ -197,6 +199,31 @@ class Event(metaclass=_NeuronTypeMeta):
                            blocking=blocking, interprocess=interprocess)
 
 
+class ExternalStream(metaclass=_NeuronTypeMeta):
+    """A neuron stream given by its runtime handle (an ``nrt_stream*`` that
+    another library obtained from the TorchNeuron runtime, or
+    ``torch.neuron.stream_handle(s)``), as ``torch.cuda.ExternalStream``
+    wraps a ``cudaStream_t``. A handle that is not one of the runtime's
+    streams raises ``ValueError``."""
+
+    _base = torch.Stream
+
+    def __new__(cls, stream_ptr: int, device: _DeviceLike = None) -> torch.Stream:  # type: ignore[misc]
+        try:
+            dev, idx = _C._stream_lookup(int(stream_ptr))
+        except RuntimeError as e:
+            raise ValueError(f"ExternalStream: {e}") from None
+        if device is not None and _index(device) != dev:
+            raise ValueError(f"ExternalStream: the handle is a stream of neuron:{dev}, not of {device}")
+        return _NeuronStream(stream_id=idx, device_index=dev, device_type=torch.device("neuron").type)
+
+
+def stream_handle(stream: torch.Stream) -> int:
+    """The runtime handle (``nrt_stream*``) of a neuron stream, for C code
+    that enqueues work with the runtime's API; ``ExternalStream`` maps it back."""
+    return _C._stream_pointer(stream.device_index, stream.stream_id)
+
+
 def current_stream(device: _DeviceLike = None) -> torch.Stream:
     return _wrap(torch.accelerator.current_stream(_index(device)))
 
@@ -298,6 +325,52 @@ def mem_get_info(device: _DeviceLike = None) -> tuple[int, int]:
 def set_memory_capacity(nbytes: int, device: _DeviceLike = None) -> None:
     """Sets a device's memory capacity (default 24 GiB, or TORCH_NEURONX_DEVICE_MEMORY)."""
     _C._set_memory_capacity(_index(device), int(nbytes))
+
+
+def memory_snapshot() -> list[dict[str, Any]]:
+    """Every reserved segment of every device with its blocks, in the format
+    of ``torch.cuda.memory_snapshot()`` (segments with ``blocks``; block
+    states ``active_allocated``, ``active_pending_free``, ``inactive``).
+    Stack traces are not recorded (see ``memory._record_memory_history``)."""
+    states = {0: "inactive", 1: "active_allocated", 2: "active_pending_free"}
+    out = []
+    for dev in range(device_count()):
+        for seg in _C._memory_snapshot(dev):
+            blocks = [dict(address=b[0], size=b[1], requested_size=b[2], state=states[b[3]], frames=[])
+                      for b in seg["blocks"]]
+            out.append(dict(
+                device=dev, address=seg["address"], total_size=seg["size"],
+                allocated_size=sum(b["size"] for b in blocks if b["state"] == "active_allocated"),
+                active_size=sum(b["size"] for b in blocks if b["state"] != "inactive"),
+                requested_size=sum(b["requested_size"] for b in blocks),
+                stream=seg["stream"], segment_type="small" if seg["pool"] == 1 else "large",
+                segment_pool_id=(0, 0), is_expandable=False, frames=[], blocks=blocks))
+    return out
+
+
+def host_memory_stats() -> "collections.OrderedDict[str, Any]":
+    """Pinned host memory statistics with ``torch.cuda.host_memory_stats``'s
+    allocation keys (``allocations.*``, ``allocated_bytes.*``: current, peak,
+    allocated, freed)."""
+    return collections.OrderedDict(sorted(_C._host_memory_stats().items()))
+
+
+_busy_last: dict[int, tuple[int, int]] = {}
+_IMPORT_NS = time.monotonic_ns()  # CLOCK_MONOTONIC, the runtime's clock
+
+
+def utilization(device: _DeviceLike = None) -> int:
+    """Percent of time the device ran work since the previous call (the first
+    call: since the runtime started), like ``torch.cuda.utilization``'s
+    sampled kernel-busy percentage. Overlapping streams count once per
+    stream, capped at 100."""
+    idx = _index(device)
+    busy, now = _C._device_busy_time(idx)
+    last_busy, last_now = _busy_last.get(idx, (0, _IMPORT_NS))
+    _busy_last[idx] = (busy, now)
+    if now <= last_now:
+        return 0
+    return min(100, round(100 * (busy - last_busy) / (now - last_now)))
 
 
 _full_capacity: dict[int, int] = {}
