@@ -21,6 +21,7 @@
 #include <c10/util/SmallVector.h>
 #include <torch/library.h>
 
+#include "launch/iter.h"
 #include "launch/launch.h"
 #include "nrt/ops/complex.h"
 #include "registry/variants.h"
@@ -100,11 +101,7 @@ void launch_iter_complex(at::TensorIteratorBase &iter, nrt_op op, std::initializ
   c10::Device device = iter.device();
   c10::DeviceGuard guard(device);
 
-  nrt_launch d = new_launch(cop);
-  d.ndim = static_cast<int>(iter.ndim());
-  for (int i = 0; i < d.ndim; ++i) d.sizes[i] = iter.shape()[i];
-  d.noutputs = iter.noutputs();
-  d.ninputs = iter.ninputs();
+  nrt_launch d = iter_desc(iter, cop);
   d.compute_dtype = to_nrt_dtype(iter.dtype(0));  // unused by the family, must be valid
   int k = 0;
   for (const auto &s : scalars) d.scalars[k++] = s;
@@ -138,10 +135,7 @@ void launch_iter_complex(at::TensorIteratorBase &iter, nrt_op op, std::initializ
       temps.push_back(std::move(t));
       continue;
     }
-    o.data = iter.data_ptr(i);
-    o.dtype = to_nrt_dtype(iter.dtype(i));
-    auto strides = iter.strides(i);
-    for (int j = 0; j < d.ndim; ++j) o.strides[j] = strides[j];
+    set_iter_operand(o, iter, i);
   }
   launch(device.index(), d);
 }

@@ -16,6 +16,7 @@
 #include <ATen/ops/zeros.h>
 #include <c10/core/DeviceGuard.h>
 
+#include "launch/iter.h"
 #include "launch/launch.h"
 #include "nrt/ops/index.h"
 #include "registry/variants.h"
@@ -33,18 +34,11 @@ void describe(nrt_launch &d, at::TensorIteratorBase &iter, nrt_op op) {
   TORCH_CHECK(iter.ndim() <= NRT_MAX_DIMS, "neuron index kernels support at most ", NRT_MAX_DIMS, " dims");
   TORCH_CHECK(iter.ntensors() <= NRT_MAX_OPERANDS, "too many index tensors for a neuron kernel (at most ",
               NRT_MAX_OPERANDS - 2, ")");
-  d = new_launch(op);
-  d.ndim = static_cast<int>(iter.ndim());
-  for (int i = 0; i < d.ndim; ++i) d.sizes[i] = iter.shape()[i];
-  d.noutputs = iter.noutputs();
-  d.ninputs = iter.ninputs();
+  d = iter_desc(iter, op);
   for (int i = 0; i < iter.ntensors(); ++i) {
     TORCH_CHECK(iter.device(i).type() == kNeuron, "Expected all tensors to be on the same device, but found ",
                 iter.device(i));
-    d.operands[i].data = iter.data_ptr(i);
-    d.operands[i].dtype = to_nrt_dtype(iter.dtype(i));
-    auto st = iter.strides(i);
-    for (int j = 0; j < d.ndim; ++j) d.operands[i].strides[j] = st[j];
+    set_iter_operand(d.operands[i], iter, i);
   }
   d.compute_dtype = d.operands[0].dtype;
 }

@@ -1,4 +1,5 @@
 #include "launch/launch.h"
+#include "launch/iter.h"
 
 #include <vector>
 
@@ -54,11 +55,7 @@ void launch_iter(at::TensorIteratorBase &iter, nrt_op op, std::initializer_list<
     if (e.launch_iter && e.launch_iter(iter, op, scalars, params)) return;
   c10::DeviceGuard guard(device);
 
-  nrt_launch d = new_launch(op);
-  d.ndim = static_cast<int>(iter.ndim());
-  for (int i = 0; i < d.ndim; ++i) d.sizes[i] = iter.shape()[i];
-  d.noutputs = iter.noutputs();
-  d.ninputs = iter.ninputs();
+  nrt_launch d = iter_desc(iter, op);
   // The compute domain: the promoted input type where TensorIterator
   // computed one; otherwise (fills, copies, RNG, where) the operand's own.
   at::ScalarType common;
@@ -106,11 +103,8 @@ void launch_iter(at::TensorIteratorBase &iter, nrt_op op, std::initializer_list<
       temps.push_back(std::move(t));
       continue;
     }
-    o.data = iter.data_ptr(i);
-    o.dtype = to_nrt_dtype(iter.dtype(i));
+    set_iter_operand(o, iter, i);
     any_f64 |= o.dtype == NRT_FLOAT64;
-    auto strides = iter.strides(i);
-    for (int j = 0; j < d.ndim; ++j) o.strides[j] = strides[j];
   }
   if (any_f64 && op != NRT_OP_COPY) warn_float64_once();  // copies are exact
   launch(device.index(), d);
