@@ -1,6 +1,8 @@
 // Ops expressed through other native ops (each step a device kernel): the
 // ATen signature and checks are PyTorch's, the arithmetic is a short chain
 // of native launches. Where one of these becomes hot, it earns a kernel.
+// Each op returns a fresh result; its out= and in-place overloads copy it
+// where asked (registry/variants.h), hence the unnamed `out` parameters.
 #include <ATen/ExpandUtils.h>
 #include <ATen/WrapDimUtils.h>
 #include <ATen/native/Resize.h>
@@ -16,9 +18,6 @@ namespace {
 
 using at::Tensor;
 using c10::Scalar;
-
-// Each op returns a fresh result; its out= and in-place overloads copy it
-// where asked (registry/variants.h), hence the unnamed `out` parameters.
 
 Tensor dot_fn(const Tensor &a, const Tensor &b) {
   TORCH_CHECK(a.dim() == 1 && b.dim() == 1, "1D tensors expected, but got ", a.dim(), "D and ", b.dim(), "D tensors");
@@ -37,7 +36,8 @@ Tensor vdot_fn(const Tensor &a, const Tensor &b) {
   return dot_fn(a.is_complex() ? a.conj() : a, b);
 }
 
-Tensor addmv_into(Tensor, const Tensor &self, const Tensor &mat, const Tensor &vec, const Scalar &beta, const Scalar &alpha) {
+Tensor addmv_into(Tensor, const Tensor &self, const Tensor &mat, const Tensor &vec, const Scalar &beta,
+                  const Scalar &alpha) {
   TORCH_CHECK(mat.dim() == 2 && vec.dim() == 1, "vector + matrix @ vector expected, got ", self.dim(), ", ",
               mat.dim(), ", ", vec.dim());
   TORCH_CHECK(mat.size(1) == vec.size(0), "size mismatch, got input (", self.size(0), "), mat (", mat.size(0), "x",
@@ -52,7 +52,8 @@ c10::List<std::optional<Tensor>> dim_index(int64_t dim, const Tensor &index) {
   l.push_back(index.reshape({-1}));
   return l;
 }
-Tensor index_add_into(Tensor, const Tensor &self, int64_t dim, const Tensor &index, const Tensor &source, const Scalar &alpha) {
+Tensor index_add_into(Tensor, const Tensor &self, int64_t dim, const Tensor &index, const Tensor &source,
+                      const Scalar &alpha) {
   dim = at::maybe_wrap_dim(dim, self.dim());
   TORCH_CHECK(index.dim() <= 1, "index_add_(): Index is supposed to be a vector");
   Tensor out = self.clone();

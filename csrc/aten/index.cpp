@@ -361,28 +361,26 @@ void scatter_launch(const Tensor &self, int64_t dim, const Tensor &index, const 
   launch(self.device().index(), d);
 }
 
-Tensor scatter_src(const Tensor &self, int64_t dim, const Tensor &index, const Tensor &src) {
-  check_index_dtype(index, "scatter");
-  dim = at::maybe_wrap_dim(dim, self.dim());
-  Tensor out = self.clone();
-  scatter_launch(out, dim, index, &src, nullptr, kAssign);
+// The scatter family writes into a copy of self (functional, out=: resized
+// to self's shape) or into self (in-place).
+Tensor scatter_target(const Tensor &out, const Tensor &self) {
+  if (out.is_same(self)) return out;
+  if (!out.defined()) return self.clone();
+  at::native::resize_output(out, self.sizes());
+  out.copy_(self);
   return out;
 }
-Tensor &scatter_src_(Tensor &self, int64_t dim, const Tensor &index, const Tensor &src) {
-  check_index_dtype(index, "scatter_");
-  scatter_launch(self, at::maybe_wrap_dim(dim, self.dim()), index, &src, nullptr, kAssign);
-  return self;
+Tensor scatter_src_into(Tensor out, const Tensor &self, int64_t dim, const Tensor &index, const Tensor &src) {
+  check_index_dtype(index, out.is_same(self) ? "scatter_" : "scatter");
+  Tensor t = scatter_target(out, self);
+  scatter_launch(t, at::maybe_wrap_dim(dim, self.dim()), index, &src, nullptr, kAssign);
+  return t;
 }
-Tensor scatter_value(const Tensor &self, int64_t dim, const Tensor &index, const Scalar &value) {
-  check_index_dtype(index, "scatter");
-  Tensor out = self.clone();
-  scatter_launch(out, at::maybe_wrap_dim(dim, self.dim()), index, nullptr, &value, kAssign);
-  return out;
-}
-Tensor &scatter_value_(Tensor &self, int64_t dim, const Tensor &index, const Scalar &value) {
-  check_index_dtype(index, "scatter_");
-  scatter_launch(self, at::maybe_wrap_dim(dim, self.dim()), index, nullptr, &value, kAssign);
-  return self;
+Tensor scatter_value_into(Tensor out, const Tensor &self, int64_t dim, const Tensor &index, const Scalar &value) {
+  check_index_dtype(index, out.is_same(self) ? "scatter_" : "scatter");
+  Tensor t = scatter_target(out, self);
+  scatter_launch(t, at::maybe_wrap_dim(dim, self.dim()), index, nullptr, &value, kAssign);
+  return t;
 }
 // The older scatter(reduce="add"|"multiply") overloads.
 int scatter_reduce_code(c10::string_view reduce) {
@@ -390,51 +388,26 @@ int scatter_reduce_code(c10::string_view reduce) {
   if (reduce == "multiply") return kMul;
   TORCH_CHECK(false, "reduce argument must be either add or multiply.");
 }
-Tensor &scatter_reduce_src_(Tensor &self, int64_t dim, const Tensor &index, const Tensor &src,
-                            c10::string_view reduce) {
+Tensor scatter_reduce_src_into(Tensor out, const Tensor &self, int64_t dim, const Tensor &index, const Tensor &src,
+                               c10::string_view reduce) {
   check_index_dtype(index, "scatter_");
-  scatter_launch(self, at::maybe_wrap_dim(dim, self.dim()), index, &src, nullptr, scatter_reduce_code(reduce));
-  return self;
+  Tensor t = scatter_target(out, self);
+  scatter_launch(t, at::maybe_wrap_dim(dim, self.dim()), index, &src, nullptr, scatter_reduce_code(reduce));
+  return t;
 }
-Tensor &scatter_reduce_value_(Tensor &self, int64_t dim, const Tensor &index, const Scalar &value,
-                              c10::string_view reduce) {
+Tensor scatter_reduce_value_into(Tensor out, const Tensor &self, int64_t dim, const Tensor &index,
+                                 const Scalar &value, c10::string_view reduce) {
   check_index_dtype(index, "scatter_");
-  scatter_launch(self, at::maybe_wrap_dim(dim, self.dim()), index, nullptr, &value, scatter_reduce_code(reduce));
-  return self;
-}
-Tensor scatter_reduce_src(const Tensor &self, int64_t dim, const Tensor &index, const Tensor &src,
-                          c10::string_view reduce) {
-  Tensor out = self.clone();
-  return scatter_reduce_src_(out, dim, index, src, reduce);
-}
-Tensor scatter_reduce_value(const Tensor &self, int64_t dim, const Tensor &index, const Scalar &value,
-                            c10::string_view reduce) {
-  Tensor out = self.clone();
-  return scatter_reduce_value_(out, dim, index, value, reduce);
-}
-Tensor &scatter_reduce_src_out(const Tensor &self, int64_t dim, const Tensor &index, const Tensor &src,
-                               c10::string_view reduce, Tensor &out) {
-  at::native::resize_output(out, self.sizes());
-  out.copy_(self);
-  return scatter_reduce_src_(out, dim, index, src, reduce);
-}
-Tensor &scatter_reduce_value_out(const Tensor &self, int64_t dim, const Tensor &index, const Scalar &value,
-                                 c10::string_view reduce, Tensor &out) {
-  at::native::resize_output(out, self.sizes());
-  out.copy_(self);
-  return scatter_reduce_value_(out, dim, index, value, reduce);
+  Tensor t = scatter_target(out, self);
+  scatter_launch(t, at::maybe_wrap_dim(dim, self.dim()), index, nullptr, &value, scatter_reduce_code(reduce));
+  return t;
 }
 
-Tensor scatter_add_fn(const Tensor &self, int64_t dim, const Tensor &index, const Tensor &src) {
-  check_index_dtype(index, "scatter_add");
-  Tensor out = self.clone();
-  scatter_launch(out, at::maybe_wrap_dim(dim, self.dim()), index, &src, nullptr, kAdd);
-  return out;
-}
-Tensor &scatter_add_ip(Tensor &self, int64_t dim, const Tensor &index, const Tensor &src) {
-  check_index_dtype(index, "scatter_add_");
-  scatter_launch(self, at::maybe_wrap_dim(dim, self.dim()), index, &src, nullptr, kAdd);
-  return self;
+Tensor scatter_add_into(Tensor out, const Tensor &self, int64_t dim, const Tensor &index, const Tensor &src) {
+  check_index_dtype(index, out.is_same(self) ? "scatter_add_" : "scatter_add");
+  Tensor t = scatter_target(out, self);
+  scatter_launch(t, at::maybe_wrap_dim(dim, self.dim()), index, &src, nullptr, kAdd);
+  return t;
 }
 
 Tensor scatter_reduce_fn(const Tensor &self, int64_t dim, const Tensor &index, const Tensor &src,
@@ -813,18 +786,12 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   NEURON_IMPL(m, "nonzero", nonzero_fn);
   NEURON_IMPL(m, "masked_select", masked_select_fn);
   NEURON_IMPL(m, "gather", gather_fn);
-  NEURON_IMPL(m, "scatter.src", scatter_src);
-  NEURON_IMPL(m, "scatter_.src", scatter_src_);
-  NEURON_IMPL(m, "scatter.value", scatter_value);
-  NEURON_IMPL(m, "scatter_.value", scatter_value_);
-  NEURON_IMPL(m, "scatter.reduce", scatter_reduce_src);
-  NEURON_IMPL(m, "scatter_.reduce", scatter_reduce_src_);
-  NEURON_IMPL(m, "scatter.reduce_out", scatter_reduce_src_out);
-  NEURON_IMPL(m, "scatter.value_reduce", scatter_reduce_value);
-  NEURON_IMPL(m, "scatter_.value_reduce", scatter_reduce_value_);
-  NEURON_IMPL(m, "scatter.value_reduce_out", scatter_reduce_value_out);
-  NEURON_IMPL(m, "scatter_add", scatter_add_fn);
-  NEURON_IMPL(m, "scatter_add_", scatter_add_ip);
+  NEURON_VARIANTS(m, scatter_src_into, "scatter.src", "scatter_.src", nullptr);
+  NEURON_VARIANTS(m, scatter_value_into, "scatter.value", "scatter_.value", nullptr);
+  NEURON_VARIANTS(m, scatter_reduce_src_into, "scatter.reduce", "scatter_.reduce", "scatter.reduce_out");
+  NEURON_VARIANTS(m, scatter_reduce_value_into, "scatter.value_reduce", "scatter_.value_reduce",
+                  "scatter.value_reduce_out");
+  NEURON_VARIANTS(m, scatter_add_into, "scatter_add", "scatter_add_", nullptr);
   NEURON_IMPL(m, "scatter_reduce.two", scatter_reduce_fn);
   NEURON_IMPL(m, "embedding_dense_backward", embedding_dense_backward_fn);
   NEURON_IMPL(m, "sort.stable", sort_stable);

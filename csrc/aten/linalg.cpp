@@ -8,8 +8,13 @@
 // For ATen's structured ops the meta function runs first through
 // at::meta::<op>_outf on the output tensors: it raises ATen's own errors
 // and resizes (and restrides) the outputs exactly as the CPU does, so out=
-// follows resize_output's rules. Batch dimensions are collapsed to one for
-// the kernels (expanded inputs are made contiguous, a device copy).
+// follows resize_output's rules. The other ops compute a fresh result and
+// leave out= to NEURON_VARIANTS, which copies it in (their into functions'
+// `out` is unnamed). NEURON_VARIANTS derives ops of one or two outputs; ops
+// of three or four keep their out= overload as the implementation, which
+// the functional one calls with empty outputs. Batch dimensions are
+// collapsed to one for the kernels (expanded inputs are made contiguous, a
+// device copy).
 #include <ATen/ExpandUtils.h>
 #include <ATen/TensorOperators.h>
 #include <ATen/WrapDimUtils.h>
@@ -258,7 +263,11 @@ std::tuple<Tensor, Tensor, Tensor> linalg_lu_fn(const Tensor &A, bool pivot) {
   return {P, L, U};
 }
 
-std::tuple<Tensor &, Tensor &> inv_ex_out(const Tensor &A, bool check_errors, Tensor &inverse, Tensor &info) {
+std::tuple<Tensor, Tensor> inv_ex_into(Tensor inverse, Tensor info, const Tensor &A, bool check_errors) {
+  if (!inverse.defined()) {
+    inverse = at::empty({0}, A.options());
+    info = at::empty({0}, A.options().dtype(at::kInt));
+  }
   c10::DeviceGuard guard(A.device());
   at::meta::linalg_inv_ex_outf(A, check_errors, inverse, info);
   check_float(A, "linalg.inv");
@@ -278,11 +287,6 @@ std::tuple<Tensor &, Tensor &> inv_ex_out(const Tensor &A, bool check_errors, Te
   return {inverse, info};
 }
 
-std::tuple<Tensor, Tensor> inv_ex_fn(const Tensor &A, bool check_errors) {
-  Tensor inverse = at::empty({0}, A.options()), info = at::empty({0}, A.options().dtype(at::kInt));
-  inv_ex_out(A, check_errors, inverse, info);
-  return {inverse, info};
-}
 
 // ATen's det and slogdet factor a row-major A as A^T (LAPACK wants
 // column-major; det(A^T) = det(A)), and their backward formulas read the
@@ -376,7 +380,7 @@ std::tuple<Tensor, Tensor, Tensor, Tensor> slogdet_fn(const Tensor &A) {
 
 // ---- QR -----------------------------------------------------------------------
 
-void geqrf_into(const Tensor &A, Tensor &QR, Tensor &tau) {
+void geqrf_launch(const Tensor &A, Tensor &QR, Tensor &tau) {
   int64_t m = A.size(-2), n = A.size(-1);
   Flat a(A, 2, false), qr(QR, 2, true), t(tau, 1, true);
   nrt_launch d = desc(NRT_OP(GEQRF), {a.t.size(0), m, n}, 2, 1, A);
@@ -388,25 +392,17 @@ void geqrf_into(const Tensor &A, Tensor &QR, Tensor &tau) {
   t.finish();
 }
 
-std::tuple<Tensor, Tensor> geqrf_fn(const Tensor &A) {
+std::tuple<Tensor, Tensor> geqrf_into(Tensor, Tensor, const Tensor &A) {
   TORCH_CHECK(A.dim() >= 2, "torch.geqrf: input must have at least 2 dimensions.");
   check_float(A, "torch.geqrf");
   c10::DeviceGuard guard(A.device());
   auto batch = A.sizes().slice(0, A.dim() - 2);
   Tensor QR = at::empty(A.sizes(), A.options());
   Tensor tau = at::empty(with(batch, {std::min(A.size(-2), A.size(-1))}), A.options());
-  geqrf_into(A, QR, tau);
+  geqrf_launch(A, QR, tau);
   return {QR, tau};
 }
 
-std::tuple<Tensor &, Tensor &> geqrf_out(const Tensor &A, Tensor &a, Tensor &tau) {
-  auto r = geqrf_fn(A);
-  at::native::resize_output(a, std::get<0>(r).sizes());
-  at::native::resize_output(tau, std::get<1>(r).sizes());
-  a.copy_(std::get<0>(r));
-  tau.copy_(std::get<1>(r));
-  return {a, tau};
-}
 
 // Q (m x cols) = H_0 ... H_{k-1} applied to the first cols columns of I.
 void orgqr_into(const Tensor &V, const Tensor &tau, Tensor &Q) {
@@ -426,7 +422,7 @@ void orgqr_into(const Tensor &V, const Tensor &tau, Tensor &Q) {
   q.finish();
 }
 
-Tensor householder_product_fn(const Tensor &input, const Tensor &tau) {
+Tensor householder_product_into(Tensor, const Tensor &input, const Tensor &tau) {
   TORCH_CHECK(input.dim() >= 2, "torch.linalg.householder_product: input must have at least 2 dimensions.");
   TORCH_CHECK(input.size(-2) >= input.size(-1),
               "torch.linalg.householder_product: input.shape[-2] must be greater than or equal to input.shape[-1]");
@@ -451,13 +447,8 @@ Tensor householder_product_fn(const Tensor &input, const Tensor &tau) {
   return Q;
 }
 
-Tensor &householder_product_out(const Tensor &input, const Tensor &tau, Tensor &out) {
-  Tensor r = householder_product_fn(input, tau);
-  at::native::resize_output(out, r.sizes());
-  return out.copy_(r);
-}
 
-Tensor ormqr_fn(const Tensor &self, const Tensor &tau, const Tensor &C, bool left, bool transpose) {
+Tensor ormqr_into(Tensor, const Tensor &self, const Tensor &tau, const Tensor &C, bool left, bool transpose) {
   TORCH_CHECK(self.dim() >= 2, "torch.ormqr: input must have at least 2 dimensions.");
   TORCH_CHECK(C.dim() >= 2, "torch.ormqr: other must have at least 2 dimensions.");
   int64_t left_size_condition = left ? -2 : -1;
@@ -499,13 +490,12 @@ Tensor ormqr_fn(const Tensor &self, const Tensor &tau, const Tensor &C, bool lef
   return out;
 }
 
-Tensor &ormqr_out(const Tensor &self, const Tensor &tau, const Tensor &C, bool left, bool transpose, Tensor &out) {
-  Tensor r = ormqr_fn(self, tau, C, left, transpose);
-  at::native::resize_output(out, r.sizes());
-  return out.copy_(r);
-}
 
-std::tuple<Tensor &, Tensor &> qr_out(const Tensor &A, c10::string_view mode, Tensor &Q, Tensor &R) {
+std::tuple<Tensor, Tensor> qr_into(Tensor Q, Tensor R, const Tensor &A, c10::string_view mode) {
+  if (!Q.defined()) {
+    Q = at::empty({0}, A.options());
+    R = at::empty({0}, A.options());
+  }
   c10::DeviceGuard guard(A.device());
   at::meta::linalg_qr_outf(A, mode, Q, R);
   check_float(A, "linalg.qr");
@@ -513,17 +503,12 @@ std::tuple<Tensor &, Tensor &> qr_out(const Tensor &A, c10::string_view mode, Te
   auto batch = A.sizes().slice(0, A.dim() - 2);
   Tensor QR = at::empty(A.sizes(), A.options());
   Tensor tau = at::empty(with(batch, {k}), A.options());
-  geqrf_into(A, QR, tau);
+  geqrf_launch(A, QR, tau);
   R.copy_(QR.narrow(-2, 0, R.size(-2)).triu());
   if (mode != "r") orgqr_into(QR.narrow(-1, 0, k), tau, Q);
   return {Q, R};
 }
 
-std::tuple<Tensor, Tensor> qr_fn(const Tensor &A, c10::string_view mode) {
-  Tensor Q = at::empty({0}, A.options()), R = at::empty({0}, A.options());
-  qr_out(A, mode, Q, R);
-  return {Q, R};
-}
 
 // ---- SVD, eigh --------------------------------------------------------------
 
@@ -569,7 +554,11 @@ std::tuple<Tensor, Tensor, Tensor> svd_fn(const Tensor &A, bool full_matrices, b
   return {U, S, Vh};
 }
 
-std::tuple<Tensor &, Tensor &> eigh_out(const Tensor &A, c10::string_view uplo, bool compute_v, Tensor &w, Tensor &V) {
+std::tuple<Tensor, Tensor> eigh_into(Tensor w, Tensor V, const Tensor &A, c10::string_view uplo, bool compute_v) {
+  if (!w.defined()) {
+    w = at::empty({0}, A.options());
+    V = at::empty({0}, A.options());
+  }
   c10::DeviceGuard guard(A.device());
   at::meta::_linalg_eigh_outf(A, uplo, compute_v, w, V);
   check_float(A, "linalg.eigh");
@@ -592,11 +581,6 @@ std::tuple<Tensor &, Tensor &> eigh_out(const Tensor &A, c10::string_view uplo, 
   return {w, V};
 }
 
-std::tuple<Tensor, Tensor> eigh_fn(const Tensor &A, c10::string_view uplo, bool compute_v) {
-  Tensor w = at::empty({0}, A.options()), V = at::empty({0}, A.options());
-  eigh_out(A, uplo, compute_v, w, V);
-  return {w, V};
-}
 
 // ---- LDL ------------------------------------------------------------------------
 
@@ -653,7 +637,7 @@ Tensor ldl_solve_fn(const Tensor &LD, const Tensor &pivots, const Tensor &B, boo
 
 // ---- matrix_exp ---------------------------------------------------------------
 
-Tensor matrix_exp_fn(const Tensor &A) {
+Tensor matrix_exp_into(Tensor, const Tensor &A) {
   TORCH_CHECK(A.dim() >= 2 && A.size(-1) == A.size(-2),
               "linalg.matrix_exp: A must be batches of square matrices, but they are ", A.size(-2), " by ",
               A.size(-1), " matrices");
@@ -670,15 +654,10 @@ Tensor matrix_exp_fn(const Tensor &A) {
   return E;
 }
 
-Tensor &matrix_exp_out(const Tensor &A, Tensor &out) {
-  Tensor r = matrix_exp_fn(A);
-  at::native::resize_output(out, r.sizes());
-  return out.copy_(r);
-}
 
 // ---- Cholesky and triangular solves (old API) ---------------------------------
 
-Tensor cholesky_fn(const Tensor &self, bool upper) {
+Tensor cholesky_into(Tensor, const Tensor &self, bool upper) {
   TORCH_WARN_ONCE("torch.cholesky is deprecated in favor of torch.linalg.cholesky and will be removed in a future "
                   "PyTorch release.");
   TORCH_CHECK(self.dim() >= 2, "cholesky: The input tensor A must have at least 2 dimensions.");
@@ -687,14 +666,9 @@ Tensor cholesky_fn(const Tensor &self, bool upper) {
   return std::get<0>(r);
 }
 
-Tensor &cholesky_out(const Tensor &self, bool upper, Tensor &out) {
-  Tensor r = cholesky_fn(self, upper);
-  at::native::resize_output(out, r.sizes());
-  return out.copy_(r);
-}
 
 // B and L already broadcast by torch.cholesky_solve: two triangular solves.
-Tensor cholesky_solve_helper_fn(const Tensor &B, const Tensor &L, bool upper) {
+Tensor cholesky_solve_helper_into(Tensor, const Tensor &B, const Tensor &L, bool upper) {
   c10::DeviceGuard guard(B.device());
   if (upper) { // A = U^T U
     Tensor y = at::linalg_solve_triangular(L.mT(), B, /*upper=*/false);
@@ -704,30 +678,24 @@ Tensor cholesky_solve_helper_fn(const Tensor &B, const Tensor &L, bool upper) {
   return at::linalg_solve_triangular(L.mT(), y, /*upper=*/true);
 }
 
-Tensor &cholesky_solve_helper_out(const Tensor &B, const Tensor &L, bool upper, Tensor &out) {
-  Tensor r = cholesky_solve_helper_fn(B, L, upper);
-  at::native::resize_output(out, r.sizes());
-  return out.copy_(r);
-}
 
-Tensor cholesky_inverse_fn(const Tensor &L, bool upper) {
+Tensor cholesky_inverse_into(Tensor, const Tensor &L, bool upper) {
   TORCH_CHECK(L.dim() >= 2, "cholesky_inverse: The input tensor A must have at least 2 dimensions.");
   TORCH_CHECK(L.size(-1) == L.size(-2), "cholesky_inverse: A must be batches of square matrices, but they are ",
               L.size(-2), " by ", L.size(-1), " matrices");
   check_float(L, "cholesky_inverse");
   c10::DeviceGuard guard(L.device());
   Tensor I = at::eye(L.size(-1), L.options()).expand(L.sizes());
-  return cholesky_solve_helper_fn(I, L, upper);
+  return cholesky_solve_helper_into(Tensor(), I, L, upper);
 }
 
-Tensor &cholesky_inverse_out(const Tensor &L, bool upper, Tensor &out) {
-  Tensor r = cholesky_inverse_fn(L, upper);
-  at::native::resize_output(out, r.sizes());
-  return out.copy_(r);
-}
 
-std::tuple<Tensor &, Tensor &> triangular_solve_out(const Tensor &B, const Tensor &A, bool upper, bool transpose,
-                                                    bool unitriangular, Tensor &X, Tensor &M) {
+std::tuple<Tensor, Tensor> triangular_solve_into(Tensor X, Tensor M, const Tensor &B, const Tensor &A, bool upper,
+                                                 bool transpose, bool unitriangular) {
+  if (!X.defined()) {
+    X = at::empty({0}, B.options());
+    M = at::empty({0}, A.options());
+  }
   c10::DeviceGuard guard(B.device());
   at::meta::triangular_solve_outf(B, A, upper, transpose, unitriangular, X, M);
   check_float(A, "triangular_solve");
@@ -740,12 +708,6 @@ std::tuple<Tensor &, Tensor &> triangular_solve_out(const Tensor &B, const Tenso
   return {X, M};
 }
 
-std::tuple<Tensor, Tensor> triangular_solve_fn(const Tensor &B, const Tensor &A, bool upper, bool transpose,
-                                               bool unitriangular) {
-  Tensor X = at::empty({0}, B.options()), M = at::empty({0}, A.options());
-  triangular_solve_out(B, A, upper, transpose, unitriangular, X, M);
-  return {X, M};
-}
 
 // ---- least squares ----------------------------------------------------------------
 
@@ -924,40 +886,31 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   NEURON_IMPL(m, "lu_unpack.out", lu_unpack_out);
   NEURON_IMPL(m, "linalg_lu", linalg_lu_fn);
   NEURON_IMPL(m, "linalg_lu.out", linalg_lu_out);
-  NEURON_IMPL(m, "linalg_inv_ex", inv_ex_fn);
-  NEURON_IMPL(m, "linalg_inv_ex.inverse", inv_ex_out);
+  NEURON_VARIANTS(m, inv_ex_into, "linalg_inv_ex", nullptr, "linalg_inv_ex.inverse");
   NEURON_IMPL(m, "_linalg_solve_ex", solve_ex_fn);
   NEURON_IMPL(m, "_linalg_solve_ex.result", solve_ex_out);
   NEURON_IMPL(m, "_linalg_det", det_fn);
   NEURON_IMPL(m, "_linalg_det.result", det_out);
   NEURON_IMPL(m, "_linalg_slogdet", slogdet_fn);
   NEURON_IMPL(m, "_linalg_slogdet.sign", slogdet_out);
-  NEURON_IMPL(m, "geqrf", geqrf_fn);
-  NEURON_IMPL(m, "geqrf.a", geqrf_out);
-  NEURON_IMPL(m, "linalg_householder_product", householder_product_fn);
-  NEURON_IMPL(m, "linalg_householder_product.out", householder_product_out);
-  NEURON_IMPL(m, "ormqr", ormqr_fn);
-  NEURON_IMPL(m, "ormqr.out", ormqr_out);
-  NEURON_IMPL(m, "linalg_qr", qr_fn);
-  NEURON_IMPL(m, "linalg_qr.out", qr_out);
+  NEURON_VARIANTS(m, geqrf_into, "geqrf", nullptr, "geqrf.a");
+  NEURON_VARIANTS(m, householder_product_into, "linalg_householder_product", nullptr,
+                  "linalg_householder_product.out");
+  NEURON_VARIANTS(m, ormqr_into, "ormqr", nullptr, "ormqr.out");
+  NEURON_VARIANTS(m, qr_into, "linalg_qr", nullptr, "linalg_qr.out");
   NEURON_IMPL(m, "_linalg_svd", svd_fn);
   NEURON_IMPL(m, "_linalg_svd.U", svd_out);
-  NEURON_IMPL(m, "_linalg_eigh", eigh_fn);
-  NEURON_IMPL(m, "_linalg_eigh.eigenvalues", eigh_out);
+  NEURON_VARIANTS(m, eigh_into, "_linalg_eigh", nullptr, "_linalg_eigh.eigenvalues");
   NEURON_IMPL(m, "linalg_ldl_factor_ex", ldl_factor_ex_fn);
   NEURON_IMPL(m, "linalg_ldl_factor_ex.out", ldl_factor_ex_out);
   NEURON_IMPL(m, "linalg_ldl_solve", ldl_solve_fn);
   NEURON_IMPL(m, "linalg_ldl_solve.out", ldl_solve_out);
-  NEURON_IMPL(m, "linalg_matrix_exp", matrix_exp_fn);
-  NEURON_IMPL(m, "linalg_matrix_exp.out", matrix_exp_out);
-  NEURON_IMPL(m, "cholesky", cholesky_fn);
-  NEURON_IMPL(m, "cholesky.out", cholesky_out);
-  NEURON_IMPL(m, "_cholesky_solve_helper", cholesky_solve_helper_fn);
-  NEURON_IMPL(m, "_cholesky_solve_helper.out", cholesky_solve_helper_out);
-  NEURON_IMPL(m, "cholesky_inverse", cholesky_inverse_fn);
-  NEURON_IMPL(m, "cholesky_inverse.out", cholesky_inverse_out);
-  NEURON_IMPL(m, "triangular_solve", triangular_solve_fn);
-  NEURON_IMPL(m, "triangular_solve.X", triangular_solve_out);
+  NEURON_VARIANTS(m, matrix_exp_into, "linalg_matrix_exp", nullptr, "linalg_matrix_exp.out");
+  NEURON_VARIANTS(m, cholesky_into, "cholesky", nullptr, "cholesky.out");
+  NEURON_VARIANTS(m, cholesky_solve_helper_into, "_cholesky_solve_helper", nullptr,
+                  "_cholesky_solve_helper.out");
+  NEURON_VARIANTS(m, cholesky_inverse_into, "cholesky_inverse", nullptr, "cholesky_inverse.out");
+  NEURON_VARIANTS(m, triangular_solve_into, "triangular_solve", nullptr, "triangular_solve.X");
   NEURON_IMPL(m, "linalg_lstsq", lstsq_fn);
   NEURON_IMPL(m, "linalg_lstsq.out", lstsq_out);
   NEURON_IMPL(m, "linalg_cholesky_ex", cholesky_ex_fn);

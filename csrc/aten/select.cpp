@@ -96,8 +96,9 @@ void cummin_helper(const Tensor &self, Tensor &values, Tensor &indices, int64_t 
   cum_ext(self, values, indices, dim, NRT_OP(CUMMIN));
 }
 
-Tensor &logcumsumexp_out(const Tensor &self, int64_t dim, Tensor &result) {
+Tensor logcumsumexp_into(Tensor result, const Tensor &self, int64_t dim) {
   c10::DeviceGuard guard(self.device());
+  if (!result.defined()) result = at::empty({0}, self.options());
   check_floating(self, "logcumsumexp");
   at::native::resize_output(result, self.sizes());
   if (self.numel() == 0) return result;
@@ -114,10 +115,6 @@ Tensor &logcumsumexp_out(const Tensor &self, int64_t dim, Tensor &result) {
   d.compute_dtype = d.operands[1].dtype;
   launch(self.device().index(), d);
   return result;
-}
-Tensor logcumsumexp_fn(const Tensor &self, int64_t dim) {
-  Tensor result = at::empty({0}, self.options());
-  return logcumsumexp_out(self, dim, result);
 }
 
 // ---- order statistics ---------------------------------------------------------
@@ -179,15 +176,13 @@ std::tuple<Tensor &, Tensor &> nanmedian_dim_out(const Tensor &self, int64_t dim
   return order_stat_dim(self, dim, keepdim, values, indices, OS_NANMEDIAN, 0);
 }
 
-std::tuple<Tensor &, Tensor &> mode_out(const Tensor &self, int64_t dim, bool keepdim, Tensor &values,
-                                        Tensor &indices) {
+std::tuple<Tensor, Tensor> mode_into(Tensor values, Tensor indices, const Tensor &self, int64_t dim, bool keepdim) {
+  if (!values.defined()) {
+    values = at::empty({0}, self.options());
+    indices = at::empty({0}, self.options().dtype(at::kLong));
+  }
   at::native::zero_numel_check_dims(self, at::maybe_wrap_dim(dim, self.dim(), true), "mode()");
-  return order_stat_dim(self, dim, keepdim, values, indices, OS_MODE, 0);
-}
-std::tuple<Tensor, Tensor> mode_fn(const Tensor &self, int64_t dim, bool keepdim) {
-  Tensor values = at::empty({0}, self.options());
-  Tensor indices = at::empty({0}, self.options().dtype(at::kLong));
-  mode_out(self, dim, keepdim, values, indices);
+  order_stat_dim(self, dim, keepdim, values, indices, OS_MODE, 0);
   return {values, indices};
 }
 
@@ -380,7 +375,6 @@ Tensor bucketize_scalar(const Scalar &self, const Tensor &boundaries, bool out_i
   return bucketize_into(Tensor(), at::native::searchsorted_scalar_tensor(self, boundaries.device()), boundaries,
                         out_int32, right);
 }
-
 
 // ---- repeat_interleave / nonzero_static --------------------------------------------------
 
@@ -689,8 +683,9 @@ std::pair<double, double> histc_edges(const Tensor &self, const Scalar &min, con
   return {lo, hi};
 }
 
-Tensor &histc_out(const Tensor &self, int64_t bins, const Scalar &min, const Scalar &max, Tensor &out) {
+Tensor histc_into(Tensor out, const Tensor &self, int64_t bins, const Scalar &min, const Scalar &max) {
   c10::DeviceGuard guard(self.device());
+  if (!out.defined()) out = at::empty({0}, self.options());
   TORCH_CHECK(self.dtype() == out.dtype(), "torch.histogram: input tensor and hist tensor should",
               " have the same dtype, but got input ", self.dtype(), " and hist ", out.dtype());
   TORCH_CHECK(bins > 0, "torch.histogram(): bins must be > 0, but got ", bins, " for dimension 0");
@@ -703,10 +698,6 @@ Tensor &histc_out(const Tensor &self, int64_t bins, const Scalar &min, const Sca
   if (x2.size(0) == 0) out.zero_();
   return out;
 }
-Tensor histc_fn(const Tensor &self, int64_t bins, const Scalar &min, const Scalar &max) {
-  Tensor out = at::empty({0}, self.options());
-  return histc_out(self, bins, min, max, out);
-}
 
 Tensor &nonzero_static_out(const Tensor &self, int64_t size, int64_t fill_value, Tensor &out) {
   TORCH_CHECK(out.scalar_type() == at::kLong, "nonzero_static: Expected out tensor to have scalar type Long but got scalar type",
@@ -718,8 +709,12 @@ Tensor &nonzero_static_out(const Tensor &self, int64_t size, int64_t fill_value,
 
 // ---- compositions ------------------------------------------------------------------------
 
-std::tuple<Tensor &, Tensor &> aminmax_out(const Tensor &self, std::optional<int64_t> dim, bool keepdim, Tensor &min,
-                                           Tensor &max) {
+std::tuple<Tensor, Tensor> aminmax_into(Tensor min, Tensor max, const Tensor &self, std::optional<int64_t> dim,
+                                        bool keepdim) {
+  if (!min.defined()) {
+    min = at::empty({0}, self.options());
+    max = at::empty({0}, self.options());
+  }
   if (dim.has_value()) {
     at::native::zero_numel_check_dims(self, at::maybe_wrap_dim(*dim, self.dim(), true), "aminmax");
     at::amin_out(min, self, {*dim}, keepdim);
@@ -730,11 +725,6 @@ std::tuple<Tensor &, Tensor &> aminmax_out(const Tensor &self, std::optional<int
     at::amin_out(min, self, {}, keepdim);
     at::amax_out(max, self, {}, keepdim);
   }
-  return std::forward_as_tuple(min, max);
-}
-std::tuple<Tensor, Tensor> aminmax_fn(const Tensor &self, std::optional<int64_t> dim, bool keepdim) {
-  Tensor min = at::empty({0}, self.options()), max = at::empty({0}, self.options());
-  aminmax_out(self, dim, keepdim, min, max);
   return {min, max};
 }
 
@@ -747,15 +737,13 @@ Tensor count_nonzero_fn(const Tensor &self, c10::IntArrayRef dims) {
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   NEURON_IMPL(m, "_cummax_helper", cummax_helper);
   NEURON_IMPL(m, "_cummin_helper", cummin_helper);
-  NEURON_IMPL(m, "_logcumsumexp", logcumsumexp_fn);
-  NEURON_IMPL(m, "_logcumsumexp.out", logcumsumexp_out);
+  NEURON_VARIANTS(m, logcumsumexp_into, "_logcumsumexp", nullptr, "_logcumsumexp.out");
   NEURON_IMPL(m, "kthvalue.values", kthvalue_out);
   NEURON_IMPL(m, "median", median_fn);
   NEURON_IMPL(m, "median.dim_values", median_dim_out);
   NEURON_IMPL(m, "nanmedian", nanmedian_fn);
   NEURON_IMPL(m, "nanmedian.dim_values", nanmedian_dim_out);
-  NEURON_IMPL(m, "mode", mode_fn);
-  NEURON_IMPL(m, "mode.values", mode_out);
+  NEURON_VARIANTS(m, mode_into, "mode", nullptr, "mode.values");
   NEURON_IMPL(m, "_unique", unique_fn);
   NEURON_IMPL(m, "_unique2", unique2_fn);
   NEURON_IMPL(m, "unique_dim", unique_dim_fn);
@@ -768,11 +756,9 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   NEURON_IMPL(m, "repeat_interleave.Tensor", repeat_interleave_fn);
   NEURON_IMPL(m, "nonzero_static", nonzero_static_fn);
   NEURON_IMPL(m, "nonzero_static.out", nonzero_static_out);
-  NEURON_IMPL(m, "aminmax", aminmax_fn);
-  NEURON_IMPL(m, "aminmax.out", aminmax_out);
+  NEURON_VARIANTS(m, aminmax_into, "aminmax", nullptr, "aminmax.out");
   NEURON_IMPL(m, "count_nonzero.dim_IntList", count_nonzero_fn);
-  NEURON_IMPL(m, "histc", histc_fn);
-  NEURON_IMPL(m, "histc.out", histc_out);
+  NEURON_VARIANTS(m, histc_into, "histc", nullptr, "histc.out");
   NEURON_IMPL(m, "histogram.bin_ct", histogram_bin_ct);
   NEURON_IMPL(m, "histogram.bins_tensor", histogram_bins_tensor);
   NEURON_IMPL(m, "histogram.bin_ct_out", histogram_bin_ct_out);
