@@ -26,12 +26,14 @@ class BuildWithRuntime(BuildExtension):
 
 ext = CppExtension(
     name="torch_neuronx._C",
-    sources=sorted(glob.glob(os.path.join("csrc", "*.cpp"))),
+    sources=sorted(glob.glob(os.path.join("csrc", "**", "*.cpp"), recursive=True)),
     include_dirs=[os.path.join(ROOT, "runtime", "include"), os.path.join(ROOT, "csrc")],
     extra_compile_args=["-O2", "-std=c++17", "-fvisibility=hidden", "-Wno-unused-parameter"],
     extra_objects=[os.path.join(ROOT, "build", "libnrt.a")],
     extra_link_args=["-pthread", "-lm"],
-    depends=[os.path.join("build", "libnrt.a")] + sorted(glob.glob(os.path.join("csrc", "*.h")) + glob.glob(os.path.join("runtime", "include", "nrt", "*.h")) + glob.glob(os.path.join("runtime", "include", "nrt", "ops", "*.h"))),
+    depends=[os.path.join("build", "libnrt.a")]
+    + sorted(glob.glob(os.path.join("csrc", "**", "*.h"), recursive=True))
+    + sorted(glob.glob(os.path.join("runtime", "include", "nrt", "**", "*.h"), recursive=True)),
 )
 
 setup(ext_modules=[ext], cmdclass={"build_ext": BuildWithRuntime.with_options(use_ninja=True)})

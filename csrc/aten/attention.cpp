@@ -1,0 +1,276 @@
+// Fused scaled dot-product attention (family ATTENTION, nrt/ops/attention.h).
+//
+// How PyTorch reaches it: at::scaled_dot_product_attention asks the
+// device's _fused_sdp_choice_stub which backend to use. We answer
+// SDPBackend::overrideable for the cases the fused kernel covers (4-d
+// query/key/value in float32, bfloat16 or float16, equal batch, key/value
+// heads dividing the query heads, masks broadcastable to (B, Hq, L, S),
+// dropout p < 1) and SDPBackend::math otherwise, so everything else still
+// runs through the decomposition (matmul, softmax, dropout on our other
+// kernels) and keeps PyTorch's own error messages. PyTorch converts a bool
+// mask to an additive float mask before calling
+// _scaled_dot_product_fused_attention_overrideable; autograd calls
+// _scaled_dot_product_fused_attention_overrideable_backward with the
+// saved logsumexp and the Philox seed/offset (CPU int64 scalars, as CUDA
+// keeps them) so that the backward regenerates the forward's dropout mask.
+#include <ATen/ATen.h>
+#include <ATen/ExpandUtils.h>
+#include <ATen/SDPBackend.h>
+#include <ATen/native/DispatchStub.h>
+#include <ATen/native/transformers/attention.h>
+#include <c10/core/DeviceGuard.h>
+
+#include <array>
+#include <cmath>
+#include <cstring>
+#include <tuple>
+
+#include "launch/launch.h"
+#include "nrt/ops/attention.h"
+#include "registry/variants.h"
+#include "runtime/generator.h"
+
+namespace torch_neuronx {
+
+using at::Tensor;
+
+namespace {
+
+bool fused_dtype(c10::ScalarType t) { return t == at::kFloat || t == at::kBFloat16 || t == at::kHalf; }
+
+std::vector<int64_t> score_shape(const Tensor &q, const Tensor &k) {
+  return {q.size(0), q.size(1), q.size(2), k.size(2)};
+}
+
+// Whether the fused kernel computes exactly what the math backend would.
+bool fused_covers(const Tensor &q, const Tensor &k, const Tensor &v, const std::optional<Tensor> &mask,
+                  double dropout_p, bool is_causal, bool enable_gqa) {
+  if (q.is_nested() || k.is_nested() || v.is_nested()) return false;
+  if (q.dim() != 4 || k.dim() != 4 || v.dim() != 4) return false;
+  if (!fused_dtype(q.scalar_type()) || k.scalar_type() != q.scalar_type() || v.scalar_type() != q.scalar_type())
+    return false;
+  if (k.device() != q.device() || v.device() != q.device()) return false;
+  if (q.numel() == 0 || k.numel() == 0 || v.numel() == 0) return false;
+  int64_t hq = q.size(1), hk = k.size(1);
+  if (k.size(0) != q.size(0) || v.size(0) != q.size(0) || v.size(1) != hk || v.size(2) != k.size(2) ||
+      k.size(3) != q.size(3))
+    return false;
+  // Without enable_gqa only equal heads or a single broadcast kv head are valid.
+  if (hq % hk != 0 || (!enable_gqa && hk != hq && hk != 1)) return false;
+  if (!(dropout_p >= 0.0 && dropout_p < 1.0)) return false;
+  if (mask && mask->defined()) {
+    if (is_causal) return false;
+    if (mask->is_nested() || mask->device() != q.device() || mask->dim() > 4) return false;
+    if (mask->scalar_type() != at::kBool && !at::isFloatingType(mask->scalar_type())) return false;
+    if (!at::is_expandable_to(mask->sizes(), score_shape(q, k))) return false;
+  }
+  return true;
+}
+
+}  // namespace
+
+int64_t fused_sdp_choice(const Tensor &q, const Tensor &k, const Tensor &v, const std::optional<Tensor> &mask,
+                         double dropout_p, bool is_causal, std::optional<double> /*scale*/, bool enable_gqa) {
+  auto &ctx = at::globalContext();
+  if (ctx.userEnabledOverrideableSDP() && fused_covers(q, k, v, mask, dropout_p, is_causal, enable_gqa))
+    return static_cast<int64_t>(at::SDPBackend::overrideable);
+  if (ctx.userEnabledMathSDP()) return static_cast<int64_t>(at::SDPBackend::math);
+  return static_cast<int64_t>(at::SDPBackend::error);
+}
+
+namespace {
+
+void check_qkv(const char *fn, const Tensor &q, const Tensor &k, const Tensor &v, const Tensor *bias,
+               bool is_causal, double dropout_p) {
+  TORCH_CHECK(q.dim() == 4 && k.dim() == 4 && v.dim() == 4, fn,
+              ": expected 4-d query, key and value (batch, heads, sequence, embedding), got query ", q.sizes(),
+              ", key ", k.sizes(), ", value ", v.sizes());
+  TORCH_CHECK(q.scalar_type() == k.scalar_type() && q.scalar_type() == v.scalar_type(), fn,
+              ": expected query, key and value to have the same dtype, but got query.dtype: ", q.scalar_type(),
+              " key.dtype: ", k.scalar_type(), " and value.dtype: ", v.scalar_type(), " instead.");
+  TORCH_CHECK(at::isFloatingType(q.scalar_type()), fn, ": expected a floating dtype, got ", q.scalar_type());
+  TORCH_CHECK(k.device() == q.device() && v.device() == q.device(), fn,
+              ": expected query, key and value on the same device");
+  TORCH_CHECK(k.size(0) == q.size(0) && v.size(0) == q.size(0), fn,
+              ": query, key and value must have the same batch size");
+  TORCH_CHECK(v.size(1) == k.size(1) && v.size(2) == k.size(2), fn,
+              ": key and value must have the same number of heads and sequence length, got key ", k.sizes(),
+              " and value ", v.sizes());
+  TORCH_CHECK(k.size(3) == q.size(3), fn, ": query and key must have the same embedding dimension, got ",
+              q.size(3), " and ", k.size(3));
+  TORCH_CHECK(k.size(1) > 0 ? q.size(1) % k.size(1) == 0 : q.size(1) == 0, fn,
+              ": the number of query heads (", q.size(1), ") must be divisible by the number of key/value heads (",
+              k.size(1), ")");
+  TORCH_CHECK(dropout_p >= 0.0 && dropout_p < 1.0, fn, ": dropout probability must be in [0, 1), got ", dropout_p);
+  if (bias) {
+    TORCH_CHECK(!is_causal, "_scaled_dot_product_attention: Explicit attn_mask should not be set when is_causal=True");
+    TORCH_CHECK(bias->scalar_type() == at::kBool || at::isFloatingType(bias->scalar_type()), fn,
+                ": expected attn_mask dtype to be bool or float, but got ", bias->scalar_type());
+    TORCH_CHECK(bias->device() == q.device(), fn, ": attn_mask must be on the device of query");
+    TORCH_CHECK(bias->dim() <= 4 && at::is_expandable_to(bias->sizes(), score_shape(q, k)), fn,
+                ": attn_mask of shape ", bias->sizes(), " is not broadcastable to ", at::IntArrayRef(score_shape(q, k)));
+  }
+  if (q.scalar_type() == at::kDouble) warn_float64_once();
+}
+
+// The launch header shared by all four ops: sizes {B, Hq, Hk, L, S, E, Ev},
+// s0 scale, s1 dropout p, p0 causal, p1 seed, p2 offset.
+nrt_launch attn_desc(nrt_op op, const Tensor &q, const Tensor &k, const Tensor &v, double scale, double dropout_p,
+                     bool is_causal, uint64_t seed, uint64_t offset) {
+  nrt_launch d = new_launch(op);
+  d.ndim = 7;
+  int64_t sizes[7] = {q.size(0), q.size(1), k.size(1), q.size(2), k.size(2), q.size(3), v.size(3)};
+  std::memcpy(d.sizes, sizes, sizeof sizes);
+  d.compute_dtype = NRT_FLOAT32;
+  d.scalars[0].f = scale;
+  d.scalars[1].f = dropout_p;
+  d.params[0] = is_causal ? 1 : 0;
+  d.params[1] = static_cast<int64_t>(seed);
+  d.params[2] = static_cast<int64_t>(offset);
+  return d;
+}
+
+void put4(nrt_operand &o, const Tensor &t) { set_operand(o, t, {0, 1, 2, 3}); }
+
+// lse [B, Hq, L]: strides {b, h, l}.
+void put_rows(nrt_operand &o, const Tensor &t) { set_operand(o, t, {0, 1, 2}); }
+
+double default_scale(const Tensor &q, std::optional<double> scale) {
+  return scale ? *scale : 1.0 / std::sqrt(static_cast<double>(q.size(3)));
+}
+
+using ForwardResult =
+    std::tuple<Tensor, Tensor, Tensor, Tensor, c10::SymInt, c10::SymInt, Tensor, Tensor, Tensor>;
+
+ForwardResult sdpa_forward(const Tensor &q, const Tensor &k, const Tensor &v, const std::optional<Tensor> &attn_bias,
+                           double dropout_p, bool is_causal, bool return_debug_mask, std::optional<double> scale) {
+  const char *fn = "_scaled_dot_product_fused_attention_overrideable";
+  const Tensor *bias = attn_bias && attn_bias->defined() ? &*attn_bias : nullptr;
+  check_qkv(fn, q, k, v, bias, is_causal, dropout_p);
+  TORCH_CHECK(!return_debug_mask, fn, ": return_debug_mask=True is not supported on neuron");
+  c10::DeviceGuard guard(q.device());
+  int64_t B = q.size(0), Hq = q.size(1), L = q.size(2), S = k.size(2), Ev = v.size(3);
+  Tensor out = at::empty({B, Hq, L, Ev}, q.options());
+  Tensor lse = at::empty({B, Hq, L}, q.options().dtype(at::kFloat));
+  uint64_t seed = 0, offset = 0;
+  if (dropout_p > 0.0)
+    philox_next(nullptr, q.device().index(), static_cast<uint64_t>(B * Hq * L * S), &seed, &offset);
+  if (lse.numel() > 0) {
+    nrt_launch d = attn_desc(NRT_OP(SDPA_FORWARD), q, k, v, default_scale(q, scale), dropout_p, is_causal, seed, offset);
+    d.noutputs = 2;
+    d.ninputs = bias ? 4 : 3;
+    put4(d.operands[0], out);
+    put_rows(d.operands[1], lse);
+    put4(d.operands[2], q);
+    put4(d.operands[3], k);
+    put4(d.operands[4], v);
+    if (bias) put4(d.operands[5], bias->expand(score_shape(q, k)));
+    launch(q.device().index(), d);
+  }
+  auto cpu_long = at::TensorOptions().dtype(at::kLong);
+  Tensor seed_t = at::scalar_tensor(static_cast<int64_t>(seed), cpu_long);
+  Tensor offset_t = at::scalar_tensor(static_cast<int64_t>(offset), cpu_long);
+  return ForwardResult(out, lse, Tensor(), Tensor(), c10::SymInt(L), c10::SymInt(S), seed_t, offset_t,
+                       at::empty({0}, q.options()));
+}
+
+std::tuple<Tensor, Tensor, Tensor, Tensor> sdpa_backward(
+    const Tensor &grad_out, const Tensor &q, const Tensor &k, const Tensor &v, const Tensor &attn_bias,
+    std::array<bool, 4> grad_input_mask, const Tensor &out, const Tensor &lse, const Tensor & /*cum_seq_q*/,
+    const Tensor & /*cum_seq_k*/, int64_t /*max_q*/, int64_t /*max_k*/, double dropout_p, bool is_causal,
+    const Tensor &philox_seed, const Tensor &philox_offset, std::optional<double> scale) {
+  const char *fn = "_scaled_dot_product_fused_attention_overrideable_backward";
+  const Tensor *bias = attn_bias.defined() ? &attn_bias : nullptr;
+  check_qkv(fn, q, k, v, bias, is_causal, dropout_p);
+  int64_t B = q.size(0), Hq = q.size(1), L = q.size(2), S = k.size(2), Ev = v.size(3);
+  TORCH_CHECK(grad_out.sizes() == at::IntArrayRef({B, Hq, L, Ev}) && out.sizes() == grad_out.sizes(), fn,
+              ": grad_out and out must have shape ", at::IntArrayRef({B, Hq, L, Ev}));
+  TORCH_CHECK(lse.scalar_type() == at::kFloat && lse.sizes() == at::IntArrayRef({B, Hq, L}), fn,
+              ": expected a float32 logsumexp of shape ", at::IntArrayRef({B, Hq, L}));
+  TORCH_CHECK(grad_out.device() == q.device() && out.device() == q.device() && lse.device() == q.device(), fn,
+              ": grad_out, out and logsumexp must be on the device of query");
+  c10::DeviceGuard guard(q.device());
+  uint64_t seed = 0, offset = 0;
+  if (dropout_p > 0.0) {
+    TORCH_CHECK(philox_seed.defined() && philox_offset.defined() && philox_seed.numel() == 1 &&
+                    philox_offset.numel() == 1,
+                fn, ": dropout needs the forward's philox_seed and philox_offset");
+    seed = static_cast<uint64_t>(philox_seed.item<int64_t>());
+    offset = static_cast<uint64_t>(philox_offset.item<int64_t>());
+  }
+  bool want_q = grad_input_mask[0];
+  bool want_bias = grad_input_mask[3] && bias && bias->scalar_type() != at::kBool;
+  Tensor dq = at::empty_like(q, at::MemoryFormat::Contiguous), dk = at::empty_like(k, at::MemoryFormat::Contiguous),
+         dv = at::empty_like(v, at::MemoryFormat::Contiguous), dbias;
+  Tensor ds = want_bias ? at::empty({B, Hq, L, S}, q.options().dtype(at::kFloat)) : Tensor();
+  Tensor mask = bias ? bias->expand(score_shape(q, k)) : Tensor();
+  double sc = default_scale(q, scale);
+  c10::DeviceIndex dev = q.device().index();
+  if (B * Hq * L > 0) {
+    // Per row: dO in float32, lse, D = dO . O (see SDPA_BACKWARD_PREP).
+    Tensor rowstat = at::empty({B, Hq, L, Ev + 2}, q.options().dtype(at::kFloat));
+    nrt_launch d = attn_desc(NRT_OP(SDPA_BACKWARD_PREP), q, k, v, sc, dropout_p, is_causal, seed, offset);
+    d.noutputs = 1;
+    d.ninputs = 3;
+    put4(d.operands[0], rowstat);
+    put4(d.operands[1], out);
+    put4(d.operands[2], grad_out);
+    put_rows(d.operands[3], lse);
+    if (out.scalar_type() != at::kFloat) {
+      // D = dO . out cancels in dP - D: a 16-bit out would spoil the
+      // gradients, so the kernel recomputes out in float32 from q, k, v.
+      d.ninputs = bias ? 7 : 6;
+      put4(d.operands[4], q);
+      put4(d.operands[5], k);
+      put4(d.operands[6], v);
+      if (bias) put4(d.operands[7], mask);
+    }
+    launch(dev, d);
+    // One pass gives dQ, dK and dV together (each tile's probabilities
+    // feed all three), so they are computed even when not all are wanted.
+    auto put_inputs = [&](nrt_launch &l, int in) {
+      l.ninputs = bias ? 5 : 4;
+      put4(l.operands[in], q);
+      put4(l.operands[in + 1], k);
+      put4(l.operands[in + 2], v);
+      put4(l.operands[in + 3], rowstat);
+      if (bias) put4(l.operands[in + 4], mask);
+    };
+    d = attn_desc(NRT_OP(SDPA_BACKWARD), q, k, v, sc, dropout_p, is_causal, seed, offset);
+    d.noutputs = 3;
+    put4(d.operands[0], dq);
+    put4(d.operands[1], dk);
+    put4(d.operands[2], dv);
+    put_inputs(d, 3);
+    launch(dev, d);
+    if (want_bias) {
+      d = attn_desc(NRT_OP(SDPA_BACKWARD_DS), q, k, v, sc, dropout_p, is_causal, seed, offset);
+      d.noutputs = 1;
+      put4(d.operands[0], ds);
+      put_inputs(d, 1);
+      launch(dev, d);
+    }
+  } else {
+    dq.zero_();
+    dk.zero_();
+    dv.zero_();
+    if (want_bias) ds.zero_();
+  }
+  if (want_bias) dbias = at::sum_to(ds, bias->sizes()).to(bias->scalar_type());
+  return {want_q ? dq : Tensor(), grad_input_mask[1] ? dk : Tensor(), grad_input_mask[2] ? dv : Tensor(), dbias};
+}
+
+}  // namespace
+
+TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+  NEURON_IMPL(m, "_fused_sdp_choice", fused_sdp_choice);
+  NEURON_IMPL(m, "_scaled_dot_product_fused_attention_overrideable", sdpa_forward);
+  NEURON_IMPL(m, "_scaled_dot_product_fused_attention_overrideable_backward", sdpa_backward);
+}
+
+}  // namespace torch_neuronx
+
+namespace at::native {
+// scaled_dot_product_attention consults the stub, not the op, for the device.
+REGISTER_PRIVATEUSE1_DISPATCH(_fused_sdp_choice_stub, &torch_neuronx::fused_sdp_choice)
+}  // namespace at::native

@@ -1,0 +1,268 @@
+// Complex tensors on the device: the COMPLEX kernel family behind the
+// general ops (registered with the launch layer as an extension, so
+// launch_iter hands it every iteration with a complex operand), the
+// complex-only ops (complex, polar, conj_physical, sgn), the view_as_real /
+// view_as_complex views, and the conjugate / negative bit plumbing of
+// copies.
+//
+// Conjugate and negative views keep their bit and their physical data;
+// PyTorch materialises them through copy_ -> _copy_from. Its Conjugate and
+// Negative fallbacks would first resolve the bit of _copy_from's input by
+// cloning it, which is itself a copy_ -> _copy_from of the same input: an
+// endless recursion for a backend that implements copies with _copy_from.
+// So _copy_from falls through those keys and our copy applies the bits
+// itself (the CX_COPY kernel conjugates / negates on the fly).
+#include <ATen/TensorIterator.h>
+#include <ATen/native/Resize.h>
+#include <ATen/ops/empty.h>
+#include <ATen/ops/view_as_complex_native.h>
+#include <ATen/ops/view_as_real_native.h>
+#include <c10/core/DeviceGuard.h>
+#include <c10/util/SmallVector.h>
+#include <torch/library.h>
+
+#include "launch/iter.h"
+#include "launch/launch.h"
+#include "nrt/ops/complex.h"
+#include "registry/variants.h"
+
+namespace torch_neuronx {
+namespace {
+
+using at::Tensor;
+
+// The COMPLEX op that computes base op `op` on complex operands, with its
+// params; false if there is none.
+bool complex_op_for(at::TensorIteratorBase &iter, nrt_op op, nrt_op *out, int64_t *p0, int64_t *p1) {
+  *p0 = *p1 = 0;
+  if (nrt_op_kind(op) == NRT_KIND_COMPLEX) {
+    *out = op;
+    return true;
+  }
+  switch (op) {
+    case NRT_OP_COPY:
+      *out = NRT_OP(CX_COPY);
+      *p0 = iter.tensor_base(0).is_conj() != iter.tensor_base(1).is_conj();
+      *p1 = iter.tensor_base(0).is_neg() != iter.tensor_base(1).is_neg();
+      return true;
+    case NRT_OP_NEG: *out = NRT_OP(CX_COPY); *p1 = 1; return true;
+    case NRT_OP_FILL: *out = NRT_OP(CX_FILL); return true;
+    case NRT_OP_ADD: *out = NRT_OP(CX_ADD); return true;
+    case NRT_OP_SUB: *out = NRT_OP(CX_SUB); return true;
+    case NRT_OP_MUL: *out = NRT_OP(CX_MUL); return true;
+    case NRT_OP_DIV: *out = NRT_OP(CX_DIV); return true;
+    case NRT_OP_EQ: *out = NRT_OP(CX_EQ); return true;
+    case NRT_OP_NE: *out = NRT_OP(CX_NE); return true;
+    case NRT_OP_WHERE: *out = NRT_OP(CX_WHERE); return true;
+    case NRT_OP_SUM: *out = NRT_OP(CX_REDUCE); return true;
+    case NRT_OP_MEAN: *out = NRT_OP(CX_REDUCE); *p0 = 1; return true;
+    case NRT_OP_PROD: *out = NRT_OP(CX_REDUCE); *p0 = 2; return true;
+    case NRT_OP_ALL: *out = NRT_OP(CX_REDUCE); *p0 = 3; return true;
+    case NRT_OP_ANY: *out = NRT_OP(CX_REDUCE); *p0 = 4; return true;
+    case NRT_OP_POW: *out = NRT_OP(CX_POW); return true;
+    case NRT_OP_POW_SCALAR: *out = NRT_OP(CX_POW_SCALAR); return true;
+    case NRT_OP_LOGICAL_AND: *out = NRT_OP(CX_LOGICAL); return true;
+    case NRT_OP_LOGICAL_OR: *out = NRT_OP(CX_LOGICAL); *p0 = 1; return true;
+    case NRT_OP_LOGICAL_XOR: *out = NRT_OP(CX_LOGICAL); *p0 = 2; return true;
+    case NRT_OP_ADDCMUL: *out = NRT_OP(CX_ADDCMUL); return true;
+    case NRT_OP_ADDCDIV: *out = NRT_OP(CX_ADDCDIV); return true;
+    case NRT_OP_LERP: *out = NRT_OP(CX_LERP); return true;
+    case NRT_OP_EXP: case NRT_OP_EXP2: case NRT_OP_EXPM1: case NRT_OP_LOG: case NRT_OP_LOG2:
+    case NRT_OP_LOG10: case NRT_OP_LOG1P: case NRT_OP_SQRT: case NRT_OP_RSQRT: case NRT_OP_RECIPROCAL:
+    case NRT_OP_SIN: case NRT_OP_COS: case NRT_OP_TAN: case NRT_OP_SINH: case NRT_OP_COSH:
+    case NRT_OP_TANH: case NRT_OP_ASIN: case NRT_OP_ACOS: case NRT_OP_ATAN: case NRT_OP_ASINH:
+    case NRT_OP_ACOSH: case NRT_OP_ATANH: case NRT_OP_SIGMOID: case NRT_OP_ISNAN: case NRT_OP_LOGICAL_NOT:
+      *out = NRT_OP(CX_MATH);
+      *p0 = op;
+      return true;
+    case NRT_OP_ABS:
+      // |z| is real: only when the caller gave a real output.
+      if (at::isComplexType(iter.dtype(0))) return false;
+      *out = NRT_OP(CX_ABS);
+      return true;
+    default: return false;
+  }
+}
+
+void launch_iter_complex(at::TensorIteratorBase &iter, nrt_op op, std::initializer_list<nrt_scalar> scalars,
+                         std::initializer_list<int64_t> params) {
+  nrt_op cop;
+  int64_t p0, p1;
+  if (!complex_op_for(iter, op, &cop, &p0, &p1)) {
+    at::ScalarType t = iter.dtype(0);
+    for (int i = 0; i < iter.ntensors(); ++i)
+      if (at::isComplexType(iter.dtype(i))) t = iter.dtype(i);
+    TORCH_CHECK_TYPE(false, "neuron: ", nrt_op_name(op), " does not support complex tensors (got ", t, ")");
+  }
+  if (iter.numel() == 0) return;
+  TORCH_CHECK(iter.ndim() <= NRT_MAX_DIMS, "neuron kernels support at most ", NRT_MAX_DIMS,
+              " dimensions after coalescing, got ", iter.ndim());
+  TORCH_CHECK(iter.ntensors() <= NRT_MAX_OPERANDS, "too many operands for a neuron kernel");
+  c10::Device device = iter.device();
+  c10::DeviceGuard guard(device);
+
+  nrt_launch d = iter_desc(iter, cop);
+  d.compute_dtype = to_nrt_dtype(iter.dtype(0));  // unused by the family, must be valid
+  int k = 0;
+  for (const auto &s : scalars) d.scalars[k++] = s;
+  if (nrt_op_kind(op) == NRT_KIND_COMPLEX) {
+    k = 0;
+    for (int64_t p : params) d.params[k++] = p;
+  } else {
+    d.params[0] = p0;
+    d.params[1] = p1;
+  }
+
+  c10::SmallVector<at::Tensor, 2> temps;  // device copies of CPU scalars, freed in stream order
+  for (int i = 0; i < iter.ntensors(); ++i) {
+    nrt_operand &o = d.operands[i];
+    if (iter.device(i).is_cpu()) {
+      // A wrapped number: its exact value as a complex128 on the device,
+      // broadcast with stride 0 (the kernels compute in double anyway).
+      TORCH_INTERNAL_ASSERT(i >= iter.noutputs(), "CPU output in a neuron kernel");
+      c10::complex<double> v = iter.scalar_value<c10::complex<double>>(i);
+      at::Tensor t = at::empty({}, at::TensorOptions().dtype(at::kComplexDouble).device(device));
+      nrt_launch f = new_launch(NRT_OP(CX_FILL));
+      f.noutputs = 1;
+      f.compute_dtype = NRT_COMPLEX128;
+      f.scalars[0].f = v.real();
+      f.scalars[1].f = v.imag();
+      f.operands[0].data = t.data_ptr();
+      f.operands[0].dtype = NRT_COMPLEX128;
+      launch(device.index(), f);
+      o.data = t.data_ptr();
+      o.dtype = NRT_COMPLEX128;
+      temps.push_back(std::move(t));
+      continue;
+    }
+    set_iter_operand(o, iter, i);
+  }
+  launch(device.index(), d);
+}
+
+// The launch extension: iterations the general kernels cannot read (a
+// complex operand, a COMPLEX op, or a copy that must apply a conjugate /
+// negative bit) run here.
+bool take_iter(at::TensorIteratorBase &iter, nrt_op op, std::initializer_list<nrt_scalar> scalars,
+               std::initializer_list<int64_t> params) {
+  bool complex = nrt_op_kind(op) == NRT_KIND_COMPLEX;
+  for (int i = 0; i < iter.ntensors() && !complex; ++i) complex = at::isComplexType(iter.dtype(i));
+  if (!complex && !(op == NRT_OP_COPY && (iter.tensor_base(0).is_conj() != iter.tensor_base(1).is_conj() ||
+                                          iter.tensor_base(0).is_neg() != iter.tensor_base(1).is_neg())))
+    return false;
+  launch_iter_complex(iter, op, scalars, params);
+  return true;
+}
+
+// Hand-built descriptors: the family's own ops go straight to the runtime,
+// and hand-built copies (flip, ...) of complex data become CX_COPY, which
+// has the same operand layout. Anything else with a complex operand is left
+// to the general check, which raises.
+bool take_launch(c10::DeviceIndex device, const nrt_launch &desc) {
+  if (nrt_op_kind(desc.op) == NRT_KIND_COMPLEX) {
+    enqueue(device, desc);
+    return true;
+  }
+  if (desc.op != NRT_OP_COPY) return false;
+  bool complex = false;
+  for (int i = 0; i < desc.noutputs + desc.ninputs && i < NRT_MAX_OPERANDS; ++i)
+    complex |= nrt_dtype_is_complex(desc.operands[i].dtype);
+  if (!complex) return false;
+  nrt_launch c = desc;
+  c.op = NRT_OP(CX_COPY);
+  c.params[0] = c.params[1] = 0;
+  enqueue(device, c);
+  return true;
+}
+
+struct RegisterExtension {
+  RegisterExtension() { register_launch_extension({&take_iter, &take_launch}); }
+} g_register_extension;
+
+// ---- views -----------------------------------------------------------------
+// ATen's own kernels only rewrite metadata (a new TensorImpl on the same
+// storage), which is right for any device.
+Tensor view_as_real_fn(const Tensor &self) { return at::native::view_as_real(self); }
+Tensor view_as_complex_fn(const Tensor &self) { return at::native::view_as_complex(self); }
+
+// ---- sgn -------------------------------------------------------------------
+// sign for real tensors, z / |z| (0 at 0) for complex ones; the composed
+// result is copied into out= / self by Variants.
+Tensor sgn_into(Tensor out, const Tensor &self) {
+  if (!self.is_complex()) return out.is_same(self) ? self.sign_() : self.sign();
+  Tensor result;
+  auto iter = at::TensorIterator::unary_op(result, self);
+  launch_iter_complex(iter, NRT_OP(CX_SGN), {}, {});
+  return iter.output();
+}
+
+// ---- conj_physical ---------------------------------------------------------
+Tensor &conj_physical_out(const Tensor &self, Tensor &out) {
+  auto iter = at::TensorIteratorConfig()
+                  .add_output(out)
+                  .add_const_input(self)
+                  .resize_outputs(true)
+                  .check_all_same_dtype(false)
+                  .build();
+  c10::DeviceGuard guard(self.device());
+  if (!self.is_complex() && !out.is_complex()) {
+    launch_iter(iter, NRT_OP_COPY);  // conj of a real tensor is a copy
+  } else {
+    launch_iter_complex(iter, NRT_OP(CX_COPY), {}, {1, 0});
+  }
+  return out;
+}
+
+// ---- constructors from real parts (complex, polar) -------------------------
+void check_parts(const Tensor &a, const Tensor &b, const Tensor &out) {
+  TORCH_CHECK(a.scalar_type() == b.scalar_type(), "Expected object of scalar type ", a.scalar_type(),
+              " but got scalar type ", b.scalar_type(), " for second argument");
+  at::ScalarType t = a.scalar_type();
+  TORCH_CHECK(t == at::kFloat || t == at::kDouble || t == at::kHalf,
+              "Expected both inputs to be Half, Float or Double tensors but got ", a.scalar_type(), " and ",
+              b.scalar_type());
+  TORCH_CHECK(out.scalar_type() == c10::toComplexType(t), "Expected object of scalar type ",
+              c10::toComplexType(t), " but got scalar type ", out.scalar_type(), " for argument 'out'");
+}
+
+Tensor &from_parts(const Tensor &a, const Tensor &b, Tensor &out, nrt_op op) {
+  check_parts(a, b, out);
+  c10::DeviceGuard guard(a.device());
+  auto iter = at::TensorIteratorConfig()
+                  .add_output(out)
+                  .add_const_input(a)
+                  .add_const_input(b)
+                  .check_all_same_dtype(false)
+                  .build();
+  launch_iter_complex(iter, op, {}, {});
+  return out;
+}
+Tensor &complex_out(const Tensor &re, const Tensor &im, Tensor &out) {
+  return from_parts(re, im, out, NRT_OP(CX_COMPLEX));
+}
+Tensor &polar_out(const Tensor &abs, const Tensor &angle, Tensor &out) {
+  return from_parts(abs, angle, out, NRT_OP(CX_POLAR));
+}
+
+}  // namespace
+
+TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+  NEURON_VARIANTS(m, sgn_into, "sgn", "sgn_", "sgn.out");
+  NEURON_IMPL(m, "view_as_real", view_as_real_fn);
+  NEURON_IMPL(m, "view_as_complex", view_as_complex_fn);
+  NEURON_IMPL(m, "conj_physical.out", conj_physical_out);
+  NEURON_IMPL(m, "complex.out", complex_out);
+  NEURON_IMPL(m, "polar.out", polar_out);
+}
+
+// See the comment at the top: copies apply conjugate / negative bits themselves.
+TORCH_LIBRARY_IMPL(aten, Conjugate, m) {
+  m.impl("_copy_from", torch::CppFunction::makeFallthrough());
+  m.impl("_copy_from_and_resize", torch::CppFunction::makeFallthrough());
+}
+TORCH_LIBRARY_IMPL(aten, Negative, m) {
+  m.impl("_copy_from", torch::CppFunction::makeFallthrough());
+  m.impl("_copy_from_and_resize", torch::CppFunction::makeFallthrough());
+}
+
+}  // namespace torch_neuronx

@@ -1,0 +1,166 @@
+// Ops expressed through other native ops (each step a device kernel): the
+// ATen signature and checks are PyTorch's, the arithmetic is a short chain
+// of native launches. Where one of these becomes hot, it earns a kernel.
+// Each op returns a fresh result; its out= and in-place overloads copy it
+// where asked (registry/variants.h), hence the unnamed `out` parameters.
+#include <ATen/ExpandUtils.h>
+#include <ATen/WrapDimUtils.h>
+#include <ATen/native/Resize.h>
+#include <ATen/ops/empty.h>
+#include <ATen/ops/linalg_vector_norm.h>
+#include <c10/core/DeviceGuard.h>
+
+#include "launch/launch.h"
+#include "registry/variants.h"
+
+namespace torch_neuronx {
+namespace {
+
+using at::Tensor;
+using c10::Scalar;
+
+Tensor dot_fn(const Tensor &a, const Tensor &b) {
+  TORCH_CHECK(a.dim() == 1 && b.dim() == 1, "1D tensors expected, but got ", a.dim(), "D and ", b.dim(), "D tensors");
+  TORCH_CHECK(a.numel() == b.numel(), "inconsistent tensor size, expected tensor [", a.numel(),
+              "] and src [", b.numel(), "] to have the same number of elements, but got ", a.numel(), " and ",
+              b.numel(), " elements respectively");
+  TORCH_CHECK(a.scalar_type() == b.scalar_type(), "dot : expected both vectors to have same dtype, but found ",
+              a.scalar_type(), " and ", b.scalar_type());
+  return a.unsqueeze(0).mm(b.unsqueeze(1)).reshape({});
+}
+
+// vdot conjugates its first argument (a no-op for real tensors).
+Tensor vdot_fn(const Tensor &a, const Tensor &b) {
+  TORCH_CHECK(a.scalar_type() == b.scalar_type(), "vdot : expected both vectors to have same dtype, but found ",
+              a.scalar_type(), " and ", b.scalar_type());
+  return dot_fn(a.is_complex() ? a.conj() : a, b);
+}
+
+Tensor addmv_into(Tensor, const Tensor &self, const Tensor &mat, const Tensor &vec, const Scalar &beta,
+                  const Scalar &alpha) {
+  TORCH_CHECK(mat.dim() == 2 && vec.dim() == 1, "vector + matrix @ vector expected, got ", self.dim(), ", ",
+              mat.dim(), ", ", vec.dim());
+  TORCH_CHECK(mat.size(1) == vec.size(0), "size mismatch, got input (", self.size(0), "), mat (", mat.size(0), "x",
+              mat.size(1), "), vec (", vec.size(0), ")");
+  return at::addmm(self.dim() == 0 ? self : self.unsqueeze(1), mat, vec.unsqueeze(1), beta, alpha).squeeze(1);
+}
+
+// index_add / index_fill_: advanced indexing along `dim` (accumulating for add).
+c10::List<std::optional<Tensor>> dim_index(int64_t dim, const Tensor &index) {
+  c10::List<std::optional<Tensor>> l;
+  for (int64_t d = 0; d < dim; ++d) l.push_back(std::nullopt);
+  l.push_back(index.reshape({-1}));
+  return l;
+}
+Tensor index_add_into(Tensor, const Tensor &self, int64_t dim, const Tensor &index, const Tensor &source,
+                      const Scalar &alpha) {
+  dim = at::maybe_wrap_dim(dim, self.dim());
+  TORCH_CHECK(index.dim() <= 1, "index_add_(): Index is supposed to be a vector");
+  Tensor out = self.clone();
+  if (self.dim() == 0) {
+    out.reshape({1}).index_put_(dim_index(0, index), source.reshape({-1}).mul(alpha), /*accumulate=*/true);
+    return out;
+  }
+  Tensor src = alpha.equal(1) ? source : source.mul(alpha);
+  out.index_put_(dim_index(dim, index), src.dim() == 0 ? src.reshape({1}) : src, /*accumulate=*/true);
+  return out;
+}
+Tensor &index_fill_scalar(Tensor &self, int64_t dim, const Tensor &index, const Scalar &value) {
+  dim = at::maybe_wrap_dim(dim, self.dim());
+  Tensor v = at::empty({}, self.options()).fill_(value);
+  if (self.dim() == 0) {
+    self.reshape({1}).index_put_(dim_index(0, index), v, false);
+    return self;
+  }
+  self.index_put_(dim_index(dim, index), v, false);
+  return self;
+}
+Tensor &index_fill_tensor(Tensor &self, int64_t dim, const Tensor &index, const Tensor &value) {
+  TORCH_CHECK(value.dim() == 0, "Only supports 0-dimensional value tensor. Got a tensor with ", value.dim(),
+              " dimensions.");
+  return index_fill_scalar(self, dim, index, value.item());
+}
+
+std::tuple<Tensor, Tensor> var_mean_fn(const Tensor &self, at::OptionalIntArrayRef dim,
+                                       const std::optional<Scalar> &correction, bool keepdim) {
+  return {at::var(self, dim, correction, keepdim), at::mean(self, dim, keepdim)};
+}
+std::tuple<Tensor, Tensor> std_mean_fn(const Tensor &self, at::OptionalIntArrayRef dim,
+                                       const std::optional<Scalar> &correction, bool keepdim) {
+  return {at::std(self, dim, correction, keepdim), at::mean(self, dim, keepdim)};
+}
+
+// clamp_min / clamp_max with a tensor bound are maximum / minimum, whose
+// out= overloads write `out` themselves.
+Tensor clamp_min_t_into(Tensor out, const Tensor &self, const Tensor &lo) {
+  return out.defined() ? at::maximum_out(out, self, lo) : at::maximum(self, lo);
+}
+Tensor clamp_max_t_into(Tensor out, const Tensor &self, const Tensor &hi) {
+  return out.defined() ? at::minimum_out(out, self, hi) : at::minimum(self, hi);
+}
+
+Tensor rsub_fn(const Tensor &self, const Tensor &other, const Scalar &alpha) { return at::sub(other, self, alpha); }
+
+
+// clamp with tensor bounds: maximum then minimum (NaN-propagating, as clamp).
+Tensor clamp_t_into(Tensor, const Tensor &self, const std::optional<Tensor> &lo, const std::optional<Tensor> &hi) {
+  bool has_lo = lo && lo->defined(), has_hi = hi && hi->defined();
+  TORCH_CHECK(has_lo || has_hi, "torch.clamp: At least one of 'min' or 'max' must not be None");
+  Tensor r = has_lo ? at::maximum(self, *lo) : self;
+  if (has_hi) r = at::minimum(r, *hi);
+  if (!has_lo && !has_hi) r = self.clone();
+  return r;
+}
+
+// logaddexp = max + log1p(exp(-|a - b|)), with equal infinities handled as
+// PyTorch does (log(2 * exp(inf)) = inf, -inf stays -inf).
+Tensor logaddexp_into(Tensor, const Tensor &a, const Tensor &b) {
+  Tensor m = at::maximum(a, b);
+  Tensor r = m.add(a.sub(b).abs().neg().exp().log1p());
+  return at::where(a.eq(b).logical_and(a.isinf()), a, r);
+}
+
+bool equal_fn(const Tensor &a, const Tensor &b) {
+  TORCH_CHECK(a.device() == b.device(), "Cannot compare two tensors on different devices. Got: ", a.device(),
+              " and ", b.device());
+  if (a.sizes() != b.sizes()) return false;
+  if (a.numel() == 0) return true;
+  return a.eq(b).all().item<bool>();
+}
+
+Tensor nansum_fn(const Tensor &self, at::OptionalIntArrayRef dim, bool keepdim, std::optional<c10::ScalarType> dtype) {
+  Tensor x = at::isFloatingType(self.scalar_type()) ? at::where(self.isnan(), at::zeros_like(self), self) : self;
+  return at::sum(x, dim, keepdim, dtype);
+}
+
+Tensor norm_dim(const Tensor &self, const std::optional<Scalar> &p, c10::IntArrayRef dim, bool keepdim) {
+  return at::linalg_vector_norm(self, p.value_or(2), dim, keepdim, std::nullopt);
+}
+Tensor norm_dim_dtype(const Tensor &self, const std::optional<Scalar> &p, c10::IntArrayRef dim, bool keepdim,
+                      c10::ScalarType dtype) {
+  return at::linalg_vector_norm(self, p.value_or(2), dim, keepdim, dtype);
+}
+
+}  // namespace
+
+TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+  NEURON_IMPL(m, "dot", dot_fn);
+  NEURON_IMPL(m, "vdot", vdot_fn);
+  NEURON_VARIANTS(m, addmv_into, "addmv", nullptr, "addmv.out");
+  NEURON_VARIANTS(m, index_add_into, "index_add", nullptr, "index_add.out");
+  NEURON_IMPL(m, "index_fill_.int_Scalar", index_fill_scalar);
+  NEURON_IMPL(m, "index_fill_.int_Tensor", index_fill_tensor);
+  NEURON_IMPL(m, "var_mean.correction", var_mean_fn);
+  NEURON_IMPL(m, "std_mean.correction", std_mean_fn);
+  NEURON_IMPL(m, "rsub.Tensor", rsub_fn);
+  NEURON_VARIANTS(m, clamp_min_t_into, "clamp_min.Tensor", nullptr, "clamp_min.Tensor_out");
+  NEURON_VARIANTS(m, clamp_max_t_into, "clamp_max.Tensor", nullptr, "clamp_max.Tensor_out");
+  NEURON_VARIANTS(m, clamp_t_into, "clamp.Tensor", "clamp_.Tensor", "clamp.Tensor_out");
+  NEURON_VARIANTS(m, logaddexp_into, "logaddexp", nullptr, "logaddexp.out");
+  NEURON_IMPL(m, "equal", equal_fn);
+  NEURON_IMPL(m, "nansum", nansum_fn);
+  NEURON_IMPL(m, "norm.ScalarOpt_dim", norm_dim);
+  NEURON_IMPL(m, "norm.ScalarOpt_dim_dtype", norm_dim_dtype);
+}
+
+}  // namespace torch_neuronx

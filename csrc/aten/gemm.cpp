@@ -1,0 +1,194 @@
+// The GEMM family's glue: mm, addmm, bmm, baddbmm. Checks as ATen's meta
+// functions make them, then one GEMM launch with the operands' own strides
+// (transposed views need no copy: the runtime packs them).
+#include <ATen/ExpandUtils.h>
+#include <ATen/TensorIterator.h>
+#include <ATen/native/Resize.h>
+#include <ATen/ops/bmm.h>
+#include <ATen/ops/cat.h>
+#include <ATen/ops/complex.h>
+#include <ATen/ops/view_as_real.h>
+#include <ATen/ops/empty.h>
+#include <ATen/TensorOperators.h>
+#include <c10/core/DeviceGuard.h>
+
+#include "launch/launch.h"
+#include "nrt/ops/gemm.h"
+#include "registry/variants.h"
+
+namespace torch_neuronx {
+namespace {
+
+using at::Tensor;
+using c10::Scalar;
+
+void check_same_dtype(const Tensor &a, const Tensor &b, const char *what) {
+  TORCH_CHECK(a.scalar_type() == b.scalar_type(), "expected ", what, " to have the same dtype, but got: ",
+              a.scalar_type(), " != ", b.scalar_type());
+}
+
+bool is_zero(const Scalar &s) {
+  if (s.isComplex()) return s.toComplexDouble() == c10::complex<double>(0, 0);
+  return s.isIntegral(true) ? s.toLong() == 0 : s.toDouble() == 0.0;
+}
+
+nrt_scalar scalar_in(const Tensor &t, const Scalar &s) {
+  nrt_scalar v;
+  if (at::isFloatingType(t.scalar_type())) {
+    v.f = s.toDouble();
+  } else {
+    v.i = s.toLong();
+  }
+  return v;
+}
+
+// Complex C = alpha * A @ B + beta * bias from four real GEMMs over the
+// (re, im) planes of A and B (strided views of the same memory: no copies
+// beyond resolving conjugate/negative bits), combined by native complex
+// elementwise ops. The GEMM kernel itself is real-only.
+void complex_gemm(const Tensor &c, const Tensor &a, const Tensor &b, const Tensor &bias, const Scalar &alpha,
+                  const Scalar &beta) {
+  Tensor ar = at::view_as_real(a.resolve_conj().resolve_neg()), br = at::view_as_real(b.resolve_conj().resolve_neg());
+  Tensor a0 = ar.select(-1, 0), a1 = ar.select(-1, 1), b0 = br.select(-1, 0), b1 = br.select(-1, 1);
+  Tensor re = at::bmm(a0, b0).sub_(at::bmm(a1, b1));
+  Tensor im = at::bmm(a0, b1).add_(at::bmm(a1, b0));
+  Tensor t = at::complex(re, im);
+  if (!(alpha.isIntegral(false) && alpha.toLong() == 1)) t = t.mul(alpha);
+  if (bias.defined()) t = t.add(bias.mul(beta));
+  c.copy_(t);
+}
+
+// C[b] = alpha * A[b] @ B[b] + beta * bias[b]; all operands are 3-d views
+// (batch, rows, cols); `bias` may be undefined.
+void launch_gemm(const Tensor &c, const Tensor &a, const Tensor &b, const Tensor &bias, const Scalar &alpha,
+                 const Scalar &beta) {
+  if (c.numel() == 0) return;
+  if (a.is_complex()) return complex_gemm(c, a, b, bias, alpha, beta);
+  nrt_launch d = new_launch(NRT_OP(GEMM), {c.size(0), c.size(1), c.size(2), a.size(2)});
+  d.noutputs = 1;
+  d.ninputs = bias.defined() ? 3 : 2;
+  d.compute_dtype = to_nrt_dtype(a.scalar_type());
+  bool f64 = false;
+  auto put = [&](int i, const Tensor &t) {
+    set_operand(d.operands[i], t, {0, 1, 2});
+    f64 |= d.operands[i].dtype == NRT_FLOAT64;
+  };
+  put(0, c);
+  put(1, a);
+  put(2, b);
+  if (bias.defined()) put(3, bias);
+  d.scalars[0] = scalar_in(a, alpha);
+  d.scalars[1] = scalar_in(a, beta);
+  if (f64) warn_float64_once();
+  launch(c.device().index(), d);
+}
+
+void check_mm(const Tensor &a, const Tensor &b, const char *an, const char *bn) {
+  TORCH_CHECK(a.dim() == 2, an, " must be a matrix, got ", a.dim(), "-D tensor");
+  TORCH_CHECK(b.dim() == 2, bn, " must be a matrix, got ", b.dim(), "-D tensor");
+  TORCH_CHECK(a.size(1) == b.size(0), an, " and ", bn, " shapes cannot be multiplied (", a.size(0), "x",
+              a.size(1), " and ", b.size(0), "x", b.size(1), ")");
+  check_same_dtype(a, b, "self and mat2");
+  TORCH_CHECK(a.device() == b.device(), "Expected all tensors to be on the same device, but found at least two devices, ",
+              a.device(), " and ", b.device(), "!");
+}
+
+Tensor &mm_into(Tensor &out, const Tensor &a, const Tensor &b, const Tensor *bias, const Scalar &beta,
+                const Scalar &alpha) {
+  c10::DeviceGuard guard(a.device());
+  if (!out.defined()) {
+    out = at::empty({a.size(0), b.size(1)}, a.options());
+  } else {
+    TORCH_CHECK(out.scalar_type() == a.scalar_type(), "Expected out tensor to have dtype ", a.scalar_type(),
+                ", but got ", out.scalar_type(), " instead");
+    out.resize_({a.size(0), b.size(1)});
+  }
+  Tensor bias3;
+  if (bias && bias->defined() && !is_zero(beta)) {
+    bias3 = bias->expand({a.size(0), b.size(1)}).unsqueeze(0);
+  }
+  if (a.size(1) == 0 && !bias3.defined()) {
+    out.zero_();
+    return out;
+  }
+  launch_gemm(out.unsqueeze(0), a.unsqueeze(0), b.unsqueeze(0), bias3, alpha, beta);
+  return out;
+}
+
+
+Tensor matmul_into(Tensor out, const Tensor &a, const Tensor &b) {
+  check_mm(a, b, "self", "mat2");
+  return mm_into(out, a, b, nullptr, 0, 1);
+}
+
+void check_addmm(const Tensor &self, const Tensor &m1, const Tensor &m2) {
+  TORCH_CHECK(m1.dim() == 2, "mat1 must be a matrix, got ", m1.dim(), "-D tensor");
+  TORCH_CHECK(m2.dim() == 2, "mat2 must be a matrix, got ", m2.dim(), "-D tensor");
+  TORCH_CHECK(m1.size(1) == m2.size(0), "mat1 and mat2 shapes cannot be multiplied (", m1.size(0), "x", m1.size(1),
+              " and ", m2.size(0), "x", m2.size(1), ")");
+  check_same_dtype(m1, m2, "mat1 and mat2");
+  check_same_dtype(self, m1, "self and mat2");
+  TORCH_CHECK(at::is_expandable_to(self.sizes(), {m1.size(0), m2.size(1)}), "The expanded size of self ",
+              self.sizes(), " must match the output size ", c10::IntArrayRef{m1.size(0), m2.size(1)});
+}
+
+Tensor addmm_into(Tensor out, const Tensor &self, const Tensor &m1, const Tensor &m2, const Scalar &beta,
+                  const Scalar &alpha) {
+  check_addmm(self, m1, m2);
+  // In place the GEMM reads bias and writes C through the same memory,
+  // element by element after the full dot product, which is safe; but self
+  // cannot grow to the output shape.
+  if (out.is_same(self))
+    TORCH_CHECK(self.sizes() == c10::IntArrayRef({m1.size(0), m2.size(1)}), "addmm_: self must have the output shape");
+  return mm_into(out, m1, m2, &self, beta, alpha);
+}
+
+void check_bmm(const Tensor &a, const Tensor &b) {
+  TORCH_CHECK(a.dim() == 3, "batch1 must be a 3D tensor");
+  TORCH_CHECK(b.dim() == 3, "batch2 must be a 3D tensor");
+  TORCH_CHECK(a.size(0) == b.size(0), "batch1 and batch2 must have same number of batches, got ", a.size(0), " and ",
+              b.size(0));
+  TORCH_CHECK(a.size(2) == b.size(1), "Expected size for first two dimensions of batch2 tensor to be: [", a.size(0),
+              ", ", a.size(2), "] but got: [", b.size(0), ", ", b.size(1), "].");
+  check_same_dtype(a, b, "batch1 and batch2");
+}
+Tensor &bmm_into(Tensor &out, const Tensor &a, const Tensor &b, const Tensor *bias, const Scalar &beta,
+                 const Scalar &alpha) {
+  c10::DeviceGuard guard(a.device());
+  std::vector<int64_t> shape{a.size(0), a.size(1), b.size(2)};
+  if (!out.defined()) {
+    out = at::empty(shape, a.options());
+  } else {
+    out.resize_(shape);
+  }
+  Tensor bias3;
+  if (bias && bias->defined() && !is_zero(beta)) {
+    bias3 = bias->expand(shape);
+  }
+  if (a.size(2) == 0 && !bias3.defined()) {
+    out.zero_();
+    return out;
+  }
+  launch_gemm(out, a, b, bias3, alpha, beta);
+  return out;
+}
+Tensor bmm_only_into(Tensor out, const Tensor &a, const Tensor &b) {
+  check_bmm(a, b);
+  return bmm_into(out, a, b, nullptr, 0, 1);
+}
+Tensor baddbmm_into(Tensor out, const Tensor &self, const Tensor &a, const Tensor &b, const Scalar &beta,
+                    const Scalar &alpha) {
+  check_bmm(a, b);
+  return bmm_into(out, a, b, &self, beta, alpha);
+}
+
+}  // namespace
+
+TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+  NEURON_VARIANTS(m, matmul_into, "mm", nullptr, "mm.out");
+  NEURON_VARIANTS(m, addmm_into, "addmm", "addmm_", "addmm.out");
+  NEURON_VARIANTS(m, bmm_only_into, "bmm", nullptr, "bmm.out");
+  NEURON_VARIANTS(m, baddbmm_into, "baddbmm", "baddbmm_", nullptr);
+}
+
+}  // namespace torch_neuronx

@@ -1,0 +1,809 @@
+// Native indexing ops: advanced indexing (index, index_put_), index_select,
+// masked_fill_/masked_select, nonzero, gather/scatter family, embedding's
+// backward, sort/topk, the index-generating factories (arange, linspace,
+// eye, tril/triu), and nll_loss (a gather by the targets). PyTorch's own
+// helpers decide the semantics (make_info/AdvancedIndex layout, shape
+// checks); the runtime's INDEX kernels move the data.
+#include <ATen/ExpandUtils.h>
+#include <ATen/TensorIterator.h>
+#include <ATen/WrapDimUtils.h>
+#include <ATen/core/Reduction.h>
+#include <ATen/native/Resize.h>
+#include <ATen/native/TensorAdvancedIndexingUtils.h>
+#include <ATen/ops/empty.h>
+#include <ATen/ops/ones.h>
+#include <ATen/ops/stack.h>
+#include <ATen/ops/zeros.h>
+#include <c10/core/DeviceGuard.h>
+
+#include "launch/iter.h"
+#include "launch/launch.h"
+#include "nrt/ops/index.h"
+#include "registry/variants.h"
+
+namespace torch_neuronx {
+namespace {
+
+using at::Tensor;
+using c10::Scalar;
+
+nrt_scalar fscalar(double d) { nrt_scalar v; v.f = d; return v; }
+
+// Fills an nrt_launch from a built iterator (no CPU scalars here).
+void describe(nrt_launch &d, at::TensorIteratorBase &iter, nrt_op op) {
+  TORCH_CHECK(iter.ndim() <= NRT_MAX_DIMS, "neuron index kernels support at most ", NRT_MAX_DIMS, " dims");
+  TORCH_CHECK(iter.ntensors() <= NRT_MAX_OPERANDS, "too many index tensors for a neuron kernel (at most ",
+              NRT_MAX_OPERANDS - 2, ")");
+  d = iter_desc(iter, op);
+  for (int i = 0; i < iter.ntensors(); ++i) {
+    TORCH_CHECK(iter.device(i).type() == kNeuron, "Expected all tensors to be on the same device, but found ",
+                iter.device(i));
+    set_iter_operand(d.operands[i], iter, i);
+  }
+  d.compute_dtype = d.operands[0].dtype;
+}
+
+// ---- advanced indexing ------------------------------------------------------
+// The AdvancedIndex layout (src restrided so the indexed dims have stride 0
+// and the index shape in their place; indices reshaped to broadcast), built
+// from make_info's indices as ATen's AdvancedIndex constructor does.
+struct IndexPlan {
+  Tensor src;
+  std::vector<Tensor> indices;
+  std::vector<int64_t> sizes, strides;  // per index: size and byte stride in src
+};
+
+IndexPlan plan_index(const Tensor &self, const c10::List<std::optional<Tensor>> &orig) {
+  TORCH_CHECK_INDEX(static_cast<int64_t>(orig.size()) <= self.dim(), "too many indices for tensor of dimension ",
+                    self.dim(), " (got ", orig.size(), ")");
+  // make_info expands masks (via nonzero) and broadcasts indices; its
+  // AdvancedIndex constructor is not exported, so take its inputs apart.
+  at::native::checkIndexTensorTypes(orig, /*allow_int=*/true);
+  auto indices = at::native::expandTensors(self, orig, /*ensure_same_device=*/true);
+  try {
+    indices = at::expand_outplace(indices);
+  } catch (std::exception &) {
+    TORCH_CHECK_INDEX(false, "shape mismatch: indexing tensors could not be broadcast together");
+  }
+  Tensor src = self;
+  while (indices.size() < static_cast<size_t>(src.dim())) indices.emplace_back();
+  if (!at::native::hasContiguousSubspace(indices)) std::tie(src, indices) = at::native::transposeToFront(src, indices);
+
+  IndexPlan p;
+  int64_t before = 0, after = 0, indexed = 0;
+  c10::IntArrayRef replacement;
+  for (size_t d = 0; d < indices.size(); ++d) {
+    if (!indices[d].defined()) {
+      (indexed == 0 ? before : after)++;
+    } else {
+      indexed++;
+      replacement = indices[d].sizes();
+      p.sizes.push_back(src.size(d));
+      p.strides.push_back(src.stride(d) * static_cast<int64_t>(src.element_size()));
+    }
+  }
+  bool zero_dim = std::find(p.sizes.begin(), p.sizes.end(), 0) != p.sizes.end();
+  bool zero_repl = std::find(replacement.begin(), replacement.end(), 0) != replacement.end();
+  TORCH_CHECK_INDEX(!(zero_dim && !zero_repl), "index is out of bounds for dimension with size 0");
+  std::vector<int64_t> shape = src.sizes().vec(), st = src.strides().vec();
+  shape.erase(shape.begin() + before, shape.begin() + before + indexed);
+  st.erase(st.begin() + before, st.begin() + before + indexed);
+  shape.insert(shape.begin() + before, replacement.begin(), replacement.end());
+  st.insert(st.begin() + before, replacement.size(), 0);
+  p.src = src.as_strided(shape, st);
+  for (auto &idx : indices) {
+    if (!idx.defined()) continue;
+    std::vector<int64_t> s(before, 1);
+    s.insert(s.end(), idx.sizes().begin(), idx.sizes().end());
+    s.insert(s.end(), after, 1);
+    Tensor i = idx.scalar_type() == at::kLong || idx.scalar_type() == at::kInt ? idx : idx.to(at::kLong);
+    if (i.device() != self.device()) i = i.to(self.device());
+    p.indices.push_back(i.reshape(s));
+  }
+  return p;
+}
+
+void set_index_aux(nrt_launch &d, const IndexPlan &p) {
+  d.params[0] = static_cast<int64_t>(p.indices.size());
+  for (size_t k = 0; k < p.indices.size(); ++k) {
+    d.aux[2 * k] = p.sizes[k];
+    d.aux[2 * k + 1] = p.strides[k];
+  }
+}
+
+Tensor &index_into(Tensor &out, const Tensor &self, const c10::List<std::optional<Tensor>> &indices,
+                   bool nowrap = false) {
+  c10::DeviceGuard guard(self.device());
+  IndexPlan p = plan_index(self, indices);
+  auto cfg = at::TensorIteratorConfig();
+  cfg.set_check_mem_overlap(false).check_all_same_dtype(false);
+  if (out.defined()) {
+    cfg.add_output(out);
+  } else {
+    cfg.declare_static_dtype_and_device(self.scalar_type(), self.device()).add_owned_output(Tensor());
+  }
+  cfg.add_owned_const_input(p.src);
+  for (auto &i : p.indices) cfg.add_owned_const_input(i);
+  auto iter = cfg.build();
+  if (iter.numel() > 0) {
+    nrt_launch d;
+    describe(d, iter, NRT_OP(INDEX_GATHER));
+    set_index_aux(d, p);
+    d.params[2] = nowrap ? 1 : 0;
+    launch(self.device().index(), d);
+  }
+  if (!out.defined()) out = iter.output();
+  return out;
+}
+Tensor index_tensor_into(Tensor out, const Tensor &self, const c10::List<std::optional<Tensor>> &indices) {
+  return index_into(out, self, indices);
+}
+
+
+Tensor &index_put_impl(Tensor &self, const c10::List<std::optional<Tensor>> &indices, const Tensor &values,
+                       bool accumulate, bool unsafe) {
+  c10::DeviceGuard guard(self.device());
+  if (self.numel() == 0) return self;
+  if (accumulate && (self.scalar_type() == at::kBFloat16 || self.scalar_type() == at::kHalf)) {
+    // Duplicate indices add up in float32 and round once: summing in the
+    // 16-bit type rounds after every addition, and the error grows with
+    // the number of duplicates (the CPU does that; float32 sums stay
+    // within the type's rounding of the exact total).
+    Tensor acc = self.to(at::kFloat);
+    index_put_impl(acc, indices, values.to(at::kFloat), true, unsafe);
+    self.copy_(acc);
+    return self;
+  }
+  Tensor value = values.device() == self.device() ? values : values.to(self.device());
+  if (value.scalar_type() != self.scalar_type()) value = value.to(self.scalar_type());
+  IndexPlan p = plan_index(self, indices);
+  TORCH_CHECK(at::is_expandable_to(value.sizes(), p.src.sizes()), "shape mismatch: value tensor of shape ",
+              value.sizes(), " cannot be broadcast to indexing result of shape ", p.src.sizes());
+  auto cfg = at::TensorIteratorConfig();
+  cfg.set_check_mem_overlap(false).resize_outputs(false).check_all_same_dtype(false);
+  cfg.add_output(p.src).add_const_input(value);
+  for (auto &i : p.indices) cfg.add_const_input(i);
+  auto iter = cfg.build();
+  if (iter.numel() > 0) {
+    nrt_launch d;
+    describe(d, iter, NRT_OP(INDEX_PUT));
+    set_index_aux(d, p);
+    d.params[1] = accumulate ? 1 : 0;
+    launch(self.device().index(), d);
+  }
+  return self;
+}
+
+Tensor index_select_fn(const Tensor &self, int64_t dim, const Tensor &index) {
+  dim = at::maybe_wrap_dim(dim, self.dim());
+
+  TORCH_CHECK_INDEX(index.dim() <= 1, "index_select(): Index is supposed to be a vector");
+  TORCH_CHECK(index.scalar_type() == at::kLong || index.scalar_type() == at::kInt,
+              "index_select(): Expected dtype int32 or int64 for index");
+  if (self.dim() == 0) {
+    // A 0-dim input gives a 0-dim result (PyTorch treats it as size 1).
+    c10::List<std::optional<Tensor>> l;
+    l.push_back(index.reshape({-1}));
+    Tensor out;
+    return index_into(out, self.reshape({1}), l, /*nowrap=*/true).reshape({});
+  }
+  c10::List<std::optional<Tensor>> l;
+  for (int64_t d = 0; d < dim; ++d) l.push_back(std::nullopt);
+  l.push_back(index.reshape({-1}));
+  Tensor out;
+  return index_into(out, self, l, /*nowrap=*/true);
+}
+
+// masked_fill_: where(mask, value, self) written into self.
+Tensor &masked_fill_scalar(Tensor &self, const Tensor &mask, const Scalar &value) {
+  TORCH_CHECK(mask.scalar_type() == at::kBool, "masked_fill_ only supports boolean masks, but got mask with dtype ",
+              mask.scalar_type());
+  c10::DeviceGuard guard(self.device());
+  Tensor m = mask.device() == self.device() ? mask : mask.to(self.device());
+  Tensor v = at::empty({}, self.options()).fill_(value);
+  auto iter = at::TensorIteratorConfig()
+                  .check_all_same_dtype(false)
+                  .resize_outputs(false)
+                  .add_output(self)
+                  .add_const_input(m)
+                  .add_const_input(v)
+                  .add_const_input(self)
+                  .build();
+  launch_iter(iter, NRT_OP_WHERE);
+  return self;
+}
+Tensor &masked_fill_tensor(Tensor &self, const Tensor &mask, const Tensor &value) {
+  TORCH_CHECK(value.dim() == 0, "masked_fill_ only supports a 0-dimensional value tensor, but got tensor with ",
+              value.dim(), " dimension(s).");
+  if (value.device().type() != kNeuron) return masked_fill_scalar(self, mask, value.item());
+  TORCH_CHECK(mask.scalar_type() == at::kBool, "masked_fill_ only supports boolean masks");
+  c10::DeviceGuard guard(self.device());
+  Tensor v = value.to(self.scalar_type());
+  auto iter = at::TensorIteratorConfig()
+                  .check_all_same_dtype(false)
+                  .resize_outputs(false)
+                  .add_output(self)
+                  .add_const_input(mask)
+                  .add_const_input(v)
+                  .add_const_input(self)
+                  .build();
+  launch_iter(iter, NRT_OP_WHERE);
+  return self;
+}
+
+Tensor nonzero_fn(const Tensor &self) {
+  c10::DeviceGuard guard(self.device());
+  // The count decides the output shape: one synchronising read, as on CUDA.
+  int64_t count = self.numel() == 0 ? 0 : self.ne(0).sum().item<int64_t>();
+  Tensor out = at::empty({count, self.dim()}, self.options().dtype(at::kLong));
+  if (count == 0 || self.dim() == 0) {
+    if (self.dim() == 0 && count > 0) return at::empty({1, 0}, self.options().dtype(at::kLong));
+    return out;
+  }
+  TORCH_CHECK(self.dim() <= NRT_MAX_DIMS, "nonzero supports at most ", NRT_MAX_DIMS, " dims on neuron");
+  nrt_launch d = new_launch(NRT_OP(NONZERO));
+  d.ndim = static_cast<int>(self.dim());
+  d.noutputs = 1;
+  d.ninputs = 1;
+  d.operands[0].data = out.data_ptr();
+  d.operands[0].dtype = NRT_INT64;
+  d.operands[0].strides[0] = out.stride(0) * 8;
+  d.operands[0].strides[1] = out.stride(1) * 8;
+  d.operands[1].data = const_cast<void *>(self.const_data_ptr());
+  d.operands[1].dtype = to_nrt_dtype(self.scalar_type());
+  for (int64_t i = 0; i < self.dim(); ++i) {
+    d.sizes[i] = self.size(i);
+    d.operands[1].strides[i] = self.stride(i) * static_cast<int64_t>(self.element_size());
+  }
+  d.compute_dtype = d.operands[1].dtype;
+  d.params[0] = count;
+  launch(self.device().index(), d);
+  return out;
+}
+
+Tensor masked_select_fn(const Tensor &self, const Tensor &mask) {
+  TORCH_CHECK(mask.scalar_type() == at::kBool, "masked_select: expected BoolTensor for mask");
+  auto expanded = at::expand_outplace(self, mask);
+  Tensor s = *std::get<0>(expanded), mk = *std::get<1>(expanded);
+  if (s.dim() == 0) {  // index a 1-element view: 0-dim tensors take no mask index
+    s = s.reshape({1});
+    mk = mk.reshape({1});
+  }
+  c10::List<std::optional<Tensor>> l;
+  l.push_back(mk);
+  return index_tensor_into(Tensor(), s, l);
+}
+
+// ---- gather / scatter -----------------------------------------------------------
+Tensor restride_dim(const Tensor &t, int64_t dim, c10::IntArrayRef shape) {
+  std::vector<int64_t> st = t.dim() == 0 ? std::vector<int64_t>{1} : t.strides().vec();
+  st[dim] = 0;
+  return t.as_strided(shape, st);
+}
+
+void check_index_dtype(const Tensor &index, const char *name) {
+  if (index.numel() == 0) return;  // PyTorch accepts an empty index of any dtype
+  TORCH_CHECK(index.scalar_type() == at::kLong || index.scalar_type() == at::kInt, name,
+              "(): Expected dtype int32/int64 for index");
+}
+
+Tensor gather_fn(const Tensor &self, int64_t dim, const Tensor &index, bool /*sparse_grad*/) {
+  c10::DeviceGuard guard(self.device());
+  check_index_dtype(index, "gather");
+  dim = at::maybe_wrap_dim(dim, self.dim());
+  if (index.numel() == 0) return at::empty(index.sizes(), self.options());  // PyTorch skips the shape checks
+  TORCH_CHECK(std::max<int64_t>(index.dim(), 1) == std::max<int64_t>(self.dim(), 1),
+              "Index tensor must have the same number of dimensions as input tensor");
+  for (int64_t d = 0; d < index.dim(); ++d) {
+    if (d == dim) continue;
+    TORCH_CHECK(index.size(d) <= self.size(d), "Size does not match at dimension ", d,
+                " expected index ", index.sizes(), " to be no larger than self ", self.sizes(),
+                " apart from dimension ", dim);
+  }
+  Tensor out = at::empty(index.sizes(), self.options());
+  if (index.numel() == 0) return out;
+  Tensor src = self.dim() == 0 ? self.reshape({1}) : self;
+  Tensor idx = index.dim() == 0 ? index.reshape({1}) : index;
+  Tensor o = out.dim() == 0 ? out.reshape({1}) : out;
+  auto iter = at::TensorIteratorConfig()
+                  .set_check_mem_overlap(false)
+                  .check_all_same_dtype(false)
+                  .resize_outputs(false)
+                  .add_output(o)
+                  .add_owned_const_input(restride_dim(src, dim, idx.sizes()))
+                  .add_const_input(idx)
+                  .build();
+  nrt_launch d;
+  describe(d, iter, NRT_OP(GATHER));
+  d.aux[0] = src.size(dim);
+  d.aux[1] = src.stride(dim) * static_cast<int64_t>(src.element_size());
+  d.aux[2] = dim;  // named in out-of-bounds errors
+  launch(self.device().index(), d);
+  return out;
+}
+
+// reduce codes of the SCATTER kernel
+enum { kAssign = 0, kAdd = 1, kMul = 2, kMeanSum = 3, kAmax = 4, kAmin = 5 };
+
+void scatter_launch(const Tensor &self, int64_t dim, const Tensor &index, const Tensor *src, const Scalar *value,
+                    int reduce) {
+  if (index.numel() == 0) return;
+  TORCH_CHECK(std::max<int64_t>(index.dim(), 1) == std::max<int64_t>(self.dim(), 1),
+              "Index tensor must have the same number of dimensions as self tensor");
+  Tensor s = self.dim() == 0 ? self.reshape({1}) : self;
+  Tensor idx = index.dim() == 0 ? index.reshape({1}) : index;
+  Tensor v;
+  if (src) {
+    Tensor sr = src->dim() == 0 ? src->reshape({1}) : *src;
+    TORCH_CHECK(sr.scalar_type() == self.scalar_type(), "scatter(): Expected self.dtype to be equal to src.dtype");
+    for (int64_t d = 0; d < idx.dim(); ++d) {
+      TORCH_CHECK(idx.size(d) <= sr.size(d), "Expected index ", index.sizes(), " to be no larger than src ",
+                  src->sizes());
+    }
+    v = sr.as_strided(idx.sizes(), sr.strides());
+  } else {
+    v = at::empty({}, self.options()).fill_(*value).expand(idx.sizes());
+  }
+  auto iter = at::TensorIteratorConfig()
+                  .set_check_mem_overlap(false)
+                  .check_all_same_dtype(false)
+                  .resize_outputs(false)
+                  .add_owned_output(restride_dim(s, dim, idx.sizes()))
+                  .add_const_input(idx)
+                  .add_const_input(v)
+                  .build();
+  nrt_launch d;
+  describe(d, iter, NRT_OP(SCATTER));
+  d.aux[0] = s.size(dim);
+  d.aux[1] = s.stride(dim) * static_cast<int64_t>(s.element_size());
+  d.aux[2] = dim;  // named in out-of-bounds errors
+  d.params[0] = reduce;
+  launch(self.device().index(), d);
+}
+
+// The scatter family writes into a copy of self (functional, out=: resized
+// to self's shape) or into self (in-place).
+Tensor scatter_target(const Tensor &out, const Tensor &self) {
+  if (out.is_same(self)) return out;
+  if (!out.defined()) return self.clone();
+  at::native::resize_output(out, self.sizes());
+  out.copy_(self);
+  return out;
+}
+Tensor scatter_src_into(Tensor out, const Tensor &self, int64_t dim, const Tensor &index, const Tensor &src) {
+  check_index_dtype(index, out.is_same(self) ? "scatter_" : "scatter");
+  Tensor t = scatter_target(out, self);
+  scatter_launch(t, at::maybe_wrap_dim(dim, self.dim()), index, &src, nullptr, kAssign);
+  return t;
+}
+Tensor scatter_value_into(Tensor out, const Tensor &self, int64_t dim, const Tensor &index, const Scalar &value) {
+  check_index_dtype(index, out.is_same(self) ? "scatter_" : "scatter");
+  Tensor t = scatter_target(out, self);
+  scatter_launch(t, at::maybe_wrap_dim(dim, self.dim()), index, nullptr, &value, kAssign);
+  return t;
+}
+// The older scatter(reduce="add"|"multiply") overloads.
+int scatter_reduce_code(c10::string_view reduce) {
+  if (reduce == "add") return kAdd;
+  if (reduce == "multiply") return kMul;
+  TORCH_CHECK(false, "reduce argument must be either add or multiply.");
+}
+Tensor scatter_reduce_src_into(Tensor out, const Tensor &self, int64_t dim, const Tensor &index, const Tensor &src,
+                               c10::string_view reduce) {
+  check_index_dtype(index, "scatter_");
+  Tensor t = scatter_target(out, self);
+  scatter_launch(t, at::maybe_wrap_dim(dim, self.dim()), index, &src, nullptr, scatter_reduce_code(reduce));
+  return t;
+}
+Tensor scatter_reduce_value_into(Tensor out, const Tensor &self, int64_t dim, const Tensor &index,
+                                 const Scalar &value, c10::string_view reduce) {
+  check_index_dtype(index, "scatter_");
+  Tensor t = scatter_target(out, self);
+  scatter_launch(t, at::maybe_wrap_dim(dim, self.dim()), index, nullptr, &value, scatter_reduce_code(reduce));
+  return t;
+}
+
+Tensor scatter_add_into(Tensor out, const Tensor &self, int64_t dim, const Tensor &index, const Tensor &src) {
+  check_index_dtype(index, out.is_same(self) ? "scatter_add_" : "scatter_add");
+  Tensor t = scatter_target(out, self);
+  scatter_launch(t, at::maybe_wrap_dim(dim, self.dim()), index, &src, nullptr, kAdd);
+  return t;
+}
+
+Tensor scatter_reduce_fn(const Tensor &self, int64_t dim, const Tensor &index, const Tensor &src,
+                         c10::string_view reduce, bool include_self) {
+  check_index_dtype(index, "scatter_reduce");
+  dim = at::maybe_wrap_dim(dim, self.dim());
+  int code;
+  if (reduce == "sum") code = kAdd;
+  else if (reduce == "prod") code = kMul;
+  else if (reduce == "mean") code = kMeanSum;
+  else if (reduce == "amax") code = kAmax;
+  else if (reduce == "amin") code = kAmin;
+  else TORCH_CHECK(false, "reduce argument must be either sum, prod, mean, amax or amin, got ", reduce);
+  bool is_float = at::isFloatingType(self.scalar_type());
+  Tensor out = self.clone();
+  if (!include_self) {
+    // Positions that receive values start from the reduction's identity.
+    Scalar id;
+    if (code == kAdd || code == kMeanSum) id = 0;
+    else if (code == kMul) id = 1;
+    else if (is_float) id = code == kAmax ? -INFINITY : INFINITY;
+    else {
+      int bits = 8 * static_cast<int>(self.element_size());
+      bool is_unsigned = self.scalar_type() == at::kByte || self.scalar_type() == at::kBool;
+      int64_t lo = is_unsigned ? 0 : (bits == 64 ? std::numeric_limits<int64_t>::lowest() : -(1LL << (bits - 1)));
+      int64_t hi = self.scalar_type() == at::kBool ? 1
+                   : is_unsigned ? 255
+                   : (bits == 64 ? std::numeric_limits<int64_t>::max() : (1LL << (bits - 1)) - 1);
+      id = code == kAmax ? lo : hi;
+    }
+    scatter_launch(out, dim, index, nullptr, &id, kAssign);
+  }
+  scatter_launch(out, dim, index, &src, nullptr, code);
+  if (reduce == "mean") {
+    Tensor counts = include_self ? at::ones(self.sizes(), self.options()) : at::zeros(self.sizes(), self.options());
+    Tensor ones = at::ones(index.sizes(), self.options());
+    scatter_launch(counts, dim, index, &ones, nullptr, kAdd);
+    counts.masked_fill_(counts.eq(0), 1);
+    if (is_float) out.div_(counts);
+    else out.div_(counts, "floor");
+  }
+  return out;
+}
+
+Tensor embedding_dense_backward_fn(const Tensor &grad, const Tensor &indices, int64_t num_weights,
+                                   int64_t padding_idx, bool scale_grad_by_freq) {
+  c10::DeviceGuard guard(grad.device());
+  int64_t dim = grad.size(-1);
+  Tensor g = grad.reshape({-1, dim});
+  Tensor idx = indices.reshape({-1});
+  if (idx.scalar_type() != at::kLong) idx = idx.to(at::kLong);
+  if (padding_idx >= 0) g = g.mul(idx.ne(padding_idx).unsqueeze(1).to(g.scalar_type()));
+  if (scale_grad_by_freq) {
+    Tensor counts = at::zeros({num_weights}, g.options());
+    c10::List<std::optional<Tensor>> l;
+    l.push_back(idx);
+    index_put_impl(counts, l, at::ones({idx.numel()}, g.options()), true, false);
+    g = g.div(index_tensor_into(Tensor(), counts, l).unsqueeze(1));
+  }
+  Tensor out = at::zeros({num_weights, dim}, grad.options());
+  c10::List<std::optional<Tensor>> l;
+  l.push_back(idx);
+  index_put_impl(out, l, g, /*accumulate=*/true, false);
+  return out;
+}
+
+// ---- sort / topk --------------------------------------------------------------
+std::tuple<Tensor, Tensor> sort_stable(const Tensor &self, std::optional<bool> /*stable*/, int64_t dim,
+                                       bool descending) {
+  c10::DeviceGuard guard(self.device());
+  dim = at::maybe_wrap_dim(dim, self.dim());
+  Tensor x = self.dim() == 0 ? self.reshape({1}) : self.transpose(dim, -1).contiguous();
+  Tensor values = at::empty(x.sizes(), x.options());
+  Tensor indices = at::empty(x.sizes(), x.options().dtype(at::kLong));
+  if (x.numel() > 0) {
+    TORCH_CHECK(x.dim() <= NRT_MAX_DIMS, "sort supports at most ", NRT_MAX_DIMS, " dims on neuron");
+    nrt_launch d = new_launch(NRT_OP(SORT));
+    d.ndim = static_cast<int>(x.dim());
+    d.noutputs = 2;
+    d.ninputs = 1;
+    const Tensor *ops[3] = {&values, &indices, &x};
+    for (int i = 0; i < 3; ++i) {
+      d.operands[i].data = const_cast<void *>(ops[i]->const_data_ptr());
+      d.operands[i].dtype = to_nrt_dtype(ops[i]->scalar_type());
+      for (int j = 0; j < d.ndim; ++j) d.operands[i].strides[j] = ops[i]->stride(j) * static_cast<int64_t>(ops[i]->element_size());
+    }
+    for (int j = 0; j < d.ndim; ++j) d.sizes[j] = x.size(j);
+    d.compute_dtype = d.operands[2].dtype;
+    d.params[0] = descending ? 1 : 0;
+    launch(self.device().index(), d);
+  }
+  if (self.dim() == 0) return {values.reshape({}), indices.reshape({})};
+  return {values.transpose(dim, -1).contiguous(), indices.transpose(dim, -1).contiguous()};
+}
+
+std::tuple<Tensor, Tensor> topk_fn(const Tensor &self, int64_t k, int64_t dim, bool largest, bool /*sorted*/) {
+  dim = at::maybe_wrap_dim(dim, self.dim());
+  int64_t n = self.dim() == 0 ? 1 : self.size(dim);
+  TORCH_CHECK(k >= 0 && k <= n, "selected index k out of range");
+  auto [v, i] = sort_stable(self, true, dim, largest);
+  if (self.dim() == 0) return {v, i};
+  return {v.narrow(dim, 0, k).contiguous(), i.narrow(dim, 0, k).contiguous()};
+}
+
+// ---- index-generating factories ---------------------------------------------------
+Tensor &arange_out(const Scalar &start, const Scalar &end, const Scalar &step, Tensor &out) {
+  double s = start.toDouble(), e = end.toDouble(), st = step.toDouble();
+  TORCH_CHECK(st != 0, "step must be nonzero");
+  TORCH_CHECK(std::isfinite(s) && std::isfinite(e), "unsupported range: ", s, " -> ", e);
+  TORCH_CHECK((st > 0 && e >= s) || (st < 0 && e <= s), "upper bound and larger bound inconsistent with step sign");
+  int64_t n;
+  if (at::isIntegralType(out.scalar_type(), true)) {
+    // Integer outputs: PyTorch truncates start, end and step to int64 first.
+    int64_t a = start.toLong(), b = end.toLong(), c = step.toLong();
+    TORCH_CHECK(c != 0, "step must be nonzero");
+    n = c > 0 ? (b - a + c - 1) / c : (a - b - c - 1) / (-c);
+    if (n < 0) n = 0;
+  } else {
+    n = static_cast<int64_t>(std::ceil((e - s) / st));
+  }
+  TORCH_CHECK(n >= 0, "arange: invalid size ", n);
+  c10::DeviceGuard guard(out.device());
+  if (out.numel() != n) out.resize_({n});
+  if (n == 0) return out;
+  Tensor dst = out.is_contiguous() ? out : at::empty({n}, out.options());
+  nrt_launch d = new_launch(NRT_OP(ARANGE), {n});
+  d.noutputs = 1;
+  d.operands[0].data = dst.data_ptr();
+  d.operands[0].dtype = to_nrt_dtype(dst.scalar_type());
+  d.operands[0].strides[0] = static_cast<int64_t>(dst.element_size());
+  d.compute_dtype = d.operands[0].dtype;
+  if (at::isFloatingType(dst.scalar_type())) {
+    d.scalars[0].f = s;
+    d.scalars[1].f = st;
+  } else {
+    d.scalars[0].i = start.toLong();
+    d.scalars[1].i = step.toLong();
+  }
+  launch(out.device().index(), d);
+  if (!dst.is_same(out)) out.copy_(dst);
+  return out;
+}
+
+Tensor &linspace_out(const Scalar &start, const Scalar &end, int64_t steps, Tensor &out) {
+  TORCH_CHECK(steps >= 0, "number of steps must be non-negative");
+  c10::DeviceGuard guard(out.device());
+  if (out.numel() != steps) out.resize_({steps});
+  if (steps == 0) return out;
+  Tensor dst = at::empty({steps}, out.options().dtype(at::isFloatingType(out.scalar_type()) ? out.scalar_type()
+                                                                                           : at::kDouble));
+  // Integer outputs: PyTorch converts start and end to the output type
+  // first (4.3 -> 4), then steps between them in double.
+  bool integral = !at::isFloatingType(out.scalar_type());
+  double s = integral ? static_cast<double>(start.toLong()) : start.toDouble();
+  double e = integral ? static_cast<double>(end.toLong()) : end.toDouble();
+  nrt_launch d = new_launch(NRT_OP(LINSPACE), {steps});
+  d.noutputs = 1;
+  d.operands[0].data = dst.data_ptr();
+  d.operands[0].dtype = to_nrt_dtype(dst.scalar_type());
+  d.operands[0].strides[0] = static_cast<int64_t>(dst.element_size());
+  d.compute_dtype = d.operands[0].dtype;
+  d.scalars[0].f = s;
+  d.scalars[1].f = steps > 1 ? (e - s) / static_cast<double>(steps - 1) : 0.0;
+  d.scalars[2].f = e;
+  launch(out.device().index(), d);
+  out.copy_(dst);
+  return out;
+}
+
+Tensor &eye_m_out(int64_t n, int64_t m, Tensor &out) {
+  TORCH_CHECK(n >= 0 && m >= 0, "n and m must be greater or equal to 0");
+  out.resize_({n, m});
+  out.zero_();
+  int64_t k = std::min(n, m);
+  if (k > 0) out.as_strided({k}, {out.stride(0) + out.stride(1)}).fill_(1);
+  return out;
+}
+Tensor &eye_out(int64_t n, Tensor &out) { return eye_m_out(n, n, out); }
+
+void triangle(const Tensor &out, const Tensor &self, int64_t upper, int64_t diagonal) {
+  TORCH_CHECK(self.dim() >= 2, upper ? "triu" : "tril", ": input tensor must have at least 2 dimensions");
+  if (self.numel() == 0) return;
+  auto iter = at::TensorIteratorConfig()
+                  .set_check_mem_overlap(false)
+                  .check_all_same_dtype(false)
+                  .resize_outputs(false)
+                  .add_output(out)
+                  .add_const_input(self)
+                  .build();
+  // The kernel needs the (row, col) of each element: describe the tensors
+  // directly (no dimension coalescing) rather than through the iterator.
+  (void)iter;
+  TORCH_CHECK(self.dim() <= NRT_MAX_DIMS, "tril/triu support at most ", NRT_MAX_DIMS, " dims on neuron");
+  nrt_launch d = new_launch(NRT_OP(TRIANGLE));
+  d.ndim = static_cast<int>(self.dim());
+  d.noutputs = 1;
+  d.ninputs = 1;
+  for (int j = 0; j < d.ndim; ++j) {
+    d.sizes[j] = self.size(j);
+    d.operands[0].strides[j] = out.stride(j) * static_cast<int64_t>(out.element_size());
+    d.operands[1].strides[j] = self.stride(j) * static_cast<int64_t>(self.element_size());
+  }
+  d.operands[0].data = out.data_ptr();
+  d.operands[0].dtype = to_nrt_dtype(out.scalar_type());
+  d.operands[1].data = const_cast<void *>(self.const_data_ptr());
+  d.operands[1].dtype = to_nrt_dtype(self.scalar_type());
+  d.compute_dtype = d.operands[1].dtype;
+  d.params[0] = upper;
+  d.params[1] = diagonal;
+  launch(self.device().index(), d);
+}
+
+// bincount: one read of the input's range sizes the result (as on CUDA);
+// the counts (or weight sums) are an accumulating index_put_.
+Tensor bincount_fn(const Tensor &self, const std::optional<Tensor> &weights, int64_t minlength) {
+  TORCH_CHECK(minlength >= 0, "minlength should be >= 0");
+  TORCH_CHECK(self.dim() == 1 && !at::isFloatingType(self.scalar_type()) && self.scalar_type() != at::kBool,
+              "bincount only supports 1-d non-negative integral inputs.");
+  bool has_w = weights.has_value() && weights->defined();
+  if (has_w) {
+    TORCH_CHECK(weights->dim() == 1 && weights->size(0) == self.size(0),
+                "weights should be 1-d and have the same length as input");
+  }
+  at::ScalarType rt = !has_w ? at::kLong : (weights->scalar_type() == at::kFloat ? at::kFloat : at::kDouble);
+  int64_t n = minlength;
+  if (self.numel() > 0) {
+    Tensor mm = at::stack({self.min(), self.max()}).cpu();
+    TORCH_CHECK(mm[0].item<int64_t>() >= 0, "bincount only supports 1-d non-negative integral inputs.");
+    n = std::max(n, mm[1].item<int64_t>() + 1);
+  }
+  Tensor out = at::zeros({n}, self.options().dtype(rt));
+  if (self.numel() > 0) {
+    c10::List<std::optional<Tensor>> idx;
+    idx.push_back(self.to(at::kLong));
+    Tensor v = has_w ? weights->to(rt) : at::ones({self.numel()}, out.options());
+    index_put_impl(out, idx, v, /*accumulate=*/true, false);
+  }
+  return out;
+}
+Tensor tril_into(Tensor out, const Tensor &self, int64_t k) {
+  c10::DeviceGuard guard(self.device());
+  if (!out.defined()) out = at::empty(self.sizes(), self.options());
+  triangle(out, self, 0, k);
+  return out;
+}
+Tensor triu_into(Tensor out, const Tensor &self, int64_t k) {
+  c10::DeviceGuard guard(self.device());
+  if (!out.defined()) out = at::empty(self.sizes(), self.options());
+  triangle(out, self, 1, k);
+  return out;
+}
+
+// tril_indices / triu_indices: the coordinates of the triangle's elements in
+// row-major order, i.e. nonzero() of the triangular mask.
+Tensor tri_indices(int64_t row, int64_t col, int64_t offset, std::optional<at::ScalarType> dtype,
+                   std::optional<c10::Device> device, bool upper) {
+  TORCH_CHECK(row >= 0, "row must be non-negative, got", row);
+  TORCH_CHECK(col >= 0, "col must be non-negative, got", col);
+  at::ScalarType dt = dtype.value_or(at::kLong);
+  TORCH_CHECK(dt == at::kLong || dt == at::kInt, "\"", upper ? "triu" : "tril", "_indices\" not implemented for '",
+              c10::toString(dt), "'");
+  c10::Device dev = device.value_or(c10::Device(kNeuron));
+  c10::DeviceGuard guard(dev);
+  Tensor mask = at::ones({row, col}, at::TensorOptions().dtype(at::kBool).device(dev));
+  mask = upper ? mask.triu(offset) : mask.tril(offset);
+  return mask.nonzero().t().to(dt).contiguous();
+}
+Tensor tril_indices_fn(int64_t row, int64_t col, int64_t offset, std::optional<at::ScalarType> dtype,
+                       std::optional<at::Layout>, std::optional<c10::Device> device, std::optional<bool>) {
+  return tri_indices(row, col, offset, dtype, device, false);
+}
+Tensor triu_indices_fn(int64_t row, int64_t col, int64_t offset, std::optional<at::ScalarType> dtype,
+                       std::optional<at::Layout>, std::optional<c10::Device> device, std::optional<bool>) {
+  return tri_indices(row, col, offset, dtype, device, true);
+}
+
+// ---- nll_loss (the back half of cross_entropy) ------------------------------------
+// Per-sample loss and weight (0 where ignored) for self [N, C], target [N].
+std::pair<Tensor, Tensor> nll_rows(const Tensor &self2, const Tensor &target1, const Tensor *weight,
+                                   int64_t ignore_index) {
+  int64_t n = self2.size(0), c = self2.size(1);
+  Tensor loss = at::empty({n}, self2.options());
+  Tensor w = at::empty({n}, self2.options());
+  if (n == 0) return {loss, w};
+  nrt_launch d = new_launch(NRT_OP(NLL_LOSS), {n, c});
+  d.noutputs = 2;
+  d.ninputs = weight ? 3 : 2;
+  set_operand(d.operands[0], loss, {0, -1});
+  set_operand(d.operands[1], w, {0, -1});
+  set_operand(d.operands[2], self2, {0, 1});
+  set_operand(d.operands[3], target1, {0, -1});
+  if (weight) set_operand(d.operands[4], *weight, {-1, 0});
+  d.compute_dtype = to_nrt_dtype(self2.scalar_type());
+  d.params[0] = ignore_index;
+  if (self2.scalar_type() == at::kDouble) warn_float64_once();
+  launch(self2.device().index(), d);
+  return {loss, w};
+}
+
+void nll_check(const Tensor &self, const Tensor &target, const std::optional<Tensor> &weight) {
+  TORCH_CHECK(self.dim() > 0 && self.dim() <= 2, "input tensor should be 1D or 2D");
+  TORCH_CHECK(target.dim() <= 1, "0D or 1D target tensor expected, multi-target not supported");
+  bool no_batch = self.dim() == 1 && target.dim() == 0;
+  TORCH_CHECK(no_batch || self.size(0) == target.size(0), "size mismatch (got input: ", self.sizes(),
+              ", target: ", target.sizes(), ")");
+  TORCH_CHECK(target.scalar_type() == at::kLong || target.scalar_type() == at::kByte,
+              "expected scalar type Long but found ", target.scalar_type());
+  int64_t c = self.size(-1);
+  TORCH_CHECK(!weight || !weight->defined() || weight->numel() == c,
+              "weight tensor should be defined either for all ", c, " classes or no classes but got weight tensor of shape: ",
+              weight->sizes());
+}
+
+std::tuple<Tensor, Tensor> nll_loss_forward_fn(const Tensor &self, const Tensor &target,
+                                               const std::optional<Tensor> &weight, int64_t reduction,
+                                               int64_t ignore_index) {
+  nll_check(self, target, weight);
+  c10::DeviceGuard guard(self.device());
+  Tensor self2 = self.dim() == 1 ? self.unsqueeze(0) : self;
+  Tensor target1 = target.dim() == 0 ? target.reshape({1}) : target;
+  if (target1.scalar_type() != at::kLong) target1 = target1.to(at::kLong);
+  const Tensor *w = weight && weight->defined() ? &*weight : nullptr;
+  auto [loss, ws] = nll_rows(self2, target1, w, ignore_index);
+  if (reduction == at::Reduction::None) {
+    Tensor total = at::zeros({}, self.options());
+    return {self.dim() == 1 ? loss.reshape({}) : loss, total};
+  }
+  Tensor total = ws.sum();
+  Tensor out = loss.sum();
+  if (reduction == at::Reduction::Mean) out = out.div(total);
+  return {out, total};
+}
+
+Tensor nll_loss_backward_fn(const Tensor &grad_output, const Tensor &self, const Tensor &target,
+                            const std::optional<Tensor> &weight, int64_t reduction, int64_t ignore_index,
+                            const Tensor &total_weight) {
+  c10::DeviceGuard guard(self.device());
+  Tensor self2 = self.dim() == 1 ? self.unsqueeze(0) : self;
+  Tensor target1 = target.dim() == 0 ? target.reshape({1}) : target;
+  if (target1.scalar_type() != at::kLong) target1 = target1.to(at::kLong);
+  const Tensor *w = weight && weight->defined() ? &*weight : nullptr;
+  int64_t n = self2.size(0), c = self2.size(1);
+  Tensor grad_input = at::empty({n, c}, self.options());
+  if (n > 0 && c > 0) {
+    Tensor ws = nll_rows(self2, target1, w, ignore_index).second;
+    Tensor g = reduction == at::Reduction::None ? grad_output.reshape({n}) : grad_output.reshape({1}).expand({n});
+    Tensor gscale = ws.mul(g);
+    if (reduction == at::Reduction::Mean) gscale = gscale.div(total_weight);
+    gscale = gscale.contiguous();
+    nrt_launch d = new_launch(NRT_OP(NLL_LOSS_BACKWARD), {n, c});
+    d.noutputs = 1;
+    d.ninputs = 2;
+    set_operand(d.operands[0], grad_input, {0, 1});
+    set_operand(d.operands[1], target1, {0, -1});
+    set_operand(d.operands[2], gscale, {0, -1});
+    d.compute_dtype = to_nrt_dtype(self.scalar_type());
+    d.params[0] = ignore_index;
+    launch(self.device().index(), d);
+  } else if (grad_input.numel() > 0) {
+    grad_input.zero_();
+  }
+  return self.dim() == 1 ? grad_input.reshape({c}) : grad_input;
+}
+
+}  // namespace
+
+TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+  NEURON_IMPL(m, "bincount", bincount_fn);
+  NEURON_IMPL(m, "tril_indices", tril_indices_fn);
+  NEURON_IMPL(m, "triu_indices", triu_indices_fn);
+  NEURON_VARIANTS(m, index_tensor_into, "index.Tensor", nullptr, "index.Tensor_out");
+  NEURON_IMPL(m, "_index_put_impl_", index_put_impl);
+  NEURON_IMPL(m, "index_select", index_select_fn);
+  NEURON_IMPL(m, "masked_fill_.Scalar", masked_fill_scalar);
+  NEURON_IMPL(m, "masked_fill_.Tensor", masked_fill_tensor);
+  NEURON_IMPL(m, "nonzero", nonzero_fn);
+  NEURON_IMPL(m, "masked_select", masked_select_fn);
+  NEURON_IMPL(m, "gather", gather_fn);
+  NEURON_VARIANTS(m, scatter_src_into, "scatter.src", "scatter_.src", nullptr);
+  NEURON_VARIANTS(m, scatter_value_into, "scatter.value", "scatter_.value", nullptr);
+  NEURON_VARIANTS(m, scatter_reduce_src_into, "scatter.reduce", "scatter_.reduce", "scatter.reduce_out");
+  NEURON_VARIANTS(m, scatter_reduce_value_into, "scatter.value_reduce", "scatter_.value_reduce",
+                  "scatter.value_reduce_out");
+  NEURON_VARIANTS(m, scatter_add_into, "scatter_add", "scatter_add_", nullptr);
+  NEURON_IMPL(m, "scatter_reduce.two", scatter_reduce_fn);
+  NEURON_IMPL(m, "embedding_dense_backward", embedding_dense_backward_fn);
+  NEURON_IMPL(m, "sort.stable", sort_stable);
+  NEURON_IMPL(m, "topk", topk_fn);
+  NEURON_IMPL(m, "arange.start_out", arange_out);
+  NEURON_IMPL(m, "linspace.out", linspace_out);
+  NEURON_IMPL(m, "eye.m_out", eye_m_out);
+  NEURON_IMPL(m, "eye.out", eye_out);
+  NEURON_VARIANTS(m, tril_into, "tril", "tril_", nullptr);
+  NEURON_VARIANTS(m, triu_into, "triu", "triu_", nullptr);
+  NEURON_IMPL(m, "nll_loss_forward", nll_loss_forward_fn);
+  NEURON_IMPL(m, "nll_loss_backward", nll_loss_backward_fn);
+}
+
+}  // namespace torch_neuronx

@@ -1,0 +1,364 @@
+// The NN family's glue: activations beyond pointwise.cpp (threshold,
+// hard/soft shrink, logit, nan_to_num, signbit, angle, PReLU, RReLU, GLU,
+// log_sigmoid), the Huber, smooth-L1, binary cross-entropy and MSE losses
+// with their backward, and the fused addr. Elementwise parts run the
+// NN-family kernels (nrt/ops/nn.h); loss reductions, weights and GLU's
+// halves are composed from other native ops on the device.
+#include <limits>
+
+#include <ATen/ScalarOps.h>
+#include <ATen/TensorIterator.h>
+#include <ATen/TensorOperators.h>
+#include <ATen/core/Reduction.h>
+#include <ATen/native/Resize.h>
+#include <ATen/ops/atan2.h>
+#include <ATen/ops/cat.h>
+#include <ATen/ops/imag.h>
+#include <ATen/ops/real.h>
+#include <ATen/ops/empty.h>
+#include <ATen/ops/leaky_relu.h>
+#include <ATen/ops/mean.h>
+#include <ATen/ops/softplus.h>
+#include <ATen/ops/sigmoid.h>
+#include <ATen/ops/sum.h>
+#include <c10/core/DeviceGuard.h>
+
+#include "launch/launch.h"
+#include "nrt/ops/nn.h"
+#include "registry/variants.h"
+
+namespace torch_neuronx {
+namespace {
+
+using at::Tensor;
+using at::TensorIterator;
+using c10::Scalar;
+
+nrt_scalar fs(double d) {
+  nrt_scalar v;
+  v.f = d;
+  return v;
+}
+// A Scalar in the iterator's compute domain (float or int64).
+nrt_scalar dom(const at::TensorIteratorBase &iter, const Scalar &s) {
+  nrt_scalar v;
+  if (at::isFloatingType(iter.common_dtype())) {
+    v.f = s.toDouble();
+  } else {
+    v.i = s.isFloatingPoint() ? static_cast<int64_t>(s.toDouble()) : s.toLong();
+  }
+  return v;
+}
+
+Tensor run(TensorIterator iter, nrt_op op, std::initializer_list<nrt_scalar> s = {},
+           std::initializer_list<int64_t> p = {}) {
+  launch_iter(iter, op, s, p);
+  return iter.output();
+}
+
+// grad, input, target (or grad, x, weight): the output broadcasts over all
+// three, as ATen's loss backward iterators do.
+TensorIterator ternary(Tensor &out, const Tensor &a, const Tensor &b, const Tensor &c) {
+  return at::TensorIteratorConfig()
+      .add_output(out)
+      .add_const_input(a)
+      .add_const_input(b)
+      .add_const_input(c)
+      .promote_inputs_to_common_dtype(true)
+      .cast_common_dtype_to_outputs(true)
+      .enforce_safe_casting_to_output(true)
+      .build();
+}
+
+
+Tensor reduce_loss(const Tensor &loss, int64_t reduction) {
+  if (reduction == at::Reduction::Mean) return at::mean(loss);
+  if (reduction == at::Reduction::Sum) return at::sum(loss);
+  return loss;
+}
+double norm_for(const Tensor &self, int64_t reduction) {
+  return reduction == at::Reduction::Mean ? 1.0 / static_cast<double>(self.numel()) : 1.0;
+}
+
+// ---- threshold, shrink ---------------------------------------------------------
+Tensor threshold_into(Tensor out, const Tensor &self, const Scalar &th, const Scalar &value) {
+  auto iter = TensorIterator::unary_op(out, self);
+  return run(iter, NRT_OP(THRESHOLD), {dom(iter, th), dom(iter, value)});
+}
+
+Tensor shrink_into(Tensor out, const Tensor &self, const Scalar &lambd, nrt_op op) {
+  auto iter = TensorIterator::unary_op(out, self);
+  return run(iter, op, {fs(lambd.toDouble())});
+}
+Tensor hardshrink_into(Tensor out, const Tensor &self, const Scalar &l) {
+  return shrink_into(out, self, l, NRT_OP(HARDSHRINK));
+}
+Tensor softshrink_into(Tensor out, const Tensor &self, const Scalar &l) {
+  TORCH_CHECK(l.toDouble() >= 0, "lambda must be greater or equal to 0, but found to be ", l.toDouble(), ".");
+  return shrink_into(out, self, l, NRT_OP(SOFTSHRINK));
+}
+Tensor shrink_backward_into(Tensor out, const Tensor &g, const Tensor &self, const Scalar &l) {
+  auto iter = TensorIterator::borrowing_binary_op(out, g, self);
+  return run(iter, NRT_OP(SHRINK_BACKWARD), {fs(l.toDouble())});
+}
+
+// ---- logit, nan_to_num, signbit, angle -------------------------------------------
+Tensor logit_into(Tensor out, const Tensor &self, std::optional<double> eps) {
+  auto iter = TensorIterator::unary_float_op(out, self);
+  // ATen ignores a negative eps (no clamping).
+  bool has = eps.has_value() && *eps >= 0;
+  return run(iter, NRT_OP_LOGIT, {fs(has ? *eps : 0.0)}, {has});
+}
+Tensor logit_backward_into(Tensor out, const Tensor &g, const Tensor &self, std::optional<double> eps) {
+  auto iter = TensorIterator::borrowing_binary_op(out, g, self);
+  bool has = eps.has_value() && *eps >= 0;
+  double lo = has ? *eps : 0.0, hi = 1.0 - lo;
+  // ATen forms the band [eps, 1 - eps] in the tensor's dtype; in bfloat16
+  // and float16 that rounding decides which elements get a gradient.
+  if (iter.common_dtype() == at::kBFloat16) {
+    lo = static_cast<float>(c10::BFloat16(static_cast<float>(lo)));
+    hi = static_cast<float>(c10::BFloat16(static_cast<float>(1.0 - lo)));
+  } else if (iter.common_dtype() == at::kHalf) {
+    lo = static_cast<float>(c10::Half(static_cast<float>(lo)));
+    hi = static_cast<float>(c10::Half(static_cast<float>(1.0 - lo)));
+  }
+  return run(iter, NRT_OP(LOGIT_BACKWARD), {fs(lo), fs(hi)}, {has});
+}
+
+Tensor nan_to_num_into(Tensor out, const Tensor &self, std::optional<double> nan, std::optional<double> posinf,
+                       std::optional<double> neginf) {
+  auto iter = TensorIterator::unary_op(out, self);
+  double big = std::numeric_limits<double>::max(), low = std::numeric_limits<double>::lowest();
+  switch (self.scalar_type()) {
+    case at::kFloat: big = std::numeric_limits<float>::max(); low = std::numeric_limits<float>::lowest(); break;
+    case at::kBFloat16: big = std::numeric_limits<c10::BFloat16>::max(); low = std::numeric_limits<c10::BFloat16>::lowest(); break;
+    case at::kHalf: big = std::numeric_limits<c10::Half>::max(); low = std::numeric_limits<c10::Half>::lowest(); break;
+    default: break;
+  }
+  // Integer and bool tensors hold no NaN or infinity: the kernel copies.
+  return run(iter, NRT_OP_NAN_TO_NUM, {fs(nan.value_or(0.0)), fs(posinf.value_or(big)), fs(neginf.value_or(low))});
+}
+
+Tensor signbit_into(Tensor out, const Tensor &self) {
+  // Bool result (as isnan); the input keeps its own compute domain.
+  if (!out.defined()) out = at::empty(self.sizes(), self.options().dtype(at::kBool));
+  TORCH_CHECK(out.scalar_type() == at::kBool, "signbit: result type Bool can't be cast to the desired output type ",
+              out.scalar_type());
+  auto iter = at::TensorIteratorConfig().add_output(out).add_const_input(self).check_all_same_dtype(false).build();
+  return run(iter, NRT_OP(SIGNBIT));
+}
+
+Tensor angle_into(Tensor out, const Tensor &self) {
+  if (self.is_complex()) {
+    // arg(z) = atan2(im, re), a real result: the native atan2 over the
+    // (re, im) views, so this file needs no COMPLEX-family kernel.
+    at::ScalarType rt = c10::toRealValueType(self.scalar_type());
+    if (!out.defined()) out = at::empty(self.sizes(), self.options().dtype(rt));
+    TORCH_CHECK(out.scalar_type() == rt, "angle: result type ", rt, " can't be cast to the desired output type ",
+                out.scalar_type());
+    return at::atan2_out(out, at::imag(self), at::real(self));
+  }
+  auto iter = TensorIterator::unary_float_op(out, self);
+  return run(iter, NRT_OP(ANGLE));
+}
+
+// ---- PReLU, RReLU, GLU -------------------------------------------------------------
+Tensor prelu_fn(const Tensor &self, const Tensor &weight) {
+  Tensor out;
+  return run(TensorIterator::binary_op(out, self, weight), NRT_OP(PRELU));
+}
+// grad_weight keeps the broadcast (input) shape, as ATen's kernel does;
+// autograd sums it to the weight's shape.
+std::tuple<Tensor, Tensor> prelu_backward_fn(const Tensor &g, const Tensor &self, const Tensor &weight) {
+  Tensor gi, gw;
+  gi = run(ternary(gi, g, self, weight), NRT_OP(PRELU_BACKWARD_INPUT));
+  gw = run(TensorIterator::binary_op(gw, g, self), NRT_OP(PRELU_BACKWARD_WEIGHT));
+  return {gi, gw};
+}
+
+// Training: each non-positive element gets a slope drawn from U(lower,
+// upper), saved in `noise` (1 where the input is positive); evaluation is a
+// leaky ReLU with the mean slope. Random numbers come from the device's
+// generator through the native uniform_.
+Tensor rrelu_into(Tensor /*out: Variants copies*/, const Tensor &self, Tensor &noise, const Scalar &lower,
+                  const Scalar &upper, bool training, std::optional<at::Generator> gen) {
+  double lo = lower.toDouble(), hi = upper.toDouble();
+  TORCH_CHECK(hi >= lo, "Lower bound should be less than or equal to the upper bound");
+  if (!training) return at::leaky_relu(self, (lo + hi) / 2);
+  TORCH_CHECK(noise.sizes() == self.sizes(), "rrelu_with_noise: noise must have the shape of the input");
+  noise.uniform_(lo, hi, gen);
+  noise.masked_fill_(self > 0, 1);
+  return self * noise;
+}
+
+int64_t glu_dim(const Tensor &self, int64_t dim) {
+  TORCH_CHECK(self.dim() > 0, "glu does not support scalars because halving size must be even");
+  int64_t d = c10::maybe_wrap_dim(dim, self.dim());
+  TORCH_CHECK(self.size(d) % 2 == 0, "Halving dimension must be even, but dimension ", d, " is size ", self.size(d));
+  return d;
+}
+Tensor glu_into(Tensor, const Tensor &self, int64_t dim) {
+  int64_t d = glu_dim(self, dim), h = self.size(d) / 2;
+  return self.narrow(d, 0, h) * at::sigmoid(self.narrow(d, h, h));
+}
+Tensor glu_backward_into(Tensor, const Tensor &g, const Tensor &self, int64_t dim) {
+  int64_t d = glu_dim(self, dim), h = self.size(d) / 2;
+  Tensor a = self.narrow(d, 0, h), s = at::sigmoid(self.narrow(d, h, h));
+  Tensor ga = s * g;
+  Tensor gb = (1.0 - s) * s * a * g;
+  return at::cat({ga, gb}, d);
+}
+
+// ---- losses ----
+// The composed ones return a fresh result, which the out= overload copies
+// in (registry/variants.h), hence their unnamed `out`.--------------------------------------------------------------------
+Tensor pointwise_loss(const Tensor &self, const Tensor &target, nrt_op op, double param) {
+  Tensor loss;
+  return run(TensorIterator::borrowing_binary_op(loss, self, target), op, {fs(param)});
+}
+Tensor loss_backward(const Tensor &g, const Tensor &self, const Tensor &target, nrt_op op, double param,
+                     int64_t reduction) {
+  Tensor gi;
+  gi = run(ternary(gi, g, self, target), op, {fs(param), fs(norm_for(self, reduction))});
+  return gi;
+}
+
+Tensor huber_into(Tensor, const Tensor &self, const Tensor &target, int64_t reduction, double delta) {
+  TORCH_CHECK(delta > 0, "huber_loss does not support non-positive values for delta.");
+  return reduce_loss(pointwise_loss(self, target, NRT_OP(HUBER), delta), reduction);
+}
+Tensor huber_backward_into(Tensor, const Tensor &g, const Tensor &self, const Tensor &target, int64_t reduction,
+                          double delta) {
+  return loss_backward(g, self, target, NRT_OP(HUBER_BACKWARD), delta, reduction);
+}
+
+Tensor smooth_l1_into(Tensor, const Tensor &self, const Tensor &target, int64_t reduction, double beta) {
+  TORCH_CHECK(beta >= 0, "smooth_l1_loss does not support negative values for beta.");
+  return reduce_loss(pointwise_loss(self, target, NRT_OP(SMOOTH_L1), beta), reduction);
+}
+Tensor smooth_l1_backward_into(Tensor, const Tensor &g, const Tensor &self, const Tensor &target,
+                               int64_t reduction, double beta) {
+  return loss_backward(g, self, target, NRT_OP(SMOOTH_L1_BACKWARD), beta, reduction);
+}
+
+// The CPU kernel rejects probabilities outside [0, 1]; checking it here reads
+// one flag back from the device (a synchronisation, like CUDA's device
+// assert surfacing), which a loss computed once per step can afford.
+void check_probabilities(const Tensor &self) {
+  if (self.numel() == 0) return;
+  bool bad = ((self < 0) | (self > 1)).any().item<bool>();
+  TORCH_CHECK(!bad, "all elements of input should be between 0 and 1");
+}
+Tensor bce_into(Tensor, const Tensor &self, const Tensor &target, const std::optional<Tensor> &weight,
+                int64_t reduction) {
+  check_probabilities(self);
+  Tensor loss = pointwise_loss(self, target, NRT_OP(BCE), 0.0);
+  if (weight.has_value() && weight->defined()) loss = loss * *weight;
+  return reduce_loss(loss, reduction);
+}
+Tensor bce_backward_into(Tensor, const Tensor &g, const Tensor &self, const Tensor &target,
+                         const std::optional<Tensor> &weight, int64_t reduction) {
+  Tensor gi;
+  gi = run(ternary(gi, g, self, target), NRT_OP(BCE_BACKWARD));
+  if (weight.has_value() && weight->defined()) gi = gi * *weight;
+  if (reduction == at::Reduction::Mean) gi = gi / static_cast<double>(self.numel());
+  return gi;
+}
+
+// ---- mse_loss ------------------------------------------------------------------
+Tensor mse_loss_fn(const Tensor &self, const Tensor &target, int64_t reduction) {
+  Tensor d = self.sub(target);
+  Tensor sq = d.mul(d);
+  if (reduction == at::Reduction::Mean) return sq.mean();
+  if (reduction == at::Reduction::Sum) return sq.sum();
+  return sq;
+}
+Tensor mse_loss_backward_fn(const Tensor &grad_output, const Tensor &self, const Tensor &target, int64_t reduction) {
+  double norm = reduction == at::Reduction::Mean ? 2.0 / static_cast<double>(self.numel()) : 2.0;
+  return self.sub(target).mul(norm).mul(grad_output);
+}
+
+// log_sigmoid = -softplus(-x); its backward grad * sigmoid(-x). The buffer
+// output is unused (CPU-only scratch in ATen), returned empty.
+std::tuple<Tensor, Tensor> log_sigmoid_forward_fn(const Tensor &self) {
+  Tensor out = at::softplus(self.neg(), 1, 20).neg_();
+  return {out, at::empty({0}, self.options())};
+}
+Tensor log_sigmoid_backward_fn(const Tensor &grad, const Tensor &self, const Tensor & /*buffer*/) {
+  return self.neg().sigmoid().mul_(grad);
+}
+
+// ---- addr ------------------------------------------------------------------------
+// addr: beta * self + alpha * outer(vec1, vec2) as one elementwise kernel
+// over ATen's own iterator (self broadcast to n x m, vec1 as a column), so
+// bfloat16 rounds once instead of after each of the four steps.
+Tensor addr_into(Tensor out, const Tensor &self, const Tensor &v1, const Tensor &v2, const Scalar &beta,
+                 const Scalar &alpha) {
+  TORCH_CHECK(v1.dim() == 1, "addr: Expected 1-D argument vec1, but got ", v1.dim(), "-D");
+  TORCH_CHECK(v2.dim() == 1, "addr: Expected 1-D argument vec2, but got ", v2.dim(), "-D");
+  Tensor s = self.expand({v1.size(0), v2.size(0)});
+  Tensor col = v1.reshape({v1.size(0), 1});
+  auto iter = at::TensorIteratorConfig()
+                  .add_output(out)
+                  .add_const_input(s)
+                  .add_const_input(col)
+                  .add_const_input(v2)
+                  .promote_inputs_to_common_dtype(true)
+                  .cast_common_dtype_to_outputs(true)
+                  .enforce_safe_casting_to_output(true)
+                  .build();
+  at::ScalarType rt = iter.common_dtype();
+  if (rt == at::kBool) {
+    TORCH_CHECK(beta.isBoolean() || !beta.isFloatingPoint(), "Boolean beta only supported for Boolean results.");
+    TORCH_CHECK(alpha.isBoolean() || !alpha.isFloatingPoint(), "Boolean alpha only supported for Boolean results.");
+  } else if (at::isIntegralType(rt, /*includeBool=*/false)) {
+    TORCH_CHECK(!beta.isFloatingPoint() && !alpha.isFloatingPoint(),
+                "For integral input tensors, argument beta must not be a floating point number.");
+  }
+  bool fdom = at::isFloatingType(iter.common_dtype());
+  nrt_scalar b, a;
+  if (fdom) {
+    b.f = beta.toDouble();
+    a.f = alpha.toDouble();
+  } else {
+    b.i = beta.toLong();
+    a.i = alpha.toLong();
+  }
+  bool ignore_self = fdom ? beta.toDouble() == 0.0 : beta.toLong() == 0;
+  launch_iter(iter, NRT_OP(SCALED_ADDCMUL), {b, a}, {ignore_self});
+  return iter.output();
+}
+}  // namespace
+
+TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+  NEURON_VARIANTS(m, threshold_into, "threshold", "threshold_", "threshold.out");
+  NEURON_VARIANTS(m, hardshrink_into, "hardshrink", nullptr, "hardshrink.out");
+  NEURON_VARIANTS(m, softshrink_into, "softshrink", nullptr, "softshrink.out");
+  NEURON_VARIANTS(m, shrink_backward_into, "hardshrink_backward", nullptr, "hardshrink_backward.grad_input");
+  NEURON_VARIANTS(m, shrink_backward_into, "softshrink_backward", nullptr, "softshrink_backward.grad_input");
+  NEURON_VARIANTS(m, logit_into, "logit", "logit_", "logit.out");
+  NEURON_VARIANTS(m, logit_backward_into, "logit_backward", nullptr, "logit_backward.grad_input");
+  NEURON_VARIANTS(m, nan_to_num_into, "nan_to_num", "nan_to_num_", "nan_to_num.out");
+  NEURON_VARIANTS(m, signbit_into, "signbit", nullptr, "signbit.out");
+  NEURON_VARIANTS(m, angle_into, "angle", nullptr, "angle.out");
+  NEURON_IMPL(m, "_prelu_kernel", prelu_fn);
+  NEURON_IMPL(m, "_prelu_kernel_backward", prelu_backward_fn);
+  NEURON_VARIANTS(m, rrelu_into, "rrelu_with_noise", "rrelu_with_noise_", "rrelu_with_noise.out");
+  NEURON_VARIANTS(m, glu_into, "glu", nullptr, "glu.out");
+  NEURON_VARIANTS(m, glu_backward_into, "glu_backward", nullptr, "glu_backward.grad_input");
+  NEURON_VARIANTS(m, huber_into, "huber_loss", nullptr, "huber_loss.out");
+  NEURON_VARIANTS(m, huber_backward_into, "huber_loss_backward", nullptr, "huber_loss_backward.out");
+  NEURON_VARIANTS(m, smooth_l1_into, "smooth_l1_loss", nullptr, "smooth_l1_loss.out");
+  NEURON_VARIANTS(m, smooth_l1_backward_into, "smooth_l1_loss_backward", nullptr,
+                  "smooth_l1_loss_backward.grad_input");
+  NEURON_VARIANTS(m, bce_into, "binary_cross_entropy", nullptr, "binary_cross_entropy.out");
+  NEURON_VARIANTS(m, bce_backward_into, "binary_cross_entropy_backward", nullptr,
+                  "binary_cross_entropy_backward.grad_input");
+  NEURON_IMPL(m, "mse_loss", mse_loss_fn);
+  NEURON_IMPL(m, "mse_loss_backward", mse_loss_backward_fn);
+  NEURON_IMPL(m, "log_sigmoid_forward", log_sigmoid_forward_fn);
+  NEURON_IMPL(m, "log_sigmoid_backward", log_sigmoid_backward_fn);
+  NEURON_VARIANTS(m, addr_into, "addr", nullptr, "addr.out");
+}
+
+}  // namespace torch_neuronx

@@ -1,0 +1,442 @@
+// Native pointwise ops: one table entry per op. TensorIterator decides
+// broadcasting, type promotion, output allocation and out=/in-place rules;
+// the runtime's pointwise kernels compute.
+#include <ATen/ScalarOps.h>
+#include <ATen/TensorIterator.h>
+#include <ATen/native/BinaryOps.h>
+#include <ATen/ops/empty.h>
+#include <ATen/ops/result_type.h>
+#include <c10/core/DeviceGuard.h>
+
+#include "launch/launch.h"
+#include "registry/variants.h"
+
+namespace torch_neuronx {
+namespace {
+
+using at::Tensor;
+using at::TensorIterator;
+using c10::Scalar;
+
+// Scalar for the compute domain chosen by the iterator's common dtype.
+nrt_scalar scalar_for(const at::TensorIteratorBase &iter, const Scalar &s) {
+  nrt_scalar v;
+  at::ScalarType t = iter.common_dtype();
+  if (at::isFloatingType(t) || at::isComplexType(t)) {
+    v.f = s.toDouble();
+  } else if (s.isFloatingPoint()) {
+    v.i = static_cast<int64_t>(s.toDouble());
+  } else {
+    v.i = s.toLong();
+  }
+  return v;
+}
+nrt_scalar fscalar(double d) { nrt_scalar v; v.f = d; return v; }
+
+// ---- iterator builders ----------------------------------------------------
+enum class Kind { Unary, UnaryFloat, UnaryBool, Binary, BinaryFloat, Compare, Backward };
+
+TensorIterator build_unary(Tensor &out, const Tensor &a, Kind k) {
+  switch (k) {
+    case Kind::UnaryFloat: return TensorIterator::unary_float_op(out, a);
+    case Kind::UnaryBool: {
+      // isnan/logical_not style: bool result unless out= says otherwise.
+      if (!out.defined()) out = at::empty(a.sizes(), a.options().dtype(at::kBool));
+      return at::TensorIteratorConfig()
+          .add_output(out)
+          .add_const_input(a)
+          .check_all_same_dtype(false)
+          .build();
+    }
+    default: return TensorIterator::unary_op(out, a);
+  }
+}
+
+TensorIterator build_binary(Tensor &out, const Tensor &a, const Tensor &b, Kind k) {
+  switch (k) {
+    case Kind::BinaryFloat: return TensorIterator::binary_float_op(out, a, b);
+    case Kind::Compare: return TensorIterator::comparison_op(out, a, b);
+    case Kind::Backward: return TensorIterator::borrowing_binary_op(out, a, b);
+    default: return TensorIterator::binary_op(out, a, b);
+  }
+}
+
+Tensor unary(Tensor out, const Tensor &a, nrt_op op, Kind k, std::initializer_list<nrt_scalar> s = {},
+             std::initializer_list<int64_t> p = {}) {
+  auto iter = build_unary(out, a, k);
+  launch_iter(iter, op, s, p);
+  return iter.output();
+}
+
+Tensor binary(Tensor out, const Tensor &a, const Tensor &b, nrt_op op, Kind k,
+              const Scalar *alpha = nullptr, std::initializer_list<int64_t> p = {}) {
+  auto iter = build_binary(out, a, b, k);
+  if (alpha) {
+    at::native::alpha_check(iter.dtype(), *alpha);
+    launch_iter(iter, op, {scalar_for(iter, *alpha)}, p);
+  } else {
+    launch_iter(iter, op, {}, p);
+  }
+  return iter.output();
+}
+
+// ---- unary table ------------------------------------------------------------
+#define NEURON_UNARY_TABLE(X)            \
+  X(neg, NEG, Unary)                     \
+  X(sign, SIGN, Unary)                   \
+  X(reciprocal, RECIPROCAL, UnaryFloat)  \
+  X(sqrt, SQRT, UnaryFloat)              \
+  X(rsqrt, RSQRT, UnaryFloat)            \
+  X(exp, EXP, UnaryFloat)                \
+  X(exp2, EXP2, UnaryFloat)              \
+  X(expm1, EXPM1, UnaryFloat)            \
+  X(log, LOG, UnaryFloat)                \
+  X(log2, LOG2, UnaryFloat)              \
+  X(log10, LOG10, UnaryFloat)            \
+  X(log1p, LOG1P, UnaryFloat)            \
+  X(sin, SIN, UnaryFloat)                \
+  X(cos, COS, UnaryFloat)                \
+  X(tan, TAN, UnaryFloat)                \
+  X(asin, ASIN, UnaryFloat)              \
+  X(acos, ACOS, UnaryFloat)              \
+  X(atan, ATAN, UnaryFloat)              \
+  X(sinh, SINH, UnaryFloat)              \
+  X(cosh, COSH, UnaryFloat)              \
+  X(tanh, TANH, UnaryFloat)              \
+  X(asinh, ASINH, UnaryFloat)            \
+  X(acosh, ACOSH, UnaryFloat)            \
+  X(atanh, ATANH, UnaryFloat)            \
+  X(erf, ERF, UnaryFloat)                \
+  X(erfc, ERFC, UnaryFloat)              \
+  X(erfinv, ERFINV, UnaryFloat)          \
+  X(ceil, CEIL, Unary)                   \
+  X(floor, FLOOR, Unary)                 \
+  X(round, ROUND, Unary)                 \
+  X(trunc, TRUNC, Unary)                 \
+  X(frac, FRAC, Unary)                   \
+  X(sigmoid, SIGMOID, UnaryFloat)        \
+  X(relu, RELU, Unary)                   \
+  X(silu, SILU, Unary)                   \
+  X(mish, MISH, Unary)                   \
+  X(hardsigmoid, HARDSIGMOID, Unary)     \
+  X(hardswish, HARDSWISH, Unary)         \
+  X(bitwise_not, BITWISE_NOT, Unary)
+
+#define DEFINE_UNARY(name, OP, K) \
+  Tensor name##_into(Tensor out, const Tensor &a) { return unary(out, a, NRT_OP_##OP, Kind::K); }
+NEURON_UNARY_TABLE(DEFINE_UNARY)
+#undef DEFINE_UNARY
+
+// abs: a complex input gives its real magnitude (launch_iter routes ABS
+// with a real output to the COMPLEX family); real inputs keep their dtype.
+Tensor abs_into(Tensor out, const Tensor &a) {
+  if (!a.is_complex()) return unary(out, a, NRT_OP_ABS, Kind::Unary);
+  at::ScalarType rt = c10::toRealValueType(a.scalar_type());
+  if (!out.defined()) out = at::empty(a.sizes(), a.options().dtype(rt));
+  TORCH_CHECK(out.scalar_type() == rt || out.is_same(a), "abs: result type ", rt,
+              " can't be cast to the desired output type ", out.scalar_type());
+  TORCH_CHECK(!out.is_same(a), "In-place abs is not supported for complex tensors.");
+  auto iter = at::TensorIteratorConfig().add_output(out).add_const_input(a).check_all_same_dtype(false).build();
+  launch_iter(iter, NRT_OP_ABS);
+  return iter.output();
+}
+
+// Bool-valued unary ops.
+#define NEURON_UNARY_BOOL_TABLE(X) X(isnan, ISNAN) X(logical_not, LOGICAL_NOT)
+#define DEFINE_UNARY_BOOL(name, OP) \
+  Tensor name##_into(Tensor out, const Tensor &a) { return unary(out, a, NRT_OP_##OP, Kind::UnaryBool); }
+NEURON_UNARY_BOOL_TABLE(DEFINE_UNARY_BOOL)
+#undef DEFINE_UNARY_BOOL
+
+// ---- binary table -------------------------------------------------------
+#define NEURON_BINARY_TABLE(X)                                                                     \
+  X(mul, "mul.Tensor", "mul_.Tensor", "mul.out", MUL, Binary)                                      \
+  X(div, "div.Tensor", "div_.Tensor", "div.out", DIV, BinaryFloat)                                 \
+  X(floor_divide, "floor_divide", "floor_divide_.Tensor", "floor_divide.out", DIV_FLOOR, Binary)    \
+  X(remainder, "remainder.Tensor", "remainder_.Tensor", "remainder.Tensor_out", REMAINDER, Binary) \
+  X(fmod, "fmod.Tensor", "fmod_.Tensor", "fmod.Tensor_out", FMOD, Binary)                          \
+  X(pow, "pow.Tensor_Tensor", "pow_.Tensor", "pow.Tensor_Tensor_out", POW, Binary)                 \
+  X(atan2, "atan2", "atan2_", "atan2.out", ATAN2, BinaryFloat)                                     \
+  X(hypot, "hypot", "hypot_", "hypot.out", HYPOT, Binary)                                          \
+  X(copysign, "copysign.Tensor", "copysign_.Tensor", "copysign.out", COPYSIGN, BinaryFloat)        \
+  X(xlogy, "xlogy.Tensor", "xlogy_.Tensor", "xlogy.OutTensor", XLOGY, BinaryFloat)                 \
+  X(maximum, "maximum", nullptr, "maximum.out", MAXIMUM, Binary)                                   \
+  X(minimum, "minimum", nullptr, "minimum.out", MINIMUM, Binary)                                   \
+  X(fmax, "fmax", nullptr, "fmax.out", FMAX, Binary)                                               \
+  X(fmin, "fmin", nullptr, "fmin.out", FMIN, Binary)                                               \
+  X(bitwise_and, "bitwise_and.Tensor", "bitwise_and_.Tensor", "bitwise_and.Tensor_out", BITWISE_AND, Binary) \
+  X(bitwise_or, "bitwise_or.Tensor", "bitwise_or_.Tensor", "bitwise_or.Tensor_out", BITWISE_OR, Binary)      \
+  X(bitwise_xor, "bitwise_xor.Tensor", "bitwise_xor_.Tensor", "bitwise_xor.Tensor_out", BITWISE_XOR, Binary) \
+  X(bitwise_left_shift, "bitwise_left_shift.Tensor", "bitwise_left_shift_.Tensor",                     \
+    "bitwise_left_shift.Tensor_out", SHIFT_LEFT, Binary)                                               \
+  X(bitwise_right_shift, "bitwise_right_shift.Tensor", "bitwise_right_shift_.Tensor",                  \
+    "bitwise_right_shift.Tensor_out", SHIFT_RIGHT, Binary)                                             \
+  X(eq, "eq.Tensor", "eq_.Tensor", "eq.Tensor_out", EQ, Compare)                                   \
+  X(ne, "ne.Tensor", "ne_.Tensor", "ne.Tensor_out", NE, Compare)                                   \
+  X(lt, "lt.Tensor", "lt_.Tensor", "lt.Tensor_out", LT, Compare)                                   \
+  X(le, "le.Tensor", "le_.Tensor", "le.Tensor_out", LE, Compare)                                   \
+  X(gt, "gt.Tensor", "gt_.Tensor", "gt.Tensor_out", GT, Compare)                                   \
+  X(ge, "ge.Tensor", "ge_.Tensor", "ge.Tensor_out", GE, Compare)                                   \
+  X(logical_and, "logical_and", "logical_and_", "logical_and.out", LOGICAL_AND, Compare)           \
+  X(logical_or, "logical_or", "logical_or_", "logical_or.out", LOGICAL_OR, Compare)                \
+  X(logical_xor, "logical_xor", "logical_xor_", "logical_xor.out", LOGICAL_XOR, Compare)
+
+#define DEFINE_BINARY(name, fname, iname, oname, OP, K)             \
+  Tensor name##_into(Tensor out, const Tensor &a, const Tensor &b) { \
+    return binary(out, a, b, NRT_OP_##OP, Kind::K);                  \
+  }
+NEURON_BINARY_TABLE(DEFINE_BINARY)
+#undef DEFINE_BINARY
+
+// Comparisons against a Scalar: the scalar becomes a wrapped number, so
+// type promotion treats it exactly as PyTorch does.
+#define NEURON_COMPARE_SCALAR_TABLE(X) X(eq, EQ) X(ne, NE) X(lt, LT) X(le, LE) X(gt, GT) X(ge, GE)
+#define DEFINE_COMPARE_SCALAR(name, OP)                                                    \
+  Tensor name##_scalar_into(Tensor out, const Tensor &a, const Scalar &b) {                \
+    return binary(out, a, at::native::wrapped_scalar_tensor(b), NRT_OP_##OP, Kind::Compare); \
+  }
+NEURON_COMPARE_SCALAR_TABLE(DEFINE_COMPARE_SCALAR)
+#undef DEFINE_COMPARE_SCALAR
+
+// add/sub carry alpha.
+Tensor add_into(Tensor out, const Tensor &a, const Tensor &b, const Scalar &alpha) {
+  return binary(out, a, b, NRT_OP_ADD, Kind::Binary, &alpha);
+}
+Tensor sub_into(Tensor out, const Tensor &a, const Tensor &b, const Scalar &alpha) {
+  at::native::sub_check(a, b);
+  return binary(out, a, b, NRT_OP_SUB, Kind::Binary, &alpha);
+}
+
+// div with rounding_mode: None = true division; "trunc"/"floor" keep integer dtypes.
+nrt_op div_mode_op(std::optional<c10::string_view> mode, Kind *k) {
+  if (!mode.has_value()) {
+    *k = Kind::BinaryFloat;
+    return NRT_OP_DIV;
+  }
+  *k = Kind::Binary;
+  if (*mode == "trunc") return NRT_OP_DIV_TRUNC;
+  if (*mode == "floor") return NRT_OP_DIV_FLOOR;
+  TORCH_CHECK(false, "div expected rounding_mode to be one of None, 'trunc', or 'floor' but found '", *mode, "'");
+}
+Tensor div_mode_into(Tensor out, const Tensor &a, const Tensor &b, std::optional<c10::string_view> mode) {
+  Kind k;
+  nrt_op op = div_mode_op(mode, &k);
+  return binary(out, a, b, op, k);
+}
+
+// pow with a Scalar exponent or base: wrapped numbers keep PyTorch's typing.
+// When the exponent does not change the result dtype, POW_SCALAR runs
+// instead: it has PyTorch's special forms for the common exponents (x*x,
+// sqrt, 1/x, ...), which give the CPU's values bit for bit where powf would
+// differ in the last place.
+Tensor pow_ts_into(Tensor out, const Tensor &a, const Scalar &e) {
+  at::ScalarType rt = at::result_type(a, e);
+  if (rt == a.scalar_type() && (!out.defined() || out.scalar_type() == rt)) {
+    auto iter = TensorIterator::unary_op(out, a);
+    launch_iter(iter, NRT_OP_POW_SCALAR, {scalar_for(iter, e)});
+    return iter.output();
+  }
+  return binary(out, a, at::native::wrapped_scalar_tensor(e), NRT_OP_POW, Kind::Binary);
+}
+Tensor pow_st_fn(const Scalar &base, const Tensor &e) {
+  return binary(Tensor(), at::native::wrapped_scalar_tensor(base), e, NRT_OP_POW, Kind::Binary);
+}
+
+// ---- activations with parameters -----------------------------------------
+int64_t gelu_mode(c10::string_view approximate) {
+  if (approximate == "none") return 0;
+  if (approximate == "tanh") return 1;
+  TORCH_CHECK(false, "approximate argument must be either none or tanh.");
+}
+Tensor gelu_into(Tensor out, const Tensor &a, c10::string_view approx) {
+  return unary(out, a, NRT_OP_GELU, Kind::Unary, {}, {gelu_mode(approx)});
+}
+Tensor leaky_relu_into(Tensor out, const Tensor &a, const Scalar &slope) {
+  return unary(out, a, NRT_OP_LEAKY_RELU, Kind::Unary, {fscalar(slope.toDouble())});
+}
+Tensor elu_into(Tensor out, const Tensor &a, const Scalar &alpha, const Scalar &scale, const Scalar &iscale) {
+  return unary(out, a, NRT_OP_ELU, Kind::Unary,
+               {fscalar(alpha.toDouble()), fscalar(scale.toDouble()), fscalar(iscale.toDouble())});
+}
+Tensor softplus_into(Tensor out, const Tensor &a, const Scalar &beta, const Scalar &thr) {
+  return unary(out, a, NRT_OP_SOFTPLUS, Kind::Unary, {fscalar(beta.toDouble()), fscalar(thr.toDouble())});
+}
+Tensor hardtanh_into(Tensor out, const Tensor &a, const Scalar &lo, const Scalar &hi) {
+  auto iter = build_unary(out, a, Kind::Unary);
+  launch_iter(iter, NRT_OP_HARDTANH, {scalar_for(iter, lo), scalar_for(iter, hi)});
+  return iter.output();
+}
+
+// clamp with optional Scalar bounds.
+Tensor clamp_into(Tensor out, const Tensor &a, const std::optional<Scalar> &lo, const std::optional<Scalar> &hi) {
+  TORCH_CHECK(lo.has_value() || hi.has_value(), "torch.clamp: At least one of 'min' or 'max' must not be None");
+  auto iter = build_unary(out, a, Kind::Unary);
+  nrt_scalar l = lo ? scalar_for(iter, *lo) : nrt_scalar{}, h = hi ? scalar_for(iter, *hi) : nrt_scalar{};
+  launch_iter(iter, NRT_OP_CLAMP_SCALAR, {l, h}, {lo.has_value(), hi.has_value()});
+  return iter.output();
+}
+Tensor clamp_min_into(Tensor out, const Tensor &a, const Scalar &lo) { return clamp_into(out, a, lo, std::nullopt); }
+Tensor clamp_max_into(Tensor out, const Tensor &a, const Scalar &hi) { return clamp_into(out, a, std::nullopt, hi); }
+
+// ---- backward helpers --------------------------------------------------------
+Tensor threshold_backward_fn(const Tensor &g, const Tensor &self, const Scalar &thr) {
+  Tensor out;
+  auto iter = TensorIterator::borrowing_binary_op(out, g, self);
+  launch_iter(iter, NRT_OP_THRESHOLD_BACKWARD, {scalar_for(iter, thr)});
+  return iter.output();
+}
+#define NEURON_SIMPLE_BACKWARD_TABLE(X)                         \
+  X(sigmoid_backward, SIGMOID_BACKWARD)                         \
+  X(tanh_backward, TANH_BACKWARD)                               \
+  X(silu_backward, SILU_BACKWARD)                               \
+  X(mish_backward, MISH_BACKWARD)                               \
+  X(hardsigmoid_backward, HARDSIGMOID_BACKWARD)                 \
+  X(hardswish_backward, HARDSWISH_BACKWARD)
+#define DEFINE_BACKWARD(name, OP)                                        \
+  Tensor name##_fn(const Tensor &g, const Tensor &x) {                   \
+    return binary(Tensor(), g, x, NRT_OP_##OP, Kind::Backward);          \
+  }
+NEURON_SIMPLE_BACKWARD_TABLE(DEFINE_BACKWARD)
+#undef DEFINE_BACKWARD
+Tensor gelu_backward_fn(const Tensor &g, const Tensor &x, c10::string_view approx) {
+  return binary(Tensor(), g, x, NRT_OP_GELU_BACKWARD, Kind::Backward, nullptr, {gelu_mode(approx)});
+}
+Tensor leaky_relu_backward_fn(const Tensor &g, const Tensor &x, const Scalar &slope, bool self_is_result) {
+  TORCH_CHECK(!self_is_result || slope.to<double>() >= 0.0,
+              "In-place leakyReLu backward calculation is triggered with a negative slope which is not supported.");
+  Tensor out;
+  auto iter = TensorIterator::borrowing_binary_op(out, g, x);
+  launch_iter(iter, NRT_OP_LEAKY_RELU_BACKWARD, {fscalar(slope.toDouble())});
+  return iter.output();
+}
+Tensor elu_backward_fn(const Tensor &g, const Scalar &alpha, const Scalar &scale, const Scalar &iscale,
+                       bool is_result, const Tensor &x) {
+  Tensor out;
+  auto iter = TensorIterator::borrowing_binary_op(out, g, x);
+  launch_iter(iter, NRT_OP_ELU_BACKWARD,
+              {fscalar(alpha.toDouble()), fscalar(scale.toDouble()), fscalar(iscale.toDouble())}, {is_result});
+  return iter.output();
+}
+Tensor softplus_backward_fn(const Tensor &g, const Tensor &x, const Scalar &beta, const Scalar &thr) {
+  Tensor out;
+  auto iter = TensorIterator::borrowing_binary_op(out, g, x);
+  launch_iter(iter, NRT_OP_SOFTPLUS_BACKWARD, {fscalar(beta.toDouble()), fscalar(thr.toDouble())});
+  return iter.output();
+}
+Tensor hardtanh_backward_fn(const Tensor &g, const Tensor &x, const Scalar &lo, const Scalar &hi) {
+  Tensor out;
+  auto iter = TensorIterator::borrowing_binary_op(out, g, x);
+  launch_iter(iter, NRT_OP_HARDTANH_BACKWARD, {fscalar(lo.toDouble()), fscalar(hi.toDouble())});
+  return iter.output();
+}
+
+// ---- ternary -----------------------------------------------------------------
+
+Tensor where_into(Tensor out, const Tensor &cond, const Tensor &a, const Tensor &b) {
+  TORCH_CHECK(cond.scalar_type() == at::kBool || cond.scalar_type() == at::kByte,
+              "where expected condition to be a boolean tensor, but got a tensor with dtype ", cond.scalar_type());
+  at::TensorIteratorConfig config;
+  config.check_all_same_dtype(false)
+      .add_output(out)
+      .add_const_input(cond)
+      .add_const_input(a)
+      .add_const_input(b)
+      .promote_inputs_to_common_dtype(false);
+  // A new result takes PyTorch's promoted type; an out= tensor keeps its own.
+  if (!out.defined()) config.declare_static_dtype(at::result_type(a, b));
+  auto iter = config.build();
+  launch_iter(iter, NRT_OP_WHERE);
+  return iter.output();
+}
+
+// isposinf / isneginf: a comparison with +-inf as a wrapped number (integers
+// promote to float and compare false, as in PyTorch).
+Tensor isinf_signed(Tensor out, const Tensor &a, double inf) {
+  if (!out.defined()) out = at::empty(a.sizes(), a.options().dtype(at::kBool));
+  return binary(out, a, at::native::wrapped_scalar_tensor(Scalar(inf)), NRT_OP_EQ, Kind::Compare);
+}
+Tensor isposinf_into(Tensor out, const Tensor &a) { return isinf_signed(out, a, INFINITY); }
+Tensor isneginf_into(Tensor out, const Tensor &a) { return isinf_signed(out, a, -INFINITY); }
+
+
+TensorIterator ternary_iter(Tensor &out, const Tensor &a, const Tensor &b, const Tensor &c) {
+  return at::TensorIteratorConfig()
+      .allow_cpu_scalars(true)
+      .promote_inputs_to_common_dtype(true)
+      .cast_common_dtype_to_outputs(true)
+      .enforce_safe_casting_to_output(true)
+      .add_output(out)
+      .add_const_input(a)
+      .add_const_input(b)
+      .add_const_input(c)
+      .build();
+}
+
+#define DEFINE_ADDC(name, OP)                                                                        \
+  Tensor name##_into(Tensor out, const Tensor &s, const Tensor &t1, const Tensor &t2, const Scalar &v) { \
+    auto iter = ternary_iter(out, s, t1, t2);                                                        \
+    launch_iter(iter, NRT_OP_##OP, {scalar_for(iter, v)});                                           \
+    return iter.output();                                                                            \
+  }
+DEFINE_ADDC(addcmul, ADDCMUL)
+DEFINE_ADDC(addcdiv, ADDCDIV)
+#undef DEFINE_ADDC
+
+Tensor lerp_t_into(Tensor out, const Tensor &s, const Tensor &e, const Tensor &w) {
+  auto iter = ternary_iter(out, s, e, w);
+  launch_iter(iter, NRT_OP_LERP);
+  return iter.output();
+}
+Tensor lerp_s_into(Tensor out, const Tensor &s, const Tensor &e, const Scalar &w) {
+  return lerp_t_into(out, s, e, at::native::wrapped_scalar_tensor(w));
+}
+
+
+}  // namespace
+
+TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+#define REG_UNARY(name, OP, K) NEURON_VARIANTS(m, name##_into, #name, #name "_", #name ".out");
+  NEURON_UNARY_TABLE(REG_UNARY)
+  REG_UNARY(abs, ABS, Unary)
+#undef REG_UNARY
+  NEURON_VARIANTS(m, isnan_into, "isnan", nullptr, "isnan.out");
+  NEURON_VARIANTS(m, logical_not_into, "logical_not", "logical_not_", "logical_not.out");
+#define REG_BINARY(name, fname, iname, oname, OP, K) NEURON_VARIANTS(m, name##_into, fname, iname, oname);
+  NEURON_BINARY_TABLE(REG_BINARY)
+#undef REG_BINARY
+#define REG_COMPARE_SCALAR(name, OP) \
+  NEURON_VARIANTS(m, name##_scalar_into, #name ".Scalar", #name "_.Scalar", #name ".Scalar_out");
+  NEURON_COMPARE_SCALAR_TABLE(REG_COMPARE_SCALAR)
+#undef REG_COMPARE_SCALAR
+  NEURON_VARIANTS(m, add_into, "add.Tensor", "add_.Tensor", "add.out");
+  NEURON_VARIANTS(m, sub_into, "sub.Tensor", "sub_.Tensor", "sub.out");
+  NEURON_VARIANTS(m, div_mode_into, "div.Tensor_mode", "div_.Tensor_mode", "div.out_mode");
+  NEURON_VARIANTS(m, pow_ts_into, "pow.Tensor_Scalar", "pow_.Scalar", "pow.Tensor_Scalar_out");
+  NEURON_IMPL(m, "pow.Scalar", pow_st_fn);
+  NEURON_VARIANTS(m, gelu_into, "gelu", "gelu_", "gelu.out");
+  NEURON_VARIANTS(m, leaky_relu_into, "leaky_relu", "leaky_relu_", "leaky_relu.out");
+  NEURON_VARIANTS(m, elu_into, "elu", "elu_", "elu.out");
+  NEURON_VARIANTS(m, softplus_into, "softplus", nullptr, "softplus.out");
+  NEURON_VARIANTS(m, hardtanh_into, "hardtanh", "hardtanh_", "hardtanh.out");
+  NEURON_VARIANTS(m, clamp_into, "clamp", "clamp_", "clamp.out");
+  NEURON_VARIANTS(m, clamp_min_into, "clamp_min", "clamp_min_", nullptr);
+  NEURON_VARIANTS(m, clamp_max_into, "clamp_max", "clamp_max_", nullptr);
+  NEURON_IMPL(m, "threshold_backward", threshold_backward_fn);
+#define REG_BACKWARD(name, OP) NEURON_IMPL(m, #name, name##_fn);
+  NEURON_SIMPLE_BACKWARD_TABLE(REG_BACKWARD)
+#undef REG_BACKWARD
+  NEURON_IMPL(m, "gelu_backward", gelu_backward_fn);
+  NEURON_IMPL(m, "leaky_relu_backward", leaky_relu_backward_fn);
+  NEURON_IMPL(m, "elu_backward", elu_backward_fn);
+  NEURON_IMPL(m, "softplus_backward", softplus_backward_fn);
+  NEURON_IMPL(m, "hardtanh_backward", hardtanh_backward_fn);
+  NEURON_VARIANTS(m, where_into, "where.self", nullptr, "where.self_out");
+  NEURON_VARIANTS(m, isposinf_into, "isposinf", nullptr, "isposinf.out");
+  NEURON_VARIANTS(m, isneginf_into, "isneginf", nullptr, "isneginf.out");
+  NEURON_VARIANTS(m, addcmul_into, "addcmul", "addcmul_", "addcmul.out");
+  NEURON_VARIANTS(m, addcdiv_into, "addcdiv", "addcdiv_", "addcdiv.out");
+  NEURON_VARIANTS(m, lerp_t_into, "lerp.Tensor", "lerp_.Tensor", nullptr);
+  NEURON_VARIANTS(m, lerp_s_into, "lerp.Scalar", "lerp_.Scalar", nullptr);
+}
+
+}  // namespace torch_neuronx

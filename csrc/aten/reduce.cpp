@@ -1,0 +1,320 @@
+// Native reductions and row ops (softmax family, cumulative ops). Output
+// shapes and dtypes come from ATen's reduction helpers (make_reduction);
+// the runtime reduces over TensorIterator's layout (outputs stride 0 along
+// the reduced dimensions).
+#include <ATen/TensorIterator.h>
+#include <ATen/WrapDimUtils.h>
+#include <ATen/native/ReduceOpsUtils.h>
+#include <ATen/ops/empty.h>
+#include <ATen/ops/empty_like.h>
+#include <c10/core/DeviceGuard.h>
+
+#include "launch/launch.h"
+#include "registry/variants.h"
+
+namespace torch_neuronx {
+namespace {
+
+using at::Tensor;
+using c10::Scalar;
+using c10::ScalarType;
+
+nrt_scalar fscalar(double d) { nrt_scalar v; v.f = d; return v; }
+
+ScalarType sum_dtype(const Tensor &self, std::optional<ScalarType> dtype) {
+  if (dtype) return *dtype;
+  return at::isIntegralType(self.scalar_type(), /*includeBool=*/true) ? at::kLong : self.scalar_type();
+}
+
+// Runs reduction `op` of `self` over `dims` into `result` (allocated when
+// undefined). `empty_value` fills outputs of reductions over zero elements;
+// when unset, such reductions are an error, as in PyTorch.
+Tensor &reduce_into(Tensor &result, const Tensor &self, at::OptionalIntArrayRef dims, bool keepdim,
+                    ScalarType out_dtype, nrt_op op, const char *name, std::optional<double> empty_value,
+                    std::initializer_list<nrt_scalar> scalars = {}, std::initializer_list<int64_t> params = {}) {
+  c10::DeviceGuard guard(self.device());
+  if (!result.defined()) result = at::empty({0}, self.options().dtype(out_dtype));
+  auto iter = at::native::make_reduction(name, result, self, dims, keepdim, self.scalar_type(), out_dtype);
+  if (self.numel() == 0) {
+    TORCH_CHECK(empty_value.has_value() || result.numel() == 0, name,
+                "(): Expected reduction dim to be specified for input.numel() == 0. "
+                "Specify the reduction dim with the 'dim' argument.");
+    if (result.numel() > 0) result.fill_(*empty_value);
+    return result;
+  }
+  launch_iter(iter, op, scalars, params);
+  return result;
+}
+
+
+// A new result takes sum_dtype; out= keeps its dtype unless one is asked for.
+Tensor sum_into(Tensor out, const Tensor &self, at::OptionalIntArrayRef dim, bool keepdim,
+                std::optional<ScalarType> dtype) {
+  ScalarType t = out.defined() ? (dtype ? *dtype : out.scalar_type()) : sum_dtype(self, dtype);
+  return reduce_into(out, self, dim, keepdim, t, NRT_OP_SUM, "sum", 0.0);
+}
+
+ScalarType mean_dtype(const Tensor &self, std::optional<ScalarType> dtype) {
+  ScalarType t = dtype ? *dtype : self.scalar_type();
+  TORCH_CHECK(at::isFloatingType(t) || at::isComplexType(t),
+              "mean(): could not infer output dtype. ",
+              (dtype ? "Optional" : "Input"), " dtype must be either a floating point or complex dtype. ",
+              "Got: ", t);
+  return t;
+}
+
+Tensor mean_into(Tensor out, const Tensor &self, at::OptionalIntArrayRef dim, bool keepdim,
+                 std::optional<ScalarType> dtype) {
+  return reduce_into(out, self, dim, keepdim, mean_dtype(self, dtype), NRT_OP_MEAN, "mean",
+                     std::numeric_limits<double>::quiet_NaN());
+}
+
+Tensor amax_into(Tensor out, const Tensor &self, c10::IntArrayRef dim, bool keepdim) {
+  return reduce_into(out, self, dim, keepdim, self.scalar_type(), NRT_OP_AMAX, "amax", std::nullopt);
+}
+Tensor amin_into(Tensor out, const Tensor &self, c10::IntArrayRef dim, bool keepdim) {
+  return reduce_into(out, self, dim, keepdim, self.scalar_type(), NRT_OP_AMIN, "amin", std::nullopt);
+}
+Tensor max_all(const Tensor &self) {
+  TORCH_CHECK(self.numel() > 0, "max(): Expected reduction dim to be specified for input.numel() == 0. "
+                                "Specify the reduction dim with the 'dim' argument.");
+  return amax_into(Tensor(), self, {}, false);
+}
+Tensor min_all(const Tensor &self) {
+  TORCH_CHECK(self.numel() > 0, "min(): Expected reduction dim to be specified for input.numel() == 0. "
+                                "Specify the reduction dim with the 'dim' argument.");
+  return amin_into(Tensor(), self, {}, false);
+}
+
+// max.dim / min.dim: values and int64 indices from one kernel.
+std::tuple<Tensor, Tensor> extreme_dim(const Tensor &self, int64_t dim, bool keepdim, nrt_op op, const char *name) {
+  c10::DeviceGuard guard(self.device());
+  dim = at::maybe_wrap_dim(dim, self.dim());
+  TORCH_CHECK(self.numel() > 0 || (self.dim() > 0 && self.size(dim) > 0), name,
+              "(): Expected reduction dim ", dim, " to have non-zero size.");
+  Tensor values = at::empty({0}, self.options());
+  Tensor indices = at::empty({0}, self.options().dtype(at::kLong));
+  if (self.numel() == 0) {
+    at::native::zero_numel_check_dims(self, dim, name);
+  }
+  auto iter = at::native::make_reduction(name, values, indices, self, dim, keepdim, self.scalar_type(), at::kLong);
+  if (self.numel() > 0) launch_iter(iter, op);
+  return {values, indices};
+}
+std::tuple<Tensor, Tensor> max_dim(const Tensor &self, int64_t dim, bool keepdim) {
+  return extreme_dim(self, dim, keepdim, NRT_OP_MAX_WITH_INDEX, "max");
+}
+std::tuple<Tensor, Tensor> min_dim(const Tensor &self, int64_t dim, bool keepdim) {
+  return extreme_dim(self, dim, keepdim, NRT_OP_MIN_WITH_INDEX, "min");
+}
+
+Tensor arg_extreme(const Tensor &self, std::optional<int64_t> dim, bool keepdim, nrt_op op, const char *name) {
+  c10::DeviceGuard guard(self.device());
+  Tensor input = self;
+  Tensor result = at::empty({0}, self.options().dtype(at::kLong));
+  if (dim) {
+    int64_t d = at::maybe_wrap_dim(*dim, self.dim());
+    at::native::zero_numel_check_dims(self, d, name);
+    auto iter = at::native::make_reduction(name, result, input, c10::IntArrayRef{d}, keepdim, self.scalar_type(),
+                                           at::kLong);
+    if (self.numel() > 0) launch_iter(iter, op);
+    return result;
+  }
+  TORCH_CHECK(self.numel() > 0, name, "(): Expected reduction dim to be specified for input.numel() == 0.");
+  // No dim: index into the flattened tensor.
+  input = self.reshape({-1});
+  auto iter = at::native::make_reduction(name, result, input, c10::IntArrayRef{0}, false, self.scalar_type(),
+                                         at::kLong);
+  launch_iter(iter, op);
+  if (keepdim) {
+    std::vector<int64_t> ones(self.dim(), 1);
+    result = result.reshape(ones);
+  }
+  return result;
+}
+Tensor argmax_fn(const Tensor &self, std::optional<int64_t> dim, bool keepdim) {
+  return arg_extreme(self, dim, keepdim, NRT_OP_ARGMAX, "argmax");
+}
+Tensor argmin_fn(const Tensor &self, std::optional<int64_t> dim, bool keepdim) {
+  return arg_extreme(self, dim, keepdim, NRT_OP_ARGMIN, "argmin");
+}
+
+Tensor var_std(const Tensor &self, at::OptionalIntArrayRef dim, const std::optional<Scalar> &correction,
+               bool keepdim, bool is_std) {
+  TORCH_CHECK(at::isFloatingType(self.scalar_type()),
+              (is_std ? "std" : "var"), " only supports floating point and complex dtypes, got ", self.scalar_type());
+  double c = correction ? correction->toDouble() : 1.0;
+  Tensor r;
+  return reduce_into(r, self, dim, keepdim, self.scalar_type(), NRT_OP_VAR, is_std ? "std" : "var",
+                     std::numeric_limits<double>::quiet_NaN(), {fscalar(c)}, {is_std ? 1 : 0});
+}
+Tensor var_correction(const Tensor &self, at::OptionalIntArrayRef dim, const std::optional<Scalar> &correction,
+                      bool keepdim) {
+  return var_std(self, dim, correction, keepdim, false);
+}
+Tensor std_correction(const Tensor &self, at::OptionalIntArrayRef dim, const std::optional<Scalar> &correction,
+                      bool keepdim) {
+  return var_std(self, dim, correction, keepdim, true);
+}
+
+// all/any give bool, except uint8 inputs give uint8 (PyTorch's rule).
+ScalarType logical_reduce_dtype(const Tensor &self) {
+  return self.scalar_type() == at::kByte ? at::kByte : at::kBool;
+}
+Tensor all_dims(const Tensor &self, at::OptionalIntArrayRef dim, bool keepdim) {
+  Tensor r;
+  return reduce_into(r, self, dim, keepdim, logical_reduce_dtype(self), NRT_OP_ALL, "all", 1.0);
+}
+Tensor any_dims(const Tensor &self, at::OptionalIntArrayRef dim, bool keepdim) {
+  Tensor r;
+  return reduce_into(r, self, dim, keepdim, logical_reduce_dtype(self), NRT_OP_ANY, "any", 0.0);
+}
+Tensor all_dim(const Tensor &self, int64_t dim, bool keepdim) { return all_dims(self, c10::IntArrayRef{dim}, keepdim); }
+Tensor any_dim(const Tensor &self, int64_t dim, bool keepdim) { return any_dims(self, c10::IntArrayRef{dim}, keepdim); }
+Tensor all_all(const Tensor &self) { return all_dims(self, std::nullopt, false); }
+Tensor any_all(const Tensor &self) { return any_dims(self, std::nullopt, false); }
+
+Tensor prod_all(const Tensor &self, std::optional<ScalarType> dtype) {
+  Tensor r;
+  return reduce_into(r, self, std::nullopt, false, sum_dtype(self, dtype), NRT_OP_PROD, "prod", 1.0);
+}
+Tensor prod_dim(const Tensor &self, int64_t dim, bool keepdim, std::optional<ScalarType> dtype) {
+  Tensor r;
+  return reduce_into(r, self, c10::IntArrayRef{dim}, keepdim, sum_dtype(self, dtype), NRT_OP_PROD, "prod", 1.0);
+}
+
+Tensor vector_norm(const Tensor &self, const Scalar &ord, at::OptionalIntArrayRef dim, bool keepdim,
+                   std::optional<ScalarType> dtype) {
+  TORCH_CHECK(at::isFloatingType(self.scalar_type()) || at::isComplexType(self.scalar_type()),
+              "linalg.vector_norm: Expected a floating point or complex tensor as input. Got ", self.scalar_type());
+  ScalarType out = dtype ? *dtype : self.scalar_type();
+  double p = ord.toDouble();
+  std::optional<double> empty = 0.0;
+  if (p < 0 || std::isinf(p)) empty = std::nullopt;
+  Tensor r;
+  return reduce_into(r, self, dim, keepdim, out, NRT_OP_NORM, "linalg.vector_norm", empty, {fscalar(p)});
+}
+
+// ---- row ops ------------------------------------------------------------------
+// Describes same-shaped tensors with `dim` moved last, so the runtime sees
+// independent rows along the last dimension.
+void launch_row(nrt_op op, int64_t dim, std::initializer_list<const Tensor *> outs,
+                std::initializer_list<const Tensor *> ins) {
+  const Tensor &ref = **outs.begin();
+  if (ref.numel() == 0) return;
+  int64_t nd = ref.dim();
+  TORCH_CHECK(nd <= NRT_MAX_DIMS, "neuron row kernels support at most ", NRT_MAX_DIMS, " dims");
+  nrt_launch d = new_launch(op);
+  d.noutputs = static_cast<int>(outs.size());
+  d.ninputs = static_cast<int>(ins.size());
+  d.compute_dtype = to_nrt_dtype((*ins.begin())->scalar_type());
+  if (nd == 0) {
+    d.ndim = 1;
+    d.sizes[0] = 1;
+  } else {
+    d.ndim = static_cast<int>(nd);
+    int k = 0;
+    for (int64_t i = 0; i < nd; ++i)
+      if (i != dim) d.sizes[k++] = ref.size(i);
+    d.sizes[k] = ref.size(dim);
+  }
+  int idx = 0;
+  bool f64 = false;
+  auto fill = [&](const Tensor *t) {
+    TORCH_CHECK(t->sizes() == ref.sizes(), "internal: row op operand shapes differ");
+    nrt_operand &o = d.operands[idx++];
+    o.data = const_cast<void *>(t->const_data_ptr());
+    o.dtype = to_nrt_dtype(t->scalar_type());
+    f64 |= o.dtype == NRT_FLOAT64;
+    int64_t item = t->element_size();
+    if (nd == 0) {
+      o.strides[0] = item;
+      return;
+    }
+    int k = 0;
+    for (int64_t i = 0; i < nd; ++i)
+      if (i != dim) o.strides[k++] = t->stride(i) * item;
+    o.strides[k] = t->stride(dim) * item;
+  };
+  for (auto *t : outs) fill(t);
+  for (auto *t : ins) fill(t);
+  if (f64) warn_float64_once();
+  launch(ref.device().index(), d);
+}
+
+Tensor softmax_common(const Tensor &self, int64_t dim, bool half_to_float, nrt_op op) {
+  c10::DeviceGuard guard(self.device());
+  TORCH_CHECK(at::isFloatingType(self.scalar_type()), "softmax: expected a floating point input, got ",
+              self.scalar_type());
+  dim = at::maybe_wrap_dim(dim, self.dim());
+  ScalarType out_t = half_to_float ? at::kFloat : self.scalar_type();
+  Tensor out = at::empty_like(self, self.options().dtype(out_t), c10::MemoryFormat::Contiguous);
+  launch_row(op, dim, {&out}, {&self});
+  return out;
+}
+Tensor softmax_fn(const Tensor &self, int64_t dim, bool h2f) { return softmax_common(self, dim, h2f, NRT_OP_SOFTMAX); }
+Tensor log_softmax_fn(const Tensor &self, int64_t dim, bool h2f) {
+  return softmax_common(self, dim, h2f, NRT_OP_LOG_SOFTMAX);
+}
+Tensor softmax_backward_common(const Tensor &grad, const Tensor &output, int64_t dim, ScalarType input_dtype,
+                               nrt_op op) {
+  c10::DeviceGuard guard(grad.device());
+  dim = at::maybe_wrap_dim(dim, grad.dim());
+  Tensor gi = at::empty_like(grad, grad.options().dtype(input_dtype), c10::MemoryFormat::Contiguous);
+  launch_row(op, dim, {&gi}, {&grad, &output});
+  return gi;
+}
+Tensor softmax_backward_fn(const Tensor &g, const Tensor &o, int64_t dim, ScalarType t) {
+  return softmax_backward_common(g, o, dim, t, NRT_OP_SOFTMAX_BACKWARD);
+}
+Tensor log_softmax_backward_fn(const Tensor &g, const Tensor &o, int64_t dim, ScalarType t) {
+  return softmax_backward_common(g, o, dim, t, NRT_OP_LOG_SOFTMAX_BACKWARD);
+}
+
+Tensor cumulative(const Tensor &self, int64_t dim, std::optional<ScalarType> dtype, nrt_op op) {
+  c10::DeviceGuard guard(self.device());
+  dim = at::maybe_wrap_dim(dim, self.dim());
+  Tensor out = at::empty_like(self, self.options().dtype(sum_dtype(self, dtype)), c10::MemoryFormat::Contiguous);
+  launch_row(op, dim, {&out}, {&self});
+  return out;
+}
+Tensor cumsum_fn(const Tensor &self, int64_t dim, std::optional<ScalarType> dtype) {
+  return cumulative(self, dim, dtype, NRT_OP_CUMSUM);
+}
+Tensor cumprod_fn(const Tensor &self, int64_t dim, std::optional<ScalarType> dtype) {
+  return cumulative(self, dim, dtype, NRT_OP_CUMPROD);
+}
+
+}  // namespace
+
+TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+  NEURON_VARIANTS(m, sum_into, "sum.dim_IntList", nullptr, "sum.IntList_out");
+  NEURON_VARIANTS(m, mean_into, "mean.dim", nullptr, "mean.out");
+  NEURON_VARIANTS(m, amax_into, "amax", nullptr, "amax.out");
+  NEURON_VARIANTS(m, amin_into, "amin", nullptr, "amin.out");
+  NEURON_IMPL(m, "max", max_all);
+  NEURON_IMPL(m, "min", min_all);
+  NEURON_IMPL(m, "max.dim", max_dim);
+  NEURON_IMPL(m, "min.dim", min_dim);
+  NEURON_IMPL(m, "argmax", argmax_fn);
+  NEURON_IMPL(m, "argmin", argmin_fn);
+  NEURON_IMPL(m, "var.correction", var_correction);
+  NEURON_IMPL(m, "std.correction", std_correction);
+  NEURON_IMPL(m, "all.dims", all_dims);
+  NEURON_IMPL(m, "any.dims", any_dims);
+  NEURON_IMPL(m, "all.dim", all_dim);
+  NEURON_IMPL(m, "any.dim", any_dim);
+  NEURON_IMPL(m, "all", all_all);
+  NEURON_IMPL(m, "any", any_all);
+  NEURON_IMPL(m, "prod", prod_all);
+  NEURON_IMPL(m, "prod.dim_int", prod_dim);
+  NEURON_IMPL(m, "linalg_vector_norm", vector_norm);
+  NEURON_IMPL(m, "_softmax", softmax_fn);
+  NEURON_IMPL(m, "_log_softmax", log_softmax_fn);
+  NEURON_IMPL(m, "_softmax_backward_data", softmax_backward_fn);
+  NEURON_IMPL(m, "_log_softmax_backward_data", log_softmax_backward_fn);
+  NEURON_IMPL(m, "cumsum", cumsum_fn);
+  NEURON_IMPL(m, "cumprod", cumprod_fn);
+}
+
+}  // namespace torch_neuronx

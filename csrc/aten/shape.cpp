@@ -1,0 +1,203 @@
+// Native shape ops built from the device's own copy kernel: cat, flip,
+// roll. No new compute: each is a set of COPY launches over strided views
+// (flip passes negative strides, which the runtime accepts), so their
+// semantics are only the bookkeeping of which bytes go where.
+#include <ATen/ExpandUtils.h>
+#include <ATen/TensorIterator.h>
+#include <ATen/WrapDimUtils.h>
+#include <ATen/core/IListRef.h>
+#include <ATen/ops/empty.h>
+#include <ATen/native/Resize.h>
+#include <ATen/native/TypeProperties.h>
+#include <ATen/ops/result_type.h>
+#include <c10/core/DeviceGuard.h>
+
+#include "launch/launch.h"
+#include "registry/variants.h"
+
+namespace torch_neuronx {
+namespace {
+
+using at::Tensor;
+
+// cat: PyTorch's rules: legacy 1-D empty tensors are skipped, the result
+// dtype promotes across inputs, all other dims must match.
+Tensor cat_into(Tensor out, const at::ITensorListRef &tensors, int64_t dim) {
+  auto materialized = tensors.materialize();
+  TORCH_CHECK(!materialized.empty(), "torch.cat(): expected a non-empty list of Tensors");
+  const Tensor *ref = nullptr;
+  for (const Tensor &t : materialized) {
+    if (!(t.dim() == 1 && t.numel() == 0)) {
+      ref = &t;
+      break;
+    }
+  }
+  at::ScalarType dtype = at::native::result_type(tensors);
+  c10::Device device = materialized[0].get().device();
+  for (const Tensor &t : materialized) {
+    TORCH_CHECK(t.device() == device, "Expected all tensors to be on the same device, but found at least two devices, ",
+                device, " and ", t.device(), "!");
+  }
+  if (!ref) {  // every input is a legacy empty tensor
+    if (!out.defined()) out = at::empty({0}, materialized[0].get().options().dtype(dtype));
+    else out.resize_({0});
+    return out;
+  }
+  dim = at::maybe_wrap_dim(dim, ref->dim());
+  std::vector<int64_t> shape = ref->sizes().vec();
+  int64_t total = 0;
+  for (size_t i = 0; i < materialized.size(); ++i) {
+    const Tensor &t = materialized[i];
+    if (t.dim() == 1 && t.numel() == 0) continue;
+    TORCH_CHECK(t.dim() == ref->dim(), "Tensors must have same number of dimensions: got ", ref->dim(), " and ",
+                t.dim());
+    for (int64_t d = 0; d < t.dim(); ++d) {
+      if (d == dim) continue;
+      TORCH_CHECK(t.size(d) == ref->size(d), "Sizes of tensors must match except in dimension ", dim,
+                  ". Expected size ", ref->size(d), " but got size ", t.size(d), " for tensor number ", i,
+                  " in the list.");
+    }
+    total += t.size(dim);
+  }
+  shape[dim] = total;
+  c10::DeviceGuard guard(device);
+  if (!out.defined()) {
+    out = at::empty(shape, ref->options().dtype(dtype));
+  } else {
+    TORCH_CHECK(out.device() == device, "torch.cat(): expected out on ", device);
+    at::native::resize_output(out, shape);
+  }
+  int64_t offset = 0;
+  for (const Tensor &t : materialized) {
+    if (t.dim() == 1 && t.numel() == 0) continue;
+    int64_t n = t.size(dim);
+    if (n > 0) out.narrow(dim, offset, n).copy_(t);
+    offset += n;
+  }
+  return out;
+}
+
+
+// flip: one COPY whose source walks the flipped dims backwards.
+Tensor flip_fn(const Tensor &self, c10::IntArrayRef dims) {
+  c10::DeviceGuard guard(self.device());
+  Tensor out = at::empty(self.sizes(), self.options());
+  if (self.numel() == 0) return out;
+  int64_t nd = self.dim();
+  std::vector<bool> flipped(std::max<int64_t>(nd, 1), false);
+  for (int64_t d : dims) {
+    int64_t w = at::maybe_wrap_dim(d, nd);
+    TORCH_CHECK(!flipped[w], "dims has duplicates, original flip dims size=", dims.size());
+    flipped[w] = true;
+  }
+  TORCH_CHECK(nd <= NRT_MAX_DIMS, "flip supports at most ", NRT_MAX_DIMS, " dims on neuron");
+  nrt_launch d = new_launch(NRT_OP_COPY);
+  d.ndim = static_cast<int>(nd);
+  d.noutputs = 1;
+  d.ninputs = 1;
+  d.compute_dtype = to_nrt_dtype(self.scalar_type());
+  int64_t item = self.element_size();
+  auto *src = static_cast<const char *>(self.const_data_ptr());
+  for (int64_t i = 0; i < nd; ++i) {
+    d.sizes[i] = self.size(i);
+    d.operands[0].strides[i] = out.stride(i) * item;
+    int64_t s = self.stride(i) * item;
+    if (flipped[i]) {
+      src += (self.size(i) - 1) * s;
+      s = -s;
+    }
+    d.operands[1].strides[i] = s;
+  }
+  d.operands[0].data = out.data_ptr();
+  d.operands[0].dtype = d.compute_dtype;
+  d.operands[1].data = const_cast<char *>(src);
+  d.operands[1].dtype = d.compute_dtype;
+  launch(self.device().index(), d);
+  return out;
+}
+
+// roll: two slice copies per rolled dim (a rotation).
+Tensor roll_fn(const Tensor &self, c10::IntArrayRef shifts, c10::IntArrayRef dims) {
+  TORCH_CHECK(!shifts.empty(), "`shifts` required");
+  if (dims.empty() && shifts.size() == 1) {
+    return roll_fn(self.flatten(), shifts, {0}).view(self.sizes());
+  }
+  TORCH_CHECK(shifts.size() == dims.size(), "shifts and dimensions must align. shifts: ", shifts.size(),
+              ", dims:", dims.size());
+  c10::DeviceGuard guard(self.device());
+  Tensor cur = self;
+  for (size_t k = 0; k < dims.size(); ++k) {
+    int64_t d = at::maybe_wrap_dim(dims[k], self.dim());
+    int64_t n = cur.size(d);
+    Tensor next = at::empty(cur.sizes(), cur.options());
+    if (n == 0 || cur.numel() == 0) {
+      cur = next;
+      continue;
+    }
+    int64_t s = ((shifts[k] % n) + n) % n;
+    if (s == 0) {
+      next.copy_(cur);
+    } else {
+      next.narrow(d, s, n - s).copy_(cur.narrow(d, 0, n - s));
+      next.narrow(d, 0, s).copy_(cur.narrow(d, n - s, s));
+    }
+    cur = next;
+  }
+  return cur;
+}
+
+// constant_pad_nd: a filled tensor of the padded shape and one copy of the
+// overlapping region (negative pads crop), as ATen's own implementation.
+Tensor constant_pad_nd_fn(const Tensor &self, c10::IntArrayRef pad, const c10::Scalar &value) {
+  TORCH_CHECK(pad.size() % 2 == 0, "Length of pad must be even but instead it equals ", pad.size());
+  int64_t l_pad = static_cast<int64_t>(pad.size()) / 2, l_inp = self.dim();
+  TORCH_CHECK(l_pad <= l_inp, "Length of pad should be no more than twice the number of dimensions of the input. "
+              "Pad length is ", pad.size(), " while the input has ", l_inp, " dimensions.");
+  c10::DeviceGuard guard(self.device());
+  std::vector<int64_t> shape = self.sizes().vec();
+  Tensor src = self;
+  std::vector<int64_t> lo(l_inp, 0);
+  for (int64_t i = 0; i < l_pad; ++i) {
+    int64_t d = l_inp - 1 - i, before = pad[2 * i], after = pad[2 * i + 1];
+    int64_t n = shape[d] + before + after;
+    TORCH_CHECK(n >= 0, "The input size ", shape[d], ", plus negative padding ", before, " and ", after,
+                " resulted in a negative output size, which is invalid. Check dimension ", d, " of your input.");
+    // crop the source where a pad is negative
+    int64_t start = before < 0 ? -before : 0, stop = shape[d] - (after < 0 ? -after : 0);
+    src = src.narrow(d, start, std::max<int64_t>(stop - start, 0));
+    lo[d] = before > 0 ? before : 0;
+    shape[d] = n;
+  }
+  Tensor out = at::empty(shape, self.options());
+  out.fill_(value);
+  if (src.numel() == 0) return out;
+  Tensor dst = out;
+  for (int64_t d = 0; d < l_inp; ++d) dst = dst.narrow(d, lo[d], src.size(d));
+  dst.copy_(src);
+  return out;
+}
+
+// isin: elementwise membership by broadcast comparison (ATen uses the same
+// formulation for small test sets), all on the device.
+// The result is a fresh tensor; the out= overload copies it in (Variants).
+Tensor isin_into(Tensor, const Tensor &elements, const Tensor &test, bool /*assume_unique*/, bool invert) {
+  c10::DeviceGuard guard(elements.device());
+  Tensor hit = elements.unsqueeze(-1).eq(test.reshape({-1})).any(-1);
+  return invert ? hit.logical_not() : hit;
+}
+Tensor isin_ts(const Tensor &e, const c10::Scalar &t, bool /*assume_unique*/, bool invert) {
+  return isin_into(Tensor(), e, at::empty({1}, e.options()).fill_(t), false, invert);
+}
+
+}  // namespace
+
+TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+  NEURON_IMPL(m, "constant_pad_nd", constant_pad_nd_fn);
+  NEURON_VARIANTS(m, isin_into, "isin.Tensor_Tensor", nullptr, "isin.Tensor_Tensor_out");
+  NEURON_IMPL(m, "isin.Tensor_Scalar", isin_ts);
+  NEURON_VARIANTS(m, cat_into, "cat", nullptr, "cat.out");
+  NEURON_IMPL(m, "flip", flip_fn);
+  NEURON_IMPL(m, "roll", roll_fn);
+}
+
+}  // namespace torch_neuronx

@@ -1,0 +1,374 @@
+// The minimal op set every PrivateUse1 backend needs: factories, views,
+// resize/set_, copies between host and device, scalar reads, fill/zero.
+// Views only rewrite metadata; every byte moved goes through the runtime
+// (stream-ordered memcpy or the COPY kernel).
+#include <cstdlib>
+#include <cstring>
+
+#include <ATen/EmptyTensor.h>
+#include <ATen/TensorIterator.h>
+#include <ATen/native/Resize.h>
+#include <ATen/ops/_reshape_alias_native.h>
+#include <ATen/ops/as_strided_native.h>
+#include <ATen/ops/unfold_native.h>
+#include <ATen/ops/empty.h>
+#include <ATen/ops/view_native.h>
+#include <c10/core/DeviceGuard.h>
+#include <c10/core/StorageImpl.h>
+
+#include "launch/launch.h"
+#include "registry/variants.h"
+
+namespace torch_neuronx {
+namespace {
+
+using at::Tensor;
+
+Tensor empty_memory_format(c10::IntArrayRef size, std::optional<c10::ScalarType> dtype,
+                           std::optional<c10::Layout> layout, std::optional<c10::Device> device,
+                           std::optional<bool> pin_memory, std::optional<c10::MemoryFormat> memory_format) {
+  c10::Device dev = c10::device_or_default(device);
+  TORCH_CHECK(c10::layout_or_default(layout) == c10::Layout::Strided,
+              "neuron tensors support only the strided layout, got ", c10::layout_or_default(layout));
+  TORCH_CHECK(!c10::pinned_memory_or_default(pin_memory), "pin_memory is only for CPU tensors");
+  if (dev.has_index()) check_device_index(dev.index());
+  c10::DeviceGuard guard(dev);
+  return at::detail::empty_generic(size, device_allocator(), c10::DispatchKeySet(c10::DispatchKey::PrivateUse1),
+                                   c10::dtype_or_default(dtype), memory_format);
+}
+
+Tensor empty_strided(c10::IntArrayRef size, c10::IntArrayRef stride, std::optional<c10::ScalarType> dtype,
+                     std::optional<c10::Layout> layout, std::optional<c10::Device> device,
+                     std::optional<bool> pin_memory) {
+  c10::Device dev = c10::device_or_default(device);
+  TORCH_CHECK(c10::layout_or_default(layout) == c10::Layout::Strided,
+              "neuron tensors support only the strided layout");
+  TORCH_CHECK(!c10::pinned_memory_or_default(pin_memory), "pin_memory is only for CPU tensors");
+  if (dev.has_index()) check_device_index(dev.index());
+  c10::DeviceGuard guard(dev);
+  return at::detail::empty_strided_generic(size, stride, device_allocator(),
+                                           c10::DispatchKeySet(c10::DispatchKey::PrivateUse1),
+                                           c10::dtype_or_default(dtype));
+}
+
+Tensor as_strided(const Tensor &self, c10::IntArrayRef size, c10::IntArrayRef stride,
+                  std::optional<int64_t> storage_offset) {
+  return at::native::as_strided_tensorimpl(self, size, stride, storage_offset);
+}
+
+Tensor view(const Tensor &self, c10::IntArrayRef size) { return at::native::view(self, size); }
+
+Tensor unfold(const Tensor &self, int64_t dim, int64_t size, int64_t step) {
+  return at::native::unfold(self, dim, size, step);  // a view: metadata only
+}
+
+Tensor reshape_alias(const Tensor &self, c10::IntArrayRef size, c10::IntArrayRef stride) {
+  return at::native::_reshape_alias(self, size, stride);
+}
+
+void ensure_storage_bytes(const Tensor &self, size_t nbytes) {
+  const c10::Storage &storage = self.unsafeGetTensorImpl()->unsafe_storage();
+  if (nbytes > storage.nbytes()) resize_storage_bytes(storage, nbytes);
+}
+
+const Tensor &resize_(const Tensor &self, c10::IntArrayRef size, std::optional<c10::MemoryFormat> format) {
+  for (auto s : size) TORCH_CHECK(s >= 0, "Trying to create tensor with negative dimension ", s, ": ", size);
+  c10::DeviceGuard guard(self.device());
+  auto *impl = self.unsafeGetTensorImpl();
+  if (impl->sizes() != size) {
+    impl->set_sizes_contiguous(size);
+    size_t nbytes = at::detail::computeStorageNbytesContiguous(size, self.dtype().itemsize(),
+                                                               impl->storage_offset());
+    ensure_storage_bytes(self, nbytes);
+  }
+  if (format && *format != c10::MemoryFormat::Preserve) impl->empty_tensor_restride(*format);
+  return self;
+}
+
+Tensor &set_storage_offset_(Tensor &self, c10::Storage storage, int64_t offset, c10::IntArrayRef size,
+                            c10::IntArrayRef stride) {
+  at::native::checkSetStorage(self, storage, offset, size, stride);
+  auto *impl = self.unsafeGetTensorImpl();
+  impl->set_storage_offset(offset);
+  impl->set_sizes_and_strides(size, stride);
+  size_t nbytes = at::detail::computeStorageNbytes(size, stride, self.dtype().itemsize(), offset);
+  if (self.numel() > 0) ensure_storage_bytes(self, nbytes);
+  return self;
+}
+
+Tensor &set_storage_(Tensor &self, c10::Storage storage) {
+  int64_t n = static_cast<int64_t>(storage.nbytes() / self.dtype().itemsize());
+  return set_storage_offset_(self, std::move(storage), 0, {n}, {1});
+}
+
+Tensor &set_tensor_(Tensor &self, const Tensor &src) {
+  TORCH_CHECK(self.dtype() == src.dtype(), "Could not set tensor of type ", src.dtype(),
+              " to a tensor of type ", self.dtype());
+  if (self.unsafeGetTensorImpl() != src.unsafeGetTensorImpl()) {
+    set_storage_offset_(self, src.storage(), src.storage_offset(), src.sizes(), src.strides());
+  }
+  return self;
+}
+
+Tensor &set_empty_(Tensor &self) {
+  c10::Storage storage(c10::Storage::use_byte_size_t(), 0, device_allocator(), /*resizable=*/true);
+  return set_storage_offset_(self, storage, 0, {0}, {});
+}
+
+// ---- copies ------------------------------------------------------------
+
+// Same dtype, same sizes and strides, no gaps or overlap, the same
+// conjugate/negative bits: one byte copy.
+bool same_dense_layout(const Tensor &a, const Tensor &b) {
+  return a.dtype() == b.dtype() && a.sizes() == b.sizes() && a.strides() == b.strides() &&
+         a.is_conj() == b.is_conj() && a.is_neg() == b.is_neg() && a.is_non_overlapping_and_dense();
+}
+
+// A staging tensor holding `like`'s physical bytes means what `like` means
+// only with the same conjugate/negative bits (the device copy applies them).
+void keep_math_bits(const Tensor &staging, const Tensor &like) {
+  staging._set_conj(like.is_conj());
+  staging._set_neg(like.is_neg());
+}
+
+// Device-side copy with broadcasting and dtype conversion (both on one device).
+void device_copy(const Tensor &dst, const Tensor &src) {
+  auto iter = at::TensorIteratorConfig()
+                  .add_output(dst)
+                  .add_const_input(src)
+                  .resize_outputs(false)
+                  .check_all_same_dtype(false)
+                  .set_check_mem_overlap(true)
+                  .build();
+  launch_iter(iter, NRT_OP_COPY);
+}
+
+struct HostStaging {
+  void *buffer;
+  c10::Storage keep_alive;  // pinned source/destination kept until the copy ran
+};
+
+void release_staging(void *arg) {
+  auto *s = static_cast<HostStaging *>(arg);
+  std::free(s->buffer);
+  delete s;
+}
+
+// Host -> device byte copy of a dense CPU tensor into a dense device tensor.
+void upload_bytes(void *dst, const Tensor &cpu_src, size_t nbytes, bool non_blocking, nrt_stream *stream) {
+  if (nbytes == 0) return;
+  const void *src = cpu_src.const_data_ptr();
+  if (non_blocking && nrt_host_is_pinned(src)) {
+    check(nrt_memcpy_async(dst, src, nbytes, NRT_MEMCPY_HOST_TO_DEVICE, stream), "neuron copy to device");
+    auto *hold = new HostStaging{nullptr, cpu_src.storage()};
+    check(nrt_stream_launch_host_func(stream, release_staging, hold), "neuron copy to device");
+    return;
+  }
+  // Pageable memory: stage a private copy so the caller's buffer may change
+  // as soon as we return, and the device copy still runs asynchronously.
+  void *staging = std::malloc(nbytes);
+  TORCH_CHECK_WITH(OutOfMemoryError, staging, "host out of memory staging a ", nbytes, "-byte copy");
+  std::memcpy(staging, src, nbytes);
+  check(nrt_memcpy_async(dst, staging, nbytes, NRT_MEMCPY_HOST_TO_DEVICE, stream), "neuron copy to device");
+  auto *hold = new HostStaging{staging, c10::Storage()};
+  check(nrt_stream_launch_host_func(stream, release_staging, hold), "neuron copy to device");
+}
+
+void copy_host_to_device(const Tensor &src, const Tensor &dst, bool non_blocking) {
+  c10::DeviceGuard guard(dst.device());
+  nrt_stream *stream = current_nrt_stream(dst.device().index());
+  if (same_dense_layout(src, dst)) {
+    upload_bytes(dst.data_ptr(), src, src.nbytes(), non_blocking, stream);
+    return;
+  }
+  // Upload as is (contiguous, source dtype), then convert/broadcast/stride on the device.
+  Tensor src_c = src.contiguous();
+  Tensor tmp = at::empty(src_c.sizes(), src_c.options().device(dst.device()));
+  upload_bytes(tmp.data_ptr(), src_c, src_c.nbytes(), non_blocking, stream);
+  keep_math_bits(tmp, src_c);
+  device_copy(dst, tmp);
+}
+
+void copy_device_to_host(const Tensor &src, const Tensor &dst, bool non_blocking) {
+  c10::DeviceGuard guard(src.device());
+  nrt_stream *stream = current_nrt_stream(src.device().index());
+  Tensor dev = src;
+  if (!same_dense_layout(src, dst) || !dst.is_contiguous()) {
+    // Convert/broadcast on the device into a contiguous tensor of dst's dtype.
+    dev = at::empty(dst.sizes(), src.options().dtype(dst.scalar_type()));
+    device_copy(dev, src);
+  }
+  bool direct = same_dense_layout(dev, dst);
+  Tensor host = direct ? dst : at::empty(dst.sizes(), dst.options().memory_format(c10::MemoryFormat::Contiguous));
+  size_t nbytes = dev.nbytes();
+  if (nbytes > 0) {
+    void *hp = host.data_ptr();
+    if (non_blocking && direct && nrt_host_is_pinned(hp)) {
+      check(nrt_memcpy_async(hp, dev.const_data_ptr(), nbytes, NRT_MEMCPY_DEVICE_TO_HOST, stream),
+            "neuron copy to host");
+      auto *hold = new HostStaging{nullptr, host.storage()};
+      check(nrt_stream_launch_host_func(stream, release_staging, hold), "neuron copy to host");
+      return;
+    }
+    check(nrt_memcpy(hp, dev.const_data_ptr(), nbytes, NRT_MEMCPY_DEVICE_TO_HOST, stream),
+          "neuron copy to host");
+  }
+  if (!direct) dst.copy_(host);  // host-side scatter into a strided CPU destination
+}
+
+void copy_device_to_device(const Tensor &src, const Tensor &dst) {
+  if (src.device() == dst.device()) {
+    c10::DeviceGuard guard(dst.device());
+    device_copy(dst, src);
+    return;
+  }
+  // Across logical cores: order after src's pending work, then copy bytes.
+  Tensor src_c;
+  {
+    c10::DeviceGuard guard(src.device());
+    src_c = src.contiguous();
+    check(nrt_stream_synchronize(current_nrt_stream(src.device().index())), "neuron copy across devices");
+  }
+  c10::DeviceGuard guard(dst.device());
+  Tensor tmp = at::empty(src_c.sizes(), src_c.options().device(dst.device()));
+  if (tmp.nbytes() > 0) {
+    check(nrt_memcpy_async(tmp.data_ptr(), src_c.const_data_ptr(), tmp.nbytes(), NRT_MEMCPY_DEVICE_TO_DEVICE,
+                           current_nrt_stream(dst.device().index())),
+          "neuron copy across devices");
+    // src_c's block must outlive the copy on the other device's stream.
+    check(nrt_record_stream(src_c.data_ptr(), current_nrt_stream(dst.device().index())), "record_stream");
+  }
+  keep_math_bits(tmp, src_c);
+  device_copy(dst, tmp);
+}
+
+Tensor copy_from(const Tensor &self, const Tensor &dst, bool non_blocking) {
+  TORCH_CHECK(self.defined() && dst.defined(), "copy_: tensors must be defined");
+  // Conjugate/negative bits reach here (ops_complex.cpp lets _copy_from
+  // fall through those keys): copies compare the bits of source and
+  // destination and the device copy conjugates/negates as needed.
+  if (self.is_complex() && !dst.is_complex() && dst.scalar_type() != at::kBool)
+    TORCH_WARN_ONCE("Casting complex values to real discards the imaginary part");
+  if (self.numel() == 0 || dst.numel() == 0) return dst;
+  bool src_dev = self.device().type() == kNeuron, dst_dev = dst.device().type() == kNeuron;
+  if (src_dev && dst_dev) {
+    copy_device_to_device(self, dst);
+  } else if (dst_dev) {
+    TORCH_CHECK(self.is_cpu(), "copy to neuron supports CPU sources only, got ", self.device());
+    copy_host_to_device(self, dst, non_blocking);
+  } else {
+    TORCH_CHECK(dst.is_cpu(), "copy from neuron supports CPU destinations only, got ", dst.device());
+    copy_device_to_host(self, dst, non_blocking);
+  }
+  return dst;
+}
+
+Tensor copy_from_and_resize(const Tensor &self, const Tensor &dst) {
+  if (dst.device().type() == kNeuron) {
+    resize_(dst, self.sizes(), std::nullopt);
+  } else {
+    dst.resize_(self.sizes());
+  }
+  return copy_from(self, dst, false);
+}
+
+c10::Scalar local_scalar_dense(const Tensor &self) {
+  TORCH_CHECK(self.numel() == 1, "a Tensor with ", self.numel(), " elements cannot be converted to Scalar");
+  c10::DeviceGuard guard(self.device());
+  alignas(16) unsigned char buf[16] = {0};
+  check(nrt_memcpy(buf, self.const_data_ptr(), self.dtype().itemsize(), NRT_MEMCPY_DEVICE_TO_HOST,
+                   current_nrt_stream(self.device().index())),
+        "neuron item()");
+  switch (self.scalar_type()) {
+#define NEURON_SCALAR_CASE(type, name) \
+  case c10::ScalarType::name: {        \
+    type v;                            \
+    std::memcpy(&v, buf, sizeof v);    \
+    return c10::Scalar(v);             \
+  }
+    AT_FORALL_SCALAR_TYPES(NEURON_SCALAR_CASE)
+    NEURON_SCALAR_CASE(bool, Bool)
+    NEURON_SCALAR_CASE(c10::BFloat16, BFloat16)
+    NEURON_SCALAR_CASE(c10::Half, Half)
+    NEURON_SCALAR_CASE(c10::complex<c10::Half>, ComplexHalf)
+    NEURON_SCALAR_CASE(c10::complex<float>, ComplexFloat)
+    NEURON_SCALAR_CASE(c10::complex<double>, ComplexDouble)
+#undef NEURON_SCALAR_CASE
+    default:
+      TORCH_CHECK(false, "item(): unsupported dtype ", self.scalar_type(), " on neuron");
+  }
+}
+
+Tensor &fill_scalar_(Tensor &self, const c10::Scalar &value) {
+  if (self.numel() == 0) return self;
+  c10::DeviceGuard guard(self.device());
+  auto iter = at::TensorIteratorConfig()
+                  .add_output(self)
+                  .resize_outputs(false)
+                  .check_all_same_dtype(false)
+                  .build();
+  nrt_scalar s;
+  if (self.is_complex()) {  // the COMPLEX family's fill: s0 + i s1
+    c10::complex<double> v = value.toComplexDouble();
+    nrt_scalar im;
+    s.f = v.real();
+    im.f = v.imag();
+    launch_iter(iter, NRT_OP_FILL, {s, im});
+    return self;
+  } else if (at::isFloatingType(self.scalar_type())) {
+    s.f = value.toDouble();
+  } else {
+    s.i = value.isFloatingPoint() ? static_cast<int64_t>(value.toDouble()) : value.toLong();
+  }
+  launch_iter(iter, NRT_OP_FILL, {s});
+  return self;
+}
+
+Tensor &fill_tensor_(Tensor &self, const Tensor &value) {
+  TORCH_CHECK(value.dim() == 0, "fill_ only supports 0-dimension value tensor but got tensor with ",
+              value.dim(), " dimensions.");
+  if (value.device().type() != kNeuron) return fill_scalar_(self, value.item());
+  if (self.numel() == 0) return self;
+  c10::DeviceGuard guard(self.device());
+  device_copy(self, value);
+  return self;
+}
+
+Tensor &zero_(Tensor &self) { return fill_scalar_(self, 0); }
+
+// param.data = neuron_tensor (what Module.to() does) must keep the Parameter
+// object, or weights tied by sharing one Parameter (embeddings and LM heads)
+// come apart on the device. c10 only knows CUDA-like dense backends, so say
+// that dense CPU and neuron tensors can be shallow-copied into each other.
+bool has_compatible_shallow_copy_type(const Tensor &self, const Tensor &from) {
+  auto dense = [](const Tensor &t) {
+    return t.layout() == c10::kStrided && (t.is_cpu() || t.device().type() == kNeuron);
+  };
+  if (dense(self) && dense(from)) return true;
+  return self.unsafeGetTensorImpl()->key_set() == from.unsafeGetTensorImpl()->key_set();
+}
+
+}  // namespace
+
+TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+  NEURON_IMPL(m, "empty.memory_format", empty_memory_format);
+  NEURON_IMPL(m, "empty_strided", empty_strided);
+  NEURON_IMPL(m, "as_strided", as_strided);
+  NEURON_IMPL(m, "view", view);
+  NEURON_IMPL(m, "unfold", unfold);
+  NEURON_IMPL(m, "_reshape_alias", reshape_alias);
+  NEURON_IMPL(m, "resize_", resize_);
+  NEURON_IMPL(m, "set_.source_Storage_storage_offset", set_storage_offset_);
+  NEURON_IMPL(m, "set_.source_Storage", set_storage_);
+  NEURON_IMPL(m, "set_.source_Tensor", set_tensor_);
+  NEURON_IMPL(m, "set_", set_empty_);
+  NEURON_IMPL(m, "_copy_from", copy_from);
+  NEURON_IMPL(m, "_copy_from_and_resize", copy_from_and_resize);
+  NEURON_IMPL(m, "_local_scalar_dense", local_scalar_dense);
+  NEURON_IMPL(m, "fill_.Scalar", fill_scalar_);
+  NEURON_IMPL(m, "fill_.Tensor", fill_tensor_);
+  NEURON_IMPL(m, "zero_", zero_);
+  NEURON_IMPL(m, "_has_compatible_shallow_copy_type", has_compatible_shallow_copy_type);
+}
+
+}  // namespace torch_neuronx

@@ -1,0 +1,113 @@
+#include "launch/launch.h"
+#include "launch/iter.h"
+
+#include <vector>
+
+#include <ATen/TensorIterator.h>
+#include <ATen/ops/empty.h>
+#include <c10/core/DeviceGuard.h>
+#include <c10/util/SmallVector.h>
+
+namespace torch_neuronx {
+
+void warn_float64_once() {
+  TORCH_WARN_ONCE(
+      "neuron: float64 tensors are computed at float32 precision (NeuronCores have no float64 units); "
+      "results keep dtype float64. Use float32 to silence this warning.");
+}
+
+namespace {
+
+std::vector<LaunchExtension> &extensions() {
+  static std::vector<LaunchExtension> list;  // filled during static initialisation only
+  return list;
+}
+
+}  // namespace
+
+void register_launch_extension(const LaunchExtension &extension) { extensions().push_back(extension); }
+
+void enqueue(c10::DeviceIndex device, const nrt_launch &desc) {
+  check(nrt_launch_kernel(current_nrt_stream(device), &desc), nrt_op_name(desc.op));
+}
+
+void launch(c10::DeviceIndex device, const nrt_launch &desc) {
+  for (const LaunchExtension &e : extensions())
+    if (e.launch && e.launch(device, desc)) return;
+  // The general kernels would read complex data as garbage (their loaders
+  // know only real dtypes).
+  for (int i = 0; i < desc.noutputs + desc.ninputs && i < NRT_MAX_OPERANDS; ++i)
+    TORCH_CHECK_TYPE(!nrt_dtype_is_complex(desc.operands[i].dtype), "neuron: ", nrt_op_name(desc.op),
+                     " does not support complex tensors (operand ", i, " is ",
+                     nrt_dtype_name(desc.operands[i].dtype), ")");
+  enqueue(device, desc);
+}
+
+void launch_iter(at::TensorIteratorBase &iter, nrt_op op, std::initializer_list<nrt_scalar> scalars,
+                 std::initializer_list<int64_t> params) {
+  if (iter.numel() == 0) return;
+  TORCH_CHECK(iter.ndim() <= NRT_MAX_DIMS, "neuron kernels support at most ", NRT_MAX_DIMS,
+              " dimensions after coalescing, got ", iter.ndim());
+  TORCH_CHECK(iter.ntensors() <= NRT_MAX_OPERANDS, "too many operands for a neuron kernel");
+  c10::Device device = iter.device();
+  TORCH_CHECK(device.type() == kNeuron, "internal: neuron kernel launched for ", device);
+  for (const LaunchExtension &e : extensions())
+    if (e.launch_iter && e.launch_iter(iter, op, scalars, params)) return;
+  c10::DeviceGuard guard(device);
+
+  nrt_launch d = iter_desc(iter, op);
+  // The compute domain: the promoted input type where TensorIterator
+  // computed one; otherwise (fills, copies, RNG, where) the operand's own.
+  at::ScalarType common;
+  if (iter.ninputs() == 0 || op == NRT_OP_WHERE || op == NRT_OP_BERNOULLI_TENSOR) {
+    common = iter.dtype(0);
+  } else if (op == NRT_OP_COPY) {
+    common = iter.dtype(iter.noutputs());
+  } else {
+    common = iter.common_dtype();
+  }
+  d.compute_dtype = to_nrt_dtype(common);
+  int k = 0;
+  for (const auto &s : scalars) d.scalars[k++] = s;
+  k = 0;
+  for (int64_t p : params) d.params[k++] = p;
+
+  c10::SmallVector<at::Tensor, 2> temps;  // device copies of CPU scalars, freed in stream order
+  bool any_f64 = false;
+  for (int i = 0; i < iter.ntensors(); ++i) {
+    nrt_operand &o = d.operands[i];
+    if (iter.device(i).is_cpu()) {
+      // A wrapped number or CPU 0-dim tensor: its value lives on the host,
+      // so put it on the device (a FILL) and broadcast it with stride 0.
+      TORCH_INTERNAL_ASSERT(i >= iter.noutputs(), "CPU output in a neuron kernel");
+      // PyTorch computes with the scalar's value in the compute type (float32
+      // for bfloat16/float16 ops), not rounded to the tensor's low precision.
+      at::ScalarType st = common;
+      if (common == at::kBFloat16 || common == at::kHalf) st = at::kFloat;
+      at::Tensor t = at::empty({}, at::TensorOptions().dtype(st).device(device));
+      nrt_launch f = new_launch(NRT_OP_FILL);
+      f.noutputs = 1;
+      f.compute_dtype = d.compute_dtype;
+      f.operands[0].data = t.data_ptr();
+      f.operands[0].dtype = to_nrt_dtype(st);
+      if (at::isFloatingType(common)) {
+        f.scalars[0].f = iter.scalar_value<double>(i);
+      } else if (at::isFloatingType(iter.dtype(i))) {
+        f.scalars[0].i = static_cast<int64_t>(iter.scalar_value<double>(i));
+      } else {
+        f.scalars[0].i = iter.scalar_value<int64_t>(i);
+      }
+      launch(device.index(), f);
+      o.data = t.data_ptr();
+      o.dtype = to_nrt_dtype(st);
+      temps.push_back(std::move(t));
+      continue;
+    }
+    set_iter_operand(o, iter, i);
+    any_f64 |= o.dtype == NRT_FLOAT64;
+  }
+  if (any_f64 && op != NRT_OP_COPY) warn_float64_once();  // copies are exact
+  launch(device.index(), d);
+}
+
+}  // namespace torch_neuronx

@@ -1,0 +1,37 @@
+// Describing tensors to the runtime by hand, for launches that are not a
+// TensorIterator's (GEMM, pooling, norms, ...): one descriptor builder and
+// one operand builder for every glue file.
+#pragma once
+
+#include <initializer_list>
+
+#include <c10/core/ScalarType.h>
+#include <c10/util/ArrayRef.h>
+
+#include "runtime/device.h"
+
+namespace at {
+class Tensor;
+}
+
+namespace torch_neuronx {
+
+// The runtime's dtype for `type`; complex types map to the COMPLEX
+// family's dtypes (only it computes on them). Raises for the rest.
+nrt_dtype to_nrt_dtype(c10::ScalarType type);
+
+// A zeroed descriptor for `op` over `sizes` (ndim = sizes.size()), for the
+// caller to fill in operands, counts and parameters.
+nrt_launch new_launch(nrt_op op, std::initializer_list<int64_t> sizes = {});
+
+// Describes tensor `t` as a launch operand: pointer, dtype, and the byte
+// stride of each listed tensor dim in order (-1 gives stride 0: broadcast).
+void set_operand(nrt_operand &o, const at::Tensor &t, c10::IntArrayRef dims);
+
+// Describes a batched activation [N, C, spatial...] with 1-3 spatial dims
+// (or a weight [O, I, kernel...]) as the five operand dims {n, c, d, h, w}
+// of the conv, pool and resample kernels; missing leading spatial dims get
+// stride 0 (their launch extent is 1).
+void set_operand_5d(nrt_operand &o, const at::Tensor &t);
+
+}  // namespace torch_neuronx

@@ -1,0 +1,103 @@
+// One op, three schemas: ATen has a functional, an in-place and an out=
+// overload of most ops, which differ only in where the result goes. A glue
+// file writes the op once as an "into" function
+//
+//   Tensor abs_into(Tensor out, const Tensor &self, Args... args);
+//
+// that writes into `out` when it is defined (out= or in-place: `out` is
+// `self`) and allocates the result otherwise, and registers all overloads
+// from it:
+//
+//   NEURON_VARIANTS(m, abs_into, "abs", "abs_", "abs.out");
+//
+// (nullptr for an overload the op does not have). Each overload is its own
+// counted native kernel, exactly as if registered with NEURON_IMPL.
+//
+// An into function may also return a fresh tensor instead of writing `out`
+// (ops composed of other native ops): the out= overload then resizes `out`
+// with ATen's rules and copies the result in, the in-place one copies it
+// into `self`.
+//
+// Ops with two outputs take two: `std::tuple<Tensor, Tensor> into(Tensor
+// out0, Tensor out1, Args...)`; their out= overload takes both outputs
+// last, as ATen's schemas do (no in-place overload).
+#pragma once
+
+#include <tuple>
+#include <type_traits>
+
+#include <ATen/core/Tensor.h>
+#include <ATen/native/Resize.h>
+
+#include "registry/registry.h"
+
+namespace torch_neuronx {
+namespace variants {
+
+using at::Tensor;
+
+// Puts an into function's result where the caller asked for it.
+inline Tensor &store_out(Tensor &out, const Tensor &result) {
+  if (!result.is_same(out)) {
+    at::native::resize_output(out, result.sizes());
+    out.copy_(result);
+  }
+  return out;
+}
+inline Tensor &store_self(Tensor &self, const Tensor &result) {
+  if (!result.is_same(self)) self.copy_(result);
+  return self;
+}
+
+template <auto into, typename Sig = decltype(into)>
+struct Variants;
+
+template <auto into, typename... A>
+struct Variants<into, Tensor (*)(Tensor, A...)> {
+  static Tensor functional(A... args) { return into(Tensor(), args...); }
+  static Tensor &out(A... args, Tensor &out) { return store_out(out, into(out, args...)); }
+  static constexpr bool kHasSelf = false;
+};
+
+// In-place needs a tensor `self` first; this partial specialisation adds
+// it (more specialised, so chosen whenever it matches).
+template <auto into, typename... A>
+struct Variants<into, Tensor (*)(Tensor, const Tensor &, A...)> {
+  static Tensor functional(const Tensor &self, A... args) { return into(Tensor(), self, args...); }
+  static Tensor &out(const Tensor &self, A... args, Tensor &out) { return store_out(out, into(out, self, args...)); }
+  static Tensor &inplace(Tensor &self, A... args) { return store_self(self, into(self, self, args...)); }
+  static constexpr bool kHasSelf = true;
+};
+
+template <auto into, typename... A>
+struct Variants<into, std::tuple<Tensor, Tensor> (*)(Tensor, Tensor, A...)> {
+  static std::tuple<Tensor, Tensor> functional(A... args) { return into(Tensor(), Tensor(), args...); }
+  static std::tuple<Tensor &, Tensor &> out(A... args, Tensor &out0, Tensor &out1) {
+    auto [r0, r1] = into(out0, out1, args...);
+    store_out(out0, r0);
+    store_out(out1, r1);
+    return std::forward_as_tuple(out0, out1);
+  }
+  static constexpr bool kHasSelf = false;
+};
+
+}  // namespace variants
+
+// Registers the functional, in-place and out= overloads derived from
+// `into`; a nullptr name skips that overload.
+template <auto into>
+void register_variants(torch::Library &m, const char *functional, const char *inplace, const char *out) {
+  using V = variants::Variants<into>;
+  if (functional) register_impl<&V::functional>(m, functional);
+  if constexpr (V::kHasSelf) {
+    if (inplace) register_impl<&V::inplace>(m, inplace);
+  } else {
+    TORCH_INTERNAL_ASSERT(!inplace, inplace, ": an in-place overload needs a tensor first argument");
+  }
+  if (out) register_impl<&V::out>(m, out);
+}
+
+#define NEURON_VARIANTS(m, into, functional, inplace, out) \
+  ::torch_neuronx::register_variants<&(into)>((m), (functional), (inplace), (out))
+
+}  // namespace torch_neuronx
