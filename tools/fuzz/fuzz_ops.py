@@ -778,7 +778,7 @@ def _sort(g: G) -> Call:
             kw["stable"] = True
         return f"torch.{name}", [a], kw
     if name in ("topk", "kthvalue"):
-        s = g.val(shape[d]) if shape else 1
+        s = g.val(shape[d]) if shape and -nd <= d < nd else 1
         k = g.pick([1, s, max(s // 2, 1), s + 1])
         if name == "topk":
             return "torch.topk", [a, k], {"dim": d, "largest": g.p(0.5), "sorted": True}

@@ -23,6 +23,9 @@ def _protocol_stream() -> TextIO:
     return os.fdopen(fd, "w", buffering=1)
 
 
+_SEEN_OPS: set[str] = set()   # ops already reported by this worker (results carry only new ones)
+
+
 def run_case(case: dict, want_repro: bool = True) -> dict:
     """Runs `case` on both sides and returns its result record (see fuzz_compare for the classes)."""
     import torch
@@ -49,9 +52,11 @@ def run_case(case: dict, want_repro: bool = True) -> dict:
     executed = torch_neuronx.get_executed_ops()
     fallback = torch_neuronx.get_fallback_ops()
     cls, detail = classify(case, cpu, dev, lambda: run_side(case, bases, "cpu", f64=True))
+    new_ops = set(executed) - _SEEN_OPS
+    _SEEN_OPS.update(new_ops)
     res.update(cls=cls, detail=detail, secs=round(time.monotonic() - t0, 4),
                cpu_exc=cpu.exc, dev_exc=dev.exc, cpu_bexc=cpu.bexc, dev_bexc=dev.bexc,
-               executed=sorted(executed), fallback=fallback)
+               executed=sorted(new_ops), fallback=fallback)
     if dev.late:
         res["dev_late"] = dev.late
     if leaked:
@@ -71,15 +76,25 @@ def main() -> None:
     sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
     warnings.simplefilter("ignore")
     import torch
-    import torch_neuronx  # noqa: F401
+    import torch_neuronx
 
     torch.set_num_threads(1)
-    proto.write(json.dumps({"ready": os.getpid()}) + "\n")
+    proto.write(json.dumps({"ready": os.getpid(), "native": torch_neuronx.native_ops()}) + "\n")
     for line in sys.stdin:
         if not line.strip():
             continue
         msg = json.loads(line)
         case = msg["case"]
+        if msg.get("repro_only"):
+            from fuzz_case import build_bases, repro_src
+            try:
+                text = repro_src(case, build_bases(case))
+            except Exception as e:  # noqa: BLE001
+                text = f"# reproducer failed: {type(e).__name__}: {e}"
+            proto.write(json.dumps({"start": case["id"]}) + "\n")
+            proto.write(json.dumps({"result": {"id": case["id"], "op": case["op"], "cls": "repro",
+                                               "repro": text}}) + "\n")
+            continue
         proto.write(json.dumps({"start": case["id"]}) + "\n")
         try:
             res = run_case(case, msg.get("repro", True))
