@@ -89,6 +89,7 @@ class Run:
         self.group_cases: dict[tuple[str, str], dict] = {}
         self.known_kept: dict[str, list] = {}
         self.crashes: list[tuple[dict, dict]] = []
+        self.t_end: float | None = None   # end of the whole run (minimising stops there)
 
     def case_iter(self) -> Iterator[dict]:
         for i in itertools.count():
@@ -129,13 +130,14 @@ class Run:
     def run_list(self, cases: list[dict]) -> list[dict]:
         """Runs cases to completion (the minimiser's runner)."""
         out: list[dict] = []
-        self.pool.run(iter(cases), out.append, batch_size=max(1, (len(cases) + self.args.workers - 1)
-                                                                // self.args.workers))
+        self.pool.run(iter(cases), out.append, deadline=self.t_end,
+                      batch_size=max(1, (len(cases) + self.args.workers - 1) // self.args.workers))
         return out
 
     def main(self) -> int:
         a = self.args
         t0 = time.monotonic()
+        self.t_end = t0 + a.seconds
         reserve = 0.0 if a.no_minimise else min(0.2 * a.seconds, 120.0)
         print(f"fuzz: seed {self.seed}, {a.seconds:.0f} s ({a.seconds - reserve:.0f} s of cases), "
               f"{a.workers} workers, {len(self.ops)} op entries -> {self.out}", flush=True)
@@ -168,6 +170,7 @@ class Run:
         return done
 
     def repro_of(self, case: dict) -> str:
+        self.t_end = None
         out = self.run_list([dict(case, _repro_only=True)])
         return out[0].get("repro", "# no reproducer") if out else "# no reproducer"
 

@@ -443,9 +443,10 @@ def call_src(case: dict) -> str:
 
 def repro_src(case: dict, bases: list) -> str:
     """A short self-contained script that runs the case on the CPU and on neuron."""
-    lines = [f"# fuzz case {case['id']} ({case['op']})", "import base64, operator", "import torch",
+    lines = [f"# fuzz case {case['id']} ({case['op']})", "import base64, operator, os",
+             "os.environ.setdefault('TORCH_NEURONX_KERNEL_THREADS', '1')  # as in the fuzz workers", "import torch",
              "import torch.nn.functional as F", "import torch_neuronx  # noqa: F401",
-             "nan, inf = float('nan'), float('inf')", ""]
+             "torch.set_num_threads(1)", "nan, inf = float('nan'), float('inf')", ""]
     if case["fn"] == "setitem":
         lines += ["def _setitem(a, k, v):", "    a[k] = v", "    return a", ""]
     for i, (b, _) in enumerate(bases):
@@ -453,7 +454,7 @@ def repro_src(case: dict, bases: list) -> str:
     lines += ["", "def run(dev):"]
     grads = []
     for i, (desc, (_, how)) in enumerate(zip(case["tensors"], bases)):
-        src = f"b{i}.clone()" if desc.get("cpu") else f"b{i}.to(dev)"
+        src = f"b{i}.clone()" if desc.get("cpu") else f"b{i}.to(dev, copy=True)"
         if wants_grad(case, desc):
             lines.append(f"    l{i} = {src}.requires_grad_()")
             src = f"l{i}"

@@ -36,6 +36,7 @@ class Worker:
     solo: bool = False
     inflight: str | None = None
     started: float = 0.0
+    phase: str = ""
     killed_for: str | None = None
 
 
@@ -169,7 +170,9 @@ class Pool:
                     self.native.update(msg.get("native", []))
                     self.spawn_failures = 0
                 elif "start" in msg:
-                    w.inflight, w.started = msg["start"], time.monotonic()
+                    w.inflight, w.started, w.phase = msg["start"], time.monotonic(), "setup"
+                elif "phase" in msg:
+                    w.phase = msg["phase"]
                 elif "result" in msg:
                     res = msg["result"]
                     self.executed.update(res.pop("executed", []) or [])
@@ -203,7 +206,7 @@ class Pool:
             self._spawn()
             return
         cls = "hang" if w.killed_for == "hang" else "crash"
-        info = {"reason": why, "stderr_tail": _tail(w.log_path, 800)}
+        info = {"reason": why, "side": w.phase, "stderr_tail": _tail(w.log_path, 800)}
         left = [c for c in w.batch if c["id"] not in w.done]
         if w.solo and left:
             c = left[0]

@@ -108,7 +108,8 @@ def _describe(res: dict) -> str:
     if det.get("maxdiff"):
         parts.append("; ".join(f"{k}: {v}" for k, v in det["maxdiff"].items()))
     if det.get("reason"):
-        parts.append(f"worker: {det['reason']}" + (f" (only after {det['only_after']})" if det.get("only_after") else ""))
+        parts.append(f"worker: {det['reason']} while running the {det.get('side', '?')} side"
+                     + (f" (only after {det['only_after']})" if det.get("only_after") else ""))
     return "\n".join(f"- {p}" for p in parts) or "-"
 
 

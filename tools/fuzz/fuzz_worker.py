@@ -23,6 +23,15 @@ def _protocol_stream() -> TextIO:
     return os.fdopen(fd, "w", buffering=1)
 
 
+_PROTO: TextIO | None = None   # the protocol stream, in a worker process
+
+
+def _phase(name: str) -> None:
+    """Tells the pool which side runs now (a crash or hang is attributed to it)."""
+    if _PROTO is not None:
+        _PROTO.write(json.dumps({"phase": name}) + "\n")
+
+
 _SEEN_OPS: set[str] = set()   # ops already reported by this worker (results carry only new ones)
 
 
@@ -46,12 +55,18 @@ def run_case(case: dict, want_repro: bool = True) -> dict:
     except Exception as e:  # noqa: BLE001
         res.update(cls="invalid-case", detail={"error": f"{type(e).__name__}: {e}"}, secs=0.0)
         return res
+    _phase("cpu")
     cpu = run_side(case, bases, "cpu")
     torch_neuronx.clear_op_tracking()
+    _phase("neuron")
     dev = run_side(case, bases, DEVICE)
     executed = torch_neuronx.get_executed_ops()
     fallback = torch_neuronx.get_fallback_ops()
-    cls, detail = classify(case, cpu, dev, lambda: run_side(case, bases, "cpu", f64=True))
+    def f64_run():  # noqa: ANN202
+        _phase("cpu-float64")
+        return run_side(case, bases, "cpu", f64=True)
+    cls, detail = classify(case, cpu, dev, f64_run)
+    _phase("compare")
     new_ops = set(executed) - _SEEN_OPS
     _SEEN_OPS.update(new_ops)
     res.update(cls=cls, detail=detail, secs=round(time.monotonic() - t0, 4),
@@ -72,7 +87,8 @@ def run_case(case: dict, want_repro: bool = True) -> dict:
 
 
 def main() -> None:
-    proto = _protocol_stream()
+    global _PROTO
+    proto = _PROTO = _protocol_stream()
     sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
     warnings.simplefilter("ignore")
     import torch
