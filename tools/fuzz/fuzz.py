@@ -4,6 +4,7 @@ CPU and on neuron from identical inputs, classified (fuzz_compare.py).
   python tools/fuzz/fuzz.py --seconds 300 [--seed N] [--workers 2]   # `make fuzz SECONDS=300 SEED=N`
   python tools/fuzz/fuzz.py --to-test CASE_ID    # minimise a case, append it to tests/fuzz/test_fuzz_regressions.py
   python tools/fuzz/fuzz.py --repro CASE_ID      # print a case's self-contained reproducer
+  python tools/fuzz/fuzz.py --explain CASE_ID    # run it here, print the differing elements
 
 Writes build/fuzz/results.jsonl (one line per case; failing cases carry the
 case and a reproducer), build/fuzz/summary.md (counts per class and per op,
@@ -57,6 +58,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--quiet", action="store_true", help="no reproducers on the terminal")
     p.add_argument("--to-test", metavar="CASE_ID", help="minimise CASE_ID and append it to the regression tests")
     p.add_argument("--repro", metavar="CASE_ID", help="print the reproducer of CASE_ID")
+    p.add_argument("--explain", metavar="CASE_ID", nargs="+", help="run cases here and print what differs")
     p.add_argument("--list-ops", action="store_true", help="list the op table and exit")
     return p.parse_args(argv)
 
@@ -292,6 +294,15 @@ def main(argv: list[str] | None = None) -> int:
         return to_test(args)
     if args.repro:
         return print_repro(args)
+    if args.explain:
+        import warnings
+
+        import torch_neuronx  # noqa: F401
+        from fuzz_explain import explain
+        warnings.simplefilter("ignore")
+        for cid in args.explain:
+            print(explain(find_case(cid, args.out)[0]))
+        return 0
     return Run(args).main()
 
 

@@ -37,13 +37,17 @@ def shape_of(case: dict, desc: dict) -> list[int]:
 
 
 def edge_values(dt: torch.dtype) -> list:
-    """Edge values seeded into "edge" fills. float64 uses float32's limits: the
-    device computes float64 at float32 precision (documented), so values past
-    float32's range would only show that documented difference."""
+    """Edge values seeded into "edge" fills: NaN, infinities, -0.0, a denormal,
+    the dtype's limits. float64 (and complex) get values that stay finite in
+    float32 products (1e18, 1e-30): the device computes float64 at float32
+    precision (documented), and float64 limits would only show that."""
     if dt == torch.bool:
         return [True, False]
-    if dt.is_floating_point or dt.is_complex:
-        fi = torch.finfo(torch.float32 if dt in (torch.float64, torch.complex64, torch.complex128) else dt)
+    if dt in (torch.float64, torch.complex64, torch.complex128):
+        eps = torch.finfo(torch.float32).eps
+        return [math.nan, math.inf, -math.inf, -0.0, 0.0, 1e-30, -1e-30, 1e18, -1e18, eps, 1.0, -1.0]
+    if dt.is_floating_point:
+        fi = torch.finfo(dt)
         return [math.nan, math.inf, -math.inf, -0.0, 0.0, fi.tiny / 4, -fi.tiny, fi.max, fi.min, fi.eps, 1.0, -1.0]
     ii = torch.iinfo(dt)
     return [ii.min, ii.max, 0, 1, -1 if ii.min < 0 else 2, ii.min + 1, ii.max - 1]
@@ -291,15 +295,23 @@ def to_cpu(v: Any) -> Any:
     return v.detach().to("cpu", copy=True) if isinstance(v, torch.Tensor) else v
 
 
-def run_side(case: dict, bases: list, device: str, f64: bool = False) -> Side:
-    """Runs the case on `device` (with `f64`: on the CPU with floating inputs in float64)."""
+TO_F64 = {torch.float16: torch.float64, torch.bfloat16: torch.float64, torch.float32: torch.float64,
+          torch.complex64: torch.complex128}
+TO_F32 = {torch.float64: torch.float32, torch.complex128: torch.complex64}
+
+
+def run_side(case: dict, bases: list, device: str, f64: bool = False, f32: bool = False) -> Side:
+    """Runs the case on `device`. With `f64`: floating inputs in float64 (the
+    accuracy reference); with `f32`: float64 inputs in float32 (the device's
+    documented float64 semantics)."""
+    cast = TO_F64 if f64 else TO_F32 if f32 else {}
     side = Side()
     try:
         leaves, tensors = [], []
         for desc, (b, how) in zip(case["tensors"], bases):
             t = b.clone()
-            if f64 and (t.is_floating_point() or t.is_complex()):
-                t = t.to(torch.complex128 if t.is_complex() else torch.float64)
+            if t.dtype in cast:
+                t = t.to(cast[t.dtype])
             if device != "cpu" and not desc.get("cpu"):
                 t = t.to(device)
             if wants_grad(case, desc):

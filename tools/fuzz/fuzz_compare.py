@@ -26,6 +26,9 @@ attention, losses) atol is multiplied by max(1, max|finite reference|).
 A value mismatch is re-checked against the same case run on the CPU with
 floating inputs in float64: if the device's error is no larger than the
 CPU's, or the device is within tolerance of the float64 result, it is ok.
+A float64 result that still differs is compared with the case computed in
+float32 on the CPU (the device's documented float64 semantics): within
+float32 tolerance of that, it is ok.
 For sort-like ops (max/argmax/sort/topk/...), index results and gradients
 are not compared when the input holds equal values or NaN (either index is
 right).
@@ -83,6 +86,24 @@ def tensors_close(dev: torch.Tensor, ref: torch.Tensor, acc: bool, dtype: torch.
         atol *= max(1.0, float(fin.abs().max()) if fin.numel() else 1.0)
     ok = (a == b) | (a.isnan() & b.isnan()) | ((a - b).abs() <= atol + rtol * b.abs())
     return bool(ok.all())
+
+
+def nonfinite_only(dev: Any, ref: Any, acc: bool) -> bool:
+    """True when every element that differs beyond tolerance is NaN or
+    infinite on at least one side (a non-finite propagation difference)."""
+    if not (isinstance(dev, torch.Tensor) and isinstance(ref, torch.Tensor)) or dev.shape != ref.shape:
+        return False
+    if not (ref.dtype.is_floating_point or ref.dtype.is_complex) or dev.dtype != ref.dtype:
+        return False
+    a, b = _as_f(dev), _as_f(ref)
+    if a.is_complex():
+        a, b = torch.view_as_real(a), torch.view_as_real(b)
+    rtol, atol = TOL.get(ref.dtype, (1e-4, 1e-5))
+    if acc:
+        fin = b[b.isfinite()]
+        atol *= max(1.0, float(fin.abs().max()) if fin.numel() else 1.0)
+    bad = ~((a == b) | (a.isnan() & b.isnan()) | ((a - b).abs() <= atol + rtol * b.abs()))
+    return bool(bad.any()) and bool((~a[bad].isfinite() | ~b[bad].isfinite()).all())
 
 
 def compare_value(dev: Any, cpu: Any, acc: bool) -> str | None:
@@ -146,6 +167,21 @@ def rescued_by_f64(dev: dict, cpu: dict, ref: dict, names: list[str], acc: bool)
     return True
 
 
+def rescued_by_f32(dev: dict, ref32: dict, names: list[str], acc: bool) -> bool:
+    """True when every float64 result named is within float32 tolerance of
+    the same case computed in float32 (the device computes float64 at float32
+    precision, documented)."""
+    for k in names:
+        d, r = dev.get(k), ref32.get(k)
+        if not (isinstance(d, torch.Tensor) and isinstance(r, torch.Tensor)) or d.shape != r.shape:
+            return False
+        if d.dtype not in (torch.float64, torch.complex128):
+            return False
+        if not tensors_close(d, r.to(d.dtype), acc, torch.float32):
+            return False
+    return True
+
+
 def _raise_class(cpu_exc: Any, dev_exc: Any) -> str | None:
     if cpu_exc and dev_exc:
         return None if cpu_exc[0] == dev_exc[0] else "both-raise-different-class"
@@ -156,9 +192,10 @@ def _raise_class(cpu_exc: Any, dev_exc: Any) -> str | None:
     return None
 
 
-def classify(case: dict, cpu: Side, dev: Side, f64_run: Any) -> tuple[str, dict]:
-    """(class, detail) for one case; `f64_run()` returns the float64 CPU Side
-    (called only for a value mismatch)."""
+def classify(case: dict, cpu: Side, dev: Side, f64_run: Any, f32_run: Any = None) -> tuple[str, dict]:
+    """(class, detail) for one case; `f64_run()` returns the float64 CPU Side,
+    `f32_run()` the CPU Side with float64 inputs in float32 (both called only
+    for a value mismatch)."""
     detail: dict[str, Any] = {}
     cls = _raise_class(cpu.exc, dev.exc)
     if cls or cpu.exc:
@@ -171,10 +208,17 @@ def classify(case: dict, cpu: Side, dev: Side, f64_run: Any) -> tuple[str, dict]
         if ref.exc is None and rescued_by_f64(dev.values, cpu.values, ref.values, list(bad), case["compare"]["acc"]):
             detail["f64_rescued"] = sorted(bad)
             bad = {}
+    if bad and set(bad.values()) == {"value-mismatch"} and f32_run is not None:
+        ref32 = f32_run()
+        if ref32.exc is None and rescued_by_f32(dev.values, ref32.values, list(bad), case["compare"]["acc"]):
+            detail["f32_semantics"] = sorted(bad)
+            bad = {}
     if bad:
         detail["phase"] = "forward"
         detail["names"] = bad
         detail["maxdiff"] = _diffs(dev.values, cpu.values, bad)
+        detail["nonfinite"] = all(nonfinite_only(dev.values.get(k), cpu.values.get(k), case["compare"]["acc"])
+                                  for k in bad)
         return min(bad.values(), key=MISMATCH_ORDER.index), detail
     if not case.get("backward"):
         return "ok", detail
@@ -188,10 +232,17 @@ def classify(case: dict, cpu: Side, dev: Side, f64_run: Any) -> tuple[str, dict]
         if ref.bexc is None and rescued_by_f64(dev.grads, cpu.grads, ref.grads, list(bad), case["compare"]["acc"]):
             detail["f64_rescued_grads"] = sorted(bad)
             bad = {}
+    if bad and set(bad.values()) == {"value-mismatch"} and f32_run is not None:
+        ref32 = f32_run()
+        if ref32.bexc is None and rescued_by_f32(dev.grads, ref32.grads, list(bad), case["compare"]["acc"]):
+            detail["f32_semantics_grads"] = sorted(bad)
+            bad = {}
     if bad:
         detail["phase"] = "backward"
         detail["names"] = bad
         detail["maxdiff"] = _diffs(dev.grads, cpu.grads, bad)
+        detail["nonfinite"] = all(nonfinite_only(dev.grads.get(k), cpu.grads.get(k), case["compare"]["acc"])
+                                  for k in bad)
         return min(bad.values(), key=MISMATCH_ORDER.index), detail
     return "ok", detail
 

@@ -161,6 +161,16 @@ def dev_stage(*stages: str) -> Pred:
     return lambda c, r: any((r.get(k) or [None, None, None])[2] in stages for k in ("dev_exc", "dev_bexc"))
 
 
+def nonfinite(c: dict, r: dict) -> bool:
+    """Every differing element is NaN or infinite on one side (non-finite propagation)."""
+    return bool(r.get("detail", {}).get("nonfinite"))
+
+
+def differs(*names: str) -> Pred:
+    """The mismatching results include one of these (``out``, ``out[1]``, ``in0``, ``grad0`` ...)."""
+    return lambda c, r: any(n in r.get("detail", {}).get("names", {}) for n in names)
+
+
 def phase(name: str) -> Pred:
     """The disagreement is in the forward or the backward."""
     return lambda c, r: r.get("detail", {}).get("phase") == name

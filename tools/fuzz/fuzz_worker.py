@@ -65,7 +65,11 @@ def run_case(case: dict, want_repro: bool = True) -> dict:
     def f64_run():  # noqa: ANN202
         _phase("cpu-float64")
         return run_side(case, bases, "cpu", f64=True)
-    cls, detail = classify(case, cpu, dev, f64_run)
+    def f32_run():  # noqa: ANN202
+        _phase("cpu-float32")
+        return run_side(case, bases, "cpu", f32=True)
+    has64 = any(t["dtype"] == "float64" for t in case["tensors"]) or "float64" in json.dumps(case["kwargs"])
+    cls, detail = classify(case, cpu, dev, f64_run, f32_run if has64 else None)
     _phase("compare")
     new_ops = set(executed) - _SEEN_OPS
     _SEEN_OPS.update(new_ops)
