@@ -103,6 +103,13 @@ def has_out(c: dict, r: dict) -> bool:
     return "out" in c["kwargs"]
 
 
+def out_differs_from_input(c: dict, r: dict) -> bool:
+    """The out= tensor's dtype differs from some input tensor's dtype."""
+    outs = {t["dtype"] for t in c["tensors"] if t["role"] == "out"}
+    ins = {t["dtype"] for t in c["tensors"] if t["role"] == "in"}
+    return bool(outs) and bool(ins) and outs != ins
+
+
 def fill(*fills: str) -> Pred:
     """Some tensor's values are drawn with one of these fills (``edge``: NaN, inf, -0.0, limits)."""
     return lambda c, r: any(t["fill"] in fills for t in c["tensors"])

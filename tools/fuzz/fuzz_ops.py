@@ -882,7 +882,7 @@ def _conv(g: G) -> Call:
     return f"F.conv{'_transpose' if transposed else ''}{nd}d", [x, w], kw
 
 
-@op("pool", "pool", acc=True)
+@op("pool", "pool", acc=True, ties=True)
 def _pool(g: G) -> Call:
     name = g.pick(["max_pool1d", "max_pool2d", "avg_pool1d", "avg_pool2d", "adaptive_avg_pool1d",
                    "adaptive_avg_pool2d", "adaptive_max_pool1d", "adaptive_max_pool2d", "max_pool3d", "avg_pool3d",
