@@ -62,6 +62,11 @@ def fn_prefix(*prefixes: str) -> Pred:
     return lambda c, r: c["fn"].startswith(prefixes)
 
 
+def fn_suffix(*suffixes: str) -> Pred:
+    """The called function's name ends with one of these (``_``: an in-place method)."""
+    return lambda c, r: c["fn"].endswith(suffixes)
+
+
 def kwarg(name: str, value: Any = ...) -> Pred:
     """The call has keyword `name` (with that value when given)."""
     def p(c: dict, r: dict) -> bool:
@@ -108,6 +113,12 @@ def out_differs_from_input(c: dict, r: dict) -> bool:
     outs = {t["dtype"] for t in c["tensors"] if t["role"] == "out"}
     ins = {t["dtype"] for t in c["tensors"] if t["role"] == "in"}
     return bool(outs) and bool(ins) and outs != ins
+
+
+def zero_dim_operand(c: dict, r: dict) -> bool:
+    """A 0-d tensor (on either device) among the inputs, next to a tensor of another dtype."""
+    ins = [t for t in c["tensors"] if t["role"] == "in"]
+    return any(not t["shape"] for t in ins) and len({t["dtype"] for t in ins}) > 1
 
 
 def fill(*fills: str) -> Pred:

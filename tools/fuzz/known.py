@@ -11,8 +11,8 @@ group that matches a result takes it, so specific groups come first.
 from __future__ import annotations
 
 from fuzz_match import (Group, all_of, always, any_of, cpu_exc, cpu_msg, cpu_scalar, dev_exc, dev_msg, dev_stage,
-                        fill, first_dtype, fn, has_out, in_dtype, kwarg, layout, mixed_dtypes, nonfinite, not_,
-                        out_differs_from_input, phase,
+                        fill, first_dtype, fn, fn_suffix, has_out, in_dtype, kwarg, layout, mixed_dtypes, nonfinite, not_,
+                        out_differs_from_input, phase, zero_dim_operand,
                         zero_size)
 
 VAL = ("value-mismatch",)
@@ -39,6 +39,24 @@ KNOWN: list[Group] = [
           "returns -inf with an out-of-range index, and its backward writes the gradient there: heap "
           "corruption, the worker aborts ('corrupted size vs. prev_size'). Reproduced on the CPU alone; the "
           "device side survives 1,200 such calls."),
+    Group("cpu-bug-batch-norm-eval-backward", ("batch_norm",), VAL,
+          all_of(phase("backward"), kwarg("training", False), layout("transposed", "strided", "offset", "expanded")),
+          "CPU bug: batch_norm in eval mode, backward, with a non-contiguous input: the CPU's input gradient "
+          "uses 1/sqrt(eps) (316.2) for some channels instead of 1/sqrt(running_var + eps); the same input "
+          "made contiguous gives neuron's values."),
+    Group("gather-expanded-index", ("gather",), VAL, layout("expanded"),
+          "gather with an expanded (stride-0) index tensor: neuron reads the wrong elements (seen with int32 "
+          "indices); a contiguous index agrees."),
+    Group("inplace-expanded-self", ("*",), VAL, all_of(fn_suffix("_"), layout("expanded")),
+          "In-place ops (baddbmm_, addmv_, ...) on an expanded self: the CPU computes every alias from the "
+          "original value; neuron's result depends on its write order."),
+    Group("zero-dim-promotion", ("*",), VAL + DTYPE, all_of(zero_dim_operand, in_dtype("int", "bool")),
+          "A 0-d tensor of another integer dtype next to a dimensioned tensor (uint8 <= 0-d int32 -4, "
+          "minimum(int8 0-d, uint8)): PyTorch's promotion keeps the dimensioned tensor's dtype (the 0-d "
+          "value wraps into it), neuron compares or computes in the 0-d tensor's dtype."),
+    Group("activation-kink-grad", ("activation", "relu", "clamp"), VAL, phase("backward"),
+          "Gradients exactly at an activation's kink (relu6 at 0 and 6, hardtanh at its bounds, clamp at a "
+          "bound): the CPU's subgradient is 0 there, neuron passes the gradient through (or the other way)."),
     Group("batch-norm-expanded-weight-grad", ("batch_norm",), VAL, all_of(phase("backward"), layout("expanded")),
           "batch_norm (training) backward with an expanded (stride-0) weight: neuron's input gradient is wrong "
           "(max error 14 on a 4x4 input where the CPU matches float64); contiguous weights agree."),
@@ -47,12 +65,20 @@ KNOWN: list[Group] = [
     Group("loss-dtype-promotion", ("loss",), DTYPE + CPU_RJ, mixed_dtypes(),
           "Losses with input and target of different float dtypes: the CPU keeps the input's dtype (or raises "
           "'Found dtype Float but expected BFloat16'), neuron promotes to the wider dtype."),
-    Group("edge-magnitude-16bit", ("conv", "linear", "mm", "bmm", "matmul", "addmm", "vecdot", "interpolate",
-                                   "layer_norm", "group_norm", "batch_norm", "sdpa", "loss", "cross_entropy"),
-          VAL, all_of(fill("edge"), in_dtype("bfloat16", "float16")),
-          "16-bit inputs near the dtype's limits (bfloat16 +-3.4e38, float16 +-65504) in accumulating ops: "
-          "sums of huge terms cancel differently in neuron's float32 accumulation order than in the CPU's "
-          "(both are far from float64; the device is farther)."),
+    Group("edge-magnitude", ("conv", "linear", "mm", "bmm", "matmul", "addmm", "vecdot", "interpolate",
+                             "layer_norm", "group_norm", "batch_norm", "sdpa", "loss", "cross_entropy", "pool",
+                             "mean", "sum", "nansum", "nanmean", "var_mean", "std_mean", "cumsum", "normalize",
+                             "unfold", "cdist"),
+          VAL, fill("edge"),
+          "Inputs near the dtype's limits (float32/bfloat16 +-3.4e38, float16 +-65504) in accumulating ops: "
+          "sums of huge terms overflow or cancel differently in neuron's accumulation order than in the "
+          "CPU's (adaptive_avg_pool1d of [.., 3.4e38, .., -3.4e38] gives 0.0 on neuron, -0.045 on the CPU "
+          "and in float64)."),
+    Group("nonfinite-pointwise", ("lerp", "addcmul", "masked_fill", "index_select", "clamp", "nan_to_num",
+                                  "activation", "logit", "fill_"), VAL, nonfinite,
+          "Pointwise ops whose intermediate overflows: lerp with weight < 0.5 and a far end gives +-inf on "
+          "neuron (the CPU's formula stays at 1.7e38); addcmul/addcdiv products; activations' gradients at "
+          "inf."),
 
     # ---- complex --------------------------------------------------------------------------------------------
     Group("complex-unsupported", ("*",), ALL_RAISE + ANY_DIFF,
@@ -90,7 +116,7 @@ KNOWN: list[Group] = [
           "out= of another dtype than the inputs: the CPU computes in the inputs' promoted dtype and casts "
           "into out (uint8 0 - 1 = 255 -> 255.0), neuron computes in the out dtype (-1.0), and for some ops "
           "(square, maximum into bfloat16/int32) writes garbage."),
-    Group("float-alpha-int", ("index_select", "add", "sub"), VAL, all_of(kwarg("alpha"), first_dtype("int")),
+    Group("float-alpha-int", ("index_select", "add", "sub"), VAL, all_of(kwarg("alpha"), first_dtype("int", "bool")),
           "A fractional alpha with integer tensors (index_add alpha=0.5): the CPU truncates alpha to the "
           "integer type first, neuron multiplies by 0.5 and rounds the product."),
 
@@ -150,6 +176,12 @@ KNOWN: list[Group] = [
           "complex64 math with inf/NaN parts (pow, rsqrt, acos/asin, log2, mm, mean): the CPU follows C99 "
           "Annex G special values, neuron computes with the naive formulas."),
 
+    Group("float64-beyond-float32", ("*",), VAL,
+          all_of(in_dtype("float64"), any_of(nonfinite, fill("edge"))),
+          "float64 is computed at float32 precision on neuron (documented): values past float32's range "
+          "become inf (fill_(3.5e38), nan_to_num's default posinf, 1e18 products), and sums of +-1e18 cancel "
+          "at float32 resolution."),
+
     # ---- validation done late or not at all ----------------------------------------------------------------
     Group("validated-at-sync", ("*",), EXC,
           all_of(dev_stage("sync", "copy"), dev_msg("operation not supported", "invalid argument")),
@@ -162,7 +194,7 @@ KNOWN: list[Group] = [
           "Out-of-range indices: the CPU raises IndexError ('index N is out of bounds'); neuron writes or reads "
           "without checking (index_put_, setitem) or reports a different error."),
     Group("index-put-dtype", ("index_put_", "index_select", "scatter", "masked"), CPU_RJ + EXC + VAL,
-          cpu_msg("dtypes match", "same dtype", "Expected self.dtype to be equal to src.dtype",
+          cpu_msg("dtypes match", "same dtype", "must have the same scalar type", "Expected self.dtype to be equal to src.dtype",
                   "Expected a long tensor for index", "Expected dtype int64 for index"),
           "index_put_/index_copy/scatter with a source (or index) of another dtype: the CPU requires matching "
           "dtypes and raises, neuron converts the source."),
@@ -179,7 +211,7 @@ KNOWN: list[Group] = [
                   "should be positive", "must be non-negative", "non-zero size", "Padding size should be",
                   "but tensor has no dimensions", "Dimension out of range", "k out of range",
                   "Expected 3D or 4D", "Expected 2D or 3D", "Expected 4D", "must match the size of tensor",
-                  "the number of sizes provided"),
+                  "the number of sizes provided", "cannot compute the", "The expanded size of the tensor"),
           "Shapes the CPU rejects (kernel larger than the padded input, out= with the wrong shape, 0-d attention "
           "mask, copy_ from a larger source, index_add with a count mismatch, batch_norm of one value per "
           "channel): neuron computes something instead of raising."),
@@ -216,15 +248,19 @@ KNOWN: list[Group] = [
     Group("angle-abs-out-dtype", ("angle", "abs"), DEV_RJ, has_out,
           "angle/abs with an out= of a complex or wider dtype: the CPU accepts it, neuron raises 'result type "
           "Float can't be cast to the desired output type'."),
-    Group("scalar-double-overflow", ("addcmul", "pow", "masked_fill", "fill_"), DEV_RJ,
+    Group("scalar-double-overflow", ("addcmul", "pow", "masked_fill", "fill_", "index_put_"), DEV_RJ,
           dev_msg("without overflow"),
           "A Python scalar beyond the range of the tensor's dtype where the CPU rounds it to inf (float16 "
           "addcmul value=1e30, pow): neuron raises 'value cannot be converted to type double/int without "
           "overflow'."),
+    Group("int-interpolate-rejected", ("interpolate",), DEV_RJ, in_dtype("int", "bool"),
+          "Interpolation of integer inputs (antialiased, bicubic, area): the CPU computes some of them (for "
+          "0-size or channels-last inputs), neuron raises 'not implemented for Byte'."),
     Group("antialias-interpolate", ("interpolate",), VAL, kwarg("antialias", True),
           "Antialiased bilinear/bicubic interpolation (downsampling, align_corners): neuron's weights differ "
           "from the CPU's (and float64's) well beyond rounding."),
-    Group("internal-overlap-write", ("fill_", "masked_fill", "copy_", "index_put_", "scatter", "clamp"), DEV_RJ,
+    Group("internal-overlap-write", ("fill_", "masked_fill", "copy_", "index_put_", "scatter", "clamp", "addmm"),
+          DEV_RJ,
           dev_msg("more than one element of the written-to tensor"),
           "fill_/zero_/masked_fill_ on an expanded (internally overlapping) tensor: the CPU allows it (every "
           "alias gets the same value), neuron raises the internal-overlap error."),
