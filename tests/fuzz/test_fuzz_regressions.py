@@ -18,6 +18,7 @@ if FUZZ_DIR not in sys.path:
     sys.path.insert(0, FUZZ_DIR)
 
 CASES: list[str] = [
+    '{"args": [{"t": 0}, 0, {"t": 1}], "backward": false, "compare": {"acc": false, "ties": false}, "family": "index", "fn": "torch.gather", "found_as": "value-mismatch", "id": "44-132606.min", "kwargs": {}, "op": "gather", "sizes": {"s0": 3, "s1": 2, "s2": 2}, "tensors": [{"dtype": "float32", "fill": "ints", "layout": "contiguous", "role": "in", "seed": 170519511, "shape": ["s0", "s1"]}, {"dtype": "int32", "fill": "index", "fill_args": {"hi": "s0", "neg": false}, "layout": "expanded", "role": "idx", "seed": 605324995, "shape": ["s2", "s1"]}]}',
 ]  # end of CASES
 
 

@@ -327,7 +327,8 @@ def run_side(case: dict, bases: list, device: str, f64: bool = False, f32: bool 
     fn = resolve_fn(case["fn"])
     stage = "call"
     try:
-        out = fn(*decode(case["args"], tensors, case), **{k: decode(v, tensors, case) for k, v in case["kwargs"].items()})
+        kwargs = {k: decode(v, tensors, case) for k, v in case["kwargs"].items()}
+        out = fn(*decode(case["args"], tensors, case), **kwargs)
         stage = "sync"
         sync(device)
         stage = "copy"

@@ -86,12 +86,20 @@ def in_dtype(*dtypes: str, roles: tuple[str, ...] = ("in",)) -> Pred:
     return lambda c, r: any(t["dtype"] in want for t in _tensors(c, roles))
 
 
+def self_tensor(c: dict) -> dict | None:
+    """The description of the call's first argument when it is a tensor (self)."""
+    a0 = c["args"][0] if c["args"] else None
+    if isinstance(a0, dict) and "t" in a0:
+        return c["tensors"][a0["t"]]
+    return None
+
+
 def first_dtype(*dtypes: str) -> Pred:
-    """The first tensor (self) has one of these dtypes."""
+    """The first argument (self) is a tensor of one of these dtypes."""
     want = set()
     for d in dtypes:
         want |= set(FLOAT) if d == "float" else set(INT) if d == "int" else {d}
-    return lambda c, r: bool(c["tensors"]) and c["tensors"][0]["dtype"] in want
+    return lambda c, r: (self_tensor(c) or {}).get("dtype") in want
 
 
 def mixed_dtypes(roles: tuple[str, ...] = ("in",)) -> Pred:
@@ -187,6 +195,19 @@ def nonfinite(c: dict, r: dict) -> bool:
 def differs(*names: str) -> Pred:
     """The mismatching results include one of these (``out``, ``out[1]``, ``in0``, ``grad0`` ...)."""
     return lambda c, r: any(n in r.get("detail", {}).get("names", {}) for n in names)
+
+
+def maxdiff_below(limit: float) -> Pred:
+    """Every mismatching result differs from the CPU by less than `limit` (absolute)."""
+    def p(c: dict, r: dict) -> bool:
+        diffs = r.get("detail", {}).get("maxdiff", {})
+        vals = []
+        for v in diffs.values():
+            if "max|dev-cpu|=" not in v:
+                return False
+            vals.append(float(v.split("=")[1].split()[0]))
+        return bool(vals) and max(vals) < limit
+    return p
 
 
 def phase(name: str) -> Pred:

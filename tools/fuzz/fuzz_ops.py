@@ -865,7 +865,8 @@ def _conv(g: G) -> Call:
     sp = [g.size(1, 7 if nd < 3 else 4) for _ in range(nd)]
     k = [g.pick([1, 2, 3]) for _ in range(nd)]
     x = g.t([n, cin] + sp if g.p(0.9) else [cin] + sp, dt)
-    w = g.t(([cin, cout // groups] if transposed else [cout, cin // groups]) + k, dt if g.p(0.92) else g.dtype(FLOAT, 0))
+    wshape = ([cin, cout // groups] if transposed else [cout, cin // groups]) + k
+    w = g.t(wshape, dt if g.p(0.92) else g.dtype(FLOAT, 0))
     kw: dict = {}
     if g.p(0.6):
         kw["bias"] = g.t([cout], dt)
