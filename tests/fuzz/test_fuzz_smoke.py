@@ -13,7 +13,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 FUZZ = os.path.join(ROOT, "tools", "fuzz", "fuzz.py")
 OUT = os.path.join(ROOT, "build", "fuzz", "smoke")
 SEED = 20261201
-MAX_CASES = 20000
+MAX_CASES = 15000
 SECONDS = 50
 
 

@@ -294,6 +294,9 @@ KNOWN: list[Group] = [
           "A Python scalar beyond the range of the tensor's dtype where the CPU rounds it to inf (float16 "
           "addcmul value=1e30, pow): neuron raises 'value cannot be converted to type double/int without "
           "overflow'."),
+    Group("bool-alpha-out", ("add", "sub"), DEV_RJ, dev_msg("Boolean alpha only supported"),
+          "add/sub of bool tensors with alpha=True and an out= of another dtype: the CPU follows the inputs' "
+          "(bool) result type, neuron checks alpha against the out dtype and raises."),
     Group("roll-empty-dims", ("flip",), DEV_RJ, zero_size,
           "roll of a 1-d empty tensor with dims out of range: the CPU returns the empty tensor, neuron raises "
           "IndexError."),
