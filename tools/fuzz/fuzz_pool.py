@@ -54,10 +54,11 @@ class Pool:
     """`n` worker processes running cases under a per-case timeout."""
 
     def __init__(self, n: int, case_timeout: float, log_dir: str, start_timeout: float = 300.0,
-                 python: str | None = None):
+                 python: str | None = None, worker: str = WORKER):
         self.n, self.case_timeout, self.start_timeout = n, case_timeout, start_timeout
         self.log_dir = log_dir
         self.python = python or sys.executable
+        self.worker = worker
         os.makedirs(log_dir, exist_ok=True)
         self.q: queue.Queue = queue.Queue()
         self.workers: dict[int, Worker] = {}
@@ -73,7 +74,7 @@ class Pool:
         log_path = os.path.join(self.log_dir, f"worker-{wid % (2 * self.n)}.log")
         env = dict(os.environ, TORCH_NEURONX_KERNEL_THREADS="1", OMP_NUM_THREADS="1", PYTHONUNBUFFERED="1")
         log = open(log_path, "wb")
-        proc = subprocess.Popen([self.python, WORKER], stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=log,
+        proc = subprocess.Popen([self.python, self.worker], stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=log,
                                 env=env, text=True, bufsize=1, cwd=HERE)
         log.close()
         w = Worker(wid, proc, log_path, time.monotonic())
