@@ -19,6 +19,8 @@ if FUZZ_DIR not in sys.path:
 
 CASES: list[str] = [
     '{"args": [{"t": 0}, 0, {"t": 1}], "backward": false, "compare": {"acc": false, "ties": false}, "family": "index", "fn": "torch.gather", "found_as": "value-mismatch", "id": "44-132606.min", "kwargs": {}, "op": "gather", "sizes": {"s0": 3, "s1": 2, "s2": 2}, "tensors": [{"dtype": "float32", "fill": "ints", "layout": "contiguous", "role": "in", "seed": 170519511, "shape": ["s0", "s1"]}, {"dtype": "int32", "fill": "index", "fill_args": {"hi": "s0", "neg": false}, "layout": "expanded", "role": "idx", "seed": 605324995, "shape": ["s2", "s1"]}]}',
+    '{"args": [{"t": 0}, {"t": 1}], "backward": false, "compare": {"acc": false, "ties": false}, "family": "binary", "fn": "torch.sub", "found_as": "value-mismatch", "id": "21-108709.min", "kwargs": {"out": {"t": 2}}, "op": "sub", "sizes": {"s0": 1, "s1": 1, "s2": 1, "s3": 1}, "tensors": [{"dtype": "uint8", "fill": "ints", "layout": "contiguous", "role": "in", "seed": 44367417, "shape": ["s0", "s1", "s2", "s3"]}, {"dtype": "uint8", "fill": "ints", "layout": "contiguous", "role": "in", "seed": 1007799139, "shape": [1, 1, "s2", 1]}, {"dtype": "float32", "fill": "ints", "layout": "contiguous", "role": "out", "seed": 294295390, "shape": [0]}]}',
+    '{"args": [{"t": 0}], "backward": false, "compare": {"acc": true, "ties": false}, "family": "resample", "fn": "F.interpolate", "found_as": "value-mismatch", "id": "21-2957.min", "kwargs": {"antialias": true, "mode": "bilinear", "size": [7, 1]}, "op": "interpolate", "sizes": {"s0": 1, "s1": 1, "s2": 2, "s3": 2}, "tensors": [{"dtype": "float32", "fill": "ints", "layout": "contiguous", "role": "in", "seed": 1055944952, "shape": ["s0", "s1", "s2", "s3"]}]}',
 ]  # end of CASES
 
 

@@ -200,6 +200,9 @@ KNOWN: list[Group] = [
           VAL, nonfinite,
           "Reductions with inf/NaN: var/std of a group with inf give NaN on the CPU and inf on neuron; "
           "median/mode ignore NaN on neuron where the CPU returns NaN; inf-inf in sums."),
+    Group("nonfinite-scatter-reduce", ("scatter", "index_select"), VAL, any_of(nonfinite, fill("edge")),
+          "scatter_reduce/index_reduce 'prod' (and 'mean') in float16/bfloat16: neuron accumulates in the "
+          "16-bit dtype and overflows to inf where the CPU accumulates in float32 (25312 in float16)."),
     Group("nonfinite-loss", ("loss", "cross_entropy"), VAL, nonfinite,
           "Losses with NaN/inf inputs (multi_margin_loss, BCE, KL, huber): NaN where the CPU is finite or the "
           "other way round."),
