@@ -52,7 +52,7 @@ class G:
         self.tensors: list[dict] = []
         self.sizes: dict[str, int] = {}
         self.compare: dict[str, Any] = {}
-        self.backward_ok = True
+        self.backward_ok = True   # an op's generator turns the backward off for a case
 
     # ---- choices -------------------------------------------------------------
     def p(self, prob: float) -> bool:

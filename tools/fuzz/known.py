@@ -44,12 +44,12 @@ OPS_CPU_DTYPE_UNSUPPORTED = (
     "floor_divide", "fmax", "fmin", "fmod", "frac", "ge", "gt", "hypot", "i0", "index_select", "layer_norm", "le",
     "lerp", "lgamma", "linear", "logaddexp", "logical_and", "logical_or", "logical_xor", "loss", "lt", "matmul",
     "maximum", "median", "minimum", "mm", "nanmean", "nanmedian", "nansum", "neg", "operator", "pad", "pool", "pow",
-    "relu", "remainder", "round", "sgn", "sort", "trunc", "unfold", "vecdot", "xlogy",
+    "relu", "remainder", "round", "scatter", "sgn", "sort", "trunc", "unfold", "vecdot", "xlogy",
 )
 OPS_EXCEPTION_CLASS_NOTIMPLEMENTED = (
     "addmm", "atan2", "batch_norm", "bmm", "ceil", "clamp", "conv", "cross_entropy", "group_norm", "hypot",
-    "index_select", "interpolate", "lerp", "log_softmax", "loss", "operator", "pool", "scatter", "sdpa", "sign",
-    "signbit", "softmax", "xlogy",
+    "index_select", "interpolate", "lerp", "log_softmax", "loss", "matmul", "operator", "pool", "relu", "scatter",
+    "sdpa", "sign", "signbit", "softmax", "trunc", "xlogy",
 )
 OPS_EXCEPTION_CLASS_INDEX = (
     "amax", "amin", "argmax", "argmin", "log_softmax", "logcumsumexp", "max", "min", "sdpa", "softmax", "sort",
@@ -74,7 +74,8 @@ KNOWN: list[Group] = [
           "CPU bug (PyTorch): max pooling with dilation and padding where a window holds no input element "
           "returns -inf with an out-of-range index, and its backward writes the gradient there: heap "
           "corruption (or a gradient in the wrong element); the worker aborts with "
-          "'corrupted size vs. prev_size'. Reproduced on the CPU alone; the "
+          "'corrupted size vs. prev_size'. Reproduced on the CPU alone (the fuzzer now runs only the "
+          "forward of such cases); the "
           "device side survives 1,200 such calls."),
     Group("cpu-bug-batch-norm-eval-backward", ("batch_norm",), VAL,
           all_of(phase("backward"), kwarg("training", False), layout("transposed", "strided", "offset", "expanded")),
@@ -147,9 +148,11 @@ KNOWN: list[Group] = [
           "out= of another dtype than the inputs: the CPU computes in the inputs' promoted dtype and casts "
           "into out (uint8 0 - 1 = 255 -> 255.0), neuron computes in the out dtype (-1.0), and for some ops "
           "(square, maximum into bfloat16/int32) writes garbage."),
-    Group("float-alpha-int", ("index_select", "add", "sub"), VAL, all_of(kwarg("alpha"), first_dtype("int", "bool")),
+    Group("float-alpha-int", ("index_select", "add", "sub"), VAL + CPU_RJ,
+          all_of(kwarg("alpha"), first_dtype("int", "bool")),
           "A fractional alpha with integer tensors (index_add alpha=0.5): the CPU truncates alpha to the "
-          "integer type first, neuron multiplies by 0.5 and rounds the product."),
+          "integer type first (torch.add raises 'argument alpha must not be a floating point number'), "
+          "neuron multiplies by 0.5 and rounds the product."),
 
     # ---- dtype= and type promotion --------------------------------------------------------------------------
     Group("reduce-dtype-kwarg", ("sum", "nansum", "mean", "nanmean", "prod", "cumsum", "cumprod", "softmax",
@@ -292,7 +295,8 @@ KNOWN: list[Group] = [
     Group("angle-abs-out-dtype", ("angle", "abs"), DEV_RJ, has_out,
           "angle/abs with an out= of a complex or wider dtype: the CPU accepts it, neuron raises 'result type "
           "Float can't be cast to the desired output type'."),
-    Group("scalar-double-overflow", ("addcmul", "pow", "masked_fill", "fill_", "index_put_", "scatter"), DEV_RJ,
+    Group("scalar-double-overflow", ("addcmul", "pow", "operator", "masked_fill", "fill_", "index_put_", "scatter"),
+          DEV_RJ,
           dev_msg("without overflow"),
           "A Python scalar beyond the range of the tensor's dtype where the CPU rounds it to inf (float16 "
           "addcmul value=1e30, pow): neuron raises 'value cannot be converted to type double/int without "
@@ -309,11 +313,12 @@ KNOWN: list[Group] = [
     Group("antialias-interpolate", ("interpolate",), VAL, kwarg("antialias", True),
           "Antialiased bilinear/bicubic interpolation (downsampling, align_corners): neuron's weights differ "
           "from the CPU's (and float64's) well beyond rounding."),
-    Group("internal-overlap-write", ("fill_", "masked_fill", "copy_", "index_put_", "scatter", "clamp", "addmm"),
-          DEV_RJ,
+    Group("internal-overlap-write", ("fill_", "masked_fill", "copy_", "index_put_", "scatter", "clamp", "addmm",
+                                     "nan_to_num", "relu"),
+          DEV_RJ + EXC,
           dev_msg("more than one element of the written-to tensor"),
-          "fill_/zero_/masked_fill_ on an expanded (internally overlapping) tensor: the CPU allows it (every "
-          "alias gets the same value), neuron raises the internal-overlap error."),
+          "fill_/zero_/masked_fill_/nan_to_num_/relu_ on an expanded (internally overlapping) tensor: the CPU "
+          "allows it (every alias gets the same value), neuron raises the internal-overlap error."),
 
     # ---- dtypes the CPU refuses, neuron computes -----------------------------------------------------------
     Group("cpu-dtype-unsupported", OPS_CPU_DTYPE_UNSUPPORTED, CPU_RJ,
