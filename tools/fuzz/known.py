@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from fuzz_match import (Group, all_of, always, any_of, cpu_exc, cpu_msg, cpu_scalar, dev_msg, dev_stage, fill,
                         first_dtype, fn, fn_suffix, has_out, in_dtype, kwarg, layout, maxdiff_below, mixed_dtypes,
-                        nonfinite, out_differs_from_input, phase, zero_dim_operand, zero_size)
+                        nonfinite, out_differs_from_input, phase, py_scalar_arg, zero_dim_operand, zero_size)
 
 VAL = ("value-mismatch",)
 DTYPE = ("dtype-mismatch",)
@@ -31,8 +31,8 @@ OPS_VALIDATED_AT_SYNC = (
     "lerp", "loss", "operator", "remainder",
 )
 OPS_SHAPE_VALIDATION_MISSING = (
-    "addmm", "amax", "amin", "conv", "copy_", "index_select", "interpolate", "logcumsumexp", "pad", "pool", "sdpa",
-    "vector_norm",
+    "addmm", "amax", "amin", "clamp", "conv", "copy_", "index_select", "interpolate", "logcumsumexp", "pad", "pool",
+    "sdpa", "vector_norm",
 )
 OPS_OUT_DTYPE_UNCHECKED = (
     "addmm", "all", "any", "cat", "clamp", "linear", "logaddexp", "where",
@@ -42,9 +42,9 @@ OPS_CPU_DTYPE_UNSUPPORTED = (
     "bitwise_left_shift", "bitwise_not", "bitwise_or", "bitwise_right_shift", "bitwise_xor", "bmm", "ceil", "clamp",
     "conj_physical", "conv", "copysign", "cross_entropy", "digamma", "div", "erf", "erfc", "erfinv", "floor",
     "floor_divide", "fmax", "fmin", "fmod", "frac", "ge", "gt", "hypot", "i0", "index_select", "layer_norm", "le",
-    "lerp", "lgamma", "linear", "logaddexp", "logical_and", "logical_or", "logical_xor", "loss", "lt", "matmul",
-    "maximum", "median", "minimum", "mm", "nanmean", "nanmedian", "nansum", "neg", "operator", "pad", "pool", "pow",
-    "relu", "remainder", "round", "scatter", "sgn", "sort", "trunc", "unfold", "vecdot", "xlogy",
+    "lerp", "lgamma", "linear", "logaddexp", "logical_and", "logical_or", "logical_xor", "logit", "loss", "lt",
+    "matmul", "maximum", "median", "minimum", "mm", "nanmean", "nanmedian", "nansum", "neg", "operator", "pad",
+    "pool", "pow", "relu", "remainder", "round", "scatter", "sgn", "sort", "trunc", "unfold", "vecdot", "xlogy",
 )
 OPS_EXCEPTION_CLASS_NOTIMPLEMENTED = (
     "addmm", "atan2", "batch_norm", "bmm", "ceil", "clamp", "conv", "cross_entropy", "group_norm", "hypot",
@@ -112,6 +112,10 @@ KNOWN: list[Group] = [
           "neuron (the CPU's formula stays at 1.7e38); addcmul/addcdiv products; activations' gradients at "
           "inf."),
 
+    Group("cpu-bug-multi-margin-empty", ("cross_entropy",), VAL, all_of(fn("F.multi_margin_loss"), zero_size),
+          "CPU bug: multi_margin_loss of an empty integer input with reduction='sum' returns an uninitialised "
+          "value (116, 8 in the float64 run); neuron returns 0, the sum of nothing."),
+
     # ---- complex --------------------------------------------------------------------------------------------
     Group("complex-unsupported", ("*",), ALL_RAISE + ANY_DIFF,
           any_of(dev_msg("does not support complex tensors", "complex tensors are not supported on neuron",
@@ -139,7 +143,8 @@ KNOWN: list[Group] = [
     Group("scalar-overflow-double", ("fill_",), DEV_RJ, dev_msg("without overflow"),
           "fill_ of a float16/bfloat16 tensor with a 0-d float64 tensor holding a value past the 16-bit range: "
           "neuron raises on the conversion, the CPU rounds to inf."),
-    Group("bool-fill-fractional", ("fill_", "masked_fill", "pad", "scatter"), VAL, first_dtype("bool"),
+    Group("bool-fill-fractional", ("fill_", "masked_fill", "pad", "scatter", "index_select"), VAL,
+          first_dtype("bool"),
           "Filling a bool tensor with a fractional or 0-d tensor value (fill_, masked_fill, constant pad): the "
           "CPU converts through the scalar's own type (0.5 -> True), neuron truncates to integer first "
           "(0.5 -> False)."),
@@ -161,6 +166,17 @@ KNOWN: list[Group] = [
           "Reductions and scans with dtype=: the CPU casts the input to dtype before reducing (sum(dtype=int64) "
           "of floats truncates every element, mean(dim, dtype=float32) of int64 works), neuron reduces in the "
           "input dtype and casts the result, or rejects the combination."),
+    Group("scalar-compare-wrap", ("eq", "ne", "lt", "le", "gt", "ge", "operator"), VAL,
+          all_of(first_dtype("int", "bool", "float16", "bfloat16"), py_scalar_arg((int, float))),
+          "Comparing an integer or 16-bit tensor with a Python scalar outside its range (int8 <= 100000, "
+          "float16 <= 100000): the CPU compares the values, neuron converts the scalar to the tensor's dtype "
+          "first (it wraps, or becomes inf) and compares that."),
+    Group("complex-pow-special", ("pow", "operator"), VAL, any_of(in_dtype("complex64"), py_scalar_arg(complex)),
+          "complex64 pow with a negative or zero real exponent at 0 or with inf/NaN parts: the CPU's cpow "
+          "returns C99 special values, neuron's exp(y*log(x)) gives inf/NaN elsewhere."),
+    Group("int-loss-rejected", ("cross_entropy", "loss"), DEV_RJ, in_dtype("int", "bool"),
+          "Losses of integer inputs the CPU computes (multi_margin_loss of uint8): neuron raises 'mean(): could "
+          "not infer output dtype'."),
     Group("clamp-type-promotion", ("clamp",), VAL + DTYPE + CPU_RJ + DEV_RJ + EXC,
           any_of(first_dtype("int", "bool"), in_dtype("int", "bool")),
           "clamp/clamp_min/clamp_max of an integer or bool tensor with float (or differently typed tensor) "
@@ -325,7 +341,7 @@ KNOWN: list[Group] = [
           any_of(cpu_msg("not implemented for", "does not support bool", "not supported for", "is not supported",
                          "no longer supported", "expected scalar type", "mixed dtype (CPU)", "expected dtype",
                          "INTERNAL ASSERT FAILED", "must have the same dtype", "Found dtype",
-                         "does not support", "should be convertible", "expected both inputs"),
+                         "does not support", "should be convertible", "expected both inputs", "unsigned type"),
                  cpu_exc("NotImplementedError")),
           "Dtypes (and dtype combinations) the CPU has no kernel for, or rejects on purpose: integer/bool "
           "inputs to layer_norm, unfold, frac, trunc, cumsum, pow/abs/neg/argmax/topk/median on bool, "
