@@ -43,8 +43,9 @@ OPS_CPU_DTYPE_UNSUPPORTED = (
     "conj_physical", "conv", "copysign", "cross_entropy", "digamma", "div", "erf", "erfc", "erfinv", "floor",
     "floor_divide", "fmax", "fmin", "fmod", "frac", "ge", "gt", "hypot", "i0", "index_select", "layer_norm", "le",
     "lerp", "lgamma", "linear", "logaddexp", "logical_and", "logical_or", "logical_xor", "logit", "loss", "lt",
-    "matmul", "maximum", "median", "minimum", "mm", "nanmean", "nanmedian", "nansum", "neg", "operator", "pad",
-    "pool", "pow", "relu", "remainder", "round", "scatter", "sgn", "sort", "trunc", "unfold", "vecdot", "xlogy",
+    "matmul", "maximum", "median", "min", "minimum", "mm", "nanmean", "nanmedian", "nansum", "neg", "operator",
+    "pad", "pool", "pow", "relu", "remainder", "round", "scatter", "sgn", "sort", "trunc", "unfold", "vecdot",
+    "xlogy",
 )
 OPS_EXCEPTION_CLASS_NOTIMPLEMENTED = (
     "addmm", "atan2", "batch_norm", "bmm", "ceil", "clamp", "conv", "cross_entropy", "group_norm", "hypot",
@@ -52,7 +53,8 @@ OPS_EXCEPTION_CLASS_NOTIMPLEMENTED = (
     "sdpa", "sign", "signbit", "softmax", "trunc", "xlogy",
 )
 OPS_EXCEPTION_CLASS_INDEX = (
-    "amax", "amin", "argmax", "argmin", "log_softmax", "logcumsumexp", "max", "min", "sdpa", "softmax", "sort",
+    "amax", "amin", "argmax", "argmin", "index_put_", "log_softmax", "logcumsumexp", "max", "min", "sdpa",
+    "softmax", "sort",
 )
 OPS_EXCEPTION_CLASS_OTHER = (
     "argmax", "argmin", "cat", "index_select", "pad",
@@ -177,6 +179,14 @@ KNOWN: list[Group] = [
     Group("int-loss-rejected", ("cross_entropy", "loss"), DEV_RJ, in_dtype("int", "bool"),
           "Losses of integer inputs the CPU computes (multi_margin_loss of uint8): neuron raises 'mean(): could "
           "not infer output dtype'."),
+    Group("int-division-by-zero", ("remainder", "div", "floor_divide", "fmod", "operator"), CPU_RJ,
+          cpu_msg("ZeroDivisionError"),
+          "Integer remainder/division by zero: the CPU raises ZeroDivisionError, neuron returns a value."),
+    Group("norm-backward-ill-conditioned", ("group_norm", "layer_norm"), VAL,
+          all_of(phase("backward"), maxdiff_below(1e-2), any_of(kwarg("eps", 0.0), layout("expanded"))),
+          "group_norm/layer_norm gradients with eps=0 or repeated (expanded) rows: a near-zero variance "
+          "amplifies rounding, and neuron's float32 gradient is farther from float64 than the CPU's "
+          "(by up to 1e-3)."),
     Group("clamp-type-promotion", ("clamp",), VAL + DTYPE + CPU_RJ + DEV_RJ + EXC,
           any_of(first_dtype("int", "bool"), in_dtype("int", "bool")),
           "clamp/clamp_min/clamp_max of an integer or bool tensor with float (or differently typed tensor) "
