@@ -25,7 +25,7 @@ RT_AOBJS := $(patsubst runtime/src/%.c,build/rt-asan/%.o,$(RT_SRCS))
 RT_HDRS  := $(wildcard runtime/include/nrt/*.h runtime/include/nrt/ops/*.h) $(shell find runtime/src -name "*.h")
 CTESTS   := $(patsubst runtime/tests/%.c,%,$(sort $(wildcard runtime/tests/test_*.c)))
 
-.PHONY: all run test ctest asan pytest build lib install bench conformance clean venv
+.PHONY: all run test ctest asan pytest build lib install bench conformance fuzz clean venv
 
 all: build
 
@@ -99,6 +99,14 @@ build/triad: benchmarks/triad.c
 # (A bounded subset runs inside `make test`, tests/conformance.)
 conformance: build
 	$(PY) tests/conformance/opinfo_sweep.py --full
+
+# Differential fuzz, CPU against neuron (tools/fuzz/fuzz.py): SECONDS= budget
+# (default 1200), SEED= (default random, printed). Results in build/fuzz/.
+# A seeded short run is part of `make pytest` (tests/fuzz/test_fuzz_smoke.py).
+SECONDS ?= 1200
+SEED    ?=
+fuzz: build
+	$(PY) tools/fuzz/fuzz.py --seconds $(SECONDS) $(if $(SEED),--seed $(SEED))
 
 bench: build build/triad
 	$(PY) benchmarks/run.py

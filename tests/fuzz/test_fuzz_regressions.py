@@ -1,0 +1,38 @@
+"""Regression cases found by the differential fuzzer (tools/fuzz), replayed
+through the fuzzer's own runner: each case runs on the CPU and on neuron
+from identical inputs and must agree (class ``ok``). A case whose
+disagreement is still listed in tools/fuzz/known.py is reported as xfail;
+once fixed it passes, and the test guards the fix.
+
+Add a case with ``python tools/fuzz/fuzz.py --to-test CASE_ID`` (it is
+minimised first); the list below is data, one JSON case per line.
+"""
+import json
+import os
+import sys
+
+import pytest
+
+FUZZ_DIR = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))), "tools", "fuzz")
+if FUZZ_DIR not in sys.path:
+    sys.path.insert(0, FUZZ_DIR)
+
+CASES: list[str] = [
+    '{"args": [{"t": 0}, 0, {"t": 1}], "backward": false, "compare": {"acc": false, "ties": false}, "family": "index", "fn": "torch.gather", "found_as": "value-mismatch", "id": "44-132606.min", "kwargs": {}, "op": "gather", "sizes": {"s0": 3, "s1": 2, "s2": 2}, "tensors": [{"dtype": "float32", "fill": "ints", "layout": "contiguous", "role": "in", "seed": 170519511, "shape": ["s0", "s1"]}, {"dtype": "int32", "fill": "index", "fill_args": {"hi": "s0", "neg": false}, "layout": "expanded", "role": "idx", "seed": 605324995, "shape": ["s2", "s1"]}]}',
+    '{"args": [{"t": 0}, {"t": 1}], "backward": false, "compare": {"acc": false, "ties": false}, "family": "binary", "fn": "torch.sub", "found_as": "value-mismatch", "id": "21-108709.min", "kwargs": {"out": {"t": 2}}, "op": "sub", "sizes": {"s0": 1, "s1": 1, "s2": 1, "s3": 1}, "tensors": [{"dtype": "uint8", "fill": "ints", "layout": "contiguous", "role": "in", "seed": 44367417, "shape": ["s0", "s1", "s2", "s3"]}, {"dtype": "uint8", "fill": "ints", "layout": "contiguous", "role": "in", "seed": 1007799139, "shape": [1, 1, "s2", 1]}, {"dtype": "float32", "fill": "ints", "layout": "contiguous", "role": "out", "seed": 294295390, "shape": [0]}]}',
+    '{"args": [{"t": 0}], "backward": false, "compare": {"acc": true, "ties": false}, "family": "resample", "fn": "F.interpolate", "found_as": "value-mismatch", "id": "21-2957.min", "kwargs": {"antialias": true, "mode": "bilinear", "size": [7, 1]}, "op": "interpolate", "sizes": {"s0": 1, "s1": 1, "s2": 2, "s3": 2}, "tensors": [{"dtype": "float32", "fill": "ints", "layout": "contiguous", "role": "in", "seed": 1055944952, "shape": ["s0", "s1", "s2", "s3"]}]}',
+]  # end of CASES
+
+
+def _load() -> list[dict]:
+    return [json.loads(s) for s in CASES]
+
+
+@pytest.mark.parametrize("case", _load(), ids=lambda c: f"{c['id']}-{c['op']}")
+def test_fuzz_case_agrees(case):
+    from fuzz_replay import replay
+
+    res = replay(case)
+    if res["cls"] != "ok" and res.get("known"):
+        pytest.xfail(f"known disagreement {res['known']}")
+    assert res["cls"] == "ok", f"{res['cls']}: {res.get('detail')}\n{res.get('repro', '')}"

@@ -1,0 +1,24 @@
+"""Deliberate extensions: inputs the neuron device accepts where the CPU
+raises, on purpose. The fuzzer marks a result covered here ``allowed``; it
+does not count as a disagreement (`make test` passes with it).
+
+Add an entry only for a behaviour that is meant to stay, with the reason a
+user would accept; a disagreement waiting for a fix goes to known.py.
+"""
+from __future__ import annotations
+
+from fuzz_match import Group, all_of, cpu_msg, in_dtype, not_
+
+CPU_RJ = ("cpu-rejects-device-accepts",)
+
+ALLOWANCES: list[Group] = [
+    Group("cpu-lacks-16bit-kernel", ("*",), CPU_RJ,
+          all_of(cpu_msg("not implemented for 'Half'", "not implemented for 'BFloat16'"),
+                 not_(in_dtype("int", "bool", "complex64"))),
+          "PyTorch's CPU build has no float16/bfloat16 kernel for the op (multi_margin_loss, polar, "
+          "avg_pool3d, bicubic/antialiased interpolation, cdist, ...); neuron computes it in float32 and "
+          "rounds once, as CUDA does. bfloat16 is this hardware's low-precision type."),
+    Group("cpu-memory-format-unsupported", ("pool",), CPU_RJ, cpu_msg("Unsupported memory format"),
+          "max_pool3d of a tensor that is neither contiguous nor channels_last_3d: the CPU kernel refuses the "
+          "layout, neuron pools any strides (it copies to its own layout first)."),
+]

@@ -1,0 +1,371 @@
+"""Known disagreements between neuron and the CPU, one group per root cause.
+
+The fuzzer marks a result covered here ``known``: it is reported, but does
+not fail the seeded smoke run in `make test` (tests/fuzz/test_fuzz_smoke.py).
+When a root is fixed, delete its group: the smoke run then guards the fix.
+Each group says which ops (op-table names, ``python tools/fuzz/fuzz.py
+--list-ops``) and classes it covers, a matcher over the case and its result
+(fuzz_match.py), and why: what the CPU does, what neuron does. The first
+group that matches a result takes it, so specific groups come first.
+"""
+from __future__ import annotations
+
+from fuzz_match import (Group, all_of, always, any_of, cpu_exc, cpu_msg, cpu_scalar, dev_msg, dev_stage, fill,
+                        first_dtype, fn, fn_suffix, has_out, in_dtype, kwarg, layout, maxdiff_below, mixed_dtypes,
+                        nonfinite, out_differs_from_input, phase, py_scalar_arg, zero_dim_operand, zero_size)
+
+VAL = ("value-mismatch",)
+DTYPE = ("dtype-mismatch",)
+SHAPE = ("shape-mismatch",)
+DEV_RJ = ("device-rejects-cpu-accepts",)
+CPU_RJ = ("cpu-rejects-device-accepts",)
+EXC = ("both-raise-different-class",)
+ANY_DIFF = VAL + DTYPE + SHAPE
+ALL_RAISE = DEV_RJ + CPU_RJ + EXC
+
+# Ops each op-specific group was seen on in today's runs (seeds 44, 55 and the smoke seed):
+# the same root on another op shows up as new.
+OPS_VALIDATED_AT_SYNC = (
+    "activation", "bitwise_and", "bitwise_left_shift", "bitwise_not", "bitwise_or", "bitwise_right_shift",
+    "bitwise_xor", "cross_entropy", "div", "floor_divide", "fmod", "getitem", "hypot", "index_put_", "index_select",
+    "lerp", "loss", "operator", "remainder",
+)
+OPS_SHAPE_VALIDATION_MISSING = (
+    "addmm", "amax", "amin", "clamp", "conv", "copy_", "index_select", "interpolate", "logcumsumexp", "pad", "pool",
+    "sdpa", "vector_norm",
+)
+OPS_OUT_DTYPE_UNCHECKED = (
+    "addmm", "all", "any", "cat", "clamp", "linear", "logaddexp", "where",
+)
+OPS_CPU_DTYPE_UNSUPPORTED = (
+    "abs", "activation", "addcmul", "addmm", "aminmax", "argmax", "argmin", "atan2", "batch_norm", "bitwise_and",
+    "bitwise_left_shift", "bitwise_not", "bitwise_or", "bitwise_right_shift", "bitwise_xor", "bmm", "ceil", "clamp",
+    "conj_physical", "conv", "copysign", "cross_entropy", "digamma", "div", "erf", "erfc", "erfinv", "floor",
+    "floor_divide", "fmax", "fmin", "fmod", "frac", "ge", "gt", "hypot", "i0", "index_select", "layer_norm", "le",
+    "lerp", "lgamma", "linear", "logaddexp", "logical_and", "logical_or", "logical_xor", "logit", "loss", "lt",
+    "matmul", "maximum", "median", "min", "minimum", "mm", "nanmean", "nanmedian", "nansum", "neg", "operator",
+    "pad", "pool", "pow", "relu", "remainder", "round", "scatter", "sgn", "sort", "trunc", "unfold", "vecdot",
+    "xlogy",
+)
+OPS_EXCEPTION_CLASS_NOTIMPLEMENTED = (
+    "addmm", "atan2", "batch_norm", "bmm", "ceil", "clamp", "conv", "cross_entropy", "group_norm", "hypot",
+    "index_select", "interpolate", "lerp", "log_softmax", "loss", "matmul", "operator", "pool", "relu", "scatter",
+    "sdpa", "sign", "signbit", "softmax", "trunc", "xlogy",
+)
+OPS_EXCEPTION_CLASS_INDEX = (
+    "amax", "amin", "argmax", "argmin", "index_put_", "log_softmax", "logcumsumexp", "max", "min", "sdpa",
+    "softmax", "sort",
+)
+OPS_EXCEPTION_CLASS_OTHER = (
+    "argmax", "argmin", "cat", "index_select", "pad",
+)
+OPS_INPLACE_EXPANDED_SELF = (
+    "addmm",
+)
+KNOWN: list[Group] = [
+    # ---- the CPU's own bugs (checked against float64 / the documented semantics) ----------------------
+    Group("cpu-bug-median-expanded", ("median", "nanmedian"), VAL, layout("expanded"),
+          "CPU bug: median/nanmedian over an expanded (stride-0) dimension returns garbage (denormals, wrong "
+          "elements) where float64 and neuron agree on the true median."),
+    Group("cpu-bug-addmv-k0-0d-bias", ("addmm",), SHAPE + CPU_RJ, all_of(fn("torch.addmv"), zero_size),
+          "CPU bug: addmv with K=0 and a 0-d bias returns a 0-d result (or raises 'outer: Expected 1-D "
+          "argument'); the documented result has shape [M], as neuron returns."),
+
+    Group("cpu-bug-maxpool-dilation", ("pool",), ("crash",) + VAL,
+          all_of(kwarg("dilation", 2), fn("F.max_pool1d", "F.max_pool2d", "F.max_pool3d")),
+          "CPU bug (PyTorch): max pooling with dilation and padding where a window holds no input element "
+          "returns -inf with an out-of-range index, and its backward writes the gradient there: heap "
+          "corruption (or a gradient in the wrong element); the worker aborts with "
+          "'corrupted size vs. prev_size'. Reproduced on the CPU alone (the fuzzer now runs only the "
+          "forward of such cases); the "
+          "device side survives 1,200 such calls."),
+    Group("cpu-bug-batch-norm-eval-backward", ("batch_norm",), VAL,
+          all_of(phase("backward"), kwarg("training", False), layout("transposed", "strided", "offset", "expanded")),
+          "CPU bug: batch_norm in eval mode, backward, with a non-contiguous input: the CPU's input gradient "
+          "uses 1/sqrt(eps) (316.2) for some channels instead of 1/sqrt(running_var + eps); the same input "
+          "made contiguous gives neuron's values."),
+    Group("gather-expanded-index", ("gather",), VAL, layout("expanded"),
+          "gather with an expanded (stride-0) index tensor: neuron reads the wrong elements (seen with int32 "
+          "indices); a contiguous index agrees."),
+    Group("inplace-expanded-self", OPS_INPLACE_EXPANDED_SELF, VAL, all_of(fn_suffix("_"), layout("expanded")),
+          "In-place ops (baddbmm_, addmv_, ...) on an expanded self: the CPU computes every alias from the "
+          "original value; neuron's result depends on its write order."),
+    Group("zero-dim-promotion", ("*",), VAL + DTYPE, all_of(zero_dim_operand, in_dtype("int", "bool")),
+          "A 0-d tensor of another integer dtype next to a dimensioned tensor (uint8 <= 0-d int32 -4, "
+          "minimum(int8 0-d, uint8)): PyTorch's promotion keeps the dimensioned tensor's dtype (the 0-d "
+          "value wraps into it), neuron compares or computes in the 0-d tensor's dtype."),
+    Group("activation-kink-grad", ("activation", "relu", "clamp"), VAL, phase("backward"),
+          "Gradients exactly at an activation's kink (relu6 at 0 and 6, hardtanh at its bounds, clamp at a "
+          "bound): the CPU's subgradient is 0 there, neuron passes the gradient through (or the other way)."),
+    Group("batch-norm-noncontiguous-weight-grad", ("batch_norm",), VAL,
+          all_of(phase("backward"), layout("expanded", "strided", "offset")),
+          "batch_norm (training) backward with a non-contiguous weight or bias (expanded, strided, storage "
+          "offset): neuron's input gradient is wrong (max error 14 on a 4x4 input with an expanded weight, "
+          "where the CPU matches float64); contiguous parameters agree."),
+    Group("pad-circular-negative", ("pad",), VAL, kwarg("mode", "circular"),
+          "F.pad circular with a negative pad on one side: neuron fills zeros where the CPU wraps the input."),
+    Group("loss-dtype-promotion", ("loss",), DTYPE + CPU_RJ, mixed_dtypes(),
+          "Losses with input and target of different float dtypes: the CPU keeps the input's dtype (or raises "
+          "'Found dtype Float but expected BFloat16'), neuron promotes to the wider dtype."),
+    Group("nonfinite-pointwise", ("lerp", "addcmul", "masked_fill", "index_select", "clamp", "nan_to_num",
+                                  "activation", "logit", "fill_"), VAL,
+          any_of(nonfinite, all_of(phase("backward"), fill("edge"))),
+          "Pointwise ops whose intermediate overflows: lerp with weight < 0.5 and a far end gives +-inf on "
+          "neuron (the CPU's formula stays at 1.7e38); addcmul/addcdiv products; activations' gradients at "
+          "inf."),
+
+    Group("cpu-bug-multi-margin-empty", ("cross_entropy",), VAL, all_of(fn("F.multi_margin_loss"), zero_size),
+          "CPU bug: multi_margin_loss of an empty integer input with reduction='sum' returns an uninitialised "
+          "value (116, 8 in the float64 run); neuron returns 0, the sum of nothing."),
+
+    # ---- complex --------------------------------------------------------------------------------------------
+    Group("complex-unsupported", ("*",), ALL_RAISE + ANY_DIFF,
+          any_of(dev_msg("does not support complex tensors", "complex tensors are not supported on neuron",
+                         "not implemented for 'ComplexFloat'", "only supports floating point and complex dtypes, "
+                         "got ComplexFloat"), dev_msg("dtype, but got: ComplexFloat")),
+          "Many neuron kernels reject complex64/complex128 (TypeError 'neuron: X does not support complex "
+          "tensors'): gathers/scatters/index_put, cumsum/cumprod, norms, sort/order statistics, comparisons, "
+          "tril/triu, logaddexp... The CPU computes them, or raises NotImplementedError where it has no "
+          "complex kernel either (then the exception class differs)."),
+    Group("complex-norm-dtype", ("vector_norm", "cdist"), DTYPE, in_dtype("complex64"),
+          "vector_norm/norm of a complex input (or with a complex dtype=) returns complex64 on neuron; the CPU "
+          "returns the real dtype (float32), as documented for norms."),
+
+    # ---- scalars and 0-d CPU tensors ------------------------------------------------------------------------
+    Group("cpu-scalar-tensor", ("*",), DEV_RJ + EXC,
+          all_of(cpu_scalar, dev_msg("Expected all tensors to be on the same device")),
+          "A 0-d CPU tensor where PyTorch treats it as a scalar (where, mse/l1/huber/smooth_l1 loss targets, "
+          "complex/polar, pow, clamp bounds, ...) is rejected as a device mismatch on neuron; the CPU (and "
+          "CUDA) accept 0-d CPU tensors as scalars."),
+    Group("scalar-overflow-unchecked", ("*",), CPU_RJ,
+          cpu_msg("without overflow"),
+          "A Python scalar that does not fit the tensor's dtype (int16.fill_(100000), masked_fill/addcdiv/"
+          "clamp/lerp with 1e30 on float16 ...): the CPU raises 'value cannot be converted to type X without "
+          "overflow', neuron converts silently (wraps or saturates)."),
+    Group("scalar-overflow-double", ("fill_",), DEV_RJ, dev_msg("without overflow"),
+          "fill_ of a float16/bfloat16 tensor with a 0-d float64 tensor holding a value past the 16-bit range: "
+          "neuron raises on the conversion, the CPU rounds to inf."),
+    Group("bool-fill-fractional", ("fill_", "masked_fill", "pad", "scatter", "index_select"), VAL,
+          first_dtype("bool"),
+          "Filling a bool tensor with a fractional or 0-d tensor value (fill_, masked_fill, constant pad): the "
+          "CPU converts through the scalar's own type (0.5 -> True), neuron truncates to integer first "
+          "(0.5 -> False)."),
+    Group("out-dtype-compute", ("*",), VAL,
+          all_of(has_out, out_differs_from_input),
+          "out= of another dtype than the inputs: the CPU computes in the inputs' promoted dtype and casts "
+          "into out (uint8 0 - 1 = 255 -> 255.0), neuron computes in the out dtype (-1.0), and for some ops "
+          "(square, maximum into bfloat16/int32) writes garbage."),
+    Group("float-alpha-int", ("index_select", "add", "sub"), VAL + CPU_RJ,
+          all_of(kwarg("alpha"), first_dtype("int", "bool")),
+          "A fractional alpha with integer tensors (index_add alpha=0.5): the CPU truncates alpha to the "
+          "integer type first (torch.add raises 'argument alpha must not be a floating point number'), "
+          "neuron multiplies by 0.5 and rounds the product."),
+
+    # ---- dtype= and type promotion --------------------------------------------------------------------------
+    Group("reduce-dtype-kwarg", ("sum", "nansum", "mean", "nanmean", "prod", "cumsum", "cumprod", "softmax",
+                                 "log_softmax", "vector_norm"), VAL + DTYPE + CPU_RJ + DEV_RJ + EXC,
+          kwarg("dtype"),
+          "Reductions and scans with dtype=: the CPU casts the input to dtype before reducing (sum(dtype=int64) "
+          "of floats truncates every element, mean(dim, dtype=float32) of int64 works), neuron reduces in the "
+          "input dtype and casts the result, or rejects the combination."),
+    Group("scalar-compare-wrap", ("eq", "ne", "lt", "le", "gt", "ge", "operator"), VAL,
+          all_of(first_dtype("int", "bool", "float16", "bfloat16"), py_scalar_arg((int, float))),
+          "Comparing an integer or 16-bit tensor with a Python scalar outside its range (int8 <= 100000, "
+          "float16 <= 100000): the CPU compares the values, neuron converts the scalar to the tensor's dtype "
+          "first (it wraps, or becomes inf) and compares that."),
+    Group("complex-pow-special", ("pow", "operator"), VAL, any_of(in_dtype("complex64"), py_scalar_arg(complex)),
+          "complex64 pow with a negative or zero real exponent at 0 or with inf/NaN parts: the CPU's cpow "
+          "returns C99 special values, neuron's exp(y*log(x)) gives inf/NaN elsewhere."),
+    Group("int-loss-rejected", ("cross_entropy", "loss"), DEV_RJ, in_dtype("int", "bool"),
+          "Losses of integer inputs the CPU computes (multi_margin_loss of uint8): neuron raises 'mean(): could "
+          "not infer output dtype'."),
+    Group("int-division-by-zero", ("remainder", "div", "floor_divide", "fmod", "operator"), CPU_RJ,
+          cpu_msg("ZeroDivisionError"),
+          "Integer remainder/division by zero: the CPU raises ZeroDivisionError, neuron returns a value."),
+    Group("norm-backward-ill-conditioned", ("group_norm", "layer_norm"), VAL,
+          all_of(phase("backward"), maxdiff_below(1e-2), any_of(kwarg("eps", 0.0), layout("expanded"))),
+          "group_norm/layer_norm gradients with eps=0 or repeated (expanded) rows: a near-zero variance "
+          "amplifies rounding, and neuron's float32 gradient is farther from float64 than the CPU's "
+          "(by up to 1e-3)."),
+    Group("clamp-type-promotion", ("clamp",), VAL + DTYPE + CPU_RJ + DEV_RJ + EXC,
+          any_of(first_dtype("int", "bool"), in_dtype("int", "bool")),
+          "clamp/clamp_min/clamp_max of an integer or bool tensor with float (or differently typed tensor) "
+          "bounds: the CPU promotes (result float32; bool clamp and int16.clamp_(-0.5, .75) raise), neuron "
+          "keeps the input dtype and clamps with truncated bounds."),
+    Group("mixed-dtype-binary", ("*",), VAL + DTYPE,
+          all_of(any_of(fn("operator.floordiv", "operator.ifloordiv", "torch.floor_divide", "torch.remainder",
+                           "Tensor.remainder", "torch.fmod", "torch.div", "torch.pow", "Tensor.pow",
+                           "operator.pow", "torch.bitwise_left_shift", "torch.bitwise_right_shift",
+                           "operator.lshift", "operator.rshift"), cpu_scalar),
+                 in_dtype("int", "bool")),
+          "Integer binary ops with a 0-d tensor or Python scalar of another dtype (int8 // 0-d int32 tensor, "
+          "remainder, shifts): the CPU computes in the promoted type and wraps, neuron computes in the other "
+          "operand's type or saturates."),
+
+    # ---- non-finite propagation ---------------------------------------------------------------------------
+    Group("nonfinite-attention", ("sdpa",), VAL, any_of(nonfinite, fill("edge", "maskrows", "mask")),
+          "scaled_dot_product_attention with NaN/inf inputs or fully masked (-inf or all-False) rows: the CPU "
+          "returns NaN or 0 per PyTorch's math path (fully masked rows give 0 with a bool mask), neuron "
+          "differs (NaN/0 swapped, or a finite row where the CPU propagates NaN)."),
+    Group("nonfinite-norm", ("layer_norm", "group_norm", "batch_norm", "normalize"), VAL,
+          any_of(nonfinite, fill("edge")),
+          "Normalisation with inf/NaN in the input or the affine parameters: the CPU's mean/variance give NaN "
+          "for the whole group, neuron returns +-inf (or NaN where the CPU has +-inf)."),
+    Group("nonfinite-distance", ("cdist",), VAL, nonfinite,
+          "cdist/pairwise_distance with NaN or inf: p=0 counts NaN differences as non-zero on neuron (5.0 where "
+          "the CPU gives NaN); other p differ in inf/NaN."),
+    Group("nonfinite-resample", ("interpolate", "unfold", "pad", "pool"), VAL, nonfinite,
+          "Interpolation/pooling with -inf/inf/NaN inputs: bilinear with align_corners mixes -inf with a zero "
+          "weight (NaN on neuron, -inf on the CPU), and similar for the other modes."),
+    Group("nonfinite-conv", ("conv",), VAL, nonfinite,
+          "Convolutions with NaN/inf weights or inputs and zero padding: the CPU propagates NaN into every "
+          "window that touches the padding, neuron skips padded taps (finite or inf where the CPU has NaN)."),
+    Group("nonfinite-matmul", ("mm", "bmm", "matmul", "addmm", "vecdot", "linear"), VAL, nonfinite,
+          "GEMMs with inf/NaN operands (and beta=0 / alpha=0 with NaN): the CPU's BLAS skips terms that "
+          "neuron multiplies (inf*0 = NaN), or the other way round."),
+    Group("nonfinite-reduce", ("var_mean", "std_mean", "var", "std", "mean", "sum", "prod", "cumprod", "cumsum",
+                               "logsumexp", "logcumsumexp", "mode", "median", "nanmedian", "vector_norm", "max",
+                               "min", "amax", "amin", "aminmax", "nansum", "nanmean", "softmax", "log_softmax"),
+          VAL, nonfinite,
+          "Reductions with inf/NaN: var/std of a group with inf give NaN on the CPU and inf on neuron; "
+          "median/mode ignore NaN on neuron where the CPU returns NaN; inf-inf in sums."),
+    Group("nonfinite-scatter-reduce", ("scatter", "index_select"), VAL, any_of(nonfinite, fill("edge")),
+          "scatter_reduce/index_reduce 'prod' (and 'mean') in float16/bfloat16: neuron accumulates in the "
+          "16-bit dtype and overflows to inf where the CPU accumulates in float32 (25312 in float16)."),
+    Group("nonfinite-loss", ("loss", "cross_entropy"), VAL, nonfinite,
+          "Losses with NaN/inf inputs (multi_margin_loss, BCE, KL, huber): NaN where the CPU is finite or the "
+          "other way round."),
+    Group("nonfinite-complex", ("*",), VAL, all_of(any_of(nonfinite, fill("edge")), in_dtype("complex64")),
+          "complex64 math with inf/NaN parts (pow, rsqrt, acos/asin, log2, mm, mean): the CPU follows C99 "
+          "Annex G special values, neuron computes with the naive formulas."),
+
+    Group("edge-magnitude", ("conv", "linear", "mm", "bmm", "matmul", "addmm", "vecdot", "interpolate",
+                             "layer_norm", "group_norm", "batch_norm", "sdpa", "loss", "cross_entropy", "pool",
+                             "mean", "sum", "nansum", "nanmean", "var_mean", "std_mean", "cumsum", "normalize",
+                             "unfold", "cdist"),
+          VAL, fill("edge"),
+          "Inputs near the dtype's limits (float32/bfloat16 +-3.4e38, float16 +-65504) in accumulating ops: "
+          "sums of huge terms overflow or cancel differently in neuron's accumulation order than in the "
+          "CPU's (adaptive_avg_pool1d of [.., 3.4e38, .., -3.4e38] gives 0.0 on neuron, -0.045 on the CPU "
+          "and in float64)."),
+    Group("float64-beyond-float32", ("*",), VAL,
+          all_of(in_dtype("float64"), any_of(nonfinite, fill("edge"), maxdiff_below(1e-3))),
+          "float64 is computed at float32 precision on neuron (documented): values past float32's range "
+          "become inf (fill_(3.5e38), nan_to_num's default posinf, 1e18 products), and sums of +-1e18 cancel "
+          "at float32 resolution; gradients that should cancel to ~1e-13 come out ~1e-4."),
+
+    # ---- validation done late or not at all ----------------------------------------------------------------
+    Group("validated-at-sync", OPS_VALIDATED_AT_SYNC, EXC,
+          all_of(dev_stage("sync", "copy"), dev_msg("operation not supported", "invalid argument")),
+          "Inputs the CPU rejects at the call (bitwise/shift ops on floats, lerp/hypot/huber/BCE on integers, "
+          "out-of-range indices or targets): neuron launches the kernel and raises only at synchronize, with "
+          "RuntimeError instead of NotImplementedError/IndexError."),
+    Group("index-out-of-range-unchecked", ("index_put_", "index_select", "gather", "scatter", "getitem",
+                                           "embedding", "cross_entropy"), CPU_RJ + EXC,
+          cpu_msg("out of bounds", "index out of range", "out of range", "Target", "out of DATA bounds"),
+          "Out-of-range indices: the CPU raises IndexError ('index N is out of bounds'); neuron writes or reads "
+          "without checking (index_put_, setitem) or reports a different error."),
+    Group("index-put-dtype", ("index_put_", "index_select", "scatter", "masked"), CPU_RJ + EXC + VAL,
+          cpu_msg("dtypes match", "same dtype", "must have the same scalar type",
+                  "Expected self.dtype to be equal to src.dtype",
+                  "Expected a long tensor for index", "Expected dtype int64 for index"),
+          "index_put_/index_copy/scatter with a source (or index) of another dtype: the CPU requires matching "
+          "dtypes and raises, neuron converts the source."),
+    Group("index-broadcast", ("index_put_", "getitem"), CPU_RJ + EXC + DEV_RJ,
+          cpu_msg("shape mismatch: indexing tensors could not be broadcast", "must match the size"),
+          "Index tensors that do not broadcast together: the CPU raises IndexError, neuron broadcasts what it "
+          "can or raises RuntimeError."),
+    Group("unfold-no-window", ("unfold",), CPU_RJ,
+          cpu_msg("Calculated output", "too small", "non-positive", "Given input with spatial size"),
+          "F.unfold with no valid window: the CPU raises, neuron returns an empty result."),
+    Group("shape-validation-missing", OPS_SHAPE_VALIDATION_MISSING, CPU_RJ,
+          cpu_msg("smaller than kernel size", "is too small", "Calculated output size", "Output size is too small",
+                  "doesn't match the broadcast shape", "Number of indices", "Expected more than 1",
+                  "should be positive", "must be non-negative", "non-zero size", "Padding size should be",
+                  "but tensor has no dimensions", "Dimension out of range", "k out of range",
+                  "Expected 3D or 4D", "Expected 2D or 3D", "Expected 4D", "must match the size of tensor",
+                  "the number of sizes provided", "cannot compute the", "The expanded size of the tensor"),
+          "Shapes the CPU rejects (kernel larger than the padded input, out= with the wrong shape, 0-d attention "
+          "mask, copy_ from a larger source, index_add with a count mismatch, batch_norm of one value per "
+          "channel): neuron computes something instead of raising."),
+    Group("out-dtype-unchecked", OPS_OUT_DTYPE_UNCHECKED, CPU_RJ,
+          cpu_msg("can't be cast to the desired output type", "Expected out type", "only supports bool tensor for "
+                  "result", "input types can't be cast"),
+          "out= (or an in-place self) of a dtype the result cannot be cast to (float result into an int out, "
+          "all/any into a non-bool out, where into a narrower out): the CPU raises, neuron casts silently."),
+    Group("internal-overlap-unchecked", ("scatter", "addmm", "index_put_", "index_select"), CPU_RJ,
+          cpu_msg("more than one element of the written-to tensor"),
+          "In-place scatter_/scatter_add_/addmm_ into an expanded (internally overlapping) tensor: the CPU "
+          "raises the internal-overlap error, neuron writes (the result depends on the write order)."),
+    Group("index-validation-missing", ("index_put_", "getitem"), CPU_RJ,
+          cpu_msg("tensors used as indices must be", "The shape of the mask", "shape mismatch: value tensor",
+                  "masked_fill_ only supports boolean masks"),
+          "index_put_/setitem with float index tensors, a mask of the wrong shape, or values that do not "
+          "broadcast to the indexed shape: the CPU raises IndexError/RuntimeError, neuron writes anyway."),
+    Group("int-negative-power", ("pow", "operator"), CPU_RJ, cpu_msg("Integers to negative integer powers"),
+          "Integer tensor to a negative integer power: the CPU raises, neuron returns 0 (or 1/-1)."),
+    Group("bmm-mixed-dtype", ("bmm", "matmul", "addmm", "vecdot", "linear", "mm"), DEV_RJ,
+          dev_msg("to have the same dtype"),
+          "bmm/matmul/baddbmm/einsum with operands of different dtypes (half x float, float x int64): the CPU "
+          "promotes or computes, neuron raises 'expected batch1 and batch2 to have the same dtype'."),
+    Group("empty-input-rejected", ("pool", "embedding", "sdpa"), DEV_RJ,
+          any_of(zero_size, dev_msg("non-batch dimensions to have positive length", "cannot reshape tensor of 0")),
+          "0-size inputs the CPU accepts (adaptive pooling over a 0-size non-batch dim, embedding of an empty "
+          "weight): neuron raises."),
+    Group("bool-arith-rejected", ("logaddexp", "logaddexp2"), DEV_RJ + EXC, in_dtype("bool"),
+          "logaddexp on bool: the CPU computes (promoting to float), neuron raises 'Subtraction, the `-` "
+          "operator, with a bool tensor is not supported'."),
+    Group("int-softmax-rejected", ("softmax", "log_softmax"), DEV_RJ, in_dtype("int", "bool", "complex64"),
+          "softmax/log_softmax of an integer, bool or complex input: neuron raises 'expected a floating point "
+          "input' where the CPU returns (empty inputs, or through a kernel of its own)."),
+    Group("angle-abs-out-dtype", ("angle", "abs"), DEV_RJ, has_out,
+          "angle/abs with an out= of a complex or wider dtype: the CPU accepts it, neuron raises 'result type "
+          "Float can't be cast to the desired output type'."),
+    Group("scalar-double-overflow", ("addcmul", "pow", "operator", "masked_fill", "fill_", "index_put_", "scatter"),
+          DEV_RJ,
+          dev_msg("without overflow"),
+          "A Python scalar beyond the range of the tensor's dtype where the CPU rounds it to inf (float16 "
+          "addcmul value=1e30, pow): neuron raises 'value cannot be converted to type double/int without "
+          "overflow'."),
+    Group("bool-alpha-out", ("add", "sub"), DEV_RJ, dev_msg("Boolean alpha only supported"),
+          "add/sub of bool tensors with alpha=True and an out= of another dtype: the CPU follows the inputs' "
+          "(bool) result type, neuron checks alpha against the out dtype and raises."),
+    Group("roll-empty-dims", ("flip",), DEV_RJ, zero_size,
+          "roll of a 1-d empty tensor with dims out of range: the CPU returns the empty tensor, neuron raises "
+          "IndexError."),
+    Group("int-interpolate-rejected", ("interpolate",), DEV_RJ, in_dtype("int", "bool"),
+          "Interpolation of integer inputs (antialiased, bicubic, area): the CPU computes some of them (for "
+          "0-size or channels-last inputs), neuron raises 'not implemented for Byte'."),
+    Group("antialias-interpolate", ("interpolate",), VAL, kwarg("antialias", True),
+          "Antialiased bilinear/bicubic interpolation (downsampling, align_corners): neuron's weights differ "
+          "from the CPU's (and float64's) well beyond rounding."),
+    Group("internal-overlap-write", ("fill_", "masked_fill", "copy_", "index_put_", "scatter", "clamp", "addmm",
+                                     "nan_to_num", "relu"),
+          DEV_RJ + EXC,
+          dev_msg("more than one element of the written-to tensor"),
+          "fill_/zero_/masked_fill_/nan_to_num_/relu_ on an expanded (internally overlapping) tensor: the CPU "
+          "allows it (every alias gets the same value), neuron raises the internal-overlap error."),
+
+    # ---- dtypes the CPU refuses, neuron computes -----------------------------------------------------------
+    Group("cpu-dtype-unsupported", OPS_CPU_DTYPE_UNSUPPORTED, CPU_RJ,
+          any_of(cpu_msg("not implemented for", "does not support bool", "not supported for", "is not supported",
+                         "no longer supported", "expected scalar type", "mixed dtype (CPU)", "expected dtype",
+                         "INTERNAL ASSERT FAILED", "must have the same dtype", "Found dtype",
+                         "does not support", "should be convertible", "expected both inputs", "unsigned type"),
+                 cpu_exc("NotImplementedError")),
+          "Dtypes (and dtype combinations) the CPU has no kernel for, or rejects on purpose: integer/bool "
+          "inputs to layer_norm, unfold, frac, trunc, cumsum, pow/abs/neg/argmax/topk/median on bool, "
+          "logaddexp on bool and integers, integer addcdiv; mixed parameter dtypes in batch_norm/layer_norm, "
+          "bmm half x float. neuron computes them (in float32) instead of raising."),
+    Group("exception-class-notimplemented", OPS_EXCEPTION_CLASS_NOTIMPLEMENTED, EXC, cpu_exc("NotImplementedError"),
+          "Both raise, with a different class: the CPU raises NotImplementedError ('X not implemented for "
+          "Int'), neuron RuntimeError ('softmax: expected a floating point input', '\"batch_norm\" not "
+          "implemented for Int') or TypeError for the same input."),
+    Group("exception-class-index", OPS_EXCEPTION_CLASS_INDEX, EXC, cpu_exc("IndexError"),
+          "Both raise, with a different class: the CPU raises IndexError (reduction over an empty dim, "
+          "index_select on a 0-d tensor, dims out of range), neuron RuntimeError with the same or a similar "
+          "message."),
+    Group("exception-class-other", OPS_EXCEPTION_CLASS_OTHER, EXC, always,
+          "Both raise, with a different class (RuntimeError against TypeError/ValueError, for the argument "
+          "checks listed in the cases)."),
+]
