@@ -26,7 +26,7 @@ class BuildWithRuntime(BuildExtension):
 
 ext = CppExtension(
     name="torch_neuronx._C",
-    sources=sorted(glob.glob(os.path.join("csrc", "*.cpp"))),
+    sources=sorted(glob.glob(os.path.join("csrc", "*.cpp")) + glob.glob(os.path.join("csrc", "aten", "*.cpp"))),
     include_dirs=[os.path.join(ROOT, "runtime", "include"), os.path.join(ROOT, "csrc")],
     extra_compile_args=["-O2", "-std=c++17", "-fvisibility=hidden", "-Wno-unused-parameter"],
     extra_objects=[os.path.join(ROOT, "build", "libnrt.a")],
