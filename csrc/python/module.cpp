@@ -2,6 +2,8 @@
 // Python package needs beyond what torch's generic accelerator API offers,
 // and the op-accounting readers. Plain types only (no tensors), so this
 // file stays free of the heavy torch/extension.h.
+#include <vector>
+
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
@@ -74,6 +76,68 @@ py::dict memory_stats_raw(int device) {
   return out;
 }
 
+py::list env_table() {
+  py::list rows;
+  for (int i = 0; i < NRT_ENV_COUNT; ++i) {
+    nrt_env_info info;
+    check(nrt_env_describe(static_cast<nrt_env>(i), &info), "neuron env table");
+    py::dict d;
+    d["name"] = info.name;
+    d["type"] = info.type;
+    d["default"] = info.default_value;
+    d["reader"] = info.reader;
+    d["help"] = info.help;
+    d["value"] = info.value ? py::object(py::str(info.value)) : py::object(py::none());
+    rows.append(d);
+  }
+  return rows;
+}
+
+// Segments with their blocks as (address, size, requested, state) tuples.
+py::list memory_snapshot(int device) {
+  size_t nseg = 0, nblk = 0;
+  std::vector<nrt_memory_segment_info> segs;
+  std::vector<nrt_memory_block_info> blocks;
+  do {  // the allocator may change between the sizing call and the fill
+    segs.resize(nseg);
+    blocks.resize(nblk);
+    check(nrt_memory_snapshot(device, segs.data(), segs.size(), blocks.data(), blocks.size(), &nseg, &nblk),
+          "neuron memory_snapshot");
+  } while (nseg > segs.size() || nblk > blocks.size());
+  py::list out;
+  for (size_t s = 0; s < nseg; ++s) {
+    py::dict d;
+    d["address"] = segs[s].address;
+    d["size"] = segs[s].size;
+    d["pool"] = segs[s].pool;
+    d["stream"] = segs[s].stream_index;
+    py::list bl;
+    for (size_t b = 0; b < segs[s].nblocks; ++b) {
+      const nrt_memory_block_info &i = blocks[segs[s].first_block + b];
+      bl.append(py::make_tuple(i.address, i.size, i.requested, static_cast<int>(i.state)));
+    }
+    d["blocks"] = bl;
+    out.append(d);
+  }
+  return out;
+}
+
+py::dict host_memory_stats() {
+  nrt_host_memory_stats s;
+  check(nrt_host_memory_get_stats(&s), "neuron host_memory_stats");
+  py::dict out;
+  auto put = [&](const char *name, const nrt_stat &st) {
+    std::string base = std::string(name) + ".";
+    out[py::str(base + "current")] = st.current;
+    out[py::str(base + "peak")] = st.peak;
+    out[py::str(base + "allocated")] = st.allocated;
+    out[py::str(base + "freed")] = st.freed;
+  };
+  put("allocations", s.allocations);
+  put("allocated_bytes", s.allocated_bytes);
+  return out;
+}
+
 }  // namespace
 
 PYBIND11_MODULE(_C, m) {
@@ -134,4 +198,28 @@ PYBIND11_MODULE(_C, m) {
   m.def("_executed_ops", [] { return executed_ops(); });
   m.def("_fallback_ops", [] { return fallback_ops(); });
   m.def("_clear_op_tracking", [] { clear_op_tracking(); });
+  m.def("_env_table", [] { return translate([] { return env_table(); }); });
+  m.def("_memory_snapshot", [](int d) { return translate([&] { check_device_index(d); return memory_snapshot(d); }); });
+  m.def("_host_memory_stats", [] { return translate([] { return host_memory_stats(); }); });
+  m.def("_device_busy_time", [](int d) {
+    return translate([&] {
+      uint64_t busy = 0, now = 0;
+      check(nrt_device_busy_time(d, &busy, &now), "neuron utilization");
+      return std::make_pair(busy, now);
+    });
+  });
+  m.def("_stream_lookup", [](uintptr_t ptr) {
+    return translate([&] {
+      int dev = -1, idx = -1;
+      check(nrt_stream_lookup(reinterpret_cast<const void *>(ptr), &dev, &idx), "neuron ExternalStream");
+      return std::make_pair(dev, idx);
+    });
+  });
+  m.def("_stream_pointer", [](int d, int64_t stream_id) {
+    return translate([&] {
+      nrt_stream *s = nullptr;
+      check(nrt_stream_get(d, static_cast<int>(stream_id), &s), "neuron stream_handle");
+      return reinterpret_cast<uintptr_t>(s);
+    });
+  });
 }

@@ -13,9 +13,12 @@
 namespace torch_neuronx {
 namespace {
 
+// Read through the runtime's env-var table (parsed once, one boolean
+// grammar); an invalid value is an error naming the variable.
 bool fallback_disabled() {
-  const char *v = std::getenv("TORCH_NEURONX_DISABLE_FALLBACK");
-  return v && v[0] && std::string(v) != "0";
+  bool disabled = false;
+  check(nrt_env_get_bool(NRT_ENV_DISABLE_FALLBACK, &disabled), "TORCH_NEURONX_DISABLE_FALLBACK");
+  return disabled;
 }
 
 void neuron_cpu_fallback(const c10::OperatorHandle &op, torch::jit::Stack *stack) {

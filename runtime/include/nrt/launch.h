@@ -61,6 +61,7 @@ typedef enum nrt_kind {
   NRT_KIND_SEGMENT,   /* kernels/segment/ */
   NRT_KIND_COMPLEX,   /* kernels/complex/ */
   NRT_KIND_ATTENTION, /* kernels/attention/ */
+  NRT_KIND_RNN,       /* kernels/rnn/: fused LSTM/GRU cells */
   NRT_KIND_COUNT
 } nrt_kind;
 
@@ -88,7 +89,8 @@ enum {
   NRT_OP_FAMILY_NORM = 11,     /* nrt/ops/norm.h */
   NRT_OP_FAMILY_CONV = 12,     /* nrt/ops/conv.h */
   NRT_OP_FAMILY_POOLING = 13,  /* nrt/ops/pooling.h */
-  NRT_OP_FAMILY_COUNT = 14
+  NRT_OP_FAMILY_RNN = 14,      /* nrt/ops/rnn.h: fused LSTM/GRU cells */
+  NRT_OP_FAMILY_COUNT = 15
 };
 #define NRT_OP_ID_LIMIT (NRT_OP_FAMILY_COUNT << NRT_OP_FAMILY_BITS)
 #define NRT_OP(name) ((nrt_op)NRT_OP_##name)

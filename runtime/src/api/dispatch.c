@@ -19,6 +19,7 @@ nrt_status nrt_kernel_execute(const nrt_launch *launch) {
   case NRT_KIND_SEGMENT: return nrt_segment_execute(launch);
   case NRT_KIND_COMPLEX: return nrt_complex_execute(launch);
   case NRT_KIND_ATTENTION: return nrt_attention_execute(launch);
+  case NRT_KIND_RNN: return nrt_rnn_execute(launch);
   case NRT_KIND_COUNT: break;
   }
   nrt_set_error_message("kernel: unknown op %d", (int)launch->op);

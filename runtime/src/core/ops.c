@@ -11,6 +11,7 @@
 #include "nrt/ops/norm.h"
 #include "nrt/ops/pooling.h"
 #include "nrt/ops/resample.h"
+#include "nrt/ops/rnn.h"
 #include "nrt/ops/segment.h"
 #include "nrt/ops/select.h"
 #include "nrt/ops/special.h"
@@ -39,6 +40,7 @@ NRT_FAMILY_ASSERT(INDEX);
 NRT_FAMILY_ASSERT(NORM);
 NRT_FAMILY_ASSERT(CONV);
 NRT_FAMILY_ASSERT(POOLING);
+NRT_FAMILY_ASSERT(RNN);
 _Static_assert(NRT_OP_COUNT <= (1 << NRT_OP_FAMILY_BITS), "the base op list outgrew its id range");
 
 static const op_info ops[NRT_OP_ID_LIMIT] = {
@@ -57,6 +59,7 @@ static const op_info ops[NRT_OP_ID_LIMIT] = {
     NRT_OPS_NORM(NRT_X)
     NRT_OPS_CONV(NRT_X)
     NRT_OPS_POOLING(NRT_X)
+    NRT_OPS_RNN(NRT_X)
 #undef NRT_X
 };
 

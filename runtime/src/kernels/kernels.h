@@ -21,5 +21,6 @@ nrt_status nrt_select_execute(const nrt_launch *launch);    /* select/ */
 nrt_status nrt_segment_execute(const nrt_launch *launch);   /* segment/ */
 nrt_status nrt_complex_execute(const nrt_launch *launch);   /* complex/ */
 nrt_status nrt_attention_execute(const nrt_launch *launch); /* attention/ */
+nrt_status nrt_rnn_execute(const nrt_launch *launch);       /* rnn/ */
 
 #endif
