@@ -25,7 +25,7 @@ RT_AOBJS := $(patsubst runtime/src/%.c,build/rt-asan/%.o,$(RT_SRCS))
 RT_HDRS  := $(wildcard runtime/include/nrt/*.h runtime/include/nrt/ops/*.h) $(shell find runtime/src -name "*.h")
 CTESTS   := $(patsubst runtime/tests/%.c,%,$(sort $(wildcard runtime/tests/test_*.c)))
 
-.PHONY: all run test ctest asan pytest build lib install bench conformance fuzz clean venv
+.PHONY: all run test ctest asan pytest layers docs-check build lib install bench conformance fuzz clean venv
 
 all: build
 
@@ -89,7 +89,15 @@ run: build
 pytest: build
 	$(PY) -m pytest -q tests
 
-test: build ctest asan pytest
+# The tree's rules: no include or call of a higher layer or another op
+# family (tools/check_layers.py), and docs generated from code are current.
+layers: lib
+	python3 tools/check_layers.py --objects build/rt
+
+docs-check: build
+	$(PY) tools/gen_env_docs.py --check
+
+test: build layers docs-check ctest asan pytest
 
 build/triad: benchmarks/triad.c
 	@mkdir -p build

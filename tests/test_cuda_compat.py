@@ -66,3 +66,57 @@ def test_autocast_defaults_to_bfloat16():
     assert y.dtype == torch.bfloat16
     ref = (a.cpu().bfloat16() @ a.cpu().bfloat16())
     torch.testing.assert_close(y.cpu(), ref, rtol=1.6e-2, atol=1e-2)
+
+
+def test_memory_snapshot_lists_live_blocks():
+    x = torch.empty(3 << 20, dtype=torch.uint8, device="neuron")  # a large-pool block
+    snap = torch.neuron.memory_snapshot()
+    segs = [s for s in snap if s["device"] == x.device.index]
+    blocks = [b for s in segs for b in s["blocks"]]
+    assert any(b["address"] == x.data_ptr() and b["state"] == "active_allocated" for b in blocks)
+    for s in segs:
+        assert s["total_size"] == sum(b["size"] for b in s["blocks"])
+        assert s["segment_type"] in ("small", "large")
+    # The snapshot agrees with the allocator's statistics.
+    assert sum(s["allocated_size"] for s in segs) == torch.neuron.memory_allocated(x.device.index)
+    assert sum(s["total_size"] for s in segs) == torch.neuron.memory_reserved(x.device.index)
+    assert torch.neuron.memory._snapshot()["segments"] == torch.neuron.memory_snapshot()
+    torch.neuron.memory._record_memory_history(enabled=None)  # turning history off is fine
+    with pytest.raises(NotImplementedError, match="stack traces"):
+        torch.neuron.memory._record_memory_history()
+    del x
+
+
+def test_host_memory_stats_count_pinned_memory():
+    before = torch.neuron.host_memory_stats()
+    p = torch.empty(1 << 16, dtype=torch.uint8).pin_memory("neuron") if False else torch.empty(
+        1 << 16, dtype=torch.uint8, pin_memory=True)
+    during = torch.neuron.host_memory_stats()
+    assert during["allocated_bytes.current"] >= before["allocated_bytes.current"] + (1 << 16)
+    assert during["allocations.current"] == before["allocations.current"] + 1
+    del p
+
+
+def test_utilization_measures_busy_time():
+    torch.neuron.utilization()  # start a sampling interval
+    a = torch.randn(768, 768, device="neuron")
+    for _ in range(40):
+        a = torch.tanh(a @ a)
+    torch.neuron.synchronize()
+    busy = torch.neuron.utilization()
+    assert 0 < busy <= 100
+    import time
+    time.sleep(0.2)
+    assert torch.neuron.utilization() < busy  # an idle interval
+
+
+def test_external_stream_round_trip():
+    s = torch.neuron.Stream()
+    h = torch.neuron.stream_handle(s)
+    e = torch.neuron.ExternalStream(h)
+    assert (e.device_index, e.stream_id) == (s.device_index, s.stream_id)
+    assert isinstance(e, torch.neuron.Stream) and e.priority == 0
+    with pytest.raises(ValueError, match="not a neuron stream"):
+        torch.neuron.ExternalStream(h + 1)
+    with pytest.raises(ValueError, match="not a neuron stream"):
+        torch.neuron.ExternalStream(id(s))
