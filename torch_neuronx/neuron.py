@@ -215,7 +215,8 @@ class ExternalStream(metaclass=_NeuronTypeMeta):
             raise ValueError(f"ExternalStream: {e}") from None
         if device is not None and _index(device) != dev:
             raise ValueError(f"ExternalStream: the handle is a stream of neuron:{dev}, not of {device}")
-        return _NeuronStream(stream_id=idx, device_index=dev, device_type=torch.device("neuron").type)
+        return _NeuronStream(stream_id=idx, device_index=dev,
+                             device_type=torch.accelerator.current_stream(dev).device_type)
 
 
 def stream_handle(stream: torch.Stream) -> int:

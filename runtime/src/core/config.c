@@ -17,7 +17,11 @@
 static const struct {
   const char *name, *type, *def, *reader, *help;
 } rows[NRT_ENV_COUNT] = {
-#define NRT_ENV_X(id, name, type, def, reader, help) [NRT_ENV_##id] = {name, #type, def, reader, help},
+#define TYPE_NAME_BOOL "bool"
+#define TYPE_NAME_INT "int"
+#define TYPE_NAME_SIZE "size"
+#define TYPE_NAME_CORES "cores"
+#define NRT_ENV_X(id, name, type, def, reader, help) [NRT_ENV_##id] = {name, TYPE_NAME_##type, def, reader, help},
     NRT_ENV_LIST(NRT_ENV_X)
 #undef NRT_ENV_X
 };
@@ -265,7 +269,7 @@ nrt_status nrt_env_get_bool(nrt_env var, bool *out_value) {
   switch (var) {
   case NRT_ENV_LAUNCH_BLOCKING: *out_value = c->launch_blocking; break;
   case NRT_ENV_DISABLE_FALLBACK: *out_value = c->disable_fallback; break;
-  default: return wrong_type("nrt_env_get_bool", var, "BOOL");
+  default: return wrong_type("nrt_env_get_bool", var, "bool");
   }
   bool parsed;
   if (c->raw[var] && !parse_bool(c->raw[var], &parsed)) {
@@ -283,7 +287,7 @@ nrt_status nrt_env_get_int(nrt_env var, int64_t *out_value) {
   case NRT_ENV_NUM_CORES: *out_value = c->device_count; return NRT_SUCCESS;
   case NRT_ENV_KERNEL_THREADS: *out_value = c->kernel_threads; return NRT_SUCCESS;
   case NRT_ENV_DEVICE_MEMORY: *out_value = (int64_t)c->capacity; return NRT_SUCCESS;
-  default: return wrong_type("nrt_env_get_int", var, "INT or SIZE");
+  default: return wrong_type("nrt_env_get_int", var, "int or size");
   }
 }
 
