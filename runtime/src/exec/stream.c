@@ -308,9 +308,12 @@ static void *worker_main(void *arg) {
         record_failure(s, t->ticket, st, msg);
         pthread_mutex_unlock(&s->mu);
       }
+      /* Counted before the batch's last completion is published, so a
+       * caller that synchronised sees this batch's busy time. */
+      if (!t->next)
+        atomic_fetch_add_explicit(&busy_ns[s->device], now_ns() - batch_start, memory_order_relaxed);
       publish_completed(s, t->ticket, false);
     }
-    atomic_fetch_add_explicit(&busy_ns[s->device], now_ns() - batch_start, memory_order_relaxed);
 
     pthread_mutex_lock(&s->mu);
     recycle_tasks(s, batch);
