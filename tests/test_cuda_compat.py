@@ -89,8 +89,7 @@ def test_memory_snapshot_lists_live_blocks():
 
 def test_host_memory_stats_count_pinned_memory():
     before = torch.neuron.host_memory_stats()
-    p = torch.empty(1 << 16, dtype=torch.uint8).pin_memory("neuron") if False else torch.empty(
-        1 << 16, dtype=torch.uint8, pin_memory=True)
+    p = torch.empty(1 << 16, dtype=torch.uint8, pin_memory=True)
     during = torch.neuron.host_memory_stats()
     assert during["allocated_bytes.current"] >= before["allocated_bytes.current"] + (1 << 16)
     assert during["allocations.current"] == before["allocations.current"] + 1

@@ -218,56 +218,48 @@ def _raise_class(cpu_exc: Any, dev_exc: Any) -> str | None:
 
 def classify(case: dict, cpu: Side, dev: Side, f64_run: Any, f32_run: Any = None) -> tuple[str, dict]:
     """(class, detail) for one case; `f64_run()` returns the float64 CPU Side,
-    `f32_run()` the CPU Side with float64 inputs in float32 (both called only
-    for a value mismatch)."""
+    `f32_run()` the CPU Side with float64 inputs in float32 (each called at
+    most once, and only for a value mismatch)."""
     detail: dict[str, Any] = {}
-    cls = _raise_class(cpu.exc, dev.exc)
-    if cls or cpu.exc:
-        detail["phase"] = "forward"
-        return cls or "ok", detail
-    bad = compare_dicts(dev.values, cpu.values, case)
-    ref: Side | None = None
-    if bad and set(bad.values()) == {"value-mismatch"}:
-        ref = f64_run()
-        if ref.exc is None and rescued_by_f64(dev.values, cpu.values, ref.values, list(bad), case["compare"]["acc"]):
-            detail["f64_rescued"] = sorted(bad)
-            bad = {}
-    if bad and set(bad.values()) == {"value-mismatch"} and f32_run is not None:
-        ref32 = f32_run()
-        if ref32.exc is None and rescued_by_f32(dev.values, ref32.values, list(bad), case["compare"]["acc"]):
-            detail["f32_semantics"] = sorted(bad)
-            bad = {}
-    if bad:
-        detail["phase"] = "forward"
-        detail["names"] = bad
-        detail["maxdiff"] = _diffs(dev.values, cpu.values, bad)
-        detail["nonfinite"] = all(nonfinite_only(dev.values.get(k), cpu.values.get(k), case["compare"]["acc"])
-                                  for k in bad)
-        return min(bad.values(), key=MISMATCH_ORDER.index), detail
-    if not case.get("backward"):
-        return "ok", detail
-    cls = _raise_class(cpu.bexc, dev.bexc)
-    if cls or cpu.bexc:
-        detail["phase"] = "backward"
-        return cls or "ok", detail
-    bad = compare_dicts(dev.grads, cpu.grads, case, grads=True, inputs=cpu.values)
-    if bad and set(bad.values()) == {"value-mismatch"}:
-        ref = ref or f64_run()
-        if ref.bexc is None and rescued_by_f64(dev.grads, cpu.grads, ref.grads, list(bad), case["compare"]["acc"]):
-            detail["f64_rescued_grads"] = sorted(bad)
-            bad = {}
-    if bad and set(bad.values()) == {"value-mismatch"} and f32_run is not None:
-        ref32 = f32_run()
-        if ref32.bexc is None and rescued_by_f32(dev.grads, ref32.grads, list(bad), case["compare"]["acc"]):
-            detail["f32_semantics_grads"] = sorted(bad)
-            bad = {}
-    if bad:
-        detail["phase"] = "backward"
-        detail["names"] = bad
-        detail["maxdiff"] = _diffs(dev.grads, cpu.grads, bad)
-        detail["nonfinite"] = all(nonfinite_only(dev.grads.get(k), cpu.grads.get(k), case["compare"]["acc"])
-                                  for k in bad)
-        return min(bad.values(), key=MISMATCH_ORDER.index), detail
+    refs: dict[str, Side] = {}
+
+    def ref(kind: str) -> Side:
+        if kind not in refs:
+            refs[kind] = f64_run() if kind == "f64" else f32_run()
+        return refs[kind]
+
+    # (phase, exceptions, results, result attribute, detail-key suffix)
+    phases = [("forward", cpu.exc, dev.exc, "values", "exc", ""),
+              ("backward", cpu.bexc, dev.bexc, "grads", "bexc", "_grads")]
+    for phase, cpu_exc, dev_exc, attr, exc_attr, suffix in phases:
+        if phase == "backward" and not case.get("backward"):
+            break
+        cls = _raise_class(cpu_exc, dev_exc)
+        if cls or cpu_exc:
+            detail["phase"] = phase
+            return cls or "ok", detail
+        dv, cv = getattr(dev, attr), getattr(cpu, attr)
+        acc = case["compare"]["acc"]
+        if attr == "grads":
+            bad = compare_dicts(dv, cv, case, grads=True, inputs=cpu.values)
+        else:
+            bad = compare_dicts(dv, cv, case)
+        if bad and set(bad.values()) == {"value-mismatch"}:
+            r = ref("f64")
+            if getattr(r, exc_attr) is None and rescued_by_f64(dv, cv, getattr(r, attr), list(bad), acc):
+                detail["f64_rescued" + suffix] = sorted(bad)
+                bad = {}
+        if bad and set(bad.values()) == {"value-mismatch"} and f32_run is not None:
+            r = ref("f32")
+            if getattr(r, exc_attr) is None and rescued_by_f32(dv, getattr(r, attr), list(bad), acc):
+                detail["f32_semantics" + suffix] = sorted(bad)
+                bad = {}
+        if bad:
+            detail["phase"] = phase
+            detail["names"] = bad
+            detail["maxdiff"] = _diffs(dv, cv, bad)
+            detail["nonfinite"] = all(nonfinite_only(dv.get(k), cv.get(k), acc) for k in bad)
+            return min(bad.values(), key=MISMATCH_ORDER.index), detail
     return "ok", detail
 
 

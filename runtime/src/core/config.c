@@ -13,6 +13,8 @@
 
 #define NRT_MAX_PHYSICAL_CORE 4095
 #define NRT_MAX_KERNEL_THREADS 256
+/* The message for a BOOL row that does not parse: name, value. */
+#define NOT_A_BOOLEAN "%s=\"%s\" is not a boolean: use 1/0, true/false, yes/no or on/off"
 
 static const struct {
   const char *name, *type, *def, *reader, *help;
@@ -158,10 +160,11 @@ static void bool_row(nrt_config *c, nrt_env var, bool *field) {
   const char *v = c->raw[var];
   if (!v) return;
   if (parse_bool(v, field)) return;
+  c->invalid[var] = true;
   if (c->status == NRT_SUCCESS) {
     c->status = NRT_ERROR_INVALID_ARGUMENT;
     snprintf(c->error, sizeof c->error,
-             "%s=\"%s\" is not a boolean: use 1/0, true/false, yes/no or on/off", rows[var].name, v);
+             NOT_A_BOOLEAN, rows[var].name, v);
   }
 }
 
@@ -271,9 +274,8 @@ nrt_status nrt_env_get_bool(nrt_env var, bool *out_value) {
   case NRT_ENV_DISABLE_FALLBACK: *out_value = c->disable_fallback; break;
   default: return wrong_type("nrt_env_get_bool", var, "bool");
   }
-  bool parsed;
-  if (c->raw[var] && !parse_bool(c->raw[var], &parsed)) {
-    nrt_set_error_message("%s=\"%s\" is not a boolean: use 1/0, true/false, yes/no or on/off",
+  if (c->invalid[var]) {
+    nrt_set_error_message(NOT_A_BOOLEAN,
                           rows[var].name, c->raw[var]);
     return NRT_ERROR_INVALID_ARGUMENT;
   }

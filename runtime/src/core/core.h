@@ -24,6 +24,7 @@ typedef struct nrt_config {
   bool launch_blocking;
   bool disable_fallback;
   const char *raw[NRT_ENV_COUNT]; /* the values read; NULL when unset or empty */
+  bool invalid[NRT_ENV_COUNT];    /* a BOOL row whose value did not parse */
   nrt_status status;      /* NRT_SUCCESS, or the first invalid BOOL row */
   char error[256];
 } nrt_config;
