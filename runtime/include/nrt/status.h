@@ -19,6 +19,8 @@ typedef enum nrt_status {
   NRT_ERROR_UNSUPPORTED,    /* op/dtype combination has no kernel */
   NRT_ERROR_KERNEL_FAILED,  /* a kernel reported failure during execution */
   NRT_ERROR_INTERNAL,
+  NRT_ERROR_TIMEOUT,        /* a wait ran out of time (a collective a peer never joined) */
+  NRT_ERROR_PEER_FAILED,    /* another process of a communicator died or gave up */
   NRT_STATUS_COUNT
 } nrt_status;
 

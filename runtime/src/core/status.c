@@ -14,6 +14,8 @@ static const char *const status_names[] = {
     "NRT_ERROR_UNSUPPORTED",
     "NRT_ERROR_KERNEL_FAILED",
     "NRT_ERROR_INTERNAL",
+    "NRT_ERROR_TIMEOUT",
+    "NRT_ERROR_PEER_FAILED",
 };
 _Static_assert(sizeof(status_names) / sizeof(status_names[0]) == NRT_STATUS_COUNT,
                "status_names must list every nrt_status");
@@ -27,6 +29,8 @@ static const char *const status_strings[] = {
     "operation not supported",
     "kernel failed",
     "internal runtime error",
+    "timed out",
+    "a peer process failed",
 };
 _Static_assert(sizeof(status_strings) / sizeof(status_strings[0]) == NRT_STATUS_COUNT,
                "status_strings must list every nrt_status");
