@@ -114,6 +114,11 @@ nrt_status nrt_launch_kernel(nrt_stream *stream, const nrt_launch *launch) {
     nrt_set_error_message("nrt_launch_kernel: %s: stream is NULL", nrt_op_name(launch->op));
     return NRT_ERROR_INVALID_ARGUMENT;
   }
+  /* A graph capture records the launch (or refuses it) before it runs. */
+  if (nrt_capture_active(nrt_stream_device(stream))) {
+    st = nrt_capture_notify_launch(stream, launch);
+    if (st != NRT_SUCCESS) return st;
+  }
   /* The descriptor is copied into the task, so the caller's copy may die
    * right after this call. */
   return nrt_stream_enqueue_ex(stream, nrt_op_name(launch->op), run_launch, (void *)launch,

@@ -52,4 +52,34 @@ nrt_status nrt_stream_peek_error(nrt_stream *stream, uint64_t max_ticket, char *
 /* Waits for every stream of the device, leaving sticky errors in place. */
 void nrt_device_wait_idle(int device);
 
+/* ---- capture_link.c: a stream being captured into a graph ---------------------
+ * The graph capture (compiler/capture.c, a higher layer) attaches itself to
+ * one stream per device and is told, through this observer, about what the
+ * lower layers see: launches (api), synchronising calls (streams),
+ * allocations, frees and copies (memory). The lower layers test
+ * nrt_capture_active() first, one relaxed load, so the eager paths pay
+ * nothing while no capture runs. The notify functions call the observer
+ * under the device's capture lock, so a capture cannot end (and free
+ * itself) while another thread is inside its observer. `own` says whether
+ * the event happened on the capturing stream itself. */
+typedef struct nrt_capture_observer {
+  nrt_status (*launch)(void *capture, bool own, const nrt_launch *launch);
+  nrt_status (*sync)(void *capture, const char *fn);
+  void (*malloc_done)(void *capture, void *ptr, size_t size);
+  void (*free_done)(void *capture, void *ptr);
+  nrt_status (*memcpy_)(void *capture, bool own, void *dst, const void *src, size_t bytes,
+                        int kind);
+} nrt_capture_observer;
+bool nrt_capture_active(int device);
+/* Fails with NRT_ERROR_INVALID_ARGUMENT if the device already captures. */
+nrt_status nrt_capture_attach(nrt_stream *stream, void *capture, const nrt_capture_observer *observer);
+void nrt_capture_detach(nrt_stream *stream);
+nrt_status nrt_capture_notify_launch(nrt_stream *stream, const nrt_launch *launch);
+/* Only the capturing stream's synchronising calls are refused. */
+nrt_status nrt_capture_notify_sync(nrt_stream *stream, const char *fn);
+void nrt_capture_notify_malloc(nrt_stream *stream, void *ptr, size_t size);
+void nrt_capture_notify_free(int device, void *ptr);
+nrt_status nrt_capture_notify_memcpy(nrt_stream *stream, void *dst, const void *src, size_t bytes,
+                                     int kind);
+
 #endif

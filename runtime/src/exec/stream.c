@@ -563,6 +563,10 @@ nrt_status nrt_stream_wait_until(nrt_stream *stream, uint64_t target) {
   wait_completed_locked(stream, target);
   st = take_error_locked(stream);
   pthread_mutex_unlock(&stream->mu);
+  /* A graph capture cannot record a host wait: the wait happened (the
+   * caller sees consistent memory), but the capture fails. */
+  if (st == NRT_SUCCESS && nrt_capture_active(stream->device))
+    st = nrt_capture_notify_sync(stream, "nrt_stream_wait_until");
   return st;
 }
 
@@ -580,6 +584,8 @@ nrt_status nrt_stream_synchronize(nrt_stream *stream) {
   wait_completed_locked(stream, target);
   st = take_error_locked(stream);
   pthread_mutex_unlock(&stream->mu);
+  if (st == NRT_SUCCESS && nrt_capture_active(stream->device))
+    st = nrt_capture_notify_sync(stream, "nrt_stream_synchronize");
   return st;
 }
 

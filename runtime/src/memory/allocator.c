@@ -697,6 +697,9 @@ nrt_status nrt_malloc(size_t size, nrt_stream *stream, void **out_ptr) {
   block_take(a, b, rounded, size);
   pthread_mutex_unlock(&a->mu);
   *out_ptr = b->ptr;
+  /* A graph capture tracks allocation instances, not addresses: this
+   * address may have held another of its buffers a moment ago. */
+  if (nrt_capture_active(device)) nrt_capture_notify_malloc(stream, b->ptr, size);
   return NRT_SUCCESS;
 }
 
@@ -761,7 +764,9 @@ nrt_status nrt_free(void *ptr) {
   } else {
     block_release(a, b);
   }
+  int device = a->device;
   pthread_mutex_unlock(&a->mu);
+  if (nrt_capture_active(device)) nrt_capture_notify_free(device, ptr);
   return NRT_SUCCESS;
 }
 
@@ -1067,6 +1072,10 @@ nrt_status nrt_memcpy_async(void *dst, const void *src, size_t bytes, nrt_memcpy
     nrt_set_error_message("nrt_memcpy_async: NULL %s for a %zu-byte copy", dst ? "src" : "dst",
                           bytes);
     return NRT_ERROR_INVALID_ARGUMENT;
+  }
+  if (nrt_capture_active(nrt_stream_device(stream))) {
+    nrt_status st = nrt_capture_notify_memcpy(stream, dst, src, bytes, (int)kind);
+    if (st != NRT_SUCCESS) return st;
   }
   copy_arg c = {dst, src, bytes};
   return nrt_stream_enqueue_ex(stream, names[kind], run_copy, &c, sizeof c, NULL, 0, NULL);
