@@ -261,6 +261,31 @@ def test_choice():
         assert torch._fused_sdp_choice(q, k, v) == SDPBackend.MATH.value
 
 
+@pytest.mark.parametrize("backend", [SDPBackend.FLASH_ATTENTION, SDPBackend.EFFICIENT_ATTENTION])
+def test_cuda_backend_names_select_the_fused_kernel(backend):
+    # Ported CUDA code pins flash or memory-efficient attention; both run our
+    # fused kernel, with CUDA's contract (flash takes no explicit mask).
+    q, k, v = _qkv(2, 4, 4, 16, 16, 8, 8)
+    grad = torch.randn(2, 4, 16, 8)
+    want, want_grads = _cpu_math(q, k, v, grad, is_causal=True)
+    with sdpa_kernel([backend]):
+        got, grads = _neuron(q, k, v, grad, is_causal=True)
+    torch.testing.assert_close(got, want, **TOL[torch.float32])
+    for g, w in zip(grads, want_grads):
+        torch.testing.assert_close(g, w, **TOL[torch.float32])
+    _assert_fused()
+    mask = torch.rand(16, 16, generator=torch.Generator().manual_seed(1)) > 0.3
+    want_masked = F.scaled_dot_product_attention(q, k, v, attn_mask=mask)  # outside: the CPU has no such backend
+    qn, kn, vn, mask = (t.to("neuron") for t in (q, k, v, mask))
+    with sdpa_kernel([backend]):
+        if backend == SDPBackend.FLASH_ATTENTION:
+            with pytest.raises(RuntimeError, match="No viable backend"):
+                F.scaled_dot_product_attention(qn, kn, vn, attn_mask=mask)
+        else:
+            got = F.scaled_dot_product_attention(qn, kn, vn, attn_mask=mask).cpu()
+            torch.testing.assert_close(got, want_masked, **TOL[torch.float32])
+
+
 def test_errors():
     q, k, v = (t.to("neuron") for t in _qkv(1, 4, 2, 4, 4, 8, 8))
     with pytest.raises(RuntimeError):  # 4 query heads vs 2 kv heads without enable_gqa

@@ -72,7 +72,13 @@ bool fused_covers(const Tensor &q, const Tensor &k, const Tensor &v, const std::
 int64_t fused_sdp_choice(const Tensor &q, const Tensor &k, const Tensor &v, const std::optional<Tensor> &mask,
                          double dropout_p, bool is_causal, std::optional<double> /*scale*/, bool enable_gqa) {
   auto &ctx = at::globalContext();
-  if (ctx.userEnabledOverrideableSDP() && fused_covers(q, k, v, mask, dropout_p, is_causal, enable_gqa))
+  // Code written for CUDA selects the fused path with
+  // sdpa_kernel(FLASH_ATTENTION or EFFICIENT_ATTENTION); our one fused kernel
+  // serves both, within each one's contract: flash takes no explicit mask.
+  bool has_mask = mask && mask->defined();
+  bool fused_enabled = ctx.userEnabledOverrideableSDP() || ctx.userEnabledMemEfficientSDP() ||
+                       (ctx.userEnabledFlashSDP() && !has_mask);
+  if (fused_enabled && fused_covers(q, k, v, mask, dropout_p, is_causal, enable_gqa))
     return static_cast<int64_t>(at::SDPBackend::overrideable);
   if (ctx.userEnabledMathSDP()) return static_cast<int64_t>(at::SDPBackend::math);
   return static_cast<int64_t>(at::SDPBackend::error);
