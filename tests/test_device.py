@@ -21,6 +21,23 @@ def test_visible_cores_env(env, count):
     assert r.stdout.split() == [str(count), str(count)]
 
 
+@pytest.mark.parametrize("env", [{"NEURON_RT_VISIBLE_CORES": "7"}, {"NEURON_RT_VISIBLE_CORES": "1,4", "NEURON_RT_NUM_CORES": "4"}])
+def test_visible_core_the_device_lacks_is_an_error(env):
+    # A real instance fails start-up when a listed core does not exist; the
+    # software device has NEURON_RT_NUM_CORES cores (default 4).
+    r = run_python("import torch\ntry:\n    torch.ones(2, device='neuron')\nexcept RuntimeError as e:\n    print(e)",
+                   env=env)
+    assert r.returncode == 0, r.stderr
+    assert "names core" in r.stdout and "has 4 NeuronCores (0-3)" in r.stdout, r.stdout
+
+
+def test_visible_cores_beyond_default_with_num_cores():
+    r = run_python("import torch; print(torch.neuron.device_count(), torch.neuron.get_device_properties(0).physical_core)",
+                   env={"NEURON_RT_VISIBLE_CORES": "6", "NEURON_RT_NUM_CORES": "8"})
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.split() == ["1", "6"]
+
+
 def test_visible_core_maps_to_physical_id():
     r = run_python("import torch; p = torch.neuron.get_device_properties(0); print(p.physical_core)",
                    env={"NEURON_RT_VISIBLE_CORES": "2"})

@@ -108,6 +108,15 @@ static void test_config_from_env(void) {
   CHECK(c.capacity == 64ull << 20);
   CHECK(c.launch_blocking == 1);
 
+  /* A core the device lacks fails the configuration, naming the core. */
+  const char *missing[] = {"NEURON_RT_VISIBLE_CORES", "1,7", NULL};
+  nrt_config_from_env(fake_lookup, missing, &c);
+  CHECK(c.status == NRT_ERROR_INVALID_ARGUMENT);
+  CHECK(strstr(c.error, "names core 7") && strstr(c.error, "has 4 NeuronCores"));
+  const char *more[] = {"NEURON_RT_VISIBLE_CORES", "7", "NEURON_RT_NUM_CORES", "8", NULL};
+  nrt_config_from_env(fake_lookup, more, &c);
+  CHECK(c.status == NRT_SUCCESS && c.device_count == 1 && c.physical_cores[0] == 7);
+
   const char *num[] = {"NEURON_RT_NUM_CORES", "6", "NEURON_LAUNCH_BLOCKING", "0", NULL};
   nrt_config_from_env(fake_lookup, num, &c);
   CHECK(c.device_count == 6 && c.physical_cores[5] == 5);

@@ -179,26 +179,43 @@ void nrt_config_from_env(nrt_env_lookup lookup, void *ctx, nrt_config *out_confi
   c->capacity = NRT_DEFAULT_MEMORY_CAPACITY;
 
   const char *visible = c->raw[NRT_ENV_VISIBLE_CORES], *num = c->raw[NRT_ENV_NUM_CORES];
+  /* The software device has NEURON_RT_NUM_CORES logical cores (default 4);
+   * NEURON_RT_VISIBLE_CORES picks among them, as on a real instance, where
+   * naming a core the instance lacks fails the runtime's start-up. */
+  int instance_cores = NRT_DEFAULT_DEVICE_COUNT;
+  long n = 0;
+  if (num && parse_int(num, 1, NRT_MAX_DEVICES, &n)) {
+    instance_cores = (int)n;
+  } else if (num) {
+    fprintf(stderr,
+            "nrt: warning: ignoring NEURON_RT_NUM_CORES=\"%s\" (expected 1..%d); using %d "
+            "cores\n",
+            num, NRT_MAX_DEVICES, NRT_DEFAULT_DEVICE_COUNT);
+  }
+  set_default_cores(c, instance_cores);
   if (visible) {
-    int cores[NRT_MAX_DEVICES], n = 0;
-    if (nrt_parse_visible_cores(visible, NRT_MAX_DEVICES, cores, &n) == NRT_SUCCESS) {
-      c->device_count = n;
-      memcpy(c->physical_cores, cores, sizeof(int) * (size_t)n);
-    } else {
+    int cores[NRT_MAX_DEVICES], count = 0;
+    if (nrt_parse_visible_cores(visible, NRT_MAX_DEVICES, cores, &count) != NRT_SUCCESS) {
       fprintf(stderr,
               "nrt: warning: ignoring NEURON_RT_VISIBLE_CORES=\"%s\" (expected e.g. \"0-1\", "
               "\"2\" or \"0,2,3\", at most %d distinct cores); using %d cores\n",
-              visible, NRT_MAX_DEVICES, NRT_DEFAULT_DEVICE_COUNT);
-    }
-  } else if (num) {
-    long n = 0;
-    if (parse_int(num, 1, NRT_MAX_DEVICES, &n)) {
-      set_default_cores(c, (int)n);
+              visible, NRT_MAX_DEVICES, instance_cores);
     } else {
-      fprintf(stderr,
-              "nrt: warning: ignoring NEURON_RT_NUM_CORES=\"%s\" (expected 1..%d); using %d "
-              "cores\n",
-              num, NRT_MAX_DEVICES, NRT_DEFAULT_DEVICE_COUNT);
+      int missing = -1;
+      for (int i = 0; i < count; i++)
+        if (cores[i] >= instance_cores && missing < 0) missing = cores[i];
+      if (missing < 0) {
+        c->device_count = count;
+        memcpy(c->physical_cores, cores, sizeof(int) * (size_t)count);
+      } else {
+        if (c->status == NRT_SUCCESS) {
+          c->status = NRT_ERROR_INVALID_ARGUMENT;
+          snprintf(c->error, sizeof c->error,
+                   "NEURON_RT_VISIBLE_CORES=\"%s\" names core %d, but this device has %d NeuronCores "
+                   "(0-%d); list cores below %d, or set NEURON_RT_NUM_CORES to simulate more",
+                   visible, missing, instance_cores, instance_cores - 1, instance_cores);
+        }
+      }
     }
   }
 

@@ -25,7 +25,7 @@ typedef struct nrt_config {
   bool disable_fallback;
   const char *raw[NRT_ENV_COUNT]; /* the values read; NULL when unset or empty */
   bool invalid[NRT_ENV_COUNT];    /* a BOOL row whose value did not parse */
-  nrt_status status;      /* NRT_SUCCESS, or the first invalid BOOL row */
+  nrt_status status;      /* NRT_SUCCESS, or the first invalid BOOL row or missing core */
   char error[256];
 } nrt_config;
 const nrt_config *nrt_config_get(void);
