@@ -25,21 +25,18 @@
 #define PW_GRAIN 32768
 
 typedef struct pw_plan {
-  const nrt_launch *l;
+  nrt_pw_row row; /* what a row needs: kernel, domain, dtypes, inner strides */
   const nrt_pw_kernel *k;
-  nrt_pw_f32_fn f32;
-  bool fdomain;
   bool copy;
   int nops;
   int ndim;
   int64_t sizes[NRT_MAX_DIMS];
   int64_t strides[NRT_MAX_OPERANDS][NRT_MAX_DIMS];
   char *data[NRT_MAX_OPERANDS];
-  nrt_dtype dt[NRT_MAX_OPERANDS];
   atomic_int failed;
 } pw_plan;
 
-static const nrt_pw_kernel *lookup(nrt_op op) {
+const nrt_pw_kernel *nrt_pw_lookup(nrt_op op) {
   const nrt_pw_kernel *k = nrt_pw_unary_kernel(op);
   if (!k) k = nrt_pw_binary_kernel(op);
   if (!k) k = nrt_pw_activation_kernel(op);
@@ -149,14 +146,11 @@ static void copy_convert(char *dst, int64_t ds, nrt_dtype ddt, const char *src, 
   }
 }
 
-static void copy_row(const pw_plan *p, char *const *ptr, int64_t n) {
-  int nd = p->ndim;
-  if (p->dt[0] == p->dt[1])
-    copy_same(ptr[0], p->strides[0][nd - 1], ptr[1], p->strides[1][nd - 1],
-              nrt_dtype_size(p->dt[0]), n);
+static void copy_row(const nrt_pw_row *r, char *const *ptr, int64_t n) {
+  if (r->dt[0] == r->dt[1])
+    copy_same(ptr[0], r->st[0], ptr[1], r->st[1], nrt_dtype_size(r->dt[0]), n);
   else
-    copy_convert(ptr[0], p->strides[0][nd - 1], p->dt[0], ptr[1], p->strides[1][nd - 1],
-                 p->dt[1], n);
+    copy_convert(ptr[0], r->st[0], r->dt[0], ptr[1], r->st[1], r->dt[1], n);
 }
 
 /* ---- compute rows --------------------------------------------------------- */
@@ -164,16 +158,16 @@ static void copy_row(const pw_plan *p, char *const *ptr, int64_t n) {
 /* One row of n elements, a block at a time: inputs are used in place when
  * they already hold the domain's type (float32 / int64) at unit stride,
  * else converted; so is the output. */
-static void compute_row(pw_plan *p, char *const *ptr, int64_t n, int64_t index) {
+static int compute_row(const nrt_pw_row *p, char *const *ptr, int64_t n, int64_t index) {
   union {
     float f[4][NRT_BLOCK];
     int64_t i[4][NRT_BLOCK];
   } buf;
-  int nd = p->ndim, nin = p->nops - 1;
+  int nin = p->nops - 1;
   bool fl = p->fdomain;
   nrt_dtype own = fl ? NRT_FLOAT32 : NRT_INT64;
-  int64_t es = fl ? 4 : 8, st[NRT_MAX_OPERANDS];
-  for (int k = 0; k < p->nops; k++) st[k] = p->strides[k][nd - 1];
+  int64_t es = fl ? 4 : 8;
+  const int64_t *st = p->st;
   bool out_direct = p->dt[0] == own && st[0] == es;
   for (int64_t j = 0; j < n; j += NRT_BLOCK) {
     int64_t m = n - j < NRT_BLOCK ? n - j : NRT_BLOCK;
@@ -199,11 +193,25 @@ static void compute_row(pw_plan *p, char *const *ptr, int64_t n, int64_t index) 
     if (p->k->rng_i64) {
       p->k->rng_i64(out, m, index + j, p->l);
     } else if (p->k->i64(out, in[0], in[1], in[2], m, p->l)) {
-      atomic_store_explicit(&p->failed, 1, memory_order_relaxed);
-      return;
+      return 1;
     }
     if (!out_direct) nrt_store_i64(dst, st[0], p->dt[0], out, m);
   }
+  return 0;
+}
+
+/* The shared row entry (fused.c): the same loop the engine runs. */
+int nrt_pw_row_run(const nrt_pw_row *row, char *const *ptr, int64_t n, int64_t index) {
+  if (row->copy) {
+    copy_row(row, ptr, n);
+    return 0;
+  }
+  return compute_row(row, ptr, n, index);
+}
+
+static void row_run(pw_plan *p, char *const *ptr, int64_t n, int64_t index) {
+  if (nrt_pw_row_run(&p->row, ptr, n, index))
+    atomic_store_explicit(&p->failed, 1, memory_order_relaxed);
 }
 
 static void pw_range(void *ctx, int64_t begin, int64_t end) {
@@ -225,8 +233,7 @@ static void pw_range(void *ctx, int64_t begin, int64_t end) {
     int64_t n = inner - first < end - pos ? inner - first : end - pos;
     char *ptr[NRT_MAX_OPERANDS];
     for (int k = 0; k < nops; k++) ptr[k] = row[k] + first * p->strides[k][nd - 1];
-    if (p->copy) copy_row(p, ptr, n);
-    else compute_row(p, ptr, n, pos);
+    row_run(p, ptr, n, pos);
     if (atomic_load_explicit(&p->failed, memory_order_relaxed)) return;
     pos += n;
     first = 0;
@@ -277,8 +284,7 @@ static void pw_tiles(void *ctx, int64_t begin, int64_t end) {
       char *ptr[NRT_MAX_OPERANDS];
       for (int k = 0; k < nops; k++)
         ptr[k] = base[k] + r * p->strides[k][nd - 2] + tj * TILE * p->strides[k][nd - 1];
-      if (p->copy) copy_row(p, ptr, n);
-      else compute_row(p, ptr, n, 0);
+      row_run(p, ptr, n, 0);
       if (atomic_load_explicit(&p->failed, memory_order_relaxed)) return;
     }
   }
@@ -292,10 +298,38 @@ static float ref_load_f32(const char *src, nrt_dtype dt) {
                                    : (float)nrt_ref_load_f64(src, dt);
 }
 
-static nrt_status pw_reference(const nrt_launch *l, const nrt_pw_kernel *k, bool copy,
-                               bool fdomain, int64_t numel) {
-  int nops = l->noutputs + l->ninputs;
-  nrt_pw_f32_fn f32 = k && k->f32_ref ? k->f32_ref : (k ? k->f32 : NULL);
+/* One element of a launch whose operand pointers are ptr (what the
+ * reference loop and the fused engine's reference path both run). */
+nrt_status nrt_pw_ref_element(const nrt_pw_row *r, char *const *ptr, int64_t lin) {
+  const nrt_launch *l = r->l;
+  const nrt_pw_kernel *k = r->k;
+  int nops = r->nops;
+  nrt_dtype odt = r->dt[0];
+  if (r->copy) {
+    nrt_dtype sdt = r->dt[1];
+    if (sdt == odt) memcpy(ptr[0], ptr[1], nrt_dtype_size(sdt));
+    else if (nrt_dtype_is_integral(sdt)) nrt_ref_store_i64(ptr[0], odt, nrt_ref_load_i64(ptr[1], sdt));
+    else nrt_ref_store_f64(ptr[0], odt, nrt_ref_load_f64(ptr[1], sdt));
+  } else if (r->fdomain) {
+    nrt_pw_f32_fn f32 = k->f32_ref ? k->f32_ref : k->f32;
+    float in[3] = {0, 0, 0}, out = 0;
+    for (int o = 1; o < nops; o++) in[o - 1] = ref_load_f32(ptr[o], r->dt[o]);
+    if (k->rng_f32) k->rng_f32(&out, &in[0], 1, lin, l);
+    else f32(&out, &in[0], &in[1], &in[2], 1, l);
+    nrt_ref_store_f64(ptr[0], odt, out);
+  } else {
+    int64_t in[3] = {0, 0, 0}, out = 0;
+    for (int o = 1; o < nops; o++) in[o - 1] = nrt_ref_load_i64(ptr[o], r->dt[o]);
+    if (k->rng_i64) k->rng_i64(&out, 1, lin, l);
+    else if (k->i64(&out, &in[0], &in[1], &in[2], 1, l)) return NRT_ERROR_INVALID_ARGUMENT;
+    nrt_ref_store_i64(ptr[0], odt, out);
+  }
+  return NRT_SUCCESS;
+}
+
+static nrt_status pw_reference(const nrt_pw_row *r, int64_t numel) {
+  const nrt_launch *l = r->l;
+  int nops = r->nops;
   for (int64_t lin = 0; lin < numel; lin++) {
     char *ptr[NRT_MAX_OPERANDS];
     for (int o = 0; o < nops; o++) ptr[o] = l->operands[o].data;
@@ -305,61 +339,67 @@ static nrt_status pw_reference(const nrt_launch *l, const nrt_pw_kernel *k, bool
       rem /= l->sizes[d];
       for (int o = 0; o < nops; o++) ptr[o] += i * l->operands[o].strides[d];
     }
-    nrt_dtype odt = l->operands[0].dtype;
-    if (copy) {
-      nrt_dtype sdt = l->operands[1].dtype;
-      if (sdt == odt) memcpy(ptr[0], ptr[1], nrt_dtype_size(sdt));
-      else if (nrt_dtype_is_integral(sdt)) nrt_ref_store_i64(ptr[0], odt, nrt_ref_load_i64(ptr[1], sdt));
-      else nrt_ref_store_f64(ptr[0], odt, nrt_ref_load_f64(ptr[1], sdt));
-    } else if (fdomain) {
-      float in[3] = {0, 0, 0}, out = 0;
-      for (int o = 1; o < nops; o++) in[o - 1] = ref_load_f32(ptr[o], l->operands[o].dtype);
-      if (k->rng_f32) k->rng_f32(&out, &in[0], 1, lin, l);
-      else f32(&out, &in[0], &in[1], &in[2], 1, l);
-      nrt_ref_store_f64(ptr[0], odt, out);
-    } else {
-      int64_t in[3] = {0, 0, 0}, out = 0;
-      for (int o = 1; o < nops; o++) in[o - 1] = nrt_ref_load_i64(ptr[o], l->operands[o].dtype);
-      if (k->rng_i64) k->rng_i64(&out, 1, lin, l);
-      else if (k->i64(&out, &in[0], &in[1], &in[2], 1, l)) return NRT_ERROR_INVALID_ARGUMENT;
-      nrt_ref_store_i64(ptr[0], odt, out);
-    }
+    nrt_status st = nrt_pw_ref_element(r, ptr, lin);
+    if (st != NRT_SUCCESS) return st;
   }
   return NRT_SUCCESS;
 }
 
 /* ---- entry ----------------------------------------------------------------- */
 
-nrt_status nrt_pointwise_execute(const nrt_launch *l) {
+nrt_status nrt_pw_prepare(const nrt_launch *l, const nrt_pw_kernel **out_kernel) {
   bool copy = l->op == NRT_OP_COPY;
   bool fdomain = nrt_dtype_is_floating(l->compute_dtype);
-  const nrt_pw_kernel *k = copy ? NULL : lookup(l->op);
+  const nrt_pw_kernel *k = copy ? NULL : nrt_pw_lookup(l->op);
+  *out_kernel = k;
   if (l->noutputs != 1 || (!copy && !k))
     return nrt_kernel_fail(NRT_ERROR_UNSUPPORTED,
                            "%s: no pointwise kernel with %d outputs", nrt_op_name(l->op), l->noutputs);
   if (!copy && (fdomain ? !(k->f32 || k->rng_f32) : !(k->i64 || k->rng_i64)))
     return nrt_kernel_fail(NRT_ERROR_UNSUPPORTED, "%s: not supported for %s", nrt_op_name(l->op),
                            nrt_dtype_name(l->compute_dtype));
+  return NRT_SUCCESS;
+}
+
+void nrt_pw_row_init(nrt_pw_row *r, const nrt_launch *l, const nrt_pw_kernel *k,
+                     const int64_t *inner_strides) {
+  memset(r, 0, sizeof *r);
+  r->l = l;
+  r->k = k;
+  r->copy = l->op == NRT_OP_COPY;
+  r->fdomain = nrt_dtype_is_floating(l->compute_dtype);
+  r->nops = l->noutputs + l->ninputs;
+  if (k) r->f32 = (k->f32_avx512 && nrt_kernels_isa() >= NRT_ISA_AVX512) ? k->f32_avx512 : k->f32;
+  for (int o = 0; o < r->nops; o++) {
+    r->dt[o] = l->operands[o].dtype;
+    r->st[o] = inner_strides ? inner_strides[o] : 0;
+  }
+}
+
+nrt_status nrt_pointwise_execute(const nrt_launch *l) {
+  const nrt_pw_kernel *k;
+  nrt_status st = nrt_pw_prepare(l, &k);
+  if (st != NRT_SUCCESS) return st;
   int64_t numel = 1;
   for (int d = 0; d < l->ndim; d++) numel *= l->sizes[d];
   if (numel == 0) return NRT_SUCCESS;
 
-  nrt_status st = NRT_SUCCESS;
   if (nrt_kernels_reference()) {
-    st = pw_reference(l, k, copy, fdomain, numel);
+    nrt_pw_row r;
+    nrt_pw_row_init(&r, l, k, NULL);
+    st = pw_reference(&r, numel);
   } else {
-    pw_plan p = {.l = l, .k = k, .fdomain = fdomain, .copy = copy, .nops = l->noutputs + l->ninputs};
-    if (k) p.f32 = (k->f32_avx512 && nrt_kernels_isa() >= NRT_ISA_AVX512) ? k->f32_avx512 : k->f32;
-    for (int o = 0; o < p.nops; o++) {
-      p.data[o] = l->operands[o].data;
-      p.dt[o] = l->operands[o].dtype;
-    }
+    pw_plan p = {.k = k, .copy = l->op == NRT_OP_COPY, .nops = l->noutputs + l->ninputs};
+    for (int o = 0; o < p.nops; o++) p.data[o] = l->operands[o].data;
     atomic_init(&p.failed, 0);
     int perm[NRT_MAX_DIMS];
-    /* Random ops number elements row-major over the given shape. */
-    int nperm = order_dims(l, p.nops, k && (k->rng_f32 || k->rng_i64), perm);
-    p.ndim = collapse(l, p.nops, perm, nperm, p.sizes, p.strides);
     bool random = k && (k->rng_f32 || k->rng_i64);
+    /* Random ops number elements row-major over the given shape. */
+    int nperm = order_dims(l, p.nops, random, perm);
+    p.ndim = collapse(l, p.nops, perm, nperm, p.sizes, p.strides);
+    int64_t inner[NRT_MAX_OPERANDS];
+    for (int o = 0; o < p.nops; o++) inner[o] = p.strides[o][p.ndim - 1];
+    nrt_pw_row_init(&p.row, l, k, inner);
     if (!random && wants_tiles(&p)) {
       int64_t ntiles = numel / (p.sizes[p.ndim - 2] * p.sizes[p.ndim - 1]) *
                        ((p.sizes[p.ndim - 2] + TILE - 1) / TILE) *

@@ -43,6 +43,37 @@ const nrt_pw_kernel *nrt_pw_activation_kernel(nrt_op op);
 const nrt_pw_kernel *nrt_pw_random_kernel(nrt_op op);
 const nrt_pw_kernel *nrt_pw_special_kernel(nrt_op op); /* special/, family SPECIAL */
 const nrt_pw_kernel *nrt_pw_nn_kernel(nrt_op op);      /* nn/, family NN */
+/* Any pointwise op's kernel (NULL for COPY and for non-pointwise ops). */
+const nrt_pw_kernel *nrt_pw_lookup(nrt_op op);
+
+/* ---- one row of a launch (pointwise.c), shared with fused.c --------------------
+ * The engine's inner loop over n elements along one dim: the kernel and
+ * domain of the launch, each operand's dtype and byte stride along the
+ * row. The fused engine runs chains of launches through exactly this loop,
+ * with some operands pointing at L1 tile buffers, so a fused chain gives
+ * the bits the launches give one by one. */
+typedef struct nrt_pw_row {
+  const nrt_launch *l;
+  const nrt_pw_kernel *k; /* NULL for COPY */
+  nrt_pw_f32_fn f32;      /* the ISA's build of k->f32 */
+  bool fdomain, copy;
+  int nops;
+  nrt_dtype dt[NRT_MAX_OPERANDS];
+  int64_t st[NRT_MAX_OPERANDS];
+} nrt_pw_row;
+/* The launch's kernel, and NRT_ERROR_UNSUPPORTED (message set) when the
+ * engine cannot run it (more than one output, no kernel for the domain). */
+nrt_status nrt_pw_prepare(const nrt_launch *l, const nrt_pw_kernel **out_kernel);
+/* inner_strides: one byte stride per operand along the row (NULL: zeros,
+ * for the reference path, which takes full pointers per element). */
+void nrt_pw_row_init(nrt_pw_row *row, const nrt_launch *l, const nrt_pw_kernel *k,
+                     const int64_t *inner_strides);
+/* n elements starting at ptr[k]; index: the first element's linear index
+ * (random ops). Nonzero on an integer division by zero. */
+int nrt_pw_row_run(const nrt_pw_row *row, char *const *ptr, int64_t n, int64_t index);
+/* The reference path's one element (libm builds, conversions through
+ * double); NRT_ERROR_INVALID_ARGUMENT on an integer division by zero. */
+nrt_status nrt_pw_ref_element(const nrt_pw_row *row, char *const *ptr, int64_t lin);
 
 
 #define PW_U __attribute__((unused))
