@@ -94,6 +94,7 @@ typedef struct nrt_group {
   int ndim;
   int64_t sizes[NRT_MAX_DIMS];
   int64_t (*strides)[NRT_MAX_OPERANDS][NRT_MAX_DIMS]; /* [nmembers], owned */
+  int ntiles;       /* tile slots its tiled buffers use */
 } nrt_group;
 
 typedef struct nrt_fusion {
@@ -101,6 +102,7 @@ typedef struct nrt_fusion {
   nrt_group *groups;      /* in schedule order */
   int *group_of;          /* node -> group, -1 for dead nodes */
   bool *tiled;            /* buffer -> kept in tiles only (never in memory) */
+  int *tile_slot;         /* buffer -> its tile slot within its group, or -1 */
 } nrt_fusion;
 
 /* live: which nodes survived dead-node elimination. */
