@@ -1,0 +1,934 @@
+/* Shared-memory collectives (nrt/collectives.h): every operation on 2, 3 and
+ * 4 forked ranks against a reference each rank computes locally (every
+ * rank's input is a function of its rank, so each can rebuild all of them),
+ * every dtype the op takes, sizes around the algorithm and round limits,
+ * the vector paths against the scalar reference, and the faults: a rank that
+ * never joins, one that skips an operation, one killed mid-collective, one
+ * that leaves. After every run /dev/shm must hold nothing of ours.
+ *
+ * `test_collectives --bench` (or NRT_TEST_COLL_BENCH=1) also prints the
+ * all_reduce bandwidth of 64 MiB float32 on 2 and 4 ranks beside a memcpy. */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <signal.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "kernels/common/isa.h"
+#include "nrt/collectives.h"
+#include "testing.h"
+
+/* Small rounds, so that modest sizes already take the multi-round paths
+ * (and the tests stay fast under ASan): 64 KiB slots, all_reduce one-step up
+ * to 4 KiB, 4 KiB mailboxes. */
+static const nrt_comm_options test_options = {64 << 10, 4 << 10, 4 << 10};
+#define TIMEOUT_MS 5000
+
+static uint64_t now_ns(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+/* ---- the exchange: one file per key in a directory -------------------------------- */
+typedef struct file_exchange {
+  char dir[128];
+} file_exchange;
+
+static void key_path(const file_exchange *fx, const char *key, char *out, size_t size) {
+  char clean[200];
+  size_t k = 0;
+  for (; key[k] && k < sizeof clean - 1; k++) clean[k] = key[k] == '/' ? '_' : key[k];
+  clean[k] = '\0';
+  snprintf(out, size, "%s/%s", fx->dir, clean);
+}
+
+static nrt_status fx_set(void *ctx, const char *key, const void *value, size_t size) {
+  char path[400], tmp[420];
+  key_path(ctx, key, path, sizeof path);
+  snprintf(tmp, sizeof tmp, "%s.%d", path, (int)getpid());
+  FILE *f = fopen(tmp, "wb");
+  if (!f) return NRT_ERROR_INTERNAL;
+  size_t w = fwrite(value, 1, size, f);
+  fclose(f);
+  /* rename is atomic: a reader sees the whole value or nothing. */
+  if (w != size || rename(tmp, path) != 0) return NRT_ERROR_INTERNAL;
+  return NRT_SUCCESS;
+}
+
+static nrt_status fx_get(void *ctx, const char *key, int64_t timeout_ms, void *value, size_t capacity,
+                         size_t *out_size) {
+  char path[400];
+  key_path(ctx, key, path, sizeof path);
+  for (int64_t waited = 0;; waited++) {
+    FILE *f = fopen(path, "rb");
+    if (f) {
+      *out_size = fread(value, 1, capacity, f);
+      fclose(f);
+      return NRT_SUCCESS;
+    }
+    if (waited >= timeout_ms) return NRT_ERROR_TIMEOUT;
+    nrt_test_sleep_ms(1);
+  }
+}
+
+/* ---- forked ranks ----------------------------------------------------------------------- */
+typedef struct rank_ctx {
+  int rank, world;
+  char name[64];
+  nrt_comm_exchange ex;
+  void *arg;
+} rank_ctx;
+typedef void (*rank_body)(rank_ctx *rc);
+
+static int run_counter;
+
+static nrt_comm *join(rank_ctx *rc, int64_t timeout_ms) {
+  nrt_comm *c = NULL;
+  CHECK_OK(nrt_comm_create(rc->rank, rc->world, rc->name, &rc->ex, timeout_ms, &test_options, &c));
+  return c;
+}
+
+/* Entries of /dev/shm whose name holds `tag`. */
+static int shm_leftovers(const char *tag) {
+  DIR *d = opendir("/dev/shm");
+  if (!d) return 0;
+  int n = 0;
+  for (struct dirent *e; (e = readdir(d));)
+    if (strstr(e->d_name, tag)) {
+      fprintf(stderr, "leftover /dev/shm/%s\n", e->d_name);
+      n++;
+    }
+  closedir(d);
+  return n;
+}
+
+static void remove_dir(const char *dir) {
+  DIR *d = opendir(dir);
+  if (!d) return;
+  char path[400];
+  for (struct dirent *e; (e = readdir(d));) {
+    if (e->d_name[0] == '.') continue;
+    snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
+    unlink(path);
+  }
+  closedir(d);
+  rmdir(dir);
+}
+
+/* Runs body on `world` forked ranks. `killed` is the rank expected to die by
+ * SIGKILL (-1: none). Every other rank must exit cleanly with its checks
+ * passing, within a hard limit of 60 s. */
+static void run_ranks_ex(int world, rank_body body, void *arg, int killed) {
+  char tag[48], dir[128];
+  snprintf(tag, sizeof tag, "ct%d_%d", (int)getpid(), run_counter++);
+  snprintf(dir, sizeof dir, "/tmp/nrt-%s", tag);
+  CHECK(mkdir(dir, 0700) == 0);
+  pid_t pids[8];
+  fflush(NULL);
+  for (int r = 0; r < world; r++) {
+    pids[r] = fork();
+    if (pids[r] == 0) {
+      nrt_test_failures = 0; /* the parent's count is not this rank's */
+      static file_exchange fx;
+      snprintf(fx.dir, sizeof fx.dir, "%s", dir);
+      rank_ctx rc = {.rank = r, .world = world, .arg = arg};
+      snprintf(rc.name, sizeof rc.name, "%s", tag);
+      rc.ex = (nrt_comm_exchange){&fx, fx_set, fx_get};
+      nrt_test_seed(0x1234567ull + (uint64_t)r);
+      body(&rc);
+      fflush(NULL);
+      exit(nrt_test_failures ? 1 : 0);
+    }
+  }
+  uint64_t start = (uint64_t)time(NULL);
+  int left = world;
+  while (left > 0) {
+    int status;
+    pid_t p = waitpid(-1, &status, WNOHANG);
+    if (p == 0) {
+      if ((uint64_t)time(NULL) - start > 60) {
+        fprintf(stderr, "ranks hung: killing them\n");
+        for (int r = 0; r < world; r++) kill(pids[r], SIGKILL);
+        nrt_test_failures++;
+      }
+      nrt_test_sleep_ms(1);
+      continue;
+    }
+    if (p < 0) break;
+    left--;
+    int r = 0;
+    while (r < world && pids[r] != p) r++;
+    if (r == killed) {
+      CHECK(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL);
+    } else if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+      fprintf(stderr, "rank %d of %d failed (status 0x%x)\n", r, world, status);
+      nrt_test_failures++;
+    }
+  }
+  CHECK(shm_leftovers(tag) == 0);
+  remove_dir(dir);
+}
+static void run_ranks(int world, rank_body body, void *arg) { run_ranks_ex(world, body, arg, -1); }
+
+/* ---- inputs and the local reference ----------------------------------------------------- */
+static const nrt_dtype all_dtypes[] = {NRT_FLOAT32, NRT_BFLOAT16, NRT_FLOAT16, NRT_FLOAT64,
+                                       NRT_INT64,   NRT_INT32,    NRT_INT16,   NRT_INT8,
+                                       NRT_UINT8,   NRT_BOOL,     NRT_COMPLEX32, NRT_COMPLEX64,
+                                       NRT_COMPLEX128};
+#define NDTYPES (int)(sizeof all_dtypes / sizeof all_dtypes[0])
+
+static uint64_t mix(uint64_t x) {
+  x ^= x >> 33;
+  x *= 0xff51afd7ed558ccdull;
+  x ^= x >> 33;
+  x *= 0xc4ceb9fe1a85ec53ull;
+  return x ^ (x >> 33);
+}
+
+/* Element i of rank `rank`'s input for case `seed`: a pure function, so any
+ * rank can rebuild any other's input. Floats in [-2, 2) with a NaN now and
+ * then for MIN/MAX; integers over their whole range (sums wrap). */
+static void fill(void *buf, nrt_dtype dt, int64_t count, int rank, uint64_t seed, bool nans) {
+  int64_t n = count;
+  nrt_dtype et = dt;
+  if (dt == NRT_COMPLEX32) { et = NRT_FLOAT16; n *= 2; }
+  if (dt == NRT_COMPLEX64) { et = NRT_FLOAT32; n *= 2; }
+  if (dt == NRT_COMPLEX128) { et = NRT_FLOAT64; n *= 2; }
+  for (int64_t i = 0; i < n; i++) {
+    uint64_t u = mix(seed * 1000003ull + (uint64_t)rank * 0x9E3779B97F4A7C15ull + (uint64_t)i);
+    double v = ((double)(u >> 11) * 0x1p-53) * 4.0 - 2.0;
+    if (nans && (u & 63) == 7) v = NAN;
+    switch (et) {
+      case NRT_FLOAT32: ((float *)buf)[i] = (float)v; break;
+      case NRT_FLOAT64: ((double *)buf)[i] = v; break;
+      case NRT_BFLOAT16: ((uint16_t *)buf)[i] = nrt_f32_to_bf16((float)v); break;
+      case NRT_FLOAT16: ((uint16_t *)buf)[i] = nrt_f32_to_f16((float)v); break;
+      case NRT_BOOL: ((uint8_t *)buf)[i] = (uint8_t)((u >> 7) & 1); break;
+      case NRT_UINT8: case NRT_INT8: ((uint8_t *)buf)[i] = (uint8_t)(u >> 9); break;
+      case NRT_INT16: ((uint16_t *)buf)[i] = (uint16_t)(u >> 9); break;
+      case NRT_INT32: ((uint32_t *)buf)[i] = (uint32_t)(u >> 9); break;
+      default: ((uint64_t *)buf)[i] = u; break;
+    }
+  }
+}
+
+static float load_f(nrt_dtype dt, const void *p, int64_t i) {
+  if (dt == NRT_BFLOAT16) return nrt_bf16_to_f32(((const uint16_t *)p)[i]);
+  if (dt == NRT_FLOAT16) return nrt_f16_to_f32(((const uint16_t *)p)[i]);
+  return ((const float *)p)[i];
+}
+static void store_f(nrt_dtype dt, void *p, int64_t i, float v) {
+  if (dt == NRT_BFLOAT16) ((uint16_t *)p)[i] = nrt_f32_to_bf16(v);
+  else if (dt == NRT_FLOAT16) ((uint16_t *)p)[i] = nrt_f32_to_f16(v);
+  else ((float *)p)[i] = v;
+}
+static float min_f(float a, float b) { return (a < b || a != a) ? a : b; }
+static float max_f(float a, float b) { return (a > b || a != a) ? a : b; }
+static double min_d(double a, double b) { return (a < b || a != a) ? a : b; }
+static double max_d(double a, double b) { return (a > b || a != a) ? a : b; }
+
+/* out = the documented fold of ins[0..n) (count elements each). */
+static void reference(nrt_dtype dt, nrt_reduce_op op, double factor, const void *const *ins, int n,
+                      int64_t count, void *out) {
+  nrt_dtype et = dt;
+  if (dt == NRT_COMPLEX32) { et = NRT_FLOAT16; count *= 2; }
+  if (dt == NRT_COMPLEX64) { et = NRT_FLOAT32; count *= 2; }
+  if (dt == NRT_COMPLEX128) { et = NRT_FLOAT64; count *= 2; }
+  if (et == NRT_FLOAT32 || et == NRT_BFLOAT16 || et == NRT_FLOAT16) {
+    float f = (float)factor;
+    if (et == NRT_BFLOAT16) f = nrt_bf16_to_f32(nrt_f32_to_bf16(f));
+    if (et == NRT_FLOAT16) f = nrt_f16_to_f32(nrt_f32_to_f16(f));
+    for (int64_t i = 0; i < count; i++) {
+      float a = load_f(et, ins[0], i);
+      if (op == NRT_REDUCE_PREMUL_SUM) a = f * a;
+      for (int p = 1; p < n; p++) {
+        float x = load_f(et, ins[p], i);
+        switch (op) {
+          case NRT_REDUCE_PREMUL_SUM: a = a + f * x; break;
+          case NRT_REDUCE_PRODUCT: a = a * x; break;
+          case NRT_REDUCE_MIN: a = min_f(a, x); break;
+          case NRT_REDUCE_MAX: a = max_f(a, x); break;
+          default: a = a + x; break;
+        }
+      }
+      if (op == NRT_REDUCE_AVG) a = a / (float)n;
+      store_f(et, out, i, a);
+    }
+    return;
+  }
+  if (et == NRT_FLOAT64) {
+    for (int64_t i = 0; i < count; i++) {
+      double a = ((const double *)ins[0])[i];
+      if (op == NRT_REDUCE_PREMUL_SUM) a = factor * a;
+      for (int p = 1; p < n; p++) {
+        double x = ((const double *)ins[p])[i];
+        switch (op) {
+          case NRT_REDUCE_PREMUL_SUM: a = a + factor * x; break;
+          case NRT_REDUCE_PRODUCT: a = a * x; break;
+          case NRT_REDUCE_MIN: a = min_d(a, x); break;
+          case NRT_REDUCE_MAX: a = max_d(a, x); break;
+          default: a = a + x; break;
+        }
+      }
+      if (op == NRT_REDUCE_AVG) a = a / (double)n;
+      ((double *)out)[i] = a;
+    }
+    return;
+  }
+  /* Integers and bool, element by element in the stored width. */
+#define INT_REF(T, U)                                                               \
+  for (int64_t i = 0; i < count; i++) {                                             \
+    T a = ((const T *)ins[0])[i];                                                   \
+    for (int p = 1; p < n; p++) {                                                   \
+      T x = ((const T *)ins[p])[i];                                                 \
+      switch (op) {                                                                 \
+        case NRT_REDUCE_PRODUCT: a = (T)((U)a * (U)x); break;                       \
+        case NRT_REDUCE_MIN: a = x < a ? x : a; break;                              \
+        case NRT_REDUCE_MAX: a = x > a ? x : a; break;                              \
+        case NRT_REDUCE_BAND: a = a & x; break;                                     \
+        case NRT_REDUCE_BOR: a = a | x; break;                                      \
+        case NRT_REDUCE_BXOR: a = a ^ x; break;                                     \
+        default: a = (T)((U)a + (U)x); break;                                       \
+      }                                                                             \
+    }                                                                               \
+    if (op == NRT_REDUCE_AVG) a = (T)(a / n);                                       \
+    ((T *)out)[i] = a;                                                              \
+  }
+  switch (et) {
+    case NRT_BOOL:
+      for (int64_t i = 0; i < count; i++) {
+        uint8_t a = ((const uint8_t *)ins[0])[i];
+        for (int p = 1; p < n; p++) {
+          uint8_t x = ((const uint8_t *)ins[p])[i];
+          if (op == NRT_REDUCE_BXOR) a ^= x;
+          else if (op == NRT_REDUCE_PRODUCT || op == NRT_REDUCE_MIN || op == NRT_REDUCE_BAND) a &= x;
+          else a |= x;
+        }
+        ((uint8_t *)out)[i] = a;
+      }
+      break;
+    case NRT_UINT8: INT_REF(uint8_t, unsigned) break;
+    case NRT_INT8: INT_REF(int8_t, unsigned) break;
+    case NRT_INT16: INT_REF(int16_t, unsigned) break;
+    case NRT_INT32: INT_REF(int32_t, unsigned) break;
+    default: INT_REF(int64_t, uint64_t) break;
+  }
+#undef INT_REF
+}
+
+/* Every rank's input of a case, rebuilt locally. */
+static void **all_inputs(nrt_dtype dt, int64_t count, int world, uint64_t seed, bool nans) {
+  void **ins = calloc((size_t)world, sizeof *ins);
+  for (int p = 0; p < world; p++) {
+    ins[p] = malloc((size_t)count * nrt_dtype_size(dt) + 1);
+    fill(ins[p], dt, count, p, seed, nans);
+  }
+  return ins;
+}
+static void free_inputs(void **ins, int world) {
+  for (int p = 0; p < world; p++) free(ins[p]);
+  free(ins);
+}
+
+static bool same_bytes(const void *got, const void *want, size_t bytes, const char *what, nrt_dtype dt,
+                       int64_t count, int rank) {
+  if (bytes == 0 || memcmp(got, want, bytes) == 0) return true;
+  size_t i = 0;
+  while (((const uint8_t *)got)[i] == ((const uint8_t *)want)[i]) i++;
+  fprintf(stderr, "rank %d: %s %s x %lld differs at byte %zu (element %zu)\n", rank, what,
+          nrt_dtype_name(dt), (long long)count, i, i / nrt_dtype_size(dt));
+  nrt_test_failures++;
+  return false;
+}
+
+static const nrt_reduce_op all_ops[] = {NRT_REDUCE_SUM, NRT_REDUCE_AVG,  NRT_REDUCE_PRODUCT,
+                                        NRT_REDUCE_MIN, NRT_REDUCE_MAX,  NRT_REDUCE_BAND,
+                                        NRT_REDUCE_BOR, NRT_REDUCE_BXOR, NRT_REDUCE_PREMUL_SUM};
+#define NOPS (int)(sizeof all_ops / sizeof all_ops[0])
+
+/* Element counts: empty, one, odd, below and above the one-step limit,
+ * several rounds (64 KiB slots). */
+static const int64_t sizes[] = {0, 1, 7, 333, 1500, 40007};
+#define NSIZES (int)(sizeof sizes / sizeof sizes[0])
+
+/* The kernel paths a reduction may take: best ISA, AVX2, baseline, reference. */
+static void set_path(int path) {
+  nrt_kernels_set_reference(path == 3);
+  nrt_kernels_limit_isa(path == 0 ? NRT_ISA_BEST : path == 1 ? NRT_ISA_AVX2 : NRT_ISA_BASELINE);
+}
+
+/* ---- all_reduce and reduce ----------------------------------------------------------- */
+static void body_all_reduce(rank_ctx *rc) {
+  nrt_comm *c = join(rc, TIMEOUT_MS);
+  if (!c) return;
+  uint64_t seed = 1;
+  for (int d = 0; d < NDTYPES; d++) {
+    nrt_dtype dt = all_dtypes[d];
+    size_t es = nrt_dtype_size(dt);
+    for (int o = 0; o < NOPS; o++) {
+      nrt_reduce_op op = all_ops[o];
+      if (!nrt_reduce_supported(op, dt)) {
+        char x[16] = {0};
+        CHECK_STATUS(nrt_comm_all_reduce(c, x, x, 1, dt, op, 1.0), NRT_ERROR_UNSUPPORTED);
+        continue;
+      }
+      bool nans = op == NRT_REDUCE_MIN || op == NRT_REDUCE_MAX;
+      for (int s = 0; s < NSIZES; s++) {
+        int64_t count = sizes[s];
+        /* Every kernel path on the mid size; the best path elsewhere. */
+        int paths = count == 1500 ? 4 : 1;
+        for (int path = 0; path < paths; path++, seed++) {
+          set_path(path);
+          void **ins = all_inputs(dt, count, rc->world, seed, nans);
+          char *want = malloc(count * es + 1), *got = malloc(count * es + 1);
+          reference(dt, op, 0.375, (const void *const *)ins, rc->world, count, want);
+          bool in_place = (seed & 1) != 0;
+          if (in_place) memcpy(got, ins[rc->rank], count * es);
+          CHECK_OK(nrt_comm_all_reduce(c, in_place ? got : ins[rc->rank], got, count, dt, op, 0.375));
+          same_bytes(got, want, count * es, nrt_reduce_op_name(op), dt, count, rc->rank);
+          free(want);
+          free(got);
+          free_inputs(ins, rc->world);
+        }
+      }
+    }
+  }
+  set_path(0);
+  CHECK_OK(nrt_comm_destroy(c));
+}
+
+static void body_reduce(rank_ctx *rc) {
+  nrt_comm *c = join(rc, TIMEOUT_MS);
+  if (!c) return;
+  static const nrt_dtype dts[] = {NRT_FLOAT32, NRT_BFLOAT16, NRT_INT32, NRT_COMPLEX64};
+  uint64_t seed = 100;
+  for (int d = 0; d < 4; d++) {
+    nrt_dtype dt = dts[d];
+    size_t es = nrt_dtype_size(dt);
+    for (int s = 0; s < NSIZES; s++, seed++) {
+      int64_t count = sizes[s];
+      int root = (int)(seed % (uint64_t)rc->world);
+      nrt_reduce_op op = dt == NRT_COMPLEX64 ? NRT_REDUCE_AVG : NRT_REDUCE_SUM;
+      void **ins = all_inputs(dt, count, rc->world, seed, false);
+      char *want = malloc(count * es + 1), *got = malloc(count * es + 1);
+      reference(dt, op, 1.0, (const void *const *)ins, rc->world, count, want);
+      memset(got, 0x5a, count * es);
+      CHECK_OK(nrt_comm_reduce(c, ins[rc->rank], got, count, dt, op, 1.0, root));
+      if (rc->rank == root) same_bytes(got, want, count * es, "reduce", dt, count, rc->rank);
+      free(want);
+      free(got);
+      free_inputs(ins, rc->world);
+    }
+  }
+  CHECK_OK(nrt_comm_destroy(c));
+}
+
+/* ---- data movement ----------------------------------------------------------------------- */
+static const nrt_dtype move_dtypes[] = {NRT_FLOAT32, NRT_BFLOAT16, NRT_INT8, NRT_COMPLEX128};
+
+static void body_broadcast(rank_ctx *rc) {
+  nrt_comm *c = join(rc, TIMEOUT_MS);
+  if (!c) return;
+  uint64_t seed = 200;
+  for (int d = 0; d < 4; d++) {
+    nrt_dtype dt = move_dtypes[d];
+    size_t es = nrt_dtype_size(dt);
+    for (int s = 0; s < NSIZES; s++, seed++) {
+      int64_t count = sizes[s];
+      int root = (int)(seed % (uint64_t)rc->world);
+      char *want = malloc(count * es + 1), *buf = malloc(count * es + 1);
+      fill(want, dt, count, root, seed, false);
+      if (rc->rank == root) memcpy(buf, want, count * es);
+      else memset(buf, 0, count * es);
+      CHECK_OK(nrt_comm_broadcast(c, buf, count, dt, root));
+      same_bytes(buf, want, count * es, "broadcast", dt, count, rc->rank);
+      free(want);
+      free(buf);
+    }
+  }
+  CHECK_OK(nrt_comm_destroy(c));
+}
+
+static void body_all_gather(rank_ctx *rc) {
+  nrt_comm *c = join(rc, TIMEOUT_MS);
+  if (!c) return;
+  const int n = rc->world, r = rc->rank;
+  uint64_t seed = 300;
+  for (int d = 0; d < 4; d++) {
+    nrt_dtype dt = move_dtypes[d];
+    size_t es = nrt_dtype_size(dt);
+    for (int s = 0; s < NSIZES; s++, seed++) {
+      int64_t count = sizes[s];
+      void **ins = all_inputs(dt, count, n, seed, false);
+      char *want = malloc(n * count * es + 1), *got = malloc(n * count * es + 1);
+      for (int p = 0; p < n; p++) memcpy(want + p * count * es, ins[p], count * es);
+      bool in_place = seed & 1;
+      if (in_place) memcpy(got + r * count * es, ins[r], count * es);
+      CHECK_OK(nrt_comm_all_gather(c, in_place ? got + r * count * es : ins[r], got, count, dt));
+      same_bytes(got, want, n * count * es, "all_gather", dt, count, r);
+
+      /* Uneven: rank p sends (count * (p + 1)) / n elements, rank 0 often none. */
+      int64_t counts[8];
+      void *bufs[8];
+      for (int p = 0; p < n; p++) {
+        counts[p] = count * (p + 1) / n - (p == 0 ? count / n : 0);
+        bufs[p] = malloc(counts[p] * es + 1);
+      }
+      CHECK_OK(nrt_comm_all_gatherv(c, ins[r], counts[r], bufs, counts, dt));
+      for (int p = 0; p < n; p++) {
+        same_bytes(bufs[p], ins[p], counts[p] * es, "all_gatherv", dt, counts[p], r);
+        free(bufs[p]);
+      }
+      free(want);
+      free(got);
+      free_inputs(ins, n);
+    }
+  }
+  /* A send count that disagrees with recv_counts is refused before any exchange. */
+  int64_t counts[8] = {0};
+  void *bufs[8] = {0};
+  char x[4];
+  CHECK_STATUS(nrt_comm_all_gatherv(c, x, 1, bufs, counts, NRT_INT8), NRT_ERROR_INVALID_ARGUMENT);
+  CHECK_OK(nrt_comm_destroy(c));
+}
+
+static void body_reduce_scatter(rank_ctx *rc) {
+  nrt_comm *c = join(rc, TIMEOUT_MS);
+  if (!c) return;
+  const int n = rc->world, r = rc->rank;
+  static const nrt_dtype dts[] = {NRT_FLOAT32, NRT_BFLOAT16, NRT_FLOAT16, NRT_INT64, NRT_BOOL};
+  static const nrt_reduce_op ops[] = {NRT_REDUCE_SUM, NRT_REDUCE_PREMUL_SUM, NRT_REDUCE_MAX,
+                                      NRT_REDUCE_BXOR, NRT_REDUCE_MIN};
+  uint64_t seed = 400;
+  for (int d = 0; d < 5; d++) {
+    nrt_dtype dt = dts[d];
+    nrt_reduce_op op = ops[d];
+    size_t es = nrt_dtype_size(dt);
+    for (int s = 0; s < NSIZES; s++, seed++) {
+      int64_t count = sizes[s];
+      /* Equal blocks: the inputs are n * count long. */
+      void **ins = all_inputs(dt, n * count, n, seed, false);
+      char *want = malloc(n * count * es + 1), *got = malloc(count * es + 1);
+      reference(dt, op, 0.5, (const void *const *)ins, n, n * count, want);
+      bool in_place = seed & 1;
+      char *recv = in_place ? (char *)ins[r] + r * count * es : got;
+      CHECK_OK(nrt_comm_reduce_scatter(c, ins[r], recv, count, dt, op, 0.5));
+      same_bytes(recv, want + r * count * es, count * es, "reduce_scatter", dt, count, r);
+      free_inputs(ins, n);
+
+      /* Uneven blocks: block p has count * p / n + p elements (block 0 of a
+       * small count is empty), packed one after the other. */
+      int64_t counts[8], offs[8], total = 0;
+      for (int p = 0; p < n; p++) {
+        counts[p] = count * p / n + (count ? p : 0);
+        offs[p] = total;
+        total += counts[p];
+      }
+      ins = all_inputs(dt, total, n, seed + 7777, false);
+      char *wantv = malloc(total * es + 1), *gotv = malloc(counts[r] * es + 1);
+      reference(dt, op, 0.5, (const void *const *)ins, n, total, wantv);
+      const void *blocks[8];
+      for (int p = 0; p < n; p++) blocks[p] = (char *)ins[r] + offs[p] * es;
+      CHECK_OK(nrt_comm_reduce_scatterv(c, blocks, gotv, counts, dt, op, 0.5));
+      same_bytes(gotv, wantv + offs[r] * es, counts[r] * es, "reduce_scatterv", dt, counts[r], r);
+      free(wantv);
+      free(gotv);
+      free_inputs(ins, n);
+      free(want);
+      free(got);
+    }
+  }
+  CHECK_OK(nrt_comm_destroy(c));
+}
+
+/* Elements rank p sends to rank q in case k: uneven, some zero, some
+ * several rounds long (a pair's part of a 64 KiB slot is 16 KiB at 4 ranks). */
+static int64_t a2a_count(int p, int q, int k) {
+  static const int64_t choices[] = {0, 1, 5, 300, 2000, 9000};
+  return choices[(p * 7 + q * 3 + k) % 6];
+}
+
+static void body_all_to_all(rank_ctx *rc) {
+  nrt_comm *c = join(rc, TIMEOUT_MS);
+  if (!c) return;
+  const int n = rc->world, r = rc->rank;
+  for (int k = 0; k < 6; k++) {
+    nrt_dtype dt = move_dtypes[k % 4];
+    size_t es = nrt_dtype_size(dt);
+    int64_t scounts[8], rcounts[8];
+    void *sbufs[8], *rbufs[8];
+    for (int p = 0; p < n; p++) {
+      scounts[p] = a2a_count(r, p, k);
+      rcounts[p] = a2a_count(p, r, k);
+      sbufs[p] = malloc(scounts[p] * es + 1);
+      fill(sbufs[p], dt, scounts[p], r * 16 + p, (uint64_t)k, false);
+      rbufs[p] = malloc(rcounts[p] * es + 1);
+    }
+    CHECK_OK(nrt_comm_all_to_all(c, (const void *const *)sbufs, scounts, rbufs, rcounts, dt));
+    for (int p = 0; p < n; p++) {
+      char *want = malloc(rcounts[p] * es + 1);
+      fill(want, dt, rcounts[p], p * 16 + r, (uint64_t)k, false);
+      same_bytes(rbufs[p], want, rcounts[p] * es, "all_to_all", dt, rcounts[p], r);
+      free(want);
+      free(sbufs[p]);
+      free(rbufs[p]);
+    }
+  }
+  CHECK_OK(nrt_comm_destroy(c));
+}
+
+/* A receiver whose recv_counts disagree with what its sender sends fails
+ * with an argument error; the others learn it failed. */
+static void body_all_to_all_mismatch(rank_ctx *rc) {
+  nrt_comm *c = join(rc, TIMEOUT_MS);
+  if (!c) return;
+  int64_t sc[8], rcnt[8];
+  void *bufs[8];
+  static char space[8][64];
+  for (int p = 0; p < rc->world; p++) {
+    sc[p] = rcnt[p] = 4;
+    bufs[p] = space[p];
+  }
+  if (rc->rank == 0) rcnt[1] = 3;
+  uint64_t t0 = now_ns();
+  nrt_status st = nrt_comm_all_to_all(c, (const void *const *)bufs, sc, bufs, rcnt, NRT_INT32);
+  if (rc->rank == 0) {
+    CHECK(st == NRT_ERROR_INVALID_ARGUMENT);
+    CHECK(strstr(nrt_last_error_message(), "rank 1 sends 4 elements") != NULL);
+  } else {
+    CHECK(st == NRT_ERROR_PEER_FAILED || st == NRT_SUCCESS);
+    if (st == NRT_SUCCESS) st = nrt_comm_barrier(c);
+    CHECK(st == NRT_ERROR_PEER_FAILED);
+    CHECK(strstr(nrt_last_error_message(), "rank 0 failed") != NULL);
+  }
+  CHECK(now_ns() - t0 < 2000000000ull);
+  CHECK_OK(nrt_comm_destroy(c));
+}
+
+static void body_gather_scatter(rank_ctx *rc) {
+  nrt_comm *c = join(rc, TIMEOUT_MS);
+  if (!c) return;
+  const int n = rc->world, r = rc->rank;
+  uint64_t seed = 500;
+  for (int d = 0; d < 4; d++) {
+    nrt_dtype dt = move_dtypes[d];
+    size_t es = nrt_dtype_size(dt);
+    for (int s = 0; s < NSIZES; s++, seed++) {
+      int64_t count = sizes[s];
+      int root = (int)(seed % (uint64_t)n);
+      void **ins = all_inputs(dt, count, n, seed, false);
+      char *all = malloc(n * count * es + 1);
+      memset(all, 0, n * count * es);
+      CHECK_OK(nrt_comm_gather(c, ins[r], r == root ? all : NULL, count, dt, root));
+      if (r == root)
+        for (int p = 0; p < n; p++) same_bytes(all + p * count * es, ins[p], count * es, "gather", dt, count, r);
+      /* scatter sends back piece p of the root's buffer: rank p's input. */
+      for (int p = 0; p < n; p++) memcpy(all + p * count * es, ins[p], count * es);
+      char *got = malloc(count * es + 1);
+      CHECK_OK(nrt_comm_scatter(c, r == root ? all : NULL, got, count, dt, root));
+      same_bytes(got, ins[r], count * es, "scatter", dt, count, r);
+      free(got);
+      free(all);
+      free_inputs(ins, n);
+    }
+  }
+  CHECK_OK(nrt_comm_destroy(c));
+}
+
+/* No rank leaves the barrier before the last one entered it. */
+static void body_barrier(rank_ctx *rc) {
+  nrt_comm *c = join(rc, TIMEOUT_MS);
+  if (!c) return;
+  for (int i = 0; i < 50; i++) CHECK_OK(nrt_comm_barrier(c));
+  uint64_t t0 = now_ns();
+  CHECK_OK(nrt_comm_barrier(c));
+  if (rc->rank == rc->world - 1) nrt_test_sleep_ms(60);
+  CHECK_OK(nrt_comm_barrier(c));
+  CHECK(now_ns() - t0 >= 55000000ull);
+  CHECK_OK(nrt_comm_destroy(c));
+}
+
+/* ---- send / recv ------------------------------------------------------------------------- */
+static void body_send_recv(rank_ctx *rc) {
+  nrt_comm *c = join(rc, TIMEOUT_MS);
+  if (!c) return;
+  const int n = rc->world, r = rc->rank, next = (r + 1) % n, prev = (r + n - 1) % n;
+  /* A ring: to the next rank, tags 1 (large: 3.x mailboxes), 2 (empty) and
+   * 3 (small); received out of tag order. */
+  const int64_t big = 3 * (4 << 10) / 4 + 123;
+  int32_t *b1 = malloc(big * 4), *r1 = malloc(big * 4);
+  fill(b1, NRT_INT32, big, r, 900, false);
+  int32_t small[5], rsmall[5];
+  fill(small, NRT_INT32, 5, r, 901, false);
+  CHECK_OK(nrt_comm_send(c, b1, big, NRT_INT32, next, 1));
+  CHECK_OK(nrt_comm_send(c, NULL, 0, NRT_INT32, next, 2));
+  CHECK_OK(nrt_comm_send(c, small, 5, NRT_INT32, next, 3));
+  CHECK_OK(nrt_comm_recv(c, rsmall, 5, NRT_INT32, prev, 3));
+  CHECK_OK(nrt_comm_recv(c, NULL, 0, NRT_INT32, prev, 2));
+  CHECK_OK(nrt_comm_recv(c, r1, big, NRT_INT32, prev, 1));
+  int32_t want_small[5], *want1 = malloc(big * 4);
+  fill(want_small, NRT_INT32, 5, prev, 901, false);
+  fill(want1, NRT_INT32, big, prev, 900, false);
+  same_bytes(rsmall, want_small, sizeof rsmall, "recv small", NRT_INT32, 5, r);
+  same_bytes(r1, want1, big * 4, "recv big", NRT_INT32, big, r);
+
+  /* Same tag twice: in order. Then both directions at once with messages
+   * larger than the mailbox, sends first (a blocked send drains what the
+   * peer sends meanwhile). */
+  if (n == 2 || r < 2) {
+    int other = 1 - r;
+    const int64_t huge = 20000;
+    double *h = malloc(huge * 8), *g = malloc(huge * 8), *w = malloc(huge * 8);
+    for (int k = 0; k < 2; k++) {
+      fill(h, NRT_FLOAT64, huge, r, 910 + (uint64_t)k, false);
+      CHECK_OK(nrt_comm_send(c, h, huge, NRT_FLOAT64, other, 7));
+    }
+    for (int k = 0; k < 2; k++) {
+      CHECK_OK(nrt_comm_recv(c, g, huge, NRT_FLOAT64, other, 7));
+      fill(w, NRT_FLOAT64, huge, other, 910 + (uint64_t)k, false);
+      same_bytes(g, w, huge * 8, "recv exchange", NRT_FLOAT64, huge, r);
+    }
+    /* A size mismatch is an error for the receiver and consumes the message. */
+    if (r == 0) CHECK_OK(nrt_comm_send(c, h, 3, NRT_FLOAT64, other, 8));
+    else CHECK_STATUS(nrt_comm_recv(c, g, 4, NRT_FLOAT64, other, 8), NRT_ERROR_INVALID_ARGUMENT);
+    free(h);
+    free(g);
+    free(w);
+  }
+  CHECK_STATUS(nrt_comm_send(c, small, 1, NRT_INT32, r, 0), NRT_ERROR_INVALID_ARGUMENT);
+  /* Collectives and point-to-point share the communicator. */
+  CHECK_OK(nrt_comm_barrier(c));
+  free(b1);
+  free(r1);
+  free(want1);
+  CHECK_OK(nrt_comm_destroy(c));
+}
+
+/* ---- faults -------------------------------------------------------------------------------- */
+/* The last rank never joins: the others time out, naming it, in about the
+ * timeout. */
+static void body_never_joins(rank_ctx *rc) {
+  if (rc->rank == rc->world - 1) return;
+  nrt_comm *c = NULL;
+  uint64_t t0 = now_ns();
+  CHECK_STATUS(nrt_comm_create(rc->rank, rc->world, rc->name, &rc->ex, 300, &test_options, &c),
+               NRT_ERROR_TIMEOUT);
+  uint64_t ms = (now_ns() - t0) / 1000000ull;
+  CHECK(ms >= 250 && ms < 1500);
+  char want[64];
+  snprintf(want, sizeof want, "rank %d did not join", rc->world - 1);
+  CHECK(strstr(nrt_last_error_message(), want) != NULL);
+  CHECK(strstr(nrt_last_error_message(), "nrt_comm_create") != NULL);
+  CHECK(c == NULL);
+}
+
+/* The last rank joins but skips an all_reduce: the others time out naming
+ * it and the operation; the communicator then refuses further work. */
+static void body_skips_op(rank_ctx *rc) {
+  nrt_comm *c = join(rc, TIMEOUT_MS);
+  if (!c) return;
+  CHECK_OK(nrt_comm_set_timeout(c, 300));
+  float x[4] = {1, 2, 3, 4};
+  CHECK_OK(nrt_comm_all_reduce(c, x, x, 4, NRT_FLOAT32, NRT_REDUCE_SUM, 1.0));
+  if (rc->rank == rc->world - 1) {
+    nrt_test_sleep_ms(700);
+  } else {
+    uint64_t t0 = now_ns();
+    CHECK_STATUS(nrt_comm_all_reduce(c, x, x, 4, NRT_FLOAT32, NRT_REDUCE_SUM, 1.0), NRT_ERROR_TIMEOUT);
+    uint64_t ms = (now_ns() - t0) / 1000000ull;
+    CHECK(ms >= 250 && ms < 1000);
+    char want[64];
+    snprintf(want, sizeof want, "waiting for rank %d", rc->world - 1);
+    CHECK(strstr(nrt_last_error_message(), want) != NULL);
+    CHECK(strstr(nrt_last_error_message(), "nrt_comm_all_reduce") != NULL);
+    CHECK(strstr(nrt_last_error_message(), rc->name) != NULL);
+    CHECK_STATUS(nrt_comm_barrier(c), NRT_ERROR_PEER_FAILED);
+    CHECK(strstr(nrt_last_error_message(), "broken") != NULL);
+  }
+  CHECK_OK(nrt_comm_destroy(c));
+}
+
+static void *kill_me_soon(void *arg) {
+  nrt_test_sleep_ms(*(int *)arg);
+  kill(getpid(), SIGKILL);
+  return NULL;
+}
+
+/* Rank 1 is killed while every rank loops over all_reduces and sends: the
+ * others fail with an error naming it, long before the (5 s) timeout. */
+static void body_killed(rank_ctx *rc) {
+  nrt_comm *c = join(rc, TIMEOUT_MS);
+  if (!c) return;
+  const int64_t count = 100000;
+  float *buf = calloc(count, sizeof(float));
+  if (rc->rank == 1) {
+    static int delay = 80;
+    pthread_t t;
+    pthread_create(&t, NULL, kill_me_soon, &delay);
+  }
+  uint64_t t0 = now_ns();
+  nrt_status st = NRT_SUCCESS;
+  for (int i = 0; i < 100000 && st == NRT_SUCCESS; i++)
+    st = nrt_comm_all_reduce(c, buf, buf, count, NRT_FLOAT32, NRT_REDUCE_SUM, 1.0);
+  CHECK(st == NRT_ERROR_PEER_FAILED);
+  CHECK(now_ns() - t0 < 2000000000ull);
+  CHECK(strstr(nrt_last_error_message(), "rank 1") != NULL);
+  free(buf);
+  CHECK_OK(nrt_comm_destroy(c));
+}
+
+/* A rank that destroys its communicator (or aborts it) makes waits on it
+ * fail at once; one that is blocked in recv learns the peer left. */
+static void body_leaves(rank_ctx *rc) {
+  nrt_comm *c = join(rc, TIMEOUT_MS);
+  if (!c) return;
+  if (rc->rank == 0) {
+    nrt_comm_abort(c);
+    CHECK_STATUS(nrt_comm_barrier(c), NRT_ERROR_PEER_FAILED);
+  } else if (rc->rank == 1) {
+    nrt_test_sleep_ms(50);
+    CHECK_OK(nrt_comm_destroy(c));
+    return;
+  } else {
+    uint64_t t0 = now_ns();
+    int x = 0;
+    CHECK_STATUS(nrt_comm_recv(c, &x, 1, NRT_INT32, 1, 0), NRT_ERROR_PEER_FAILED);
+    CHECK(strstr(nrt_last_error_message(), "rank 1 left") != NULL);
+    CHECK(now_ns() - t0 < 1000000000ull);
+  }
+  CHECK_OK(nrt_comm_destroy(c));
+}
+
+/* ---- one rank and bad arguments (in process) ------------------------------------------- */
+static void test_single_rank(void) {
+  nrt_comm *c = NULL;
+  char name[64];
+  snprintf(name, sizeof name, "ct%d_single", (int)getpid());
+  CHECK_OK(nrt_comm_create(0, 1, name, NULL, 1000, NULL, &c));
+  if (!c) return;
+  CHECK(nrt_comm_rank(c) == 0 && nrt_comm_size(c) == 1 && strcmp(nrt_comm_name(c), name) == 0);
+  float x[3] = {1, 2, 3}, y[3];
+  CHECK_OK(nrt_comm_all_reduce(c, x, y, 3, NRT_FLOAT32, NRT_REDUCE_PREMUL_SUM, 2.0));
+  CHECK(y[0] == 2 && y[1] == 4 && y[2] == 6);
+  CHECK_OK(nrt_comm_all_reduce(c, x, y, 3, NRT_FLOAT32, NRT_REDUCE_AVG, 1.0));
+  CHECK(y[2] == 3);
+  CHECK_OK(nrt_comm_barrier(c));
+  CHECK_STATUS(nrt_comm_all_reduce(c, x, y, -1, NRT_FLOAT32, NRT_REDUCE_SUM, 1.0), NRT_ERROR_INVALID_ARGUMENT);
+  CHECK_STATUS(nrt_comm_all_reduce(c, NULL, y, 3, NRT_FLOAT32, NRT_REDUCE_SUM, 1.0), NRT_ERROR_INVALID_ARGUMENT);
+  CHECK_STATUS(nrt_comm_all_reduce(c, x, y, 3, NRT_FLOAT32, NRT_REDUCE_BAND, 1.0), NRT_ERROR_UNSUPPORTED);
+  CHECK(strstr(nrt_last_error_message(), "band does not take dtype float32") != NULL);
+  CHECK_STATUS(nrt_comm_broadcast(c, x, 3, NRT_FLOAT32, 1), NRT_ERROR_INVALID_ARGUMENT);
+  CHECK_STATUS(nrt_comm_send(c, x, 3, NRT_FLOAT32, 0, 0), NRT_ERROR_INVALID_ARGUMENT);
+  /* Argument errors leave it usable. */
+  CHECK_OK(nrt_comm_broadcast(c, x, 3, NRT_FLOAT32, 0));
+  CHECK_OK(nrt_comm_destroy(c));
+  CHECK_OK(nrt_comm_destroy(NULL));
+  CHECK(shm_leftovers(name) == 0);
+
+  CHECK_STATUS(nrt_comm_create(0, 2, name, NULL, 1000, NULL, &c), NRT_ERROR_INVALID_ARGUMENT);
+  CHECK_STATUS(nrt_comm_create(2, 2, name, NULL, 1000, NULL, &c), NRT_ERROR_INVALID_ARGUMENT);
+  CHECK_STATUS(nrt_comm_create(0, 1, name, NULL, 0, NULL, &c), NRT_ERROR_INVALID_ARGUMENT);
+  nrt_comm_options tiny = {1024, 0, 0};
+  CHECK_STATUS(nrt_comm_create(0, 1, name, NULL, 1000, &tiny, &c), NRT_ERROR_INVALID_ARGUMENT);
+  CHECK(strcmp(nrt_reduce_op_name(NRT_REDUCE_PREMUL_SUM), "premul_sum") == 0);
+  CHECK(strcmp(nrt_reduce_op_name(NRT_REDUCE_OP_COUNT), "invalid") == 0);
+  CHECK(!nrt_reduce_supported(NRT_REDUCE_PRODUCT, NRT_COMPLEX64));
+  CHECK(nrt_reduce_supported(NRT_REDUCE_BXOR, NRT_BOOL));
+  CHECK(!nrt_reduce_supported(NRT_REDUCE_AVG, NRT_BOOL));
+  CHECK(strcmp(nrt_status_name(NRT_ERROR_TIMEOUT), "NRT_ERROR_TIMEOUT") == 0);
+}
+
+/* ---- bandwidth (printed, never asserted) ----------------------------------------------- */
+static double seconds(void) { return (double)now_ns() * 1e-9; }
+
+static void body_bench(rank_ctx *rc) {
+  nrt_comm *c = NULL;
+  nrt_comm_options o = {0};
+  if (getenv("NRT_TEST_COLL_SLOT")) o.slot_bytes = (size_t)atol(getenv("NRT_TEST_COLL_SLOT")) << 10;
+  CHECK_OK(nrt_comm_create(rc->rank, rc->world, rc->name, &rc->ex, 30000, &o, &c));
+  if (!c) return;
+  const int64_t count = (64 << 20) / 4;
+  float *buf = malloc(count * 4);
+  for (int64_t i = 0; i < count; i++) buf[i] = (float)(i & 1023);
+  const int iters = 5;
+  double best = 1e30;
+  for (int i = 0; i < iters + 1; i++) {
+    CHECK_OK(nrt_comm_barrier(c));
+    double t0 = seconds();
+    CHECK_OK(nrt_comm_all_reduce(c, buf, buf, count, NRT_FLOAT32, NRT_REDUCE_AVG, 1.0));
+    double t = seconds() - t0;
+    if (i > 0 && t < best) best = t; /* the first run faults the pages in */
+  }
+  if (rc->rank == 0) {
+    double algbw = (double)count * 4 / best / 1e9, n = rc->world;
+    printf("  all_reduce 64 MiB float32, %d ranks: %.1f ms, algbw %.2f GB/s, busbw %.2f GB/s\n",
+           rc->world, best * 1e3, algbw, algbw * 2 * (n - 1) / n);
+  }
+  free(buf);
+  CHECK_OK(nrt_comm_destroy(c));
+}
+
+static void bench_memcpy(void) {
+  const size_t bytes = 64 << 20;
+  char *a = malloc(bytes), *b = malloc(bytes);
+  memset(a, 1, bytes);
+  memset(b, 2, bytes);
+  double best = 1e30;
+  for (int i = 0; i < 6; i++) {
+    double t0 = seconds();
+    memcpy(b, a, bytes);
+    double t = seconds() - t0;
+    if (t < best) best = t;
+  }
+  printf("  memcpy 64 MiB (one core): %.1f ms, %.2f GB/s\n", best * 1e3, bytes / best / 1e9);
+  free(a);
+  free(b);
+}
+
+/* ---- main -------------------------------------------------------------------------------- */
+#define RUN_RANKS(body, arg)                                                 \
+  do {                                                                       \
+    int before_ = nrt_test_failures;                                         \
+    for (int n_ = 2; n_ <= 4; n_++) run_ranks(n_, body, arg);                \
+    printf("  %-40s %s\n", #body " x2,3,4", nrt_test_failures == before_ ? "ok" : "FAILED"); \
+    fflush(stdout);                                                          \
+  } while (0)
+
+#define RUN_FAULT(world, body, killed)                                       \
+  do {                                                                       \
+    int before_ = nrt_test_failures;                                         \
+    run_ranks_ex(world, body, NULL, killed);                                 \
+    printf("  %-40s %s\n", #body, nrt_test_failures == before_ ? "ok" : "FAILED"); \
+    fflush(stdout);                                                          \
+  } while (0)
+
+int main(int argc, char **argv) {
+  bool bench = (argc > 1 && strcmp(argv[1], "--bench") == 0) ||
+               (getenv("NRT_TEST_COLL_BENCH") && strcmp(getenv("NRT_TEST_COLL_BENCH"), "1") == 0);
+  setvbuf(stdout, NULL, _IOLBF, 0);
+  RUN_TEST(test_single_rank);
+  RUN_RANKS(body_all_reduce, NULL);
+  RUN_RANKS(body_reduce, NULL);
+  RUN_RANKS(body_broadcast, NULL);
+  RUN_RANKS(body_all_gather, NULL);
+  RUN_RANKS(body_reduce_scatter, NULL);
+  RUN_RANKS(body_all_to_all, NULL);
+  RUN_RANKS(body_gather_scatter, NULL);
+  RUN_RANKS(body_barrier, NULL);
+  RUN_RANKS(body_send_recv, NULL);
+  RUN_FAULT(3, body_all_to_all_mismatch, -1);
+  RUN_FAULT(3, body_never_joins, -1);
+  RUN_FAULT(3, body_skips_op, -1);
+  RUN_FAULT(3, body_killed, 1);
+  RUN_FAULT(3, body_leaves, -1);
+  if (bench) {
+    bench_memcpy();
+    run_ranks(2, body_bench, NULL);
+    run_ranks(4, body_bench, NULL);
+  }
+  return TEST_RESULT();
+}
