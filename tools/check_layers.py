@@ -3,7 +3,8 @@
 higher layer or of another op family, or a family missing from a layer.
 
 Layers, lowest first (a file may include only its own layer and lower ones):
-  runtime/src:  core < exec < memory < kernels < api < compiler
+  runtime/src:  core < exec < memory < kernels < collectives < api < compiler
+                (collectives uses only kernels/common of the kernels layer)
   csrc:         runtime < launch, registry < aten, amp, python
 Families: every runtime/include/nrt/ops/<family>.h is one op family. Its
 kernels live in runtime/src/kernels/<family>/ (the pointwise-kind families
@@ -31,7 +32,9 @@ INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"', re.M)
 # compiler/ (graph capture, passes, programs) runs steps through the api's
 # dispatch, so it sits above it; the lower layers reach the capture only
 # through the observer registered in exec/capture_link.c.
-RUNTIME_LAYERS = ["core", "exec", "memory", "kernels", "api", "compiler"]
+# collectives/ (shared-memory transport of torch.distributed) reduces with
+# kernels/common's conversions and ISA switch, never a family's kernels.
+RUNTIME_LAYERS = ["core", "exec", "memory", "kernels", "collectives", "api", "compiler"]
 CSRC_LAYERS = {"runtime": 0, "launch": 1, "registry": 1, "aten": 2, "amp": 2, "python": 2}
 # Families whose rows run on the pointwise engine live under kernels/pointwise/.
 POINTWISE_FAMILIES = {"special", "nn"}
@@ -82,6 +85,8 @@ def check_runtime(errors):
                         errors.append(f"runtime/src/{rel}: includes {inc}, a header of family {other}")
                     if fam is None and other is not None:
                         errors.append(f"runtime/src/{rel}: kernels/common must not include family header {inc}")
+                if layer == "collectives" and top == "kernels" and not inc.startswith("kernels/common/"):
+                    errors.append(f"runtime/src/{rel}: includes {inc}; collectives may use only kernels/common")
             elif inc.startswith("nrt/ops/"):
                 other = pathlib.PurePosixPath(inc).stem
                 allowed = layer in ("api", "compiler") or rel == pathlib.PurePosixPath("core/ops.c") or other == fam \
@@ -163,6 +168,9 @@ def check_objects(objdir, errors):
                 errors.append(f"runtime/src/{rel}: calls {sym} of family {b} (runtime/src/{home})")
             if a is None and b is not None:
                 errors.append(f"runtime/src/{rel}: kernels/common calls {sym} of family {b}")
+        elif mine == "collectives" and theirs == "kernels" and runtime_family(home) is not None:
+            errors.append(f"runtime/src/{rel}: calls {sym} of family {runtime_family(home)} (runtime/src/{home}); "
+                          "collectives may use only kernels/common")
 
 
 def main():
