@@ -111,7 +111,7 @@ typedef struct nrt_comm_exchange {
 typedef struct nrt_comm_options {
   /* Staging buffer per rank: each segment holds two of these, and large
    * operations are pipelined in pieces of this size. Default 1 MiB; at least
-   * 64 KiB and enough for the all_to_all count table (8 * N * N bytes). */
+   * 64 KiB. */
   size_t slot_bytes;
   /* Ring per ordered pair of ranks for send/recv; larger messages stream
    * through it. Default 256 KiB (64 KiB above 16 ranks). */

@@ -518,10 +518,10 @@ nrt_status nrt_comm_create(int rank, int world_size, const char *name,
   }
   nrt_comm_options opt = options ? *options : (nrt_comm_options){0};
   size_t slot = opt.slot_bytes ? opt.slot_bytes : DEFAULT_SLOT_BYTES;
-  size_t table = 8 * (size_t)world_size * (size_t)world_size;
-  if (slot < MIN_SLOT_BYTES || slot < table) {
-    nrt_set_error_message("nrt_comm_create: slot_bytes %zu is below the minimum %zu", slot,
-                          table > MIN_SLOT_BYTES ? table : MIN_SLOT_BYTES);
+  /* The minimum holds all_to_all's row of counts (8 * 256 bytes) and a
+   * 64-byte part per pair. */
+  if (slot < MIN_SLOT_BYTES) {
+    nrt_set_error_message("nrt_comm_create: slot_bytes %zu is below the minimum %zu", slot, MIN_SLOT_BYTES);
     return NRT_ERROR_INVALID_ARGUMENT;
   }
   size_t mbox = opt.mailbox_bytes ? opt.mailbox_bytes : world_size > 16 ? (size_t)64 << 10 : (size_t)256 << 10;
