@@ -184,9 +184,11 @@ nrt_status nrt_comm_reduce_scatterv(nrt_comm *comm, const void *const *send_bufs
                                     nrt_reduce_op op, double factor);
 /* recv_bufs[p] (recv_counts[p] elements) = what rank p sent to this rank
  * (its send_bufs[rank], send_counts[rank] elements). Counts may differ per
- * pair (all_to_all_single with splits: pointers base + offset); a
- * recv_counts[p] that does not match the sender's count is an error on the
- * receiver. Not in place. */
+ * pair (all_to_all_single with splits: pointers base + offset). A
+ * recv_counts[p] that does not match the sender's count is found after the
+ * counts are exchanged: the receiver fails with NRT_ERROR_INVALID_ARGUMENT
+ * and the communicator breaks (its peers fail with NRT_ERROR_PEER_FAILED).
+ * Not in place. */
 nrt_status nrt_comm_all_to_all(nrt_comm *comm, const void *const *send_bufs,
                                const int64_t *send_counts, void *const *recv_bufs,
                                const int64_t *recv_counts, nrt_dtype dtype);

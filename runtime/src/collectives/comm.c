@@ -47,6 +47,12 @@ uint64_t nrt_coll_now_ns(void) {
   return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
+/* now + ms, saturated: c10d may pass a timeout of days. */
+static uint64_t deadline_after(int64_t ms) {
+  uint64_t now = nrt_coll_now_ns(), cap = (UINT64_MAX - now) / 1000000ull;
+  return now + ((uint64_t)ms < cap ? (uint64_t)ms : cap) * 1000000ull;
+}
+
 /* ---- futex on words in shared memory (not FUTEX_PRIVATE: other processes) ---- */
 static void futex_wait(atomic_uint *word, unsigned seen, uint64_t ns) {
   struct timespec ts = {(time_t)(ns / 1000000000ull), (long)(ns % 1000000000ull)};
@@ -282,7 +288,7 @@ nrt_status nrt_coll_begin(nrt_comm *c, const char *op) {
     pthread_mutex_unlock(&c->mu);
     return NRT_ERROR_PEER_FAILED;
   }
-  c->deadline_ns = nrt_coll_now_ns() + (uint64_t)c->timeout_ms * 1000000ull;
+  c->deadline_ns = deadline_after(c->timeout_ms);
   return NRT_SUCCESS;
 }
 
@@ -543,7 +549,7 @@ nrt_status nrt_comm_create(int rank, int world_size, const char *name,
   if (c->small_bytes > c->slot_bytes) c->small_bytes = c->slot_bytes;
   layout(c);
   c->op = "nrt_comm_create";
-  c->deadline_ns = nrt_coll_now_ns() + (uint64_t)timeout_ms * 1000000ull;
+  c->deadline_ns = deadline_after(timeout_ms);
   c->peers = calloc((size_t)world_size, sizeof *c->peers);
   c->rx = calloc((size_t)world_size, sizeof *c->rx);
   c->tx_head = calloc((size_t)world_size, sizeof *c->tx_head);
