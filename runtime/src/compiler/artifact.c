@@ -320,12 +320,13 @@ nrt_status nrt_program_deserialize(const void *data, size_t size, nrt_program **
     return NRT_ERROR_INVALID_ARGUMENT;
   }
   uint32_t version, hbytes;
-  uint64_t payload, sum;
+  uint64_t payload, sum, reserved;
   memcpy(&version, b + 8, 4);
   memcpy(&hbytes, b + 12, 4);
   memcpy(&payload, b + 16, 8);
   memcpy(&sum, b + 24, 8);
-  if (version != NRT_PROGRAM_FORMAT_VERSION || hbytes != HEADER_BYTES) {
+  memcpy(&reserved, b + 32, 8);
+  if (version != NRT_PROGRAM_FORMAT_VERSION || hbytes != HEADER_BYTES || reserved != 0) {
     nrt_set_error_message("nrt_program_deserialize: format version %u (header %u bytes); this runtime reads "
                           "version %d: recompile the graph",
                           version, hbytes, NRT_PROGRAM_FORMAT_VERSION);

@@ -362,12 +362,12 @@ nrt_status nrt_fuse(const nrt_graph *g, const bool *live, bool enable, nrt_fusio
     gr->position = x->members[x->n - 1];
     gr->ndim = x->ndim;
     memcpy(gr->sizes, x->sizes, sizeof gr->sizes);
-    x->members = NULL;
     if (x->n > 1) {
+      assign_tiles(g, access_count, x, f, &gr->ntiles);
       gr->strides = x->strides;
       x->strides = NULL;
-      assign_tiles(g, access_count, x, f, &gr->ntiles);
     }
+    x->members = NULL;
   }
   qsort(f->groups, (size_t)f->ngroups, sizeof *f->groups, cmp_position);
   for (int i = 0; i < nn; i++) f->group_of[i] = -1;

@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "compiler/compiler.h"
+#include "kernels/pointwise/pointwise.h"
 
 void nrt_node_label(const nrt_graph *g, int i, char *buf, size_t size) {
   const nrt_graph_node *n = nrt_graph_node_at(g, i);
@@ -100,6 +101,16 @@ static nrt_status check_node(const nrt_graph *g, int i) {
     char detail[NRT_ERROR_MESSAGE_MAX];
     snprintf(detail, sizeof detail, "%s", nrt_last_error_message());
     return node_error(g, i, "%s", detail);
+  }
+  /* The pointwise engine knows up front whether it has a kernel for the
+   * op in its compute domain: an op the compiler cannot run fails the
+   * compile, not the first run. */
+  const nrt_pw_kernel *k;
+  if (nrt_op_kind(n->op) == NRT_KIND_POINTWISE && nrt_pw_prepare(&l, &k) != NRT_SUCCESS) {
+    char detail[NRT_ERROR_MESSAGE_MAX];
+    snprintf(detail, sizeof detail, "%s", nrt_last_error_message());
+    node_error(g, i, "no kernel: %s", detail);
+    return NRT_ERROR_UNSUPPORTED;
   }
   for (int k = 0; k < n->noutputs + n->ninputs; k++) {
     const nrt_graph_operand *o = &n->operands[k];
