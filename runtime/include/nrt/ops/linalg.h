@@ -1,11 +1,17 @@
 /* Op family LINALG. Dense linear algebra (kernels/linalg/): Cholesky and
- * triangular solves, and the decompositions LU, QR, SVD, symmetric eigen
- * and what is built on them. Batched matrices,
+ * triangular solves, and the decompositions LU, QR, SVD, symmetric eigen,
+ * general eigen and what is built on them. Batched matrices,
  * computed in double; strides per operand are {batch, row, col} in bytes
  * unless an op says otherwise; vectors (pivots, tau, singular values, info)
  * have strides {batch, index}. sizes[0] is always the batch count.
  * Integer outputs (pivots, info) are int32 as in LAPACK/ATen; pivots are
- * 1-based row numbers.
+ * 1-based row numbers. Complex operands (complex64/complex128, interleaved
+ * re/im) run complex kernels in double complex for CHOLESKY,
+ * TRIANGULAR_SOLVE, LU_*, GEQRF, ORGQR, ORMQR, SVD, EIGH and EIG, with
+ * LAPACK's complex conventions: Cholesky is L L^H, QR reflectors are
+ * I - tau v v^H (ORMQR's transpose is the conjugate transpose), SVD is
+ * U S V^H with S real, EIGH reads a Hermitian triangle and writes real
+ * eigenvalues; slogdet's sign is complex and logabsdet real.
  * Entries: X(name, kind, min_inputs, max_inputs); scalars (s0..s3),
  * params (p0..p3) and aux[] as each comment says. See nrt/launch.h for
  * how families are numbered. */
@@ -33,7 +39,8 @@
   X(LU_FACTOR, LINALG, 1, 1)                                                  \
   /* Solves op(A) X = B with A = P L U given as LU, pivots: sizes {batch,   \
      n, k}; output X (n x k, may alias B); inputs LU (n x n), pivots, B.    \
-     p0 = 1: op(A) = A^T. */                                                 \
+     p0 bit 0: transpose, bit 1: conjugate (complex only), so p0 = 0: A,   \
+     1: A^T, 2: conj(A), 3: A^H. */                                          \
   X(LU_SOLVE, LINALG, 3, 3)                                                   \
   /* A^-1 from LU, pivots: sizes {batch, n}; output X (n x n); inputs LU,   \
      pivots. A zero pivot gives inf/nan, as the division does. */           \
@@ -83,7 +90,14 @@
   X(LDL_SOLVE, LINALG, 3, 3)                                                  \
   /* Matrix exponential (scaling and squaring of a Taylor polynomial in     \
      double): sizes {batch, n}; output E (n x n); input A. */               \
-  X(MATRIX_EXP, LINALG, 1, 1)
+  X(MATRIX_EXP, LINALG, 1, 1)                                                 \
+  /* General eigendecomposition (geev: balancing, Hessenberg, shifted QR):  \
+     sizes {batch, n}; outputs w [batch, n] (complex, in the Schur form's   \
+     order as LAPACK returns them; a real input's conjugate pairs come      \
+     positive imaginary part first) and, when noutputs is 2, V (n x n,      \
+     complex, right eigenvectors in columns, unit 2-norm, largest entry     \
+     real); input A, real or complex. */                                    \
+  X(EIG, LINALG, 1, 1)
 
 NRT_OP_FAMILY_ENUM(LINALG, NRT_OPS_LINALG);
 

@@ -1,7 +1,9 @@
-/* Family DECOMP (nrt/ops/decomp.h): the dispatcher and what every
+/* Family LINALG (nrt/ops/linalg.h): the dispatcher and what every
  * decomposition shares, the batch loop and dense work copies. The
- * algorithms live one concept per file: decomp_lu.c, decomp_qr.c,
- * decomp_svd.c, decomp_eigh.c, decomp_ldl.c, decomp_expm.c.
+ * algorithms live one concept per file: lu.c, qr.c, svd.c, eigh.c, ldl.c,
+ * expm.c, cholesky.c; their complex versions zlu.c, zqr.c, zsvd.c,
+ * zeigh.c, zcholesky.c (helpers in zlinalg.h), and the general
+ * eigensolver eig.c (real and complex input).
  *
  * These kernels are plain loop nests in double on a dense copy of each
  * matrix (the matrices PyTorch code factors are small, and double keeps
@@ -10,6 +12,7 @@
 #include <stdlib.h>
 
 #include "kernels/linalg/linalg.h"
+#include "kernels/linalg/zlinalg.h"
 #include "nrt/ops/linalg.h"
 
 void nrt_dmat_load(const nrt_dmat *m, int64_t b, int64_t rows, int64_t cols, double *w) {
@@ -65,13 +68,32 @@ nrt_status nrt_decomp_for_batches(const nrt_launch *l, const char *what, int64_t
 }
 
 nrt_status nrt_linalg_execute(const nrt_launch *l) {
+  int complex_ops = nrt_linalg_is_complex(l);
   /* Cholesky and triangular solves handle empty launches themselves. */
-  if (l->op == NRT_OP(CHOLESKY) || l->op == NRT_OP(TRIANGULAR_SOLVE)) return nrt_linalg_cholesky_run(l);
+  if (l->op == NRT_OP(CHOLESKY) || l->op == NRT_OP(TRIANGULAR_SOLVE))
+    return complex_ops ? nrt_zlinalg_cholesky_run(l) : nrt_linalg_cholesky_run(l);
   /* An empty launch writes nothing (its operands may have no storage):
    * the glue fills what empty matrices define (info 0, det 1, ...). */
   for (int d = 0; d < l->ndim; d++)
     if (l->sizes[d] == 0) return NRT_SUCCESS;
   /* Switch on (int)l->op: family ids are not enumerators of nrt_op. */
+  if ((int)l->op == NRT_OP(EIG)) return nrt_decomp_eig(l); /* complex outputs for any input */
+  if (complex_ops) {
+    switch ((int)l->op) {
+    case NRT_OP(LU_FACTOR):
+    case NRT_OP(LU_SOLVE):
+    case NRT_OP(LU_INVERSE):
+    case NRT_OP(LU_DET):
+    case NRT_OP(LU_UNPACK): return nrt_zdecomp_lu(l);
+    case NRT_OP(GEQRF):
+    case NRT_OP(ORGQR):
+    case NRT_OP(ORMQR): return nrt_zdecomp_qr(l);
+    case NRT_OP(SVD): return nrt_zdecomp_svd(l);
+    case NRT_OP(EIGH): return nrt_zdecomp_eigh(l);
+    default:
+      return nrt_kernel_fail(NRT_ERROR_UNSUPPORTED, "linalg: op %s has no complex kernel", nrt_op_name(l->op));
+    }
+  }
   switch ((int)l->op) {
   case NRT_OP(LU_FACTOR):
   case NRT_OP(LU_SOLVE):

@@ -107,7 +107,7 @@ static void lu_factor_one(const nrt_launch *l, int64_t b, double *w) {
 static void lu_solve_pivots(const nrt_dmat *pv, int64_t b, int64_t n, int32_t *piv) { load_pivots(pv, b, n, n, piv); }
 
 static void lu_solve(const nrt_launch *l, const double *lu, const int32_t *piv, int64_t n, double *x, int64_t k) {
-  nrt_decomp_getrs(lu, piv, n, (int)l->params[0], x, k);
+  nrt_decomp_getrs(lu, piv, n, (int)(l->params[0] & 1), x, k); /* bit 1 (conjugate) is a no-op */
 }
 
 static void lu_solve_one(const nrt_launch *l, int64_t b, double *w) {
