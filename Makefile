@@ -63,6 +63,12 @@ asan: $(addprefix build/ctest-asan/,$(CTESTS))
 	@set -e; for t in $^; do echo "== $$t (asan+ubsan)"; \
 	  ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 $$t; done
 
+# The graph compiler's driver (runtime/tools/nrtc.c): compile a saved graph,
+# --dump an artifact, --check against -O0, --time.
+build/nrtc: runtime/tools/nrtc.c build/libnrt.a
+	@mkdir -p build
+	$(CC) $(CFLAGS) $< build/libnrt.a -lm -o $@
+
 # ---- Python environment and the extension -------------------------------
 $(STAMP): pyproject.toml Makefile
 	test -x $(PY) || $(PYTHON_SYS) -m venv $(VENV)
