@@ -116,15 +116,19 @@ static nrt_status reduce_large(nrt_comm *c, const char *send, char *recv, int64_
     share = (share + a - 1) / a * a; /* <= q: q is a multiple of a */
     int h = nrt_coll_next_round(c);
     char *mine = nrt_coll_slot(c, r, h);
+    const char *in = send + off * (int64_t)es;
+    int64_t s0 = min64(m, r * share), len = min64(m, s0 + share) - s0;
+    /* Peers read the other shares from this rank's slot; its own share
+     * only this rank reads, from the send buffer directly. */
     TRY(nrt_coll_wait_writable(c));
-    memcpy(mine, send + off * (int64_t)es, (size_t)m * es);
+    memcpy(mine, in, (size_t)s0 * es);
+    memcpy(mine + (s0 + len) * (int64_t)es, in + (s0 + len) * (int64_t)es, (size_t)(m - s0 - len) * es);
     nrt_coll_publish(c);
     TRY(nrt_coll_wait_all(c));
-    /* Only this rank reads its own share of any slot, so the result may
-     * overwrite the share in its slot while peers read their shares. */
-    int64_t s0 = min64(m, r * share), len = min64(m, s0 + share) - s0;
+    /* The result goes where the own share would have been staged: nobody
+     * else reads that part of this slot. */
     if (len > 0) {
-      for (int p = 0; p < n; p++) srcs[p] = nrt_coll_slot(c, p, h) + s0 * (int64_t)es;
+      for (int p = 0; p < n; p++) srcs[p] = p == r ? in + s0 * (int64_t)es : nrt_coll_slot(c, p, h) + s0 * (int64_t)es;
       nrt_coll_reduce(dt, op, factor, mine + s0 * (int64_t)es, srcs, n, len);
     }
     nrt_coll_publish(c);
@@ -346,15 +350,16 @@ static nrt_status scatter_reduce(nrt_comm *c, const char *const *blocks, const i
     int h = nrt_coll_next_round(c);
     char *mine = nrt_coll_slot(c, r, h);
     TRY(nrt_coll_wait_writable(c));
+    /* Every block but this rank's own, which only it folds (from blocks[r]). */
     for (int p = 0; p < n; p++) {
-      int64_t m = clip(counts[p], off, q);
+      int64_t m = p == r ? 0 : clip(counts[p], off, q);
       if (m) memcpy(mine + p * q * es, blocks[p] + off * es, (size_t)(m * es));
     }
     nrt_coll_publish(c);
     TRY(nrt_coll_wait_all(c));
     int64_t m = clip(counts[r], off, q);
     if (!m) continue;
-    for (int p = 0; p < n; p++) srcs[p] = nrt_coll_slot(c, p, h) + r * q * es;
+    for (int p = 0; p < n; p++) srcs[p] = p == r ? blocks[r] + off * es : nrt_coll_slot(c, p, h) + r * q * es;
     nrt_coll_reduce(dt, op, factor, recv + off * es, srcs, n, m);
   }
   return NRT_SUCCESS;
