@@ -695,6 +695,8 @@ static void test_artifact(void) {
   for (int s = 0; s < 3; s++) CHECK(!memcmp(a.slots[s], b.slots[s], 256));
   unbind(&a);
   unbind(&b);
+  nrt_program_release(q);
+  q = NULL;
   /* corruption: every byte flipped in turn (a sample), truncations */
   unsigned char *c = malloc(size);
   int detected = 0, tried = 0;
@@ -735,7 +737,6 @@ static void test_artifact(void) {
   free(c);
   free(blob);
   free(blob2);
-  q = NULL;
   nrt_program_release(p);
   nrt_graph_destroy(g);
 }
