@@ -112,3 +112,22 @@ def test_launch_blocking():
     """, env={"NEURON_LAUNCH_BLOCKING": "1"})
     assert r.returncode == 0, r.stderr
     assert r.stdout.strip() == "raised at launch: True"
+
+
+def test_record_stream_keeps_a_side_stream_block_alive():
+    # The side-stream idiom: a tensor made on the current stream and used on
+    # another; record_stream keeps its block from being reused too early.
+    x = torch.randn(1 << 16)
+    s = torch.neuron.Stream()
+    a = x.to("neuron")
+    s.wait_stream(torch.neuron.current_stream())
+    with torch.neuron.stream(s):
+        b = a * 2
+    a.record_stream(s)
+    del a
+    c = torch.zeros(1 << 16, device="neuron")  # may take a's block only after s ran
+    s.synchronize()
+    torch.testing.assert_close(b.cpu(), x * 2)
+    assert c.abs().sum().item() == 0
+    with pytest.raises(RuntimeError, match="neuron stream"):
+        torch.ones(2, device="neuron").record_stream(torch.Stream(device="cpu"))

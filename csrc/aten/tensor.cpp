@@ -348,9 +348,18 @@ bool has_compatible_shallow_copy_type(const Tensor &self, const Tensor &from) {
   return self.unsafeGetTensorImpl()->key_set() == from.unsafeGetTensorImpl()->key_set();
 }
 
+// The side-stream idiom: a tensor used on another stream keeps its block
+// from being reused until that stream's work enqueued so far has run.
+void record_stream_fn(Tensor &self, c10::Stream stream) {
+  TORCH_CHECK(stream.device_type() == kNeuron, "record_stream: expected a neuron stream, got ", stream);
+  if (!self.storage().data()) return;  // nothing allocated
+  check(nrt_record_stream(self.storage().mutable_data(), to_nrt_stream(stream)), "record_stream");
+}
+
 }  // namespace
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+  NEURON_IMPL(m, "record_stream", record_stream_fn);
   NEURON_IMPL(m, "empty.memory_format", empty_memory_format);
   NEURON_IMPL(m, "empty_strided", empty_strided);
   NEURON_IMPL(m, "as_strided", as_strided);
