@@ -1,10 +1,15 @@
 // Fused optimizer steps (torch.optim's fused=True): _fused_adam_,
-// _fused_adamw_, _fused_sgd_. Each parameter's update is a short chain of
+// _fused_adamw_, _fused_sgd_; and the two ops of torch.amp.GradScaler
+// (unscale with the non-finite check, scale update), which run on every
+// mixed-precision step and so never read a value back to the host. Each parameter's update is a short chain of
 // native device ops; the step count and learning rate stay on the device as
 // tensors, so a step never synchronises with the host. grad_scale divides
 // the gradients and a nonzero found_inf turns the step into a no-op, as in
 // ATen's fused kernels.
+#include <ATen/ops/aminmax.h>
 #include <ATen/ops/empty.h>
+#include <ATen/ops/ones.h>
+#include <ATen/ops/zeros.h>
 #include <ATen/ops/maximum.h>
 #include <ATen/ops/pow.h>
 #include <ATen/ops/where.h>
@@ -146,9 +151,56 @@ void fused_sgd_tlr(TensorList self, TensorList grads, TensorList bufs, double we
            maximize, is_first_step, grad_scale, found_inf);
 }
 
+// GradScaler.unscale_: found_inf becomes 1 if any gradient holds an inf or a
+// NaN, and every gradient is multiplied by inv_scale (also the non-finite
+// ones, as ATen's kernels do). amin/amax propagate NaN and infinities and,
+// unlike a sum, cannot overflow on finite values.
+void amp_non_finite_check_and_unscale(TensorList grads, Tensor &found_inf, const Tensor &inv_scale) {
+  TORCH_CHECK(inv_scale.numel() == 1, "inv_scale must be a 1-element tensor.");
+  TORCH_CHECK(found_inf.numel() == 1, "found_inf must be a 1-element tensor.");
+  TORCH_CHECK(inv_scale.scalar_type() == at::kFloat, "inv_scale must be a float tensor.");
+  TORCH_CHECK(found_inf.scalar_type() == at::kFloat, "found_inf must be a float tensor.");
+  c10::DeviceGuard guard(found_inf.device());
+  for (const Tensor &g : grads) {
+    TORCH_CHECK(g.device() == found_inf.device(), "_amp_foreach_non_finite_check_and_unscale_: gradient on ",
+                g.device(), ", found_inf on ", found_inf.device());
+    TORCH_CHECK(at::isFloatingType(g.scalar_type()), "_amp_foreach_non_finite_check_and_unscale_: gradient of dtype ",
+                g.scalar_type(), " is not floating point");
+    if (g.numel() == 0) continue;
+    auto [lo, hi] = at::aminmax(g);
+    Tensor bad = lo.isfinite().logical_and_(hi.isfinite()).logical_not_();
+    found_inf.copy_(at::where(bad, at::ones({}, found_inf.options()), found_inf));
+    g.mul_(inv_scale);
+  }
+}
+
+// GradScaler.update: back off after an overflow, grow after growth_interval
+// clean steps unless growing would overflow float32, as ATen's kernel does,
+// expressed as selects so nothing is read back.
+Tensor &amp_update_scale(Tensor &scale, Tensor &growth_tracker, const Tensor &found_inf, double growth_factor,
+                         double backoff_factor, int64_t growth_interval) {
+  TORCH_CHECK(growth_tracker.numel() == 1 && growth_tracker.scalar_type() == at::kInt,
+              "growth_tracker must be a one-element int tensor.");
+  TORCH_CHECK(scale.numel() == 1 && scale.scalar_type() == at::kFloat, "current_scale must be a one-element float tensor.");
+  TORCH_CHECK(found_inf.numel() == 1 && found_inf.scalar_type() == at::kFloat, "found_inf must be a one-element float tensor.");
+  c10::DeviceGuard guard(scale.device());
+  Tensor inf = found_inf.ne(0).reshape(scale.sizes());
+  Tensor next = growth_tracker.add(1);
+  Tensor grow = next.eq(growth_interval).logical_and_(inf.logical_not());
+  Tensor grown = scale.mul(growth_factor);
+  Tensor new_scale = at::where(inf, scale.mul(backoff_factor),
+                               at::where(grow.logical_and(grown.isfinite()), grown, scale));
+  Tensor new_tracker = at::where(inf.logical_or(grow), at::zeros({}, growth_tracker.options()), next);
+  scale.copy_(new_scale);
+  growth_tracker.copy_(new_tracker);
+  return scale;
+}
+
 }  // namespace
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+  NEURON_IMPL(m, "_amp_foreach_non_finite_check_and_unscale_", amp_non_finite_check_and_unscale);
+  NEURON_IMPL(m, "_amp_update_scale_", amp_update_scale);
   NEURON_IMPL(m, "_fused_adam_", fused_adam);
   NEURON_IMPL(m, "_fused_adam_.tensor_lr", fused_adam_tlr);
   NEURON_IMPL(m, "_fused_adamw_", fused_adamw);
