@@ -145,3 +145,50 @@ def test_addr_rounds_once_and_follows_beta_rules():
     with pytest.raises(RuntimeError, match="1-D argument vec1"):
         torch.addr(s.neuron(), s.neuron(), b.neuron())
     assert_no_fallbacks()
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+@pytest.mark.parametrize("dim", [0, 1, -1])
+def test_weight_norm_forward_backward_native(dtype, dim):
+    # nn.utils.weight_norm goes through _weight_norm_interface (and its
+    # backward) for dim 0 and the last dim; other dims use plain ops.
+    torch.manual_seed(0)
+    conv = torch.nn.Conv1d(3, 5, 3).to(dtype)
+    ref = torch.nn.utils.weight_norm(conv, dim=dim)
+    dev = torch.nn.utils.weight_norm(torch.nn.Conv1d(3, 5, 3).to(dtype), dim=dim).to("neuron")
+    dev.load_state_dict(ref.state_dict())
+    x = rnd(2, 3, 7, seed=1).to(dtype)
+    out_ref = ref(x)
+    out_ref.float().square().sum().backward()
+    out = dev(x.to("neuron"))
+    out.float().square().sum().backward()
+    assert_no_fallbacks()
+    tol = dict(rtol=2e-2, atol=2e-2) if dtype == torch.bfloat16 else dict(rtol=1e-5, atol=1e-5)
+    torch.testing.assert_close(out.cpu(), out_ref, **tol)
+    for name in ("weight_g", "weight_v"):
+        torch.testing.assert_close(getattr(dev, name).grad.cpu(), getattr(ref, name).grad, **tol)
+        assert getattr(dev, name).grad.dtype == getattr(ref, name).grad.dtype
+
+
+def test_weight_norm_interface_outputs_match_the_cpu():
+    v, g = rnd(4, 3, 2, seed=2), rnd(4, 1, 1, seed=3)
+    for dt in (torch.float32, torch.bfloat16):
+        w, n = torch._weight_norm_interface(v.to(dt), g.to(dt), 0)
+        wd, nd = torch._weight_norm_interface(v.to(dt).to("neuron"), g.to(dt).to("neuron"), 0)
+        assert (wd.dtype, nd.dtype, wd.shape, nd.shape, wd.stride()) == (w.dtype, n.dtype, w.shape, n.shape, w.stride())
+        torch.testing.assert_close(nd.cpu(), n, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("norm_type", [2.0, 1.0, 3.5])
+def test_embedding_max_norm_renormalises_rows_natively(norm_type):
+    torch.manual_seed(0)
+    ref = torch.nn.Embedding(10, 4, max_norm=1.0, norm_type=norm_type)
+    ref.weight.data.mul_(3)
+    dev = torch.nn.Embedding(10, 4, max_norm=1.0, norm_type=norm_type).to("neuron")
+    dev.load_state_dict(ref.state_dict())
+    idx = torch.tensor([[1, 2, 1], [7, 2, 0]])
+    out_ref = ref(idx)
+    out = dev(idx.to("neuron"))
+    assert_no_fallbacks()
+    torch.testing.assert_close(out.cpu(), out_ref, rtol=1e-5, atol=1e-6)
+    torch.testing.assert_close(dev.weight.detach().cpu(), ref.weight.detach(), rtol=1e-5, atol=1e-6)

@@ -6,7 +6,12 @@
 #include <ATen/ExpandUtils.h>
 #include <ATen/WrapDimUtils.h>
 #include <ATen/native/Resize.h>
+#include <ATen/ops/_unique.h>
+#include <ATen/ops/_weight_norm_differentiable_backward.h>
 #include <ATen/ops/empty.h>
+#include <ATen/ops/norm_except_dim.h>
+#include <ATen/ops/ones.h>
+#include <ATen/ops/where.h>
 #include <ATen/ops/linalg_vector_norm.h>
 #include <c10/core/DeviceGuard.h>
 
@@ -141,10 +146,55 @@ Tensor norm_dim_dtype(const Tensor &self, const std::optional<Scalar> &p, c10::I
   return at::linalg_vector_norm(self, p.value_or(2), dim, keepdim, dtype);
 }
 
+// weight_norm (nn.utils.weight_norm, parametrizations.weight_norm): w = v * g
+// / ||v|| over every dim but `dim`. The norm keeps float32 for bfloat16, as
+// the CPU's kernel does, and bfloat16 math is done in float32 and rounded once.
+std::tuple<Tensor, Tensor> weight_norm_fn(const Tensor &v, const Tensor &g, int64_t dim) {
+  TORCH_CHECK(v.device() == g.device(), "weight_norm: v on ", v.device(), ", g on ", g.device());
+  c10::DeviceGuard guard(v.device());
+  at::ScalarType norm_type = g.scalar_type() == at::kBFloat16 ? at::kFloat : g.scalar_type();
+  bool low = v.scalar_type() == at::kBFloat16 || v.scalar_type() == at::kHalf;
+  Tensor vf = low ? v.to(at::kFloat) : v;
+  Tensor norms = at::norm_except_dim(vf, 2, dim);
+  Tensor w = vf.mul(g.to(vf.scalar_type()).div(norms)).to(v.scalar_type()).contiguous();
+  return {w, norms.to(norm_type)};
+}
+
+// Its backward is PyTorch's own differentiable formula (native ops only).
+std::tuple<Tensor, Tensor> weight_norm_backward_fn(const Tensor &grad_w, const Tensor &v, const Tensor &g,
+                                                   const Tensor &norms, int64_t dim) {
+  TORCH_CHECK(v.is_contiguous() && g.is_contiguous() && norms.is_contiguous(), "_weight_norm_interface_backward: ",
+              "saved_v, saved_g and saved_norms must be contiguous");
+  c10::DeviceGuard guard(v.device());
+  auto f = [](const Tensor &t) { return at::isReducedFloatingType(t.scalar_type()) ? t.to(at::kFloat) : t; };
+  auto [gv, gg] = at::_weight_norm_differentiable_backward(f(grad_w.contiguous()), f(v), f(g), f(norms), dim);
+  return {gv.to(v.scalar_type()), gg.to(g.scalar_type())};
+}
+
+// nn.Embedding(max_norm=...): each distinct referenced row whose norm
+// exceeds max_norm is scaled to max_norm / (norm + 1e-7), as on the CPU.
+Tensor &embedding_renorm_fn(Tensor &self, const Tensor &indices, double max_norm, double norm_type) {
+  TORCH_CHECK(self.dim() == 2, "embedding_renorm_(): expected self to be 2-D, but got ", self.dim(), "-D");
+  TORCH_CHECK(indices.scalar_type() == at::kLong || indices.scalar_type() == at::kInt,
+              "embedding_renorm_(): Expected indices to have type Long or Int, but got ", indices.scalar_type());
+  if (indices.numel() == 0) return self;
+  c10::DeviceGuard guard(self.device());
+  Tensor rows_idx = std::get<0>(at::_unique(indices.reshape(-1).to(at::kLong), /*sorted=*/true));
+  Tensor rows = self.index_select(0, rows_idx);
+  Tensor norms = at::linalg_vector_norm(rows, norm_type, {1}, /*keepdim=*/true, at::kFloat);
+  Tensor scale = at::where(norms.gt(max_norm), norms.add(1e-7).reciprocal_().mul_(max_norm),
+                           at::ones({}, norms.options()));
+  self.index_copy_(0, rows_idx, rows.mul(scale).to(self.scalar_type()));
+  return self;
+}
+
 }  // namespace
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   NEURON_IMPL(m, "dot", dot_fn);
+  NEURON_IMPL(m, "_weight_norm_interface", weight_norm_fn);
+  NEURON_IMPL(m, "_weight_norm_interface_backward", weight_norm_backward_fn);
+  NEURON_IMPL(m, "embedding_renorm_", embedding_renorm_fn);
   NEURON_IMPL(m, "vdot", vdot_fn);
   NEURON_VARIANTS(m, addmv_into, "addmv", nullptr, "addmv.out");
   NEURON_VARIANTS(m, index_add_into, "index_add", nullptr, "index_add.out");
