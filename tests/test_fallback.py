@@ -1,6 +1,7 @@
 """The boxed CPU fallback: warned once, counted, and strict mode."""
 import warnings
 
+import pytest
 import torch
 
 import torch_neuronx
@@ -74,3 +75,26 @@ def test_native_ops_list():
     ops = torch_neuronx.native_ops()
     for name in ("aten::add.Tensor", "aten::addmm", "aten::_copy_from", "aten::empty.memory_format"):
         assert name in ops
+
+
+def test_op_without_a_cpu_kernel_raises_not_implemented_without_warning():
+    # An op with neither a neuron nor a CPU kernel (CUDA-only, say) cannot
+    # fall back: a clear NotImplementedError, and no "runs on the CPU" warning.
+    lib = torch.library.Library("neuron_fallback_test2", "DEF")
+    lib.define("cuda_only(Tensor x) -> Tensor")
+    lib.impl("cuda_only", lambda x: x, "CUDA")
+    x = torch.ones(2, device="neuron")
+    with warnings.catch_warnings(record=True) as w:
+        warnings.simplefilter("always")
+        with pytest.raises(NotImplementedError, match="no CPU kernel"):
+            torch.ops.neuron_fallback_test2.cuda_only(x)
+    assert not [m for m in w if "CPU" in str(m.message)]
+    assert "neuron_fallback_test2::cuda_only" not in torch_neuronx.get_fallback_ops()
+
+
+def test_sparse_layouts_raise_a_clear_error():
+    s = torch.randn(3, 3).to_sparse()
+    with pytest.raises(NotImplementedError, match="sparse tensors are not supported on the neuron device"):
+        s.to("neuron")
+    # (Compressed layouts are built on the target device without dispatching
+    # on it, so only their later use fails: not covered here.)

@@ -24,7 +24,10 @@ nrt_dtype to_nrt_dtype(c10::ScalarType type) {
     case c10::ScalarType::ComplexFloat: return NRT_COMPLEX64;
     case c10::ScalarType::ComplexDouble: return NRT_COMPLEX128;
     default:
-      TORCH_CHECK_TYPE(false, "neuron kernels do not support dtype ", type);
+      // NotImplementedError, never TypeError: Python turns a TypeError raised
+      // inside an operator (`t + 1`) into "unsupported operand type(s)".
+      TORCH_CHECK_NOT_IMPLEMENTED(false, "neuron: dtype ", type, " is not supported on the neuron device (it has bool, ",
+                                  "uint8, int8, int16, int32, int64, float16, bfloat16, float32, float64 and complex)");
   }
 }
 

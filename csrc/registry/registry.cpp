@@ -57,6 +57,13 @@ std::atomic<int64_t> &counter_for_fn(const void *fn) {
   return it->second->count;
 }
 
+const char *native_op_name(const void *fn) {
+  Accounting &a = acct();
+  std::lock_guard<std::mutex> lock(a.mu);
+  auto it = a.by_fn.find(fn);
+  return it == a.by_fn.end() ? "an unregistered op" : it->second->name.c_str();
+}
+
 void record_fallback(const char *aten_name) {
   Accounting &a = acct();
   bool first = false;

@@ -7,6 +7,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <string>
 #include <utility>
 
 #include <torch/library.h>
@@ -19,6 +20,8 @@ namespace torch_neuronx {
 // registration of the same function.
 std::atomic<int64_t> &register_native_op(const char *name, const void *fn);
 std::atomic<int64_t> &counter_for_fn(const void *fn);
+// "aten::name" of the first registration of `fn`.
+const char *native_op_name(const void *fn);
 
 // Counts a call of a native op that ran on the CPU (cpu_fallback.cpp).
 void record_fallback(const char *aten_name);
@@ -31,7 +34,14 @@ struct Counted<fn> {
   static R call(A... args) {
     static std::atomic<int64_t> &count = counter_for_fn(reinterpret_cast<const void *>(fn));
     count.fetch_add(1, std::memory_order_relaxed);
-    return fn(std::forward<A>(args)...);
+    try {
+      return fn(std::forward<A>(args)...);
+    } catch (c10::NotImplementedError &e) {
+      // A dtype or layout a kernel does not implement: name the op, which
+      // the kernel's own message may not know.
+      e.add_context(std::string("in the neuron kernel of ") + native_op_name(reinterpret_cast<const void *>(fn)));
+      throw;
+    }
   }
 };
 
