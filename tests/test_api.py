@@ -72,3 +72,49 @@ def test_float64_warns_once_and_keeps_dtype():
         y = x.neuron() * 3
     assert y.dtype == torch.float64
     assert torch.equal(y.cpu(), x * 3)
+
+
+def test_printing_does_not_spend_the_float64_warning():
+    # Printing converts values to float64 to pick a format; for float32,
+    # float16 and bfloat16 neuron tensors that must not count as float64 work.
+    r = run_python("""
+        import warnings, torch
+        with warnings.catch_warnings(record=True) as w:
+            warnings.simplefilter("always")
+            for dt in (torch.float32, torch.float16, torch.bfloat16):
+                x = torch.tensor([1.5, -2.25, 1e-3, float("inf")], dtype=dt, device="neuron")
+                same = repr(x).replace(", device='neuron:0'", "") == repr(x.cpu())
+                print(same, end=" ")
+            before = len([m for m in w if "float64" in str(m.message)])
+            torch.ones(2, dtype=torch.float64, device="neuron") * 2
+            after = len([m for m in w if "float64" in str(m.message)])
+        print(before, after)
+    """)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.split() == ["True", "True", "True", "0", "1"], r.stdout
+
+
+def test_sending_a_neuron_tensor_to_another_process_fails_at_the_sender():
+    # No inter-process sharing for neuron memory yet: a clear error in the
+    # sender, never a receiver that blocks forever.
+    r = run_python("""
+        import torch, torch.multiprocessing as mp
+        q = mp.get_context("spawn").Queue()
+        for obj in (torch.ones(2, device="neuron"), (3, torch.ones(2, device="neuron")),
+                    {"w": torch.nn.Parameter(torch.ones(1, device="neuron"))}):
+            try:
+                q.put(obj)
+                print("accepted")
+            except RuntimeError as e:
+                print("refused" if "cannot be sent to another process" in str(e) else e)
+        a, b = mp.get_context("spawn").Pipe()
+        try:
+            a.send(torch.ones(2, device="neuron"))
+            print("accepted")
+        except RuntimeError as e:
+            print("refused" if "t.cpu()" in str(e) else e)
+        q.put(torch.ones(2)); print(q.get(timeout=30).tolist())
+    """)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.split()[:4] == ["refused"] * 4, r.stdout
+    assert "[1.0, 1.0]" in r.stdout

@@ -55,6 +55,12 @@ def _register() -> None:
 
 _register()
 
+from . import multiprocessing as _multiprocessing  # noqa: E402
+from . import printing as _printing  # noqa: E402
+
+_printing.install()
+_multiprocessing.install()
+
 
 def _drain_at_exit() -> None:
     # Let queued device work and autograd's device threads finish before the
