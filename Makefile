@@ -83,7 +83,9 @@ venv: $(STAMP)
 # The C++ glue is compiled by setup.py (torch's cpp_extension with ninja,
 # incremental); setup.py first runs `make lib` for the C runtime.
 build: $(STAMP) build/libnrt.a
-	set -o pipefail; TORCH_DEVICE_BACKEND_AUTOLOAD=0 $(PIP) install -q --no-build-isolation --no-deps -e . 2>&1 \
+	@mkdir -p build
+	# flock: two builds in one checkout at once would race on build/ext.
+	set -o pipefail; TORCH_DEVICE_BACKEND_AUTOLOAD=0 flock build/.ext-lock $(PIP) install -q --no-build-isolation --no-deps -e . 2>&1 \
 	  | { grep -v "^WARNING: Location" || true; }
 	$(PY) -c "import torch_neuronx" 
 
