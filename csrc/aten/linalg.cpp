@@ -1,9 +1,11 @@
 // The LINALG family's glue: matrix decompositions and solves on the
 // device: Cholesky and triangular solves, LU (factor, solve, unpack,
 // inverse, det/slogdet, solve), QR (geqrf, householder_product, ormqr,
-// linalg.qr), SVD, symmetric eigen, LDL, matrix_exp, least squares, the
-// old cholesky/triangular_solve API, and linalg.cross (composed of native
-// elementwise ops). The LINALG kernels compute.
+// linalg.qr), SVD, symmetric eigen, general eigen (eig, eigvals), LDL,
+// matrix_exp, least squares, the old cholesky/triangular_solve API, and
+// linalg.cross (composed of native elementwise ops). The LINALG kernels
+// compute. Complex64/complex128 inputs run the complex kernels for
+// everything but LDL, matrix_exp and lstsq (real only, as before).
 //
 // For ATen's structured ops the meta function runs first through
 // at::meta::<op>_outf on the output tensors: it raises ATen's own errors
@@ -28,6 +30,7 @@
 #include <ATen/ops/_linalg_svd.h>
 #include <ATen/ops/_linalg_svd_meta_dispatch.h>
 #include <ATen/ops/empty.h>
+#include <ATen/ops/empty_strided.h>
 #include <ATen/ops/matmul.h>
 #include <ATen/ops/where.h>
 #include <ATen/ops/zeros.h>
@@ -69,6 +72,17 @@ void check_float(const Tensor &t, const char *fn) {
               t.scalar_type());
   TORCH_CHECK(t.scalar_type() == at::kFloat || t.scalar_type() == at::kDouble, fn,
               ": Low precision dtypes not supported. Got ", t.scalar_type());
+}
+
+// The ops with complex kernels (LU family, Cholesky, triangular solves,
+// QR, SVD, eigh, eig) take complex64/complex128 too, computed in double
+// complex; complex32 is refused as the CPU refuses it.
+void check_float_or_complex(const Tensor &t, const char *fn) {
+  auto st = t.scalar_type();
+  TORCH_CHECK(at::isFloatingType(st) || at::isComplexType(st), fn,
+              ": Expected a floating point or complex tensor as input. Got ", st);
+  TORCH_CHECK(st == at::kFloat || st == at::kDouble || st == at::kComplexFloat || st == at::kComplexDouble, fn,
+              ": Low precision dtypes not supported. Got ", st);
 }
 
 // A tensor's trailing `core` dims with its batch dims collapsed into one,
@@ -151,7 +165,7 @@ std::tuple<Tensor &, Tensor &, Tensor &> lu_factor_ex_out(const Tensor &A, bool 
                                                           Tensor &pivots, Tensor &info) {
   c10::DeviceGuard guard(A.device());
   at::meta::linalg_lu_factor_ex_outf(A, pivot, check_errors, LU, pivots, info);
-  check_float(A, "linalg.lu_factor");
+  check_float_or_complex(A, "linalg.lu_factor");
   lu_factor_into(A, pivot, LU, pivots, info);
   if (check_errors) at::_linalg_check_errors(info, "torch.linalg.lu_factor_ex", A.dim() == 2);
   return {LU, pivots, info};
@@ -180,7 +194,9 @@ void lu_solve_into(const Tensor &LU, const Tensor &pivots, const Tensor &B, bool
   mat(d, 1, lu.t);
   vec(d, 2, pv.t);
   mat(d, 3, B3);
-  d.params[0] = left ? adjoint : !adjoint;
+  // Kernel flags: bit 0 transpose, bit 1 conjugate (ignored for real).
+  // X op(A) = B  <=>  op(A)^T X^T = B^T, and (A^H)^T = conj(A).
+  d.params[0] = left ? (adjoint ? 3 : 0) : (adjoint ? 2 : 1);
   run(out, d);
   x.finish();
 }
@@ -188,7 +204,7 @@ void lu_solve_into(const Tensor &LU, const Tensor &pivots, const Tensor &B, bool
 Tensor &lu_solve_out(const Tensor &LU, const Tensor &pivots, const Tensor &B, bool left, bool adjoint, Tensor &out) {
   c10::DeviceGuard guard(LU.device());
   at::meta::linalg_lu_solve_outf(LU, pivots, B, left, adjoint, out);
-  check_float(LU, "linalg.lu_solve");
+  check_float_or_complex(LU, "linalg.lu_solve");
   TORCH_CHECK(pivots.scalar_type() == at::kInt, "linalg.lu_solve: pivots should be a Tensor of ints, got ",
               pivots.scalar_type());
   lu_solve_into(LU, pivots, B, left, adjoint, out);
@@ -246,7 +262,7 @@ std::tuple<Tensor, Tensor, Tensor> lu_unpack_fn(const Tensor &LU, const Tensor &
 std::tuple<Tensor &, Tensor &, Tensor &> linalg_lu_out(const Tensor &A, bool pivot, Tensor &P, Tensor &L, Tensor &U) {
   c10::DeviceGuard guard(A.device());
   at::meta::linalg_lu_outf(A, pivot, P, L, U);
-  check_float(A, "linalg.lu");
+  check_float_or_complex(A, "linalg.lu");
   int64_t m = A.size(-2), n = A.size(-1);
   auto batch = A.sizes().slice(0, A.dim() - 2);
   Tensor LU = at::empty(A.sizes(), A.options());
@@ -270,7 +286,7 @@ std::tuple<Tensor, Tensor> inv_ex_into(Tensor inverse, Tensor info, const Tensor
   }
   c10::DeviceGuard guard(A.device());
   at::meta::linalg_inv_ex_outf(A, check_errors, inverse, info);
-  check_float(A, "linalg.inv");
+  check_float_or_complex(A, "linalg.inv");
   int64_t n = A.size(-1);
   auto batch = A.sizes().slice(0, A.dim() - 2);
   Tensor LU = at::empty(A.sizes(), A.options());
@@ -304,7 +320,7 @@ std::tuple<Tensor &, Tensor &, Tensor &, Tensor &> solve_ex_out(const Tensor &A,
                                                                 Tensor &pivots, Tensor &info) {
   c10::DeviceGuard guard(A.device());
   at::meta::_linalg_solve_ex_outf(A, B, left, check_errors, result, LU, pivots, info);
-  check_float(A, "linalg.solve");
+  check_float_or_complex(A, "linalg.solve");
   lu_factor_into(A, true, LU, pivots, info);
   bool vector = is_vector_rhs(A, B);
   Tensor B_ = vector ? B.unsqueeze(-1) : B;
@@ -346,7 +362,7 @@ void det_from_lu(const Tensor &LU, const Tensor &pivots, bool slog, Tensor &out0
 std::tuple<Tensor &, Tensor &, Tensor &> det_out(const Tensor &A, Tensor &result, Tensor &LU, Tensor &pivots) {
   c10::DeviceGuard guard(A.device());
   at::meta::_linalg_det_outf(A, result, LU, pivots);
-  check_float(A, "linalg.det");
+  check_float_or_complex(A, "linalg.det");
   Tensor info = at::empty(A.sizes().slice(0, A.dim() - 2), A.options().dtype(at::kInt));
   lu_factor_into(use_transpose(A) ? A.mT() : A, true, LU, pivots, info); // det(A^T) = det(A)
   det_from_lu(LU, pivots, false, result, nullptr);
@@ -364,7 +380,7 @@ std::tuple<Tensor &, Tensor &, Tensor &, Tensor &> slogdet_out(const Tensor &A, 
                                                                Tensor &LU, Tensor &pivots) {
   c10::DeviceGuard guard(A.device());
   at::meta::_linalg_slogdet_outf(A, sign, logabsdet, LU, pivots);
-  check_float(A, "linalg.slogdet");
+  check_float_or_complex(A, "linalg.slogdet");
   Tensor info = at::empty(A.sizes().slice(0, A.dim() - 2), A.options().dtype(at::kInt));
   lu_factor_into(use_transpose(A) ? A.mT() : A, true, LU, pivots, info);
   det_from_lu(LU, pivots, true, sign, &logabsdet);
@@ -394,7 +410,7 @@ void geqrf_launch(const Tensor &A, Tensor &QR, Tensor &tau) {
 
 std::tuple<Tensor, Tensor> geqrf_into(Tensor, Tensor, const Tensor &A) {
   TORCH_CHECK(A.dim() >= 2, "torch.geqrf: input must have at least 2 dimensions.");
-  check_float(A, "torch.geqrf");
+  check_float_or_complex(A, "torch.geqrf");
   c10::DeviceGuard guard(A.device());
   auto batch = A.sizes().slice(0, A.dim() - 2);
   Tensor QR = at::empty(A.sizes(), A.options());
@@ -440,7 +456,7 @@ Tensor householder_product_into(Tensor, const Tensor &input, const Tensor &tau) 
   TORCH_CHECK(tau.scalar_type() == input.scalar_type(),
               "torch.linalg.householder_product: tau dtype ", tau.scalar_type(),
               " does not match input dtype ", input.scalar_type());
-  check_float(input, "torch.linalg.householder_product");
+  check_float_or_complex(input, "torch.linalg.householder_product");
   c10::DeviceGuard guard(input.device());
   Tensor Q = at::empty(input.sizes(), input.options());
   orgqr_into(input, tau, Q);
@@ -472,7 +488,7 @@ Tensor ormqr_into(Tensor, const Tensor &self, const Tensor &tau, const Tensor &C
   TORCH_CHECK(tau.scalar_type() == self.scalar_type() && C.scalar_type() == self.scalar_type(),
               "torch.ormqr: Expected input, tau and other to have the same dtype, but got ", self.scalar_type(), ", ",
               tau.scalar_type(), " and ", C.scalar_type());
-  check_float(self, "torch.ormqr");
+  check_float_or_complex(self, "torch.ormqr");
   c10::DeviceGuard guard(self.device());
   Tensor out = at::empty(C.sizes(), C.options());
   if (tau.size(-1) == 0) return out.copy_(C);  // no reflectors: Q is the identity
@@ -498,7 +514,7 @@ std::tuple<Tensor, Tensor> qr_into(Tensor Q, Tensor R, const Tensor &A, c10::str
   }
   c10::DeviceGuard guard(A.device());
   at::meta::linalg_qr_outf(A, mode, Q, R);
-  check_float(A, "linalg.qr");
+  check_float_or_complex(A, "linalg.qr");
   int64_t m = A.size(-2), n = A.size(-1), k = std::min(m, n);
   auto batch = A.sizes().slice(0, A.dim() - 2);
   Tensor QR = at::empty(A.sizes(), A.options());
@@ -517,7 +533,7 @@ std::tuple<Tensor &, Tensor &, Tensor &> svd_out(const Tensor &A, bool full_matr
                                                  Tensor &Vh) {
   c10::DeviceGuard guard(A.device());
   at::meta::_linalg_svd_outf(A, full_matrices, compute_uv, driver, U, S, Vh);
-  check_float(A, "linalg.svd");
+  check_float_or_complex(A, "linalg.svd");
   int64_t m = A.size(-2), n = A.size(-1), k = std::min(m, n);
   if (k == 0) {
     // No singular values; full_matrices still wants orthonormal bases.
@@ -561,7 +577,7 @@ std::tuple<Tensor, Tensor> eigh_into(Tensor w, Tensor V, const Tensor &A, c10::s
   }
   c10::DeviceGuard guard(A.device());
   at::meta::_linalg_eigh_outf(A, uplo, compute_v, w, V);
-  check_float(A, "linalg.eigh");
+  check_float_or_complex(A, "linalg.eigh");
   int64_t n = A.size(-1);
   Flat a(A, 2, false), ev(w, 1, true);
   nrt_launch d = desc(NRT_OP(EIGH), {a.t.size(0), n}, compute_v ? 2 : 1, 1, A);
@@ -581,6 +597,82 @@ std::tuple<Tensor, Tensor> eigh_into(Tensor w, Tensor V, const Tensor &A, c10::s
   return {w, V};
 }
 
+
+// ---- general eigen (linalg.eig, linalg.eigvals) ------------------------------------
+
+// Batches of F-contiguous matrices, the strides LAPACK's drivers give
+// their matrix outputs (ATen's batched_matrix_contiguous_strides).
+std::vector<int64_t> fcontig_strides(IntArrayRef sizes) {
+  std::vector<int64_t> st(sizes.size());
+  int64_t acc = 1;
+  for (int64_t i = (int64_t)sizes.size() - 1; i >= 0; i--) {
+    st[i] = acc;
+    acc *= std::max<int64_t>(sizes[i], 1);
+  }
+  size_t d = sizes.size();
+  st[d - 1] = std::max<int64_t>(sizes[d - 2], 1);
+  st[d - 2] = 1;
+  return st;
+}
+
+void check_eig_out(const Tensor &out, at::ScalarType want, const char *what) {
+  TORCH_CHECK(at::canCast(want, out.scalar_type()), "torch.linalg.eig: Expected ", what,
+              " to be safely castable from ", want, " dtype, but got ", what, " with dtype ", out.scalar_type());
+}
+
+// Eigenvalues (and with compute_v right eigenvectors) of a real or complex
+// square A, both complex as on the CPU; the kernel follows LAPACK's geev,
+// so the eigenvalues come in the CPU's order.
+std::tuple<Tensor, Tensor> eig_compute(const Tensor &A, bool compute_v, const char *fn) {
+  TORCH_CHECK(A.dim() >= 2, fn, ": The input tensor A must have at least 2 dimensions.");
+  TORCH_CHECK(A.size(-1) == A.size(-2), fn, ": A must be batches of square matrices, but they are ", A.size(-2),
+              " by ", A.size(-1), " matrices");
+  TORCH_CHECK(at::isFloatingType(A.scalar_type()) || at::isComplexType(A.scalar_type()),
+              "Unknown Complex ScalarType for ", A.scalar_type());
+  TORCH_CHECK_NOT_IMPLEMENTED(A.scalar_type() == at::kFloat || A.scalar_type() == at::kDouble ||
+                                  A.scalar_type() == at::kComplexFloat || A.scalar_type() == at::kComplexDouble,
+                              "\"linalg_eig_out_cpu\" not implemented for '", c10::toString(A.scalar_type()), "'");
+  c10::DeviceGuard guard(A.device());
+  auto ct = c10::toComplexType(A.scalar_type());
+  int64_t n = A.size(-1);
+  auto batch = A.sizes().slice(0, A.dim() - 2);
+  Tensor w = at::empty(with(batch, {n}), A.options().dtype(ct));
+  Tensor V = compute_v ? at::empty_strided(A.sizes(), fcontig_strides(A.sizes()), A.options().dtype(ct))
+                       : Tensor();
+  Flat a(A, 2, false), ev(w, 1, true);
+  nrt_launch d = desc(NRT_OP(EIG), {a.t.size(0), n}, compute_v ? 2 : 1, 1, A);
+  vec(d, 0, ev.t);
+  if (compute_v) {
+    Flat v(V, 2, true);
+    mat(d, 1, v.t);
+    mat(d, 2, a.t);
+    run(A, d);
+    v.finish();
+  } else {
+    mat(d, 1, a.t);
+    run(A, d);
+  }
+  ev.finish();
+  return {w, V};
+}
+
+std::tuple<Tensor, Tensor> eig_into(Tensor w_out, Tensor v_out, const Tensor &A) {
+  if (w_out.defined()) {
+    auto ct = at::isComplexType(A.scalar_type()) || at::isFloatingType(A.scalar_type())
+                  ? c10::toComplexType(A.scalar_type())
+                  : at::kComplexFloat;
+    check_eig_out(w_out, ct, "eigenvalues");
+    check_eig_out(v_out, ct, "eigenvectors");
+  }
+  TORCH_CHECK(A.dim() >= 2, "linalg.eig: The input tensor A must have at least 2 dimensions.");
+  // As on the CPU (a synchronising read): LAPACK's geev loops on NaN.
+  if (A.numel()) TORCH_CHECK(A.isfinite().all().item<bool>(), "torch.linalg.eig: input tensor should not contain infs or NaNs.");
+  return eig_compute(A, true, "linalg.eig");
+}
+
+// Without eigenvectors (what linalg.eigvals calls when no gradient is
+// needed); the CPU does not check for NaN here, and NaN eigenvalues come out.
+Tensor eigvals_fn(const Tensor &A) { return std::get<0>(eig_compute(A, false, "linalg.eigvals")); }
 
 // ---- LDL ------------------------------------------------------------------------
 
@@ -670,12 +762,12 @@ Tensor cholesky_into(Tensor, const Tensor &self, bool upper) {
 // B and L already broadcast by torch.cholesky_solve: two triangular solves.
 Tensor cholesky_solve_helper_into(Tensor, const Tensor &B, const Tensor &L, bool upper) {
   c10::DeviceGuard guard(B.device());
-  if (upper) { // A = U^T U
-    Tensor y = at::linalg_solve_triangular(L.mT(), B, /*upper=*/false);
+  if (upper) { // A = U^H U
+    Tensor y = at::linalg_solve_triangular(L.mH(), B, /*upper=*/false);
     return at::linalg_solve_triangular(L, y, /*upper=*/true);
   }
-  Tensor y = at::linalg_solve_triangular(L, B, /*upper=*/false);
-  return at::linalg_solve_triangular(L.mT(), y, /*upper=*/true);
+  Tensor y = at::linalg_solve_triangular(L, B, /*upper=*/false); // A = L L^H
+  return at::linalg_solve_triangular(L.mH(), y, /*upper=*/true);
 }
 
 
@@ -683,7 +775,7 @@ Tensor cholesky_inverse_into(Tensor, const Tensor &L, bool upper) {
   TORCH_CHECK(L.dim() >= 2, "cholesky_inverse: The input tensor A must have at least 2 dimensions.");
   TORCH_CHECK(L.size(-1) == L.size(-2), "cholesky_inverse: A must be batches of square matrices, but they are ",
               L.size(-2), " by ", L.size(-1), " matrices");
-  check_float(L, "cholesky_inverse");
+  check_float_or_complex(L, "cholesky_inverse");
   c10::DeviceGuard guard(L.device());
   Tensor I = at::eye(L.size(-1), L.options()).expand(L.sizes());
   return cholesky_solve_helper_into(Tensor(), I, L, upper);
@@ -698,7 +790,7 @@ std::tuple<Tensor, Tensor> triangular_solve_into(Tensor X, Tensor M, const Tenso
   }
   c10::DeviceGuard guard(B.device());
   at::meta::triangular_solve_outf(B, A, upper, transpose, unitriangular, X, M);
-  check_float(A, "triangular_solve");
+  check_float_or_complex(A, "triangular_solve");
   Tensor Ab = A.expand(M.sizes());
   M.copy_(Ab);
   // op(A) X = B with op(A) = A^T: A^T is triangular of the other kind.
@@ -789,8 +881,7 @@ std::tuple<Tensor, Tensor> cholesky_ex_fn(const Tensor &self, bool upper, bool c
   TORCH_CHECK(self.dim() >= 2, "linalg.cholesky: The input tensor A must have at least 2 dimensions.");
   TORCH_CHECK(self.size(-1) == self.size(-2), "linalg.cholesky: A must be batches of square matrices, but they are ",
               self.size(-2), " by ", self.size(-1), " matrices");
-  TORCH_CHECK(at::isFloatingType(self.scalar_type()), "linalg.cholesky: Expected a floating point tensor, got ",
-              self.scalar_type());
+  check_float_or_complex(self, "linalg.cholesky");
   c10::DeviceGuard guard(self.device());
   int64_t n = self.size(-1);
   auto batch = self.sizes().slice(0, self.dim() - 2);
@@ -821,7 +912,11 @@ std::tuple<Tensor, Tensor> cholesky_ex_fn(const Tensor &self, bool upper, bool c
   return {L, info};
 }
 
-Tensor solve_triangular_fn(const Tensor &A, const Tensor &B, bool upper, bool left, bool unitriangular) {
+Tensor solve_triangular_fn(const Tensor &A_in, const Tensor &B_in, bool upper, bool left, bool unitriangular) {
+  // linalg_solve_triangular is a fallthrough of the Conjugate and Negative
+  // keys (ATen's kernels read conjugated views natively): materialise them,
+  // since the kernel reads plain strided data.
+  Tensor A = A_in.resolve_conj().resolve_neg(), B = B_in.resolve_conj().resolve_neg();
   TORCH_CHECK(A.dim() >= 2 && B.dim() >= 2, "linalg.solve_triangular: The input tensors must have at least 2 dimensions.");
   TORCH_CHECK(A.size(-1) == A.size(-2), "linalg.solve_triangular: A must be batches of square matrices");
   int64_t m = B.size(-2), k = B.size(-1);
@@ -901,6 +996,8 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   NEURON_IMPL(m, "_linalg_svd", svd_fn);
   NEURON_IMPL(m, "_linalg_svd.U", svd_out);
   NEURON_VARIANTS(m, eigh_into, "_linalg_eigh", nullptr, "_linalg_eigh.eigenvalues");
+  NEURON_VARIANTS(m, eig_into, "linalg_eig", nullptr, "linalg_eig.out");
+  NEURON_IMPL(m, "_linalg_eigvals", eigvals_fn);
   NEURON_IMPL(m, "linalg_ldl_factor_ex", ldl_factor_ex_fn);
   NEURON_IMPL(m, "linalg_ldl_factor_ex.out", ldl_factor_ex_out);
   NEURON_IMPL(m, "linalg_ldl_solve", ldl_solve_fn);
