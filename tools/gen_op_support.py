@@ -6,7 +6,14 @@ tests/conformance/opinfo_sweep.py --full) and the known-gaps list
   python tools/gen_op_support.py [results.jsonl]
 
 Re-running it after editing known_gaps.py refreshes the reasons without
-running the sweep again.
+running the sweep again. Without build/conformance/full.jsonl it reuses the
+OpInfo records already in docs/op-support.json.
+
+The document also holds the ModuleInfo sweep (tests/conformance/moduleinfo_sweep.py,
+results in build/conformance/modules/full.jsonl, JSON key "modules") and the
+training-utilities table (tests/conformance/utilities_sweep.py,
+build/conformance/utilities/full.jsonl, key "utilities"); each comes from its
+last results file, or else from the previous docs/op-support.json.
 """
 from __future__ import annotations
 
@@ -24,7 +31,7 @@ from opinfo_sweep import DTYPE_NAMES, NONDETERMINISTIC, TOLERANCES  # noqa: E402
 STATUSES = ["native-pass", "fallback-pass", "mismatch", "error", "crash", "skipped-cpu"]
 BAD = ("mismatch", "error", "crash")
 CELL = {"native-pass": "native", "fallback-pass": "fallback", "mismatch": "**MISMATCH**", "error": "**ERROR**",
-        "crash": "**CRASH**", "skipped-cpu": "skip-cpu"}
+        "crash": "**CRASH**", "skipped-cpu": "skip-cpu", "skipped": "skipped"}
 
 
 def _key(r: dict) -> str:
@@ -88,18 +95,47 @@ def _native_ops() -> list[str]:
     return torch_neuronx.native_ops()
 
 
-def generate(results_path: str, meta: dict | None = None, md_path: str | None = None,
-             json_path: str | None = None) -> None:
+def _previous_doc(json_path: str) -> dict:
+    try:
+        with open(json_path) as f:
+            return json.load(f)
+    except (OSError, ValueError):
+        return {}
+
+
+def generate_from_last(md_path: str | None = None, json_path: str | None = None) -> None:
+    """Regenerates both documents from the last results of every sweep:
+    build/conformance/full.jsonl for OpInfo if present, else the records in
+    docs/op-support.json (and likewise for the ModuleInfo and utilities sweeps)."""
+    path = os.path.join(ROOT, "build", "conformance", "full.jsonl")
+    if os.path.exists(path):
+        generate(path, md_path=md_path, json_path=json_path)
+        return
+    json_path = json_path or os.path.join(ROOT, "docs", "op-support.json")
+    prev = _previous_doc(json_path)
+    if not prev.get("records"):
+        raise SystemExit("no OpInfo results: run `make conformance` (tests/conformance/opinfo_sweep.py --full)")
+    # The native-op list stays the one the OpInfo records were measured with.
+    generate(None, meta=prev.get("sweep", {}), md_path=md_path, json_path=json_path, records=prev["records"],
+             native=prev.get("native_ops"))
+
+
+def generate(results_path: str | None, meta: dict | None = None, md_path: str | None = None,
+             json_path: str | None = None, records: list[dict] | None = None,
+             native: list[str] | None = None) -> None:
     md_path = md_path or os.path.join(ROOT, "docs", "op-support.md")
     json_path = json_path or os.path.join(ROOT, "docs", "op-support.json")
     if meta is None:
         mp = results_path[: -len(".jsonl")] + ".meta.json"
         meta = json.load(open(mp)) if os.path.exists(mp) else {}
-    records = load(results_path)
+    if records is None:
+        records = load(results_path)
+    prev = _previous_doc(json_path)
+    extras = {name: extra_section(name, prev) for name in EXTRA_SWEEPS}
     import torch
 
     torch_version = torch.__version__
-    native = _native_ops()
+    native = native if native is not None else _native_ops()
     summary = summarize(records)
 
     rows: dict[str, dict[str, dict]] = defaultdict(dict)
@@ -135,16 +171,25 @@ def generate(results_path: str, meta: dict | None = None, md_path: str | None = 
         "summary": summary,
         "known_gaps": dict(sorted(known_gaps.KNOWN_GAPS.items())),
         "records": jrecords,
+        **{name: ex for name, ex in extras.items() if ex},
         "native_ops": native,
     }
     with open(json_path, "w") as f:
         # One record per line: small diffs between sweeps, greppable.
-        head = {k: v for k, v in doc.items() if k not in ("records", "native_ops")}
+        head = {k: v for k, v in doc.items() if k not in ("records", "native_ops", *EXTRA_SWEEPS)}
         head["sweep"] = json.loads(json.dumps(head["sweep"], default=str))
         text = json.dumps(head, indent=1, default=str)[:-2]
         f.write(text + ',\n "records": [\n')
         f.write(",\n".join("  " + json.dumps(r, default=str) for r in doc["records"]))
-        f.write('\n ],\n "native_ops": ' + json.dumps(doc["native_ops"]) + "\n}\n")
+        f.write("\n ]")
+        for name in EXTRA_SWEEPS:
+            if doc.get(name):
+                ex = doc[name]
+                sub = json.dumps({k: v for k, v in ex.items() if k != "records"}, indent=1, default=str)[:-2]
+                f.write(f',\n "{name}": ' + sub.replace("\n", "\n ") + ',\n  "records": [\n')
+                f.write(",\n".join("   " + json.dumps(r, default=str) for r in ex["records"]))
+                f.write("\n  ]\n }")
+        f.write(',\n "native_ops": ' + json.dumps(doc["native_ops"]) + "\n}\n")
 
     # ---- Markdown ----
     L: list[str] = []
@@ -161,7 +206,13 @@ def generate(results_path: str, meta: dict | None = None, md_path: str | None = 
       "CPU-comparison test, both results first go through the sample's `output_process_fn_grad`, which "
       "makes outputs that are only defined up to sign (eigenvectors, singular vectors) comparable.")
     w("")
-    w("Regenerate with `make conformance` (runs `tests/conformance/opinfo_sweep.py --full`, then this generator). "
+    w("Beyond OpInfo, two more tables: [every ModuleInfo of `module_db`](#modules-moduleinfo) (forward and "
+      "backward, training and eval, float32 and bfloat16) and [training utilities](#training-utilities) (AMP, "
+      "weight/spectral norm, parametrizations, gradient clipping, every optimizer, LR schedulers, "
+      "checkpointing, DataLoader, distributions, EMA/SWA), each run on neuron and on the CPU and compared.")
+    w("")
+    w("Regenerate with `make conformance` (runs `tests/conformance/opinfo_sweep.py --full`, "
+      "`moduleinfo_sweep.py --full` and `utilities_sweep.py --full`, each followed by this generator). "
       "`python tools/gen_op_support.py` alone refreshes the document from the last sweep's results "
       "(build/conformance/full.jsonl), e.g. after editing the known-gaps list "
       "`tests/conformance/known_gaps.py`, the one place where known gaps and their reasons live. "
@@ -325,9 +376,14 @@ def generate(results_path: str, meta: dict | None = None, md_path: str | None = 
                 w(f"- {how} ({len(ops_)}): " + ", ".join(f"`{o}`" for o in ops_))
         w("")
 
+    for name in EXTRA_SWEEPS:
+        if extras.get(name):
+            L.extend(extra_markdown(name, extras[name]))
+
     w("## Known gaps")
     w("")
-    w("From `tests/conformance/known_gaps.py`. An entry whose OpInfo now passes natively in every dtype is marked stale.")
+    w("From `tests/conformance/known_gaps.py` (`KNOWN_GAPS`; the module and utility gaps are listed in their "
+      "sections above). An entry whose OpInfo now passes natively in every dtype is marked stale.")
     w("")
     names = set(order) | {r["op"] for k in order for r in rows[k].values()}
     for gk, reason in sorted(known_gaps.KNOWN_GAPS.items()):
@@ -381,6 +437,140 @@ def row_reason(rs: dict[str, dict]) -> str:
     return text if len(text) <= 200 else _short(text, 170) + " (see Known gaps)"
 
 
+# ---- the ModuleInfo sweep and the training-utilities table ----------------------
+
+EXTRA_SWEEPS = ("modules", "utilities")
+EXTRA_INFO = {
+    "modules": {"title": "Modules (ModuleInfo)", "gaps": "MODULE_GAPS", "script": "moduleinfo_sweep.py",
+                "columns": ("module", "mode")},
+    "utilities": {"title": "Training utilities", "gaps": "UTILITY_GAPS", "script": "utilities_sweep.py",
+                  "columns": ("utility", "variant")},
+}
+
+
+def extra_gap_key(name: str, r: dict) -> str | None:
+    """The known-gaps entry of a module/utility record, most specific first:
+    "name.mode@dtype", "name@dtype", "name.mode", "name"."""
+    gaps = getattr(known_gaps, EXTRA_INFO[name]["gaps"], {})
+    v = f"{r['op']}.{r['variant']}" if r.get("variant") else r["op"]
+    for k in (f"{v}@{r['dtype']}", f"{r['op']}@{r['dtype']}", v, r["op"]):
+        if k in gaps:
+            return k
+    return None
+
+
+def extra_section(name: str, prev: dict) -> dict | None:
+    """The JSON section of one extra sweep: from its last results file, or
+    else the previous document's, with the gap reasons refreshed."""
+    path = os.path.join(ROOT, "build", "conformance", name, "full.jsonl")
+    if os.path.exists(path):
+        recs = load(path)
+        mp = path[: -len(".jsonl")] + ".meta.json"
+        meta = json.load(open(mp)) if os.path.exists(mp) else {}
+    elif prev.get(name):
+        recs, meta = prev[name]["records"], prev[name].get("sweep", {})
+    else:
+        return None
+    gaps = getattr(known_gaps, EXTRA_INFO[name]["gaps"], {})
+    out = []
+    for r in sorted(recs, key=lambda r: (r["op"], r.get("variant", ""), r["dtype"])):
+        jr = {k: r[k] for k in ("op", "variant", "dtype", "status", "reason", "fallback_ops") if k in r}
+        for extra in ("max_abs_diff", "failed_samples", "problems", "cpu_less_accurate", "random", "checks"):
+            if r.get(extra) not in (None, "", []):
+                jr[extra] = r[extra][:2] if isinstance(r[extra], list) and extra != "checks" else r[extra]
+        g = extra_gap_key(name, r)
+        if g:
+            jr["known_gap"] = g
+        out.append(jr)
+    counts = Counter(r["status"] for r in out)
+    return {"generated_by": f"tests/conformance/{EXTRA_INFO[name]['script']} --full", "sweep": meta,
+            "summary": {s: counts.get(s, 0) for s in STATUSES}, "known_gaps": dict(sorted(gaps.items())),
+            "records": out}
+
+
+def extra_markdown(name: str, ex: dict) -> list[str]:
+    info = EXTRA_INFO[name]
+    gaps = getattr(known_gaps, info["gaps"], {})
+    recs = ex["records"]
+    meta = ex.get("sweep", {})
+    L: list[str] = []
+    w = L.append
+    w(f"## {info['title']}")
+    w("")
+    if name == "modules":
+        w("Every ModuleInfo of PyTorch's `module_db` × float32 and bfloat16 × training and eval mode "
+          "(`tests/conformance/moduleinfo_sweep.py`): for each sample of its `module_inputs_func` (up to "
+          f"{meta.get('max_samples', 16)}), the module is built on the CPU, a second instance gets its state "
+          "(`load_state_dict`) and moves with `.to(\"neuron\")` (a lazy module is moved first and initialised "
+          "by a forward on the device), the inputs are copied, and the forward outputs, the gradients of "
+          "`sum(output * fixed random weights)` with respect to the inputs and the parameters, and the buffers "
+          "after the forward (running statistics) are compared; in eval mode also a no-grad forward (where "
+          "fast paths run). Tolerances are the OpInfo table's (float32 1e-4, bfloat16 2e-2), with the same "
+          "float64 arbiter (a float64 CPU run of the same module and state). Modules whose forward draws "
+          "random numbers are compared by shape, dtype and finiteness (module_db already sets dropout=0 "
+          "in the transformer modules). bfloat16 is run for every module, also where the ModuleInfo lists "
+          "only float32/float64; skip-cpu means the CPU itself cannot run it.")
+    else:
+        w("Each utility runs the same program on the CPU and on neuron from identical initial state "
+          "(`tests/conformance/utilities_sweep.py`) and compares what the program produces (parameters after "
+          "the steps, losses, scales, learning rates, samples' statistics), with the tolerance given in its "
+          "row (float32 1e-4 unless the row says otherwise). Statuses: native (matches, nothing fell back), "
+          "fallback (matches, the ATen ops that fell back are listed), mismatch, error, crash, skipped "
+          "(not applicable, with the reason).")
+    w("")
+    if meta.get("wall_time_s") is not None:
+        b = meta.get("build", {})
+        built = f" Tested build: commit {b['git_head']}" + (" with local changes" if b.get("local_changes") else "") \
+            + "." if b.get("git_head") else ""
+        if b.get("rebuilt_during_sweep"):
+            built += " **The extension was rebuilt during the sweep: results mix two builds.**"
+        w(f"{len(recs)} cases; the sweep took {meta['wall_time_s']:.0f} s with {meta.get('workers', 2)} worker "
+          f"processes.{built}")
+        w("")
+    dts = sorted({r["dtype"] for r in recs}, key=lambda d: (d != "float32", d))
+    w("| dtype | cases | native | fallback | mismatch | error | crash | skipped | native rate |")
+    w("|---|---|---|---|---|---|---|---|---|")
+    for d in dts + ["all"]:
+        c = Counter(r["status"] for r in recs if d == "all" or r["dtype"] == d)
+        tested = sum(c.values()) - c["skipped-cpu"] - c["skipped"]
+        rate = f"{100 * c['native-pass'] / tested:.1f}%" if tested else "–"
+        w(f"| {d or '–'} | {sum(c.values())} | {c['native-pass']} | {c['fallback-pass']} | {c['mismatch']} | "
+          f"{c['error']} | {c['crash']} | {c['skipped-cpu'] + c['skipped']} | {rate} |")
+    w("")
+    unlisted = [r for r in recs if r["status"] not in ("native-pass", "skipped-cpu", "skipped")
+                and not r.get("known_gap")]
+    if unlisted:
+        w(f"Not native and not in `{info['gaps']}` (tests/conformance/known_gaps.py): "
+          + ", ".join(f"`{r['op']}.{r['variant']}@{r['dtype']}`" if r.get("variant") else f"`{r['op']}@{r['dtype']}`"
+                      for r in unlisted) + ".")
+        w("")
+    c1, c2 = info["columns"]
+    w(f"| {c1} | {c2} | dtype | status | details |")
+    w("|---|---|---|---|---|")
+    for r in recs:
+        st = CELL.get(r["status"], r["status"])
+        gap = gaps.get(r.get("known_gap") or "", "")
+        det = r.get("reason", "")
+        if gap and r["status"] == "fallback-pass":
+            det = gap + " (" + ", ".join(o.replace("aten::", "") for o in r.get("fallback_ops", [])) + ")"
+        elif gap and r["status"] != "native-pass":
+            det = gap + (" — " + det if det else "")
+        w(f"| `{r['op']}` | {r.get('variant', '')} | {r['dtype'] or '–'} | {st} | {_md(_short(det, 400))} |")
+    w("")
+    if gaps:
+        w(f"Known gaps (`{info['gaps']}` in tests/conformance/known_gaps.py); an entry whose cases are all native "
+          "now is marked stale:")
+        w("")
+        for gk, reason in sorted(gaps.items()):
+            hit = [r for r in recs if r.get("known_gap") == gk]
+            stale = "" if any(r["status"] != "native-pass" for r in hit) else " *(stale: no failing case)*"
+            w(f"- `{gk}`: {_md(reason)}{stale}")
+        w("")
+    return L
+
+
 if __name__ == "__main__":
-    path = sys.argv[1] if len(sys.argv) > 1 else os.path.join(ROOT, "build", "conformance", "full.jsonl")
-    generate(path)
+    if len(sys.argv) > 1:
+        generate(sys.argv[1])
+    else:
+        generate_from_last()

@@ -802,12 +802,12 @@ def list_tasks(select: str, ops_filter: list[str] | None, dtypes: list[str]) -> 
 
 
 class _Proc:
-    def __init__(self, idx: int, log_dir: str, env: dict):
+    def __init__(self, idx: int, log_dir: str, env: dict, script: str | None = None):
         self.idx = idx
         self.log_path = os.path.join(log_dir, f"worker-{idx}.log")
         self.log = open(self.log_path, "ab")
         self.log_start = self.log.tell()
-        self.p = subprocess.Popen([sys.executable, os.path.abspath(__file__), "--worker"], stdin=subprocess.PIPE,
+        self.p = subprocess.Popen([sys.executable, script or os.path.abspath(__file__), "--worker"], stdin=subprocess.PIPE,
                                   stdout=subprocess.PIPE, stderr=self.log, env=env, cwd=ROOT)
         self.buf = b""
         self.task: dict | None = None
@@ -841,7 +841,10 @@ class _Proc:
 
 
 def run_parent(tasks: list[dict], out_path: str, workers: int, timeout: float, max_samples: int,
-               verbose: bool) -> list[dict]:
+               verbose: bool, script: str | None = None) -> list[dict]:
+    """Runs `tasks` (dicts with key, op, variant, dtype) in `workers` worker
+    processes (`script --worker`, this file by default; the ModuleInfo and
+    utilities sweeps pass theirs) and returns the result records."""
     os.makedirs(os.path.dirname(out_path), exist_ok=True)
     log_dir = os.path.dirname(out_path)
     env = dict(os.environ)
@@ -867,7 +870,7 @@ def run_parent(tasks: list[dict], out_path: str, workers: int, timeout: float, m
 
     def spawn() -> None:
         nonlocal next_idx
-        pr = _Proc(next_idx, log_dir, env)
+        pr = _Proc(next_idx, log_dir, env, script)
         next_idx += 1
         procs[pr.idx] = pr
         sel.register(pr.p.stdout, selectors.EVENT_READ, pr)
