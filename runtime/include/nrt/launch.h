@@ -90,7 +90,8 @@ enum {
   NRT_OP_FAMILY_CONV = 12,     /* nrt/ops/conv.h */
   NRT_OP_FAMILY_POOLING = 13,  /* nrt/ops/pooling.h */
   NRT_OP_FAMILY_RNN = 14,      /* nrt/ops/rnn.h: fused LSTM/GRU cells */
-  NRT_OP_FAMILY_COUNT = 15
+  NRT_OP_FAMILY_DISTRIBUTIONS = 15, /* nrt/ops/distributions.h: samplers, their gradients (pointwise) */
+  NRT_OP_FAMILY_COUNT = 16
 };
 #define NRT_OP_ID_LIMIT (NRT_OP_FAMILY_COUNT << NRT_OP_FAMILY_BITS)
 #define NRT_OP(name) ((nrt_op)NRT_OP_##name)

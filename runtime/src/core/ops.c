@@ -4,6 +4,7 @@
 #include "nrt/ops/attention.h"
 #include "nrt/ops/complex.h"
 #include "nrt/ops/conv.h"
+#include "nrt/ops/distributions.h"
 #include "nrt/ops/gemm.h"
 #include "nrt/ops/index.h"
 #include "nrt/ops/linalg.h"
@@ -41,6 +42,7 @@ NRT_FAMILY_ASSERT(NORM);
 NRT_FAMILY_ASSERT(CONV);
 NRT_FAMILY_ASSERT(POOLING);
 NRT_FAMILY_ASSERT(RNN);
+NRT_FAMILY_ASSERT(DISTRIBUTIONS);
 _Static_assert(NRT_OP_COUNT <= (1 << NRT_OP_FAMILY_BITS), "the base op list outgrew its id range");
 
 static const op_info ops[NRT_OP_ID_LIMIT] = {
@@ -60,6 +62,7 @@ static const op_info ops[NRT_OP_ID_LIMIT] = {
     NRT_OPS_CONV(NRT_X)
     NRT_OPS_POOLING(NRT_X)
     NRT_OPS_RNN(NRT_X)
+    NRT_OPS_DISTRIBUTIONS(NRT_X)
 #undef NRT_X
 };
 

@@ -169,7 +169,7 @@ nrt_status nrt_fused_execute(const nrt_fused_chain *c, char *const *external) {
     const nrt_fused_member *m = &c->members[mi];
     const nrt_pw_kernel *k;
     st = nrt_pw_prepare(&m->launch, &k);
-    if (st == NRT_SUCCESS && k && (k->rng_f32 || k->rng_i64))
+    if (st == NRT_SUCCESS && nrt_pw_is_random(k))
       st = nrt_kernel_fail(NRT_ERROR_UNSUPPORTED, "fused chain: %s draws random numbers",
                            nrt_op_name(m->launch.op));
     if (st != NRT_SUCCESS) break;

@@ -43,6 +43,7 @@ const nrt_pw_kernel *nrt_pw_lookup(nrt_op op) {
   if (!k) k = nrt_pw_random_kernel(op);
   if (!k) k = nrt_pw_special_kernel(op);
   if (!k) k = nrt_pw_nn_kernel(op);
+  if (!k) k = nrt_pw_distributions_kernel(op);
   return k;
 }
 
@@ -185,7 +186,8 @@ static int compute_row(const nrt_pw_row *p, char *const *ptr, int64_t n, int64_t
     char *dst = ptr[0] + j * st[0];
     void *out = out_direct ? (void *)dst : fl ? (void *)buf.f[0] : (void *)buf.i[0];
     if (fl) {
-      if (p->k->rng_f32) p->k->rng_f32(out, in[0], m, index + j, p->l);
+      if (p->k->rng3_f32) p->k->rng3_f32(out, in[0], in[1], in[2], m, index + j, p->l);
+      else if (p->k->rng_f32) p->k->rng_f32(out, in[0], m, index + j, p->l);
       else p->f32(out, in[0], in[1], in[2], m, p->l);
       if (!out_direct) nrt_store_f32(dst, st[0], p->dt[0], out, m);
       continue;
@@ -314,7 +316,8 @@ nrt_status nrt_pw_ref_element(const nrt_pw_row *r, char *const *ptr, int64_t lin
     nrt_pw_f32_fn f32 = k->f32_ref ? k->f32_ref : k->f32;
     float in[3] = {0, 0, 0}, out = 0;
     for (int o = 1; o < nops; o++) in[o - 1] = ref_load_f32(ptr[o], r->dt[o]);
-    if (k->rng_f32) k->rng_f32(&out, &in[0], 1, lin, l);
+    if (k->rng3_f32) k->rng3_f32(&out, &in[0], &in[1], &in[2], 1, lin, l);
+    else if (k->rng_f32) k->rng_f32(&out, &in[0], 1, lin, l);
     else f32(&out, &in[0], &in[1], &in[2], 1, l);
     nrt_ref_store_f64(ptr[0], odt, out);
   } else {
@@ -355,7 +358,7 @@ nrt_status nrt_pw_prepare(const nrt_launch *l, const nrt_pw_kernel **out_kernel)
   if (l->noutputs != 1 || (!copy && !k))
     return nrt_kernel_fail(NRT_ERROR_UNSUPPORTED,
                            "%s: no pointwise kernel with %d outputs", nrt_op_name(l->op), l->noutputs);
-  if (!copy && (fdomain ? !(k->f32 || k->rng_f32) : !(k->i64 || k->rng_i64)))
+  if (!copy && (fdomain ? !(k->f32 || k->rng_f32 || k->rng3_f32) : !(k->i64 || k->rng_i64)))
     return nrt_kernel_fail(NRT_ERROR_UNSUPPORTED, "%s: not supported for %s", nrt_op_name(l->op),
                            nrt_dtype_name(l->compute_dtype));
   return NRT_SUCCESS;
@@ -393,7 +396,7 @@ nrt_status nrt_pointwise_execute(const nrt_launch *l) {
     for (int o = 0; o < p.nops; o++) p.data[o] = l->operands[o].data;
     atomic_init(&p.failed, 0);
     int perm[NRT_MAX_DIMS];
-    bool random = k && (k->rng_f32 || k->rng_i64);
+    bool random = nrt_pw_is_random(k);
     /* Random ops number elements row-major over the given shape. */
     int nperm = order_dims(l, p.nops, random, perm);
     p.ndim = collapse(l, p.nops, perm, nperm, p.sizes, p.strides);

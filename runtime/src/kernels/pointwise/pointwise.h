@@ -26,6 +26,9 @@ typedef int (*nrt_pw_i64_fn)(int64_t *out, const int64_t *a, const int64_t *b,
 typedef void (*nrt_pw_rng_f32_fn)(float *out, const float *a, int64_t n, int64_t index,
                                   const nrt_launch *l);
 typedef void (*nrt_pw_rng_i64_fn)(int64_t *out, int64_t n, int64_t index, const nrt_launch *l);
+/* A random function over up to three inputs (the DISTRIBUTIONS samplers). */
+typedef void (*nrt_pw_rng3_f32_fn)(float *out, const float *a, const float *b, const float *c, int64_t n,
+                                   int64_t index, const nrt_launch *l);
 
 typedef struct nrt_pw_kernel {
   nrt_pw_f32_fn f32;        /* float domain; NULL: not supported */
@@ -34,7 +37,12 @@ typedef struct nrt_pw_kernel {
   nrt_pw_i64_fn i64;        /* integer domain; NULL: not supported */
   nrt_pw_rng_f32_fn rng_f32;
   nrt_pw_rng_i64_fn rng_i64;
+  nrt_pw_rng3_f32_fn rng3_f32; /* random, float domain, all inputs (else rng_f32) */
 } nrt_pw_kernel;
+/* The kernel draws random numbers (numbered by linear index, never fused). */
+static inline bool nrt_pw_is_random(const nrt_pw_kernel *k) {
+  return k && (k->rng_f32 || k->rng_i64 || k->rng3_f32);
+}
 
 /* Family lookups: NULL if the op is not in the family. */
 const nrt_pw_kernel *nrt_pw_unary_kernel(nrt_op op);
@@ -43,6 +51,7 @@ const nrt_pw_kernel *nrt_pw_activation_kernel(nrt_op op);
 const nrt_pw_kernel *nrt_pw_random_kernel(nrt_op op);
 const nrt_pw_kernel *nrt_pw_special_kernel(nrt_op op); /* special/, family SPECIAL */
 const nrt_pw_kernel *nrt_pw_nn_kernel(nrt_op op);      /* nn/, family NN */
+const nrt_pw_kernel *nrt_pw_distributions_kernel(nrt_op op); /* distributions/, family DISTRIBUTIONS */
 /* Any pointwise op's kernel (NULL for COPY and for non-pointwise ops). */
 const nrt_pw_kernel *nrt_pw_lookup(nrt_op op);
 
