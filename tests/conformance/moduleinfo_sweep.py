@@ -250,6 +250,9 @@ class ModuleWorker(_Worker):
             return None
         if diff["what"] == "values" and "at" in diff:
             diff.update(self._f64_point(f64(), diff))
+            sides = {"output": (ref_out, out), "grad": (ref_grads, grads), "buffers": (ref_bufs, bufs),
+                     "no_grad_output": (ref_ng, ng)}
+            diff.update(self._normwise(f64(), diff, sides))
         diff.pop("k", None)
         diff.pop("_shape", None)
         self._recover()
@@ -293,6 +296,29 @@ class ModuleWorker(_Worker):
             return {}
         exact = float(ref[tuple(diff["at"])])
         return {"f64": exact, "neuron_err": abs(diff["got"] - exact), "cpu_err": abs(diff["expected"] - exact)}
+
+    def _normwise(self, f64: dict | None, diff: dict, sides: dict) -> dict:
+        """For a value mismatch: ||x - x64|| / ||x64|| of the whole mismatching
+        result, for the device and for the CPU (is the device's error of the
+        CPU's order, i.e. rounding, or larger?)."""
+        torch = self.torch
+        where = diff["where"].split("[")[0]
+        k = diff.get("k", 0)
+        ref, got = sides.get(where, (None, None))
+        if f64 is None or ref is None:
+            return {}
+        rl, gl = self._leaves(ref), self._leaves(got)
+        e = self._f64_leaf(f64, where, k, rl[k]) if k < len(rl) and isinstance(rl[k], torch.Tensor) else None
+        if e is None:
+            return {}
+        e = e.double()
+        fin = e.isfinite()
+        n = float(e[fin].norm()) or 1.0
+
+        def rel(t) -> float:
+            return float((t.detach().cpu().double() - e)[fin].norm()) / n
+
+        return {"neuron_normwise": rel(gl[k]), "cpu_normwise": rel(rl[k])}
 
     def _describe_fi(self, fi, desc: str) -> str:
         class _S:
@@ -356,6 +382,9 @@ class ModuleWorker(_Worker):
                     if "f64" in p:
                         what += f", float64 {p['f64']:.6g}"
                     what += ")"
+                if "neuron_normwise" in p:
+                    what += (f"; normwise error vs float64: neuron {100 * p['neuron_normwise']:.2g}%, "
+                             f"CPU {100 * p['cpu_normwise']:.2g}%")
             else:
                 what = p["what"]
             rec["reason"] = f"{p['where']}: {what}; sample {p['sample']}: {p['shape']}"
