@@ -544,18 +544,40 @@ def extra_markdown(name: str, ex: dict) -> list[str]:
           + ", ".join(f"`{r['op']}.{r['variant']}@{r['dtype']}`" if r.get("variant") else f"`{r['op']}@{r['dtype']}`"
                       for r in unlisted) + ".")
         w("")
-    c1, c2 = info["columns"]
-    w(f"| {c1} | {c2} | dtype | status | details |")
-    w("|---|---|---|---|---|")
-    for r in recs:
-        st = CELL.get(r["status"], r["status"])
+    def details(r: dict) -> str:
         gap = gaps.get(r.get("known_gap") or "", "")
         det = r.get("reason", "")
         if gap and r["status"] == "fallback-pass":
-            det = gap + " (" + ", ".join(o.replace("aten::", "") for o in r.get("fallback_ops", [])) + ")"
-        elif gap and r["status"] != "native-pass":
-            det = gap + (" — " + det if det else "")
-        w(f"| `{r['op']}` | {r.get('variant', '')} | {r['dtype'] or '–'} | {st} | {_md(_short(det, 400))} |")
+            return gap + " (" + ", ".join(o.replace("aten::", "") for o in r.get("fallback_ops", [])) + ")"
+        if gap and r["status"] != "native-pass":
+            return gap + (" — " + det if det else "")
+        return det
+
+    if name == "modules":
+        # One row per module and dtype; the status of training and eval mode.
+        w("| module | dtype | status (train / eval) | details |")
+        w("|---|---|---|---|")
+        groups: dict[tuple, dict] = defaultdict(dict)
+        for r in recs:
+            groups[(r["op"], r["dtype"])][r.get("variant", "")] = r
+        for (op, d), by_mode in sorted(groups.items(), key=lambda kv: (kv[0][0], kv[0][1] != "float32")):
+            cells = [CELL.get(by_mode[m]["status"], by_mode[m]["status"]) if m in by_mode else "·"
+                     for m in ("train", "eval")]
+            st = cells[0] if cells[0] == cells[1] else f"{cells[0]} / {cells[1]}"
+            dets = []
+            for m in ("train", "eval"):
+                if m in by_mode:
+                    t = details(by_mode[m])
+                    if t and t not in dets:
+                        dets.append(t)
+            det = dets[0] if len(dets) == 1 else " ".join(f"{m}: {t}" for m, t in zip(("train", "eval"), dets))
+            w(f"| `{op}` | {d} | {st} | {_md(_short(det, 700))} |")
+    else:
+        w("| utility | variant | dtype | status | details |")
+        w("|---|---|---|---|---|")
+        for r in recs:
+            st = CELL.get(r["status"], r["status"])
+            w(f"| `{r['op']}` | {r.get('variant', '')} | {r['dtype'] or '–'} | {st} | {_md(_short(details(r), 700))} |")
     w("")
     if gaps:
         w(f"Known gaps (`{info['gaps']}` in tests/conformance/known_gaps.py); an entry whose cases are all native "

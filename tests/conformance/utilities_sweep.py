@@ -142,12 +142,13 @@ def amp_grad_scaler(dev: str) -> dict:
 
 
 def amp_autocast_bf16(dev: str) -> dict:
-    """One bfloat16 autocast training step (float32 parameters and gradients)."""
+    """One bfloat16 autocast training step (float32 parameters and gradients)
+    of a model with batch norm, SGD with momentum."""
     torch = _torch()
     F = torch.nn.functional
     model = _mlp(dev, bn=True)
     x, y = _data(dev)
-    opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
+    opt = torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9)
     with torch.autocast(_dev_type(dev), dtype=torch.bfloat16):
         pred = model(x)
         loss = F.mse_loss(pred.float(), y)
@@ -310,7 +311,10 @@ def _optim(dev: str, name: str, impl: str) -> dict:
     res.update(_params(model))
     for i, st in enumerate(opt.state_dict()["state"].values()):
         for k, v in st.items():
-            if isinstance(v, torch.Tensor) and v.is_floating_point():
+            if k in ("step", "mu_product") and isinstance(v, torch.Tensor) and v.numel() == 1:
+                # PyTorch keeps these scalars on the CPU unless capturable/fused: compare the number.
+                res[f"state{i}.{k}"] = float(v)
+            elif isinstance(v, torch.Tensor) and v.is_floating_point():
                 res[f"state{i}.{k}"] = v.detach()
     return res
 
@@ -478,6 +482,10 @@ def _dist(dev: str, which: str) -> dict:
     s2 = d.sample((N_SAMPLES,))
     sf = s.double()
     mean, var = d.mean.double(), d.variance.double()
+    if which == "Categorical":  # the frequency of each category (Categorical's mean/variance are undefined)
+        sf = torch.nn.functional.one_hot(s, 4).double()
+        mean = d.probs.double()
+        var = mean * (1 - mean)
     m_err = ((sf.mean(0) - mean).abs() / (var / N_SAMPLES).sqrt()).max()
     v_err = ((sf.var(0) - var).abs() / var).max()
     res = {"sample_dtype": str(s.dtype), "sample_shape": tuple(s.shape),
@@ -496,7 +504,9 @@ def _dist(dev: str, which: str) -> dict:
 
 def ema_averaged_model(dev: str) -> dict:
     """AveragedModel with get_ema_multi_avg_fn(0.9) (use_buffers=True) over 5
-    Adam steps of a model with batch norm."""
+    SGD steps of a model with batch norm. (SGD, not Adam: the gradient of a
+    bias feeding batch norm is zero up to rounding, and Adam would turn that
+    rounding into full-size steps of either sign.)"""
     torch = _torch()
     F = torch.nn.functional
     from torch.optim.swa_utils import AveragedModel, get_ema_multi_avg_fn
@@ -504,7 +514,7 @@ def ema_averaged_model(dev: str) -> dict:
     model = _mlp(dev, bn=True)
     ema = AveragedModel(model, multi_avg_fn=get_ema_multi_avg_fn(0.9), use_buffers=True)
     x, y = _data(dev)
-    opt = torch.optim.Adam(model.parameters(), lr=1e-2)
+    opt = torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9)
     for _ in range(5):
         opt.zero_grad()
         F.mse_loss(model(x), y).backward()
