@@ -111,10 +111,13 @@ build/triad: benchmarks/triad.c
 	@mkdir -p build
 	$(CC) -O2 -pthread $< -o $@
 
-# The full OpInfo sweep: writes docs/op-support.md and docs/op-support.json.
-# (A bounded subset runs inside `make test`, tests/conformance.)
+# The full OpInfo sweep, then every ModuleInfo of module_db and the training-
+# utilities table: each writes docs/op-support.md and docs/op-support.json.
+# (Bounded subsets run inside `make test`, tests/conformance.)
 conformance: build
 	$(PY) tests/conformance/opinfo_sweep.py --full
+	$(PY) tests/conformance/moduleinfo_sweep.py --full
+	$(PY) tests/conformance/utilities_sweep.py --full
 
 # Differential fuzz, CPU against neuron (tools/fuzz/fuzz.py): SECONDS= budget
 # (default 1200), SEED= (default random, printed). Results in build/fuzz/.
