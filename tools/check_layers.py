@@ -37,7 +37,7 @@ INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"', re.M)
 RUNTIME_LAYERS = ["core", "exec", "memory", "kernels", "collectives", "api", "compiler"]
 CSRC_LAYERS = {"runtime": 0, "launch": 1, "registry": 1, "aten": 2, "amp": 2, "python": 2}
 # Families whose rows run on the pointwise engine live under kernels/pointwise/.
-POINTWISE_FAMILIES = {"special", "nn"}
+POINTWISE_FAMILIES = {"special", "nn", "distributions"}
 
 
 def families():
