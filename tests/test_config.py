@@ -27,7 +27,7 @@ def test_env_table_rows():
               "TORCH_NEURONX_DEVICE_MEMORY", "TORCH_NEURONX_KERNEL_THREADS", "TORCH_NEURONX_DISABLE_FALLBACK"]:
         assert n in names
     for r in rows:
-        assert r["type"] in ("bool", "int", "size", "cores") and r["help"] and r["reader"]
+        assert r["type"] in ("bool", "int", "size", "cores", "string") and r["help"] and r["reader"]
 
 
 def test_values_read_through_the_runtime():

@@ -34,6 +34,7 @@ them with the values in effect). One grammar per type:
 - **int**: a decimal number in the range the row gives.
 - **size**: bytes, or a number with `K`/`M`/`G`/`T` (binary units; `KB`, `KiB` alike).
 - **cores**: core ids and ranges, e.g. `0-1`, `2`, `0,2,3`.
+- **string**: text taken as given (a path, a list of flags); the part that reads it checks it.
 
 An empty value counts as unset. An int, size or cores value that does not parse is
 ignored with a warning, and the default applies.

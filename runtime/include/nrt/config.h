@@ -13,6 +13,8 @@
  *  INT    a decimal integer in the row's range.
  *  SIZE   bytes, or with a binary unit: 512M, 1.5GiB, 24 gb.
  *  CORES  core ids and ranges: 0-1, 2, 0,2,3.
+ *  STRING any text (paths, flag lists), taken as given; the part that
+ *         reads it validates it.
  * An empty value counts as unset. An INT, SIZE or CORES value that does not
  * parse is ignored with a warning on stderr (the default applies). */
 #ifndef NRT_CONFIG_H
@@ -41,7 +43,25 @@ extern "C" {
     "runtime: kernel threads", "threads that run kernels (1..256)")                    \
   X(DISABLE_FALLBACK, "TORCH_NEURONX_DISABLE_FALLBACK", BOOL, "0", "glue: fallback",    \
     "true: an op without a native kernel raises `NotImplementedError` naming it "      \
-    "instead of running on the CPU")
+    "instead of running on the CPU")                                                    \
+  X(NEFF_CACHE_DIR, "TORCH_NEURONX_NEFF_CACHE_DIR", STRING,                             \
+    "`~/.cache/torch_neuronx/neff`", "python: torch.compile",                          \
+    "directory of the on-disk cache of compiled programs (our NEFFs), shared by processes") \
+  X(DISABLE_NEFF_CACHE, "TORCH_NEURONX_DISABLE_NEFF_CACHE", BOOL, "0",                  \
+    "python: torch.compile",                                                           \
+    "true: `torch.compile(backend=\"neuron\")` neither reads nor writes the artifact "   \
+    "cache (memory and disk); every graph compiles")                                   \
+  X(DEBUG_DIR, "TORCH_NEURONX_DEBUG_DIR", STRING, "unset (no dump)",                    \
+    "python: torch.compile",                                                           \
+    "directory where each compiled graph's FX code, graph text, compiler report and "  \
+    "program dump are written")                                                        \
+  X(CC_FLAGS, "NEURON_CC_FLAGS", STRING, "empty", "python: torch.compile",              \
+    "graph compiler flags, space separated: `-O0`, `-fno-fuse`, `-fno-dce`, "          \
+    "`-fno-plan`, `-fno-inplace`; an unknown flag fails the compile")                  \
+  X(DISABLE_FALLBACK_EXECUTION, "TORCH_NEURONX_DISABLE_FALLBACK_EXECUTION", BOOL, "1",  \
+    "python: torch.compile",                                                           \
+    "false: an op the graph compiler cannot lower splits the graph and runs eagerly "  \
+    "with a warning (listed by `get_fallback_ops()`) instead of failing the compile")
 
 typedef enum nrt_env {
 #define NRT_ENV_X(id, name, type, def, reader, help) NRT_ENV_##id,

@@ -23,6 +23,7 @@ static const struct {
 #define TYPE_NAME_INT "int"
 #define TYPE_NAME_SIZE "size"
 #define TYPE_NAME_CORES "cores"
+#define TYPE_NAME_STRING "string"
 #define NRT_ENV_X(id, name, type, def, reader, help) [NRT_ENV_##id] = {name, TYPE_NAME_##type, def, reader, help},
     NRT_ENV_LIST(NRT_ENV_X)
 #undef NRT_ENV_X
