@@ -1,8 +1,8 @@
 /* Family DISTRIBUTIONS tests.
  *
- * 1. The draw stream: round 0 from the batched Philox is the textbook
- *    block with counter {e, hi(e), tag, 0}; later rounds step word 3.
- * 2. The kernels through nrt_launch_run: fast path (batched round 0)
+ * 1. The draw stream: round j from the batched Philox is the textbook
+ *    block with counter {e, hi(e), tag + j, 0}.
+ * 2. The kernels through nrt_launch_run: fast path (batched rounds 0, 1)
  *    against the reference path (every round one block at a time), bit
  *    for bit, on strided and broadcast layouts; results depend only on
  *    (seed, offset, position): a launch split in two at any offset gives
@@ -32,29 +32,39 @@ static nrt_launch sampler_launch(nrt_op op, int64_t n, uint64_t seed, uint64_t o
 
 static void test_stream_mapping(void) {
   uint64_t seed = 0x0123456789ABCDEFull, e = 0x00000005FFFFFFFEull;
-  uint32_t batch[8];
-  nrt_philox_batch(seed, e, 2, NRT_DIST_PHILOX_TAG, batch);
   uint32_t key[2] = {(uint32_t)seed, (uint32_t)(seed >> 32)};
-  for (int j = 0; j < 2; j++) {
-    uint64_t ej = e + (uint64_t)j;
-    uint32_t ctr[4] = {(uint32_t)ej, (uint32_t)(ej >> 32), NRT_DIST_PHILOX_TAG, 0}, w[4];
-    nrt_philox4x32_10(ctr, key, w);
-    CHECK(memcmp(w, batch + 4 * j, sizeof w) == 0);
-  }
-  /* The stream's draws: two uniforms per round, rounds counted in word 3. */
-  nrt_dist_stream s;
-  nrt_dist_stream_init(&s, seed, e, NULL);
-  for (uint32_t round = 0; round < 3; round++) {
-    uint32_t ctr[4] = {(uint32_t)e, (uint32_t)(e >> 32), NRT_DIST_PHILOX_TAG, round}, w[4];
-    nrt_philox4x32_10(ctr, key, w);
-    for (int h = 0; h < 2; h++) {
-      double want = ((double)(w[2 * h] >> 5) * 67108864.0 + (double)(w[2 * h + 1] >> 6)) * 0x1p-53;
-      CHECK(nrt_dist_uniform(&s) == want);
+  /* Round j of consecutive elements is one batch with stream tag + j. */
+  for (uint32_t round = 0; round < 2; round++) {
+    uint32_t batch[8];
+    nrt_philox_batch(seed, e, 2, NRT_DIST_PHILOX_TAG + round, batch);
+    for (int j = 0; j < 2; j++) {
+      uint64_t ej = e + (uint64_t)j;
+      uint32_t ctr[4] = {(uint32_t)ej, (uint32_t)(ej >> 32), NRT_DIST_PHILOX_TAG + round, 0}, w[4];
+      nrt_philox4x32_10(ctr, key, w);
+      CHECK(memcmp(w, batch + 4 * j, sizeof w) == 0);
     }
   }
+  /* The stream's draws: two uniforms per round, rounds counted in word 2;
+   * with and without the batched rounds 0 and 1. */
+  uint32_t r0[4], r1[4];
+  nrt_philox_batch(seed, e, 1, NRT_DIST_PHILOX_TAG, r0);
+  nrt_philox_batch(seed, e, 1, NRT_DIST_PHILOX_TAG + 1, r1);
+  for (int batched = 0; batched < 2; batched++) {
+    nrt_dist_stream s;
+    nrt_dist_stream_init(&s, seed, e, batched ? r0 : NULL, batched ? r1 : NULL);
+    for (uint32_t round = 0; round < 4; round++) {
+      uint32_t ctr[4] = {(uint32_t)e, (uint32_t)(e >> 32), NRT_DIST_PHILOX_TAG + round, 0}, w[4];
+      nrt_philox4x32_10(ctr, key, w);
+      for (int h = 0; h < 2; h++) {
+        double want = ((double)(w[2 * h] >> 5) * 67108864.0 + (double)(w[2 * h + 1] >> 6)) * 0x1p-53;
+        CHECK(nrt_dist_uniform(&s) == want);
+      }
+    }
+  }
+  nrt_dist_stream s;
   /* Uniforms are in [0, 1) with mean 1/2. */
   double sum = 0, lo = 1, hi = 0;
-  nrt_dist_stream_init(&s, 1, 0, NULL);
+  nrt_dist_stream_init(&s, 1, 0, NULL, NULL);
   for (int i = 0; i < 100000; i++) {
     double u = nrt_dist_uniform(&s);
     sum += u;

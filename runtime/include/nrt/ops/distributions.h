@@ -18,13 +18,16 @@
  *   e        = p1 + the element's linear index, row-major over sizes (the
  *              order the pointwise engine numbers random ops in)
  *   round j  = Philox4x32-10(key = {lo32(p0), hi32(p0)},
- *                            counter = {lo32(e), hi32(e), 0x44495354, j})
- *              gives four 32-bit words w0..w3, j = 0, 1, 2, ...
- * Word 2 is the family tag "DIST": the base RNG ops (nrt/launch.h) use
- * word 2 = 0 or 1 (their stream selector) with word 3 = 0, attention
+ *                            counter = {lo32(e), hi32(e), 0x44495354 + j, 0})
+ *              gives four 32-bit words w0..w3, j = 0, 1, 2, ... < 2^24
+ * Word 2 is the family tag "DIST" plus the round: the base RNG ops
+ * (nrt/launch.h) use word 2 = 0 or 1 (their stream selector), attention
  * dropout word 2 = 0, so no sampler ever shares a block with them, and two
  * elements (or two launches whose offsets are at least their element
- * counts apart, as the glue advances them) never share one either.
+ * counts apart, as the glue advances them) never share one either. The
+ * round sits in word 2 rather than word 3 so that one round of many
+ * consecutive elements is one batch of the shared Philox
+ * (nrt_philox_batch with stream = tag + j).
  * A round holds two uniform doubles, u = ((w0 >> 5) 2^26 + (w1 >> 6)) 2^-53
  * and the same of (w2, w3), in [0, 1), drawn in that order; a normal is
  * Box-Muller over two consecutive uniforms, sqrt(-2 log(1 - u1)) times
@@ -36,7 +39,7 @@
 
 #include "nrt/launch.h"
 
-/* Word 2 of every sampler counter ("DIST"). */
+/* Word 2 of every sampler counter ("DIST") is this plus the round. */
 #define NRT_DIST_PHILOX_TAG 0x44495354u
 
 #define NRT_OPS_DISTRIBUTIONS(X)                                                          \

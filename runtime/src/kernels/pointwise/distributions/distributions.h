@@ -18,24 +18,28 @@
 
 typedef struct nrt_dist_stream {
   uint32_t key[2];
-  uint32_t ctr[4];   /* {lo32(e), hi32(e), tag, round of w} */
-  uint32_t w[4];     /* the current round's words */
-  int pos;           /* next unread word of w */
-  bool exhausted;    /* more than NRT_DIST_MAX_ROUNDS rounds asked for */
-  bool has_spare;    /* Box-Muller's second normal, for the next draw */
+  uint32_t ctr[4];      /* {lo32(e), hi32(e), tag + round of w, 0} */
+  uint32_t w[4];        /* the current round's words */
+  const uint32_t *next; /* round 1's words when computed in a batch, else NULL */
+  int pos;              /* next unread word of w */
+  bool exhausted;       /* more than NRT_DIST_MAX_ROUNDS rounds asked for */
+  bool has_spare;       /* Box-Muller's second normal, for the next draw */
   double spare;
 } nrt_dist_stream;
 
-/* Element e's stream under `seed`. round0: the words of round 0 when the
- * caller computed them in a batch (nrt_philox_batch with stream = the
- * tag gives exactly {e, tag, 0}), or NULL to compute them here. */
-static inline void nrt_dist_stream_init(nrt_dist_stream *s, uint64_t seed, uint64_t e, const uint32_t *round0) {
+/* Element e's stream under `seed`. round0, round1: the words of rounds 0
+ * and 1 when the caller computed them in a batch (nrt_philox_batch with
+ * stream = tag + j gives exactly {e, tag + j, 0}), or NULL to compute them
+ * here. */
+static inline void nrt_dist_stream_init(nrt_dist_stream *s, uint64_t seed, uint64_t e, const uint32_t *round0,
+                                        const uint32_t *round1) {
   s->key[0] = (uint32_t)seed;
   s->key[1] = (uint32_t)(seed >> 32);
   s->ctr[0] = (uint32_t)e;
   s->ctr[1] = (uint32_t)(e >> 32);
   s->ctr[2] = NRT_DIST_PHILOX_TAG;
   s->ctr[3] = 0;
+  s->next = round1;
   s->pos = 0;
   s->exhausted = false;
   s->has_spare = false;
@@ -49,9 +53,17 @@ static inline void nrt_dist_stream_init(nrt_dist_stream *s, uint64_t seed, uint6
 /* A uniform double in [0, 1) from the next two words (53 bits). */
 static inline double nrt_dist_uniform(nrt_dist_stream *s) {
   if (s->pos == 4) {
-    if (s->ctr[3] + 1 >= NRT_DIST_MAX_ROUNDS) s->exhausted = true;
-    else s->ctr[3]++;
-    nrt_philox4x32_10(s->ctr, s->key, s->w);
+    if (s->ctr[2] - NRT_DIST_PHILOX_TAG + 1 >= NRT_DIST_MAX_ROUNDS) {
+      s->exhausted = true; /* keep drawing the last round: the caller gives NaN */
+    } else {
+      s->ctr[2]++;
+    }
+    if (s->next) {
+      for (int k = 0; k < 4; k++) s->w[k] = s->next[k];
+      s->next = NULL;
+    } else {
+      nrt_philox4x32_10(s->ctr, s->key, s->w);
+    }
     s->pos = 0;
   }
   uint32_t hi = s->w[s->pos] >> 5, lo = s->w[s->pos + 1] >> 6;

@@ -12,9 +12,10 @@
  *
  * Fast path and reference: a rejection sampler's loop is scalar by
  * nature, so the only vectorisable part is the Philox work. The fast path
- * computes round 0 of a block's elements in one batch (nrt_philox_batch
- * with stream = the family tag is exactly counter {e, tag, 0}), which is
- * all most gamma and large-rate samples need beyond one more round; the
+ * computes rounds 0 and 1 of a block's elements in two batches
+ * (nrt_philox_batch with stream = tag + j is exactly counter
+ * {e, tag + j, 0}), which is all most samples need (a gamma sample takes
+ * three uniforms: a Box-Muller pair and the acceptance test); the
  * reference path computes every round one block at a time with the
  * textbook Philox (nrt_philox4x32_10). Both give the same bits. */
 #pragma GCC optimize("O3,no-trapping-math,no-math-errno")
@@ -44,9 +45,11 @@ static double gamma_core(double alpha, nrt_dist_stream *s, double *log_scale) {
       if (log_scale) *log_scale = -INFINITY;
       return 0.0;
     }
-    double u1 = 1.0 - nrt_dist_uniform(s); /* (0, 1] */
-    if (log_scale) *log_scale = log(u1) / alpha;
-    else scale = pow(u1, 1.0 / alpha);
+    /* u1^(1/alpha), u1 in (0, 1]: through its log, which the log variant
+     * keeps (exp(log) is cheaper than pow and as accurate here). */
+    const double ls = log(1.0 - nrt_dist_uniform(s)) / alpha;
+    if (log_scale) *log_scale = ls;
+    else scale = exp(ls);
     alpha += 1.0;
   } else if (log_scale) {
     *log_scale = 0.0;
@@ -202,17 +205,18 @@ static inline void sample_block(sampler which, float *out, const float *a, const
   nrt_dist_stream s;
   if (nrt_kernels_reference()) {
     for (int64_t i = 0; i < n; i++) {
-      nrt_dist_stream_init(&s, seed, e0 + (uint64_t)i, NULL);
+      nrt_dist_stream_init(&s, seed, e0 + (uint64_t)i, NULL, NULL);
       out[i] = sample_one(which, a[i], b ? b[i] : 0.0f, &s);
     }
     return;
   }
-  uint32_t w[4 * NRT_PHILOX_MAX_BATCH];
+  uint32_t w0[4 * NRT_PHILOX_MAX_BATCH], w1[4 * NRT_PHILOX_MAX_BATCH];
   for (int64_t j = 0; j < n; j += NRT_PHILOX_MAX_BATCH) {
     int m = n - j < NRT_PHILOX_MAX_BATCH ? (int)(n - j) : NRT_PHILOX_MAX_BATCH;
-    nrt_philox_batch(seed, e0 + (uint64_t)j, m, NRT_DIST_PHILOX_TAG, w);
+    nrt_philox_batch(seed, e0 + (uint64_t)j, m, NRT_DIST_PHILOX_TAG, w0);
+    nrt_philox_batch(seed, e0 + (uint64_t)j, m, NRT_DIST_PHILOX_TAG + 1, w1);
     for (int i = 0; i < m; i++) {
-      nrt_dist_stream_init(&s, seed, e0 + (uint64_t)(j + i), w + 4 * i);
+      nrt_dist_stream_init(&s, seed, e0 + (uint64_t)(j + i), w0 + 4 * i, w1 + 4 * i);
       out[j + i] = sample_one(which, a[j + i], b ? b[j + i] : 0.0f, &s);
     }
   }
