@@ -61,6 +61,8 @@ from . import printing as _printing  # noqa: E402
 _printing.install()
 _multiprocessing.install()
 
+from . import distributed  # noqa: E402 F401  (backend "neuron"; each rank's share of the cores)
+
 
 def _drain_at_exit() -> None:
     # Let queued device work and autograd's device threads finish before the

@@ -11,6 +11,8 @@
 #include <c10/util/Exception.h>
 #include <torch/csrc/Generator.h>
 
+#include "distributed/bindings.h"
+#include "python/compiler.h"
 #include "registry/accounting.h"
 #include "runtime/device.h"
 #include "runtime/generator.h"
@@ -222,4 +224,6 @@ PYBIND11_MODULE(_C, m) {
       return reinterpret_cast<uintptr_t>(s);
     });
   });
+  torch_neuronx::distributed::bind(m);  // torch.distributed backend "neuron"
+  torch_neuronx::compiler::bind(m);     // torch.compile backend "neuron"
 }

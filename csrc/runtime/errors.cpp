@@ -14,6 +14,9 @@ namespace torch_neuronx {
   if (status == NRT_ERROR_OUT_OF_MEMORY) {
     TORCH_CHECK_WITH(OutOfMemoryError, false, detail.empty() ? msg : detail);
   }
+  if (status == NRT_ERROR_TIMEOUT || status == NRT_ERROR_PEER_FAILED) {  // a collective (torch.distributed)
+    TORCH_CHECK_WITH(DistBackendError, false, msg);
+  }
   if (status == NRT_ERROR_INVALID_DEVICE) {
     TORCH_CHECK(false, msg);
   }
