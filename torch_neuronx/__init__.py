@@ -57,6 +57,7 @@ _register()
 
 from . import multiprocessing as _multiprocessing  # noqa: E402
 from . import printing as _printing  # noqa: E402
+from . import compiler  # noqa: E402,F401  (torch.compile backend "neuron", registered when Dynamo loads)
 
 _printing.install()
 _multiprocessing.install()
