@@ -1,0 +1,148 @@
+"""Collective bandwidth of the torch.distributed backend "neuron" against Gloo,
+nccl-tests style, in the same run (run by hand; not part of `make test`):
+
+    .venv/bin/python benchmarks/bench_dist.py [--worlds 2,4] [--max-mib 64]
+
+For each world size it launches that many ranks (env:// on a free port, as
+torchrun does). Every rank joins the default group "neuron" (neuron tensors)
+and a Gloo group (CPU tensors), and times each collective and size on both:
+median of the repeats, each repeat ended by a barrier-free completion on
+every rank (neuron: synchronize; Gloo: wait). Columns as nccl-tests prints
+them: size (bytes of one rank's buffer), count (float32 elements), time
+(us), algbw = size / time, busbw = algbw x the collective's factor
+(all_reduce 2(n-1)/n; all_gather, reduce_scatter and all_to_all (n-1)/n;
+broadcast 1), and the neuron / Gloo busbw ratio. The machine's memcpy
+bandwidth (one large CPU copy, measured here) is printed beside it: a
+shared-memory collective moves every byte through memory at least twice.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import socket
+import statistics
+import subprocess
+import sys
+import time
+
+FACTORS = {
+    "all_reduce": lambda n: 2 * (n - 1) / n,
+    "all_gather": lambda n: (n - 1) / n,
+    "reduce_scatter": lambda n: (n - 1) / n,
+    "all_to_all": lambda n: (n - 1) / n,
+    "broadcast": lambda n: 1.0,
+}
+
+
+def _rank_main(max_mib: int) -> None:
+    import torch
+    import torch.distributed as dist
+
+    rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
+    torch.neuron.set_device(rank % torch.neuron.device_count())
+    dev = torch.device("neuron", rank % torch.neuron.device_count())
+    dist.init_process_group("neuron")
+    gloo = dist.new_group(backend="gloo")
+
+    sizes = [8, 1 << 10, 64 << 10, 1 << 20, 8 << 20]
+    if max_mib >= 64:
+        sizes.append(64 << 20)
+    sizes = [s for s in sizes if s <= max_mib << 20]
+
+    def run(op, t, out, group):
+        if op == "all_reduce":
+            dist.all_reduce(t, group=group)
+        elif op == "all_gather":
+            dist.all_gather_into_tensor(out, t, group=group)
+        elif op == "reduce_scatter":
+            dist.reduce_scatter_tensor(out, t, group=group)
+        elif op == "all_to_all":
+            dist.all_to_all_single(out, t, group=group)
+        elif op == "broadcast":
+            dist.broadcast(t, src=0, group=group)
+
+    def buffers(op, count, device):
+        n = max(world, count - count % world)
+        t = torch.ones(n, device=device)
+        if op == "all_gather":
+            return t, torch.empty(n * world, device=device), n
+        if op == "reduce_scatter":
+            return t, torch.empty(n // world, device=device), n
+        if op == "all_to_all":
+            return t, torch.empty(n, device=device), n
+        return t, None, n
+
+    def timed(op, size, backend):
+        device = dev if backend == "neuron" else "cpu"
+        group = None if backend == "neuron" else gloo
+        t, out, n = buffers(op, size // 4, device)
+        reps = 50 if size <= (64 << 10) else (12 if size <= (8 << 20) else 5)
+        for _ in range(2):
+            run(op, t, out, group)
+        if backend == "neuron":
+            torch.neuron.synchronize()
+        times = []
+        for _ in range(reps):
+            t0 = time.perf_counter()
+            run(op, t, out, group)
+            if backend == "neuron":
+                torch.neuron.synchronize()
+            times.append(time.perf_counter() - t0)
+        # the slowest rank's median
+        m = torch.tensor([statistics.median(times)], dtype=torch.float64)
+        dist.all_reduce(m, op=dist.ReduceOp.MAX, group=gloo)
+        return m.item(), n * 4
+
+    if rank == 0:
+        big = torch.empty(64 << 18)
+        dst = torch.empty_like(big)
+        dst.copy_(big)
+        t0 = time.perf_counter()
+        for _ in range(5):
+            dst.copy_(big)
+        copy_gbs = 5 * 2 * big.numel() * 4 / (time.perf_counter() - t0) / 1e9
+        print(f"\n== {world} ranks (memcpy read+write bandwidth here: {copy_gbs:.1f} GB/s) ==")
+        print(f"{'collective':>15} {'size(B)':>10} {'count':>9} | {'neuron us':>10} {'algbw':>7} {'busbw':>7} |"
+              f" {'gloo us':>10} {'algbw':>7} {'busbw':>7} | {'ratio':>6}")
+    for op in FACTORS:
+        for size in sizes:
+            row = {}
+            for backend in ("neuron", "gloo"):
+                sec, nbytes = timed(op, size, backend)
+                alg = nbytes / sec / 1e9
+                row[backend] = (sec * 1e6, alg, alg * FACTORS[op](world))
+            if rank == 0:
+                (nt, na, nb), (gt, ga, gb) = row["neuron"], row["gloo"]
+                print(f"{op:>15} {nbytes:>10} {nbytes // 4:>9} | {nt:>10.1f} {na:>7.2f} {nb:>7.2f} |"
+                      f" {gt:>10.1f} {ga:>7.2f} {gb:>7.2f} | {nb / gb if gb else float('inf'):>6.1f}", flush=True)
+    dist.destroy_process_group()
+
+
+def _launch(world: int, max_mib: int) -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    env = dict(os.environ, MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), WORLD_SIZE=str(world),
+               LOCAL_WORLD_SIZE=str(world))
+    procs = [subprocess.Popen([sys.executable, __file__, "--rank-main", "--max-mib", str(max_mib)],
+                              env=dict(env, RANK=str(r), LOCAL_RANK=str(r))) for r in range(world)]
+    return max(p.wait() for p in procs)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--worlds", default="2,4")
+    ap.add_argument("--max-mib", type=int, default=64)
+    ap.add_argument("--rank-main", action="store_true", help=argparse.SUPPRESS)
+    args = ap.parse_args()
+    if args.rank_main:
+        _rank_main(args.max_mib)
+        return
+    rc = 0
+    for w in (int(x) for x in args.worlds.split(",")):
+        rc = max(rc, _launch(w, args.max_mib))
+    sys.exit(rc)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,216 @@
+"""What runs on the "neuron" backend, each against a single-process reference
+computed by every rank itself: DDP (plain, find_unused_parameters,
+gradient_as_bucket_view, the fp16 compression hook), FSDP2 fully_shard,
+DTensor redistribution on a 1-d mesh and a tensor-parallel MLP."""
+from __future__ import annotations
+
+import copy
+
+import torch
+import torch.distributed as dist
+import torch.nn as nn
+import torch.nn.functional as F
+
+from dist_worker import RANK, WORLD, case, device, main
+
+PER_RANK = 8
+
+
+def batch(seed: int, features: int = 16, outputs: int = 4):
+    g = torch.Generator().manual_seed(seed)
+    return torch.randn(WORLD * PER_RANK, features, generator=g), torch.randn(WORLD * PER_RANK, outputs, generator=g)
+
+
+def mine(t: torch.Tensor) -> torch.Tensor:
+    return t[RANK * PER_RANK:(RANK + 1) * PER_RANK]
+
+
+class Net(nn.Module):
+    def __init__(self, unused: bool = False):
+        super().__init__()
+        self.a = nn.Linear(16, 32)
+        self.b = nn.Linear(32, 4)
+        self.unused = nn.Linear(32, 32) if unused else None
+
+    def forward(self, x):
+        return self.b(F.relu(self.a(x)))
+
+
+def same_on_every_rank(t: torch.Tensor, what: str) -> None:
+    t = t.detach().contiguous()
+    out = [torch.empty_like(t) for _ in range(WORLD)]
+    dist.all_gather(out, t)
+    for r in range(WORLD):
+        assert torch.equal(out[r].cpu(), t.cpu()), f"{what}: rank {r} differs from rank {RANK}"
+
+
+def _ddp(seed: int, hook=None, tol=(2e-5, 2e-5), **ddp_kwargs):
+    from torch.nn.parallel import DistributedDataParallel as DDP
+
+    dev = device()
+    torch.manual_seed(seed)
+    unused = ddp_kwargs.get("find_unused_parameters", False)
+    model = Net(unused=unused)
+    ref = copy.deepcopy(model)  # one process on the full batch, on the CPU
+    ddp = DDP(model.to(dev), **ddp_kwargs)
+    if hook is not None:
+        ddp.register_comm_hook(None, hook)
+    opt = torch.optim.SGD(ddp.parameters(), lr=0.1)
+    ref_opt = torch.optim.SGD(ref.parameters(), lr=0.1)
+    for step in range(3):
+        x, y = batch(seed * 10 + step)
+        opt.zero_grad()
+        F.mse_loss(ddp(mine(x).to(dev)), mine(y).to(dev)).backward()
+        ref_opt.zero_grad()
+        F.mse_loss(ref(x), y).backward()
+        for (name, p), q in zip(ddp.module.named_parameters(), ref.parameters()):
+            if q.grad is None:
+                assert p.grad is None or not p.grad.any(), f"{name}: unused parameter got a gradient"
+                continue
+            same_on_every_rank(p.grad, f"step {step} {name}.grad")
+            torch.testing.assert_close(p.grad.cpu(), q.grad, rtol=tol[0], atol=tol[1],
+                                       msg=lambda m: f"step {step} {name}.grad vs one process: {m}")
+        opt.step()
+        ref_opt.step()
+    for p, q in zip(ddp.module.parameters(), ref.parameters()):
+        torch.testing.assert_close(p.detach().cpu(), q.detach(), rtol=tol[0] * 5, atol=tol[1] * 5)
+
+
+@case
+def ddp():
+    _ddp(1)
+
+
+@case
+def ddp_find_unused_parameters():
+    _ddp(2, find_unused_parameters=True)
+
+
+@case
+def ddp_gradient_as_bucket_view():
+    _ddp(3, gradient_as_bucket_view=True)
+
+
+@case
+def ddp_small_buckets():
+    _ddp(4, bucket_cap_mb=0.001)  # several buckets in flight
+
+
+@case
+def ddp_fp16_compress_hook():
+    from torch.distributed.algorithms.ddp_comm_hooks import default_hooks
+
+    _ddp(5, hook=default_hooks.fp16_compress_hook, tol=(2e-3, 2e-3))
+
+
+def _fsdp2(seed: int, reshard_after_forward: bool, mp_policy=None, tol=(1e-5, 1e-5)):
+    from torch.distributed.fsdp import fully_shard
+
+    dev = device()
+    torch.manual_seed(seed)
+    model = nn.Sequential(nn.Linear(16, 64), nn.ReLU(), nn.Linear(64, 64), nn.ReLU(), nn.Linear(64, 4))
+    ref = copy.deepcopy(model).to(dev)
+    model = model.to(dev)
+    kw = {"reshard_after_forward": reshard_after_forward}
+    if mp_policy is not None:
+        kw["mp_policy"] = mp_policy
+    for layer in model:
+        if isinstance(layer, nn.Linear):
+            fully_shard(layer, **kw)
+    fully_shard(model, **kw)
+    opt = torch.optim.Adam(model.parameters(), lr=1e-2)
+    ref_opt = torch.optim.Adam(ref.parameters(), lr=1e-2)
+    for step in range(4):
+        x, y = batch(seed * 10 + step)
+        opt.zero_grad()
+        loss = F.mse_loss(model(mine(x).to(dev)), mine(y).to(dev))
+        loss.backward()
+        opt.step()
+        ref_opt.zero_grad()
+        ref_loss = F.mse_loss(ref(x.to(dev)), y.to(dev))
+        ref_loss.backward()
+        ref_opt.step()
+        avg = loss.detach().clone()
+        dist.all_reduce(avg, op=dist.ReduceOp.AVG)
+        torch.testing.assert_close(avg.cpu(), ref_loss.detach().cpu(), rtol=tol[0], atol=tol[1],
+                                   msg=lambda m: f"step {step} loss: {m}")
+    for (name, p), q in zip(model.named_parameters(), ref.parameters()):
+        torch.testing.assert_close(p.full_tensor().cpu(), q.detach().cpu(), rtol=tol[0] * 10, atol=tol[1] * 10,
+                                   msg=lambda m: f"{name}: {m}")
+
+
+@case
+def fsdp2_fully_shard():
+    _fsdp2(11, reshard_after_forward=True)
+
+
+@case
+def fsdp2_no_reshard_after_forward():
+    _fsdp2(12, reshard_after_forward=False)
+
+
+@case
+def fsdp2_bf16_mixed_precision():
+    from torch.distributed.fsdp import MixedPrecisionPolicy
+
+    _fsdp2(13, True, MixedPrecisionPolicy(param_dtype=torch.bfloat16, reduce_dtype=torch.float32),
+           tol=(3e-2, 3e-2))
+
+
+@case
+def dtensor_redistribute():
+    from torch.distributed.device_mesh import init_device_mesh
+    from torch.distributed.tensor import DTensor, Partial, Replicate, Shard, distribute_tensor
+
+    dev = device()
+    mesh = init_device_mesh("neuron", (WORLD,))
+    full = torch.randn(WORLD * 3, WORLD * 2, generator=torch.Generator().manual_seed(21))
+    d = distribute_tensor(full.to(dev), mesh, [Shard(0)])
+    assert d.to_local().shape == (3, WORLD * 2)
+    torch.testing.assert_close(d.to_local().cpu(), full.chunk(WORLD, 0)[RANK])
+    r = d.redistribute(mesh, [Replicate()])
+    torch.testing.assert_close(r.to_local().cpu(), full)
+    s1 = r.redistribute(mesh, [Shard(1)])
+    torch.testing.assert_close(s1.to_local().cpu(), full.chunk(WORLD, 1)[RANK])
+    s0 = s1.redistribute(mesh, [Shard(0)])  # all_to_all
+    torch.testing.assert_close(s0.to_local().cpu(), full.chunk(WORLD, 0)[RANK])
+    torch.testing.assert_close(s0.full_tensor().cpu(), full)
+    p = DTensor.from_local(torch.full((2, 3), float(RANK + 1), device=dev), mesh, [Partial()])
+    torch.testing.assert_close(p.redistribute(mesh, [Replicate()]).to_local().cpu(),
+                               torch.full((2, 3), WORLD * (WORLD + 1) / 2.0))
+    ps = DTensor.from_local(torch.full((WORLD * 2, 3), float(RANK + 1), device=dev), mesh, [Partial()])
+    torch.testing.assert_close(ps.redistribute(mesh, [Shard(0)]).to_local().cpu(),
+                               torch.full((2, 3), WORLD * (WORLD + 1) / 2.0))
+    # an op on DTensors: sharded rows @ replicated matrix
+    w = torch.randn(WORLD * 2, 5, generator=torch.Generator().manual_seed(22))
+    out = d @ distribute_tensor(w.to(dev), mesh, [Replicate()])
+    torch.testing.assert_close(out.full_tensor().cpu(), full @ w, rtol=1e-5, atol=1e-5)
+
+
+@case
+def tensor_parallel_mlp():
+    from torch.distributed.device_mesh import init_device_mesh
+    from torch.distributed.tensor.parallel import ColwiseParallel, RowwiseParallel, parallelize_module
+
+    dev = device()
+    mesh = init_device_mesh("neuron", (WORLD,))
+    torch.manual_seed(31)
+    mlp = nn.Sequential(nn.Linear(16, 8 * WORLD), nn.ReLU(), nn.Linear(8 * WORLD, 16))
+    ref = copy.deepcopy(mlp)
+    tp = parallelize_module(mlp.to(dev), mesh, {"0": ColwiseParallel(), "2": RowwiseParallel()})
+    x = torch.randn(5, 16, generator=torch.Generator().manual_seed(32))
+    out = tp(x.to(dev))
+    want = ref(x)
+    torch.testing.assert_close(out.cpu(), want, rtol=1e-5, atol=1e-5)
+    out.sum().backward()
+    want.sum().backward()
+    g0 = tp[0].weight.grad.full_tensor().cpu()
+    g2 = tp[2].weight.grad.full_tensor().cpu()
+    torch.testing.assert_close(g0, ref[0].weight.grad, rtol=1e-5, atol=1e-5)
+    torch.testing.assert_close(g2, ref[2].weight.grad, rtol=1e-5, atol=1e-5)
+
+
+import torch_neuronx  # noqa: E402,F401
+
+if __name__ == "__main__":
+    main()
