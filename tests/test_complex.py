@@ -13,6 +13,7 @@ import warnings
 
 import pytest
 import torch
+import torch.nn.functional as F
 
 import torch_neuronx  # noqa: F401
 import helpers
@@ -188,10 +189,11 @@ def test_pow_logical_ternary_reductions():
     assert_no_fallbacks()
 
 
-def test_unsupported_complex_op_raises_clearly():
+def test_unsupported_complex_op_raises_not_implemented():
+    # Never TypeError (Python would turn it into "unsupported operand type(s)").
     d = crandn(3).to(DEV)
-    with pytest.raises(TypeError, match="does not support complex"):
-        torch.cumsum(d, 0)
+    with pytest.raises(NotImplementedError, match="complex"):
+        torch.cumprod(d, 0)
 
 
 # ---- FFTs ---------------------------------------------------------------------
@@ -276,7 +278,7 @@ def test_stft_istft_roundtrip_real():
 def test_fft_errors():
     with pytest.raises(RuntimeError, match="Invalid number of data points"):
         torch.fft.fft(torch.randn(4, device=DEV), n=0)
-    with pytest.raises(TypeError, match="Unsupported dtype"):
+    with pytest.raises(RuntimeError, match="Unsupported dtype"):
         torch.ops.aten._fft_r2c(torch.randn(4, device=DEV).to(torch.bfloat16), [0], 0, True)
 
 
@@ -310,3 +312,67 @@ def test_complex_matmul_family():
     torch.testing.assert_close(torch.vdot(d(v), d(w)).cpu(), torch.vdot(v, w), **tol)
     torch.testing.assert_close(torch.dot(d(v), d(w)).cpu(), torch.dot(v, w), **tol)
     assert torch_neuronx.get_fallback_ops() == []
+
+
+# ---- data movement, sums and statistics of complex tensors ------------------------
+
+@pytest.mark.parametrize("dtype", [torch.complex64, torch.complex128])
+def test_complex_indexing_gather_scatter_and_masks(dtype):
+    a = crandn(5, 4).to(dtype)
+    d = a.to(DEV)
+    idx = torch.tensor([4, 0, 2, 0])
+    gi = torch.tensor([[0, 1, 2, 3], [4, 3, 2, 1]])
+    cases = [
+        lambda x, i, g: x[i.to(x.device)],
+        lambda x, i, g: x[:, i.to(x.device)[1:]],
+        lambda x, i, g: x.index_select(0, i.to(x.device)),
+        lambda x, i, g: x.masked_select(x.real > 0),
+        lambda x, i, g: x.gather(0, g.to(x.device)),
+        lambda x, i, g: x.index_put((i.to(x.device)[:2],), x[:2] * 2),
+        lambda x, i, g: x.index_put((i.to(x.device),), x[:4], accumulate=True),
+        lambda x, i, g: x.scatter(0, g.to(x.device), x[:2]),
+        lambda x, i, g: x.scatter_add(0, g.to(x.device), x[:2]),
+        lambda x, i, g: x.tril(), lambda x, i, g: x.triu(1),
+        lambda x, i, g: x.nonzero(),
+        lambda x, i, g: x.conj()[i.to(x.device)],
+        lambda x, i, g: x.masked_fill(x.real > 0, 1 + 2j),
+    ]
+    z = a.clone()
+    z[1, 2] = complex(0.0, -0.0)
+    z[3, 1] = complex(-0.0, 1.0)
+    for k, fn in enumerate(cases):
+        for src in ((a, d), (z, z.to(DEV))):
+            want = fn(src[0], idx, gi)
+            got = fn(src[1], idx, gi)
+            assert got.dtype == want.dtype and got.shape == want.shape, k
+            torch.testing.assert_close(got.cpu(), want, msg=f"case {k}")
+    assert_no_fallbacks()
+
+
+@pytest.mark.parametrize("dtype", [torch.complex64, torch.complex128])
+def test_complex_cumsum_norms_and_variance(dtype):
+    a = crandn(4, 6).to(dtype)
+    d = a.to(DEV)
+    tol = dict(rtol=1e-5, atol=1e-5)
+    for fn in [lambda x: x.cumsum(0), lambda x: x.cumsum(-1), lambda x: x.conj().cumsum(1),
+               lambda x: x.norm(), lambda x: torch.linalg.vector_norm(x, 1, dim=1),
+               lambda x: torch.linalg.vector_norm(x, float("inf"), dim=0, keepdim=True),
+               lambda x: F.normalize(x, dim=1), lambda x: x.var(), lambda x: x.std(0),
+               lambda x: x.var(1, correction=0, keepdim=True), lambda x: x[0, 0].var(correction=0),
+               lambda x: torch.var_mean(x, 1)[0]]:
+        want, got = fn(a), fn(d)
+        assert got.dtype == want.dtype and got.shape == want.shape
+        torch.testing.assert_close(got.cpu(), want, **tol)
+    assert_no_fallbacks()
+
+
+def test_complex_random_factories():
+    torch.neuron.manual_seed(0)
+    n = torch.randn(20000, dtype=torch.cfloat, device=DEV).cpu()
+    u = torch.rand(20000, dtype=torch.cdouble, device=DEV).cpu()
+    assert n.dtype == torch.cfloat and u.dtype == torch.cdouble
+    # Each part of a standard complex normal has variance 1/2.
+    assert abs(n.real.var().item() - 0.5) < 0.03 and abs(n.imag.var().item() - 0.5) < 0.03
+    assert 0 <= u.real.min() and u.real.max() < 1 and 0 <= u.imag.min() and u.imag.max() < 1
+    torch.neuron.manual_seed(0)
+    assert torch.equal(torch.randn(20000, dtype=torch.cfloat, device=DEV).cpu(), n)

@@ -53,3 +53,26 @@ def test_softmax_family(dim):
         close(yd, y)
         close(gxd, gx)
     assert_no_fallbacks()
+
+
+@pytest.mark.parametrize("case", [
+    ("sum float->int64", lambda x: x.sum(dtype=torch.int64), torch.tensor([0.6, 0.6, 0.6])),
+    ("sum dim float->int32", lambda x: x.sum(0, dtype=torch.int32), torch.tensor([[0.6, 1.7], [0.6, -0.5]])),
+    ("mean int64->float32", lambda x: x.mean(0, dtype=torch.float32), torch.tensor([[1, 2], [4, 7]])),
+    ("mean int->float64", lambda x: x.mean(dtype=torch.float64), torch.tensor([1, 2, 4])),
+    ("prod float->int64", lambda x: x.prod(dtype=torch.int64), torch.tensor([1.5, 2.5, 3.9])),
+    ("nansum float->int64", lambda x: x.nansum(dtype=torch.int64), torch.tensor([0.7, float("nan"), 1.9])),
+    ("cumsum float->int64", lambda x: x.cumsum(0, dtype=torch.int64), torch.tensor([0.7, 0.7, 0.7, 1.5])),
+    ("cumprod float->int64", lambda x: x.cumprod(0, dtype=torch.int64), torch.tensor([1.5, 2.5, 3.5])),
+    ("cumsum int->float", lambda x: x.cumsum(0, dtype=torch.float32), torch.tensor([1, 2, 3])),
+    ("sum bf16->float", lambda x: x.sum(dtype=torch.float32), torch.tensor([1.0, 2.0, 3.0]).bfloat16()),
+    ("norm float->float64", lambda x: torch.linalg.vector_norm(x, dtype=torch.float64), torch.tensor([3.0, 4.0])),
+], ids=lambda c: c[0])
+def test_reduction_dtype_converts_the_input_first(case):
+    # ATen converts the input to dtype= before reducing: an integer dtype
+    # truncates every element, not the total.
+    _, fn, x = case
+    want = fn(x)
+    got = fn(x.to("neuron"))
+    assert got.dtype == want.dtype
+    torch.testing.assert_close(got.cpu(), want)

@@ -92,7 +92,7 @@ void launch_iter_complex(at::TensorIteratorBase &iter, nrt_op op, std::initializ
     at::ScalarType t = iter.dtype(0);
     for (int i = 0; i < iter.ntensors(); ++i)
       if (at::isComplexType(iter.dtype(i))) t = iter.dtype(i);
-    TORCH_CHECK_TYPE(false, "neuron: ", nrt_op_name(op), " does not support complex tensors (got ", t, ")");
+    TORCH_CHECK_NOT_IMPLEMENTED(false, "neuron: ", nrt_op_name(op), " does not support complex tensors (got ", t, ")");
   }
   if (iter.numel() == 0) return;
   TORCH_CHECK(iter.ndim() <= NRT_MAX_DIMS, "neuron kernels support at most ", NRT_MAX_DIMS,

@@ -44,11 +44,11 @@ std::vector<int64_t> wrap_dims(const Tensor &self, c10::IntArrayRef dim) {
 }
 
 void check_real(const Tensor &t) {
-  TORCH_CHECK_TYPE(t.scalar_type() == at::kFloat || t.scalar_type() == at::kDouble,
+  TORCH_CHECK(t.scalar_type() == at::kFloat || t.scalar_type() == at::kDouble,
                    "Unsupported dtype ", t.scalar_type());
 }
 void check_complex(const Tensor &t) {
-  TORCH_CHECK_TYPE(t.scalar_type() == at::kComplexFloat || t.scalar_type() == at::kComplexDouble,
+  TORCH_CHECK(t.scalar_type() == at::kComplexFloat || t.scalar_type() == at::kComplexDouble,
                    "Unsupported dtype ", t.scalar_type());
 }
 

@@ -2,6 +2,9 @@
 // shapes and dtypes come from ATen's reduction helpers (make_reduction);
 // the runtime reduces over TensorIterator's layout (outputs stride 0 along
 // the reduced dimensions).
+#include <ATen/ops/abs.h>
+#include <ATen/ops/view_as_complex.h>
+#include <ATen/ops/view_as_real.h>
 #include <ATen/TensorIterator.h>
 #include <ATen/WrapDimUtils.h>
 #include <ATen/native/ReduceOpsUtils.h>
@@ -34,7 +37,14 @@ Tensor &reduce_into(Tensor &result, const Tensor &self, at::OptionalIntArrayRef 
                     std::initializer_list<nrt_scalar> scalars = {}, std::initializer_list<int64_t> params = {}) {
   c10::DeviceGuard guard(self.device());
   if (!result.defined()) result = at::empty({0}, self.options().dtype(out_dtype));
-  auto iter = at::native::make_reduction(name, result, self, dims, keepdim, self.scalar_type(), out_dtype);
+  // Sums, means, products and norms convert their input to the result's
+  // dtype first, as ATen does (sum(dtype=int64) of [.6, .6, .6] is 0, the
+  // mean of int64 with dtype=float32 a float mean); a 16-bit float input
+  // with a float32 result is read as it is, the same values either way.
+  ScalarType in_dtype = self.scalar_type();
+  bool converts = op == NRT_OP_SUM || op == NRT_OP_MEAN || op == NRT_OP_PROD || op == NRT_OP_NORM;
+  if (converts && !(at::isReducedFloatingType(in_dtype) && out_dtype == at::kFloat)) in_dtype = out_dtype;
+  auto iter = at::native::make_reduction(name, result, self, dims, keepdim, in_dtype, out_dtype);
   if (self.numel() == 0) {
     TORCH_CHECK(empty_value.has_value() || result.numel() == 0, name,
                 "(): Expected reduction dim to be specified for input.numel() == 0. "
@@ -140,7 +150,30 @@ Tensor argmin_fn(const Tensor &self, std::optional<int64_t> dim, bool keepdim) {
 }
 
 Tensor var_std(const Tensor &self, at::OptionalIntArrayRef dim, const std::optional<Scalar> &correction,
+               bool keepdim, bool is_std);
+
+// A complex variance is the sum of its parts' variances (E|x - mean|^2), a
+// real result: computed on the real view, one extra dimension holding the parts.
+Tensor var_std_complex(const Tensor &self, at::OptionalIntArrayRef dim, const std::optional<Scalar> &correction,
+                       bool keepdim, bool is_std) {
+  std::vector<int64_t> dims;
+  if (dim && !dim->empty()) {
+    for (int64_t d : *dim) dims.push_back(at::maybe_wrap_dim(d, self.dim()));
+  } else {
+    for (int64_t d = 0; d < self.dim(); ++d) dims.push_back(d);
+  }
+  // A 0-d input reduces over its one element: a dim of its own keeps the
+  // parts dimension out of the reduction.
+  Tensor x = self.dim() == 0 ? self.reshape({1}) : self;
+  if (self.dim() == 0) dims = {0}, keepdim = false;
+  Tensor parts = at::view_as_real(x.resolve_conj());
+  Tensor v = var_std(parts, c10::IntArrayRef(dims), correction, keepdim, false).sum(-1);
+  return is_std ? v.sqrt() : v;
+}
+
+Tensor var_std(const Tensor &self, at::OptionalIntArrayRef dim, const std::optional<Scalar> &correction,
                bool keepdim, bool is_std) {
+  if (self.is_complex()) return var_std_complex(self, dim, correction, keepdim, is_std);
   TORCH_CHECK(at::isFloatingType(self.scalar_type()),
               (is_std ? "std" : "var"), " only supports floating point and complex dtypes, got ", self.scalar_type());
   double c = correction ? correction->toDouble() : 1.0;
@@ -187,6 +220,11 @@ Tensor vector_norm(const Tensor &self, const Scalar &ord, at::OptionalIntArrayRe
                    std::optional<ScalarType> dtype) {
   TORCH_CHECK(at::isFloatingType(self.scalar_type()) || at::isComplexType(self.scalar_type()),
               "linalg.vector_norm: Expected a floating point or complex tensor as input. Got ", self.scalar_type());
+  // A complex vector's norm is the norm of its elements' magnitudes.
+  if (self.is_complex()) {
+    ScalarType want = c10::toRealValueType(dtype ? *dtype : self.scalar_type());
+    return vector_norm(at::abs(self), ord, dim, keepdim, want);
+  }
   ScalarType out = dtype ? *dtype : self.scalar_type();
   double p = ord.toDouble();
   std::optional<double> empty = 0.0;
@@ -274,8 +312,24 @@ Tensor log_softmax_backward_fn(const Tensor &g, const Tensor &o, int64_t dim, Sc
 Tensor cumulative(const Tensor &self, int64_t dim, std::optional<ScalarType> dtype, nrt_op op) {
   c10::DeviceGuard guard(self.device());
   dim = at::maybe_wrap_dim(dim, self.dim());
-  Tensor out = at::empty_like(self, self.options().dtype(sum_dtype(self, dtype)), c10::MemoryFormat::Contiguous);
-  launch_row(op, dim, {&out}, {&self});
+  // A complex cumulative sum is one of each part (on the real view); a
+  // cumulative product mixes them and has no kernel yet.
+  if (self.is_complex() && op == NRT_OP_CUMSUM) {
+    ScalarType out_t = sum_dtype(self, dtype);
+    TORCH_CHECK(at::isComplexType(out_t), "cumsum: a complex input needs a complex dtype, got ", out_t);
+    Tensor parts = at::view_as_real(self.resolve_conj().to(out_t));
+    return at::view_as_complex(cumulative(parts, dim, c10::toRealValueType(out_t), op));
+  }
+  TORCH_CHECK_NOT_IMPLEMENTED(!self.is_complex(), "neuron: ", nrt_op_name(op), " of complex tensors is not ",
+                              "implemented on the neuron device");
+  ScalarType out_t = sum_dtype(self, dtype);
+  Tensor out = at::empty_like(self, self.options().dtype(out_t), c10::MemoryFormat::Contiguous);
+  // The input converted to the result's dtype first, as in ATen
+  // (cumsum(dtype=int64) of [.7, .7] is [0, 0]).
+  Tensor src = self.scalar_type() == out_t || (at::isReducedFloatingType(self.scalar_type()) && out_t == at::kFloat)
+                   ? self
+                   : self.to(out_t);
+  launch_row(op, dim, {&out}, {&src});
   return out;
 }
 Tensor cumsum_fn(const Tensor &self, int64_t dim, std::optional<ScalarType> dtype) {

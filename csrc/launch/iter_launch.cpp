@@ -37,10 +37,43 @@ void launch(c10::DeviceIndex device, const nrt_launch &desc) {
   // The general kernels would read complex data as garbage (their loaders
   // know only real dtypes).
   for (int i = 0; i < desc.noutputs + desc.ninputs && i < NRT_MAX_OPERANDS; ++i)
-    TORCH_CHECK_TYPE(!nrt_dtype_is_complex(desc.operands[i].dtype), "neuron: ", nrt_op_name(desc.op),
-                     " does not support complex tensors (operand ", i, " is ",
-                     nrt_dtype_name(desc.operands[i].dtype), ")");
+    TORCH_CHECK_NOT_IMPLEMENTED(!nrt_dtype_is_complex(desc.operands[i].dtype), "neuron: ", nrt_op_name(desc.op),
+                                " does not support complex tensors (operand ", i, " is ",
+                                nrt_dtype_name(desc.operands[i].dtype), ")");
   enqueue(device, desc);
+}
+
+void launch_complex_as(c10::DeviceIndex device, const nrt_launch &desc, ComplexAs how) {
+  int n = desc.noutputs + desc.ninputs;
+  nrt_dtype complex = NRT_DTYPE_COUNT;
+  for (int i = 0; i < n; ++i) {
+    nrt_dtype t = desc.operands[i].dtype;
+    if (!nrt_dtype_is_complex(t)) continue;
+    TORCH_CHECK(complex == NRT_DTYPE_COUNT || complex == t, "neuron: ", nrt_op_name(desc.op),
+                ": complex operands of different dtypes");
+    complex = t;
+  }
+  if (complex == NRT_DTYPE_COUNT) return launch(device, desc);
+  nrt_dtype part;
+  int launches = 2;
+  if (how == ComplexAs::Bits) {
+    part = complex == NRT_COMPLEX32 ? NRT_INT32 : NRT_INT64;
+    if (complex != NRT_COMPLEX128) launches = 1;  // one integer holds the whole element
+  } else {
+    part = complex == NRT_COMPLEX32 ? NRT_FLOAT16 : complex == NRT_COMPLEX64 ? NRT_FLOAT32 : NRT_FLOAT64;
+  }
+  size_t half = nrt_dtype_size(complex) / 2;
+  for (int k = 0; k < launches; ++k) {
+    nrt_launch d = desc;
+    d.compute_dtype = part;
+    for (int i = 0; i < n; ++i) {
+      nrt_operand &o = d.operands[i];
+      if (o.dtype != complex) continue;
+      o.dtype = part;
+      if (o.data) o.data = static_cast<char *>(o.data) + k * half;
+    }
+    launch(device, d);
+  }
 }
 
 void launch_iter(at::TensorIteratorBase &iter, nrt_op op, std::initializer_list<nrt_scalar> scalars,

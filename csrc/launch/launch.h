@@ -25,6 +25,19 @@ void launch_iter(at::TensorIteratorBase &iter, nrt_op op, std::initializer_list<
 // extension (below) takes the launch.
 void launch(c10::DeviceIndex device, const nrt_launch &desc);
 
+// Complex operands of an op that treats real and imaginary parts alike,
+// launched over real views of them (same byte strides, other operands such
+// as indices untouched):
+//  Bits   moves the elements' bits unchanged (gathers, scatters, masks,
+//         triangles): complex64 as int64, complex32 as int32, complex128 as
+//         its two int64 halves.
+//  Parts  runs the op on the real parts, then on the imaginary parts
+//         (additive ops: accumulating scatters, cumulative sums), in the
+//         parts' floating dtype.
+// A descriptor without complex operands is launched as it is.
+enum class ComplexAs { Bits, Parts };
+void launch_complex_as(c10::DeviceIndex device, const nrt_launch &desc, ComplexAs how);
+
 // Enqueues `desc` as it is, with no checks: for extensions that took a
 // launch over.
 void enqueue(c10::DeviceIndex device, const nrt_launch &desc);
