@@ -1,5 +1,6 @@
 """RANDOM family: the device's Philox generator (manual_seed, RNG state,
 generator objects), the distributions of its samples, dropout and randperm."""
+import pytest
 import torch
 import torch.nn.functional as F
 
@@ -64,3 +65,36 @@ def test_randperm_native_and_reproducible():
     assert torch.equal(torch.randperm(1000, device="neuron").cpu(), p.cpu())
     assert sorted(torch.randperm(7, device="neuron", dtype=torch.float32).cpu().tolist()) == list(range(7))
     assert_no_fallbacks()
+
+
+@pytest.mark.parametrize("case", [
+    ("multinomial negative", lambda d: torch.multinomial(torch.tensor([-1.0, 2.0], device=d), 1)),
+    ("multinomial all zero", lambda d: torch.multinomial(torch.tensor([[0.0, 0.0], [1.0, 1.0]], device=d), 2, True)),
+    ("multinomial nan", lambda d: torch.multinomial(torch.tensor([float("nan"), 1.0], device=d), 1)),
+    ("multinomial inf", lambda d: torch.multinomial(torch.tensor([float("inf"), 1.0], device=d), 3, True)),
+    ("bernoulli p=1.5", lambda d: torch.bernoulli(torch.ones(3, device=d), p=1.5)),
+    ("bernoulli tensor p>1", lambda d: torch.bernoulli(torch.full((3,), 1.5, device=d))),
+    ("bernoulli tensor nan", lambda d: torch.bernoulli(torch.full((3,), float("nan"), device=d))),
+    ("normal std<0", lambda d: torch.normal(0.0, -1.0, (3,), device=d)),
+    ("normal tensor std<0", lambda d: torch.normal(torch.zeros(3, device=d), -torch.ones(3, device=d))),
+    ("normal float mean, tensor std<0", lambda d: torch.normal(0.0, -torch.ones(3, device=d))),
+], ids=lambda c: c[0])
+def test_invalid_random_parameters_raise_at_the_op_like_the_cpu(case):
+    _, fn = case
+    with pytest.raises(RuntimeError) as cpu:
+        fn("cpu")
+    with pytest.raises(type(cpu.value)) as dev:
+        fn("neuron")  # at the op, not at a later synchronisation
+    # The same words as the CPU's message (ours repeats PyTorch's text).
+    key = {"multinomial": "probab|sum", "bernoulli": "0, 1|p_in|p to be", "normal": "std"}
+    assert any(w in str(dev.value) for w in key[case[0].split()[0]].split("|")), str(dev.value)
+    torch.neuron.synchronize()  # nothing left pending
+
+
+def test_valid_random_parameters_still_sample():
+    torch.neuron.manual_seed(0)
+    p = torch.tensor([[0.0, 1.0, 3.0], [2.0, 0.0, 0.0]], device="neuron")
+    s = torch.multinomial(p, 4, replacement=True).cpu()
+    assert (s[0] != 0).all() and (s[1] == 0).all()
+    b = torch.bernoulli(torch.tensor([0.0, 1.0, 1.0], device="neuron")).cpu()
+    assert b.tolist() == [0.0, 1.0, 1.0]

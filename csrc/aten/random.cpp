@@ -3,12 +3,17 @@
 // used, so the same seed gives the same numbers run after run, whatever
 // the thread count (the runtime derives each element's counter from its
 // linear index).
+#include <cmath>
+#include <functional>
+
 #include <ATen/TensorIterator.h>
 #include <ATen/core/Generator.h>
 #include <ATen/ops/empty.h>
 #include <ATen/ExpandUtils.h>
 #include <ATen/ops/empty_like.h>
 #include <ATen/ops/result_type.h>
+#include <ATen/ops/stack.h>
+#include <ATen/ops/view_as_real.h>
 #include <c10/core/DeviceGuard.h>
 
 #include "launch/launch.h"
@@ -40,7 +45,19 @@ Tensor &random_fill(Tensor &self, nrt_op op, const std::optional<at::Generator> 
   return self;
 }
 
+// Complex tensors sample their real view: uniform parts, and normal parts
+// with half the variance each (PyTorch's definition).
+Tensor &uniform_fn(Tensor &self, double from, double to, std::optional<at::Generator> gen);
+Tensor &normal_fn(Tensor &self, double mean, double std, std::optional<at::Generator> gen);
+bool complex_parts(Tensor &self, const std::function<void(Tensor &)> &fill) {
+  if (!self.is_complex()) return false;
+  Tensor parts = at::view_as_real(self);
+  fill(parts);
+  return true;
+}
+
 Tensor &uniform_fn(Tensor &self, double from, double to, std::optional<at::Generator> gen) {
+  if (complex_parts(self, [&](Tensor &p) { uniform_fn(p, from, to, gen); })) return self;
   TORCH_CHECK(from <= to, "uniform_ expects to return a [from, to) range, but found from=", from, " > to=", to);
   TORCH_CHECK(at::isFloatingType(self.scalar_type()), "uniform_ is implemented for floating types only, got ",
               self.scalar_type());
@@ -49,6 +66,7 @@ Tensor &uniform_fn(Tensor &self, double from, double to, std::optional<at::Gener
 
 Tensor &normal_fn(Tensor &self, double mean, double std, std::optional<at::Generator> gen) {
   TORCH_CHECK(std >= 0.0, "normal expects std >= 0.0, but found std ", std);
+  if (complex_parts(self, [&](Tensor &p) { normal_fn(p, mean, std / std::sqrt(2.0), gen); })) return self;
   TORCH_CHECK(at::isFloatingType(self.scalar_type()), "normal_ is implemented for floating types only, got ",
               self.scalar_type());
   return random_fill(self, NRT_OP_NORMAL, gen, {fscalar(mean), fscalar(std)});
@@ -59,8 +77,16 @@ Tensor &bernoulli_float(Tensor &self, double p, std::optional<at::Generator> gen
   return random_fill(self, NRT_OP_BERNOULLI_SCALAR, gen, {fscalar(p)});
 }
 
+// PyTorch's own checks of a tensor argument's values (the CPU checks them in
+// its kernels, and ATen reads them back for every device in normal's case):
+// one host read-back, so a bad argument raises at the op, not later.
+bool any_true(const Tensor &flags) { return flags.numel() > 0 && flags.any().item<bool>(); }
+
 Tensor &bernoulli_tensor(Tensor &self, const Tensor &p, std::optional<at::Generator> gen) {
   Tensor pp = p.device() == self.device() ? p : p.to(self.device());
+  // NaN fails both comparisons, as in the CPU's check.
+  TORCH_CHECK(!any_true(pp.ge(0).logical_and_(pp.le(1)).logical_not_()),
+              "bernoulli_ expects all elements of p to be in [0, 1]");
   return random_fill(self, NRT_OP_BERNOULLI_TENSOR, gen, {}, 0, 0, &pp);
 }
 
@@ -118,8 +144,14 @@ Tensor native_dropout_backward_fn(const Tensor &grad, const Tensor &mask, double
   return at::isFloatingType(r.scalar_type()) ? r.mul_(scale) : r.mul(scale);
 }
 
+void check_std_tensor(const Tensor &std) {
+  TORCH_CHECK(!std.is_complex(), "normal expects standard deviation to be non-complex");
+  TORCH_CHECK(!any_true(std.lt(0)), "normal expects all elements of std >= 0.0");
+}
+
 // normal with tensor mean/std: standard normals scaled and shifted on the device.
 Tensor normal_tt(const Tensor &mean, const Tensor &std, std::optional<at::Generator> gen) {
+  check_std_tensor(std);
   auto shape = at::infer_size(mean.sizes(), std.sizes());
   Tensor out = at::empty(shape, mean.options().dtype(at::result_type(mean, std)));
   normal_fn(out, 0.0, 1.0, gen);
@@ -132,6 +164,7 @@ Tensor normal_tf(const Tensor &mean, double std, std::optional<at::Generator> ge
   return out.add_(mean);
 }
 Tensor normal_ft(double mean, const Tensor &std, std::optional<at::Generator> gen) {
+  check_std_tensor(std);
   Tensor out = at::empty(std.sizes(), std.options());
   normal_fn(out, 0.0, 1.0, gen);
   return out.mul_(std).add_(mean);
@@ -154,8 +187,18 @@ Tensor multinomial_fn(const Tensor &self, int64_t n, bool replacement, std::opti
   TORCH_CHECK(n > 0, "cannot sample n_sample <= 0 samples");
   int64_t cats = self.size(-1);
   TORCH_CHECK(replacement || n <= cats, "cannot sample n_sample > prob_dist.size(-1) samples without replacement");
+  TORCH_CHECK(cats <= (int64_t(1) << 24), "number of categories cannot exceed 2^24");
   c10::DeviceGuard guard(self.device());
   Tensor p = (self.dim() == 1 ? self.unsqueeze(0) : self).to(at::kFloat);
+  // The CPU's checks, in its order (max < inf also fails on NaN); one
+  // read-back for both, as ATen itself reads them back on every device.
+  if (p.numel() > 0) {
+    Tensor bad = at::stack({p.amax().lt(INFINITY).logical_and_(p.amin().ge(0)).logical_not_(),
+                            p.sum(-1).eq(0).any()})
+                     .cpu();
+    TORCH_CHECK(!bad[0].item<bool>(), "probability tensor contains either `inf`, `nan` or element < 0");
+    TORCH_CHECK(!bad[1].item<bool>(), "invalid multinomial distribution (sum of probabilities <= 0)");
+  }
   Tensor out;
   if (replacement) {
     Tensor cdf = p.cumsum(-1);
