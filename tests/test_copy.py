@@ -116,3 +116,37 @@ def test_resize_and_set():
     assert u.shape == (4, 4) and u.data_ptr() == t.data_ptr()
     v = torch.empty(0, device="neuron").set_(t.untyped_storage(), 4, (2,), (1,))
     assert torch.equal(v.cpu(), torch.tensor([4.0, 5.0]))
+
+
+@pytest.mark.parametrize("case", [
+    ("bool fill 0.5", lambda d: torch.zeros(3, dtype=torch.bool, device=d).fill_(0.5)),
+    ("bool full -0.1", lambda d: torch.full((2,), -0.1, dtype=torch.bool, device=d)),
+    ("bool masked_fill 0.3", lambda d: torch.zeros(3, dtype=torch.bool, device=d).masked_fill(
+        torch.tensor([True, False, True], device=d), 0.3)),
+    ("bool index_fill 0.7", lambda d: torch.zeros(3, dtype=torch.bool, device=d).index_fill(
+        0, torch.tensor([1], device=d), 0.7)),
+    ("int fill 3.9", lambda d: torch.zeros(2, dtype=torch.int32, device=d).fill_(3.9)),
+    ("int fill -3.9", lambda d: torch.zeros(2, dtype=torch.int64, device=d).fill_(-3.9)),
+    ("uint8 fill 255", lambda d: torch.zeros(2, dtype=torch.uint8, device=d).fill_(255)),
+    ("uint8 fill -1 wraps", lambda d: torch.zeros(2, dtype=torch.uint8, device=d).fill_(-1)),
+    ("half fill 1/3", lambda d: torch.zeros(2, dtype=torch.half, device=d).fill_(1 / 3)),
+], ids=lambda c: c[0])
+def test_fill_converts_the_value_like_the_cpu(case):
+    _, fn = case
+    want, got = fn("cpu"), fn("neuron")
+    assert got.dtype == want.dtype and torch.equal(got.cpu(), want)
+
+
+@pytest.mark.parametrize("case", [
+    ("int16 fill 100000", lambda d: torch.zeros(2, dtype=torch.int16, device=d).fill_(100000)),
+    ("int8 full 300", lambda d: torch.full((2,), 300, dtype=torch.int8, device=d)),
+    ("half fill 1e6", lambda d: torch.zeros(2, dtype=torch.half, device=d).fill_(1e6)),
+    ("int16 index_fill 1e5", lambda d: torch.zeros(3, dtype=torch.int16, device=d).index_fill(
+        0, torch.tensor([1], device=d), 100000)),
+], ids=lambda c: c[0])
+def test_fill_value_out_of_range_raises_like_the_cpu(case):
+    _, fn = case
+    with pytest.raises(RuntimeError, match="without overflow") as cpu:
+        fn("cpu")
+    with pytest.raises(type(cpu.value), match="without overflow"):
+        fn("neuron")

@@ -97,3 +97,63 @@ def test_comparisons_and_logical():
     assert torch.equal(torch.logical_and(a.neuron() > 0, b.neuron() > 0).cpu(), (a > 0) & (b > 0))
     assert torch.equal(torch.isnan(torch.tensor([1.0, float("nan")]).neuron()).cpu(), torch.tensor([False, True]))
     assert_no_fallbacks()
+
+
+@pytest.mark.parametrize("dtype", [torch.int64, torch.int32, torch.uint8, torch.int8])
+def test_shift_operators_are_native(dtype):
+    a = torch.tensor([1, 2, 3, 100], dtype=dtype)
+    b = torch.tensor([0, 1, 2, 3], dtype=dtype)
+    an, bn = a.to("neuron"), b.to("neuron")
+    for got, want in [(an << bn, a << b), (an >> bn, a >> b), (an << 2, a << 2), (an >> 1, a >> 1)]:
+        assert got.dtype == want.dtype
+        assert got.cpu().tolist() == want.tolist()
+    x, y = an.clone(), a.clone()
+    x <<= 1
+    y <<= 1
+    x >>= bn
+    y >>= b
+    assert x.cpu().tolist() == y.tolist()
+    assert_no_fallbacks()
+
+
+@pytest.mark.parametrize("scalar", [torch.tensor(1.5), torch.tensor(2), torch.tensor(True)])
+def test_where_accepts_cpu_scalar_tensors(scalar):
+    cond = torch.tensor([True, False, True])
+    x = torch.arange(3.0)
+    for args in [(cond, scalar, x), (cond, x, scalar), (cond, scalar, scalar)]:
+        want = torch.where(*args)
+        dev = [a.to("neuron") if a.dim() > 0 else a for a in args]
+        got = torch.where(*dev)
+        assert got.dtype == want.dtype and got.device.type == "neuron"
+        torch.testing.assert_close(got.cpu(), want)
+    assert_no_fallbacks()
+
+
+@pytest.mark.parametrize("dtype", [torch.uint16, torch.uint32, torch.uint64, torch.float8_e4m3fn])
+def test_unsupported_dtype_raises_not_implemented_naming_it(dtype):
+    # Never TypeError: inside `t + 1` Python would turn it into
+    # "unsupported operand type(s) for +".
+    with pytest.raises(NotImplementedError, match="is not supported on the neuron device"):
+        x = torch.zeros(2, device="neuron").to(dtype)
+        x + 1
+
+
+@pytest.mark.parametrize("case", [
+    ("int max=float", lambda x: x.clamp(max=0.5), torch.tensor([1, 2, 3], dtype=torch.int32)),
+    ("int min=float", lambda x: x.clamp(min=1.5), torch.tensor([1, 2, 3])),
+    ("int min int", lambda x: x.clamp(0, 2), torch.tensor([-1, 2, 3], dtype=torch.int16)),
+    ("bool", lambda x: x.clamp(0, 1), torch.tensor([True, False])),
+    ("uint8 clamp_min float", lambda x: torch.clamp_min(x, 2.5), torch.tensor([1, 5], dtype=torch.uint8)),
+    ("float", lambda x: x.clamp(-0.5, 0.5), torch.tensor([-1.0, 0.2, 3.0])),
+], ids=lambda c: c[0])
+def test_clamp_bounds_take_part_in_type_promotion(case):
+    _, fn, x = case
+    want, got = fn(x), fn(x.to("neuron"))
+    assert got.dtype == want.dtype
+    assert torch.equal(got.cpu(), want)
+
+
+def test_inplace_clamp_that_would_promote_raises_like_the_cpu():
+    for dev in ("cpu", "neuron"):
+        with pytest.raises(RuntimeError, match="can't be cast to the desired output type"):
+            torch.tensor([1, 2], dtype=torch.int16, device=dev).clamp_(-0.5, 0.75)

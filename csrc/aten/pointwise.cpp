@@ -1,6 +1,7 @@
 // Native pointwise ops: one table entry per op. TensorIterator decides
 // broadcasting, type promotion, output allocation and out=/in-place rules;
 // the runtime's pointwise kernels compute.
+#include <ATen/native/TypeProperties.h>
 #include <ATen/ScalarOps.h>
 #include <ATen/TensorIterator.h>
 #include <ATen/native/BinaryOps.h>
@@ -198,6 +199,16 @@ NEURON_BINARY_TABLE(DEFINE_BINARY)
 NEURON_COMPARE_SCALAR_TABLE(DEFINE_COMPARE_SCALAR)
 #undef DEFINE_COMPARE_SCALAR
 
+// The << and >> operators: ATen runs them on the same shift kernels as
+// bitwise_left_shift / bitwise_right_shift, with a Scalar as a wrapped number.
+#define NEURON_SHIFT_SCALAR_TABLE(X) X(bitwise_left_shift, SHIFT_LEFT) X(bitwise_right_shift, SHIFT_RIGHT)
+#define DEFINE_SHIFT_SCALAR(name, OP)                                                           \
+  Tensor name##_scalar_into(Tensor out, const Tensor &a, const Scalar &b) {                     \
+    return binary(out, a, at::native::wrapped_scalar_tensor(b), NRT_OP_##OP, Kind::Binary);     \
+  }
+NEURON_SHIFT_SCALAR_TABLE(DEFINE_SHIFT_SCALAR)
+#undef DEFINE_SHIFT_SCALAR
+
 // add/sub carry alpha.
 Tensor add_into(Tensor out, const Tensor &a, const Tensor &b, const Scalar &alpha) {
   return binary(out, a, b, NRT_OP_ADD, Kind::Binary, &alpha);
@@ -268,8 +279,24 @@ Tensor hardtanh_into(Tensor out, const Tensor &a, const Scalar &lo, const Scalar
 }
 
 // clamp with optional Scalar bounds.
-Tensor clamp_into(Tensor out, const Tensor &a, const std::optional<Scalar> &lo, const std::optional<Scalar> &hi) {
+// The bounds take part in type promotion, as in ATen's clamp: an integer or
+// bool tensor clamped by a float bound gives a float result, which an
+// in-place clamp cannot store.
+Tensor clamp_into(Tensor out, const Tensor &a_in, const std::optional<Scalar> &lo, const std::optional<Scalar> &hi) {
   TORCH_CHECK(lo.has_value() || hi.has_value(), "torch.clamp: At least one of 'min' or 'max' must not be None");
+  TORCH_CHECK(!a_in.is_complex() && !(lo && lo->isComplex()) && !(hi && hi->isComplex()),
+              "clamp is not supported for complex types");
+  Tensor a = a_in;
+  if (!at::isFloatingType(a_in.scalar_type())) {
+    at::native::ResultTypeState state = {};
+    state = at::native::update_result_type_state(a_in, state);
+    if (lo) state = at::native::update_result_type_state(*lo, state);
+    if (hi) state = at::native::update_result_type_state(*hi, state);
+    c10::ScalarType rt = at::native::result_type(state);
+    TORCH_CHECK(rt == a_in.scalar_type() || !out.defined() || !out.is_same(a_in), "result type ", rt,
+                " can't be cast to the desired output type ", a_in.scalar_type());
+    if (rt != a_in.scalar_type()) a = a_in.to(rt);
+  }
   auto iter = build_unary(out, a, Kind::Unary);
   nrt_scalar l = lo ? scalar_for(iter, *lo) : nrt_scalar{}, h = hi ? scalar_for(iter, *hi) : nrt_scalar{};
   launch_iter(iter, NRT_OP_CLAMP_SCALAR, {l, h}, {lo.has_value(), hi.has_value()});
@@ -332,9 +359,22 @@ Tensor hardtanh_backward_fn(const Tensor &g, const Tensor &x, const Scalar &lo, 
 
 // ---- ternary -----------------------------------------------------------------
 
-Tensor where_into(Tensor out, const Tensor &cond, const Tensor &a, const Tensor &b) {
-  TORCH_CHECK(cond.scalar_type() == at::kBool || cond.scalar_type() == at::kByte,
-              "where expected condition to be a boolean tensor, but got a tensor with dtype ", cond.scalar_type());
+// torch.where(cond, torch.tensor(1.0), x) works on the CPU and CUDA: 0-d
+// CPU tensors are values, moved to the device (type promotion treats a 0-d
+// tensor the same wherever it lives).
+Tensor on_device(const Tensor &t, const Tensor &cond, const Tensor &a, const Tensor &b) {
+  if (!t.is_cpu() || t.dim() != 0) return t;
+  for (const Tensor *o : {&cond, &a, &b})
+    if (o->device().type() == kNeuron) return t.to(o->device());
+  return t;
+}
+
+Tensor where_into(Tensor out, const Tensor &cond_in, const Tensor &a_in, const Tensor &b_in) {
+  TORCH_CHECK(cond_in.scalar_type() == at::kBool || cond_in.scalar_type() == at::kByte,
+              "where expected condition to be a boolean tensor, but got a tensor with dtype ",
+              cond_in.scalar_type());
+  Tensor cond = on_device(cond_in, cond_in, a_in, b_in), a = on_device(a_in, cond_in, a_in, b_in),
+         b = on_device(b_in, cond_in, a_in, b_in);
   at::TensorIteratorConfig config;
   config.check_all_same_dtype(false)
       .add_output(out)
@@ -408,6 +448,10 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   NEURON_VARIANTS(m, name##_scalar_into, #name ".Scalar", #name "_.Scalar", #name ".Scalar_out");
   NEURON_COMPARE_SCALAR_TABLE(REG_COMPARE_SCALAR)
 #undef REG_COMPARE_SCALAR
+  NEURON_VARIANTS(m, bitwise_left_shift_into, "__lshift__.Tensor", "__ilshift__.Tensor", "__lshift__.Tensor_out");
+  NEURON_VARIANTS(m, bitwise_right_shift_into, "__rshift__.Tensor", "__irshift__.Tensor", "__rshift__.Tensor_out");
+  NEURON_VARIANTS(m, bitwise_left_shift_scalar_into, "__lshift__.Scalar", "__ilshift__.Scalar", "__lshift__.Scalar_out");
+  NEURON_VARIANTS(m, bitwise_right_shift_scalar_into, "__rshift__.Scalar", "__irshift__.Scalar", "__rshift__.Scalar_out");
   NEURON_VARIANTS(m, add_into, "add.Tensor", "add_.Tensor", "add.out");
   NEURON_VARIANTS(m, sub_into, "sub.Tensor", "sub_.Tensor", "sub.out");
   NEURON_VARIANTS(m, div_mode_into, "div.Tensor_mode", "div_.Tensor_mode", "div.out_mode");

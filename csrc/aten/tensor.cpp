@@ -4,8 +4,10 @@
 // (stream-ordered memcpy or the COPY kernel).
 #include <cstdlib>
 #include <cstring>
+#include <type_traits>
 
 #include <ATen/EmptyTensor.h>
+#include <ATen/Dispatch.h>
 #include <ATen/TensorIterator.h>
 #include <ATen/native/Resize.h>
 #include <ATen/ops/_reshape_alias_native.h>
@@ -315,11 +317,20 @@ Tensor &fill_scalar_(Tensor &self, const c10::Scalar &value) {
     im.f = v.imag();
     launch_iter(iter, NRT_OP_FILL, {s, im});
     return self;
-  } else if (at::isFloatingType(self.scalar_type())) {
-    s.f = value.toDouble();
-  } else {
-    s.i = value.isFloatingPoint() ? static_cast<int64_t>(value.toDouble()) : value.toLong();
   }
+  // The value converted to the tensor's type on the host exactly as ATen's
+  // fill does (Scalar::to<T>: nonzero is true for bool, truncation for
+  // integers, an error for a value the type cannot hold), so every fill
+  // (full, fill_, masked_fill, index_fill, scatter value=) agrees with the CPU.
+  AT_DISPATCH_ALL_TYPES_AND3(at::kBool, at::kHalf, at::kBFloat16, self.scalar_type(), "fill_", [&] {
+    scalar_t v = value.to<scalar_t>();
+    if constexpr (std::is_floating_point_v<scalar_t> || std::is_same_v<scalar_t, at::Half> ||
+                  std::is_same_v<scalar_t, at::BFloat16>) {
+      s.f = static_cast<double>(v);
+    } else {
+      s.i = static_cast<int64_t>(v);
+    }
+  });
   launch_iter(iter, NRT_OP_FILL, {s});
   return self;
 }
