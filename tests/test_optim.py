@@ -10,7 +10,8 @@ from helpers import assert_no_fallbacks, close, cpu_and_neuron, mse_steps
 
 @pytest.mark.parametrize("opt_name,kw", [("SGD", dict(lr=0.1, momentum=0.9, nesterov=True, weight_decay=0.01)),
                                          ("Adam", dict(lr=1e-2, weight_decay=0.01)),
-                                         ("AdamW", dict(lr=1e-2, weight_decay=0.1, amsgrad=True))])
+                                         ("AdamW", dict(lr=1e-2, weight_decay=0.1, amsgrad=True)),
+                                         ("Adagrad", dict(lr=0.1, lr_decay=0.01, weight_decay=0.01))])
 @pytest.mark.parametrize("impl", ["foreach", "fused"])
 def test_optimizers_native(opt_name, kw, impl):
     torch.manual_seed(0)

@@ -151,6 +151,54 @@ void fused_sgd_tlr(TensorList self, TensorList grads, TensorList bufs, double we
            maximize, is_first_step, grad_scale, found_inf);
 }
 
+// Adagrad (fused=True): the steps were already counted by torch.optim;
+// lr decays as lr / (1 + (step - 1) * lr_decay), as in ATen's kernel.
+void adagrad_impl(TensorList params, TensorList grads, TensorList sums, TensorList steps, const Tensor &lr,
+                  double lr_decay, double weight_decay, double eps, bool maximize,
+                  const std::optional<Tensor> &grad_scale, const std::optional<Tensor> &found_inf) {
+  size_t n = params.size();
+  TORCH_CHECK(grads.size() == n && sums.size() == n && steps.size() == n,
+              "_fused_adagrad_: all tensor lists must have the same length");
+  bool has_inf = found_inf && found_inf->defined();
+  for (size_t i = 0; i < n; ++i) {
+    const Tensor &p = params[i], &sum = sums[i];
+    c10::DeviceGuard guard(p.device());
+    Tensor saved_p, saved_s;
+    if (has_inf) {
+      saved_p = p.clone();
+      saved_s = sum.clone();
+    }
+    Tensor g = grads[i].to(at::kFloat);
+    if (grad_scale && grad_scale->defined()) g = g.div(*grad_scale);
+    if (maximize) g = g.neg();
+    Tensor pf = p.to(at::kFloat);
+    if (weight_decay != 0) g = g.add(pf, weight_decay);
+    Tensor clr = lr.div(steps[i].to(at::kFloat).sub(1).mul(lr_decay).add(1));
+    sum.addcmul_(g.to(sum.scalar_type()), g.to(sum.scalar_type()), 1.0);
+    Tensor denom = sum.to(at::kFloat).sqrt().add(eps);
+    pf.sub_(g.div(denom).mul(clr));
+    p.copy_(pf);
+    if (has_inf) {
+      keep_if_inf(p, saved_p, *found_inf);
+      keep_if_inf(sum, saved_s, *found_inf);
+    }
+  }
+}
+void fused_adagrad(TensorList self, TensorList grads, TensorList sums, TensorList steps, double lr, double lr_decay,
+                   double weight_decay, double eps, bool maximize, const std::optional<Tensor> &grad_scale,
+                   const std::optional<Tensor> &found_inf) {
+  if (self.empty()) return;
+  adagrad_impl(self, grads, sums, steps, lr_tensor(self, lr), lr_decay, weight_decay, eps, maximize, grad_scale,
+               found_inf);
+}
+void fused_adagrad_tlr(TensorList self, TensorList grads, TensorList sums, TensorList steps, const Tensor &lr,
+                       double lr_decay, double weight_decay, double eps, bool maximize,
+                       const std::optional<Tensor> &grad_scale, const std::optional<Tensor> &found_inf) {
+  if (self.empty()) return;
+  adagrad_impl(self, grads, sums, steps, lr.to(self[0].device(), at::kFloat), lr_decay, weight_decay, eps, maximize,
+               grad_scale, found_inf);
+}
+
 // GradScaler.unscale_: found_inf becomes 1 if any gradient holds an inf or a
 // NaN, and every gradient is multiplied by inv_scale (also the non-finite
 // ones, as ATen's kernels do). amin/amax propagate NaN and infinities and,
@@ -202,6 +250,8 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   NEURON_IMPL(m, "_amp_foreach_non_finite_check_and_unscale_", amp_non_finite_check_and_unscale);
   NEURON_IMPL(m, "_amp_update_scale_", amp_update_scale);
   NEURON_IMPL(m, "_fused_adam_", fused_adam);
+  NEURON_IMPL(m, "_fused_adagrad_", fused_adagrad);
+  NEURON_IMPL(m, "_fused_adagrad_.tensor_lr", fused_adagrad_tlr);
   NEURON_IMPL(m, "_fused_adam_.tensor_lr", fused_adam_tlr);
   NEURON_IMPL(m, "_fused_adamw_", fused_adamw);
   NEURON_IMPL(m, "_fused_adamw_.tensor_lr", fused_adamw_tlr);
