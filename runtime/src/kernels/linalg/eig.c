@@ -18,8 +18,8 @@
  * tiny pivots perturbed to ulp * |lambda|), transformed back by the Schur
  * vectors and the balancing, and normalised as geev does: unit 2-norm, and
  * the largest-magnitude component made real (for complex input positive;
- * for a complex pair of real input, with the sign of its real part, as
- * LAPACK's plane rotation leaves it).
+ * for a complex pair of real input, with the sign LAPACK's plane rotation
+ * leaves, see below).
  *
  * Matrices of order >= 75, where LAPACK switches to its aggressive early
  * deflation QR, get the same small-matrix QR here (same eigenvalues to
@@ -968,6 +968,10 @@ static void eig_one(const nrt_launch *l, int64_t b, double *w) {
     }
   gebak(v, n, scale, ilo, ihi);
   for (int64_t j = 0; j < n; j++) {
+    if (!cplx && cimag(lam[j]) < 0.0 && j > 0) { /* a real input's pair: the conjugate of the vector before */
+      for (int64_t i = 0; i < n; i++) v[i * n + j] = conj(v[i * n + j - 1]);
+      continue;
+    }
     double nrm = 0.0;
     for (int64_t i = 0; i < n; i++) nrm = hypot(nrm, cabs(v[i * n + j]));
     if (nrm > 0.0)
@@ -984,14 +988,21 @@ static void eig_one(const nrt_launch *l, int64_t b, double *w) {
     nrt_z vk = v[k * n + j];
     double mag = cabs(vk);
     if (mag == 0.0) continue;
-    /* complex input: v_k becomes |v_k|; a real input's pair keeps the sign
-     * of re(v_k) (lartg's r = sign(f) sqrt(f^2 + g^2)); the conjugate
-     * partner gets the conjugate rotation, so the pair stays conjugate. */
-    double sg = cplx || creal(vk) >= 0.0 ? 1.0 : -1.0;
-    if (!cplx && creal(vk) == 0.0) sg = 1.0;
-    nrt_z rot = sg * conj(vk) / mag;
+    /* Complex input: v_k becomes |v_k| (zgeev). A real input's pair is
+     * rotated by LAPACK's plane rotation of (f, g) = (re v_k, im v_k),
+     * whose r is f when g = 0, g when f = 0, and otherwise sqrt(f^2 + g^2)
+     * with the sign of f only when |f| > |g| (the convention of the LAPACK
+     * the CPU's MKL follows, checked against its output); v_k becomes r.
+     * The partner (negative imaginary part) is set to the conjugate above. */
+    double f = creal(vk), g = cimag(vk), r;
+    if (cplx) r = mag;
+    else if (g == 0.0) r = f;
+    else if (f == 0.0) r = g;
+    else r = fabs(f) > fabs(g) && f < 0.0 ? -mag : mag;
+    if (r == 0.0) continue;
+    nrt_z rot = conj(vk) / r;
     for (int64_t i = 0; i < n; i++) v[i * n + j] *= rot;
-    v[k * n + j] = sg * mag;
+    v[k * n + j] = r;
   }
   nrt_dmat V = nrt_dmat_of(l, 1);
   nrt_zmat_store(&V, b, n, n, v);
