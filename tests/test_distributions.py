@@ -335,8 +335,9 @@ def test_errors_match_cpu(case):
     with pytest.raises(type(cpu.value)) as dev:
         fn(DEV)  # at the op, not at a later synchronisation
     assert type(dev.value) is type(cpu.value)
-    # The CPU's words (its kernel names stay in "..._cpu" as on the CPU).
-    assert str(dev.value).split("\n")[0] == str(cpu.value).split("\n")[0], (str(dev.value), str(cpu.value))
+    # The CPU's words (its kernel names stay "..._cpu" as on the CPU); the
+    # registry may name the op after them.
+    assert str(dev.value).startswith(str(cpu.value).split("\n")[0]), (str(dev.value), str(cpu.value))
     torch.neuron.synchronize()
 
 
