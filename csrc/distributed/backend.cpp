@@ -23,8 +23,10 @@
 // - Non-contiguous tensors go through a contiguous copy made on the caller's
 //   stream; results are copied back on the communication stream.
 // - CPU tensors (object collectives, DTensor metadata) use the same transport
-//   on host memory and the same stream order; the call returns once the
-//   operation is done, as CPU code expects.
+//   on host memory and the same stream order. Their operations are
+//   asynchronous like Gloo's: a completer thread per backend copies results
+//   back and completes the Future once the task ran; Work::wait() blocks
+//   until then.
 // - A failed operation (a timeout names the operation, the group and the
 //   late ranks) breaks the communicator: the error is sticky on the
 //   communication stream and poisons every stream that waits for it, so the
@@ -34,11 +36,13 @@
 #include <algorithm>
 #include <atomic>
 #include <condition_variable>
+#include <deque>
 #include <cstring>
 #include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
+#include <thread>
 #include <utility>
 #include <vector>
 
@@ -261,7 +265,7 @@ struct OpSpec {
   std::vector<std::pair<at::Tensor, at::Tensor>> copy_back;  // (caller's tensor, result)
   std::vector<Step> steps;
   bool is_recv = false;
-  bool host_blocking = false;  // barrier: wait() blocks the host
+  bool waits_caller_stream = false;  // barrier: no tensors, yet after the caller's queued work
   std::chrono::milliseconds timeout = c10d::kUnsetTimeout;
 
   // A tensor the transport reads.
@@ -295,7 +299,7 @@ class NeuronWork final : public c10d::Work {
  public:
   NeuronWork(int rank, OpType type, const char *op, std::shared_ptr<CommShared> shared,
              std::shared_ptr<OpState> state, std::shared_ptr<DoneEvent> done, int device,
-             bool on_device, bool host_blocking, std::vector<at::Tensor> outputs)
+             bool on_device, std::vector<at::Tensor> outputs)
       : c10d::Work(rank, type),
         op_(op),
         shared_(std::move(shared)),
@@ -303,7 +307,6 @@ class NeuronWork final : public c10d::Work {
         done_(std::move(done)),
         device_(device),
         on_device_(on_device),
-        host_blocking_(host_blocking),
         outputs_(std::move(outputs)) {
     std::vector<c10::Device> devices;
     if (on_device_) devices.emplace_back(kNeuron, static_cast<c10::DeviceIndex>(device_));
@@ -311,10 +314,12 @@ class NeuronWork final : public c10d::Work {
                                                        devices);
   }
 
-  bool isCompleted() override { return state_->done.load(std::memory_order_acquire); }
-  bool isSuccess() const override {
-    return state_->done.load(std::memory_order_acquire) && state_->status == NRT_SUCCESS;
+  // Host operations are complete once the completer thread copied their
+  // results back and completed the Future (finish_host).
+  bool isCompleted() override {
+    return on_device_ ? state_->done.load(std::memory_order_acquire) : host_done_->done.load();
   }
+  bool isSuccess() const override { return state_->done.load(std::memory_order_acquire) && state_->status == NRT_SUCCESS; }
   std::exception_ptr exception() const override {
     if (!state_->failed()) return nullptr;
     return std::make_exception_ptr(
@@ -322,11 +327,13 @@ class NeuronWork final : public c10d::Work {
   }
   std::vector<at::Tensor> result() override { return outputs_; }
 
+  // Device operations: the current stream waits for the operation (the host
+  // does not) unless a timeout is given. Host operations: blocks until done.
   bool wait(std::chrono::milliseconds timeout) override {
-    if (!on_device_ || host_blocking_ || timeout != kNoTimeout) {
-      if (!state_->wait(timeout))
-        fail(c10::str("neuron backend: ", op_, " on ", shared_->label, " did not complete within ",
-                      timeout.count(), " ms (Work.wait timeout)"));
+    if (!on_device_) {
+      if (!host_done_->wait(timeout)) timed_out(timeout);
+    } else if (timeout != kNoTimeout) {
+      if (!state_->wait(timeout)) timed_out(timeout);
     }
     if (on_device_) blockCurrentStream();
     if (state_->failed()) fail(state_->message);
@@ -349,19 +356,36 @@ class NeuronWork final : public c10d::Work {
     done_ = std::move(done);
   }
 
-  // Completes the Future: device outputs at once (in stream order, under the
-  // communication stream), host outputs after the operation finished.
-  void complete_future(nrt_stream *stream) {
-    if (on_device_) {
-      c10::StreamGuard g(c10::Stream(c10::Stream::UNSAFE,
-                                     c10::Device(kNeuron, static_cast<c10::DeviceIndex>(device_)),
-                                     nrt_stream_index(stream)));
-      future_->markCompleted(c10::IValue(outputs_));
-    } else if (state_->failed()) {
-      future_->setError(exception());
-    } else {
-      future_->markCompleted(c10::IValue(outputs_));
+  // Device operations: the Future completes at once, in stream order (its
+  // events are recorded on the communication stream).
+  void complete_device_future(nrt_stream *stream) {
+    c10::StreamGuard g(c10::Stream(c10::Stream::UNSAFE,
+                                   c10::Device(kNeuron, static_cast<c10::DeviceIndex>(device_)),
+                                   nrt_stream_index(stream)));
+    future_->markCompleted(c10::IValue(outputs_));
+  }
+
+  // Host operations, on the backend's completer thread (never the stream
+  // worker: copies and Future callbacks may need the GIL): waits for the
+  // operation, copies results into non-contiguous outputs, completes the
+  // Future (running its callbacks) and then wait().
+  void set_host_copy_back(std::vector<std::pair<at::Tensor, at::Tensor>> cb) { host_copy_back_ = std::move(cb); }
+  void finish_host() {
+    state_->wait(std::chrono::milliseconds(0));
+    if (!state_->failed()) {
+      try {
+        for (auto &cb : host_copy_back_) cb.first.copy_(cb.second);
+      } catch (const std::exception &e) {
+        state_->status = NRT_ERROR_INTERNAL;
+        state_->message = c10::str("neuron backend: ", op_, ": copying the result back failed: ", e.what());
+      }
     }
+    host_copy_back_.clear();
+    host_done_->finish();  // before the callbacks, which may wait() on this Work
+    if (state_->failed())
+      future_->setError(exception());
+    else
+      future_->markCompleted(c10::IValue(outputs_));
   }
 
  private:
@@ -370,9 +394,16 @@ class NeuronWork final : public c10d::Work {
   std::shared_ptr<OpState> state_;
   std::shared_ptr<DoneEvent> done_;
   int device_;
-  bool on_device_, host_blocking_;
+  bool on_device_;
   std::vector<at::Tensor> outputs_;
   c10::intrusive_ptr<c10::ivalue::Future> future_;
+  std::shared_ptr<OpState> host_done_ = std::make_shared<OpState>();
+  std::vector<std::pair<at::Tensor, at::Tensor>> host_copy_back_;
+
+  [[noreturn]] void timed_out(std::chrono::milliseconds timeout) {
+    fail(c10::str("neuron backend: ", op_, " on ", shared_->label, " did not complete within ",
+                  timeout.count(), " ms (Work.wait timeout)"));
+  }
 };
 
 // Backends created per group name in this process (see create_backend).
@@ -725,7 +756,7 @@ class NeuronBackend final : public c10d::Backend {
 
   c10::intrusive_ptr<c10d::Work> barrier(const c10d::BarrierOptions &opts) override {
     OpSpec s = spec(OpType::BARRIER, "barrier", opts.timeout);
-    s.host_blocking = true;
+    s.waits_caller_stream = true;
     s.steps.push_back([](nrt_comm *c) { return nrt_comm_barrier(c); });
     return run(std::move(s));
   }
@@ -967,7 +998,7 @@ class NeuronBackend final : public c10d::Backend {
     for (const auto &t : s.outputs) classify(t);
     TORCH_CHECK(!(host && tensor_device >= 0), "neuron backend: ", s.op,
                 ": mixes CPU and neuron tensors");
-    bool on_device = tensor_device >= 0 || s.host_blocking;
+    bool waits_caller = tensor_device >= 0 || s.waits_caller_stream;
 
     std::vector<Pending> reaped;
     std::unique_lock<std::mutex> lock(mu_);
@@ -976,7 +1007,7 @@ class NeuronBackend final : public c10d::Backend {
       // The batch's state and event are bound when it is enqueued.
       auto w = c10::make_intrusive<NeuronWork>(getRank(), s.type, s.op, shared_,
                                                std::make_shared<OpState>(), std::make_shared<DoneEvent>(),
-                                               tensor_device, tensor_device >= 0, false, s.outputs);
+                                               tensor_device, tensor_device >= 0, s.outputs);
       coalesced_.push_back(std::move(s));
       coalesced_works_.push_back(w);
       return w;
@@ -994,7 +1025,7 @@ class NeuronBackend final : public c10d::Backend {
       check(nrt_stream_wait_event(stream, ready_), "neuron backend: stream wait");
     }
     last_device_ = device;
-    if (on_device) {
+    if (waits_caller) {
       nrt_stream *caller = current_nrt_stream(static_cast<c10::DeviceIndex>(device));
       check(nrt_event_record(ready_, caller), "neuron backend: event record");
       check(nrt_stream_wait_event(stream, ready_), "neuron backend: stream wait");
@@ -1031,22 +1062,46 @@ class NeuronBackend final : public c10d::Backend {
     pending_.push_back(std::move(p));
 
     auto work = c10::make_intrusive<NeuronWork>(getRank(), s.type, s.op, shared_, state, done, device,
-                                                tensor_device >= 0, s.host_blocking, s.outputs);
+                                                tensor_device >= 0, s.outputs);
     if (members)
       for (auto &m : *members) m->bind(state, done);
     lock.unlock();
     reaped.clear();
 
     if (tensor_device < 0) {
-      // Host tensors (and barriers): done before returning, as CPU code expects.
-      state->wait(std::chrono::milliseconds(0));
-      if (!state->failed())
-        for (auto &cb : s.copy_back) cb.first.copy_(cb.second);
+      // Host tensors (and barriers): asynchronous like Gloo's, completed by
+      // the completer thread; wait() blocks until then.
+      work->set_host_copy_back(std::move(s.copy_back));
+      complete_later(work);
+      if (members)
+        for (auto &m : *members) complete_later(m);
+    } else {
+      work->complete_device_future(stream);
+      if (members)
+        for (auto &m : *members) m->complete_device_future(stream);
     }
-    work->complete_future(stream);
-    if (members)
-      for (auto &m : *members) m->complete_future(stream);
     return work;
+  }
+
+  void complete_later(const c10::intrusive_ptr<NeuronWork> &w) {
+    std::lock_guard<std::mutex> g(completer_mu_);
+    if (!completer_.joinable()) completer_ = std::thread([this] { completer_loop(); });
+    completer_queue_.push_back(w);
+    completer_cv_.notify_one();
+  }
+
+  void completer_loop() {
+    for (;;) {
+      c10::intrusive_ptr<NeuronWork> w;
+      {
+        std::unique_lock<std::mutex> l(completer_mu_);
+        completer_cv_.wait(l, [&] { return completer_stop_ || !completer_queue_.empty(); });
+        if (completer_queue_.empty()) return;
+        w = std::move(completer_queue_.front());
+        completer_queue_.pop_front();
+      }
+      w->finish_host();
+    }
   }
 
   void close() {
@@ -1057,9 +1112,20 @@ class NeuronBackend final : public c10d::Backend {
     for (nrt_stream *s : streams_)
       if (s) nrt_stream_wait_until(s, nrt_stream_enqueued(s));  // the comm's timeout bounds it
     reap_locked(reaped);
+    lock.unlock();
+    {
+      std::lock_guard<std::mutex> g(completer_mu_);
+      completer_stop_ = true;
+      completer_cv_.notify_one();
+    }
+    if (completer_.joinable()) {
+      if (completer_.get_id() == std::this_thread::get_id())
+        completer_.detach();  // the last reference went on that thread
+      else
+        completer_.join();
+    }
     nrt_comm_destroy(shared_->comm);
     shared_->comm = nullptr;
-    lock.unlock();
   }
 
   std::shared_ptr<CommShared> shared_;
@@ -1077,6 +1143,11 @@ class NeuronBackend final : public c10d::Backend {
   int64_t operations_ = 0;
   uint64_t seq_ = 0;
   bool closed_ = false;
+  std::thread completer_;  // completes host operations (complete_later)
+  std::mutex completer_mu_;
+  std::condition_variable completer_cv_;
+  std::deque<c10::intrusive_ptr<NeuronWork>> completer_queue_;
+  bool completer_stop_ = false;
 };
 
 }  // namespace

@@ -363,10 +363,16 @@ def send_recv_tags():
     w2.wait()
     close(ra, torch.full((5,), float(src)), "tag 1")
     close(rb, torch.arange(300000, dtype=torch.float32) + src, "tag 2")
-    # CPU tensors and irecv
+    # CPU tensors, irecv. A rank runs its operations in issue order (as on one
+    # NCCL stream): a recv waits for its message before the rank's next send
+    # starts, so around a ring one rank must send first (or use
+    # batch_isend_irecv, which runs a batch's sends before its receives).
     c = torch.tensor([RANK, 7], dtype=torch.int32)
     rc = torch.empty(2, dtype=torch.int32)
-    reqs = [dist.irecv(rc, src), dist.isend(c, peer)]
+    if RANK == 0:
+        reqs = [dist.isend(c, peer), dist.irecv(rc, src)]
+    else:
+        reqs = [dist.irecv(rc, src), dist.isend(c, peer)]
     for q in reqs:
         q.wait()
     assert rc.tolist() == [src, 7], rc
