@@ -31,6 +31,7 @@
 #include <ATen/ops/_linalg_svd_meta_dispatch.h>
 #include <ATen/ops/empty.h>
 #include <ATen/ops/empty_strided.h>
+#include <ATen/ops/ones.h>
 #include <ATen/ops/matmul.h>
 #include <ATen/ops/where.h>
 #include <ATen/ops/zeros.h>
@@ -84,6 +85,10 @@ void check_float_or_complex(const Tensor &t, const char *fn) {
   TORCH_CHECK(st == at::kFloat || st == at::kDouble || st == at::kComplexFloat || st == at::kComplexDouble, fn,
               ": Low precision dtypes not supported. Got ", st);
 }
+
+// Options of the real counterpart of A's dtype (singular values,
+// eigenvalues of Hermitian matrices, logabsdet).
+c10::TensorOptions real_options(const Tensor &A) { return A.options().dtype(c10::toRealValueType(A.scalar_type())); }
 
 // A tensor's trailing `core` dims with its batch dims collapsed into one,
 // for a kernel operand. Outputs written through a view must be viewable;
@@ -140,6 +145,21 @@ std::vector<int64_t> with(IntArrayRef batch, std::initializer_list<int64_t> core
   std::vector<int64_t> s(batch.begin(), batch.end());
   s.insert(s.end(), core.begin(), core.end());
   return s;
+}
+
+// Batches of F-contiguous matrices, the strides LAPACK's drivers give
+// their matrix outputs (ATen's batched_matrix_contiguous_strides).
+std::vector<int64_t> fcontig_strides(IntArrayRef sizes) {
+  std::vector<int64_t> st(sizes.size());
+  int64_t acc = 1;
+  for (int64_t i = (int64_t)sizes.size() - 1; i >= 0; i--) {
+    st[i] = acc;
+    acc *= std::max<int64_t>(sizes[i], 1);
+  }
+  size_t d = sizes.size();
+  st[d - 1] = std::max<int64_t>(sizes[d - 2], 1);
+  st[d - 2] = 1;
+  return st;
 }
 
 // ---- LU ---------------------------------------------------------------------
@@ -388,7 +408,7 @@ std::tuple<Tensor &, Tensor &, Tensor &, Tensor &> slogdet_out(const Tensor &A, 
 }
 
 std::tuple<Tensor, Tensor, Tensor, Tensor> slogdet_fn(const Tensor &A) {
-  Tensor sign = at::empty({0}, A.options()), logabsdet = at::empty({0}, A.options()),
+  Tensor sign = at::empty({0}, A.options()), logabsdet = at::empty({0}, real_options(A)),
          LU = at::empty({0}, A.options()), pivots = at::empty({0}, A.options().dtype(at::kInt));
   slogdet_out(A, sign, logabsdet, LU, pivots);
   return {sign, logabsdet, LU, pivots};
@@ -413,7 +433,7 @@ std::tuple<Tensor, Tensor> geqrf_into(Tensor, Tensor, const Tensor &A) {
   check_float_or_complex(A, "torch.geqrf");
   c10::DeviceGuard guard(A.device());
   auto batch = A.sizes().slice(0, A.dim() - 2);
-  Tensor QR = at::empty(A.sizes(), A.options());
+  Tensor QR = at::empty_strided(A.sizes(), fcontig_strides(A.sizes()), A.options()); // as LAPACK's
   Tensor tau = at::empty(with(batch, {std::min(A.size(-2), A.size(-1))}), A.options());
   geqrf_launch(A, QR, tau);
   return {QR, tau};
@@ -458,7 +478,7 @@ Tensor householder_product_into(Tensor, const Tensor &input, const Tensor &tau) 
               " does not match input dtype ", input.scalar_type());
   check_float_or_complex(input, "torch.linalg.householder_product");
   c10::DeviceGuard guard(input.device());
-  Tensor Q = at::empty(input.sizes(), input.options());
+  Tensor Q = at::empty_strided(input.sizes(), fcontig_strides(input.sizes()), input.options());
   orgqr_into(input, tau, Q);
   return Q;
 }
@@ -490,7 +510,7 @@ Tensor ormqr_into(Tensor, const Tensor &self, const Tensor &tau, const Tensor &C
               tau.scalar_type(), " and ", C.scalar_type());
   check_float_or_complex(self, "torch.ormqr");
   c10::DeviceGuard guard(self.device());
-  Tensor out = at::empty(C.sizes(), C.options());
+  Tensor out = at::empty_strided(C.sizes(), fcontig_strides(C.sizes()), C.options());
   if (tau.size(-1) == 0) return out.copy_(C);  // no reflectors: Q is the identity
   Flat v(self, 2, false), t(tau, 1, false), c(C, 2, false), o(out, 2, true);
   nrt_launch d = desc(NRT_OP(ORMQR), {c.t.size(0), C.size(-2), C.size(-1)}, 1, 3, C);
@@ -520,7 +540,11 @@ std::tuple<Tensor, Tensor> qr_into(Tensor Q, Tensor R, const Tensor &A, c10::str
   Tensor QR = at::empty(A.sizes(), A.options());
   Tensor tau = at::empty(with(batch, {k}), A.options());
   geqrf_launch(A, QR, tau);
-  R.copy_(QR.narrow(-2, 0, R.size(-2)).triu());
+  Tensor Rfull = QR.narrow(-2, 0, R.size(-2));
+  if (A.is_complex()) // no complex triu kernel: a real upper-triangular mask
+    R.copy_(Rfull * at::ones(Rfull.sizes().slice(Rfull.dim() - 2), real_options(A)).triu());
+  else
+    R.copy_(Rfull.triu());
   if (mode != "r") orgqr_into(QR.narrow(-1, 0, k), tau, Q);
   return {Q, R};
 }
@@ -565,14 +589,14 @@ std::tuple<Tensor &, Tensor &, Tensor &> svd_out(const Tensor &A, bool full_matr
 
 std::tuple<Tensor, Tensor, Tensor> svd_fn(const Tensor &A, bool full_matrices, bool compute_uv,
                                           std::optional<c10::string_view> driver) {
-  Tensor U = at::empty({0}, A.options()), S = at::empty({0}, A.options()), Vh = at::empty({0}, A.options());
+  Tensor U = at::empty({0}, A.options()), S = at::empty({0}, real_options(A)), Vh = at::empty({0}, A.options());
   svd_out(A, full_matrices, compute_uv, driver, U, S, Vh);
   return {U, S, Vh};
 }
 
 std::tuple<Tensor, Tensor> eigh_into(Tensor w, Tensor V, const Tensor &A, c10::string_view uplo, bool compute_v) {
   if (!w.defined()) {
-    w = at::empty({0}, A.options());
+    w = at::empty({0}, real_options(A));
     V = at::empty({0}, A.options());
   }
   c10::DeviceGuard guard(A.device());
@@ -599,21 +623,6 @@ std::tuple<Tensor, Tensor> eigh_into(Tensor w, Tensor V, const Tensor &A, c10::s
 
 
 // ---- general eigen (linalg.eig, linalg.eigvals) ------------------------------------
-
-// Batches of F-contiguous matrices, the strides LAPACK's drivers give
-// their matrix outputs (ATen's batched_matrix_contiguous_strides).
-std::vector<int64_t> fcontig_strides(IntArrayRef sizes) {
-  std::vector<int64_t> st(sizes.size());
-  int64_t acc = 1;
-  for (int64_t i = (int64_t)sizes.size() - 1; i >= 0; i--) {
-    st[i] = acc;
-    acc *= std::max<int64_t>(sizes[i], 1);
-  }
-  size_t d = sizes.size();
-  st[d - 1] = std::max<int64_t>(sizes[d - 2], 1);
-  st[d - 2] = 1;
-  return st;
-}
 
 void check_eig_out(const Tensor &out, at::ScalarType want, const char *what) {
   TORCH_CHECK(at::canCast(want, out.scalar_type()), "torch.linalg.eig: Expected ", what,
@@ -759,15 +768,24 @@ Tensor cholesky_into(Tensor, const Tensor &self, bool upper) {
 }
 
 
+// t itself when it has batched F-contiguous strides (what LAPACK's potrs
+// and potri leave on the CPU), else an F-contiguous copy.
+Tensor as_fcontig(const Tensor &t) {
+  auto want = fcontig_strides(t.sizes());
+  if (t.strides().equals(want)) return t;
+  Tensor r = at::empty_strided(t.sizes(), want, t.options());
+  return r.copy_(t);
+}
+
 // B and L already broadcast by torch.cholesky_solve: two triangular solves.
 Tensor cholesky_solve_helper_into(Tensor, const Tensor &B, const Tensor &L, bool upper) {
   c10::DeviceGuard guard(B.device());
   if (upper) { // A = U^H U
     Tensor y = at::linalg_solve_triangular(L.mH(), B, /*upper=*/false);
-    return at::linalg_solve_triangular(L, y, /*upper=*/true);
+    return as_fcontig(at::linalg_solve_triangular(L, y, /*upper=*/true));
   }
   Tensor y = at::linalg_solve_triangular(L, B, /*upper=*/false); // A = L L^H
-  return at::linalg_solve_triangular(L.mH(), y, /*upper=*/true);
+  return as_fcontig(at::linalg_solve_triangular(L.mH(), y, /*upper=*/true));
 }
 
 
@@ -885,7 +903,7 @@ std::tuple<Tensor, Tensor> cholesky_ex_fn(const Tensor &self, bool upper, bool c
   c10::DeviceGuard guard(self.device());
   int64_t n = self.size(-1);
   auto batch = self.sizes().slice(0, self.dim() - 2);
-  Tensor L = at::empty(self.sizes(), self.options());
+  Tensor L = at::empty_strided(self.sizes(), fcontig_strides(self.sizes()), self.options()); // the CPU's strides
   Tensor info = at::zeros(batch, self.options().dtype(at::kInt));
   int64_t nb = 1;
   for (auto b : batch) nb *= b;
@@ -933,7 +951,11 @@ Tensor solve_triangular_fn(const Tensor &A_in, const Tensor &B_in, bool upper, b
   ashape.push_back(A.size(-1));
   bshape.push_back(m);
   bshape.push_back(k);
-  Tensor X = at::empty(bshape, B.options());
+  // The CPU's strides: F-contiguous, except that a conjugated A whose
+  // transpose is contiguous (A = C.mH) makes ATen solve the transposed
+  // equation and return a row-major result.
+  bool row_major = A_in.is_conj() && A_in.expand(ashape).mT().is_contiguous();
+  Tensor X = row_major ? at::empty(bshape, B.options()) : at::empty_strided(bshape, fcontig_strides(bshape), B.options());
   if (nb > 0 && m > 0 && k > 0) {
     Tensor A3 = A.expand(ashape).reshape({nb, A.size(-2), A.size(-1)});
     Tensor B3 = B.expand(bshape).reshape({nb, m, k});
@@ -969,6 +991,23 @@ Tensor cross_into(Tensor /*out: Variants copies*/, const Tensor &a, const Tensor
   };
   return at::cat({c(1, 2), c(2, 0), c(0, 1)}, d);
 }
+
+// The LINALG kernels read complex operands themselves (kernels/linalg/z*.c
+// and eig.c), which the general launch path refuses: this family's
+// launches with complex operands are taken here and enqueued as they are.
+bool take_complex_linalg(c10::DeviceIndex device, const nrt_launch &desc) {
+  if (nrt_op_kind(desc.op) != NRT_KIND_LINALG) return false;
+  bool complex = false;
+  for (int i = 0; i < desc.noutputs + desc.ninputs && i < NRT_MAX_OPERANDS; ++i)
+    complex |= nrt_dtype_is_complex(desc.operands[i].dtype);
+  if (!complex) return false;
+  enqueue(device, desc);
+  return true;
+}
+
+struct RegisterLinalgExtension {
+  RegisterLinalgExtension() { register_launch_extension({nullptr, &take_complex_linalg}); }
+} g_register_linalg_extension;
 
 }  // namespace
 
