@@ -62,3 +62,37 @@ def test_integer_linspace_logspace_convert_endpoints_first():
     assert torch.equal(torch.logspace(2, 1.2, 4, dtype=torch.int64, device="neuron").cpu(),
                        torch.logspace(2, 1.2, 4, dtype=torch.int64))
     assert_no_fallbacks()
+
+
+@pytest.mark.parametrize("idx", [[5], [-4], [0, 3]])
+def test_out_of_range_cpu_index_raises_index_error_at_the_op(idx):
+    # Indices on the host are checked before they move, as on the CPU and
+    # CUDA; `except IndexError` works.
+    x = torch.randn(3, 2)
+    i = torch.tensor(idx)
+    with pytest.raises(IndexError, match="out of bounds"):
+        x[i]
+    xn = x.to("neuron")
+    with pytest.raises(IndexError, match="out of bounds for dimension 0 with size 3"):
+        xn[i]
+    with pytest.raises(IndexError, match="out of bounds"):
+        xn[i] = 1.0
+    with pytest.raises(IndexError, match="out of bounds for dimension 1 with size 2"):
+        xn[:, torch.tensor([2])]
+    torch.testing.assert_close(xn[torch.tensor([-3, 2])].cpu(), x[torch.tensor([-3, 2])])
+
+
+def test_output_of_a_failed_kernel_is_poisoned():
+    # A device-side index error surfaces at the next synchronisation, naming
+    # the kernel (as CUDA's device asserts do); afterwards the failed output
+    # keeps raising instead of reading back garbage.
+    x = torch.randn(3, device="neuron")
+    y = x[torch.tensor([5], device="neuron")]
+    with pytest.raises(RuntimeError, match="INDEX_GATHER"):
+        y.cpu()
+    for _ in range(2):
+        with pytest.raises(RuntimeError, match="failed earlier"):
+            y.cpu()
+    with pytest.raises(RuntimeError, match="failed earlier"):
+        (y + 1).cpu()  # what is computed from it is poisoned too
+    torch.testing.assert_close((x * 2).cpu(), x.cpu() * 2)  # the device stays usable

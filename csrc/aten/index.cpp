@@ -4,6 +4,7 @@
 // eye, tril/triu), and nll_loss (a gather by the targets). PyTorch's own
 // helpers decide the semantics (make_info/AdvancedIndex layout, shape
 // checks); the runtime's INDEX kernels move the data.
+#include <ATen/ops/aminmax.h>
 #include <ATen/ExpandUtils.h>
 #include <ATen/TensorIterator.h>
 #include <ATen/WrapDimUtils.h>
@@ -11,6 +12,7 @@
 #include <ATen/native/Resize.h>
 #include <ATen/native/TensorAdvancedIndexingUtils.h>
 #include <ATen/ops/empty.h>
+#include <ATen/ops/view_as_real.h>
 #include <ATen/ops/ones.h>
 #include <ATen/ops/stack.h>
 #include <ATen/ops/zeros.h>
@@ -53,12 +55,38 @@ struct IndexPlan {
   std::vector<int64_t> sizes, strides;  // per index: size and byte stride in src
 };
 
+// Indices that live on the host are checked before they move, so an
+// out-of-range one raises IndexError at the op, as on the CPU (CUDA checks
+// these too); device-resident indices are checked by the kernel, whose error
+// surfaces at the next synchronisation as RuntimeError, as on CUDA.
+void check_cpu_index_bounds(const Tensor &idx, int64_t size, size_t dim) {
+  if (idx.numel() == 0) return;
+  auto [lo, hi] = at::aminmax(idx);  // the user's host tensor, read on the host
+  int64_t mn = lo.item<int64_t>(), mx = hi.item<int64_t>();
+  int64_t bad = mn < -size ? mn : mx >= size ? mx : 0;
+  TORCH_CHECK_INDEX(mn >= -size && mx < size, "index ", bad, " is out of bounds for dimension ", dim, " with size ",
+                    size);
+}
+
 IndexPlan plan_index(const Tensor &self, const c10::List<std::optional<Tensor>> &orig) {
   TORCH_CHECK_INDEX(static_cast<int64_t>(orig.size()) <= self.dim(), "too many indices for tensor of dimension ",
                     self.dim(), " (got ", orig.size(), ")");
   // make_info expands masks (via nonzero) and broadcasts indices; its
   // AdvancedIndex constructor is not exported, so take its inputs apart.
   at::native::checkIndexTensorTypes(orig, /*allow_int=*/true);
+  // Host-side integer indices are checked against their dims before they
+  // move (a mask spans as many dims as it has).
+  int64_t dim = 0;
+  for (size_t k = 0; k < orig.size(); ++k) {
+    const std::optional<Tensor> &idx = orig.get(k);
+    if (!idx || !idx->defined()) {
+      dim++;
+      continue;
+    }
+    bool mask = idx->scalar_type() == at::kBool || idx->scalar_type() == at::kByte;
+    if (!mask && idx->device().is_cpu() && dim < self.dim()) check_cpu_index_bounds(*idx, self.size(dim), dim);
+    dim += mask ? idx->dim() : 1;
+  }
   auto indices = at::native::expandTensors(self, orig, /*ensure_same_device=*/true);
   try {
     indices = at::expand_outplace(indices);
@@ -130,7 +158,7 @@ Tensor &index_into(Tensor &out, const Tensor &self, const c10::List<std::optiona
     describe(d, iter, NRT_OP(INDEX_GATHER));
     set_index_aux(d, p);
     d.params[2] = nowrap ? 1 : 0;
-    launch(self.device().index(), d);
+    launch_complex_as(self.device().index(), d, ComplexAs::Bits);
   }
   if (!out.defined()) out = iter.output();
   return out;
@@ -169,7 +197,7 @@ Tensor &index_put_impl(Tensor &self, const c10::List<std::optional<Tensor>> &ind
     describe(d, iter, NRT_OP(INDEX_PUT));
     set_index_aux(d, p);
     d.params[1] = accumulate ? 1 : 0;
-    launch(self.device().index(), d);
+    launch_complex_as(self.device().index(), d, accumulate ? ComplexAs::Parts : ComplexAs::Bits);
   }
   return self;
 }
@@ -232,6 +260,8 @@ Tensor &masked_fill_tensor(Tensor &self, const Tensor &mask, const Tensor &value
 }
 
 Tensor nonzero_fn(const Tensor &self) {
+  // A complex element is nonzero when either part is (-0.0 counts as zero).
+  if (self.is_complex()) return nonzero_fn(at::view_as_real(self.resolve_conj()).ne(0).any(-1));
   c10::DeviceGuard guard(self.device());
   // The count decides the output shape: one synchronising read, as on CUDA.
   int64_t count = self.numel() == 0 ? 0 : self.ne(0).sum().item<int64_t>();
@@ -318,7 +348,7 @@ Tensor gather_fn(const Tensor &self, int64_t dim, const Tensor &index, bool /*sp
   d.aux[0] = src.size(dim);
   d.aux[1] = src.stride(dim) * static_cast<int64_t>(src.element_size());
   d.aux[2] = dim;  // named in out-of-bounds errors
-  launch(self.device().index(), d);
+  launch_complex_as(self.device().index(), d, ComplexAs::Bits);
   return out;
 }
 
@@ -358,7 +388,9 @@ void scatter_launch(const Tensor &self, int64_t dim, const Tensor &index, const 
   d.aux[1] = s.stride(dim) * static_cast<int64_t>(s.element_size());
   d.aux[2] = dim;  // named in out-of-bounds errors
   d.params[0] = reduce;
-  launch(self.device().index(), d);
+  // assign moves bits, add sums parts; the other reductions reject complex
+  if (reduce <= 1) launch_complex_as(self.device().index(), d, reduce == 0 ? ComplexAs::Bits : ComplexAs::Parts);
+  else launch(self.device().index(), d);
 }
 
 // The scatter family writes into a copy of self (functional, out=: resized
@@ -617,7 +649,7 @@ void triangle(const Tensor &out, const Tensor &self, int64_t upper, int64_t diag
   d.compute_dtype = d.operands[1].dtype;
   d.params[0] = upper;
   d.params[1] = diagonal;
-  launch(self.device().index(), d);
+  launch_complex_as(self.device().index(), d, ComplexAs::Bits);
 }
 
 // bincount: one read of the input's range sizes the result (as on CUDA);

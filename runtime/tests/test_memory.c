@@ -563,6 +563,60 @@ static void test_fork_child_allocates(void) {
   CHECK_OK(nrt_free(inherited));
 }
 
+/* A failed kernel poisons its outputs until they are freed: after its error
+ * was reported, copying them out or launching on them fails instead of
+ * reading garbage; the poison spreads to what such a launch writes. */
+static void int_div(nrt_stream *s, int64_t *out, const int64_t *a, const int64_t *b, int64_t n) {
+  nrt_launch l;
+  memset(&l, 0, sizeof l);
+  l.op = NRT_OP(DIV_TRUNC);
+  l.ndim = 1;
+  l.sizes[0] = n;
+  l.noutputs = 1;
+  l.ninputs = 2;
+  l.compute_dtype = NRT_INT64;
+  int64_t *ptrs[3] = {out, (int64_t *)a, (int64_t *)b};
+  for (int i = 0; i < 3; i++) {
+    l.operands[i].data = ptrs[i];
+    l.operands[i].dtype = NRT_INT64;
+    l.operands[i].strides[0] = 8;
+  }
+  CHECK_OK(nrt_launch_kernel(s, &l));
+}
+
+static void test_failed_kernel_poisons_outputs(void) {
+  nrt_stream *s = nrt_test_stream(0, 0);
+  int64_t host[4] = {6, 8, 0, 2}, back[4];
+  int64_t *a = dmalloc(sizeof host, s), *zero = dmalloc(sizeof host, s), *out = dmalloc(sizeof host, s),
+          *next = dmalloc(sizeof host, s);
+  CHECK_OK(nrt_memcpy(a, host, sizeof host, NRT_MEMCPY_HOST_TO_DEVICE, s));
+  memset(back, 0, sizeof back);
+  CHECK_OK(nrt_memcpy(zero, back, sizeof back, NRT_MEMCPY_HOST_TO_DEVICE, s));
+  int_div(s, out, a, zero, 4); /* integer division by zero fails */
+  CHECK(nrt_stream_synchronize(s) != NRT_SUCCESS);
+  CHECK(nrt_memory_is_poisoned(out) && nrt_memory_is_poisoned((char *)out + 8));
+  CHECK(!nrt_memory_is_poisoned(a));
+  CHECK_STATUS(nrt_memcpy(back, out, sizeof back, NRT_MEMCPY_DEVICE_TO_HOST, s), NRT_ERROR_KERNEL_FAILED);
+  CHECK(strstr(nrt_last_error_message(), "failed earlier") != NULL);
+  int_div(s, next, out, a, 4); /* reads the poisoned block */
+  CHECK_STATUS(nrt_stream_synchronize(s), NRT_ERROR_KERNEL_FAILED);
+  CHECK(strstr(nrt_last_error_message(), "input 0") != NULL);
+  CHECK(nrt_memory_is_poisoned(next));
+  /* Healthy buffers keep working; a freed block comes back clean. */
+  CHECK_OK(nrt_memcpy(back, a, sizeof back, NRT_MEMCPY_DEVICE_TO_HOST, s));
+  CHECK(back[0] == 6 && back[3] == 2);
+  CHECK_OK(nrt_free(out));
+  CHECK_OK(nrt_free(next));
+  int64_t *again = dmalloc(sizeof host, s);
+  CHECK(!nrt_memory_is_poisoned(again));
+  int_div(s, again, a, a, 2); /* a[2] is 0 */
+  CHECK_OK(nrt_memcpy(back, again, 2 * sizeof *back, NRT_MEMCPY_DEVICE_TO_HOST, s));
+  CHECK(back[0] == 1 && back[1] == 1);
+  nrt_free(again);
+  nrt_free(a);
+  nrt_free(zero);
+}
+
 int main(void) {
   unsetenv("NEURON_RT_VISIBLE_CORES");
   unsetenv("NEURON_RT_NUM_CORES");
@@ -583,5 +637,6 @@ int main(void) {
   RUN_TEST(test_memcpy);
   RUN_TEST(test_concurrent_alloc);
   RUN_TEST(test_fork_child_allocates);
+  RUN_TEST(test_failed_kernel_poisons_outputs);
   return TEST_RESULT();
 }

@@ -7,6 +7,7 @@
 
 #include "api/api.h"
 #include "exec/exec.h"
+#include "memory/memory.h"
 #include "nrt/ops/index.h"
 
 /* The descriptor is copied into the stream's task; it must fit. */
@@ -105,7 +106,26 @@ nrt_status nrt_launch_validate(const char *fn, const nrt_launch *l) {
   return NRT_SUCCESS;
 }
 
-static nrt_status run_launch(void *arg) { return nrt_kernel_execute((const nrt_launch *)arg); }
+/* A launch reading a poisoned input fails, and a failed launch poisons its
+ * outputs (memory/memory.h): garbage never reads back as a result. */
+static void poison_outputs(const nrt_launch *l) {
+  for (int i = 0; i < l->noutputs && i < NRT_MAX_OPERANDS; i++) nrt_memory_poison(l->operands[i].data);
+}
+
+static nrt_status run_launch(void *arg) {
+  const nrt_launch *l = arg;
+  for (int i = l->noutputs; i < l->noutputs + l->ninputs && i < NRT_MAX_OPERANDS; i++) {
+    if (nrt_memory_is_poisoned(l->operands[i].data)) {
+      poison_outputs(l);
+      nrt_set_error_message("%s: input %d was written by a kernel that failed earlier (its error was reported "
+                            "then); its contents are undefined", nrt_op_name(l->op), i - l->noutputs);
+      return NRT_ERROR_KERNEL_FAILED;
+    }
+  }
+  nrt_status st = nrt_kernel_execute(l);
+  if (st != NRT_SUCCESS) poison_outputs(l);
+  return st;
+}
 
 nrt_status nrt_launch_kernel(nrt_stream *stream, const nrt_launch *launch) {
   nrt_status st = nrt_launch_validate("nrt_launch_kernel", launch);

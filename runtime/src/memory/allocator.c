@@ -32,6 +32,7 @@
  * nrt_free may be called from anywhere, stream tasks included; nrt_malloc
  * and nrt_empty_cache may wait for the device's streams, so a stream task
  * must not call them. */
+#include <stdatomic.h>
 #include <errno.h>
 #include <pthread.h>
 #include <stdbool.h>
@@ -73,6 +74,7 @@ typedef struct block {
   uint32_t priority;
   unsigned char state;
   bool counted_split; /* counted in inactive_split stats */
+  bool poisoned;      /* written by a kernel that failed: reads must fail */
   int nuses, cap_uses;
   stream_use *uses;           /* streams recorded with nrt_record_stream */
   struct block *pending_next; /* pending list link; also the spare-struct list */
@@ -102,6 +104,9 @@ typedef struct allocator {
   int nspare;
   nrt_memory_stats stats;
 } allocator;
+
+/* Blocks currently poisoned, over all devices. */
+static atomic_int poisoned_blocks;
 
 /* The runtime context's allocators, one per device; set up from the
  * configuration at the first memory call (memory_ready). */
@@ -747,6 +752,10 @@ nrt_status nrt_free(void *ptr) {
     return NRT_ERROR_INVALID_ARGUMENT;
   }
   table_erase_slot(a, slot);
+  if (b->poisoned) {
+    b->poisoned = false;
+    atomic_fetch_sub(&poisoned_blocks, 1);
+  }
   int pool = b->seg->pool;
   stat_update(a->stats.allocation, pool, -1);
   stat_update(a->stats.allocated_bytes, pool, -(int64_t)b->size);
@@ -768,6 +777,35 @@ nrt_status nrt_free(void *ptr) {
   pthread_mutex_unlock(&a->mu);
   if (nrt_capture_active(device)) nrt_capture_notify_free(device, ptr);
   return NRT_SUCCESS;
+}
+
+/* ---- poisoned blocks ------------------------------------------------------------
+ * A kernel that fails leaves its outputs partly written. Their blocks are
+ * poisoned until freed, so a later read (a copy, or a launch taking them as
+ * input) fails instead of returning garbage once the first error has been
+ * reported. The counter keeps the check free while nothing is poisoned. */
+
+void nrt_memory_poison(const void *ptr) {
+  if (!ptr) return;
+  nrt_memory_ready();
+  allocator *a;
+  block *b = lock_allocated_block(ptr, true, &a, NULL);
+  if (!b) return;
+  if (!b->poisoned) {
+    b->poisoned = true;
+    atomic_fetch_add(&poisoned_blocks, 1);
+  }
+  pthread_mutex_unlock(&a->mu);
+}
+
+bool nrt_memory_is_poisoned(const void *ptr) {
+  if (!ptr || atomic_load_explicit(&poisoned_blocks, memory_order_relaxed) == 0) return false;
+  allocator *a;
+  block *b = lock_allocated_block(ptr, true, &a, NULL);
+  if (!b) return false;
+  bool poisoned = b->poisoned;
+  pthread_mutex_unlock(&a->mu);
+  return poisoned;
 }
 
 nrt_status nrt_record_stream(void *ptr, nrt_stream *stream) {
@@ -1049,6 +1087,12 @@ static void copy_range(void *ctx, int64_t begin, int64_t end) {
 
 static nrt_status run_copy(void *p) {
   copy_arg *c = p;
+  if (nrt_memory_is_poisoned(c->src)) {
+    nrt_memory_poison(c->dst);
+    nrt_set_error_message("the copy's source was written by a kernel that failed earlier (its error was "
+                          "reported then); its contents are undefined");
+    return NRT_ERROR_KERNEL_FAILED;
+  }
   const char *d = c->dst, *s = c->src;
   bool overlap = d < s + c->bytes && s < d + c->bytes;
   if (overlap)

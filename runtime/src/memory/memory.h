@@ -12,4 +12,10 @@
 void nrt_memory_ready(void);
 uint64_t nrt_memory_capacity(int device);
 
+/* Marks the block holding `ptr` (an interior pointer is fine) as written by
+ * a failed kernel, until it is freed; the check is one atomic load while no
+ * block is poisoned. Pointers that are not device memory are ignored. */
+void nrt_memory_poison(const void *ptr);
+bool nrt_memory_is_poisoned(const void *ptr);
+
 #endif
