@@ -139,7 +139,7 @@ def _set_generator(gen: torch.Generator, seed: int, offset: int) -> None:
 
 # ---- signatures ---------------------------------------------------------------------------
 
-def signature(args: Sequence[Any]) -> tuple:
+def signature(args: Sequence[Any], state_inputs: frozenset = frozenset()) -> tuple:
     """What the static graph is specialised on: every tensor's device,
     dtype, sizes, strides, storage offset and storage size, which inputs
     share a storage, and every non-tensor input's value."""
@@ -152,8 +152,8 @@ def signature(args: Sequence[Any]) -> tuple:
             share = storages.setdefault(ptr, i) if ptr else i
             entry = (str(a.device), a.dtype, tuple(a.shape), tuple(a.stride()), a.storage_offset(), st.nbytes(),
                      share)
-            if a.device.type == "cpu" and a.numel() <= 16:
-                entry += (a.tolist(),)  # a host scalar is baked into the launches
+            if a.device.type == "cpu" and a.numel() <= 16 and i not in state_inputs:
+                entry += (tuple(a.flatten().tolist()),)  # a host scalar is baked into the launches
             sig.append(entry)
         elif isinstance(a, (int, float, bool, str, type(None), torch.SymInt)):
             sig.append(("v", int(a) if isinstance(a, torch.SymInt) else a))
@@ -271,6 +271,10 @@ class GraphRunner:
         self.position = {n: i for i, n in enumerate(self.nodes)}
         self.save_hop, self.with_hop = _rng_hops()
         self._states: set = set()  # ids of the RNG states a capture's save_hop nodes produced
+        # inputs that are RNG states replayed by run_with_rng_state: values change per run
+        self.state_inputs = frozenset(i for i, p in enumerate(self.placeholders)
+                                      if any(u.target is self.with_hop and u.args and u.args[0] is p for u in p.users))
+        self.layout_fixups: set = set()
         if not options.fallback_execution:
             for n in self.nodes:
                 if not lowerable(n):
@@ -312,11 +316,43 @@ class GraphRunner:
                 return op(*rest, **kwargs)
             finally:
                 _set_generator(g, *saved)
-        return t(*args, **kwargs)
+        return self._meta_layout(node, t(*args, **kwargs))
+
+    def _meta_layout(self, node: Node, out: Any) -> Any:
+        """A compiled graph bakes in the layouts its meta values give: an eager
+        kernel that returned another layout (a known mismatch) is copied into
+        the meta layout, so later views of it are valid and outputs match."""
+        if not isinstance(node.target, torch._ops.OpOverload) or any(
+                r.alias_info is not None for r in node.target._schema.returns):
+            return out
+        val = node.meta.get("val")
+
+        def fix(o: Any, v: Any) -> Any:
+            if not (isinstance(o, torch.Tensor) and isinstance(v, torch.Tensor)) or o.device.type != _NEURON:
+                return o
+            try:
+                stride = tuple(int(s) for s in v.stride())
+                shape = tuple(int(s) for s in v.shape)
+            except Exception:
+                return o
+            if tuple(o.shape) != shape or o.numel() <= 1 or all(
+                    a == b for a, b, n in zip(o.stride(), stride, shape) if n > 1):
+                return o
+            if op_name(node) not in self.layout_fixups:
+                self.layout_fixups.add(op_name(node))
+                metrics.append("layout_fixups", op_name(node))
+            return torch.empty_strided(shape, stride, dtype=o.dtype, device=o.device).copy_(o)
+
+        if isinstance(out, (tuple, list)) and isinstance(val, (tuple, list)) and len(out) == len(val):
+            return type(out)(fix(o, v) for o, v in zip(out, val))
+        return fix(out, val)
 
     # -- calls -----------------------------------------------------------------------------
-    def __call__(self, args: List[Any]) -> Any:
-        sig = signature(args)
+    def __call__(self, *call_args: Any) -> Any:
+        # AOTAutograd calls boxed (one list); Dynamo calls an inference graph
+        # AOTAutograd returned unwrapped with the arguments themselves.
+        args = call_args[0] if len(call_args) == 1 and type(call_args[0]) is list else list(call_args)
+        sig = signature(args, self.state_inputs)
         v = self.variants.get(sig)
         if v is None:
             return self._first_call(list(args), sig)

@@ -16,7 +16,7 @@ def _fresh() -> dict:
         "compile_time_s": 0.0,      # sum over graphs, our part (capture + compile + cache), no Dynamo/AOT tracing
         "graphs": [],               # one row per compiled program
         "eager_ops": {},            # op -> count of ops split out of graphs and run eagerly
-        "graph_breaks": 0,          # graphs Dynamo handed to the backend beyond the first per frame
+        "layout_fixups": [],        # ops whose eager output layout differed from their meta function's
     }
 
 
@@ -51,7 +51,9 @@ def get_dynamo_metrics() -> dict:
     and on disk, misses, corrupted entries rebuilt; ``compile_time_s`` and
     ``graphs`` (per graph: name, kind, nodes, steps, compile seconds, cache
     source); ``eager_ops``: ops run eagerly outside a graph
-    (``TORCH_NEURONX_DISABLE_FALLBACK_EXECUTION=0``)."""
+    (``TORCH_NEURONX_DISABLE_FALLBACK_EXECUTION=0``); ``layout_fixups``: ops
+    whose eager result had another layout than their meta function says
+    (copied into the meta layout inside the graph)."""
     with _lock:
         return copy.deepcopy(_metrics)
 
