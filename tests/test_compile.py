@@ -270,8 +270,6 @@ def test_mark_dynamic_is_an_error():
 
 
 def test_new_shape_recompiles_a_static_graph_repeated_shape_reuses_it():
-    seen = []
-
     def f(x):
         return torch.relu(x) * 2
 
@@ -279,13 +277,13 @@ def test_new_shape_recompiles_a_static_graph_repeated_shape_reuses_it():
     for n in (4, 4, 6, 6, 4, 9):
         x = torch.randn(n, 3, device=DEV)
         close(cf(x), f(x))
-        seen.append(n)
     m = torch.neuron.get_dynamo_metrics()
     assert m["graphs_compiled"] == 3, m["graphs"]
     for g in m["graphs"]:
         assert "SymInt" not in str(g)
-    causes = [r["cause"] for r in m["recompiles"]] + [str(m["graphs"])]
-    assert m["cache"]["memory_hits"] + m["graphs_compiled"] >= 3
+    causes = [r["cause"] for r in m["recompiles"]]
+    assert any("new shape (6, 3) (was (4, 3))" in c for c in causes), causes
+    assert any("new shape (9, 3)" in c for c in causes), causes
 
 
 # ---- RNG -------------------------------------------------------------------------------------

@@ -71,6 +71,48 @@ def _check_static(gm: GraphModule, example_inputs: List[Any]) -> None:
                     guard_int(s)
 
 
+_frame_inputs: dict = {}
+
+
+def _shapes(example_inputs: List[Any]) -> list:
+    out = []
+    for x in example_inputs:  # tensors only: Dynamo adds size inputs when it tries a dynamic graph
+        if isinstance(x, torch.Tensor):
+            out.append(("tensor", tuple(int(s) for s in x.shape), x.dtype))
+    return out
+
+
+def _note_recompile(gid: int, example_inputs: List[Any]) -> None:
+    """A frame Dynamo compiles again (its guards failed): record why, in the
+    terms a static-shape user needs (which input changed shape)."""
+    try:
+        from torch._guards import CompileContext
+
+        cid = CompileContext.current_compile_id()
+    except Exception:
+        cid = None
+    if cid is None or cid.frame_id is None:
+        return
+    key = (cid.frame_id, getattr(cid, "compiled_autograd_id", None))
+    shapes = _shapes(example_inputs)
+    prev = _frame_inputs.get(key)
+    _frame_inputs[key] = shapes
+    if prev is None or not cid.frame_compile_id:
+        return
+    cause = "guards failed (same input shapes)"
+    if len(prev) != len(shapes):
+        cause = f"{len(shapes)} tensor inputs (was {len(prev)})"
+    else:
+        for i, (a, b) in enumerate(zip(prev, shapes)):
+            if a != b:
+                if a[1] != b[1]:
+                    cause = f"tensor input {i}: new shape {b[1]} (was {a[1]})"
+                else:
+                    cause = f"tensor input {i}: new dtype {b[2]} (was {a[2]})"
+                break
+    metrics.append("recompiles", {"graph": f"g{gid}", "frame": str(cid), "cause": cause})
+
+
 def neuron_backend(gm: GraphModule, example_inputs: List[Any], options: Optional[dict] = None, **kwargs: Any):
     """``torch.compile(model, backend="neuron")``."""
     from torch._dynamo.backends.common import aot_autograd
@@ -87,8 +129,7 @@ def neuron_backend(gm: GraphModule, example_inputs: List[Any], options: Optional
     opts = resolve_options(options)
     _check_static(gm, example_inputs)
     gid = next(_graph_ids)
-    if gid > 0:
-        pass
+    _note_recompile(gid, example_inputs)
     counter = itertools.count()
 
     def compiler(kind: str):
