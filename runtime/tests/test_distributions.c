@@ -46,12 +46,12 @@ static void test_stream_mapping(void) {
   }
   /* The stream's draws: two uniforms per round, rounds counted in word 2;
    * with and without the batched rounds 0 and 1. */
-  uint32_t r0[4], r1[4];
-  nrt_philox_batch(seed, e, 1, NRT_DIST_PHILOX_TAG, r0);
-  nrt_philox_batch(seed, e, 1, NRT_DIST_PHILOX_TAG + 1, r1);
-  for (int batched = 0; batched < 2; batched++) {
+  uint32_t pre[2][4];
+  nrt_philox_batch(seed, e, 1, NRT_DIST_PHILOX_TAG, pre[0]);
+  nrt_philox_batch(seed, e, 1, NRT_DIST_PHILOX_TAG + 1, pre[1]);
+  for (int batched = 0; batched < 3; batched++) {
     nrt_dist_stream s;
-    nrt_dist_stream_init(&s, seed, e, batched ? r0 : NULL, batched ? r1 : NULL);
+    nrt_dist_stream_init(&s, seed, e, batched ? pre[0] : NULL, batched, 4);
     for (uint32_t round = 0; round < 4; round++) {
       uint32_t ctr[4] = {(uint32_t)e, (uint32_t)(e >> 32), NRT_DIST_PHILOX_TAG + round, 0}, w[4];
       nrt_philox4x32_10(ctr, key, w);
@@ -64,7 +64,7 @@ static void test_stream_mapping(void) {
   nrt_dist_stream s;
   /* Uniforms are in [0, 1) with mean 1/2. */
   double sum = 0, lo = 1, hi = 0;
-  nrt_dist_stream_init(&s, 1, 0, NULL, NULL);
+  nrt_dist_stream_init(&s, 1, 0, NULL, 0, 0);
   for (int i = 0; i < 100000; i++) {
     double u = nrt_dist_uniform(&s);
     sum += u;
@@ -338,20 +338,23 @@ static void test_gradients(void) {
   CHECK_NEAR(nrt_dist_digamma_f(1.0f), -0.57721566490153286061, 1e-6);
 }
 
-/* Speed: 1M gamma samples (alpha = 2.5 and 0.5), printed, not checked. */
+/* Speed: 2^20 samples of gamma (alpha = 2.5, 0.5) and Poisson (rate 5),
+ * printed, not checked. */
 static void bench(void) {
   enum { n = 1 << 20 };
   float *out = malloc(sizeof(float) * n);
-  float a[2] = {2.5f, 0.5f};
-  for (int k = 0; k < 2; k++) {
-    nrt_launch l = sampler_launch(NRT_OP(STANDARD_GAMMA), n, 3, 0);
+  const nrt_op ops[3] = {NRT_OP(STANDARD_GAMMA), NRT_OP(STANDARD_GAMMA), NRT_OP(POISSON)};
+  float a[3] = {2.5f, 0.5f, 5.0f};
+  for (int k = 0; k < 3; k++) {
+    nrt_launch l = sampler_launch(ops[k], n, 3, 0);
     nrt_test_operand_1d(&l, 1, &a[k], NRT_FLOAT32, 0);
     nrt_test_operand_1d(&l, 0, out, NRT_FLOAT32, 1);
     struct timespec t0, t1;
     clock_gettime(CLOCK_MONOTONIC, &t0);
     CHECK_OK(nrt_launch_run(&l));
     clock_gettime(CLOCK_MONOTONIC, &t1);
-    printf("  gamma(%g) x 2^20: %.1f ms\n", a[k], (t1.tv_sec - t0.tv_sec) * 1e3 + (t1.tv_nsec - t0.tv_nsec) * 1e-6);
+    printf("  %s(%g) x 2^20: %.1f ms\n", nrt_op_name(ops[k]), a[k],
+           (t1.tv_sec - t0.tv_sec) * 1e3 + (t1.tv_nsec - t0.tv_nsec) * 1e-6);
   }
   free(out);
 }

@@ -6,6 +6,7 @@
 
 #include "compiler/compiler.h"
 #include "nrt/ops/attention.h"
+#include "nrt/ops/distributions.h"
 #include "nrt/ops/gemm.h"
 
 static const char *const kind_names[NRT_BUFFER_KIND_COUNT] = {"input", "output", "intermediate",
@@ -192,6 +193,10 @@ void nrt_rng_params(const nrt_launch *l, int *out_seed, int *out_offset) {
   case NRT_OP_BERNOULLI_SCALAR:
   case NRT_OP_BERNOULLI_TENSOR:
   case NRT_OP_RANDOM_RANGE:
+  case NRT_OP_STANDARD_GAMMA:
+  case NRT_OP_STANDARD_GAMMA_LOG:
+  case NRT_OP_POISSON:
+  case NRT_OP_BINOMIAL:
     *out_seed = 0;
     *out_offset = 1;
     return;

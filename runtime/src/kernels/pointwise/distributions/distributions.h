@@ -20,31 +20,34 @@ typedef struct nrt_dist_stream {
   uint32_t key[2];
   uint32_t ctr[4];      /* {lo32(e), hi32(e), tag + round of w, 0} */
   uint32_t w[4];        /* the current round's words */
-  const uint32_t *next; /* round 1's words when computed in a batch, else NULL */
+  const uint32_t *pre;  /* rounds 1..npre computed in batches: round r at pre + (r - 1) * pre_stride */
+  int npre, pre_stride;
   int pos;              /* next unread word of w */
   bool exhausted;       /* more than NRT_DIST_MAX_ROUNDS rounds asked for */
   bool has_spare;       /* Box-Muller's second normal, for the next draw */
   double spare;
 } nrt_dist_stream;
 
-/* Element e's stream under `seed`. round0, round1: the words of rounds 0
- * and 1 when the caller computed them in a batch (nrt_philox_batch with
- * stream = tag + j gives exactly {e, tag + j, 0}), or NULL to compute them
- * here. */
-static inline void nrt_dist_stream_init(nrt_dist_stream *s, uint64_t seed, uint64_t e, const uint32_t *round0,
-                                        const uint32_t *round1) {
+/* Element e's stream under `seed`. rounds: the words of rounds 0 ..
+ * nrounds - 1 when the caller computed them in batches (nrt_philox_batch
+ * with stream = tag + j gives exactly {e, tag + j, 0}), round j at
+ * rounds + j * stride; NULL to compute every round here. */
+static inline void nrt_dist_stream_init(nrt_dist_stream *s, uint64_t seed, uint64_t e, const uint32_t *rounds,
+                                        int nrounds, int stride) {
   s->key[0] = (uint32_t)seed;
   s->key[1] = (uint32_t)(seed >> 32);
   s->ctr[0] = (uint32_t)e;
   s->ctr[1] = (uint32_t)(e >> 32);
   s->ctr[2] = NRT_DIST_PHILOX_TAG;
   s->ctr[3] = 0;
-  s->next = round1;
+  s->pre = rounds && nrounds > 1 ? rounds + stride : NULL;
+  s->npre = rounds ? nrounds - 1 : 0;
+  s->pre_stride = stride;
   s->pos = 0;
   s->exhausted = false;
   s->has_spare = false;
-  if (round0) {
-    for (int k = 0; k < 4; k++) s->w[k] = round0[k];
+  if (rounds) {
+    for (int k = 0; k < 4; k++) s->w[k] = rounds[k];
   } else {
     nrt_philox4x32_10(s->ctr, s->key, s->w);
   }
@@ -58,9 +61,10 @@ static inline double nrt_dist_uniform(nrt_dist_stream *s) {
     } else {
       s->ctr[2]++;
     }
-    if (s->next) {
-      for (int k = 0; k < 4; k++) s->w[k] = s->next[k];
-      s->next = NULL;
+    uint32_t r = s->ctr[2] - NRT_DIST_PHILOX_TAG;
+    if (r <= (uint32_t)s->npre && !s->exhausted) {
+      const uint32_t *src = s->pre + (r - 1) * (uint32_t)s->pre_stride;
+      for (int k = 0; k < 4; k++) s->w[k] = src[k];
     } else {
       nrt_philox4x32_10(s->ctr, s->key, s->w);
     }

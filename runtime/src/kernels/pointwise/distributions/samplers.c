@@ -12,10 +12,10 @@
  *
  * Fast path and reference: a rejection sampler's loop is scalar by
  * nature, so the only vectorisable part is the Philox work. The fast path
- * computes rounds 0 and 1 of a block's elements in two batches
- * (nrt_philox_batch with stream = tag + j is exactly counter
- * {e, tag + j, 0}), which is all most samples need (a gamma sample takes
- * three uniforms: a Box-Muller pair and the acceptance test); the
+ * computes the first rounds of a block's elements in batches, one per
+ * round (nrt_philox_batch with stream = tag + j is exactly counter
+ * {e, tag + j, 0}): enough for most samples (a gamma sample takes three
+ * uniforms: a Box-Muller pair and the acceptance test); the
  * reference path computes every round one block at a time with the
  * textbook Philox (nrt_philox4x32_10). Both give the same bits. */
 #pragma GCC optimize("O3,no-trapping-math,no-math-errno")
@@ -198,6 +198,26 @@ static inline float sample_one(sampler which, float a, float b, nrt_dist_stream 
   return NAN;
 }
 
+/* Rounds the fast path computes in batches for a block: two cover a
+ * gamma sample and most rejection attempts; the counting methods (Poisson
+ * below rate 10, binomial inversion) draw about mean + 1 uniforms, two
+ * per round, so they get rounds for the block's largest mean. */
+#define DIST_MAX_PRE 8
+static int rounds_wanted(sampler which, const float *a, const float *b, int m) {
+  if (which != S_POISSON && which != S_BINOMIAL) return 2;
+  float top = 0;
+  for (int i = 0; i < m; i++) {
+    float mean = a[i];
+    if (b) {
+      float p = b[i] < 0.5f ? b[i] : 1 - b[i];
+      mean = a[i] * p;
+    }
+    if (mean < 10 && mean > top) top = mean; /* NaN fails both */
+  }
+  int r = 1 + (int)((top + 2) / 2);
+  return r < 2 ? 2 : (r > DIST_MAX_PRE ? DIST_MAX_PRE : r);
+}
+
 /* n elements from linear index `index`: element i is e = p1 + index + i. */
 static inline void sample_block(sampler which, float *out, const float *a, const float *b, int64_t n,
                                 int64_t index, const nrt_launch *l) {
@@ -205,18 +225,19 @@ static inline void sample_block(sampler which, float *out, const float *a, const
   nrt_dist_stream s;
   if (nrt_kernels_reference()) {
     for (int64_t i = 0; i < n; i++) {
-      nrt_dist_stream_init(&s, seed, e0 + (uint64_t)i, NULL, NULL);
+      nrt_dist_stream_init(&s, seed, e0 + (uint64_t)i, NULL, 0, 0);
       out[i] = sample_one(which, a[i], b ? b[i] : 0.0f, &s);
     }
     return;
   }
-  uint32_t w0[4 * NRT_PHILOX_MAX_BATCH], w1[4 * NRT_PHILOX_MAX_BATCH];
+  uint32_t w[DIST_MAX_PRE][4 * NRT_PHILOX_MAX_BATCH];
   for (int64_t j = 0; j < n; j += NRT_PHILOX_MAX_BATCH) {
     int m = n - j < NRT_PHILOX_MAX_BATCH ? (int)(n - j) : NRT_PHILOX_MAX_BATCH;
-    nrt_philox_batch(seed, e0 + (uint64_t)j, m, NRT_DIST_PHILOX_TAG, w0);
-    nrt_philox_batch(seed, e0 + (uint64_t)j, m, NRT_DIST_PHILOX_TAG + 1, w1);
+    int rounds = rounds_wanted(which, a + j, b ? b + j : NULL, m);
+    for (int r = 0; r < rounds; r++)
+      nrt_philox_batch(seed, e0 + (uint64_t)j, m, NRT_DIST_PHILOX_TAG + (uint32_t)r, w[r]);
     for (int i = 0; i < m; i++) {
-      nrt_dist_stream_init(&s, seed, e0 + (uint64_t)(j + i), w0 + 4 * i, w1 + 4 * i);
+      nrt_dist_stream_init(&s, seed, e0 + (uint64_t)(j + i), w[0] + 4 * i, rounds, 4 * NRT_PHILOX_MAX_BATCH);
       out[j + i] = sample_one(which, a[j + i], b ? b[j + i] : 0.0f, &s);
     }
   }
