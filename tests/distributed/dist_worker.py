@@ -15,7 +15,8 @@ from datetime import timedelta
 import torch
 import torch.distributed as dist
 
-CASES: dict = {}
+# Cases by module: the parent pytest process imports several worker modules.
+REGISTRY: dict = {}
 
 
 class ExitNow(Exception):
@@ -24,8 +25,13 @@ class ExitNow(Exception):
 
 
 def case(fn):
-    CASES[fn.__name__] = fn
+    REGISTRY.setdefault(fn.__module__, {})[fn.__name__] = fn
     return fn
+
+
+def cases(module: str) -> list:
+    """Names of the cases a worker module declares, in order."""
+    return list(REGISTRY.get(module, {}))
 
 
 RANK = int(os.environ.get("RANK", "0"))
@@ -39,6 +45,7 @@ def device() -> torch.device:
 
 def main(timeout_s: float = 60) -> None:
     out = sys.argv[1]
+    CASES = REGISTRY["__main__"]
     selected = sys.argv[2:] or list(CASES)
     torch.neuron.set_device(device())
     dist.init_process_group("neuron", timeout=timedelta(seconds=timeout_s))

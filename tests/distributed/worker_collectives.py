@@ -11,7 +11,7 @@ import torch
 import torch.distributed as dist
 from torch.distributed import ReduceOp
 
-from dist_worker import RANK, WORLD, case, device, main
+from dist_worker import cases, RANK, WORLD, case, device, main
 
 FLOATS = [torch.float32, torch.bfloat16, torch.float16, torch.float64]
 INTS = [torch.int64, torch.int32, torch.int8, torch.uint8]
@@ -472,17 +472,19 @@ def async_wait_ordering():
     dev = device()
     # produced on the current stream by queued work the communication stream must wait for
     a = torch.ones(512, 512, device=dev)
+    v = 1.0
     for _ in range(4):
         a = a @ a / 512.0 + 1.0
+        v = v * v + 1.0  # 677 at the end
     work = dist.all_reduce(a, async_op=True)
     fut = work.get_future()
     work.wait()  # orders the current stream after the all_reduce; no host block
     b = a * 2  # runs after it on the current stream
-    close(b, torch.full((512, 512), 2.0 * 2.0 * WORLD), "after wait")
+    close(b, torch.full((512, 512), 2.0 * v * WORLD), "after wait")
     assert work.is_completed()
     assert work.is_success()
     vals = fut.wait()
-    close(vals[0], torch.full((512, 512), 2.0 * WORLD), "future value")
+    close(vals[0], torch.full((512, 512), v * WORLD), "future value")
     # a Future callback (what DDP's comm hooks chain)
     t = torch.full((8,), RANK + 1.0, device=dev)
     fut2 = dist.all_reduce(t, async_op=True).get_future().then(lambda f: f.value()[0] / WORLD)
@@ -567,6 +569,8 @@ def bench_small_latency():
 
 
 import torch_neuronx  # noqa: E402
+
+CASES = cases(__name__)
 
 if __name__ == "__main__":
     main()

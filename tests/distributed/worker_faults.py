@@ -11,7 +11,7 @@ from datetime import timedelta
 import torch
 import torch.distributed as dist
 
-from dist_worker import RANK, WORLD, ExitNow, case, device, main
+from dist_worker import cases, RANK, WORLD, ExitNow, case, device, main
 
 GROUP_TIMEOUT_S = 2.0
 
@@ -86,6 +86,8 @@ def rank_dies():
 
 
 import torch_neuronx  # noqa: E402,F401
+
+CASES = cases(__name__)
 
 if __name__ == "__main__":
     main()

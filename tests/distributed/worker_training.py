@@ -11,7 +11,7 @@ import torch.distributed as dist
 import torch.nn as nn
 import torch.nn.functional as F
 
-from dist_worker import RANK, WORLD, case, device, main
+from dist_worker import cases, RANK, WORLD, case, device, main
 
 PER_RANK = 8
 
@@ -211,6 +211,8 @@ def tensor_parallel_mlp():
 
 
 import torch_neuronx  # noqa: E402,F401
+
+CASES = cases(__name__)
 
 if __name__ == "__main__":
     main()
