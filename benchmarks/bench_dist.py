@@ -8,7 +8,8 @@ torchrun does). Every rank joins the default group "neuron" (neuron tensors)
 and a Gloo group (CPU tensors), and times each collective and size on both:
 median of the repeats, each repeat ended by a barrier-free completion on
 every rank (neuron: synchronize; Gloo: wait). Columns as nccl-tests prints
-them: size (bytes of one rank's buffer), count (float32 elements), time
+them: size (bytes of one rank's largest buffer: the gathered output of
+all_gather, the input of reduce_scatter), count (float32 elements), time
 (us), algbw = size / time, busbw = algbw x the collective's factor
 (all_reduce 2(n-1)/n; all_gather, reduce_scatter and all_to_all (n-1)/n;
 broadcast 1), and the neuron / Gloo busbw ratio. The machine's memcpy
@@ -64,8 +65,9 @@ def _rank_main(max_mib: int) -> None:
     def buffers(op, count, device):
         n = max(world, count - count % world)
         t = torch.ones(n, device=device)
-        if op == "all_gather":
-            return t, torch.empty(n * world, device=device), n
+        if op == "all_gather":  # size: the gathered output (nccl-tests' convention)
+            t = torch.ones(n // world, device=device)
+            return t, torch.empty(n, device=device), n
         if op == "reduce_scatter":
             return t, torch.empty(n // world, device=device), n
         if op == "all_to_all":
