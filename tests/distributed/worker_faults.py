@@ -65,6 +65,29 @@ def timeout_cpu_tensors():
 
 
 @case
+def debug_detail_catches_mismatch():
+    # Under TORCH_DISTRIBUTED_DEBUG=DETAIL c10d wraps the backend and checks,
+    # before each operation, that every rank issues the same one.
+    if os.environ.get("TORCH_DISTRIBUTED_DEBUG") != "DETAIL":
+        return
+    dev = device()
+    t = torch.ones(4, device=dev)
+    dist.all_reduce(t)
+    assert t.cpu().tolist() == [float(WORLD)] * 4
+    try:
+        if RANK == 0:
+            dist.all_reduce(t)
+        else:
+            dist.broadcast(t, src=0)
+    except RuntimeError as e:
+        assert "mismatch" in str(e).lower(), e
+    else:
+        raise AssertionError("the mismatched collectives were not detected")
+    dist.all_reduce(t)  # still usable: the mismatch was caught before the backend ran
+    assert t.cpu().tolist() == [float(WORLD) * 2] * 4
+
+
+@case
 def rank_dies():
     dev = device()
     g = dist.new_group(list(range(WORLD)), timeout=timedelta(seconds=60))
