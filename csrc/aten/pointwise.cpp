@@ -284,8 +284,9 @@ Tensor hardtanh_into(Tensor out, const Tensor &a, const Scalar &lo, const Scalar
 // in-place clamp cannot store.
 Tensor clamp_into(Tensor out, const Tensor &a_in, const std::optional<Scalar> &lo, const std::optional<Scalar> &hi) {
   TORCH_CHECK(lo.has_value() || hi.has_value(), "torch.clamp: At least one of 'min' or 'max' must not be None");
-  TORCH_CHECK(!a_in.is_complex() && !(lo && lo->isComplex()) && !(hi && hi->isComplex()),
-              "clamp is not supported for complex types");
+  // As ATen: the result type may not be complex (a complex bound with a
+  // zero imaginary part is accepted for a floating tensor).
+  TORCH_CHECK(!a_in.is_complex(), "clamp is not supported for complex types");
   Tensor a = a_in;
   if (!at::isFloatingType(a_in.scalar_type())) {
     at::native::ResultTypeState state = {};
@@ -293,6 +294,7 @@ Tensor clamp_into(Tensor out, const Tensor &a_in, const std::optional<Scalar> &l
     if (lo) state = at::native::update_result_type_state(*lo, state);
     if (hi) state = at::native::update_result_type_state(*hi, state);
     c10::ScalarType rt = at::native::result_type(state);
+    TORCH_CHECK(!at::isComplexType(rt), "clamp is not supported for complex types");
     TORCH_CHECK(rt == a_in.scalar_type() || !out.defined() || !out.is_same(a_in), "result type ", rt,
                 " can't be cast to the desired output type ", a_in.scalar_type());
     if (rt != a_in.scalar_type()) a = a_in.to(rt);

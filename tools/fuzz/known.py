@@ -121,12 +121,14 @@ KNOWN: list[Group] = [
     # ---- complex --------------------------------------------------------------------------------------------
     Group("complex-unsupported", ("*",), ALL_RAISE + ANY_DIFF,
           any_of(dev_msg("does not support complex tensors", "complex tensors are not supported on neuron",
+                         "of complex tensors is not implemented",
                          "not implemented for 'ComplexFloat'", "only supports floating point and complex dtypes, "
                          "got ComplexFloat"), dev_msg("dtype, but got: ComplexFloat")),
-          "Many neuron kernels reject complex64/complex128 (TypeError 'neuron: X does not support complex "
-          "tensors'): gathers/scatters/index_put, cumsum/cumprod, norms, sort/order statistics, comparisons, "
-          "tril/triu, logaddexp... The CPU computes them, or raises NotImplementedError where it has no "
-          "complex kernel either (then the exception class differs)."),
+          "Some neuron kernels reject complex64/complex128 (NotImplementedError 'neuron: X does not support "
+          "complex tensors'): cumprod, sort/order statistics, comparisons, logaddexp, some activations... "
+          "(gathers/scatters/index_put, masks, tril/triu, nonzero, cumsum, norms, var/std and randn are "
+          "native now). The CPU computes them, or raises NotImplementedError where it has no complex kernel "
+          "either (then the exception class differs)."),
     Group("complex-norm-dtype", ("vector_norm", "cdist"), DTYPE, in_dtype("complex64"),
           "vector_norm/norm of a complex input (or with a complex dtype=) returns complex64 on neuron; the CPU "
           "returns the real dtype (float32), as documented for norms."),
