@@ -210,6 +210,112 @@ def tensor_parallel_mlp():
     torch.testing.assert_close(g2, ref[2].weight.grad, rtol=1e-5, atol=1e-5)
 
 
+def _pipeline(schedule_name: str):
+    from torch.distributed import pipelining
+
+    dev = device()
+    torch.manual_seed(41)
+    model = nn.Sequential(*[m for _ in range(WORLD) for m in (nn.Linear(16, 16), nn.Tanh())])
+    ref = copy.deepcopy(model)
+    stage_mod = model[2 * RANK:2 * RANK + 2].to(dev)
+    stage = pipelining.PipelineStage(stage_mod, stage_index=RANK, num_stages=WORLD, device=dev)
+    n_mb = 4
+    sched = getattr(pipelining, schedule_name)(stage, n_microbatches=n_mb, loss_fn=F.mse_loss)
+    x, y = batch(43, outputs=16)
+    losses = []
+    if RANK == 0:
+        sched.step(x.to(dev))
+    elif RANK == WORLD - 1:
+        out = sched.step(target=y.to(dev), losses=losses)
+    else:
+        sched.step()
+    # one process: the same micro-batches; the schedule averages their
+    # gradients (scale_grads=True)
+    ref_losses = [F.mse_loss(ref(xm), ym) for xm, ym in zip(x.chunk(n_mb), y.chunk(n_mb))]
+    (sum(ref_losses) / n_mb).backward()
+    if RANK == WORLD - 1:
+        torch.testing.assert_close(out.detach().cpu(), ref(x).detach(), rtol=1e-5, atol=1e-5)
+        torch.testing.assert_close(torch.stack([l.detach().cpu() for l in losses]),
+                                   torch.stack([l.detach() for l in ref_losses]), rtol=1e-5, atol=1e-5)
+    for p, q in zip(stage_mod.parameters(), ref[2 * RANK:2 * RANK + 2].parameters()):
+        torch.testing.assert_close(p.grad.cpu(), q.grad, rtol=1e-4, atol=1e-5)
+
+
+@case
+def pipeline_gpipe():
+    _pipeline("ScheduleGPipe")
+
+
+@case
+def pipeline_1f1b():
+    _pipeline("Schedule1F1B")
+
+
+class Block(nn.Module):
+    """A transformer block's shape: attention projections and an MLP, residuals."""
+
+    def __init__(self, d: int = 16, heads: int = 4):
+        super().__init__()
+        self.heads = heads
+        self.norm1 = nn.LayerNorm(d)
+        self.q, self.k, self.v, self.o = (nn.Linear(d, d) for _ in range(4))
+        self.norm2 = nn.LayerNorm(d)
+        self.up = nn.Linear(d, 4 * d)
+        self.down = nn.Linear(4 * d, d)
+
+    def forward(self, x):
+        b, t, d = x.shape
+        h = self.norm1(x)
+        # heads from the local width, so a column-sharded projection keeps its share of heads
+        q, k, v = (m(h).view(b, t, -1, d // self.heads).transpose(1, 2) for m in (self.q, self.k, self.v))
+        a = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+        x = x + self.o(a.transpose(1, 2).reshape(b, t, -1))
+        return x + self.down(F.gelu(self.up(self.norm2(x))))
+
+
+@case
+def fsdp2_x_tensor_parallel_2d_mesh():
+    """A small transformer trained with FSDP2 over "dp" and tensor parallelism over "tp" on a
+    2 x 2 mesh, against one process on the full batch."""
+    if WORLD != 4:
+        return
+    from torch.distributed.device_mesh import init_device_mesh
+    from torch.distributed.fsdp import fully_shard
+    from torch.distributed.tensor.parallel import ColwiseParallel, RowwiseParallel, parallelize_module
+
+    dev = device()
+    mesh = init_device_mesh("neuron", (2, 2), mesh_dim_names=("dp", "tp"))
+    dp_rank = mesh.get_local_rank("dp")
+    torch.manual_seed(51)
+    model = nn.Sequential(Block(), Block())
+    ref = copy.deepcopy(model).to(dev)
+    model = model.to(dev)
+    plan = {"q": ColwiseParallel(use_local_output=True), "k": ColwiseParallel(), "v": ColwiseParallel(),
+            "o": RowwiseParallel(), "up": ColwiseParallel(), "down": RowwiseParallel()}
+    for blk in model:
+        parallelize_module(blk, mesh["tp"], plan)
+        fully_shard(blk, mesh=mesh["dp"])
+    fully_shard(model, mesh=mesh["dp"])
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-2, foreach=False)
+    ref_opt = torch.optim.AdamW(ref.parameters(), lr=1e-2, foreach=False)
+    g = torch.Generator().manual_seed(52)
+    for step in range(3):
+        x = torch.randn(4, 6, 16, generator=g)  # 2 sequences per dp rank
+        y = torch.randn(4, 6, 16, generator=g)
+        opt.zero_grad()
+        loss = F.mse_loss(model(x[2 * dp_rank:2 * dp_rank + 2].to(dev)), y[2 * dp_rank:2 * dp_rank + 2].to(dev))
+        loss.backward()
+        opt.step()
+        ref_opt.zero_grad()
+        ref_loss = F.mse_loss(ref(x.to(dev)), y.to(dev))
+        ref_loss.backward()
+        ref_opt.step()
+        avg = loss.detach().clone()
+        dist.all_reduce(avg, op=dist.ReduceOp.AVG)
+        torch.testing.assert_close(avg.cpu(), ref_loss.detach().cpu(), rtol=1e-4, atol=1e-5,
+                                   msg=lambda m: f"step {step}: {m}")
+
+
 import torch_neuronx  # noqa: E402,F401
 
 CASES = cases(__name__)
