@@ -5,7 +5,7 @@ higher layer or of another op family, or a family missing from a layer.
 Layers, lowest first (a file may include only its own layer and lower ones):
   runtime/src:  core < exec < memory < kernels < collectives < api < compiler
                 (collectives uses only kernels/common of the kernels layer)
-  csrc:         runtime < launch, registry < aten, amp, python
+  csrc:         runtime < launch, registry, distributed < aten, amp, python
 Families: every runtime/include/nrt/ops/<family>.h is one op family. Its
 kernels live in runtime/src/kernels/<family>/ (the pointwise-kind families
 special and nn in kernels/pointwise/<family>/), its glue in
@@ -35,7 +35,7 @@ INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"', re.M)
 # collectives/ (shared-memory transport of torch.distributed) reduces with
 # kernels/common's conversions and ISA switch, never a family's kernels.
 RUNTIME_LAYERS = ["core", "exec", "memory", "kernels", "collectives", "api", "compiler"]
-CSRC_LAYERS = {"runtime": 0, "launch": 1, "registry": 1, "aten": 2, "amp": 2, "python": 2}
+CSRC_LAYERS = {"runtime": 0, "launch": 1, "registry": 1, "aten": 2, "amp": 2, "distributed": 1, "python": 2}
 # Families whose rows run on the pointwise engine live under kernels/pointwise/.
 POINTWISE_FAMILIES = {"special", "nn", "distributions"}
 
