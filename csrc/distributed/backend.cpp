@@ -46,6 +46,8 @@
 #include <utility>
 #include <vector>
 
+#include <Python.h>
+
 #include <ATen/core/ivalue.h>
 #include <c10/core/StreamGuard.h>
 #include <torch/csrc/distributed/c10d/Backend.hpp>
@@ -1119,10 +1121,15 @@ class NeuronBackend final : public c10d::Backend {
       completer_cv_.notify_one();
     }
     if (completer_.joinable()) {
-      if (completer_.get_id() == std::this_thread::get_id())
+      if (completer_.get_id() == std::this_thread::get_id()) {
         completer_.detach();  // the last reference went on that thread
-      else
+      } else {
+        // A Future callback still to run there may need the GIL, which a
+        // Python thread dropping the last reference holds.
+        PyThreadState *ts = Py_IsInitialized() && PyGILState_Check() ? PyEval_SaveThread() : nullptr;
         completer_.join();
+        if (ts) PyEval_RestoreThread(ts);
+      }
     }
     nrt_comm_destroy(shared_->comm);
     shared_->comm = nullptr;

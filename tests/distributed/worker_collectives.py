@@ -504,6 +504,21 @@ def async_wait_ordering():
 
 
 @case
+def cpu_future_callback_then_destroy():
+    # A Python callback on a CPU operation's Future runs on the backend's
+    # completer thread; destroying the group right away (the GIL held) must
+    # neither deadlock nor lose it.
+    g = dist.new_group(list(range(WORLD)))
+    t = torch.ones(3)
+    seen = []
+    fut = dist.all_reduce(t, group=g, async_op=True).get_future()
+    chained = fut.then(lambda f: seen.append(float(f.value()[0].sum())) or len(seen))
+    dist.destroy_process_group(g)
+    assert chained.wait() == 1
+    assert seen == [3.0 * WORLD], seen
+
+
+@case
 def side_stream():
     dev = device()
     s = torch.neuron.Stream()
