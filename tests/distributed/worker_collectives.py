@@ -6,6 +6,7 @@ once, float64 in float64, integers wrap)."""
 from __future__ import annotations
 
 import time
+from datetime import timedelta
 
 import torch
 import torch.distributed as dist
@@ -394,6 +395,13 @@ def batch_isend_irecv():
         w.wait()
     close(recv, torch.arange(1000, dtype=torch.float32) * (src + 1), "batch")
     close(recv2, torch.full((3,), src, dtype=torch.int64), "batch tag 5")
+    # CPU tensors, a non-contiguous receive buffer
+    cbase = torch.zeros(4, 2)
+    crecv = cbase.t()
+    ops = [dist.P2POp(dist.irecv, crecv, src), dist.P2POp(dist.isend, torch.full((2, 4), float(RANK)), peer)]
+    for w in dist.batch_isend_irecv(ops):
+        w.wait()
+    close(cbase, torch.full((4, 2), float(src)), "cpu batch")
 
 
 # ---- coalesced forms, groups, async -----------------------------------------------------------------
@@ -489,6 +497,10 @@ def async_wait_ordering():
     t = torch.full((8,), RANK + 1.0, device=dev)
     fut2 = dist.all_reduce(t, async_op=True).get_future().then(lambda f: f.value()[0] / WORLD)
     close(fut2.wait(), torch.full((8,), (WORLD + 1) / 2.0), "then")
+    # wait with a timeout blocks the host until done
+    t = torch.full((16,), 1.0, device=dev)
+    assert dist.all_reduce(t, async_op=True).wait(timeout=timedelta(seconds=30))
+    close(t, torch.full((16,), float(WORLD)), "wait(timeout)")
     # many in flight, waited in reverse order
     ts = [torch.full((100,), float(i + RANK), device=dev) for i in range(20)]
     works = [dist.all_reduce(t, async_op=True) for t in ts]
@@ -519,6 +531,24 @@ def cpu_future_callback_then_destroy():
 
 
 @case
+def two_devices_one_group():
+    # One group used on two devices: each has its communication stream, and
+    # the group's operations keep their issue order across them.
+    n = torch.neuron.device_count()
+    other = torch.device("neuron", (device().index + 1) % n)
+    a = torch.full((1000,), float(RANK), device=other)
+    b = torch.full((1000,), float(RANK + 1), device=device())
+    c = torch.full((10,), float(RANK + 2), device=other)
+    works = [dist.all_reduce(x, async_op=True) for x in (a, b, c)]
+    for w in works:
+        w.wait()
+    s = WORLD * (WORLD - 1) / 2
+    close(a, torch.full((1000,), s), "other device")
+    close(b, torch.full((1000,), s + WORLD), "own device")
+    close(c, torch.full((10,), s + 2 * WORLD), "other device again")
+
+
+@case
 def side_stream():
     dev = device()
     s = torch.neuron.Stream()
@@ -529,9 +559,10 @@ def side_stream():
         r = t * 1
     s.synchronize()
     close(r, torch.full((64,), WORLD * (WORLD + 1) / 2.0), "side stream")
+    # the group's own communication stream: a pool stream, not the default one
     info = torch_neuronx.distributed.backend_info()
-    cur = torch.neuron.current_stream()
-    assert info["stream"] not in (cur.stream_id, s.stream_id, 0), (info, cur, s)
+    assert info["device"] == device().index and info["stream"] > 0, info
+    assert info["operations"] > 0 and info["comm_name"].startswith("pg"), info
 
 
 @case
