@@ -158,6 +158,43 @@ def fsdp2_bf16_mixed_precision():
 
 
 @case
+def fsdp2_distributed_checkpoint():
+    """Sharded save with torch.distributed.checkpoint and load into a fresh
+    FSDP2 model (other initial weights): the full parameters come back."""
+    import tempfile
+
+    import torch.distributed.checkpoint as dcp
+    from torch.distributed.fsdp import fully_shard
+
+    dev = device()
+
+    def build(seed):
+        torch.manual_seed(seed)
+        m = nn.Sequential(nn.Linear(16, 32), nn.ReLU(), nn.Linear(32, 4)).to(dev)
+        for layer in (m[0], m[2]):
+            fully_shard(layer)
+        fully_shard(m)
+        return m
+
+    model = build(61)
+    path = [tempfile.mkdtemp(prefix="neuron-dcp-") if RANK == 0 else None]
+    dist.broadcast_object_list(path, src=0)
+    dcp.save({"model": model.state_dict()}, checkpoint_id=path[0])
+    fresh = build(62)
+    state = {"model": fresh.state_dict()}
+    dcp.load(state, checkpoint_id=path[0])
+    fresh.load_state_dict(state["model"])
+    for (name, p), q in zip(model.named_parameters(), fresh.parameters()):
+        torch.testing.assert_close(q.full_tensor().cpu(), p.full_tensor().cpu(), rtol=0, atol=0,
+                                   msg=lambda m: f"{name}: {m}")
+    dist.barrier()
+    if RANK == 0:
+        import shutil
+
+        shutil.rmtree(path[0], ignore_errors=True)
+
+
+@case
 def dtensor_redistribute():
     from torch.distributed.device_mesh import init_device_mesh
     from torch.distributed.tensor import DTensor, Partial, Replicate, Shard, distribute_tensor
