@@ -301,6 +301,11 @@ c10::Scalar local_scalar_dense(const Tensor &self) {
   }
 }
 
+Tensor &launch_fill(at::TensorIterator &iter, nrt_scalar s, Tensor &self) {
+  launch_iter(iter, NRT_OP_FILL, {s});
+  return self;
+}
+
 Tensor &fill_scalar_(Tensor &self, const c10::Scalar &value) {
   if (self.numel() == 0) return self;
   c10::DeviceGuard guard(self.device());
@@ -322,6 +327,12 @@ Tensor &fill_scalar_(Tensor &self, const c10::Scalar &value) {
   // fill does (Scalar::to<T>: nonzero is true for bool, truncation for
   // integers, an error for a value the type cannot hold), so every fill
   // (full, fill_, masked_fill, index_fill, scatter value=) agrees with the CPU.
+  switch (self.scalar_type()) {  // the unsigned types beyond uint8 (outside AT_DISPATCH_ALL_TYPES)
+    case at::kUInt16: s.i = static_cast<int64_t>(value.to<uint16_t>()); return launch_fill(iter, s, self);
+    case at::kUInt32: s.i = static_cast<int64_t>(value.to<uint32_t>()); return launch_fill(iter, s, self);
+    case at::kUInt64: s.i = static_cast<int64_t>(value.to<uint64_t>()); return launch_fill(iter, s, self);
+    default: break;
+  }
   AT_DISPATCH_ALL_TYPES_AND3(at::kBool, at::kHalf, at::kBFloat16, self.scalar_type(), "fill_", [&] {
     scalar_t v = value.to<scalar_t>();
     if constexpr (std::is_floating_point_v<scalar_t> || std::is_same_v<scalar_t, at::Half> ||

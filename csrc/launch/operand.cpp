@@ -14,6 +14,9 @@ nrt_dtype to_nrt_dtype(c10::ScalarType type) {
     case c10::ScalarType::Short: return NRT_INT16;
     case c10::ScalarType::Int: return NRT_INT32;
     case c10::ScalarType::Long: return NRT_INT64;
+    case c10::ScalarType::UInt16: return NRT_UINT16;
+    case c10::ScalarType::UInt32: return NRT_UINT32;
+    case c10::ScalarType::UInt64: return NRT_UINT64;
     case c10::ScalarType::Half: return NRT_FLOAT16;
     case c10::ScalarType::BFloat16: return NRT_BFLOAT16;
     case c10::ScalarType::Float: return NRT_FLOAT32;
@@ -27,7 +30,7 @@ nrt_dtype to_nrt_dtype(c10::ScalarType type) {
       // NotImplementedError, never TypeError: Python turns a TypeError raised
       // inside an operator (`t + 1`) into "unsupported operand type(s)".
       TORCH_CHECK_NOT_IMPLEMENTED(false, "neuron: dtype ", type, " is not supported on the neuron device (it has bool, ",
-                                  "uint8, int8, int16, int32, int64, float16, bfloat16, float32, float64 and complex)");
+                                  "uint8/16/32/64, int8/16/32/64, float16, bfloat16, float32, float64 and complex)");
   }
 }
 

@@ -740,9 +740,55 @@ static void test_unsupported_and_empty(void) {
   CHECK(o[0] == -1);
 }
 
+/* uint16/32/64: loads and stores, uint64 values at and above 2^63 converted
+ * to floats directly (one rounding, as static_cast), wrapping products. */
+static nrt_launch unary_launch(nrt_op op, nrt_dtype compute, void *out, nrt_dtype od, const void *in, nrt_dtype id,
+                               int64_t n) {
+  nrt_launch l;
+  memset(&l, 0, sizeof l);
+  l.op = op;
+  l.ndim = 1;
+  l.sizes[0] = n;
+  l.noutputs = 1;
+  l.ninputs = 1;
+  l.compute_dtype = compute;
+  l.operands[0] = (nrt_operand){.data = out, .dtype = od, .strides = {(int64_t)nrt_dtype_size(od)}};
+  l.operands[1] = (nrt_operand){.data = (void *)in, .dtype = id, .strides = {(int64_t)nrt_dtype_size(id)}};
+  return l;
+}
+
+static void test_unsigned_dtypes(void) {
+  uint64_t big[3] = {(1ull << 63) + 12345, UINT64_MAX, 7};
+  double d[3];
+  float f[3];
+  nrt_launch l = unary_launch(NRT_OP(COPY), NRT_UINT64, d, NRT_FLOAT64, big, NRT_UINT64, 3);
+  CHECK_OK(nrt_launch_run(&l));
+  CHECK(d[0] == (double)big[0] && d[1] == (double)big[1] && d[2] == 7.0);
+  l = unary_launch(NRT_OP(COPY), NRT_UINT64, f, NRT_FLOAT32, big, NRT_UINT64, 3);
+  CHECK_OK(nrt_launch_run(&l));
+  CHECK(f[0] == (float)big[0] && f[1] == (float)big[1] && f[2] == 7.0f);
+  uint16_t u16[3] = {65535, 1, 300};
+  uint32_t u32[3];
+  l = unary_launch(NRT_OP(COPY), NRT_UINT16, u32, NRT_UINT32, u16, NRT_UINT16, 3);
+  CHECK_OK(nrt_launch_run(&l));
+  CHECK(u32[0] == 65535 && u32[1] == 1 && u32[2] == 300);
+  uint64_t sq[3];
+  nrt_launch m = unary_launch(NRT_OP(MUL), NRT_UINT64, sq, NRT_UINT64, big, NRT_UINT64, 3);
+  m.ninputs = 2;
+  m.operands[2] = m.operands[1];
+  CHECK_OK(nrt_launch_run(&m));
+  CHECK(sq[0] == big[0] * big[0] && sq[1] == 1 && sq[2] == 49);
+  float neg[2] = {-1.0f, 3.9f};
+  uint16_t back[2];
+  l = unary_launch(NRT_OP(COPY), NRT_FLOAT32, back, NRT_UINT16, neg, NRT_FLOAT32, 2);
+  CHECK_OK(nrt_launch_run(&l));
+  CHECK(back[0] == 65535 && back[1] == 3); /* negative values wrap, as static_cast on x86 */
+}
+
 int main(void) {
   nrt_test_seed(0x2545F4914F6CDD1Dull);
   RUN_TEST(test_sweep_fast_vs_reference);
+  RUN_TEST(test_unsigned_dtypes);
   RUN_TEST(test_large_inplace_broadcast);
   RUN_TEST(test_integer_division);
   RUN_TEST(test_integer_wrap_and_exactness);

@@ -5,7 +5,11 @@
  * (re, im) pairs of float16 / float32 / float64; only the COMPLEX op family
  * (nrt/ops/complex.h) computes on them, in complex64 precision or better
  * (complex128 keeps its dtype like float64). They are neither floating nor
- * integral for the other kernels, which must reject them. */
+ * integral for the other kernels, which must reject them. The unsigned
+ * 16/32/64-bit types (appended last, so no other id moves) compute in the
+ * int64 domain like every integer: arithmetic wraps modulo 2^64 exactly as
+ * uint64 does, and uint64 values of 2^63 and above load to float by their
+ * unsigned value. */
 #ifndef NRT_DTYPE_H
 #define NRT_DTYPE_H
 
@@ -30,7 +34,10 @@ extern "C" {
   X(FLOAT64, float64, 8)   \
   X(COMPLEX32, complex32, 4)  \
   X(COMPLEX64, complex64, 8)  \
-  X(COMPLEX128, complex128, 16)
+  X(COMPLEX128, complex128, 16) \
+  X(UINT16, uint16, 2)          \
+  X(UINT32, uint32, 4)          \
+  X(UINT64, uint64, 8)
 
 typedef enum nrt_dtype {
 #define NRT_X(e, n, s) NRT_##e,

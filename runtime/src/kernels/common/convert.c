@@ -31,6 +31,17 @@ CONV_INLINE int32_t f32_to_i32(float x) {
 CONV_INLINE int64_t f32_to_i64(float x) {
   return (x >= -9223372036854775808.0f && x < 9223372036854775808.0f) ? (int64_t)x : INT64_MIN;
 }
+/* float -> uint64 as x86 compilers lower static_cast<uint64_t>: below 2^63
+ * through the signed conversion (negative values wrap), above it shifted
+ * down by 2^63 and the top bit restored. */
+CONV_INLINE uint64_t f32_to_u64(float x) {
+  if (x < 9223372036854775808.0f) return (uint64_t)f32_to_i64(x);
+  return (uint64_t)f32_to_i64(x - 9223372036854775808.0f) ^ 0x8000000000000000ull;
+}
+CONV_INLINE uint64_t f64_to_u64(double x) {
+  if (x < 9223372036854775808.0) return (uint64_t)nrt_k_f64_to_i64(x);
+  return (uint64_t)nrt_k_f64_to_i64(x - 9223372036854775808.0) ^ 0x8000000000000000ull;
+}
 
 /* Loop over n elements; the contiguous form lets the compiler vectorise.
  * STYPE is the stored element type, EXPR the converted value of v. */
@@ -89,6 +100,12 @@ CONV_INLINE int64_t f32_to_i64(float x) {
                             f32_to_i32(v),          (uint32_t)(uint64_t)v,            nrt_k_f64_to_i32(v))   \
   X(NRT_INT64,    int64_t,  (float)v,               v,                                (double)v,             \
                             f32_to_i64(v),          v,                                nrt_k_f64_to_i64(v))   \
+  X(NRT_UINT16,   uint16_t, (float)v,               (int64_t)v,                       (double)v,             \
+                            f32_to_i32(v),          (uint64_t)v,                      nrt_k_f64_to_i32(v))   \
+  X(NRT_UINT32,   uint32_t, (float)v,               (int64_t)v,                       (double)v,             \
+                            f32_to_i64(v),          (uint64_t)v,                      nrt_k_f64_to_i64(v))   \
+  X(NRT_UINT64,   uint64_t, (float)v,               (int64_t)v,                       (double)v,             \
+                            f32_to_u64(v),          (uint64_t)v,                      f64_to_u64(v))         \
   X(NRT_FLOAT16,  uint16_t, nrt_k_f16_to_f32(v),    f32_to_i64(nrt_k_f16_to_f32(v)),  (double)nrt_k_f16_to_f32(v), \
                             nrt_k_f32_to_f16(v),    nrt_k_f32_to_f16((float)v),       nrt_k_f32_to_f16((float)v))  \
   X(NRT_BFLOAT16, uint16_t, nrt_k_bf16_to_f32(v),   f32_to_i64(nrt_k_bf16_to_f32(v)), (double)nrt_k_bf16_to_f32(v), \
@@ -209,6 +226,9 @@ int64_t nrt_ref_load_i64(const char *src, nrt_dtype dt) {
   case NRT_INT16: return *(const int16_t *)src;
   case NRT_INT32: return *(const int32_t *)src;
   case NRT_INT64: return *(const int64_t *)src;
+  case NRT_UINT16: return *(const uint16_t *)src;
+  case NRT_UINT32: return *(const uint32_t *)src;
+  case NRT_UINT64: return (int64_t)*(const uint64_t *)src;
   default: return nrt_k_f64_to_i64(nrt_ref_load_f64(src, dt));
   }
 }
@@ -220,7 +240,10 @@ double nrt_ref_load_f64(const char *src, nrt_dtype dt) {
   case NRT_INT8:
   case NRT_INT16:
   case NRT_INT32:
-  case NRT_INT64: return (double)nrt_ref_load_i64(src, dt);
+  case NRT_INT64:
+  case NRT_UINT16:
+  case NRT_UINT32: return (double)nrt_ref_load_i64(src, dt);
+  case NRT_UINT64: return (double)*(const uint64_t *)src;
   case NRT_FLOAT16: return nrt_f16_to_f32(*(const uint16_t *)src);
   case NRT_BFLOAT16: return nrt_bf16_to_f32(*(const uint16_t *)src);
   case NRT_FLOAT32: return *(const float *)src;
@@ -237,6 +260,9 @@ void nrt_ref_store_f64(char *dst, nrt_dtype dt, double v) {
   case NRT_INT16: *(int16_t *)dst = (int16_t)(uint16_t)(uint32_t)nrt_k_f64_to_i32(v); break;
   case NRT_INT32: *(int32_t *)dst = nrt_k_f64_to_i32(v); break;
   case NRT_INT64: *(int64_t *)dst = nrt_k_f64_to_i64(v); break;
+  case NRT_UINT16: *(uint16_t *)dst = (uint16_t)(uint32_t)nrt_k_f64_to_i32(v); break;
+  case NRT_UINT32: *(uint32_t *)dst = (uint32_t)(uint64_t)nrt_k_f64_to_i64(v); break;
+  case NRT_UINT64: *(uint64_t *)dst = f64_to_u64(v); break;
   case NRT_FLOAT16: *(uint16_t *)dst = nrt_f32_to_f16((float)v); break;
   case NRT_BFLOAT16: *(uint16_t *)dst = nrt_f32_to_bf16((float)v); break;
   case NRT_FLOAT32: *(float *)dst = (float)v; break;
@@ -253,6 +279,9 @@ void nrt_ref_store_i64(char *dst, nrt_dtype dt, int64_t v) {
   case NRT_INT16: *(int16_t *)dst = (int16_t)(uint16_t)(uint64_t)v; break;
   case NRT_INT32: *(int32_t *)dst = (int32_t)(uint32_t)(uint64_t)v; break;
   case NRT_INT64: *(int64_t *)dst = v; break;
+  case NRT_UINT16: *(uint16_t *)dst = (uint16_t)(uint64_t)v; break;
+  case NRT_UINT32: *(uint32_t *)dst = (uint32_t)(uint64_t)v; break;
+  case NRT_UINT64: *(uint64_t *)dst = (uint64_t)v; break;
   case NRT_FLOAT16: *(uint16_t *)dst = nrt_f32_to_f16((float)v); break;
   case NRT_BFLOAT16: *(uint16_t *)dst = nrt_f32_to_bf16((float)v); break;
   case NRT_FLOAT32: *(float *)dst = (float)v; break;

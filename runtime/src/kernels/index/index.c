@@ -940,6 +940,9 @@ static void row_keys(nrt_sort_pair *a, const char *row, int64_t es, nrt_dtype dt
   case NRT_INT16: KEYS(int16_t, nrt_sort_key_i64(v)); break;
   case NRT_INT32: KEYS(int32_t, nrt_sort_key_i64(v)); break;
   case NRT_INT64: KEYS(int64_t, nrt_sort_key_i64(v)); break;
+  case NRT_UINT16: KEYS(uint16_t, (uint64_t)v); break;
+  case NRT_UINT32: KEYS(uint32_t, (uint64_t)v); break;
+  case NRT_UINT64: KEYS(uint64_t, v); break;
   case NRT_FLOAT16: KEYS(uint16_t, nrt_sort_key_f64(nrt_k_f16_to_f32(v))); break;
   case NRT_BFLOAT16: KEYS(uint16_t, nrt_sort_key_f64(nrt_k_bf16_to_f32(v))); break;
   case NRT_FLOAT32: KEYS(float, nrt_sort_key_f64(v)); break;

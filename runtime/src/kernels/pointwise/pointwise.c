@@ -126,7 +126,8 @@ static void copy_same(char *dst, int64_t ds, const char *src, int64_t ss, size_t
 
 /* Different dtypes go through the narrowest exact intermediate: int64 for
  * integer sources (no float rounding of large int64), double for float64
- * sources, float for the other floating sources. */
+ * sources, float for the other floating sources; uint64 to floating
+ * converts directly. */
 static void copy_convert(char *dst, int64_t ds, nrt_dtype ddt, const char *src, int64_t ss,
                          nrt_dtype sdt, int64_t n) {
   union { float f[NRT_BLOCK]; double d[NRT_BLOCK]; int64_t i[NRT_BLOCK]; } buf;
@@ -134,7 +135,17 @@ static void copy_convert(char *dst, int64_t ds, nrt_dtype ddt, const char *src, 
     int64_t m = n - j < NRT_BLOCK ? n - j : NRT_BLOCK;
     const char *s = src + j * ss;
     char *d = dst + j * ds;
-    if (nrt_dtype_is_integral(sdt)) {
+    if (sdt == NRT_UINT64 && nrt_dtype_is_floating(ddt)) {
+      /* uint64 values of 2^63 and above have no int64 form: convert them
+       * directly, rounding once as static_cast does. */
+      if (ddt == NRT_FLOAT64) {
+        nrt_load_f64(buf.d, s, ss, sdt, m);
+        nrt_store_f64(d, ds, ddt, buf.d, m);
+      } else {
+        nrt_load_f32(buf.f, s, ss, sdt, m);
+        nrt_store_f32(d, ds, ddt, buf.f, m);
+      }
+    } else if (nrt_dtype_is_integral(sdt)) {
       nrt_load_i64(buf.i, s, ss, sdt, m);
       nrt_store_i64(d, ds, ddt, buf.i, m);
     } else if (sdt == NRT_FLOAT64) {
