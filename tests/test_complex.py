@@ -192,8 +192,22 @@ def test_pow_logical_ternary_reductions():
 def test_unsupported_complex_op_raises_not_implemented():
     # Never TypeError (Python would turn it into "unsupported operand type(s)").
     d = crandn(3).to(DEV)
-    with pytest.raises(NotImplementedError, match="complex"):
-        torch.cumprod(d, 0)
+    with pytest.raises((NotImplementedError, RuntimeError), match="complex"):  # the CPU: RuntimeError
+        torch.sort(d)
+
+
+@pytest.mark.parametrize("dtype", [torch.complex64, torch.complex128])
+@pytest.mark.parametrize("n", [1, 2, 7, 33])
+def test_complex_cumprod(dtype, n):
+    a = (crandn(3, n) * 0.5 + 0.8).to(dtype)
+    a[1, n // 2] = 0
+    for dim in (0, 1, -1):
+        want = a.cumprod(dim)
+        got = a.to(DEV).cumprod(dim)
+        assert got.dtype == want.dtype and got.stride() == want.stride()
+        torch.testing.assert_close(got.cpu(), want, rtol=1e-5, atol=1e-6)
+    torch.testing.assert_close(a.conj().to(DEV).cumprod(1).cpu(), a.conj().cumprod(1), rtol=1e-5, atol=1e-6)
+    assert_no_fallbacks()
 
 
 # ---- FFTs ---------------------------------------------------------------------

@@ -320,6 +320,22 @@ Tensor cumulative(const Tensor &self, int64_t dim, std::optional<ScalarType> dty
     Tensor parts = at::view_as_real(self.resolve_conj().to(out_t));
     return at::view_as_complex(cumulative(parts, dim, c10::toRealValueType(out_t), op));
   }
+  // A complex cumulative product: a parallel prefix over the row (log2(n)
+  // steps of native complex multiplies, each position times the one 2^k
+  // before it), so no complex scan kernel is needed.
+  if (self.is_complex() && op == NRT_OP_CUMPROD) {
+    ScalarType out_t = sum_dtype(self, dtype);
+    TORCH_CHECK(at::isComplexType(out_t), "cumprod: a complex input needs a complex dtype, got ", out_t);
+    Tensor acc = self.resolve_conj().to(out_t).clone(c10::MemoryFormat::Contiguous);
+    if (acc.dim() == 0) return acc;
+    int64_t n = acc.size(dim);
+    for (int64_t step = 1; step < n; step <<= 1) {
+      Tensor next = acc.clone();
+      next.narrow(dim, step, n - step).copy_(acc.narrow(dim, step, n - step).mul(acc.narrow(dim, 0, n - step)));
+      acc = next;
+    }
+    return acc;
+  }
   TORCH_CHECK_NOT_IMPLEMENTED(!self.is_complex(), "neuron: ", nrt_op_name(op), " of complex tensors is not ",
                               "implemented on the neuron device");
   ScalarType out_t = sum_dtype(self, dtype);
