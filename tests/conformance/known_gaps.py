@@ -92,18 +92,6 @@ MODULE_GAPS: dict[str, str] = {
 # ("optim.Adagrad.fused=True"), optionally "@dtype". Every case that is not
 # native-pass needs an entry.
 
-_SAMPLER = ("gap (issue 8, item 6): {op} has no native kernel; the sampler runs on the CPU fallback with "
-            "the CPU generator (the samples' statistics and log_prob match; seeding with torch.manual_seed "
-            "reproduces them because it also seeds the CPU)")
-
 UTILITY_GAPS: dict[str, str] = {
-    "optim.Adagrad.fused=True": (
-        "gap: aten::_fused_adagrad_ has no native kernel (the fused SGD, Adam and AdamW kernels are "
-        "native) and runs on the CPU fallback; the results match"),
     "optim.SparseAdam": _SPARSE + "; SparseAdam needs sparse gradients",
-    "distributions.Gamma": _SAMPLER.format(op="aten::_standard_gamma"),
-    "distributions.Beta": _SAMPLER.format(op="aten::_sample_dirichlet (Beta samples through a Dirichlet)"),
-    "distributions.Dirichlet": _SAMPLER.format(op="aten::_sample_dirichlet"),
-    "distributions.Poisson": _SAMPLER.format(op="aten::poisson"),
-    "distributions.Binomial": _SAMPLER.format(op="aten::binomial"),
 }
