@@ -336,6 +336,15 @@ class NeuronWork final : public c10d::Work {
       if (!host_done_->wait(timeout)) timed_out(timeout);
     } else if (timeout != kNoTimeout) {
       if (!state_->wait(timeout)) timed_out(timeout);
+    } else if (small_) {
+      // A small operation that could start at once is usually done within
+      // microseconds: polling for that long spares the current stream a task
+      // that would wait for the communication stream (two thread wake-ups),
+      // which is most of a small collective's latency. The host never waits
+      // longer than this.
+      auto until = std::chrono::steady_clock::now() + std::chrono::microseconds(kSmallSpinUs);
+      while (!state_->done.load(std::memory_order_acquire) && std::chrono::steady_clock::now() < until)
+        std::this_thread::yield();
     }
     if (on_device_) blockCurrentStream();
     if (state_->failed()) fail(state_->message);
@@ -351,6 +360,11 @@ class NeuronWork final : public c10d::Work {
     if (shared_->comm) nrt_comm_abort(shared_->comm);
   }
   c10::intrusive_ptr<c10::ivalue::Future> getFuture() override { return future_; }
+
+  // Small operations (see wait) are at most this many bytes.
+  static constexpr int64_t kSmallBytes = 64 << 10;
+  static constexpr int kSmallSpinUs = 30;
+  void set_small(bool small) { small_ = small; }
 
   // A Work handed out inside a coalescing block takes the batch's outcome.
   void bind(std::shared_ptr<OpState> state, std::shared_ptr<DoneEvent> done) {
@@ -400,6 +414,7 @@ class NeuronWork final : public c10d::Work {
   std::vector<at::Tensor> outputs_;
   c10::intrusive_ptr<c10::ivalue::Future> future_;
   std::shared_ptr<OpState> host_done_ = std::make_shared<OpState>();
+  bool small_ = false;
   std::vector<std::pair<at::Tensor, at::Tensor>> host_copy_back_;
 
   [[noreturn]] void timed_out(std::chrono::milliseconds timeout) {
@@ -1021,14 +1036,19 @@ class NeuronBackend final : public c10d::Backend {
     int device = tensor_device >= 0 ? tensor_device
                                     : (last_device_ >= 0 ? last_device_ : static_cast<int>(current_device()));
     nrt_stream *stream = stream_for(device);
+    bool device_switch_ok = last_device_ < 0 || last_device_ == device;
     if (last_device_ >= 0 && last_device_ != device) {
       // Keep the group's one order across its streams.
       check(nrt_event_record(ready_, streams_[last_device_]), "neuron backend: event record");
       check(nrt_stream_wait_event(stream, ready_), "neuron backend: stream wait");
     }
     last_device_ = device;
+    // Whether this operation can start at once: nothing of the group's
+    // before it, nothing queued on the caller's stream (see NeuronWork::wait).
+    bool starts_now = pending_.empty() && device_switch_ok;
     if (waits_caller) {
       nrt_stream *caller = current_nrt_stream(static_cast<c10::DeviceIndex>(device));
+      starts_now = starts_now && nrt_stream_query(caller) == NRT_SUCCESS;
       check(nrt_event_record(ready_, caller), "neuron backend: event record");
       check(nrt_stream_wait_event(stream, ready_), "neuron backend: stream wait");
     }
@@ -1067,6 +1087,9 @@ class NeuronBackend final : public c10d::Backend {
                                                 tensor_device >= 0, s.outputs);
     if (members)
       for (auto &m : *members) m->bind(state, done);
+    int64_t bytes = 0;
+    for (const auto &t : s.outputs) bytes += nbytes(t);
+    work->set_small(starts_now && bytes <= NeuronWork::kSmallBytes);
     lock.unlock();
     reaped.clear();
 
