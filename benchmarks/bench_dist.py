@@ -36,6 +36,9 @@ FACTORS = {
 
 
 def _rank_main(max_mib: int) -> None:
+    import warnings
+
+    warnings.filterwarnings("ignore", category=FutureWarning)  # the *_into_tensor names
     import torch
     import torch.distributed as dist
 
