@@ -15,6 +15,7 @@ def test_stream_priority():
     assert torch.neuron.default_stream().priority == 0
     # The subclass interoperates with PyTorch's stream/event methods.
     x = torch.ones(1000, device="neuron")
+    s.wait_stream(torch.neuron.current_stream())  # x is made on the current stream
     with torch.neuron.stream(s):
         y = x * 2
     torch.neuron.current_stream().wait_stream(s)
