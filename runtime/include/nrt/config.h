@@ -34,13 +34,14 @@ extern "C" {
     "runtime: devices",                                                                \
     "visible logical cores: `0-1`, `2`, `0,2,3`; device `i` is the i-th listed core")  \
   X(NUM_CORES, "NEURON_RT_NUM_CORES", INT, "4", "runtime: devices",                     \
-    "number of logical cores (1..64) when `NEURON_RT_VISIBLE_CORES` is unset")         \
+    "logical cores the device has (1..64); `NEURON_RT_VISIBLE_CORES` picks among them") \
   X(LAUNCH_BLOCKING, "NEURON_LAUNCH_BLOCKING", BOOL, "0", "runtime: streams",           \
     "true: every launch completes before returning and raises its own error")          \
   X(DEVICE_MEMORY, "TORCH_NEURONX_DEVICE_MEMORY", SIZE, "24GiB", "runtime: memory",     \
     "memory capacity per core: bytes, or with `K`/`M`/`G`/`T` (binary units)")         \
   X(KERNEL_THREADS, "TORCH_NEURONX_KERNEL_THREADS", INT, "online CPUs",                 \
-    "runtime: kernel threads", "threads that run kernels (1..256)")                    \
+    "runtime: kernel threads",                                                         \
+    "threads that run kernels (1..256); under torchrun, unset means cores / LOCAL_WORLD_SIZE") \
   X(DISABLE_FALLBACK, "TORCH_NEURONX_DISABLE_FALLBACK", BOOL, "0", "glue: fallback",    \
     "true: an op without a native kernel raises `NotImplementedError` naming it "      \
     "instead of running on the CPU")                                                    \
