@@ -54,8 +54,6 @@ void launch_sampler(const Tensor &out, std::initializer_list<Tensor> params, nrt
   launch_iter(iter, op, {}, {static_cast<int64_t>(seed), static_cast<int64_t>(offset)});
 }
 
-bool any_true(const Tensor &flags) { return flags.numel() > 0 && flags.any().item<bool>(); }
-
 Tensor standard_gamma_fn(const Tensor &alpha, std::optional<at::Generator> gen) {
   check_float_or_double(alpha, "gamma_cpu");
   Tensor out = at::empty(alpha.sizes(), alpha.options().memory_format(at::MemoryFormat::Contiguous));
@@ -90,7 +88,7 @@ Tensor poisson_fn(const Tensor &rate, std::optional<at::Generator> gen) {
                               "'");
   // The CPU checks every rate in its kernel; one read-back here raises at
   // the op, as it does (NaN fails the comparison too).
-  TORCH_CHECK(!any_true(rate.ge(0).logical_not_()), "invalid Poisson rate, expected rate to be non-negative");
+  TORCH_CHECK(!any_flag_set(rate.ge(0).logical_not_()), "invalid Poisson rate, expected rate to be non-negative");
   Tensor out = at::empty(rate.sizes(), rate.options().memory_format(at::MemoryFormat::Contiguous));
   launch_sampler(out, {rate}, NRT_OP(POISSON), gen);
   return out;

@@ -4,7 +4,6 @@
 // the thread count (the runtime derives each element's counter from its
 // linear index).
 #include <cmath>
-#include <functional>
 
 #include <ATen/TensorIterator.h>
 #include <ATen/core/Generator.h>
@@ -47,17 +46,12 @@ Tensor &random_fill(Tensor &self, nrt_op op, const std::optional<at::Generator> 
 
 // Complex tensors sample their real view: uniform parts, and normal parts
 // with half the variance each (PyTorch's definition).
-Tensor &uniform_fn(Tensor &self, double from, double to, std::optional<at::Generator> gen);
-Tensor &normal_fn(Tensor &self, double mean, double std, std::optional<at::Generator> gen);
-bool complex_parts(Tensor &self, const std::function<void(Tensor &)> &fill) {
-  if (!self.is_complex()) return false;
-  Tensor parts = at::view_as_real(self);
-  fill(parts);
-  return true;
-}
-
 Tensor &uniform_fn(Tensor &self, double from, double to, std::optional<at::Generator> gen) {
-  if (complex_parts(self, [&](Tensor &p) { uniform_fn(p, from, to, gen); })) return self;
+  if (self.is_complex()) {
+    Tensor parts = at::view_as_real(self);
+    uniform_fn(parts, from, to, gen);
+    return self;
+  }
   TORCH_CHECK(from <= to, "uniform_ expects to return a [from, to) range, but found from=", from, " > to=", to);
   TORCH_CHECK(at::isFloatingType(self.scalar_type()), "uniform_ is implemented for floating types only, got ",
               self.scalar_type());
@@ -66,7 +60,11 @@ Tensor &uniform_fn(Tensor &self, double from, double to, std::optional<at::Gener
 
 Tensor &normal_fn(Tensor &self, double mean, double std, std::optional<at::Generator> gen) {
   TORCH_CHECK(std >= 0.0, "normal expects std >= 0.0, but found std ", std);
-  if (complex_parts(self, [&](Tensor &p) { normal_fn(p, mean, std / std::sqrt(2.0), gen); })) return self;
+  if (self.is_complex()) {
+    Tensor parts = at::view_as_real(self);
+    normal_fn(parts, mean, std / std::sqrt(2.0), gen);
+    return self;
+  }
   TORCH_CHECK(at::isFloatingType(self.scalar_type()), "normal_ is implemented for floating types only, got ",
               self.scalar_type());
   return random_fill(self, NRT_OP_NORMAL, gen, {fscalar(mean), fscalar(std)});
@@ -77,15 +75,10 @@ Tensor &bernoulli_float(Tensor &self, double p, std::optional<at::Generator> gen
   return random_fill(self, NRT_OP_BERNOULLI_SCALAR, gen, {fscalar(p)});
 }
 
-// PyTorch's own checks of a tensor argument's values (the CPU checks them in
-// its kernels, and ATen reads them back for every device in normal's case):
-// one host read-back, so a bad argument raises at the op, not later.
-bool any_true(const Tensor &flags) { return flags.numel() > 0 && flags.any().item<bool>(); }
-
 Tensor &bernoulli_tensor(Tensor &self, const Tensor &p, std::optional<at::Generator> gen) {
   Tensor pp = p.device() == self.device() ? p : p.to(self.device());
   // NaN fails both comparisons, as in the CPU's check.
-  TORCH_CHECK(!any_true(pp.ge(0).logical_and_(pp.le(1)).logical_not_()),
+  TORCH_CHECK(!any_flag_set(pp.ge(0).logical_and_(pp.le(1)).logical_not_()),
               "bernoulli_ expects all elements of p to be in [0, 1]");
   return random_fill(self, NRT_OP_BERNOULLI_TENSOR, gen, {}, 0, 0, &pp);
 }
@@ -146,7 +139,7 @@ Tensor native_dropout_backward_fn(const Tensor &grad, const Tensor &mask, double
 
 void check_std_tensor(const Tensor &std) {
   TORCH_CHECK(!std.is_complex(), "normal expects standard deviation to be non-complex");
-  TORCH_CHECK(!any_true(std.lt(0)), "normal expects all elements of std >= 0.0");
+  TORCH_CHECK(!any_flag_set(std.lt(0)), "normal expects all elements of std >= 0.0");
 }
 
 // normal with tensor mean/std: standard normals scaled and shifted on the device.

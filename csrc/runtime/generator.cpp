@@ -7,6 +7,7 @@
 #include <vector>
 
 #include <ATen/core/Generator.h>
+#include <ATen/core/Tensor.h>
 #include <ATen/ops/empty.h>
 #include <c10/core/GeneratorImpl.h>
 #include <c10/core/TensorImpl.h>
@@ -95,5 +96,7 @@ void philox_next(const at::Generator *gen, c10::DeviceIndex device, uint64_t inc
   std::lock_guard<std::mutex> lock(gen_copy.mutex());
   gen_copy.get<NeuronGeneratorImpl>()->next(increment, out_seed, out_offset);
 }
+
+bool any_flag_set(const at::Tensor &flags) { return flags.numel() > 0 && flags.any().item<bool>(); }
 
 }  // namespace torch_neuronx

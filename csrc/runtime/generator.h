@@ -8,6 +8,7 @@
 
 namespace at {
 struct Generator;
+class Tensor;
 }
 
 namespace torch_neuronx {
@@ -22,5 +23,10 @@ at::Generator new_generator(c10::DeviceIndex device);
 // (seed, offset) and advances the offset by `increment` (rounded up to 4).
 void philox_next(const at::Generator *gen, c10::DeviceIndex device, uint64_t increment,
                  uint64_t *out_seed, uint64_t *out_offset);
+
+// Whether any element of a device flag tensor is set: one host read-back,
+// for the checks of parameter values ATen makes at the op (bernoulli's p,
+// normal's std, poisson's rate), so a bad argument raises there.
+bool any_flag_set(const at::Tensor &flags);
 
 }  // namespace torch_neuronx
