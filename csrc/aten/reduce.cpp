@@ -29,6 +29,15 @@ ScalarType sum_dtype(const Tensor &self, std::optional<ScalarType> dtype) {
   return at::isIntegralType(self.scalar_type(), /*includeBool=*/true) ? at::kLong : self.scalar_type();
 }
 
+// Sums, means, products, norms and scans convert their input to the
+// result's dtype first, as ATen does (sum(dtype=int64) of [.6, .6, .6] is 0,
+// cumsum(dtype=int64) of [.7, .7] is [0, 0], the mean of int64 with
+// dtype=float32 a float mean); a 16-bit float input with a float32 result is
+// read as it is, the same values either way.
+ScalarType converted_input_dtype(ScalarType in, ScalarType out) {
+  return at::isReducedFloatingType(in) && out == at::kFloat ? in : out;
+}
+
 // Runs reduction `op` of `self` over `dims` into `result` (allocated when
 // undefined). `empty_value` fills outputs of reductions over zero elements;
 // when unset, such reductions are an error, as in PyTorch.
@@ -37,13 +46,8 @@ Tensor &reduce_into(Tensor &result, const Tensor &self, at::OptionalIntArrayRef 
                     std::initializer_list<nrt_scalar> scalars = {}, std::initializer_list<int64_t> params = {}) {
   c10::DeviceGuard guard(self.device());
   if (!result.defined()) result = at::empty({0}, self.options().dtype(out_dtype));
-  // Sums, means, products and norms convert their input to the result's
-  // dtype first, as ATen does (sum(dtype=int64) of [.6, .6, .6] is 0, the
-  // mean of int64 with dtype=float32 a float mean); a 16-bit float input
-  // with a float32 result is read as it is, the same values either way.
-  ScalarType in_dtype = self.scalar_type();
   bool converts = op == NRT_OP_SUM || op == NRT_OP_MEAN || op == NRT_OP_PROD || op == NRT_OP_NORM;
-  if (converts && !(at::isReducedFloatingType(in_dtype) && out_dtype == at::kFloat)) in_dtype = out_dtype;
+  ScalarType in_dtype = converts ? converted_input_dtype(self.scalar_type(), out_dtype) : self.scalar_type();
   auto iter = at::native::make_reduction(name, result, self, dims, keepdim, in_dtype, out_dtype);
   if (self.numel() == 0) {
     TORCH_CHECK(empty_value.has_value() || result.numel() == 0, name,
@@ -340,11 +344,8 @@ Tensor cumulative(const Tensor &self, int64_t dim, std::optional<ScalarType> dty
                               "implemented on the neuron device");
   ScalarType out_t = sum_dtype(self, dtype);
   Tensor out = at::empty_like(self, self.options().dtype(out_t), c10::MemoryFormat::Contiguous);
-  // The input converted to the result's dtype first, as in ATen
-  // (cumsum(dtype=int64) of [.7, .7] is [0, 0]).
-  Tensor src = self.scalar_type() == out_t || (at::isReducedFloatingType(self.scalar_type()) && out_t == at::kFloat)
-                   ? self
-                   : self.to(out_t);
+  ScalarType in_t = converted_input_dtype(self.scalar_type(), out_t);
+  Tensor src = in_t == self.scalar_type() ? self : self.to(in_t);
   launch_row(op, dim, {&out}, {&src});
   return out;
 }

@@ -301,11 +301,6 @@ c10::Scalar local_scalar_dense(const Tensor &self) {
   }
 }
 
-Tensor &launch_fill(at::TensorIterator &iter, nrt_scalar s, Tensor &self) {
-  launch_iter(iter, NRT_OP_FILL, {s});
-  return self;
-}
-
 Tensor &fill_scalar_(Tensor &self, const c10::Scalar &value) {
   if (self.numel() == 0) return self;
   c10::DeviceGuard guard(self.device());
@@ -327,21 +322,22 @@ Tensor &fill_scalar_(Tensor &self, const c10::Scalar &value) {
   // fill does (Scalar::to<T>: nonzero is true for bool, truncation for
   // integers, an error for a value the type cannot hold), so every fill
   // (full, fill_, masked_fill, index_fill, scatter value=) agrees with the CPU.
-  switch (self.scalar_type()) {  // the unsigned types beyond uint8 (outside AT_DISPATCH_ALL_TYPES)
-    case at::kUInt16: s.i = static_cast<int64_t>(value.to<uint16_t>()); return launch_fill(iter, s, self);
-    case at::kUInt32: s.i = static_cast<int64_t>(value.to<uint32_t>()); return launch_fill(iter, s, self);
-    case at::kUInt64: s.i = static_cast<int64_t>(value.to<uint64_t>()); return launch_fill(iter, s, self);
-    default: break;
+  switch (self.scalar_type()) {
+    // The unsigned types beyond uint8 are outside AT_DISPATCH_ALL_TYPES.
+    case at::kUInt16: s.i = static_cast<int64_t>(value.to<uint16_t>()); break;
+    case at::kUInt32: s.i = static_cast<int64_t>(value.to<uint32_t>()); break;
+    case at::kUInt64: s.i = static_cast<int64_t>(value.to<uint64_t>()); break;
+    default:
+      AT_DISPATCH_ALL_TYPES_AND3(at::kBool, at::kHalf, at::kBFloat16, self.scalar_type(), "fill_", [&] {
+        scalar_t v = value.to<scalar_t>();
+        if constexpr (std::is_floating_point_v<scalar_t> || std::is_same_v<scalar_t, at::Half> ||
+                      std::is_same_v<scalar_t, at::BFloat16>) {
+          s.f = static_cast<double>(v);
+        } else {
+          s.i = static_cast<int64_t>(v);
+        }
+      });
   }
-  AT_DISPATCH_ALL_TYPES_AND3(at::kBool, at::kHalf, at::kBFloat16, self.scalar_type(), "fill_", [&] {
-    scalar_t v = value.to<scalar_t>();
-    if constexpr (std::is_floating_point_v<scalar_t> || std::is_same_v<scalar_t, at::Half> ||
-                  std::is_same_v<scalar_t, at::BFloat16>) {
-      s.f = static_cast<double>(v);
-    } else {
-      s.i = static_cast<int64_t>(v);
-    }
-  });
   launch_iter(iter, NRT_OP_FILL, {s});
   return self;
 }

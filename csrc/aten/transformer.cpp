@@ -72,13 +72,13 @@ std::tuple<Tensor, Tensor> native_mha(const Tensor &query, const Tensor &key, co
   TORCH_CHECK(embed_dim % num_head == 0, "embed_dim must be divisible by num_heads");
   c10::DeviceGuard guard(query.device());
   int64_t B = query.size(0), L = query.size(1), S = key.size(1), D = embed_dim / num_head;
-  auto w = qkv_weight.chunk(3, 0);
-  auto b = qkv_bias.chunk(3, 0);
   Tensor q, k, v;
-  if (query.is_same(key) && key.is_same(value)) {
+  if (query.is_same(key) && key.is_same(value)) {  // self-attention: one projection GEMM
     auto qkv = at::linear(query, qkv_weight, qkv_bias).chunk(3, -1);
     q = qkv[0], k = qkv[1], v = qkv[2];
   } else {
+    auto w = qkv_weight.chunk(3, 0);
+    auto b = qkv_bias.chunk(3, 0);
     q = at::linear(query, w[0], b[0]);
     k = at::linear(key, w[1], b[1]);
     v = at::linear(value, w[2], b[2]);
