@@ -10,6 +10,10 @@
  * caller in the error message. */
 nrt_status nrt_launch_validate(const char *fn, const nrt_launch *launch);
 
+/* cost.c: a launch's bytes and FLOPs for the profiler's record. */
+struct nrt_task_cost;
+void nrt_launch_cost(const nrt_launch *launch, struct nrt_task_cost *out_cost);
+
 /* The one switch from a validated launch to its kernel engine. */
 nrt_status nrt_kernel_execute(const nrt_launch *launch);
 

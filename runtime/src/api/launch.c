@@ -9,6 +9,7 @@
 #include "exec/exec.h"
 #include "memory/memory.h"
 #include "nrt/ops/index.h"
+#include "nrt/profiler.h"
 
 /* The descriptor is copied into the stream's task; it must fit. */
 _Static_assert(sizeof(nrt_launch) <= NRT_TASK_INLINE_MAX, "nrt_launch exceeds a task's payload");
@@ -141,8 +142,10 @@ nrt_status nrt_launch_kernel(nrt_stream *stream, const nrt_launch *launch) {
   }
   /* The descriptor is copied into the task, so the caller's copy may die
    * right after this call. */
+  nrt_task_cost cost, *costp = NULL;
+  if (nrt_profiler_active()) nrt_launch_cost(launch, costp = &cost);
   return nrt_stream_enqueue_ex(stream, nrt_op_name(launch->op), run_launch, (void *)launch,
-                               sizeof *launch, NULL, 0, NULL);
+                               sizeof *launch, NULL, 0, costp, NULL);
 }
 
 nrt_status nrt_launch_run(const nrt_launch *launch) {

@@ -15,6 +15,7 @@
 #include <time.h>
 
 #include "exec/exec.h"
+#include "nrt/profiler.h"
 
 struct nrt_event {
   pthread_mutex_t mu;
@@ -60,6 +61,9 @@ nrt_status nrt_event_destroy(nrt_event *event) {
   return NRT_SUCCESS;
 }
 
+/* Event markers show in the profiler as synchronisation rows. */
+static const nrt_task_cost sync_cost = {NRT_ACTIVITY_SYNC, 0, 0};
+
 typedef struct marker_arg {
   nrt_event *event;
   uint64_t generation;
@@ -95,7 +99,7 @@ nrt_status nrt_event_record(nrt_event *event, nrt_stream *stream) {
     marker_arg m = {event, gen};
     atomic_fetch_add_explicit(&event->refs, 1, memory_order_relaxed);
     nrt_status st = nrt_stream_enqueue_ex(stream, "event_record", run_marker, &m, sizeof m,
-                                          release_marker, NRT_TASK_ALWAYS_RUN, &ticket);
+                                          release_marker, NRT_TASK_ALWAYS_RUN, &sync_cost, &ticket);
     if (st != NRT_SUCCESS) {
       event_unref(event);
       return st;
@@ -171,7 +175,8 @@ nrt_status nrt_stream_wait_event(nrt_stream *stream, nrt_event *event) {
   if (nrt_stream_completed(w.other) >= w.target &&
       nrt_stream_peek_error(w.other, w.target, NULL, 0) == NRT_SUCCESS)
     return NRT_SUCCESS;
-  return nrt_stream_enqueue_ex(stream, "event_wait", run_wait, &w, sizeof w, NULL, 0, NULL);
+  return nrt_stream_enqueue_ex(stream, "event_wait", run_wait, &w, sizeof w, NULL, 0, &sync_cost,
+                               NULL);
 }
 
 nrt_status nrt_event_elapsed_time(nrt_event *start, nrt_event *end, float *out_ms) {

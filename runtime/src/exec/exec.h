@@ -36,13 +36,20 @@ enum { NRT_TASK_ALWAYS_RUN = 1u };
 /* Largest argument nrt_stream_enqueue_ex copies into the task itself: a
  * launch descriptor and a little more. */
 #define NRT_TASK_INLINE_MAX (sizeof(nrt_launch) + 64)
-/* nrt_stream_enqueue with two extras for the runtime's own tasks:
+/* What a task costs, for the profiler's record (nrt/profiler.h). */
+typedef struct nrt_task_cost {
+  int kind; /* nrt_activity_kind */
+  uint64_t bytes, flops;
+} nrt_task_cost;
+/* nrt_stream_enqueue with extras for the runtime's own tasks:
  * copy_size > 0 copies *arg into the task (no allocation; run and release
- * then receive the copy), and out_ticket (may be NULL) receives the task's
- * sequence number: the task has run once nrt_stream_completed() >= it. */
+ * then receive the copy); cost (may be NULL: a plain task) is recorded
+ * while the profiler is on, so callers fill it only then; out_ticket (may
+ * be NULL) receives the task's sequence number: the task has run once
+ * nrt_stream_completed() >= it. */
 nrt_status nrt_stream_enqueue_ex(nrt_stream *stream, const char *name, nrt_task_fn run,
                                  void *arg, size_t copy_size, nrt_release_fn release,
-                                 unsigned flags, uint64_t *out_ticket);
+                                 unsigned flags, const nrt_task_cost *cost, uint64_t *out_ticket);
 /* Waits until completed >= target, leaving any sticky error in place. */
 void nrt_stream_wait_quiet(nrt_stream *stream, uint64_t target);
 /* The sticky error if the failing task's ticket is <= max_ticket (else
@@ -51,6 +58,14 @@ nrt_status nrt_stream_peek_error(nrt_stream *stream, uint64_t max_ticket, char *
                                  size_t msg_size);
 /* Waits for every stream of the device, leaving sticky errors in place. */
 void nrt_device_wait_idle(int device);
+
+/* ---- profile.c: the profiler's record (nrt/profiler.h) -------------------------
+ * The enqueuing thread's innermost correlation id (0 for none), and one
+ * finished task's record; stream.c calls both only while the profiler is
+ * on (nrt_profiler_active). */
+uint64_t nrt_profile_correlation(void);
+struct nrt_activity;
+void nrt_profile_record(const struct nrt_activity *activity);
 
 /* ---- capture_link.c: a stream being captured into a graph ---------------------
  * The graph capture (compiler/capture.c, a higher layer) attaches itself to

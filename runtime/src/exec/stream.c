@@ -39,6 +39,7 @@
 #include <time.h>
 
 #include "exec/exec.h"
+#include "nrt/profiler.h"
 
 /* Back-pressure like CUDA's launch queue: a producer that runs this far
  * ahead of the worker blocks until the worker catches up, bounding the
@@ -63,6 +64,11 @@ typedef struct task {
   void *arg;
   uint64_t ticket;
   unsigned flags;
+  /* Set at enqueue while the profiler is on; the worker then stamps the
+   * run into the profiler's record. */
+  bool profiled;
+  nrt_task_cost cost;
+  uint64_t correlation, enqueue_ns;
   alignas(max_align_t) unsigned char inline_arg[NRT_TASK_INLINE_MAX];
 } task;
 
@@ -109,6 +115,36 @@ static uint64_t now_ns(void) {
   struct timespec ts;
   clock_gettime(CLOCK_MONOTONIC, &ts);
   return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+/* The profiler's marks, taken on the enqueuing thread. */
+static void profile_mark(task *t, const nrt_task_cost *cost) {
+  t->profiled = nrt_profiler_active();
+  if (!t->profiled) return;
+  t->cost = cost ? *cost : (nrt_task_cost){NRT_ACTIVITY_TASK, 0, 0};
+  t->correlation = nrt_profile_correlation();
+  t->enqueue_ns = now_ns();
+}
+
+/* Called before the task's completion is published (nrt_profiler_stop
+ * relies on it). */
+static void profile_stamp(const nrt_stream *s, const task *t, uint64_t start, uint64_t end,
+                          bool failed) {
+  nrt_activity a;
+  memset(&a, 0, sizeof a);
+  strncpy(a.name, t->name, sizeof a.name - 1);
+  a.device = s->device;
+  a.stream = s->index;
+  a.kind = t->cost.kind;
+  a.failed = failed;
+  a.ticket = t->ticket;
+  a.enqueue_ns = t->enqueue_ns;
+  a.start_ns = start;
+  a.end_ns = end;
+  a.bytes = t->cost.bytes;
+  a.flops = t->cost.flops;
+  a.correlation = t->correlation;
+  nrt_profile_record(&a);
 }
 
 static void streams_atfork_prepare(void);
@@ -297,10 +333,12 @@ static void *worker_main(void *arg) {
       bool skip = atomic_load_explicit(&s->error, memory_order_relaxed) != NRT_SUCCESS &&
                   !(t->flags & NRT_TASK_ALWAYS_RUN);
       nrt_status st = NRT_SUCCESS;
+      uint64_t start = t->profiled ? now_ns() : 0;
       if (!skip) {
         nrt_clear_error_message();
         st = t->run(t->arg);
       }
+      if (t->profiled) profile_stamp(s, t, start, now_ns(), skip || st != NRT_SUCCESS);
       if (st != NRT_SUCCESS) format_failure(s, t->name, st, msg, sizeof msg);
       if (t->release) t->release(t->arg);
       if (st != NRT_SUCCESS) {
@@ -377,7 +415,8 @@ static void wait_completed_locked(nrt_stream *s, uint64_t target) {
  * here instead of becoming sticky. It still takes a ticket, so events and
  * the allocator see the same counters as in asynchronous mode. */
 static nrt_status run_inline(nrt_stream *s, const char *name, nrt_task_fn run, void *arg,
-                             nrt_release_fn release, unsigned flags, uint64_t *out_ticket) {
+                             nrt_release_fn release, unsigned flags, const nrt_task_cost *cost,
+                             uint64_t *out_ticket) {
   char msg[NRT_ERROR_MESSAGE_MAX];
   if (tls_running_stream == s) {
     /* Enqueued by the task running inline on this stream: it runs now, as
@@ -405,8 +444,11 @@ static nrt_status run_inline(nrt_stream *s, const char *name, nrt_task_fn run, v
               !(flags & NRT_TASK_ALWAYS_RUN);
   pthread_mutex_unlock(&s->mu);
   if (out_ticket) *out_ticket = ticket;
+  task t = {.name = name, .ticket = ticket};
+  profile_mark(&t, cost);
 
   nrt_status st = NRT_SUCCESS;
+  uint64_t prof_start = t.profiled ? now_ns() : 0;
   if (!skip) {
     nrt_stream *outer = tls_running_stream;
     uint64_t outer_ticket = tls_running_ticket;
@@ -420,6 +462,7 @@ static nrt_status run_inline(nrt_stream *s, const char *name, nrt_task_fn run, v
     tls_running_stream = outer;
     tls_running_ticket = outer_ticket;
   }
+  if (t.profiled) profile_stamp(s, &t, prof_start, now_ns(), skip || st != NRT_SUCCESS);
   if (release) release(arg);
 
   pthread_mutex_lock(&s->mu);
@@ -432,7 +475,7 @@ static nrt_status run_inline(nrt_stream *s, const char *name, nrt_task_fn run, v
 
 nrt_status nrt_stream_enqueue_ex(nrt_stream *s, const char *name, nrt_task_fn run, void *arg,
                                  size_t copy_size, nrt_release_fn release, unsigned flags,
-                                 uint64_t *out_ticket) {
+                                 const nrt_task_cost *cost, uint64_t *out_ticket) {
   if (!s || !run) {
     nrt_set_error_message("nrt_stream_enqueue: %s is NULL", s ? "the task function" : "stream");
     return NRT_ERROR_INVALID_ARGUMENT;
@@ -444,7 +487,7 @@ nrt_status nrt_stream_enqueue_ex(nrt_stream *s, const char *name, nrt_task_fn ru
   }
   if (!name) name = "host task";
   /* The caller's argument outlives an inline run, so no copy is needed. */
-  if (nrt_launch_blocking()) return run_inline(s, name, run, arg, release, flags, out_ticket);
+  if (nrt_launch_blocking()) return run_inline(s, name, run, arg, release, flags, cost, out_ticket);
 
   pthread_mutex_lock(&s->mu);
   if (!s->started) {
@@ -476,6 +519,7 @@ nrt_status nrt_stream_enqueue_ex(nrt_stream *s, const char *name, nrt_task_fn ru
   t->run = run;
   t->release = release;
   t->flags = flags;
+  profile_mark(t, cost);
   if (copy_size > 0) {
     memcpy(t->inline_arg, arg, copy_size);
     t->arg = t->inline_arg;
@@ -501,7 +545,7 @@ nrt_status nrt_stream_enqueue_ex(nrt_stream *s, const char *name, nrt_task_fn ru
 
 nrt_status nrt_stream_enqueue(nrt_stream *stream, const char *name, nrt_task_fn run, void *arg,
                               nrt_release_fn release) {
-  return nrt_stream_enqueue_ex(stream, name, run, arg, 0, release, 0, NULL);
+  return nrt_stream_enqueue_ex(stream, name, run, arg, 0, release, 0, NULL, NULL);
 }
 
 typedef struct host_func_arg {
@@ -521,7 +565,8 @@ nrt_status nrt_stream_launch_host_func(nrt_stream *stream, void (*fn)(void *), v
     return NRT_ERROR_INVALID_ARGUMENT;
   }
   host_func_arg h = {fn, arg};
-  return nrt_stream_enqueue_ex(stream, "host_func", run_host_func, &h, sizeof h, NULL, 0, NULL);
+  return nrt_stream_enqueue_ex(stream, "host_func", run_host_func, &h, sizeof h, NULL, 0, NULL,
+                               NULL);
 }
 
 /* ---- waiting ------------------------------------------------------------- */

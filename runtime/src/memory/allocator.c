@@ -43,6 +43,7 @@
 #include <sys/mman.h>
 
 #include "memory/memory.h"
+#include "nrt/profiler.h"
 
 #define KiB ((size_t)1 << 10)
 #define MiB ((size_t)1 << 20)
@@ -1122,7 +1123,9 @@ nrt_status nrt_memcpy_async(void *dst, const void *src, size_t bytes, nrt_memcpy
     if (st != NRT_SUCCESS) return st;
   }
   copy_arg c = {dst, src, bytes};
-  return nrt_stream_enqueue_ex(stream, names[kind], run_copy, &c, sizeof c, NULL, 0, NULL);
+  /* A copy reads and writes each byte once. */
+  nrt_task_cost cost = {NRT_ACTIVITY_COPY, 2 * (uint64_t)bytes, 0};
+  return nrt_stream_enqueue_ex(stream, names[kind], run_copy, &c, sizeof c, NULL, 0, &cost, NULL);
 }
 
 nrt_status nrt_memcpy(void *dst, const void *src, size_t bytes, nrt_memcpy_kind kind,
