@@ -168,6 +168,45 @@ def test_bf16_against_cpu_bf16():
     assert_no_fallbacks()
 
 
+def _bf16_half_ulp(x: torch.Tensor) -> torch.Tensor:
+    """Half a bfloat16 ulp at each value of x (8 significant bits)."""
+    _, e = torch.frexp(x)
+    return torch.ldexp(torch.ones_like(x), e - 9)
+
+
+@pytest.mark.parametrize("mask", [None, "float", "bool"])
+def test_bf16_forward_rounds_once(mask):
+    """The bfloat16 output is the float32 result rounded once: every element
+    lies within half a bfloat16 ulp of the exact (float64) attention of the
+    same bfloat16 inputs, up to float32 accumulation error. The CPU's flash
+    kernel rounds exp(s - max) to bfloat16 before P.V and misses by an ulp
+    in many elements (38% at head dim 64); that, not an error of ours, is
+    why nn.Transformer's bfloat16 gradients in the ModuleInfo sweep differ
+    from the CPU's (tests/conformance/known_gaps.py). Shapes: the sweep's
+    (head dim 2) and several key blocks."""
+    g = torch.Generator().manual_seed(8)
+    for shape in [(2, 2, 2, 3, 3, 2, 2), (2, 3, 3, 37, 130, 16, 8)]:
+        q, k, v = (t.bfloat16() for t in _qkv(*shape, seed=shape[3]))
+        L, S = shape[3], shape[4]
+        m = None
+        if mask == "float":
+            m = torch.randn(L, S, generator=g).bfloat16()
+        elif mask == "bool":
+            m = torch.rand(L, S, generator=g) > 0.3
+            m[:, 0] = True
+        got = F.scaled_dot_product_attention(q.to("neuron"), k.to("neuron"), v.to("neuron"),
+                                             attn_mask=None if m is None else m.to("neuron")).cpu()
+        assert FWD in torch_neuronx.get_executed_ops()
+        with sdpa_kernel([SDPBackend.MATH]):
+            exact = F.scaled_dot_product_attention(q.double(), k.double(), v.double(),
+                                                   attn_mask=None if m is None else
+                                                   (m if m.dtype == torch.bool else m.double()))
+        err = (got.double() - exact).abs()
+        bound = _bf16_half_ulp(exact) + 2.0 ** -17 * v.double().abs().max()
+        assert bool((err <= bound).all()), f"{int((err > bound).sum())} of {err.numel()} not rounded once"
+    assert_no_fallbacks()
+
+
 def test_mask_dtype_differs_from_query():
     mask = torch.randn(30, 40)
     q, k, v = (t.bfloat16() for t in _qkv(2, 3, 3, 30, 40, 16, 16))
