@@ -92,9 +92,30 @@ def test_op_without_a_cpu_kernel_raises_not_implemented_without_warning():
     assert "neuron_fallback_test2::cuda_only" not in torch_neuronx.get_fallback_ops()
 
 
-def test_sparse_layouts_raise_a_clear_error():
-    s = torch.randn(3, 3).to_sparse()
-    with pytest.raises(NotImplementedError, match="sparse tensors are not supported on the neuron device"):
-        s.to("neuron")
-    # (Compressed layouts are built on the target device without dispatching
-    # on it, so only their later use fails: not covered here.)
+_SPARSE_ERROR = r"sparse tensors are not supported on the neuron device .*\.to_dense\(\)"
+
+
+@pytest.mark.parametrize("layout", ["coo", "csr", "csc", "bsr", "bsc"])
+def test_sparse_layouts_raise_a_clear_error_on_the_move(layout):
+    # Compressed layouts used to arrive on the device silently and fail at
+    # their first use with PyTorch's "unsupported tensor layout: SparseCsr".
+    d = torch.tensor([[1.0, 0.0], [0.0, 2.0]])
+    s = d.to_sparse() if layout == "coo" else getattr(d, f"to_sparse_{layout}")(
+        *(((1, 1),) if layout in ("bsr", "bsc") else ()))
+    for move in (lambda: s.to("neuron"), lambda: s.to("neuron", torch.float64),
+                 lambda: torch.ones(2, 2, device="neuron").copy_(s)):
+        with pytest.raises(NotImplementedError, match=_SPARSE_ERROR):
+            move()
+    dense = s.to_dense().to("neuron")  # what the message says to do
+    assert dense.layout == torch.strided and torch.equal(dense.cpu(), d)
+
+
+@pytest.mark.filterwarnings("ignore:Sparse invariant checks")
+def test_sparse_factories_raise_a_clear_error():
+    crow, col, values = torch.tensor([0, 1, 2]), torch.tensor([0, 1]), torch.tensor([1.0, 2.0])
+    for make in (lambda: torch.sparse_csr_tensor(crow, col, values, device="neuron"),
+                 lambda: torch.sparse_csc_tensor(crow, col, values, (2, 2), device="neuron"),
+                 lambda: torch.sparse_csr_tensor(crow.to("neuron"), col.to("neuron"), values.to("neuron")),
+                 lambda: torch.sparse_coo_tensor(torch.tensor([[0, 1], [0, 1]]), values, device="neuron")):
+        with pytest.raises(NotImplementedError, match=_SPARSE_ERROR):
+            make()

@@ -60,6 +60,17 @@ TORCH_LIBRARY_IMPL(_, SparsePrivateUse1, m) {
 TORCH_LIBRARY_IMPL(_, SparseCsrPrivateUse1, m) {
   m.fallback(torch::CppFunction::makeFromBoxedFunction<&unsupported_layout<kSparse>>());
 }
+// The compressed layouts (CSR, CSC, BSR, BSC) would slip past the fallback:
+// the move (_to_copy, whose target device makes the key SparseCsrPrivateUse1)
+// and the factories have composite kernels that build the tensor on the
+// device without dispatching any further, so the error would only come at
+// its first use, in PyTorch's words. COO's move reaches the fallback by
+// itself (it dispatches _sparse_coo_tensor_with_dims_and_tensors).
+TORCH_LIBRARY_IMPL(aten, SparseCsrPrivateUse1, m) {
+  for (const char *op : {"_to_copy", "sparse_compressed_tensor.comp_plain_value_size",
+                         "sparse_compressed_tensor.comp_plain_value", "_sparse_compressed_tensor_unsafe"})
+    m.impl(op, torch::CppFunction::makeFromBoxedFunction<&unsupported_layout<kSparse>>());
+}
 TORCH_LIBRARY_IMPL(_, QuantizedPrivateUse1, m) {
   m.fallback(torch::CppFunction::makeFromBoxedFunction<&unsupported_layout<kQuantized>>());
 }
