@@ -72,7 +72,8 @@ build/nrtc: runtime/tools/nrtc.c build/libnrt.a
 # ---- Python environment and the extension -------------------------------
 $(STAMP): pyproject.toml Makefile
 	test -x $(PY) || $(PYTHON_SYS) -m venv $(VENV)
-	$(PIP) install -q torch==2.13.0 numpy pytest ninja setuptools wheel expecttest
+	# matplotlib: the plots of `make bench` (docs/perf/*.png), the field-standard plotting library.
+	$(PIP) install -q torch==2.13.0 numpy pytest ninja setuptools wheel expecttest matplotlib
 	# transformers: real-model tests (tests/models); it does not depend on torch,
 	# so the CPU torch above stays.
 	$(PIP) install -q transformers
@@ -111,6 +112,12 @@ build/triad: benchmarks/triad.c
 	@mkdir -p build
 	$(CC) -O2 -pthread $< -o $@
 
+# Baseline x86-64 build: the AVX2/AVX-512/AVX512_BF16 loops carry target
+# attributes and run only where the CPU has them.
+build/peak: benchmarks/peak.c
+	@mkdir -p build
+	$(CC) -O2 -pthread -Wall -Wextra $< -o $@
+
 # The full OpInfo sweep, then every ModuleInfo of module_db and the training-
 # utilities table: each writes docs/op-support.md and docs/op-support.json.
 # (Bounded subsets run inside `make test`, tests/conformance.)
@@ -127,8 +134,11 @@ SEED    ?=
 fuzz: build
 	$(PY) tools/fuzz/fuzz.py --seconds $(SECONDS) $(if $(SEED),--seed $(SEED))
 
-bench: build build/triad
-	$(PY) benchmarks/run.py
+# The benchmark suite and report (benchmarks/README.md): writes
+# benchmarks/results.json, docs/performance.md and docs/perf/*.png.
+# QUICK=1: fewer repeats and sizes, under 3 minutes.
+bench: build build/triad build/peak
+	$(PY) benchmarks/run.py $(if $(QUICK),--quick)
 
 clean:
 	rm -rf build torch_neuronx/*.so *.egg-info

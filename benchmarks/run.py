@@ -1,139 +1,259 @@
-"""`make bench`: neuron against PyTorch CPU on the same host, same run.
+"""`make bench`: every case of benchmarks/cases.py on neuron and on PyTorch's
+CPU eager backend, in one process, interleaved (cpu, neuron, cpu, neuron,
+...), after a warm-up; medians and spread per device; ratio = neuron time /
+CPU time (below 1.0: neuron is faster). The machine's limits (triad
+bandwidth, peak FP32/BF16) are measured in the same run and each case is
+also reported as a fraction of its limit. A few cases run again in
+subprocesses on 1 and 2 threads (thread scaling).
 
-Each case reports the median over repeats for both devices and the ratio
-(CPU time / neuron time: above 1.0 means neuron is faster), with the
-machine's limits (triad bandwidth, measured here) beside the bandwidth- and
-FLOP-bound cases. Writes benchmarks/results.json and prints a table.
-Timing never decides pass/fail: this is a report.
+    .venv/bin/python benchmarks/run.py [--quick | --smoke] [--out DIR] [--only SUBSTRING,...]
+
+Writes benchmarks/results.json, docs/performance.md and docs/perf/*.png
+(with --out DIR: DIR/results.json, DIR/performance.md, DIR/perf/). A case
+that raises is an error row, never the end of the suite. Timing never
+decides pass/fail: this is a report.
 """
 from __future__ import annotations
 
+import argparse
+import gc
 import json
+import math
 import os
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 
 import torch
-import torch.nn.functional as F
 
-import torch_neuronx  # noqa: F401
+import torch_neuronx
 
-ROOT = os.path.dirname(os.path.abspath(__file__))
-REPEATS = 7
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import cases as case_table  # noqa: E402
+import machine  # noqa: E402
+import report  # noqa: E402
 
+BENCH = os.path.dirname(os.path.abspath(__file__))
+DEVICES = ("cpu", "neuron")
 
-def sync(dev: str) -> None:
-    if dev == "neuron":
-        torch.neuron.synchronize()
-
-
-def timeit(fn, dev: str, inner: int) -> float:
-    fn()
-    sync(dev)
-    times = []
-    for _ in range(REPEATS):
-        t0 = time.perf_counter()
-        for _ in range(inner):
-            fn()
-        sync(dev)
-        times.append((time.perf_counter() - t0) / inner)
-    return statistics.median(times)
+# repeats: interleaved samples per device; sample_s: how long one sample
+# lasts at least (short calls are repeated inside it); warmup: calls first.
+SETTINGS = {
+    "full": dict(repeats=9, sample_s=0.05, warmup=2),
+    "quick": dict(repeats=3, sample_s=0.01, warmup=1),
+    "smoke": dict(repeats=1, sample_s=0.0, warmup=1),
+}
 
 
-def triad_gbs() -> float | None:
-    exe = os.path.join(os.path.dirname(ROOT), "build", "triad")
-    try:
-        return float(subprocess.check_output([exe], text=True).strip())
-    except Exception:
+def describe(e: BaseException) -> str:
+    text = f"{type(e).__name__}: {e}".strip()
+    return text.splitlines()[0][:300] if text else type(e).__name__
+
+
+def measure(calls: dict, repeats: int, sample_s: float, warmup: int) -> tuple[dict, dict]:
+    """Times each device's call: `warmup` calls, then the number of calls per
+    sample that makes a sample last `sample_s`, then `repeats` samples per
+    device, the devices taking turns. Every sample ends with the device's
+    synchronize. Returns ({device: statistics}, {device: error message}); a
+    device whose call raises is dropped from the rest of the measurement."""
+    calls, errors, inner, samples = dict(calls), {}, {}, {dev: [] for dev in calls}
+
+    def timed(dev: str, n: int) -> float | None:
+        try:
+            t0 = time.perf_counter()
+            for _ in range(n):
+                calls[dev]()
+            case_table.sync(dev)
+            return time.perf_counter() - t0
+        except Exception as e:  # noqa: BLE001 - any failure is a row in the report
+            errors[dev] = describe(e)
+            del calls[dev]
+            return None
+
+    for dev in list(calls):
+        t = None
+        for _ in range(max(1, warmup)):
+            t = timed(dev, 1)
+            if t is None:
+                break
+        n = 1
+        # Grow the calls per sample until a sample lasts sample_s; at most 16x
+        # a step, since one cold call says little about the next thousand.
+        while t is not None and t < sample_s and n < 1 << 20:
+            n = min(16 * n, max(2 * n, math.ceil(n * sample_s / max(t, 1e-9))))
+            t = timed(dev, n)
+        inner[dev] = n
+    for _ in range(repeats):
+        for dev in list(calls):
+            t = timed(dev, inner[dev])
+            if t is not None:
+                samples[dev].append(t / inner[dev])
+    stats = {}
+    for dev, ts in samples.items():
+        if ts and dev not in errors:
+            q = statistics.quantiles(ts, n=4, method="inclusive") if len(ts) > 1 else [ts[0]] * 3
+            stats[dev] = dict(median_s=statistics.median(ts), q1_s=q[0], q3_s=q[2], min_s=min(ts), max_s=max(ts),
+                              samples=len(ts), calls_per_sample=inner[dev])
+    return stats, errors
+
+
+def rate(work: float, seconds: float | None, limit: str | None) -> float | None:
+    """GB/s for bandwidth cases, GFLOP/s for FLOP cases."""
+    if not work or not limit or not seconds:
         return None
+    return work / seconds / 1e9
 
 
-def case_op_overhead(dev):
-    a, b = torch.ones(1, device=dev), torch.ones(1, device=dev)
-    return timeit(lambda: a + b, dev, 2000), None
+def run_case(case: case_table.Case, settings: dict, limits: dict | None) -> dict:
+    started = time.perf_counter()
+    row = dict(name=case.name, family=case.family, shape=case.shape, limit=case.limit, work=case.work,
+               series=case.series, x=case.x, error={}, fallbacks={})
+    torch_neuronx.clear_op_tracking()
+    calls = {}
+    for dev in DEVICES:
+        try:
+            calls[dev] = case.make(dev)
+        except Exception as e:  # noqa: BLE001
+            row["error"][dev] = describe(e)
+    stats, errors = measure(calls, **settings)
+    row["error"].update(errors)
+    row["fallbacks"] = torch_neuronx.get_fallback_counts()
+    for dev in DEVICES:
+        row[dev] = stats.get(dev)
+        seconds = stats[dev]["median_s"] if dev in stats else None
+        row[f"{dev}_rate"] = rate(case.work, seconds, case.limit)
+        ceiling = report.ceiling(case.limit, limits)
+        row[f"{dev}_fraction"] = row[f"{dev}_rate"] / ceiling if row[f"{dev}_rate"] and ceiling else None
+    both = all(row[dev] for dev in DEVICES)
+    row["ratio"] = row["neuron"]["median_s"] / row["cpu"]["median_s"] if both else None
+    del calls
+    try:  # an asynchronous failure may still be pending on the stream
+        torch.neuron.synchronize()
+    except Exception as e:  # noqa: BLE001
+        row["error"].setdefault("neuron", describe(e))
+    torch.neuron.empty_cache()
+    row["wall_s"] = time.perf_counter() - started
+    return row
 
 
-def case_add_large(dev):
-    n = 1 << 24
-    a, b = torch.randn(n, device=dev), torch.randn(n, device=dev)
-    out = torch.empty(n, device=dev)
-    t = timeit(lambda: torch.add(a, b, out=out), dev, 5)
-    return t, 3 * 4 * n / t / 1e9  # GB/s
+def print_row(row: dict) -> None:
+    def ms(dev):
+        return f"{row[dev]['median_s'] * 1e3:10.4g}" if row[dev] else f"{'-':>10}"
+    ratio = f"{row['ratio']:6.2f}" if row["ratio"] else "     -"
+    frac = f"  {100 * row['neuron_fraction']:4.0f}% of {row['limit']}" if row["neuron_fraction"] else ""
+    err = f"  ERROR {row['error']}" if row["error"] else ""
+    fb = f"  fallbacks {sorted(row['fallbacks'])}" if row["fallbacks"] else ""
+    print(f"  {row['name'][:46]:<46} {ms('neuron')} {ms('cpu')} ms {ratio}{frac}{err}{fb}  [{row['wall_s']:.1f} s]",
+          flush=True)
 
 
-def case_sum_large(dev):
-    n = 1 << 24
-    a = torch.randn(n, device=dev)
-    t = timeit(lambda: a.sum(), dev, 5)
-    return t, 4 * n / t / 1e9
+def selected(cases: list, only: str | None) -> list:
+    if not only:
+        return cases
+    wanted = [w.strip() for w in only.split(",") if w.strip()]
+    return [c for c in cases if any(w == c.name or w in c.name for w in wanted)]
 
 
-def case_gemm(dev, n=1024):
-    a, b = torch.randn(n, n, device=dev), torch.randn(n, n, device=dev)
-    t = timeit(lambda: a @ b, dev, 3)
-    return t, 2 * n ** 3 / t / 1e9  # GFLOP/s
+def run_cases(cases: list, settings: dict, limits: dict | None, verbose: bool = True) -> list[dict]:
+    rows, family = [], None
+    for case in cases:
+        if case.family != family:
+            case_table.clear_inputs()
+            gc.collect()  # models and autograd graphs may hold cycles; once per family is enough
+            family = case.family
+            if verbose:
+                print(f"{family}  (neuron ms, CPU ms, ratio)", flush=True)
+        rows.append(run_case(case, settings, limits))
+        if verbose:
+            print_row(rows[-1])
+    case_table.clear_inputs()
+    return rows
 
 
-def case_gemm_bf16(dev, n=1024):
-    a, b = torch.randn(n, n, device=dev, dtype=torch.bfloat16), torch.randn(n, n, device=dev, dtype=torch.bfloat16)
-    t = timeit(lambda: a @ b, dev, 3)
-    return t, 2 * n ** 3 / t / 1e9
+def thread_scaling(mode: str, threads: list[int]) -> dict:
+    """The THREAD_SCALING cases, each thread count in a fresh process (the
+    kernel pool's size is read once at start-up): {threads: {case: row}}."""
+    names = [c.name for c in case_table.all_cases(case_table.Scale(mode)) if c.name in case_table.THREAD_SCALING]
+    out = {}
+    for n in threads:
+        with tempfile.TemporaryDirectory() as tmp:
+            path = os.path.join(tmp, "rows.json")
+            env = dict(os.environ, TORCH_NEURONX_KERNEL_THREADS=str(n))
+            cmd = [sys.executable, os.path.abspath(__file__), f"--{mode}" if mode != "full" else "--full",
+                   "--threads", str(n), "--exact", "--only", ",".join(names), "--rows-out", path]
+            proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=900)
+            if proc.returncode != 0 or not os.path.exists(path):
+                print(f"  thread scaling on {n} threads failed: {proc.stderr.strip()[-500:]}")
+                out[str(n)] = {}
+                continue
+            with open(path) as f:
+                out[str(n)] = {row["name"]: row for row in json.load(f)}
+        for name, row in out[str(n)].items():
+            neuron = row["neuron"]["median_s"] * 1e3 if row["neuron"] else float("nan")
+            cpu = row["cpu"]["median_s"] * 1e3 if row["cpu"] else float("nan")
+            print(f"  {n} thread(s): {name:<30} neuron {neuron:9.4g} ms  CPU {cpu:9.4g} ms", flush=True)
+    return out
 
 
-def case_softmax(dev):
-    x = torch.randn(4096, 1024, device=dev)
-    t = timeit(lambda: F.softmax(x, dim=-1), dev, 5)
-    return t, 2 * 4 * x.numel() / t / 1e9
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    size = ap.add_mutually_exclusive_group()
+    size.add_argument("--full", action="store_const", dest="mode", const="full", help="the issue's sizes (default)")
+    size.add_argument("--quick", action="store_const", dest="mode", const="quick",
+                      help="fewer repeats and sizes, under 3 minutes")
+    size.add_argument("--smoke", action="store_const", dest="mode", const="smoke",
+                      help="every case family once at tiny sizes (the test)")
+    ap.add_argument("--out", help="directory for results.json, performance.md and perf/ (default: the repo's)")
+    ap.add_argument("--only", help="comma-separated substrings of case names to run")
+    ap.add_argument("--exact", action="store_true", help="--only names are exact names")
+    ap.add_argument("--threads", type=int, help=argparse.SUPPRESS)   # thread-scaling subprocess
+    ap.add_argument("--rows-out", help=argparse.SUPPRESS)            # ... writes its rows here
+    args = ap.parse_args(argv)
+    mode = args.mode or "full"
+    settings = SETTINGS[mode]
+    torch.set_num_threads(args.threads or os.cpu_count() or 1)
 
+    cases = case_table.all_cases(case_table.Scale(mode))
+    if args.exact and args.only:
+        names = set(args.only.split(","))
+        cases = [c for c in cases if c.name in names]
+    else:
+        cases = selected(cases, args.only)
 
-def case_mlp_step(dev):
-    torch.manual_seed(0)
-    model = torch.nn.Sequential(torch.nn.Linear(512, 1024), torch.nn.GELU(), torch.nn.Linear(1024, 512)).to(dev)
-    opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
-    x = torch.randn(256, 512, device=dev)
+    if args.rows_out:  # a thread-scaling subprocess: rows only, no limits, no report
+        rows = run_cases(cases, settings, None, verbose=False)
+        with open(args.rows_out, "w") as f:
+            json.dump(rows, f)
+        return 0
 
-    def step():
-        loss = model(x).pow(2).mean()
-        opt.zero_grad(set_to_none=True)
-        loss.backward()
-        opt.step()
-    return timeit(step, dev, 3), None
+    started = time.perf_counter()
+    info = machine.machine_info()
+    print(f"{info['cpu']['model']}, {info['cpu']['cores']} CPUs, torch {info['torch']}, "
+          f"{info['torch_threads']} threads; mode {mode}", flush=True)
+    limits = machine.limits(mode)
+    print(f"triad {limits['triad_gbs']} GB/s, peak fp32 {limits['peak_fp32_gflops']} GFLOP/s, "
+          f"bf16 {limits['peak_bf16_gflops'] or 'n/a'} GFLOP/s", flush=True)
 
+    rows = run_cases(cases, settings, limits)
+    threads = sorted({1, min(2, os.cpu_count() or 1)})
+    print("thread scaling", flush=True)
+    scaling = thread_scaling(mode, threads) if not args.only else {}
 
-CASES = [
-    ("per-op overhead: add of 1 element", case_op_overhead, "us", None),
-    ("add 16M float32 (out=)", case_add_large, "GB/s", "triad"),
-    ("sum 16M float32", case_sum_large, "GB/s", "triad"),
-    ("matmul 1024^3 float32", case_gemm, "GFLOP/s", None),
-    ("matmul 1024^3 bfloat16", case_gemm_bf16, "GFLOP/s", None),
-    ("softmax 4096x1024 float32", case_softmax, "GB/s", "triad"),
-    ("MLP 512-1024-512 train step, batch 256", case_mlp_step, None, None),
-]
-
-
-def main() -> int:
-    torch.set_num_threads(os.cpu_count() or 1)
-    triad = triad_gbs()
-    print(f"host: {os.cpu_count()} CPUs, torch {torch.__version__} ({torch.get_num_threads()} threads), "
-          f"triad bandwidth {triad if triad else 'n/a'} GB/s")
-    print(f"{'case':<42}{'cpu':>12}{'neuron':>12}{'cpu/neuron':>12}{'neuron rate':>16}")
-    results = []
-    for name, fn, unit, limit in CASES:
-        t_cpu, r_cpu = fn("cpu")
-        t_dev, r_dev = fn("neuron")
-        ratio = t_cpu / t_dev
-        rate = ""
-        if r_dev is not None:
-            rate = f"{r_dev:.1f} {unit}"
-            if limit == "triad" and triad:
-                rate += f" ({100 * r_dev / triad:.0f}% triad)"
-        print(f"{name:<42}{t_cpu * 1e6:>10.1f}us{t_dev * 1e6:>10.1f}us{ratio:>11.2f}x  {rate}")
-        results.append(dict(case=name, cpu_s=t_cpu, neuron_s=t_dev, ratio=ratio, neuron_rate=r_dev, cpu_rate=r_cpu,
-                            unit=unit))
-    with open(os.path.join(ROOT, "results.json"), "w") as f:
-        json.dump(dict(triad_gbs=triad, cpus=os.cpu_count(), torch=torch.__version__, results=results), f, indent=1)
+    out_dir = args.out
+    results = dict(mode=mode, command=" ".join(["benchmarks/run.py", *(argv if argv is not None else sys.argv[1:])]),
+                   settings=settings, machine=info, limits=limits, results=rows, thread_scaling=scaling,
+                   wall_s=time.perf_counter() - started)
+    json_path = os.path.join(out_dir, "results.json") if out_dir else os.path.join(BENCH, "results.json")
+    doc_path = os.path.join(out_dir, "performance.md") if out_dir else os.path.join(machine.ROOT, "docs",
+                                                                                     "performance.md")
+    os.makedirs(os.path.dirname(json_path), exist_ok=True)
+    report.write(results, doc_path, os.path.join(os.path.dirname(doc_path), "perf"))
+    results["wall_s"] = time.perf_counter() - started
+    with open(json_path, "w") as f:
+        json.dump(results, f, indent=1)
+    print(f"wrote {json_path}, {doc_path}; {results['wall_s']:.0f} s", flush=True)
     return 0
 
 

@@ -1,0 +1,83 @@
+"""The machine `make bench` ran on and its limits, measured in the same run:
+memory bandwidth (build/triad, STREAM triad on every core) and peak FP32 and
+BF16 arithmetic (build/peak, register-only multiply-add loops)."""
+from __future__ import annotations
+
+import datetime
+import json
+import os
+import platform
+import subprocess
+
+import torch
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+# The flags that decide which kernels can run; the full list goes to results.json too.
+INTERESTING_FLAGS = ["sse4_2", "avx", "avx2", "fma", "avx512f", "avx512bw", "avx512vl", "avx512_vnni",
+                     "avx512_bf16", "avx512_fp16", "amx_bf16", "amx_tile"]
+
+
+def cpu_info() -> dict:
+    model, flags = platform.processor() or "unknown", []
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                key, _, value = line.partition(":")
+                if key.strip() == "model name":
+                    model = value.strip()
+                elif key.strip() == "flags" and not flags:
+                    flags = value.split()
+    except OSError:
+        pass
+    return {"model": model, "cores": os.cpu_count(), "flags": [f for f in INTERESTING_FLAGS if f in flags],
+            "all_flags": flags}
+
+
+def git_commit() -> str | None:
+    try:
+        return subprocess.check_output(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, text=True,
+                                       stderr=subprocess.DEVNULL).strip()
+    except (OSError, subprocess.CalledProcessError):
+        return None
+
+
+def machine_info() -> dict:
+    import torch_neuronx  # noqa: F401
+    return {
+        "cpu": cpu_info(),
+        "torch": torch.__version__,
+        "torch_threads": torch.get_num_threads(),
+        "neuron_device": torch.neuron.get_device_name(),
+        "kernel_threads_env": os.environ.get("TORCH_NEURONX_KERNEL_THREADS"),
+        "commit": git_commit(),
+        "python": platform.python_version(),
+        "date": datetime.datetime.now().astimezone().isoformat(timespec="seconds"),
+    }
+
+
+def _tool(name: str, args: list[str]) -> dict | None:
+    """Runs build/<name> (making it first if needed) and parses its JSON."""
+    exe = os.path.join(ROOT, "build", name)
+    try:
+        subprocess.run(["make", "-s", f"build/{name}"], cwd=ROOT, check=True, capture_output=True)
+        return json.loads(subprocess.check_output([exe, *args], text=True, timeout=600))
+    except (OSError, subprocess.SubprocessError, json.JSONDecodeError) as e:
+        print(f"  {name}: unavailable ({e})")
+        return None
+
+
+def limits(mode: str) -> dict:
+    """Triad bandwidth (GB/s, plus a sweep over working-set sizes) and peak
+    GFLOP/s (fp32 and, where the CPU has AVX512_BF16, bf16; "n/a" otherwise)."""
+    small = mode == "smoke"
+    triad = _tool("triad", ["--sweep"] + (["--n", str(1 << 18)] if small else []))
+    peak = _tool("peak", ["--ms", "10" if small else "50" if mode == "quick" else "200"])
+    bf16 = (peak or {}).get("bf16")
+    return {
+        "triad_gbs": triad["gbs"] if triad else None,
+        "triad": triad,
+        "peak_fp32_gflops": peak["fp32"]["gflops"] if peak else None,
+        "peak_bf16_gflops": bf16["gflops"] if isinstance(bf16, dict) else None,
+        "peak": peak,
+    }
