@@ -8,6 +8,7 @@ import glob
 import os
 import subprocess
 
+import torch
 from setuptools import setup
 from torch.utils.cpp_extension import BuildExtension, CppExtension
 
@@ -27,7 +28,9 @@ class BuildWithRuntime(BuildExtension):
 ext = CppExtension(
     name="torch_neuronx._C",
     sources=sorted(glob.glob(os.path.join("csrc", "**", "*.cpp"), recursive=True)),
-    include_dirs=[os.path.join(ROOT, "runtime", "include"), os.path.join(ROOT, "csrc")],
+    # kineto/: torch.profiler's plugin interface (csrc/runtime/profiler.cpp).
+    include_dirs=[os.path.join(ROOT, "runtime", "include"), os.path.join(ROOT, "csrc"),
+                  os.path.join(os.path.dirname(torch.__file__), "include", "kineto")],
     extra_compile_args=["-O2", "-std=c++17", "-fvisibility=hidden", "-Wno-unused-parameter"],
     extra_objects=[os.path.join(ROOT, "build", "libnrt.a")],
     extra_link_args=["-pthread", "-lm"],

@@ -58,6 +58,7 @@ _register()
 from . import multiprocessing as _multiprocessing  # noqa: E402
 from . import printing as _printing  # noqa: E402
 from . import compiler  # noqa: E402,F401  (torch.compile backend "neuron", registered when Dynamo loads)
+from . import profiler  # noqa: E402,F401  (torch_neuronx.profiler: device time per kernel)
 
 _printing.install()
 _multiprocessing.install()

@@ -13,6 +13,7 @@
 
 #include "distributed/bindings.h"
 #include "python/compiler.h"
+#include "python/profiler.h"
 #include "registry/accounting.h"
 #include "runtime/device.h"
 #include "runtime/generator.h"
@@ -226,4 +227,5 @@ PYBIND11_MODULE(_C, m) {
   });
   torch_neuronx::distributed::bind(m);  // torch.distributed backend "neuron"
   torch_neuronx::compiler::bind(m);     // torch.compile backend "neuron"
+  torch_neuronx::profiler::bind(m);     // torch_neuronx.profiler
 }

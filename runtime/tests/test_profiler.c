@@ -107,7 +107,8 @@ static void test_kernels_copies_costs(void) {
   CHECK(cp && ad && gm);
   if (cp && ad && gm) {
     CHECK(cp->kind == NRT_ACTIVITY_COPY && cp->bytes == 2 * sizeof host && cp->flops == 0);
-    CHECK(ad->kind == NRT_ACTIVITY_KERNEL && ad->correlation == 42);
+    CHECK(ad->kind == NRT_ACTIVITY_KERNEL && ad->correlation == 42 && ad->dtype == NRT_FLOAT32);
+    CHECK(cp->dtype == -1);
     CHECK(ad->bytes == (2 * N + 1) * sizeof(float)); /* y, x, one element of the broadcast */
     CHECK(gm->flops == 2ull * D * D * D && gm->bytes == 3ull * D * D * sizeof(float));
     CHECK(gm->correlation == 0 && cp->correlation == 0);

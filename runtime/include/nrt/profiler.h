@@ -41,6 +41,7 @@ typedef struct nrt_activity {
   int32_t stream;                   /* index on its device */
   int32_t kind;                     /* nrt_activity_kind */
   int32_t failed;                   /* the task returned an error or was skipped */
+  int32_t dtype;                    /* a kernel's compute nrt_dtype, -1 for other tasks */
   uint64_t ticket;                  /* the task's sequence number on its stream */
   uint64_t enqueue_ns, start_ns, end_ns; /* device clock */
   uint64_t bytes;                   /* bytes read + written, 0 if not known */

@@ -21,7 +21,7 @@ static uint64_t elem(const nrt_launch *l, int i) {
 }
 
 void nrt_launch_cost(const nrt_launch *l, nrt_task_cost *out) {
-  *out = (nrt_task_cost){NRT_ACTIVITY_KERNEL, 0, 0};
+  *out = (nrt_task_cost){NRT_ACTIVITY_KERNEL, (int)l->compute_dtype, 0, 0};
   const int64_t *z = l->sizes;
   switch (nrt_op_kind(l->op)) {
     case NRT_KIND_POINTWISE:

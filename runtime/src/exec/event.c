@@ -62,7 +62,7 @@ nrt_status nrt_event_destroy(nrt_event *event) {
 }
 
 /* Event markers show in the profiler as synchronisation rows. */
-static const nrt_task_cost sync_cost = {NRT_ACTIVITY_SYNC, 0, 0};
+static const nrt_task_cost sync_cost = {NRT_ACTIVITY_SYNC, -1, 0, 0};
 
 typedef struct marker_arg {
   nrt_event *event;

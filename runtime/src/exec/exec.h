@@ -38,7 +38,8 @@ enum { NRT_TASK_ALWAYS_RUN = 1u };
 #define NRT_TASK_INLINE_MAX (sizeof(nrt_launch) + 64)
 /* What a task costs, for the profiler's record (nrt/profiler.h). */
 typedef struct nrt_task_cost {
-  int kind; /* nrt_activity_kind */
+  int kind;  /* nrt_activity_kind */
+  int dtype; /* a kernel's compute nrt_dtype, -1 otherwise */
   uint64_t bytes, flops;
 } nrt_task_cost;
 /* nrt_stream_enqueue with extras for the runtime's own tasks:

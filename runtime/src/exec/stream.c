@@ -121,7 +121,7 @@ static uint64_t now_ns(void) {
 static void profile_mark(task *t, const nrt_task_cost *cost) {
   t->profiled = nrt_profiler_active();
   if (!t->profiled) return;
-  t->cost = cost ? *cost : (nrt_task_cost){NRT_ACTIVITY_TASK, 0, 0};
+  t->cost = cost ? *cost : (nrt_task_cost){NRT_ACTIVITY_TASK, -1, 0, 0};
   t->correlation = nrt_profile_correlation();
   t->enqueue_ns = now_ns();
 }
@@ -137,6 +137,7 @@ static void profile_stamp(const nrt_stream *s, const task *t, uint64_t start, ui
   a.stream = s->index;
   a.kind = t->cost.kind;
   a.failed = failed;
+  a.dtype = t->cost.dtype;
   a.ticket = t->ticket;
   a.enqueue_ns = t->enqueue_ns;
   a.start_ns = start;

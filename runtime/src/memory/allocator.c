@@ -1124,7 +1124,7 @@ nrt_status nrt_memcpy_async(void *dst, const void *src, size_t bytes, nrt_memcpy
   }
   copy_arg c = {dst, src, bytes};
   /* A copy reads and writes each byte once. */
-  nrt_task_cost cost = {NRT_ACTIVITY_COPY, 2 * (uint64_t)bytes, 0};
+  nrt_task_cost cost = {NRT_ACTIVITY_COPY, -1, 2 * (uint64_t)bytes, 0};
   return nrt_stream_enqueue_ex(stream, names[kind], run_copy, &c, sizeof c, NULL, 0, &cost, NULL);
 }
 
