@@ -73,7 +73,8 @@ build/nrtc: runtime/tools/nrtc.c build/libnrt.a
 $(STAMP): pyproject.toml Makefile
 	test -x $(PY) || $(PYTHON_SYS) -m venv $(VENV)
 	# matplotlib: the plots of `make bench` (docs/perf/*.png), the field-standard plotting library.
-	$(PIP) install -q torch==2.13.0 numpy pytest ninja setuptools wheel expecttest matplotlib
+	# tqdm: the evaluation's progress bars (torch_neuronx.evaluate; matplotlib draws its plots).
+	$(PIP) install -q torch==2.13.0 numpy pytest ninja setuptools wheel expecttest matplotlib tqdm
 	# transformers: real-model tests (tests/models); it does not depend on torch,
 	# so the CPU torch above stays.
 	$(PIP) install -q transformers
@@ -92,8 +93,13 @@ build: $(STAMP) build/libnrt.a
 
 install: build
 
+# The main job: evaluate a small GPT-2-config model for the device (ops, numerics
+# against the CPU, eager and compiled step times, recompiles, memory) and write
+# the report (build/evaluate/report.html, .json, summary.txt).
+# examples/train.py (the earlier MLP comparison) still runs on its own.
 run: build
-	$(PY) examples/train.py
+	$(PY) -m torch_neuronx.evaluate examples/evaluate_gpt2.py:small_gpt2 --dtype float32,bfloat16 \
+	  --steps 8 --shapes 4x32,4x64,4x128 --out build/evaluate
 
 pytest: build
 	$(PY) -m pytest -q tests
