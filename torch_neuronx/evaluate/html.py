@@ -150,8 +150,12 @@ def _kernel_plot(data: dict) -> Optional[str]:
                 series.append((f"{_dtype_label(d)} {label}", rows[:10]))
     if not series:
         return None
-    fig, axes = plt.subplots(1, len(series), figsize=(5 * len(series), 3.6), squeeze=False)
-    for ax, (title, rows) in zip(axes[0], series):
+    cols = min(2, len(series))
+    rows_n = (len(series) + cols - 1) // cols
+    fig, axes = plt.subplots(rows_n, cols, figsize=(5.5 * cols, 3.4 * rows_n), squeeze=False)
+    for ax in axes.flat[len(series):]:
+        ax.set_visible(False)
+    for ax, (title, rows) in zip(axes.flat, series):
         ax.barh(range(len(rows)), [float(r.get("total_us", 0)) / 1e3 for r in rows], color=_COLORS["neuron"])
         ax.set_yticks(range(len(rows)), [str(r.get("name"))[:32] for r in rows], fontsize=7)
         ax.invert_yaxis()
@@ -159,6 +163,10 @@ def _kernel_plot(data: dict) -> Optional[str]:
         ax.set_title(f"top kernels, {title}", fontsize=9)
     fig.tight_layout()
     return _png(fig)
+
+
+def _rate(v: Any) -> str:
+    return f"{float(v):.1f}" if v else "-"
 
 
 def _table(header: List[str], rows: List[List[Any]], numeric: Optional[set] = None,
@@ -301,7 +309,7 @@ def render(report: Any) -> str:
             P.append(_table(["kernel", "calls", "total", "mean", "share", "GB/s", "GFLOP/s"],
                             [[r.get("name"), r.get("calls"), _ms(float(r.get("total_us", 0)) * 1e-6),
                               f"{float(r.get('mean_us', 0)):.1f} us", f"{100 * float(r.get('share', 0)):.1f}%",
-                              f"{float(r.get('gbps') or 0):.1f}", f"{float(r.get('gflops') or 0):.1f}"]
+                              _rate(r.get("gbps")), _rate(r.get("gflops"))]
                              for r in kk["kernels"]], numeric={1, 2, 3, 4, 5, 6}))
 
     mem = d.get("memory")
