@@ -31,6 +31,7 @@ import torch.nn.functional as F
 
 F32, BF16 = torch.float32, torch.bfloat16
 DTYPE_NAME = {F32: "f32", BF16: "bf16", torch.int32: "int32"}
+LIMIT = {F32: "fp32", BF16: "bf16"}  # the peak a FLOP-bound case of this dtype counts against
 
 # Family names are the report's sections, in this order.
 DISPATCH = "dispatch"
@@ -295,7 +296,7 @@ def gemm_square_cases(s: Scale) -> list[Case]:
     for dt in (F32, BF16):
         for n in sizes:
             name = DTYPE_NAME[dt]
-            cases.append(Case(f"mm {name} {n}", GEMM_SQUARE, mm(n, dt), f"{n}^3", 2.0 * n ** 3, name,
+            cases.append(Case(f"mm {name} {n}", GEMM_SQUARE, mm(n, dt), f"{n}^3", 2.0 * n ** 3, LIMIT[dt],
                               series=f"mm {name}", x=n))
     return cases
 
@@ -329,7 +330,7 @@ def gemm_gpt2_cases(s: Scale) -> list[Case]:
                 m, k, n = {"forward": (tokens, fan_in, fan_out), "input grad": (tokens, fan_out, fan_in),
                            "weight grad": (fan_out, tokens, fan_in)}[kind]
                 cases.append(Case(f"{layer} {kind} {name}", GEMM_GPT2, gemm(kind, fan_in, fan_out, dt),
-                                  f"{form}: {m}x{k} @ {k}x{n}", 2.0 * m * k * n, name))
+                                  f"{form}: {m}x{k} @ {k}x{n}", 2.0 * m * k * n, LIMIT[dt]))
     return cases
 
 
@@ -353,9 +354,9 @@ def bmm_cases(s: Scale) -> list[Case]:
         name = DTYPE_NAME[dt]
         cases += [
             Case(f"scores q @ k.T {name}", BMM, make_scores(dt), f"{bh} x {seq}x{hd} @ {hd}x{seq}",
-                 2.0 * bh * seq * seq * hd, name),
+                 2.0 * bh * seq * seq * hd, LIMIT[dt]),
             Case(f"values p @ v {name}", BMM, make_values(dt), f"{bh} x {seq}x{seq} @ {seq}x{hd}",
-                 2.0 * bh * seq * seq * hd, name),
+                 2.0 * bh * seq * seq * hd, LIMIT[dt]),
         ]
     return cases
 
@@ -456,8 +457,8 @@ def sdpa_cases(s: Scale) -> list[Case]:
         name = DTYPE_NAME[dt]
         shape = f"{b}x{h}x{L}x{hd} causal"
         cases += [
-            Case(f"sdpa forward {name}", SDPA, attention(dt, False), shape, fwd_flops, name),
-            Case(f"sdpa backward {name}", SDPA, attention(dt, True), shape, 2 * fwd_flops, name),
+            Case(f"sdpa forward {name}", SDPA, attention(dt, False), shape, fwd_flops, LIMIT[dt]),
+            Case(f"sdpa backward {name}", SDPA, attention(dt, True), shape, 2 * fwd_flops, LIMIT[dt]),
         ]
     return cases
 

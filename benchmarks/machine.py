@@ -53,6 +53,10 @@ def machine_info() -> dict:
         "commit": git_commit(),
         "python": platform.python_version(),
         "date": datetime.datetime.now().astimezone().isoformat(timespec="seconds"),
+        # Other work on the host (1, 5 and 15 minute averages of runnable
+        # threads): PyTorch's CPU backend, whose OpenMP regions wait for every
+        # thread, slows sharply when other processes hold the cores.
+        "load_average": [round(x, 2) for x in os.getloadavg()],
     }
 
 

@@ -6,7 +6,7 @@ bandwidth, peak FP32/BF16) are measured in the same run and each case is
 also reported as a fraction of its limit. A few cases run again in
 subprocesses on 1 and 2 threads (thread scaling).
 
-    .venv/bin/python benchmarks/run.py [--quick | --smoke] [--out DIR] [--only SUBSTRING,...]
+    .venv/bin/python benchmarks/run.py [--quick | --smoke] [--out DIR] [--only SUBSTRING ...]
 
 Writes benchmarks/results.json, docs/performance.md and docs/perf/*.png
 (with --out DIR: DIR/results.json, DIR/performance.md, DIR/perf/). A case
@@ -39,11 +39,13 @@ BENCH = os.path.dirname(os.path.abspath(__file__))
 DEVICES = ("cpu", "neuron")
 
 # repeats: interleaved samples per device; sample_s: how long one sample
-# lasts at least (short calls are repeated inside it); warmup: calls first.
+# lasts at least (short calls are repeated inside it); warmup: calls first;
+# budget_s: after this long on one case, stop at the end of a round (QUICK's
+# bound on the slow cases when the host is busy; None: always all repeats).
 SETTINGS = {
-    "full": dict(repeats=9, sample_s=0.05, warmup=2),
-    "quick": dict(repeats=3, sample_s=0.01, warmup=1),
-    "smoke": dict(repeats=1, sample_s=0.0, warmup=1),
+    "full": dict(repeats=9, sample_s=0.05, warmup=2, budget_s=None),
+    "quick": dict(repeats=3, sample_s=0.01, warmup=1, budget_s=4.0),
+    "smoke": dict(repeats=1, sample_s=0.0, warmup=1, budget_s=None),
 }
 
 
@@ -52,12 +54,15 @@ def describe(e: BaseException) -> str:
     return text.splitlines()[0][:300] if text else type(e).__name__
 
 
-def measure(calls: dict, repeats: int, sample_s: float, warmup: int) -> tuple[dict, dict]:
+def measure(calls: dict, repeats: int, sample_s: float, warmup: int,
+            budget_s: float | None = None) -> tuple[dict, dict]:
     """Times each device's call: `warmup` calls, then the number of calls per
     sample that makes a sample last `sample_s`, then `repeats` samples per
-    device, the devices taking turns. Every sample ends with the device's
-    synchronize. Returns ({device: statistics}, {device: error message}); a
-    device whose call raises is dropped from the rest of the measurement."""
+    device, the devices taking turns (fewer once `budget_s` is spent, but at
+    least one). Every sample ends with the device's synchronize. Returns
+    ({device: statistics}, {device: error message}); a device whose call
+    raises is dropped from the rest of the measurement."""
+    started = time.perf_counter()
     calls, errors, inner, samples = dict(calls), {}, {}, {dev: [] for dev in calls}
 
     def timed(dev: str, n: int) -> float | None:
@@ -85,7 +90,9 @@ def measure(calls: dict, repeats: int, sample_s: float, warmup: int) -> tuple[di
             n = min(16 * n, max(2 * n, math.ceil(n * sample_s / max(t, 1e-9))))
             t = timed(dev, n)
         inner[dev] = n
-    for _ in range(repeats):
+    for round_ in range(repeats):
+        if round_ and budget_s is not None and time.perf_counter() - started > budget_s:
+            break
         for dev in list(calls):
             t = timed(dev, inner[dev])
             if t is not None:
@@ -149,11 +156,11 @@ def print_row(row: dict) -> None:
           flush=True)
 
 
-def selected(cases: list, only: str | None) -> list:
+def selected(cases: list, only: list[str] | None, exact: bool) -> list:
+    """The cases named by --only (substrings of names, or whole names with --exact)."""
     if not only:
         return cases
-    wanted = [w.strip() for w in only.split(",") if w.strip()]
-    return [c for c in cases if any(w == c.name or w in c.name for w in wanted)]
+    return [c for c in cases if any(w == c.name if exact else w in c.name for w in only)]
 
 
 def run_cases(cases: list, settings: dict, limits: dict | None, verbose: bool = True) -> list[dict]:
@@ -181,8 +188,8 @@ def thread_scaling(mode: str, threads: list[int]) -> dict:
         with tempfile.TemporaryDirectory() as tmp:
             path = os.path.join(tmp, "rows.json")
             env = dict(os.environ, TORCH_NEURONX_KERNEL_THREADS=str(n))
-            cmd = [sys.executable, os.path.abspath(__file__), f"--{mode}" if mode != "full" else "--full",
-                   "--threads", str(n), "--exact", "--only", ",".join(names), "--rows-out", path]
+            cmd = [sys.executable, os.path.abspath(__file__), f"--{mode}", "--threads", str(n), "--rows-out", path,
+                   "--exact", *[arg for name in names for arg in ("--only", name)]]
             proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=900)
             if proc.returncode != 0 or not os.path.exists(path):
                 print(f"  thread scaling on {n} threads failed: {proc.stderr.strip()[-500:]}")
@@ -206,8 +213,8 @@ def main(argv: list[str] | None = None) -> int:
     size.add_argument("--smoke", action="store_const", dest="mode", const="smoke",
                       help="every case family once at tiny sizes (the test)")
     ap.add_argument("--out", help="directory for results.json, performance.md and perf/ (default: the repo's)")
-    ap.add_argument("--only", help="comma-separated substrings of case names to run")
-    ap.add_argument("--exact", action="store_true", help="--only names are exact names")
+    ap.add_argument("--only", action="append", help="run the cases whose names contain this (repeatable)")
+    ap.add_argument("--exact", action="store_true", help="--only gives whole case names")
     ap.add_argument("--threads", type=int, help=argparse.SUPPRESS)   # thread-scaling subprocess
     ap.add_argument("--rows-out", help=argparse.SUPPRESS)            # ... writes its rows here
     args = ap.parse_args(argv)
@@ -215,12 +222,7 @@ def main(argv: list[str] | None = None) -> int:
     settings = SETTINGS[mode]
     torch.set_num_threads(args.threads or os.cpu_count() or 1)
 
-    cases = case_table.all_cases(case_table.Scale(mode))
-    if args.exact and args.only:
-        names = set(args.only.split(","))
-        cases = [c for c in cases if c.name in names]
-    else:
-        cases = selected(cases, args.only)
+    cases = selected(case_table.all_cases(case_table.Scale(mode)), args.only, args.exact)
 
     if args.rows_out:  # a thread-scaling subprocess: rows only, no limits, no report
         rows = run_cases(cases, settings, None, verbose=False)
@@ -244,7 +246,7 @@ def main(argv: list[str] | None = None) -> int:
     out_dir = args.out
     results = dict(mode=mode, command=" ".join(["benchmarks/run.py", *(argv if argv is not None else sys.argv[1:])]),
                    settings=settings, machine=info, limits=limits, results=rows, thread_scaling=scaling,
-                   wall_s=time.perf_counter() - started)
+                   wall_s=time.perf_counter() - started, load_average_end=[round(x, 2) for x in os.getloadavg()])
     json_path = os.path.join(out_dir, "results.json") if out_dir else os.path.join(BENCH, "results.json")
     doc_path = os.path.join(out_dir, "performance.md") if out_dir else os.path.join(machine.ROOT, "docs",
                                                                                      "performance.md")

@@ -36,6 +36,10 @@ def test_smoke_run_writes_every_case_and_the_report(tmp_path):
         for dev in ("cpu", "neuron"):
             assert finite_positive(row[dev]["median_s"]), (name, dev, row[dev])
         assert finite_positive(row["ratio"]), name
+        if row["limit"]:  # every limit a case names is one the run measured (bf16 may be n/a)
+            assert row["limit"] in report.LIMIT_NAMES, (name, row["limit"])
+            if report.ceiling(row["limit"], results["limits"]):
+                assert finite_positive(row["neuron_fraction"]), name
         assert isinstance(row["fallbacks"], dict)
 
     machine = results["machine"]
