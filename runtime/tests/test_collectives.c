@@ -4,7 +4,10 @@
  * every dtype the op takes, sizes around the algorithm and round limits,
  * the vector paths against the scalar reference, and the faults: a rank that
  * never joins, one that skips an operation, one killed mid-collective, one
- * that leaves. After every run /dev/shm must hold nothing of ours.
+ * that leaves. The hierarchical communicator across machines runs on
+ * layouts of ranks into simulated machines (its bridge another
+ * communicator), against the documented hierarchical fold. After every run
+ * /dev/shm must hold nothing of ours.
  *
  * `test_collectives --bench` (or NRT_TEST_COLL_BENCH=1) also prints the
  * all_reduce bandwidth of 64 MiB float32 on 2 and 4 ranks beside a memcpy. */
@@ -881,6 +884,390 @@ static void test_single_rank(void) {
   CHECK(strcmp(nrt_status_name(NRT_ERROR_TIMEOUT), "NRT_ERROR_TIMEOUT") == 0);
 }
 
+/* ---- across machines (nrt_hcomm) -------------------------------------------------------
+ * Machines simulated by layouts of forked ranks: each machine's ranks share a
+ * communicator, and the leaders' bridge is another communicator among them,
+ * which checks that it is only handed what nrt_comm_bridge promises. The
+ * expected result is the documented hierarchical fold: each machine's ranks
+ * in rank order, then the machines' partials in machine order. */
+typedef struct machine_layout {
+  int world;
+  int machine_of[8];
+} machine_layout;
+
+static int layout_machines(const machine_layout *l) {
+  int m = 0;
+  for (int p = 0; p < l->world; p++)
+    if (l->machine_of[p] + 1 > m) m = l->machine_of[p] + 1;
+  return m;
+}
+
+static bool bridge_takes(nrt_dtype dt, nrt_reduce_op op) {
+  bool dtype_ok = dt == NRT_FLOAT16 || dt == NRT_BFLOAT16 || dt == NRT_FLOAT32 || dt == NRT_FLOAT64 ||
+                  dt == NRT_UINT8 || dt == NRT_INT8 || dt == NRT_INT32 || dt == NRT_INT64;
+  bool bitwise = op == NRT_REDUCE_BAND || op == NRT_REDUCE_BOR || op == NRT_REDUCE_BXOR;
+  bool op_ok = op == NRT_REDUCE_SUM || op == NRT_REDUCE_PRODUCT || op == NRT_REDUCE_MIN ||
+               op == NRT_REDUCE_MAX || (bitwise && !nrt_dtype_is_floating(dt));
+  return dtype_ok && op_ok;
+}
+
+/* The test bridge: a communicator among the leaders; `fail_next` makes the
+ * next call fail as a broken network would. */
+typedef struct test_bridge {
+  nrt_comm *comm;
+  bool fail_next;
+  int calls;
+} test_bridge;
+
+static nrt_status tb_fail(test_bridge *b) {
+  b->fail_next = false;
+  nrt_set_error_message("test bridge: connection reset");
+  return NRT_ERROR_PEER_FAILED;
+}
+static nrt_status tb_all_reduce(void *ctx, void *buf, int64_t count, nrt_dtype dt, nrt_reduce_op op,
+                                int64_t timeout_ms) {
+  test_bridge *b = ctx;
+  b->calls++;
+  if (b->fail_next) return tb_fail(b);
+  CHECK(bridge_takes(dt, op));
+  CHECK(timeout_ms > 0);
+  return nrt_comm_all_reduce(b->comm, buf, buf, count, dt, op, 1.0);
+}
+static nrt_status tb_broadcast(void *ctx, void *buf, int64_t bytes, int root, int64_t timeout_ms) {
+  test_bridge *b = ctx;
+  b->calls++;
+  if (b->fail_next) return tb_fail(b);
+  return nrt_comm_broadcast(b->comm, buf, bytes, NRT_UINT8, root);
+}
+static nrt_status tb_all_gather(void *ctx, const void *send, void *recv, int64_t bytes, int64_t timeout_ms) {
+  test_bridge *b = ctx;
+  b->calls++;
+  if (b->fail_next) return tb_fail(b);
+  return nrt_comm_all_gather(b->comm, send, recv, bytes, NRT_UINT8);
+}
+static nrt_status tb_barrier(void *ctx, int64_t timeout_ms) {
+  test_bridge *b = ctx;
+  b->calls++;
+  if (b->fail_next) return tb_fail(b);
+  return nrt_comm_barrier(b->comm);
+}
+
+typedef struct hier_rank {
+  nrt_comm *local;
+  test_bridge bridge;
+  nrt_hcomm *h;
+  int machine, machines, local_rank, local_size;
+} hier_rank;
+
+static bool hier_join(rank_ctx *rc, const machine_layout *l, hier_rank *hr) {
+  memset(hr, 0, sizeof *hr);
+  hr->machine = l->machine_of[rc->rank];
+  hr->machines = layout_machines(l);
+  for (int p = 0; p < l->world; p++)
+    if (l->machine_of[p] == hr->machine) {
+      if (p < rc->rank) hr->local_rank++;
+      hr->local_size++;
+    }
+  char name[96];
+  snprintf(name, sizeof name, "%sm%d", rc->name, hr->machine);
+  CHECK_OK(nrt_comm_create(hr->local_rank, hr->local_size, name, &rc->ex, TIMEOUT_MS, &test_options, &hr->local));
+  if (!hr->local) return false;
+  nrt_comm_bridge bridge = {&hr->bridge, tb_all_reduce, tb_broadcast, tb_all_gather, tb_barrier};
+  if (hr->local_rank == 0 && hr->machines > 1) {
+    snprintf(name, sizeof name, "%sb", rc->name);
+    CHECK_OK(nrt_comm_create(hr->machine, hr->machines, name, &rc->ex, TIMEOUT_MS, &test_options,
+                             &hr->bridge.comm));
+    if (!hr->bridge.comm) return false;
+  }
+  CHECK_OK(nrt_hcomm_create(rc->rank, rc->world, l->machine_of, hr->local,
+                            hr->local_rank == 0 ? &bridge : NULL, TIMEOUT_MS, &hr->h));
+  if (hr->h) CHECK(nrt_hcomm_machines(hr->h) == hr->machines);
+  return hr->h != NULL;
+}
+
+static void hier_leave(hier_rank *hr) {
+  CHECK_OK(nrt_hcomm_destroy(hr->h));
+  CHECK_OK(nrt_comm_destroy(hr->local));
+  CHECK_OK(nrt_comm_destroy(hr->bridge.comm));
+}
+
+/* out = the hierarchical fold of every rank's input (count elements each). */
+static void hier_reference(const machine_layout *l, nrt_dtype dt, nrt_reduce_op op, double factor,
+                           void *const *ins, int64_t count, void *out) {
+  const int machines = layout_machines(l);
+  const size_t bytes = (size_t)count * nrt_dtype_size(dt) + 1;
+  void *partials[8] = {0};
+  const void *mine[8] = {0};
+  nrt_reduce_op within = op == NRT_REDUCE_AVG ? NRT_REDUCE_SUM : op;
+  nrt_reduce_op across = op == NRT_REDUCE_AVG || op == NRT_REDUCE_PREMUL_SUM ? NRT_REDUCE_SUM : op;
+  for (int m = 0; m < machines; m++) {
+    int k = 0;
+    for (int p = 0; p < l->world; p++)
+      if (l->machine_of[p] == m) mine[k++] = ins[p];
+    partials[m] = malloc(bytes);
+    reference(dt, within, factor, mine, k, count, partials[m]);
+  }
+  reference(dt, across, 1.0, (const void *const *)partials, machines, count, out);
+  for (int m = 0; m < machines; m++) free(partials[m]);
+  if (op != NRT_REDUCE_AVG) return;
+  /* AVG: the sum divided by the world size, in the fold's domain. */
+  int64_t n = count;
+  nrt_dtype et = dt;
+  if (dt == NRT_COMPLEX32) { et = NRT_FLOAT16; n *= 2; }
+  if (dt == NRT_COMPLEX64) { et = NRT_FLOAT32; n *= 2; }
+  if (dt == NRT_COMPLEX128) { et = NRT_FLOAT64; n *= 2; }
+  for (int64_t i = 0; i < n; i++) {
+    switch (et) {
+      case NRT_FLOAT32: case NRT_FLOAT16: case NRT_BFLOAT16:
+        store_f(et, out, i, load_f(et, out, i) / (float)l->world);
+        break;
+      case NRT_FLOAT64: ((double *)out)[i] /= (double)l->world; break;
+      case NRT_INT64: ((int64_t *)out)[i] /= l->world; break;
+      case NRT_INT32: ((int32_t *)out)[i] /= l->world; break;
+      case NRT_INT16: ((int16_t *)out)[i] = (int16_t)(((int16_t *)out)[i] / l->world); break;
+      case NRT_INT8: ((int8_t *)out)[i] = (int8_t)(((int8_t *)out)[i] / l->world); break;
+      case NRT_UINT8: ((uint8_t *)out)[i] = (uint8_t)(((uint8_t *)out)[i] / l->world); break;
+      default: break;
+    }
+  }
+}
+
+static const int64_t hier_sizes[] = {0, 1, 7, 1500, 40007};
+#define NHSIZES (int)(sizeof hier_sizes / sizeof hier_sizes[0])
+
+static void body_hier_reductions(rank_ctx *rc) {
+  const machine_layout *l = rc->arg;
+  hier_rank hr;
+  if (!hier_join(rc, l, &hr)) return;
+  const int n = rc->world, r = rc->rank;
+  uint64_t seed = 2000;
+  for (int d = 0; d < NDTYPES; d++) {
+    nrt_dtype dt = all_dtypes[d];
+    size_t es = nrt_dtype_size(dt);
+    for (int o = 0; o < NOPS; o++) {
+      nrt_reduce_op op = all_ops[o];
+      if (!nrt_reduce_supported(op, dt)) {
+        char x[16] = {0};
+        CHECK_STATUS(nrt_hcomm_all_reduce(hr.h, x, x, 1, dt, op, 1.0), NRT_ERROR_UNSUPPORTED);
+        continue;
+      }
+      for (int s = 0; s < NHSIZES; s++, seed++) {
+        int64_t count = hier_sizes[s];
+        void **ins = all_inputs(dt, count, n, seed, false);
+        char *want = malloc(count * es + 1), *got = malloc(count * es + 1);
+        hier_reference(l, dt, op, 0.375, ins, count, want);
+        bool in_place = (seed & 1) != 0;
+        if (in_place) memcpy(got, ins[r], count * es);
+        CHECK_OK(nrt_hcomm_all_reduce(hr.h, in_place ? got : ins[r], got, count, dt, op, 0.375));
+        same_bytes(got, want, count * es, "hcomm all_reduce", dt, count, r);
+        /* reduce to a root that is not always a leader; other ranks' inputs stay */
+        int root = (int)(seed % (uint64_t)n);
+        memset(got, 0x5a, count * es);
+        CHECK_OK(nrt_hcomm_reduce(hr.h, ins[r], got, count, dt, op, 0.375, root));
+        if (r == root) same_bytes(got, want, count * es, "hcomm reduce", dt, count, r);
+        free(want);
+        free(got);
+        free_inputs(ins, n);
+      }
+    }
+  }
+  /* Argument errors are found before any step and leave it usable. */
+  float x[2] = {1, 2};
+  CHECK_STATUS(nrt_hcomm_all_reduce(hr.h, x, x, -1, NRT_FLOAT32, NRT_REDUCE_SUM, 1.0), NRT_ERROR_INVALID_ARGUMENT);
+  CHECK_STATUS(nrt_hcomm_broadcast(hr.h, x, 2, NRT_FLOAT32, n), NRT_ERROR_INVALID_ARGUMENT);
+  CHECK_STATUS(nrt_hcomm_all_reduce(hr.h, x, x, 2, NRT_FLOAT32, NRT_REDUCE_BAND, 1.0), NRT_ERROR_UNSUPPORTED);
+  CHECK(strstr(nrt_last_error_message(), "band does not take dtype float32") != NULL);
+  CHECK_OK(nrt_hcomm_all_reduce(hr.h, x, x, 2, NRT_FLOAT32, NRT_REDUCE_MAX, 1.0));
+  CHECK(x[0] == 1 && x[1] == 2);
+  hier_leave(&hr);
+}
+
+static void body_hier_movement(rank_ctx *rc) {
+  const machine_layout *l = rc->arg;
+  hier_rank hr;
+  if (!hier_join(rc, l, &hr)) return;
+  const int n = rc->world, r = rc->rank;
+  uint64_t seed = 3000;
+  for (int d = 0; d < 4; d++) {
+    nrt_dtype dt = move_dtypes[d];
+    size_t es = nrt_dtype_size(dt);
+    for (int s = 0; s < NHSIZES; s++) {
+      int64_t count = hier_sizes[s];
+      /* broadcast from every root */
+      for (int root = 0; root < n; root++, seed++) {
+        char *want = malloc(count * es + 1), *buf = malloc(count * es + 1);
+        fill(want, dt, count, root, seed, false);
+        if (r == root) memcpy(buf, want, count * es);
+        else memset(buf, 0, count * es);
+        CHECK_OK(nrt_hcomm_broadcast(hr.h, buf, count, dt, root));
+        same_bytes(buf, want, count * es, "hcomm broadcast", dt, count, r);
+        free(want);
+        free(buf);
+      }
+      /* all_gather, in place on odd seeds */
+      seed++;
+      void **ins = all_inputs(dt, count, n, seed, false);
+      char *want = malloc(n * count * es + 1), *got = malloc(n * count * es + 1);
+      for (int p = 0; p < n; p++) memcpy(want + p * count * es, ins[p], count * es);
+      bool in_place = seed & 1;
+      memset(got, 0, n * count * es);
+      if (in_place) memcpy(got + r * count * es, ins[r], count * es);
+      CHECK_OK(nrt_hcomm_all_gather(hr.h, in_place ? got + r * count * es : ins[r], got, count, dt));
+      same_bytes(got, want, n * count * es, "hcomm all_gather", dt, count, r);
+      /* uneven, some ranks empty */
+      int64_t counts[8];
+      void *bufs[8];
+      for (int p = 0; p < n; p++) {
+        counts[p] = count * (p + 1) / n - (p == 0 ? count / n : 0);
+        bufs[p] = malloc(counts[p] * es + 1);
+      }
+      CHECK_OK(nrt_hcomm_all_gatherv(hr.h, ins[r], counts[r], bufs, counts, dt));
+      for (int p = 0; p < n; p++) {
+        same_bytes(bufs[p], ins[p], counts[p] * es, "hcomm all_gatherv", dt, counts[p], r);
+        free(bufs[p]);
+      }
+      free(want);
+      free(got);
+      free_inputs(ins, n);
+    }
+  }
+  hier_leave(&hr);
+}
+
+static void body_hier_reduce_scatter(rank_ctx *rc) {
+  const machine_layout *l = rc->arg;
+  hier_rank hr;
+  if (!hier_join(rc, l, &hr)) return;
+  const int n = rc->world, r = rc->rank;
+  static const nrt_dtype dts[] = {NRT_FLOAT32, NRT_BFLOAT16, NRT_INT16, NRT_BOOL, NRT_COMPLEX64};
+  static const nrt_reduce_op ops[] = {NRT_REDUCE_SUM, NRT_REDUCE_PREMUL_SUM, NRT_REDUCE_AVG,
+                                      NRT_REDUCE_MIN, NRT_REDUCE_AVG};
+  uint64_t seed = 4000;
+  for (int d = 0; d < 5; d++) {
+    nrt_dtype dt = dts[d];
+    nrt_reduce_op op = ops[d];
+    size_t es = nrt_dtype_size(dt);
+    for (int s = 0; s < NHSIZES; s++, seed++) {
+      int64_t count = hier_sizes[s];
+      void **ins = all_inputs(dt, n * count, n, seed, false);
+      char *want = malloc(n * count * es + 1), *got = malloc(count * es + 1);
+      hier_reference(l, dt, op, 0.5, ins, n * count, want);
+      bool in_place = seed & 1;
+      char *recv = in_place ? (char *)ins[r] + r * count * es : got;
+      CHECK_OK(nrt_hcomm_reduce_scatter(hr.h, ins[r], recv, count, dt, op, 0.5));
+      same_bytes(recv, want + r * count * es, count * es, "hcomm reduce_scatter", dt, count, r);
+      free_inputs(ins, n);
+      /* uneven blocks, packed (contiguous) on even seeds, apart on odd */
+      int64_t counts[8], offs[8], total = 0;
+      for (int p = 0; p < n; p++) {
+        counts[p] = count * p / n + (count ? p : 0);
+        offs[p] = total;
+        total += counts[p];
+      }
+      ins = all_inputs(dt, total, n, seed + 7777, false);
+      char *wantv = malloc(total * es + 1), *gotv = malloc(counts[r] * es + 1);
+      hier_reference(l, dt, op, 0.5, ins, total, wantv);
+      const void *blocks[8];
+      void *apart[8];
+      for (int p = 0; p < n; p++) {
+        apart[p] = NULL;
+        if (seed & 1) {
+          apart[p] = malloc(counts[p] * es + 1);
+          memcpy(apart[p], (char *)ins[r] + offs[p] * es, counts[p] * es);
+          blocks[p] = apart[p];
+        } else {
+          blocks[p] = (char *)ins[r] + offs[p] * es;
+        }
+      }
+      CHECK_OK(nrt_hcomm_reduce_scatterv(hr.h, blocks, gotv, counts, dt, op, 0.5));
+      same_bytes(gotv, wantv + offs[r] * es, counts[r] * es, "hcomm reduce_scatterv", dt, counts[r], r);
+      for (int p = 0; p < n; p++) free(apart[p]);
+      free(wantv);
+      free(gotv);
+      free_inputs(ins, n);
+      free(want);
+      free(got);
+    }
+  }
+  /* barrier: nobody leaves before the last rank entered */
+  CHECK_OK(nrt_hcomm_barrier(hr.h));
+  uint64_t t0 = now_ns();
+  if (r == n - 1) nrt_test_sleep_ms(60);
+  CHECK_OK(nrt_hcomm_barrier(hr.h));
+  CHECK(now_ns() - t0 >= 55000000ull);
+  hier_leave(&hr);
+}
+
+/* A bridge call that fails on machine 1's leader: it gets the bridge's
+ * reason, its machine's ranks fail promptly (aborted, not timed out), and so
+ * does machine 0 once that leader leaves the bridge; later operations fail
+ * at once. */
+static void body_hier_bridge_fails(rank_ctx *rc) {
+  const machine_layout *l = rc->arg;
+  hier_rank hr;
+  if (!hier_join(rc, l, &hr)) return;
+  float x[4] = {1, 2, 3, 4};
+  CHECK_OK(nrt_hcomm_all_reduce(hr.h, x, x, 4, NRT_FLOAT32, NRT_REDUCE_SUM, 1.0));
+  if (hr.machine == 1 && hr.local_rank == 0) hr.bridge.fail_next = true;
+  uint64_t t0 = now_ns();
+  nrt_status st = nrt_hcomm_all_reduce(hr.h, x, x, 4, NRT_FLOAT32, NRT_REDUCE_SUM, 1.0);
+  CHECK(st == NRT_ERROR_PEER_FAILED);
+  if (hr.machine == 1 && hr.local_rank == 0) {
+    CHECK(strstr(nrt_last_error_message(), "between machines: test bridge: connection reset") != NULL);
+    CHECK(strstr(nrt_last_error_message(), "nrt_hcomm_all_reduce") != NULL);
+    CHECK_OK(nrt_comm_destroy(hr.bridge.comm)); /* the network goes: machine 0's leader learns */
+    hr.bridge.comm = NULL;
+  } else {
+    CHECK(strstr(nrt_last_error_message(), "within the machine") != NULL ||
+          strstr(nrt_last_error_message(), "between machines") != NULL);
+  }
+  CHECK(now_ns() - t0 < (uint64_t)TIMEOUT_MS * 1000000ull / 2);
+  CHECK_STATUS(nrt_hcomm_barrier(hr.h), NRT_ERROR_PEER_FAILED);
+  CHECK(strstr(nrt_last_error_message(), "broken by an earlier error") != NULL);
+  hier_leave(&hr);
+}
+
+static void test_hier_create(void) {
+  nrt_comm *c = NULL;
+  char name[64];
+  snprintf(name, sizeof name, "ct%d_hsingle", (int)getpid());
+  CHECK_OK(nrt_comm_create(0, 1, name, NULL, 1000, NULL, &c));
+  if (!c) return;
+  nrt_hcomm *h = NULL;
+  int one[1] = {0}, skipped[2] = {0, 2}, two[2] = {0, 1}, apart[2] = {1, 0};
+  CHECK_OK(nrt_hcomm_create(0, 1, one, c, NULL, 1000, &h));
+  float x[3] = {1, 2, 3};
+  CHECK_OK(nrt_hcomm_all_reduce(h, x, x, 3, NRT_FLOAT32, NRT_REDUCE_PREMUL_SUM, 2.0));
+  CHECK(x[0] == 2 && x[2] == 6 && nrt_hcomm_machines(h) == 1);
+  CHECK_OK(nrt_hcomm_set_timeout(h, 500));
+  CHECK_OK(nrt_hcomm_destroy(h));
+  h = NULL;
+  CHECK_STATUS(nrt_hcomm_create(0, 2, skipped, c, NULL, 1000, &h), NRT_ERROR_INVALID_ARGUMENT);
+  CHECK(strstr(nrt_last_error_message(), "numbered") != NULL);
+  CHECK_STATUS(nrt_hcomm_create(0, 2, apart, c, NULL, 1000, &h), NRT_ERROR_INVALID_ARGUMENT);
+  /* a leader of two machines needs a bridge */
+  CHECK_STATUS(nrt_hcomm_create(0, 2, two, c, NULL, 1000, &h), NRT_ERROR_INVALID_ARGUMENT);
+  CHECK(strstr(nrt_last_error_message(), "bridge") != NULL);
+  CHECK(h == NULL);
+  CHECK_OK(nrt_hcomm_destroy(NULL));
+  CHECK_OK(nrt_comm_destroy(c));
+}
+
+/* Two machines of one rank (what TORCH_NEURONX_DIST_TRANSPORT=gloo makes),
+ * one machine short and interleaved, the torchrun layout, three machines. */
+static const machine_layout hier_layouts[] = {
+    {2, {0, 1}}, {3, {0, 1, 0}}, {4, {0, 0, 1, 1}}, {4, {0, 1, 1, 2}}};
+#define NLAYOUTS (int)(sizeof hier_layouts / sizeof hier_layouts[0])
+
+#define RUN_HIER(body)                                                       \
+  do {                                                                       \
+    int before_ = nrt_test_failures;                                         \
+    for (int l_ = 0; l_ < NLAYOUTS; l_++)                                    \
+      run_ranks(hier_layouts[l_].world, body, (void *)&hier_layouts[l_]);    \
+    printf("  %-40s %s\n", #body " x4 layouts", nrt_test_failures == before_ ? "ok" : "FAILED"); \
+    fflush(stdout);                                                          \
+  } while (0)
+
 /* ---- bandwidth (printed, never asserted) ----------------------------------------------- */
 static double seconds(void) { return (double)now_ns() * 1e-9; }
 
@@ -981,6 +1368,16 @@ int main(int argc, char **argv) {
   RUN_FAULT(3, body_killed, 1);
   RUN_FAULT(3, body_leaves, -1);
   RUN_FAULT(2, body_on_stream, -1);
+  RUN_TEST(test_hier_create);
+  RUN_HIER(body_hier_reductions);
+  RUN_HIER(body_hier_movement);
+  RUN_HIER(body_hier_reduce_scatter);
+  {
+    static const machine_layout two_by_two = {4, {0, 0, 1, 1}};
+    int before = nrt_test_failures;
+    run_ranks(4, body_hier_bridge_fails, (void *)&two_by_two);
+    printf("  %-40s %s\n", "body_hier_bridge_fails", nrt_test_failures == before ? "ok" : "FAILED");
+  }
   if (bench) {
     bench_memcpy();
     run_ranks(2, body_bench, NULL);

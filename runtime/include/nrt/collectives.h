@@ -1,5 +1,7 @@
-/* Collectives between processes on one machine, over POSIX shared memory:
- * the transport of the torch.distributed backend "neuron".
+/* Collectives between processes on one machine, over POSIX shared memory,
+ * and across machines hierarchically (nrt_hcomm, at the end: shared memory
+ * within each machine, a caller's bridge between them): the transport of
+ * the torch.distributed backend "neuron".
  *
  * One process per rank (torchrun starts one per logical NeuronCore). Device
  * memory is host memory, so the buffers passed here are plain host pointers
@@ -212,6 +214,105 @@ nrt_status nrt_comm_send(nrt_comm *comm, const void *buf, int64_t count, nrt_dty
                          int64_t tag);
 nrt_status nrt_comm_recv(nrt_comm *comm, void *buf, int64_t count, nrt_dtype dtype, int peer,
                          int64_t tag);
+
+/* ---- across machines ------------------------------------------------------------
+ * A hierarchical communicator spans ranks on several machines. The ranks of
+ * each machine share one of the communicators above (shared memory); one
+ * rank per machine, its leader (the machine's lowest rank), also talks to
+ * the other machines' leaders through a bridge the caller provides (c10d's
+ * ProcessGroupGloo in the glue, over TCP; another communicator in the C
+ * tests). Every reduction runs by the C folds above wherever it is done on
+ * this side: within the machine, then once across machines by the bridge.
+ *
+ * - all_reduce: reduce to the leader within each machine, all_reduce among
+ *   the leaders, broadcast within each machine. reduce is the same with the
+ *   last step done by the root's machine only (the leader passes the result
+ *   on if it is not the root itself).
+ * - broadcast: within the root's machine from the root, among the leaders
+ *   from the root's machine, within the other machines from their leader.
+ * - all_gather(v): within each machine, among the leaders (each machine's
+ *   pieces packed into one block), within each machine the other machines'
+ *   blocks.
+ * - reduce_scatter(v): the whole input reduced to the leader within each
+ *   machine, all_reduce among the leaders, each rank's block sent to it by
+ *   its leader.
+ * - barrier: within each machine, among the leaders, within each machine.
+ *
+ * Numerics: each machine folds its ranks in rank order (bitwise as above),
+ * then the bridge combines the machines' partial results, so every rank
+ * gets the same bits, but a float sum is rounded per machine first (it
+ * differs in the last bits from one fold over all ranks; float16/bfloat16
+ * partials are rounded to their dtype). AVG sums and divides by the world
+ * size at the end; PREMUL_SUM premultiplies within the machine; integer,
+ * bool, MIN and MAX results equal the single-machine fold exactly.
+ *
+ * The operations the hierarchy does not cover (all_to_all, gather, scatter,
+ * send/recv between machines) the caller sends over its inter-machine
+ * transport itself; the machine's communicator serves the ranks on one
+ * machine. */
+
+/* The inter-machine transport among the leaders: bridge rank m is machine m
+ * (machines are numbered in the order of their lowest rank). Every call is
+ * a collective of all leaders, made in the same order on each; it returns
+ * once its outputs are written, or a failure with nrt_set_error_message()
+ * saying why (the hierarchical communicator then breaks). timeout_ms bounds
+ * the call. The hierarchical communicator hands the bridge only:
+ *  - dtypes float16, bfloat16, float32, float64, uint8, int8, int32, int64
+ *    (bool goes as uint8, int16 widened to int32, complex as its component
+ *    pairs), and
+ *  - ops SUM, PRODUCT, MIN, MAX (floats: IEEE arithmetic in the dtype,
+ *    MIN/MAX propagating NaN is preferred), and BAND, BOR, BXOR on the
+ *    integers. */
+typedef struct nrt_comm_bridge {
+  void *ctx;
+  /* In place: buf (count elements of dtype) = op over every leader's buf. */
+  nrt_status (*all_reduce)(void *ctx, void *buf, int64_t count, nrt_dtype dtype, nrt_reduce_op op,
+                           int64_t timeout_ms);
+  /* buf (bytes) of every leader = buf of leader `root`. */
+  nrt_status (*broadcast)(void *ctx, void *buf, int64_t bytes, int root, int64_t timeout_ms);
+  /* recv[m*bytes ...] = send of leader m; send may be recv + this leader's
+   * rank * bytes (in place). */
+  nrt_status (*all_gather)(void *ctx, const void *send, void *recv, int64_t bytes,
+                           int64_t timeout_ms);
+  nrt_status (*barrier)(void *ctx, int64_t timeout_ms);
+} nrt_comm_bridge;
+
+typedef struct nrt_hcomm nrt_hcomm;
+
+/* Builds rank `rank` of `world_size`'s hierarchical communicator (no
+ * exchange: the machine's communicator and the bridge are already joined).
+ * machine_of_rank[p] is rank p's machine, numbered 0, 1, ... in the order of
+ * each machine's lowest rank. `local` is this machine's communicator, its
+ * ranks this machine's ranks in rank order; it stays the caller's (destroy
+ * it after the hierarchical communicator) and serves send/recv within the
+ * machine. `bridge` is copied; it is required on a leader when there are
+ * several machines and ignored otherwise (may be NULL). With one machine
+ * every operation is the machine communicator's own. */
+nrt_status nrt_hcomm_create(int rank, int world_size, const int *machine_of_rank, nrt_comm *local,
+                            const nrt_comm_bridge *bridge, int64_t timeout_ms, nrt_hcomm **out_hcomm);
+/* Frees it (not the machine's communicator). NULL is a no-op. */
+nrt_status nrt_hcomm_destroy(nrt_hcomm *hcomm);
+int nrt_hcomm_machines(const nrt_hcomm *hcomm);
+/* The timeout of later waits, within the machine and across machines. */
+nrt_status nrt_hcomm_set_timeout(nrt_hcomm *hcomm, int64_t timeout_ms);
+
+/* The collectives of the same name above, over all machines' ranks (ranks
+ * and roots are global). */
+nrt_status nrt_hcomm_all_reduce(nrt_hcomm *hcomm, const void *send, void *recv, int64_t count,
+                                nrt_dtype dtype, nrt_reduce_op op, double factor);
+nrt_status nrt_hcomm_broadcast(nrt_hcomm *hcomm, void *buf, int64_t count, nrt_dtype dtype, int root);
+nrt_status nrt_hcomm_reduce(nrt_hcomm *hcomm, const void *send, void *recv, int64_t count,
+                            nrt_dtype dtype, nrt_reduce_op op, double factor, int root);
+nrt_status nrt_hcomm_all_gather(nrt_hcomm *hcomm, const void *send, void *recv, int64_t count,
+                                nrt_dtype dtype);
+nrt_status nrt_hcomm_all_gatherv(nrt_hcomm *hcomm, const void *send, int64_t send_count,
+                                 void *const *recv_bufs, const int64_t *recv_counts, nrt_dtype dtype);
+nrt_status nrt_hcomm_reduce_scatter(nrt_hcomm *hcomm, const void *send, void *recv, int64_t count,
+                                    nrt_dtype dtype, nrt_reduce_op op, double factor);
+nrt_status nrt_hcomm_reduce_scatterv(nrt_hcomm *hcomm, const void *const *send_bufs, void *recv,
+                                     const int64_t *recv_counts, nrt_dtype dtype, nrt_reduce_op op,
+                                     double factor);
+nrt_status nrt_hcomm_barrier(nrt_hcomm *hcomm);
 
 #ifdef __cplusplus
 }

@@ -1,6 +1,7 @@
 /* The collectives layer (private): the communicator, its shared segments,
  * the waits every algorithm is built from (comm.c), the reductions
- * (reduce.c); the algorithms are in ops.c, send/recv in p2p.c.
+ * (reduce.c); the algorithms are in ops.c, send/recv in p2p.c, the
+ * hierarchical communicator across machines in hier.c.
  *
  * Above exec (spin-waits) and kernels/common (dtype conversion, the ISA and
  * reference switches); nothing below includes this. */
@@ -154,5 +155,8 @@ void nrt_coll_ring(nrt_comm *c, int peer);
  * when nrt_kernels_reference() is set; both give the same bits. */
 void nrt_coll_reduce(nrt_dtype dtype, nrt_reduce_op op, double factor, void *dst,
                      const void *const *srcs, int nsrc, int64_t n);
+/* buf[0..n) /= divisor in the fold's domain, rounded once (AVG's last
+ * step when the sum was made elsewhere; integers truncate toward zero). */
+void nrt_coll_divide(nrt_dtype dtype, void *buf, int64_t n, int divisor);
 
 #endif

@@ -365,3 +365,31 @@ void nrt_coll_reduce(nrt_dtype dtype, nrt_reduce_op op, double factor, void *dst
   else
     reduce_native(t, dt, op, factor, dst, srcs, nsrc, n);
 }
+
+void nrt_coll_divide(nrt_dtype dtype, void *buf, int64_t n, int divisor) {
+  nrt_dtype dt = fold_dtype(dtype, &n);
+  if (n <= 0) return;
+  if (dt == NRT_FLOAT32) {
+    float *p = buf, d = (float)divisor;
+    for (int64_t i = 0; i < n; i++) p[i] = p[i] / d;
+  } else if (dt == NRT_FLOAT64) {
+    double *p = buf, d = (double)divisor;
+    for (int64_t i = 0; i < n; i++) p[i] = p[i] / d;
+  } else if (dt == NRT_FLOAT16 || dt == NRT_BFLOAT16) {
+    const int64_t es = (int64_t)nrt_dtype_size(dt);
+    float x[NRT_COLL_BLOCK], d = (float)divisor;
+    for (int64_t b = 0; b < n; b += NRT_COLL_BLOCK) {
+      int64_t m = n - b < NRT_COLL_BLOCK ? n - b : NRT_COLL_BLOCK;
+      char *p = (char *)buf + b * es;
+      if (nrt_kernels_reference()) {
+        for (int64_t i = 0; i < m; i++) ref_store_f32(dt, p, i, ref_load_f32(dt, p, i) / d);
+        continue;
+      }
+      nrt_load_f32(x, p, es, dt, m);
+      for (int64_t i = 0; i < m; i++) x[i] = x[i] / d;
+      nrt_store_f32(p, es, dt, x, m);
+    }
+  } else {
+    for (int64_t i = 0; i < n; i++) ref_store_int(dt, buf, i, ref_load_int(dt, buf, i) / divisor);
+  }
+}
