@@ -123,3 +123,4 @@ def env_vars() -> list[dict]:
 def device_count() -> int:
     """Number of logical NeuronCores visible to this process."""
     return _C._device_count()
+from . import evaluate  # noqa: E402,F401  (torch_neuronx.evaluate(model, ...); python -m torch_neuronx.evaluate)
