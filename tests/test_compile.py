@@ -287,7 +287,24 @@ def test_new_shape_recompiles_a_static_graph_repeated_shape_reuses_it():
     assert any("new shape (9, 3)" in c for c in causes), causes
 
 
+def test_new_sequence_length_through_fused_attention_recompiles():
+    # After a shape change Dynamo's fake tensors reach the fused-attention
+    # choice with symbolic sizes; the choice must trace them (it once called
+    # numel() and failed the compile) and the graph still compiles static.
+    def f(q, k, v):
+        return F.scaled_dot_product_attention(q, k, v, is_causal=True) * 2
+
+    cf = torch.compile(f, backend="neuron")
+    for seq in (16, 24, 24, 40):
+        q, k, v = (torch.randn(2, 2, seq, 8) for _ in range(3))
+        got = cf(q.to(DEV), k.to(DEV), v.to(DEV))
+        close(got, f(q, k, v), rtol=1e-4, atol=1e-5)
+    m = torch.neuron.get_dynamo_metrics()
+    assert m["graphs_compiled"] == 3, m["recompiles"]
+    assert sum("new shape" in r["cause"] for r in m["recompiles"]) == 2, m["recompiles"]
+
 # ---- RNG -------------------------------------------------------------------------------------
+
 
 def test_dropout_same_seed_same_result():
     def f(x):

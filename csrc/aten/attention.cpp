@@ -43,6 +43,10 @@ std::vector<int64_t> score_shape(const Tensor &q, const Tensor &k) {
 }
 
 // Whether the fused kernel computes exactly what the math backend would.
+// Sizes are read as SymInts: Dynamo's fake tensors reach this choice with
+// symbolic sizes after a shape change (automatic dynamic shapes), and each
+// comparison then becomes a guard, which the neuron backend specialises
+// anyway (its graphs are static).
 bool fused_covers(const Tensor &q, const Tensor &k, const Tensor &v, const std::optional<Tensor> &mask,
                   double dropout_p, bool is_causal, bool enable_gqa) {
   if (q.is_nested() || k.is_nested() || v.is_nested()) return false;
@@ -50,10 +54,10 @@ bool fused_covers(const Tensor &q, const Tensor &k, const Tensor &v, const std::
   if (!fused_dtype(q.scalar_type()) || k.scalar_type() != q.scalar_type() || v.scalar_type() != q.scalar_type())
     return false;
   if (k.device() != q.device() || v.device() != q.device()) return false;
-  if (q.numel() == 0 || k.numel() == 0 || v.numel() == 0) return false;
-  int64_t hq = q.size(1), hk = k.size(1);
-  if (k.size(0) != q.size(0) || v.size(0) != q.size(0) || v.size(1) != hk || v.size(2) != k.size(2) ||
-      k.size(3) != q.size(3))
+  if (q.sym_numel() == 0 || k.sym_numel() == 0 || v.sym_numel() == 0) return false;
+  c10::SymInt hq = q.sym_size(1), hk = k.sym_size(1);
+  if (k.sym_size(0) != q.sym_size(0) || v.sym_size(0) != q.sym_size(0) || v.sym_size(1) != hk ||
+      v.sym_size(2) != k.sym_size(2) || k.sym_size(3) != q.sym_size(3))
     return false;
   // Without enable_gqa only equal heads or a single broadcast kv head are valid.
   if (hq % hk != 0 || (!enable_gqa && hk != hq && hk != 1)) return false;
@@ -62,7 +66,8 @@ bool fused_covers(const Tensor &q, const Tensor &k, const Tensor &v, const std::
     if (is_causal) return false;
     if (mask->is_nested() || mask->device() != q.device() || mask->dim() > 4) return false;
     if (mask->scalar_type() != at::kBool && !at::isFloatingType(mask->scalar_type())) return false;
-    if (!at::is_expandable_to(mask->sizes(), score_shape(q, k))) return false;
+    std::vector<c10::SymInt> scores{q.sym_size(0), q.sym_size(1), q.sym_size(2), k.sym_size(2)};
+    if (!at::is_expandable_to(mask->sym_sizes(), scores)) return false;
   }
   return true;
 }
