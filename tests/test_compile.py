@@ -303,6 +303,7 @@ def test_new_sequence_length_through_fused_attention_recompiles():
     assert m["graphs_compiled"] == 3, m["recompiles"]
     assert sum("new shape" in r["cause"] for r in m["recompiles"]) == 2, m["recompiles"]
 
+
 # ---- RNG -------------------------------------------------------------------------------------
 
 
