@@ -222,6 +222,12 @@ def markdown(results: dict, plot_names: list[str]) -> str:
         f"the start {info.get('load_average')}, at the end {results.get('load_average_end')}. "
         "Do not edit: rerun the command.",
     ]
+    load = max((info.get("load_average") or [0])[0], (results.get("load_average_end") or [0])[0])
+    if load > 0.5 * (cpu["cores"] or 1):
+        lines += ["", f"**The host was busy during this run** (load average up to {load:.1f} on {cpu['cores']} CPUs): "
+                      "PyTorch's CPU backend, whose OpenMP regions wait for every thread, loses most when other "
+                      "processes hold cores, so CPU times (and ratios below 1.0) are less trustworthy than usual; "
+                      "rerun on an idle host before drawing conclusions."]
     if mode == "quick":
         lines += ["", f"**This is a QUICK run**: {results['settings']['repeats']} interleaved samples per device "
                       f"(fewer once a case has run {results['settings']['budget_s']:.0f} s, at least one), "
