@@ -256,9 +256,12 @@ class Variant:
 class GraphRunner:
     """The callable AOTAutograd gets back for one graph (boxed: one list of args)."""
 
-    _boxed_call = True
-
     def __init__(self, gm: GraphModule, kind: str, name: str, options: Options):
+        # An instance attribute, not a class one: Dynamo wraps the backward
+        # runner in torch._dynamo.disable, whose functools.wraps copies the
+        # instance's __dict__ only, and AOTAutograd then looks for the flag
+        # on the wrapper (without it, it warns on every backward call).
+        self._boxed_call = True
         self.gm = gm
         self.kind = kind
         self.name = name

@@ -177,7 +177,6 @@ def _quiet_compile_noise() -> None:
     import logging
     import warnings
 
-    warnings.filterwarnings("ignore", message=".*doesn't take boxed arguments.*")
     warnings.filterwarnings("ignore", message=".*Converting a tensor with requires_grad=True to a scalar.*")
     for name in ("torch._dynamo.variables.torch", "torch._dynamo.variables.ctx_manager"):
         logging.getLogger(name).setLevel(logging.ERROR)  # "Profiler record function ... will be ignored"
