@@ -85,3 +85,16 @@ def limits(mode: str) -> dict:
         "peak_bf16_gflops": bf16["gflops"] if isinstance(bf16, dict) else None,
         "peak": peak,
     }
+
+
+def best_limits(a: dict, b: dict) -> dict:
+    """The higher of two measurements of the limits (start and end of a run),
+    keeping both for the record."""
+    def higher(key):
+        return (a if (a.get(key) or 0) >= (b.get(key) or 0) else b)
+    best = {key: higher(key)[key] for key in ("triad_gbs", "peak_fp32_gflops", "peak_bf16_gflops")}
+    best["triad"] = higher("triad_gbs")["triad"]
+    fp32_peak, bf16_peak = higher("peak_fp32_gflops")["peak"], higher("peak_bf16_gflops")["peak"]
+    best["peak"] = dict(fp32_peak, bf16=(bf16_peak or {}).get("bf16", "n/a")) if fp32_peak else None
+    best["measurements"] = [a, b]
+    return best

@@ -252,11 +252,13 @@ def markdown(results: dict, plot_names: list[str]) -> str:
         f"- CPU: {cpu['model']}, {cpu['cores']} logical CPUs; flags: {', '.join(cpu['flags'])}",
         f"- torch {info['torch']} ({info['torch_threads']} threads), neuron device: {info['neuron_device']}, "
         f"kernel threads: {info.get('kernel_threads_env') or 'default (online CPUs)'}",
-        f"- triad bandwidth: {limits.get('triad_gbs') or 'n/a'} GB/s (build/triad, every core, "
+        "- limits, measured at the start and at the end of the run (the higher of the two, since a busy host "
+        "squeezes either):",
+        f"  - triad bandwidth: {limits.get('triad_gbs') or 'n/a'} GB/s (build/triad, every core, "
         f"{(limits.get('triad') or {}).get('bytes', 0) / 2 ** 20:.0f} MiB working set)",
-        f"- peak fp32: {fp32.get('gflops', 'n/a')} GFLOP/s on {peak.get('threads', '?')} threads, "
+        f"  - peak fp32: {fp32.get('gflops', 'n/a')} GFLOP/s on {peak.get('threads', '?')} threads, "
         f"{fp32.get('gflops_1t', 'n/a')} on 1 ({fp32.get('isa', 'n/a')} FMA, build/peak)",
-        "- peak bf16: " + (f"{bf16['gflops']} GFLOP/s on {peak.get('threads')} threads, {bf16['gflops_1t']} on 1 "
+        "  - peak bf16: " + (f"{bf16['gflops']} GFLOP/s on {peak.get('threads')} threads, {bf16['gflops_1t']} on 1 "
                            f"({bf16['isa']} vdpbf16ps)" if isinstance(bf16, dict) else "n/a (no AVX512_BF16)"),
         "",
         "## Targets (issue 12, section 3)",
