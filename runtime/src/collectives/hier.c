@@ -83,9 +83,9 @@ static nrt_status end(nrt_hcomm *h, nrt_status st) {
  * "op: communicator 'name' (rank r of N, machine m of M): <where>: <message>". */
 static nrt_status fail(nrt_hcomm *h, nrt_status st, const char *where) {
   /* A copy first: the message buffer is the one about to be rewritten. */
-  char why[NRT_ERROR_MESSAGE_MAX - 64];
+  char why[640];
   snprintf(why, sizeof why, "%s", nrt_last_error_message());
-  snprintf(h->broken_message, sizeof h->broken_message, "%.40s: %s", where, why);
+  snprintf(h->broken_message, sizeof h->broken_message, "%.300s: %s", where, why);
   h->broken = true;
   nrt_set_error_message("%s: communicator '%s' (rank %d of %d, machine %d of %d): %s", h->op,
                         nrt_comm_name(h->local), h->rank, h->world_size, h->machine, h->machines,
@@ -94,9 +94,18 @@ static nrt_status fail(nrt_hcomm *h, nrt_status st, const char *where) {
 }
 
 /* A step within the machine. Argument errors cannot happen here (they are
- * checked before the first step), so any failure breaks the hierarchy. */
+ * checked before the first step), so any failure breaks the hierarchy. The
+ * machine's communicator names its own ranks: the message says which ranks
+ * of the whole group they are. */
 static nrt_status within(nrt_hcomm *h, nrt_status st) {
-  return st == NRT_SUCCESS ? st : fail(h, st, "within the machine");
+  if (st == NRT_SUCCESS) return st;
+  char where[300];
+  int n = snprintf(where, sizeof where, "within the machine (machine %d; its communicator's ranks 0..%d are "
+                   "ranks", h->machine, h->local_size - 1);
+  for (int l = 0; l < h->local_size && n < (int)sizeof where - 16; l++)
+    n += snprintf(where + n, sizeof where - (size_t)n, "%s %d", l ? "," : "", members(h, h->machine)[l]);
+  if (n < (int)sizeof where - 2) snprintf(where + n, sizeof where - (size_t)n, ")");
+  return fail(h, st, where);
 }
 
 /* A bridge call; its failure also aborts the machine's communicator. */
