@@ -2,8 +2,16 @@
 // shared-memory transport (nrt/collectives.h), asynchronous like a GPU
 // backend.
 //
-// - One communicator per process group, joined in the constructor through
-//   the group's c10d Store (the exchange below).
+// - One communicator per process group and machine, joined in the
+//   constructor through the group's c10d Store (the exchange below). When
+//   the group spans machines (torch_neuronx/distributed says which rank runs
+//   where and creates the Gloo groups), the runtime's hierarchical
+//   communicator (nrt_hcomm) composes the machines' communicators with Gloo
+//   among their leaders: all_reduce, reduce, broadcast, all_gather,
+//   reduce_scatter and barrier reduce or move within each machine over shared
+//   memory and cross between machines once. all_to_all, gather, scatter and
+//   send/recv to another machine go to Gloo over all the group's ranks
+//   (gloo.h); send/recv within the machine stay on shared memory.
 // - One communication stream per device the group is used on, taken from
 //   the runtime's stream pool. Each operation makes it wait for the caller's
 //   current stream (an event), then runs as one task there
@@ -54,6 +62,7 @@
 #include <torch/csrc/distributed/c10d/Store.hpp>
 
 #include "distributed/backend.h"
+#include "distributed/gloo.h"
 #include "nrt/collectives.h"
 #include "runtime/device.h"
 
@@ -62,7 +71,9 @@ namespace distributed {
 namespace {
 
 using c10d::OpType;
-using Step = std::function<nrt_status(nrt_comm *)>;
+struct CommShared;
+// One transport call of an operation, run on the communication stream.
+using Step = std::function<nrt_status(CommShared &)>;
 
 [[noreturn]] void fail(const std::string &msg) { C10_THROW_ERROR(DistBackendError, msg); }
 
@@ -149,8 +160,12 @@ int64_t nbytes(const at::Tensor &t) { return static_cast<int64_t>(t.numel() * t.
 
 // ---- what stream tasks share with the backend ------------------------------------------
 struct CommShared {
-  nrt_comm *comm = nullptr;
+  nrt_comm *comm = nullptr;   // the ranks of this machine
+  nrt_hcomm *hier = nullptr;  // every rank: hierarchical across machines (comm's own ops on one)
+  std::unique_ptr<GlooLink> gloo;  // between machines; null when the group is on one machine
+  std::vector<int> local_of;  // a rank's rank in `comm`, -1 on another machine
   int64_t timeout_ms = 0;
+  int64_t op_timeout_ms = 0;  // the running operation's (stream worker only)
   std::string label;  // "process group '0' (default_pg)"
   std::mutex mu;
   nrt_status failure_status = NRT_SUCCESS;
@@ -207,15 +222,16 @@ struct CommTask {
 nrt_status run_comm_task(void *arg) {
   auto *t = static_cast<CommTask *>(arg);
   t->state->ran = true;
-  nrt_comm *c = t->shared->comm;
-  if (t->timeout_ms > 0) nrt_comm_set_timeout(c, t->timeout_ms);
+  CommShared &c = *t->shared;
+  if (t->timeout_ms > 0) nrt_hcomm_set_timeout(c.hier, t->timeout_ms);
+  c.op_timeout_ms = t->timeout_ms > 0 ? t->timeout_ms : c.timeout_ms;
   nrt_status st = NRT_SUCCESS;
   for (const Step &step : t->steps) {
     st = step(c);
     if (st != NRT_SUCCESS) break;
   }
   std::string detail = st == NRT_SUCCESS ? std::string() : std::string(nrt_last_error_message());
-  if (t->timeout_ms > 0) nrt_comm_set_timeout(c, t->shared->timeout_ms);
+  if (t->timeout_ms > 0) nrt_hcomm_set_timeout(c.hier, c.timeout_ms);
   if (st != NRT_SUCCESS) {
     std::string msg = c10::str("neuron backend: ", t->op, " on ", t->shared->label, " failed: ",
                                nrt_status_string(st), detail.empty() ? "" : ": ", detail);
@@ -430,8 +446,11 @@ std::map<std::string, int> generations;
 class NeuronBackend final : public c10d::Backend {
  public:
   NeuronBackend(const c10::intrusive_ptr<c10d::Store> &store, int rank, int size,
-                std::chrono::milliseconds timeout, const std::string &group_name)
-      : c10d::Backend(rank, size), timeout_(timeout), group_name_(group_name) {
+                std::chrono::milliseconds timeout, const std::string &group_name, const Machines &machines)
+      : c10d::Backend(rank, size),
+        timeout_(timeout),
+        group_name_(group_name),
+        transport_(machines.transport) {
     shared_ = std::make_shared<CommShared>();
     shared_->timeout_ms = std::max<int64_t>(1, timeout.count());
     shared_->label = "process group '" + group_name + "'";
@@ -442,16 +461,47 @@ class NeuronBackend final : public c10d::Backend {
     }
     std::string name = c10::str("pg", group_name, ".", generation);
     if (name.size() > 100) name = c10::str("pg", std::hash<std::string>{}(group_name), ".", generation);
+
+    // This machine's ranks: its communicator's, in rank order.
+    std::vector<int> machine_of = machines.machine_of_rank;
+    if (machine_of.empty()) machine_of.assign(size, 0);
+    TORCH_CHECK(static_cast<int>(machine_of.size()) == size, "neuron backend: ", machine_of.size(),
+                " machine ids for a group of ", size);
+    const int machine = machine_of[rank];
+    shared_->local_of.assign(size, -1);
+    for (int p = 0; p < size; ++p) {
+      machines_ = std::max(machines_, machine_of[p] + 1);
+      if (machine_of[p] == machine) shared_->local_of[p] = local_size_++;
+    }
+    if (machines_ > 1) {
+      // Each machine's communicator has its own records in the shared store.
+      name += c10::str(".m", machine);
+      TORCH_CHECK(machines.world_gloo, "neuron backend: ", shared_->label, " spans ", machines_,
+                  " machines but has no Gloo group between them");
+      shared_->gloo = std::make_unique<GlooLink>(machines.world_gloo, machines.leaders_gloo);
+      shared_->gloo->set_drain_timeout(shared_->timeout_ms);
+    }
+
     StoreExchange ex{store};
     nrt_comm_exchange exchange{&ex, exchange_set, exchange_get};
     nrt_comm *comm = nullptr;
-    nrt_status st =
-        nrt_comm_create(rank, size, name.c_str(), size > 1 ? &exchange : nullptr, shared_->timeout_ms,
-                        nullptr, &comm);
+    nrt_status st = nrt_comm_create(shared_->local_of[rank], local_size_, name.c_str(),
+                                    local_size_ > 1 ? &exchange : nullptr, shared_->timeout_ms, nullptr,
+                                    &comm);
     if (st != NRT_SUCCESS)
       fail(c10::str("neuron backend: joining ", shared_->label, " (rank ", rank, " of ", size,
                     ") failed: ", nrt_status_string(st), ": ", nrt_last_error_message()));
     shared_->comm = comm;
+    nrt_comm_bridge bridge{};
+    if (shared_->gloo && shared_->gloo->leads()) bridge = shared_->gloo->bridge();
+    st = nrt_hcomm_create(rank, size, machine_of.data(), comm, bridge.all_reduce ? &bridge : nullptr,
+                          shared_->timeout_ms, &shared_->hier);
+    if (st != NRT_SUCCESS) {
+      std::string why = nrt_last_error_message();
+      nrt_comm_destroy(comm);
+      shared_->comm = nullptr;
+      fail(c10::str("neuron backend: ", shared_->label, " (rank ", rank, " of ", size, "): ", why));
+    }
     comm_name_ = name;
     check(nrt_event_create(NRT_EVENT_DEFAULT, &ready_), "neuron backend: event");
   }
@@ -477,11 +527,10 @@ class NeuronBackend final : public c10d::Backend {
     // In stream order, so that an operation already enqueued keeps its timeout.
     OpSpec s;
     s.op = "set_timeout";
-    s.steps.push_back([ms](nrt_comm *c) { return nrt_comm_set_timeout(c, ms); });
-    auto shared = shared_;
-    s.steps.push_back([shared, ms](nrt_comm *) {
-      shared->timeout_ms = ms;
-      return NRT_SUCCESS;
+    s.steps.push_back([ms](CommShared &c) {
+      c.timeout_ms = ms;
+      if (c.gloo) c.gloo->set_drain_timeout(ms);
+      return nrt_hcomm_set_timeout(c.hier, ms);
     });
     run(std::move(s));
   }
@@ -518,7 +567,7 @@ class NeuronBackend final : public c10d::Backend {
     at::Tensor w = s.writable(t, getRank() == root);
     void *p = w.data_ptr();
     int64_t n = nbytes(w);
-    s.steps.push_back([=](nrt_comm *c) { return nrt_comm_broadcast(c, p, n, NRT_UINT8, root); });
+    s.steps.push_back([=](CommShared &c) { return nrt_hcomm_broadcast(c.hier, p, n, NRT_UINT8, root); });
     s.inputs = s.outputs = tensors;
     return run(std::move(s));
   }
@@ -534,7 +583,7 @@ class NeuronBackend final : public c10d::Backend {
     void *recv = getRank() == root ? p : nullptr;
     int64_t n = w.numel();
     s.steps.push_back(
-        [=](nrt_comm *c) { return nrt_comm_reduce(c, p, recv, n, r.dtype, r.op, r.factor, root); });
+        [=](CommShared &c) { return nrt_hcomm_reduce(c.hier, p, recv, n, r.dtype, r.op, r.factor, root); });
     s.inputs = s.outputs = tensors;
     return run(std::move(s));
   }
@@ -612,8 +661,8 @@ class NeuronBackend final : public c10d::Backend {
     TORCH_CHECK(out.numel() == counts[getRank()], "neuron backend: reduce_scatter: the output has ",
                 out.numel(), " elements, this rank's input ", counts[getRank()]);
     void *recv = s.writable(out, false).data_ptr();
-    s.steps.push_back([=](nrt_comm *c) {
-      return nrt_comm_reduce_scatterv(c, sends.data(), recv, counts.data(), r.dtype, r.op, r.factor);
+    s.steps.push_back([=](CommShared &c) {
+      return nrt_hcomm_reduce_scatterv(c.hier, sends.data(), recv, counts.data(), r.dtype, r.op, r.factor);
     });
     s.inputs = inputs[0];
     s.outputs = outputs;
@@ -664,9 +713,8 @@ class NeuronBackend final : public c10d::Backend {
       recvs.push_back(static_cast<char *>(out.data_ptr()) + offset);
       recv_counts.push_back(bytes);
     });
-    s.steps.push_back([=](nrt_comm *c) {
-      return nrt_comm_all_to_all(c, sends.data(), send_counts.data(), recvs.data(), recv_counts.data(),
-                                 NRT_UINT8);
+    s.steps.push_back([=](CommShared &c) {
+      return all_to_all(c, sends.data(), send_counts.data(), recvs.data(), recv_counts.data());
     });
     s.inputs = {input};
     s.outputs = {output};
@@ -693,9 +741,8 @@ class NeuronBackend final : public c10d::Backend {
       recvs.push_back(s.writable(outputs[p], false).data_ptr());
       recv_counts.push_back(nbytes(outputs[p]));
     }
-    s.steps.push_back([=](nrt_comm *c) {
-      return nrt_comm_all_to_all(c, sends.data(), send_counts.data(), recvs.data(), recv_counts.data(),
-                                 NRT_UINT8);
+    s.steps.push_back([=](CommShared &c) {
+      return all_to_all(c, sends.data(), send_counts.data(), recvs.data(), recv_counts.data());
     });
     s.inputs = inputs;
     s.outputs = outputs;
@@ -733,7 +780,10 @@ class NeuronBackend final : public c10d::Backend {
       TORCH_CHECK(outputs.empty() || (outputs.size() == 1 && outputs[0].empty()),
                   "neuron backend: gather: only the root takes output tensors");
     }
-    s.steps.push_back([=](nrt_comm *c) { return nrt_comm_gather(c, send, recv, n, NRT_UINT8, root); });
+    s.steps.push_back([=](CommShared &c) {
+      return c.gloo ? c.gloo->gather(send, recv, n, root, c.op_timeout_ms)
+                    : nrt_comm_gather(c.comm, send, recv, n, NRT_UINT8, root);
+    });
     s.inputs = inputs;
     return run(std::move(s));
   }
@@ -766,7 +816,10 @@ class NeuronBackend final : public c10d::Backend {
     }
     void *recv = s.writable(out, false).data_ptr();
     int64_t n = nbytes(out);
-    s.steps.push_back([=](nrt_comm *c) { return nrt_comm_scatter(c, send, recv, n, NRT_UINT8, root); });
+    s.steps.push_back([=](CommShared &c) {
+      return c.gloo ? c.gloo->scatter(send, recv, n, root, c.op_timeout_ms)
+                    : nrt_comm_scatter(c.comm, send, recv, n, NRT_UINT8, root);
+    });
     s.outputs = outputs;
     return run(std::move(s));
   }
@@ -774,7 +827,7 @@ class NeuronBackend final : public c10d::Backend {
   c10::intrusive_ptr<c10d::Work> barrier(const c10d::BarrierOptions &opts) override {
     OpSpec s = spec(OpType::BARRIER, "barrier", opts.timeout);
     s.waits_caller_stream = true;
-    s.steps.push_back([](nrt_comm *c) { return nrt_comm_barrier(c); });
+    s.steps.push_back([](CommShared &c) { return nrt_hcomm_barrier(c.hier); });
     return run(std::move(s));
   }
 
@@ -784,7 +837,12 @@ class NeuronBackend final : public c10d::Backend {
     check_peer(dst, "send");
     const void *p = s.readable(t).data_ptr();
     int64_t n = nbytes(t);
-    s.steps.push_back([=](nrt_comm *c) { return nrt_comm_send(c, p, n, NRT_UINT8, dst, tag); });
+    // A peer on this machine through shared memory, on another through Gloo.
+    s.steps.push_back([=](CommShared &c) {
+      int local = c.local_of[dst];
+      return local < 0 ? c.gloo->send(p, n, dst, tag, c.op_timeout_ms)
+                       : nrt_comm_send(c.comm, p, n, NRT_UINT8, local, tag);
+    });
     s.inputs = tensors;
     return run(std::move(s));
   }
@@ -795,7 +853,11 @@ class NeuronBackend final : public c10d::Backend {
     check_peer(src, "recv");
     void *p = s.writable(t, false).data_ptr();
     int64_t n = nbytes(t);
-    s.steps.push_back([=](nrt_comm *c) { return nrt_comm_recv(c, p, n, NRT_UINT8, src, tag); });
+    s.steps.push_back([=](CommShared &c) {
+      int local = c.local_of[src];
+      return local < 0 ? c.gloo->recv(p, n, src, tag, c.op_timeout_ms)
+                       : nrt_comm_recv(c.comm, p, n, NRT_UINT8, local, tag);
+    });
     s.is_recv = true;
     s.outputs = tensors;
     return run(std::move(s));
@@ -849,6 +911,9 @@ class NeuronBackend final : public c10d::Backend {
     i.device = last_device_;
     i.stream = last_device_ >= 0 ? nrt_stream_index(streams_[last_device_]) : -1;
     i.operations = operations_;
+    i.transport = transport_;
+    i.machines = machines_;
+    i.local_size = local_size_;
     return i;
   }
 
@@ -898,12 +963,20 @@ class NeuronBackend final : public c10d::Backend {
                 ": invalid peer rank ", peer, " (this is rank ", getRank(), " of ", getSize(), ")");
   }
 
+  // all_to_all has no hierarchical form: between machines it is Gloo's.
+  static nrt_status all_to_all(CommShared &c, const void *const *sends, const int64_t *send_counts,
+                               void *const *recvs, const int64_t *recv_counts) {
+    if (c.gloo) return c.gloo->all_to_all(sends, send_counts, recvs, recv_counts, c.op_timeout_ms);
+    return nrt_comm_all_to_all(c.comm, sends, send_counts, recvs, recv_counts, NRT_UINT8);
+  }
+
   void add_all_reduce(OpSpec &s, const at::Tensor &t, const c10d::ReduceOp &op) {
     check_tensor(t);
     Reduction r = to_reduction(op, t.scalar_type(), "all_reduce");
     void *p = s.writable(t, true).data_ptr();
     int64_t n = t.numel();
-    s.steps.push_back([=](nrt_comm *c) { return nrt_comm_all_reduce(c, p, p, n, r.dtype, r.op, r.factor); });
+    s.steps.push_back(
+        [=](CommShared &c) { return nrt_hcomm_all_reduce(c.hier, p, p, n, r.dtype, r.op, r.factor); });
   }
 
   void add_all_gather(OpSpec &s, const at::Tensor &output, const at::Tensor &input, const char *what) {
@@ -916,7 +989,7 @@ class NeuronBackend final : public c10d::Backend {
     const void *send = s.readable(input).data_ptr();
     void *recv = out.data_ptr();
     int64_t n = nbytes(input);
-    s.steps.push_back([=](nrt_comm *c) { return nrt_comm_all_gather(c, send, recv, n, NRT_UINT8); });
+    s.steps.push_back([=](CommShared &c) { return nrt_hcomm_all_gather(c.hier, send, recv, n, NRT_UINT8); });
   }
 
   void add_all_gatherv(OpSpec &s, const at::Tensor &input, const std::vector<at::Tensor> &outputs,
@@ -936,8 +1009,9 @@ class NeuronBackend final : public c10d::Backend {
                 outputs[getRank()].numel(), " elements) does not match its input (", input.numel(), ")");
     const void *send = s.readable(input).data_ptr();
     int64_t n = nbytes(input);
-    s.steps.push_back(
-        [=](nrt_comm *c) { return nrt_comm_all_gatherv(c, send, n, recvs.data(), counts.data(), NRT_UINT8); });
+    s.steps.push_back([=](CommShared &c) {
+      return nrt_hcomm_all_gatherv(c.hier, send, n, recvs.data(), counts.data(), NRT_UINT8);
+    });
   }
 
   void add_reduce_scatter(OpSpec &s, const at::Tensor &output, const at::Tensor &input,
@@ -951,8 +1025,9 @@ class NeuronBackend final : public c10d::Backend {
     const void *send = s.readable(input).data_ptr();
     void *recv = s.writable(output, false).data_ptr();
     int64_t n = output.numel();
-    s.steps.push_back(
-        [=](nrt_comm *c) { return nrt_comm_reduce_scatter(c, send, recv, n, r.dtype, r.op, r.factor); });
+    s.steps.push_back([=](CommShared &c) {
+      return nrt_hcomm_reduce_scatter(c.hier, send, recv, n, r.dtype, r.op, r.factor);
+    });
   }
 
   // Byte offset and size of each rank's rows of `t` (dim 0); no splits: equal.
@@ -1154,13 +1229,18 @@ class NeuronBackend final : public c10d::Backend {
         if (ts) PyEval_RestoreThread(ts);
       }
     }
+    nrt_hcomm_destroy(shared_->hier);
+    shared_->hier = nullptr;
     nrt_comm_destroy(shared_->comm);
     shared_->comm = nullptr;
+    shared_->gloo.reset();  // after the sends still in flight
   }
 
   std::shared_ptr<CommShared> shared_;
   std::chrono::milliseconds timeout_;
   std::string group_name_;
+  std::string transport_;
+  int machines_ = 1, local_size_ = 0;
   std::string comm_name_;
   std::mutex mu_;
   nrt_stream *streams_[NRT_MAX_DEVICES] = {};
@@ -1184,11 +1264,11 @@ class NeuronBackend final : public c10d::Backend {
 
 c10::intrusive_ptr<c10d::Backend> create_backend(const c10::intrusive_ptr<c10d::Store> &store, int rank,
                                                  int size, std::chrono::milliseconds timeout,
-                                                 const std::string &group_name) {
+                                                 const std::string &group_name, const Machines &machines) {
   TORCH_CHECK(size >= 1 && size <= NRT_COMM_MAX_RANKS, "neuron backend: world size ", size,
               " is out of range (1..", NRT_COMM_MAX_RANKS, ")");
   TORCH_CHECK(rank >= 0 && rank < size, "neuron backend: rank ", rank, " is out of range for size ", size);
-  return c10::make_intrusive<NeuronBackend>(store, rank, size, timeout, group_name);
+  return c10::make_intrusive<NeuronBackend>(store, rank, size, timeout, group_name, machines);
 }
 
 BackendInfo backend_info(const c10::intrusive_ptr<c10d::Backend> &backend) {

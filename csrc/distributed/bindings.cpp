@@ -6,6 +6,8 @@
 #include <torch/csrc/distributed/c10d/Store.hpp>
 #include <torch/csrc/utils/pybind.h>
 
+#include <pybind11/stl.h>
+
 #include "distributed/backend.h"
 #include "distributed/bindings.h"
 
@@ -18,11 +20,19 @@ void bind(py::module_ &m) {
   m.def(
       "_dist_create_backend",
       [](const c10::intrusive_ptr<c10d::Store> &store, int rank, int size, int64_t timeout_ms,
-         const std::string &group_name) {
-        return create_backend(store, rank, size, std::chrono::milliseconds(timeout_ms), group_name);
+         const std::string &group_name, std::vector<int> machine_of_rank, py::object world_gloo,
+         py::object leaders_gloo, const std::string &transport) {
+        Machines machines;
+        machines.machine_of_rank = std::move(machine_of_rank);
+        if (!world_gloo.is_none()) machines.world_gloo = world_gloo.cast<c10::intrusive_ptr<c10d::Backend>>();
+        if (!leaders_gloo.is_none())
+          machines.leaders_gloo = leaders_gloo.cast<c10::intrusive_ptr<c10d::Backend>>();
+        machines.transport = transport;
+        py::gil_scoped_release no_gil;  // joining blocks until every rank came
+        return create_backend(store, rank, size, std::chrono::milliseconds(timeout_ms), group_name, machines);
       },
       py::arg("store"), py::arg("rank"), py::arg("size"), py::arg("timeout_ms"), py::arg("group_name"),
-      py::call_guard<py::gil_scoped_release>());
+      py::arg("machine_of_rank"), py::arg("world_gloo"), py::arg("leaders_gloo"), py::arg("transport"));
   m.def("_dist_backend_info", [](const c10::intrusive_ptr<c10d::Backend> &backend) {
     BackendInfo i = backend_info(backend);
     py::dict d;
@@ -30,6 +40,9 @@ void bind(py::module_ &m) {
     d["device"] = i.device;
     d["stream"] = i.stream;
     d["operations"] = i.operations;
+    d["transport"] = i.transport;
+    d["machines"] = i.machines;
+    d["local_size"] = i.local_size;
     return d;
   });
 }
