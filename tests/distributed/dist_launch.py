@@ -1,8 +1,12 @@
 """Launches N ranks of a worker script the way torchrun does (env://: MASTER_ADDR,
-MASTER_PORT on a free port, RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE) and
-collects each rank's results (dist_worker.py writes them), its exit code and its
-output. TORCH_NEURONX_KERNEL_THREADS is removed from the ranks' environment, so
-the backend's share of the cores (cores // LOCAL_WORLD_SIZE) applies."""
+MASTER_PORT on a free port, RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE), or
+under torchrun itself, as one machine or as several torchrun "nodes" on this
+machine (--nnodes, --node-rank, one rendezvous endpoint; each node's ranks get
+TORCH_NEURONX_NODE_ID, so the backend treats the nodes as different machines),
+and collects each rank's results (dist_worker.py writes them), its exit code
+and its output. TORCH_NEURONX_KERNEL_THREADS is removed from the ranks'
+environment, so the backend's share of the cores (cores // LOCAL_WORLD_SIZE)
+applies."""
 from __future__ import annotations
 
 import json
@@ -36,7 +40,8 @@ class RunResult:
     timed_out: bool = False
 
     def log(self) -> str:
-        return "\n".join(f"--- rank {r} (exit {c}) ---\n{o[-6000:]}"
+        who = "rank" if len(self.outputs) == self.world else "launcher"
+        return "\n".join(f"--- {who} {r} (exit {c}) ---\n{o[-6000:]}"
                          for r, (c, o) in enumerate(zip(self.returncodes, self.outputs)))
 
     def case(self, name: str) -> None:
@@ -54,7 +59,9 @@ class RunResult:
 
 
 def run_ranks(script: str, world: int, *args: str, timeout: float = 150, env: dict | None = None,
-              torchrun: bool = False) -> RunResult:
+              torchrun: bool = False, nodes: int = 1) -> RunResult:
+    """`nodes` > 1: torchrun on each of that many nodes (world // nodes ranks each)."""
+    torchrun = torchrun or nodes > 1
     out = tempfile.mkdtemp(prefix="neuron-dist-")
     base = dict(os.environ)
     base.pop("TORCH_NEURONX_KERNEL_THREADS", None)
@@ -62,9 +69,17 @@ def run_ranks(script: str, world: int, *args: str, timeout: float = 150, env: di
     base["PYTHONUNBUFFERED"] = "1"
     base.update(env or {})
     port = free_port()
-    logs = [open(os.path.join(out, f"log{r}.txt"), "w+") for r in range(world if not torchrun else 1)]
+    logs = [open(os.path.join(out, f"log{r}.txt"), "w+") for r in range(world if not torchrun else nodes)]
     t0 = time.monotonic()
-    if torchrun:
+    if nodes > 1:
+        assert world % nodes == 0, (world, nodes)
+        procs = [subprocess.Popen([sys.executable, "-m", "torch.distributed.run", f"--nnodes={nodes}",
+                                   f"--node-rank={k}", f"--nproc-per-node={world // nodes}",
+                                   "--master-addr=127.0.0.1", f"--master-port={port}", script, out, *args],
+                                  env={**base, "TORCH_NEURONX_NODE_ID": f"node{k}"}, stdout=logs[k],
+                                  stderr=subprocess.STDOUT, cwd=ROOT)
+                 for k in range(nodes)]
+    elif torchrun:
         cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc-per-node={world}",
                script, out, *args]
         procs = [subprocess.Popen(cmd, env=base, stdout=logs[0], stderr=subprocess.STDOUT, cwd=ROOT)]
