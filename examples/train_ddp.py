@@ -2,9 +2,16 @@
 
     torchrun --nproc-per-node=4 examples/train_ddp.py [--epochs N]
 
+On several machines, the same script on each (K = 0, 1, ...):
+
+    torchrun --nnodes=2 --node-rank=K --nproc-per-node=4 \
+        --master-addr=HOST0 --master-port=29500 examples/train_ddp.py
+
 One process per logical NeuronCore: LOCAL_RANK picks the core, the
 "neuron" backend carries the gradients between the processes (shared
-memory), and each process runs its kernels on its share of the host's cores.
+memory within a machine; across machines reduced within each, exchanged
+through Gloo between them, broadcast within each), and each process runs
+its kernels on its share of the host's cores.
 The model learns a random linear teacher's labels; rank 0 prints the loss
 averaged over the ranks.
 """
