@@ -4,7 +4,6 @@ BF16 arithmetic (build/peak, register-only multiply-add loops)."""
 from __future__ import annotations
 
 import datetime
-import json
 import os
 import platform
 import subprocess
@@ -60,31 +59,16 @@ def machine_info() -> dict:
     }
 
 
-def _tool(name: str, args: list[str]) -> dict | None:
-    """Runs build/<name> (making it first if needed) and parses its JSON."""
-    exe = os.path.join(ROOT, "build", name)
-    try:
-        subprocess.run(["make", "-s", f"build/{name}"], cwd=ROOT, check=True, capture_output=True)
-        return json.loads(subprocess.check_output([exe, *args], text=True, timeout=600))
-    except (OSError, subprocess.SubprocessError, json.JSONDecodeError) as e:
-        print(f"  {name}: unavailable ({e})")
-        return None
-
-
 def limits(mode: str) -> dict:
     """Triad bandwidth (GB/s, plus a sweep over working-set sizes) and peak
-    GFLOP/s (fp32 and, where the CPU has AVX512_BF16, bf16; "n/a" otherwise)."""
+    GFLOP/s (fp32 and, where the CPU has AVX512_BF16, bf16; None otherwise):
+    torch_neuronx.limits.measure, the same tools the profiler's table uses,
+    run at this mode's length."""
+    from torch_neuronx.limits import measure
+
     small = mode == "smoke"
-    triad = _tool("triad", ["--sweep"] + (["--n", str(1 << 18)] if small else []))
-    peak = _tool("peak", ["--ms", "10" if small else "50" if mode == "quick" else "200"])
-    bf16 = (peak or {}).get("bf16")
-    return {
-        "triad_gbs": triad["gbs"] if triad else None,
-        "triad": triad,
-        "peak_fp32_gflops": peak["fp32"]["gflops"] if peak else None,
-        "peak_bf16_gflops": bf16["gflops"] if isinstance(bf16, dict) else None,
-        "peak": peak,
-    }
+    return measure(peak_ms=10 if small else 50 if mode == "quick" else 200,
+                   triad_n=1 << 18 if small else 1 << 25, triad_sweep=True)
 
 
 def best_limits(a: dict, b: dict) -> dict:
