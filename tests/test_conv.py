@@ -158,3 +158,88 @@ def test_conv_padding_same():
     w = conv_weight(5, 4, 4, 3)
     run_both(lambda x, w: F.conv2d(x, w, padding="same", dilation=(1, 2)), x, w)
     assert_no_fallbacks()
+
+
+# Non-finite values meet the zero padding: PyTorch's CPU convolutions (im2col,
+# and every float64 one) multiply each padded tap by the padding's zero, and
+# NaN * 0 = inf * 0 = NaN. float64 on the CPU always takes that path; float32
+# and bfloat16 may take oneDNN, which skips some padded taps, so the reference
+# here is the CPU in float64.
+NONFINITE_CONV = [
+    # dims, N, Cin, Cout, spatial, k, stride, padding, dilation, groups
+    (2, 1, 1, 1, 2, 1, 1, 1, 1, 1),   # the 1x1 with padding 1: every output NaN
+    (2, 2, 3, 8, 5, 3, 1, 1, 1, 1),   # GEMM path
+    (2, 2, 4, 4, 6, 3, 2, 2, 1, 2),   # direct path (2 outputs per group), stride
+    (2, 1, 3, 3, 5, 3, 1, 1, 2, 3),   # depthwise, dilated
+    (1, 2, 3, 2, 7, 3, 1, 1, 1, 1),
+    (3, 1, 2, 2, 4, 3, 1, 1, 1, 1),
+]
+
+
+def _conv_nd(dims):
+    return {1: F.conv1d, 2: F.conv2d, 3: F.conv3d}[dims]
+
+
+def _assert_nonfinite_close(dev, ref):
+    dtype = dev.dtype
+    dev, ref = dev.cpu().double(), ref.double()
+    assert torch.equal(dev.isnan(), ref.isnan()), (dev, ref)
+    fin = ref.isfinite()
+    assert torch.equal(dev[~fin & ~ref.isnan()], ref[~fin & ~ref.isnan()])
+    close_scaled(dev[fin].to(dtype), ref[fin].to(dtype), dtype=dtype)
+
+
+@pytest.mark.parametrize("case", NONFINITE_CONV)
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_conv_nonfinite_weight_reaches_padding(case, dtype):
+    dims, n, cin, cout, sp, k, s, p, d, g = case
+    conv = _conv_nd(dims)
+    x = torch.randn(n, cin, *(sp,) * dims).to(dtype)
+    w = conv_weight(cout, cin // g, *(k,) * dims).to(dtype)
+    w.view(-1)[-1] = float("inf")
+    w.view(-1)[0] = float("nan")
+    y = conv(x.neuron(), w.neuron(), None, s, p, d, g)
+    _assert_nonfinite_close(y, conv(x.double(), w.double(), None, s, p, d, g))
+    assert_no_fallbacks()
+
+
+def test_conv_nan_weight_issue_example():
+    """conv2d(ones(1,1,2,2), weight=[[[[nan]]]], padding=1) is all NaN on the CPU."""
+    x, w = torch.ones(1, 1, 2, 2), torch.full((1, 1, 1, 1), float("nan"))
+    want = F.conv2d(x, w, padding=1)
+    assert want.isnan().all()
+    assert F.conv2d(x.neuron(), w.neuron(), padding=1).cpu().isnan().all()
+
+
+@pytest.mark.parametrize("case", NONFINITE_CONV)
+def test_conv_nonfinite_gradients_reach_padding(case):
+    """The weight gradient multiplies a non-finite output gradient by the
+    padded input's zeros; a transposed convolution's input gradient is the
+    forward convolution of the same weights, so a NaN weight reaches its
+    padded outputs too."""
+    dims, n, cin, cout, sp, k, s, p, d, g = case
+    conv = _conv_nd(dims)
+    convt = {1: F.conv_transpose1d, 2: F.conv_transpose2d, 3: F.conv_transpose3d}[dims]
+    x = torch.randn(n, cin, *(sp,) * dims)
+    w = conv_weight(cout, cin // g, *(k,) * dims)
+    y_shape = conv(x, w, None, s, p, d, g).shape
+    gy = torch.randn(y_shape)
+    gy.view(-1)[0] = float("inf")
+    gy.view(-1)[-1] = float("nan")
+    results = {}
+    for dev in ("cpu", "neuron"):
+        dt = torch.float64 if dev == "cpu" else torch.float32
+        xx = x.to(dev, dt).requires_grad_()
+        ww = w.to(dev, dt).requires_grad_()
+        conv(xx, ww, None, s, p, d, g).backward(gy.to(dev, dt))
+        # conv_transpose of gy-shaped input with a NaN weight: its input gradient is conv(grad_out, w)
+        wn = w.to(dev, dt).clone()
+        wn.view(-1)[0] = float("nan")
+        xt = torch.randn(y_shape, generator=torch.Generator().manual_seed(3)).to(dev, dt).requires_grad_()
+        out = convt(xt, wn, None, s, p, 0, g, d)
+        out.backward(torch.ones_like(out))
+        results[dev] = (ww.grad, xx.grad, xt.grad)
+    for got, want in zip(results["neuron"], results["cpu"]):
+        _assert_nonfinite_close(got, want)
+    assert results["cpu"][2].isnan().any()
+    assert_no_fallbacks()

@@ -347,6 +347,238 @@ static void test_conv_validation(void) {
   CHECK_STATUS(nrt_launch_run(&l), NRT_ERROR_UNSUPPORTED);
 }
 
+/* ---- non-finite values and the zero padding -------------------------------------
+ * PyTorch's CPU convolutions (im2col, and every float64 one) multiply each
+ * tap of a window by the padding's zero where the tap falls outside the
+ * input, and NaN * 0 = inf * 0 = NaN: a NaN or inf weight makes NaN of every
+ * output whose window has that tap in the padding, and a non-finite output
+ * gradient makes NaN of every weight-gradient tap that reads padding there.
+ * col2im (input gradient) drops what lands in the padding. The expected
+ * values below are those loop nests in double, padding included. */
+
+static int64_t at5(const tensor *t, int64_t a, int64_t b, int64_t c, int64_t d, int64_t e) {
+  return a * t->strides[0] + b * t->strides[1] + c * t->strides[2] + d * t->strides[3] + e * t->strides[4];
+}
+
+/* Input element of image n, channel ch at output o through tap k, or 0 in the padding. */
+static double padded_x(const ccase *c, const tensor *x, int64_t n, int64_t ch, const int64_t *o, const int64_t *k) {
+  int64_t in[3];
+  for (int i = 0; i < 3; i++) {
+    in[i] = o[i] * c->s[i] - c->p[i] + k[i] * c->d[i];
+    if (in[i] < 0 || in[i] >= c->i[i]) return 0.0;
+  }
+  return nrt_test_get(x->data, x->dt, at5(x, n, ch, in[0], in[1], in[2]));
+}
+
+#define FOR3_(v, ext)                          \
+  for (v[0] = 0; v[0] < (ext)[0]; v[0]++)   \
+    for (v[1] = 0; v[1] < (ext)[1]; v[1]++) \
+      for (v[2] = 0; v[2] < (ext)[2]; v[2]++)
+
+/* want[buffer offset of out]: forward y = b + sum w * padded x. */
+static void want_forward(const ccase *c, const int64_t *O, const tensor *x, const tensor *w, const tensor *b,
+                         const tensor *y, double *want) {
+  int64_t o[3], k[3];
+  for (int64_t n = 0; n < c->n; n++)
+    for (int64_t co = 0; co < c->g * c->cog; co++) {
+      int64_t grp = co / c->cog;
+      FOR3_(o, O) {
+        double acc = c->bias ? nrt_test_get(b->data, b->dt, at5(b, co, 0, 0, 0, 0)) : 0.0;
+        for (int64_t ci = 0; ci < c->cig; ci++)
+          FOR3_(k, c->k) {
+            acc += nrt_test_get(w->data, w->dt, at5(w, co, ci, k[0], k[1], k[2])) *
+                   padded_x(c, x, n, grp * c->cig + ci, o, k);
+          }
+        want[at5(y, n, co, o[0], o[1], o[2])] = acc;
+      }
+    }
+}
+
+/* Weight gradient: gw = sum over images and outputs of gy * padded x. */
+static void want_backward_weight(const ccase *c, const int64_t *O, const tensor *gy, const tensor *x,
+                                 const tensor *gw, double *want) {
+  int64_t o[3], k[3];
+  for (int64_t co = 0; co < c->g * c->cog; co++) {
+    int64_t grp = co / c->cog;
+    for (int64_t ci = 0; ci < c->cig; ci++)
+      FOR3_(k, c->k) {
+        double acc = 0.0;
+        for (int64_t n = 0; n < c->n; n++)
+          FOR3_(o, O) {
+            acc += nrt_test_get(gy->data, gy->dt, at5(gy, n, co, o[0], o[1], o[2])) *
+                   padded_x(c, x, n, grp * c->cig + ci, o, k);
+          }
+        want[at5(gw, co, ci, k[0], k[1], k[2])] = acc;
+      }
+  }
+}
+
+/* Input gradient, col2im: products landing in the padding are dropped. */
+static void want_backward_input(const ccase *c, const int64_t *O, const tensor *gy, const tensor *w,
+                                const tensor *b, const tensor *gx, double *want) {
+  int64_t o[3], k[3], in[3];
+  for (int64_t n = 0; n < c->n; n++)
+    for (int64_t cx = 0; cx < c->g * c->cig; cx++)
+      FOR3_(in, c->i) want[at5(gx, n, cx, in[0], in[1], in[2])] =
+          c->bias ? nrt_test_get(b->data, b->dt, at5(b, cx, 0, 0, 0, 0)) : 0.0;
+  for (int64_t n = 0; n < c->n; n++)
+    for (int64_t co = 0; co < c->g * c->cog; co++) {
+      int64_t grp = co / c->cog;
+      FOR3_(o, O) {
+        double dy = nrt_test_get(gy->data, gy->dt, at5(gy, n, co, o[0], o[1], o[2]));
+        for (int64_t ci = 0; ci < c->cig; ci++)
+          FOR3_(k, c->k) {
+            bool inside = true;
+            for (int i = 0; i < 3; i++) {
+              in[i] = o[i] * c->s[i] - c->p[i] + k[i] * c->d[i];
+              inside = inside && in[i] >= 0 && in[i] < c->i[i];
+            }
+            if (inside)
+              want[at5(gx, n, grp * c->cig + ci, in[0], in[1], in[2])] +=
+                  nrt_test_get(w->data, w->dt, at5(w, co, ci, k[0], k[1], k[2])) * dy;
+          }
+      }
+    }
+}
+
+/* Runs l in the reference mode and on every ISA; out must match want: NaN
+ * where want is NaN, the same infinity, else within the tolerance of a sum
+ * of nred products of values in [-1, 1]. */
+static void check_nonfinite(nrt_launch *l, tensor *out, const double *want, int64_t nred, const char *what) {
+  size_t bytes = (size_t)out->numel * nrt_dtype_size(out->dt);
+  double tol = 2e-6 * (double)nred + 1e-5;
+  for (int mode = NRT_ISA_BEST + 1; mode >= NRT_ISA_BASELINE; mode--) {
+    bool ref = mode == NRT_ISA_BEST + 1;
+    if (!ref && (int)nrt_kernels_isa() < mode && mode != NRT_ISA_BASELINE) continue;
+    nrt_kernels_set_reference(ref);
+    if (!ref) nrt_kernels_limit_isa((nrt_isa)mode);
+    memset(out->data, 0, bytes);
+    CHECK_OK(nrt_launch_run(l));
+    int bad = 0;
+    for (int64_t i = 0; i < out->numel && bad < 3; i++) {
+      double wv = want[i], got = nrt_test_get(out->data, out->dt, i);
+      bool ok = isnan(wv) ? isnan(got) : isinf(wv) ? got == wv
+                                                   : fabs(got - wv) <= tol + 2 * eps_of(out->dt) * fabs(wv);
+      if (!ok) {
+        fprintf(stderr, "%s %s [%lld]: got %g want %g\n", what, ref ? "reference" : "fast", (long long)i, got, wv);
+        bad++;
+      }
+    }
+    CHECK(bad == 0);
+  }
+  nrt_kernels_set_reference(false);
+  nrt_kernels_limit_isa(NRT_ISA_BEST);
+}
+
+static void run_nonfinite_case(const ccase *c) {
+  int64_t O[3];
+  for (int i = 0; i < 3; i++) O[i] = out_size(c->i[i], c->k[i], c->s[i], c->p[i], c->d[i]);
+  int64_t xs[5] = {c->n, c->g * c->cig, c->i[0], c->i[1], c->i[2]};
+  int64_t ys[5] = {c->n, c->g * c->cog, O[0], O[1], O[2]};
+  int64_t ws[5] = {c->g * c->cog, c->cig, c->k[0], c->k[1], c->k[2]};
+  int64_t bs[5] = {c->g * c->cog > c->g * c->cig ? c->g * c->cog : c->g * c->cig, 1, 1, 1, 1};
+  tensor x, y, w, b;
+  tensor_make(&x, xs, c->channels_last, c->dt);
+  tensor_make(&y, ys, c->channels_last, c->dt);
+  tensor_make(&w, ws, c->channels_last, c->dt);
+  tensor_make(&b, bs, false, c->dt);
+  int64_t maxn = x.numel > y.numel ? x.numel : y.numel;
+  double *want = malloc(sizeof(double) * (size_t)(maxn > w.numel ? maxn : w.numel));
+  nrt_launch l;
+  memset(&l, 0, sizeof l);
+  l.ndim = 13;
+  int64_t sizes[13] = {c->n, c->g, c->cog, c->cig, O[0], O[1], O[2], c->i[0], c->i[1], c->i[2],
+                       c->k[0], c->k[1], c->k[2]};
+  memcpy(l.sizes, sizes, sizeof sizes);
+  for (int i = 0; i < 3; i++) {
+    l.aux[i] = c->s[i];
+    l.aux[3 + i] = c->p[i];
+    l.aux[6 + i] = c->d[i];
+  }
+  l.noutputs = 1;
+  l.compute_dtype = c->dt;
+  int64_t kk = c->k[0] * c->k[1] * c->k[2], last_w = at5(&w, ws[0] - 1, ws[1] - 1, ws[2] - 1, ws[3] - 1, ws[4] - 1);
+  char what[160];
+  snprintf(what, sizeof what, "nonfinite n%lld g%lld %lld->%lld i%lldx%lldx%lld k%lld p%lld %s%s", (long long)c->n,
+           (long long)c->g, (long long)c->cig, (long long)c->cog, (long long)c->i[0], (long long)c->i[1],
+           (long long)c->i[2], (long long)c->k[2], (long long)c->p[2], nrt_dtype_name(c->dt),
+           c->channels_last ? " cl" : "");
+  char tag[200];
+
+  /* forward: a NaN first tap of channel 0, +inf last tap of the last channel */
+  nrt_test_put(w.data, w.dt, 0, NAN);
+  nrt_test_put(w.data, w.dt, last_w, INFINITY);
+  l.op = NRT_OP(CONV);
+  l.ninputs = c->bias ? 3 : 2;
+  nrt_test_tensor5_operand(&l.operands[0], &y);
+  nrt_test_tensor5_operand(&l.operands[1], &x);
+  nrt_test_tensor5_operand(&l.operands[2], &w);
+  nrt_test_tensor5_operand(&l.operands[3], &b);
+  want_forward(c, O, &x, &w, &b, &y, want);
+  snprintf(tag, sizeof tag, "%s fwd", what);
+  check_nonfinite(&l, &y, want, c->cig * kk + 1, tag);
+
+  /* input gradient (a transposed convolution's forward) of the same weights */
+  l.op = NRT_OP(CONV_BACKWARD_INPUT);
+  refill(&y);
+  nrt_test_tensor5_operand(&l.operands[0], &x);
+  nrt_test_tensor5_operand(&l.operands[1], &y);
+  want_backward_input(c, O, &y, &w, &b, &x, want);
+  snprintf(tag, sizeof tag, "%s bwd-input", what);
+  check_nonfinite(&l, &x, want, c->cog * kk + 1, tag);
+
+  /* weight gradient: +inf at the first output gradient, NaN at the last */
+  l.op = NRT_OP(CONV_BACKWARD_WEIGHT);
+  l.ninputs = 2;
+  refill(&x);
+  refill(&y);
+  nrt_test_put(y.data, y.dt, 0, INFINITY);
+  nrt_test_put(y.data, y.dt, at5(&y, ys[0] - 1, ys[1] - 1, ys[2] - 1, ys[3] - 1, ys[4] - 1), NAN);
+  nrt_test_tensor5_operand(&l.operands[0], &w);
+  nrt_test_tensor5_operand(&l.operands[1], &y);
+  nrt_test_tensor5_operand(&l.operands[2], &x);
+  want_backward_weight(c, O, &y, &x, &w, want);
+  snprintf(tag, sizeof tag, "%s bwd-weight", what);
+  check_nonfinite(&l, &w, want, c->n * O[0] * O[1] * O[2], tag);
+  free(want);
+  free(x.data);
+  free(y.data);
+  free(w.data);
+  free(b.data);
+}
+
+static void test_conv_nonfinite_padding(void) {
+  ccase cases[] = {
+      C2(1, 1, 1, 1, 2, 2, 1, 1, 1, 1, 1, false),  /* the 1x1 with padding 1: all NaN */
+      C2(2, 1, 8, 3, 5, 6, 3, 3, 1, 1, 1, true),   /* GEMM paths */
+      C2(2, 2, 2, 3, 5, 5, 3, 3, 2, 2, 1, true),   /* direct path, groups, stride 2 */
+      C2(2, 3, 1, 1, 6, 4, 3, 3, 1, 1, 1, false),  /* depthwise */
+      C2(1, 1, 5, 2, 4, 4, 3, 3, 1, 1, 2, false),  /* dilation */
+      C2(1, 1, 8, 2, 2, 3, 3, 3, 1, 2, 1, true),   /* more padding than input */
+      C2(2, 1, 6, 4, 5, 5, 3, 3, 1, 0, 1, true),   /* no padding: nothing beyond the in-bounds products */
+  };
+  nrt_dtype dts[] = {NRT_FLOAT32, NRT_BFLOAT16, NRT_FLOAT16, NRT_FLOAT64};
+  for (size_t d = 0; d < 4; d++)
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+      ccase c = cases[i];
+      c.dt = dts[d];
+      run_nonfinite_case(&c);
+      c.channels_last = true;
+      run_nonfinite_case(&c);
+    }
+  /* 1-d and 3-d */
+  ccase a = {.n = 2, .g = 1, .cog = 4, .cig = 3, .i = {1, 1, 7}, .k = {1, 1, 3}, .s = {1, 1, 2},
+             .p = {0, 0, 1}, .d = {1, 1, 1}, .bias = true, .dt = NRT_FLOAT32};
+  run_nonfinite_case(&a);
+  a.cog = 1;
+  run_nonfinite_case(&a);
+  ccase b = {.n = 1, .g = 1, .cog = 5, .cig = 2, .i = {3, 4, 3}, .k = {2, 3, 2}, .s = {1, 1, 1},
+             .p = {1, 1, 0}, .d = {1, 1, 2}, .bias = false, .dt = NRT_FLOAT32};
+  run_nonfinite_case(&b);
+  b.cog = 2;
+  run_nonfinite_case(&b);
+}
+
 int main(void) {
   nrt_test_seed(0x2545F4914F6CDD1Dull);
   RUN_TEST(test_conv_known);
@@ -357,5 +589,6 @@ int main(void) {
   RUN_TEST(test_conv_short_output);
   RUN_TEST(test_conv_integer);
   RUN_TEST(test_conv_large);
+  RUN_TEST(test_conv_nonfinite_padding);
   return TEST_RESULT();
 }

@@ -219,9 +219,6 @@ KNOWN: list[Group] = [
     Group("nonfinite-resample", ("interpolate", "unfold", "pad", "pool"), VAL, nonfinite,
           "Interpolation/pooling with -inf/inf/NaN inputs: bilinear with align_corners mixes -inf with a zero "
           "weight (NaN on neuron, -inf on the CPU), and similar for the other modes."),
-    Group("nonfinite-conv", ("conv",), VAL, nonfinite,
-          "Convolutions with NaN/inf weights or inputs and zero padding: the CPU propagates NaN into every "
-          "window that touches the padding, neuron skips padded taps (finite or inf where the CPU has NaN)."),
     Group("nonfinite-matmul", ("mm", "bmm", "matmul", "addmm", "vecdot", "linear"), VAL, nonfinite,
           "GEMMs with inf/NaN operands (and beta=0 / alpha=0 with NaN): the CPU's BLAS skips terms that "
           "neuron multiplies (inf*0 = NaN), or the other way round."),
@@ -249,7 +246,8 @@ KNOWN: list[Group] = [
           "Inputs near the dtype's limits (float32/bfloat16 +-3.4e38, float16 +-65504) in accumulating ops: "
           "sums of huge terms overflow or cancel differently in neuron's accumulation order than in the "
           "CPU's (adaptive_avg_pool1d of [.., 3.4e38, .., -3.4e38] gives 0.0 on neuron, -0.045 on the CPU "
-          "and in float64)."),
+          "and in float64); a product that overflows (3.4e38 * 2 = inf) beside an infinity of the other sign "
+          "gives NaN where the CPU's fused multiply-adds in its order give -inf (convolutions)."),
     Group("float64-beyond-float32", ("*",), VAL,
           all_of(in_dtype("float64"), any_of(nonfinite, fill("edge"), maxdiff_below(1e-3))),
           "float64 is computed at float32 precision on neuron (documented): values past float32's range "

@@ -40,6 +40,66 @@ static void planes_fill(float *buf, int64_t nc, int64_t npix, const nrt_operand 
     }                                                                                          \
   }
 
+/* ---- non-finite values and the zero padding ----------------------------------
+ * PyTorch's CPU convolutions (im2col, and every float64 one) multiply each
+ * tap of a window that falls in the padding by the padding's zero, and
+ * inf * 0 = NaN * 0 = NaN. The GEMM paths do too (they generate those
+ * zeros); this path visits only the taps inside the input, so it applies
+ * the rule afterwards, and only where a non-finite value exists: a NaN or
+ * inf weight makes NaN of every output whose window has that tap in the
+ * padding; a non-finite output gradient makes NaN of every weight-gradient
+ * tap that reads padding at that output. (The input gradient needs
+ * nothing: col2im drops what lands in the padding.) The checks are one
+ * pass over values already loaded, so finite launches pay next to
+ * nothing. */
+
+/* Whether any of v[0..n) is NaN or infinite (exponent all ones), branch-free. */
+static bool any_nonfinite(const float *v, int64_t n) {
+  uint32_t acc = 0;
+  for (int64_t i = 0; i < n; i++) {
+    uint32_t u;
+    memcpy(&u, v + i, sizeof u);
+    acc |= (u & 0x7f800000u) + 0x00800000u;
+  }
+  return acc & 0x80000000u;
+}
+
+/* Whether tap t of output pixel p reads the padding. */
+static bool tap_padded(const nrt_conv_geom *g, const nrt_conv_tap *t, int64_t p) {
+  int64_t od = p / (g->O[1] * g->O[2]), r = p - od * g->O[1] * g->O[2], oh = r / g->O[2], ow = r - oh * g->O[2];
+  int64_t in[3] = {od * g->S[0] + t->off[0], oh * g->S[1] + t->off[1], ow * g->S[2] + t->off[2]};
+  for (int i = 0; i < 3; i++)
+    if (in[i] < 0 || in[i] >= g->I[i]) return true;
+  return false;
+}
+
+static bool has_padding(const nrt_conv_geom *g) { return g->P[0] > 0 || g->P[1] > 0 || g->P[2] > 0; }
+
+/* Forward: y[p] = NaN (one output plane) wherever a tap with a non-finite
+ * weight wrow[kk] falls in the padding. */
+static void poison_outputs(const nrt_conv_geom *g, const float *wrow, float *y) {
+  for (int64_t kk = 0; kk < g->Kdim; kk++) {
+    if (!any_nonfinite(wrow + kk, 1)) continue;
+    nrt_conv_tap t;
+    nrt_conv_tap_init(g, kk, &t);
+    for (int64_t p = 0; p < g->L; p++)
+      if (tap_padded(g, &t, p)) y[p] = NAN;
+  }
+}
+
+/* Weight gradient: acc[kk] = NaN for every tap that falls in the padding
+ * at an output whose gradient dy[p] (one plane) is non-finite. */
+static void poison_taps(const nrt_conv_geom *g, const float *dy, double *acc) {
+  for (int64_t p = 0; p < g->L; p++) {
+    if (!any_nonfinite(dy + p, 1)) continue;
+    for (int64_t kk = 0; kk < g->Kdim; kk++) {
+      nrt_conv_tap t;
+      nrt_conv_tap_init(g, kk, &t);
+      if (tap_padded(g, &t, p)) acc[kk] = NAN;
+    }
+  }
+}
+
 /* Dense planes of one (image, group): x [Cig][LI], y [Cog][L], weights
  * [Cog][Kdim]; and nacc doubles. */
 static bool direct_alloc(nrt_conv_plan *p, nrt_conv_bufs *w, int64_t nacc) {
@@ -90,6 +150,9 @@ static void direct_images(nrt_conv_plan *p, int64_t begin, int64_t end, bool bac
         }
       })
     }
+    if (!backward && has_padding(g))
+      for (int64_t co = 0; co < g->Cog; co++)
+        if (any_nonfinite(bw + co * g->Kdim, g->Kdim)) poison_outputs(g, bw + co * g->Kdim, by + co * g->L);
     if (!backward) planes_io(out, g->O, n, grp * g->Cog, g->Cog, by, true);
     else planes_io(out, g->I, n, grp * g->Cig, g->Cig, bx, true);
   }
@@ -116,6 +179,7 @@ static void direct_bwdw(void *ctx, int64_t begin, int64_t end) {
     for (int64_t n = 0; n < g->N; n++) {
       planes_io(x, g->I, n, grp * g->Cig, g->Cig, bx, false);
       planes_io(gy, g->O, n, grp * g->Cog, g->Cog, by, false);
+      bool poison = has_padding(g) && any_nonfinite(by, g->Cog * g->L);
       for (int64_t kk = 0; kk < g->Kdim; kk++) {
         nrt_conv_tap t;
         nrt_conv_tap_init(g, kk, &t);
@@ -136,6 +200,7 @@ static void direct_bwdw(void *ctx, int64_t begin, int64_t end) {
           acc[co * g->Kdim + kk] += sum;
         }
       }
+      for (int64_t co = 0; poison && co < g->Cog; co++) poison_taps(g, by + co * g->L, acc + co * g->Kdim);
     }
     for (int64_t co = 0; co < g->Cog; co++) {
       for (int64_t kk = 0; kk < g->Kdim; kk++) bw[kk] = (float)acc[co * g->Kdim + kk];

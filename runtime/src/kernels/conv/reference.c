@@ -3,7 +3,9 @@
  * precision, as the device computes), in wrapping int64 in the integer
  * domain (PyTorch's CPU convolves integers too; narrowing the int64 sum
  * on store gives the same bits as accumulating in the type). It also
- * serves the degenerate shapes and the integer dtypes. */
+ * serves the degenerate shapes and the integer dtypes. Floating taps in the
+ * zero padding are multiplied by that zero, as the CPU's im2col does (see
+ * direct.c on non-finite values). */
 #pragma GCC optimize("O3,no-trapping-math,no-math-errno")
 #include "kernels/conv/conv.h"
 
@@ -36,6 +38,12 @@ static inline void ref_mac(rval *acc, rval a, rval b, bool ints) {
   else acc->f += a.f * b.f;
 }
 
+/* A tap in the zero padding: the CPU's im2col multiplies it too, and for
+ * floats that matters (NaN * 0 and inf * 0 are NaN); integers skip it. */
+static inline void ref_mac_pad(rval *acc, rval a, bool ints) {
+  if (!ints) acc->f += a.f * 0.0;
+}
+
 /* Input position of output position o[3] through tap k[3]; false in padding. */
 static bool ref_in(const nrt_conv_geom *g, const int64_t *o, const int64_t *k, int64_t *in) {
   for (int i = 0; i < 3; i++) {
@@ -62,9 +70,12 @@ static void ref_forward(const nrt_conv_geom *g, const nrt_launch *l, bool ints) 
         if (bias) acc = ref_ld(bias, &c, 1, ints);
         for (int64_t ci = 0; ci < g->Cig; ci++)
           FOR3(k, g->K) {
-            if (!ref_in(g, o, k, in)) continue;
-            int64_t xi[5] = {n, grp * g->Cig + ci, in[0], in[1], in[2]};
             int64_t wi[5] = {c, ci, k[0], k[1], k[2]};
+            if (!ref_in(g, o, k, in)) {
+              ref_mac_pad(&acc, ref_ld(w, wi, 5, ints), ints);
+              continue;
+            }
+            int64_t xi[5] = {n, grp * g->Cig + ci, in[0], in[1], in[2]};
             ref_mac(&acc, ref_ld(x, xi, 5, ints), ref_ld(w, wi, 5, ints), ints);
           }
         int64_t yi[5] = {n, c, o[0], o[1], o[2]};
@@ -119,8 +130,11 @@ static void ref_backward_weight(const nrt_conv_geom *g, const nrt_launch *l, boo
         rval acc = {0.0, 0};
         for (int64_t n = 0; n < g->N; n++)
           FOR3(o, g->O) {
-            if (!ref_in(g, o, k, in)) continue;
             int64_t yi[5] = {n, c, o[0], o[1], o[2]};
+            if (!ref_in(g, o, k, in)) {
+              ref_mac_pad(&acc, ref_ld(gy, yi, 5, ints), ints);
+              continue;
+            }
             int64_t xi[5] = {n, grp * g->Cig + ci, in[0], in[1], in[2]};
             ref_mac(&acc, ref_ld(gy, yi, 5, ints), ref_ld(x, xi, 5, ints), ints);
           }
