@@ -25,7 +25,7 @@ RT_AOBJS := $(patsubst runtime/src/%.c,build/rt-asan/%.o,$(RT_SRCS))
 RT_HDRS  := $(wildcard runtime/include/nrt/*.h runtime/include/nrt/ops/*.h) $(shell find runtime/src -name "*.h")
 CTESTS   := $(patsubst runtime/tests/%.c,%,$(sort $(wildcard runtime/tests/test_*.c)))
 
-.PHONY: all run test ctest asan pytest layers docs-check build lib install bench conformance fuzz clean venv
+.PHONY: all run test ctest asan pytest layers docs-check build lib install bench bench-dist conformance fuzz clean venv
 
 all: build
 
@@ -145,6 +145,13 @@ fuzz: build
 # QUICK=1: fewer repeats and sizes, under 3 minutes.
 bench: build build/triad build/peak
 	$(PY) benchmarks/run.py $(if $(QUICK),--quick)
+
+# The torch.distributed backend "neuron" against Gloo in the same run, nccl-tests
+# style (benchmarks/bench_dist.py): 2 and 4 ranks on this machine, then 4 ranks
+# as 2 simulated machines (shared memory within, Gloo between).
+bench-dist: build build/triad
+	$(PY) benchmarks/bench_dist.py --worlds 2,4
+	$(PY) benchmarks/bench_dist.py --worlds 4 --machines 2
 
 clean:
 	rm -rf build torch_neuronx/*.so *.egg-info

@@ -1,20 +1,25 @@
 """Collective bandwidth of the torch.distributed backend "neuron" against Gloo,
-nccl-tests style, in the same run (run by hand; not part of `make test`):
+nccl-tests style, in the same run (`make bench-dist`; not part of `make test`):
 
     .venv/bin/python benchmarks/bench_dist.py [--worlds 2,4] [--max-mib 64]
+        [--ops all_reduce,broadcast] [--machines 2]
 
 For each world size it launches that many ranks (env:// on a free port, as
-torchrun does). Every rank joins the default group "neuron" (neuron tensors)
-and a Gloo group (CPU tensors), and times each collective and size on both:
+torchrun does); --machines M splits them into M simulated machines
+(TORCH_NEURONX_NODE_ID), so the neuron backend runs hierarchically (shared
+memory within, Gloo between). Every rank joins the default group "neuron"
+(neuron tensors) and a Gloo group (CPU tensors), and times each collective
+and size on both:
 median of the repeats, each repeat ended by a barrier-free completion on
 every rank (neuron: synchronize; Gloo: wait). Columns as nccl-tests prints
 them: size (bytes of one rank's largest buffer: the gathered output of
 all_gather, the input of reduce_scatter), count (float32 elements), time
 (us), algbw = size / time, busbw = algbw x the collective's factor
 (all_reduce 2(n-1)/n; all_gather, reduce_scatter and all_to_all (n-1)/n;
-broadcast 1), and the neuron / Gloo busbw ratio. The machine's memcpy
-bandwidth (one large CPU copy, measured here) is printed beside it: a
-shared-memory collective moves every byte through memory at least twice.
+broadcast 1), the neuron / Gloo busbw ratio and neuron's busbw as a share of
+the machine's memory bandwidth (STREAM triad, torch_neuronx.limits; the
+memcpy bandwidth of one large CPU copy, measured here, is printed beside it):
+a shared-memory collective moves every byte through memory at least twice.
 """
 from __future__ import annotations
 
@@ -35,7 +40,7 @@ FACTORS = {
 }
 
 
-def _rank_main(max_mib: int) -> None:
+def _rank_main(max_mib: int, ops: list[str]) -> None:
     import warnings
 
     warnings.filterwarnings("ignore", category=FutureWarning)  # the *_into_tensor names
@@ -98,7 +103,11 @@ def _rank_main(max_mib: int) -> None:
         dist.all_reduce(m, op=dist.ReduceOp.MAX, group=gloo)
         return m.item(), n * 4
 
+    triad = None
     if rank == 0:
+        from torch_neuronx.limits import machine_limits
+
+        triad = machine_limits().get("triad_gbs")
         big = torch.empty(64 << 18)
         dst = torch.empty_like(big)
         dst.copy_(big)
@@ -106,10 +115,15 @@ def _rank_main(max_mib: int) -> None:
         for _ in range(5):
             dst.copy_(big)
         copy_gbs = 5 * 2 * big.numel() * 4 / (time.perf_counter() - t0) / 1e9
-        print(f"\n== {world} ranks (memcpy read+write bandwidth here: {copy_gbs:.1f} GB/s) ==")
+        import torch_neuronx
+
+        info = torch_neuronx.distributed.backend_info()
+        where = f"{info['machines']} machines x {info['local_size']} ranks" if info["machines"] > 1 else "one machine"
+        print(f"\n== {world} ranks, {where} (memcpy read+write bandwidth here: {copy_gbs:.1f} GB/s,"
+              f" triad {triad or float('nan'):.1f} GB/s) ==")
         print(f"{'collective':>15} {'size(B)':>10} {'count':>9} | {'neuron us':>10} {'algbw':>7} {'busbw':>7} |"
-              f" {'gloo us':>10} {'algbw':>7} {'busbw':>7} | {'ratio':>6}")
-    for op in FACTORS:
+              f" {'gloo us':>10} {'algbw':>7} {'busbw':>7} | {'ratio':>6} {'%triad':>6}")
+    for op in [o for o in FACTORS if o in ops]:
         for size in sizes:
             row = {}
             for backend in ("neuron", "gloo"):
@@ -118,19 +132,24 @@ def _rank_main(max_mib: int) -> None:
                 row[backend] = (sec * 1e6, alg, alg * FACTORS[op](world))
             if rank == 0:
                 (nt, na, nb), (gt, ga, gb) = row["neuron"], row["gloo"]
+                share = f"{100 * nb / triad:>5.0f}%" if triad else f"{'-':>6}"
                 print(f"{op:>15} {nbytes:>10} {nbytes // 4:>9} | {nt:>10.1f} {na:>7.2f} {nb:>7.2f} |"
-                      f" {gt:>10.1f} {ga:>7.2f} {gb:>7.2f} | {nb / gb if gb else float('inf'):>6.1f}", flush=True)
+                      f" {gt:>10.1f} {ga:>7.2f} {gb:>7.2f} | {nb / gb if gb else float('inf'):>6.1f} {share}",
+                      flush=True)
     dist.destroy_process_group()
 
 
-def _launch(world: int, max_mib: int) -> int:
+def _launch(world: int, max_mib: int, ops: str, machines: int) -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
+    local = world // machines
     env = dict(os.environ, MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), WORLD_SIZE=str(world),
-               LOCAL_WORLD_SIZE=str(world))
-    procs = [subprocess.Popen([sys.executable, __file__, "--rank-main", "--max-mib", str(max_mib)],
-                              env=dict(env, RANK=str(r), LOCAL_RANK=str(r))) for r in range(world)]
+               LOCAL_WORLD_SIZE=str(local))
+    cmd = [sys.executable, __file__, "--rank-main", "--max-mib", str(max_mib), "--ops", ops]
+    procs = [subprocess.Popen(cmd, env=dict(env, RANK=str(r), LOCAL_RANK=str(r % local),
+                                            **({"TORCH_NEURONX_NODE_ID": f"m{r // local}"} if machines > 1 else {})))
+             for r in range(world)]
     return max(p.wait() for p in procs)
 
 
@@ -138,14 +157,22 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--worlds", default="2,4")
     ap.add_argument("--max-mib", type=int, default=64)
+    ap.add_argument("--ops", default=",".join(FACTORS), help="collectives to time, comma-separated")
+    ap.add_argument("--machines", type=int, default=1, help="simulated machines the ranks are split into")
     ap.add_argument("--rank-main", action="store_true", help=argparse.SUPPRESS)
     args = ap.parse_args()
+    ops = [o for o in args.ops.split(",") if o]
+    unknown = sorted(set(ops) - set(FACTORS))
+    if unknown:
+        ap.error(f"unknown collectives {unknown}; choose from {', '.join(FACTORS)}")
     if args.rank_main:
-        _rank_main(args.max_mib)
+        _rank_main(args.max_mib, ops)
         return
     rc = 0
     for w in (int(x) for x in args.worlds.split(",")):
-        rc = max(rc, _launch(w, args.max_mib))
+        if w % args.machines:
+            ap.error(f"{w} ranks do not split into {args.machines} machines")
+        rc = max(rc, _launch(w, args.max_mib, args.ops, args.machines))
     sys.exit(rc)
 
 
