@@ -162,6 +162,42 @@ static void test_index_exact(void) {
   }
 }
 
+/* The glue's launches come in TensorIterator's layout, fastest dim first:
+ * x[[2, -1, 0]] of x[3][4] described that way gives the same rows (the
+ * kernel turns it around to copy whole rows), and so does an
+ * accumulating put of those rows (embedding backward's shape). */
+static void test_index_fastest_dim_first(void) {
+  float x[12];
+  for (int i = 0; i < 12; i++) x[i] = (float)i;
+  int64_t idx[3] = {2, -1, 0};
+  const float want[12] = {8, 9, 10, 11, 8, 9, 10, 11, 0, 1, 2, 3};
+  for (int r = 0; r < 2; r++) {
+    float out[12] = {0};
+    nrt_launch l = nrt_test_launch(NRT_OP(INDEX_GATHER), NRT_FLOAT32, 2, S(4, 3), 1, 2);
+    nrt_test_operand(&l, 0, out, NRT_FLOAT32, S(4, 16));
+    nrt_test_operand(&l, 1, x, NRT_FLOAT32, S(4, 0));
+    nrt_test_operand(&l, 2, idx, NRT_INT64, S(0, 8));
+    l.params[0] = 1;
+    l.aux[0] = 3;
+    l.aux[1] = 16;
+    CHECK_OK(nrt_test_run(&l, r));
+    CHECK(floats_eq(out, want, 12));
+    /* y[[2, -1, 0]] += x rows 0..2: row 2 gets rows 0 and 1, row 0 gets row 2 */
+    float y[12] = {0};
+    l = nrt_test_launch(NRT_OP(INDEX_PUT), NRT_FLOAT32, 2, S(4, 3), 1, 2);
+    nrt_test_operand(&l, 0, y, NRT_FLOAT32, S(4, 0));
+    nrt_test_operand(&l, 1, x, NRT_FLOAT32, S(4, 16));
+    nrt_test_operand(&l, 2, idx, NRT_INT64, S(0, 8));
+    l.params[0] = 1;
+    l.params[1] = 1;
+    l.aux[0] = 3;
+    l.aux[1] = 16;
+    CHECK_OK(nrt_test_run(&l, r));
+    const float want_put[12] = {8, 9, 10, 11, 0, 0, 0, 0, 4, 6, 8, 10};
+    CHECK(floats_eq(y, want_put, 12));
+  }
+}
+
 static void test_index_put_known(void) {
   for (int r = 0; r < 2; r++) {
     /* y[[1, 3, 1]] = [10, 20, 30]: the last write wins; accumulate sums */
@@ -1162,6 +1198,7 @@ int main(void) {
   RUN_TEST(test_index_gather_known);
   RUN_TEST(test_index_gather_errors);
   RUN_TEST(test_index_exact);
+  RUN_TEST(test_index_fastest_dim_first);
   RUN_TEST(test_index_put_known);
   RUN_TEST(test_index_fast_vs_reference);
   RUN_TEST(test_gather_known);

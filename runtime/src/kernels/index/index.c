@@ -403,7 +403,39 @@ static nrt_status adv_reference(adv_plan *p, bool put) {
   return NRT_SUCCESS;
 }
 
-static nrt_status advanced_index(const nrt_launch *l, bool put) {
+/* The glue describes TensorIterator's layout, whose dims run fastest
+ * first, while the traversal here takes the last dim as the run. A launch
+ * that steps least along its first dim (judged, as TensorIterator does, by
+ * the first operand that moves along both: a put's self has stride 0 along
+ * the index dims) is turned around, sizes and every operand's strides
+ * reversed: runs then follow memory (index_select and embedding rows
+ * become one move each instead of an element loop over the index dim), and
+ * a serial put visits elements in TensorIterator's order, which is the
+ * CPU's. Row-major launches are used as they are. */
+static const nrt_launch *runs_along_memory(const nrt_launch *l, nrt_launch *copy) {
+  int nd = l->ndim;
+  if (nd < 2) return l;
+  bool turn = false;
+  for (int k = 0; k < l->noutputs + l->ninputs && k < NRT_MAX_OPERANDS; k++) {
+    int64_t first = llabs(l->operands[k].strides[0]), last = llabs(l->operands[k].strides[nd - 1]);
+    if (first != 0 && last != 0) {
+      turn = first < last;
+      break;
+    }
+  }
+  if (!turn) return l;
+  *copy = *l;
+  for (int d = 0; d < nd; d++) {
+    copy->sizes[d] = l->sizes[nd - 1 - d];
+    for (int k = 0; k < l->noutputs + l->ninputs && k < NRT_MAX_OPERANDS; k++)
+      copy->operands[k].strides[d] = l->operands[k].strides[nd - 1 - d];
+  }
+  return copy;
+}
+
+static nrt_status advanced_index(const nrt_launch *launch, bool put) {
+  nrt_launch turned;
+  const nrt_launch *l = runs_along_memory(launch, &turned);
   nrt_status st = check_outputs(l, 1);
   if (st != NRT_SUCCESS) return st;
   adv_plan p = {.l = l};
@@ -509,7 +541,9 @@ static nrt_status gs_reference(gs_plan *p, bool scatter) {
   return NRT_SUCCESS;
 }
 
-static nrt_status gather_scatter(const nrt_launch *l, bool scatter) {
+static nrt_status gather_scatter(const nrt_launch *launch, bool scatter) {
+  nrt_launch turned;
+  const nrt_launch *l = scatter ? launch : runs_along_memory(launch, &turned);
   nrt_status st = check_outputs(l, 1);
   if (st != NRT_SUCCESS) return st;
   int iop = scatter ? SC_IDX : GS_GIDX;
