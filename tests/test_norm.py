@@ -108,3 +108,86 @@ def test_group_norm_channels_last():
     xc = torch.randn(2, 8, 5, 6).to(memory_format=torch.channels_last)
     run_both(lambda x, w, b: F.group_norm(x, 4, w, b), xc, torch.rand(8), torch.randn(8))
     assert_no_fallbacks()
+
+
+# ---- non-finite values and rows wider than float32 --------------------------------------
+
+INF = float("inf")
+
+
+def _same_nonfinite(dev, ref, dtype=torch.float32):
+    dev, ref = dev.cpu(), ref.to(dev.dtype)
+    assert torch.equal(dev.isnan(), ref.isnan()), (dev, ref)
+    inf = ref.isinf()
+    assert torch.equal(dev[inf], ref[inf]), (dev, ref)
+    fin = ref.isfinite()
+    close_scaled(dev[fin], ref[fin], dtype)
+
+
+def test_norms_of_a_group_with_inf_are_nan():
+    """layer_norm / group_norm / batch_norm of [1, inf, 2, 3]: the variance is
+    NaN, so the whole row (group, channel) is NaN on the CPU; a finite row
+    beside it is unaffected."""
+    x = torch.tensor([[1.0, INF, 2.0, 3.0], [1.0, 2.0, 3.0, 4.0]])
+    cases = [
+        lambda x: F.layer_norm(x, [4]),
+        lambda x: F.group_norm(x.view(2, 1, 4), 1),
+        lambda x: F.group_norm(x.reshape(1, 2, 4), 2),
+        lambda x: F.batch_norm(x.t().contiguous(), None, None, training=True),
+        lambda x: F.instance_norm(x.view(1, 2, 4)),
+    ]
+    for f in cases:
+        want = f(x)
+        assert want.isnan().any() and want.isfinite().any()
+        _same_nonfinite(f(x.neuron()), want)
+    assert_no_fallbacks()
+
+
+def test_batch_norm_infinite_or_huge_weight():
+    """((x - mean) * invstd) * w + b, as the CPU's strided kernel: w = -inf
+    gives -inf * sign(x - mean) (the contiguous kernel's x * a + (b - mean * a)
+    gives NaN), w = 2e38 stays finite where |xhat| < 1.7, as in float64."""
+    x = torch.arange(1.0, 9.0).view(4, 2) / 10 + torch.tensor([0.0, 1.0])
+    w = torch.tensor([-INF, 1.0, 2e38, 1.0])[::2]   # strided: the CPU takes its strided kernel
+    b = torch.tensor([0.5, -1.0])
+    for training in (True, False):
+        rm, rv = torch.tensor([0.45, 1.45]), torch.tensor([1.0, 0.25])
+        want = F.batch_norm(x, rm.clone(), rv.clone(), w, b, training)
+        want64 = F.batch_norm(x.double(), rm.double(), rv.double(), w.double(), b.double(), training)
+        assert not want.isnan().any()
+        for ww in (w.neuron(), w.contiguous().neuron()):
+            got = F.batch_norm(x.neuron(), rm.neuron(), rv.neuron(), ww, b.neuron(), training)
+            _same_nonfinite(got, want)
+            close_scaled(got[:, 1].cpu(), want64[:, 1].float())
+    assert_no_fallbacks()
+
+
+def test_layer_norm_backward_with_inf_is_nan_like_the_cpu():
+    """An inf weight or output gradient in a row: ATen's backward formula gives
+    NaN for that row's input gradient (the centred form would give +-inf)."""
+    x = torch.randn(3, 5)
+    w = torch.randn(5)
+    w[1] = INF
+    gy = torch.randn(3, 5)
+    for ww, g in ((w, gy), (w.nan_to_num(posinf=2.0), gy.index_put((torch.tensor(1), torch.tensor(2)),
+                                                                   torch.tensor(INF)))):
+        got = []
+        for dev in ("cpu", "neuron"):
+            xx = x.to(dev).detach().requires_grad_()
+            F.layer_norm(xx, [5], ww.to(dev)).backward(g.to(dev))
+            got.append(xx.grad.cpu())
+        assert got[0].isnan().any()
+        _same_nonfinite(got[1], got[0])
+    assert_no_fallbacks()
+
+
+def test_layer_norm_row_wider_than_float32():
+    """[3e38, 3e38, -3e38, 0]: x - mean overflows float32 although the result is
+    of order 1; the device centres such rows in double and matches float64
+    (the CPU's float32 variance overflows and returns NaN)."""
+    x = torch.tensor([[3e38, 3e38, -3e38, 0.0], [1.0, 2.0, 3.0, 4.0]])
+    want = F.layer_norm(x.double(), [4]).float()
+    got = F.layer_norm(x.neuron(), [4]).cpu()
+    assert got.isfinite().all()
+    close_scaled(got, want)
+    assert_no_fallbacks()

@@ -406,6 +406,39 @@ static void test_errors(void) {
   CHECK_STATUS(nrt_launch_run(&l), NRT_ERROR_INVALID_ARGUMENT);
 }
 
+/* ---- non-finite and wide rows -------------------------------------------------------
+ * An inf in a row makes its variance NaN and the whole row NaN, as on the
+ * CPU (torch.nn.functional.layer_norm of [1, inf, 2, 3]); a row spreading
+ * past float32's range is still normalised (float64 gives ±1.22 for the
+ * values below, the CPU's float32 variance overflows to NaN); in the
+ * backward an inf weight or gradient gives NaN for the row, as ATen's
+ * formula does (values from torch 2.13 in float64, pasted). */
+static void test_nonfinite_rows(void) {
+  for (int ref = 0; ref < 2; ref++) {
+    float x[4] = {1, INFINITY, 2, 3}, y[4], mean, rstd;
+    CHECK_OK(ln_forward(y, &mean, &rstd, x, NULL, NULL, 1, 4, 1e-5, ref));
+    for (int i = 0; i < 4; i++) CHECK(isnan(y[i]));
+    CHECK(isnan(rstd));
+    float wide[4] = {3e38f, 3e38f, -3e38f, 0};
+    CHECK_OK(ln_forward(y, &mean, &rstd, wide, NULL, NULL, 1, 4, 1e-5, ref));
+    double m = 0.75e38, var = 0;
+    for (int i = 0; i < 4; i++) var += ((double)wide[i] - m) * ((double)wide[i] - m) / 4;
+    for (int i = 0; i < 4; i++) CHECK_NEAR(y[i], ((double)wide[i] - m) / sqrt(var), 1e-6);
+    /* backward: ATen's own results */
+    const float xs[4] = {1, 2, 3, 4}, gy[4] = {0.1f, -0.2f, 0.3f, 0.4f}, gy_inf[4] = {0.1f, INFINITY, 0.3f, 0.4f};
+    const float w[4] = {1, 2, 0.5f, 2}, w_inf[4] = {1, INFINITY, 0.5f, 2};
+    const double want[4] = {0.2996290662153907, -0.3846031018058712, -0.12969047584888416, 0.2146645114393647};
+    float gx[4];
+    CHECK_OK(ln_forward(y, &mean, &rstd, xs, w, NULL, 1, 4, 1e-5, ref));
+    CHECK_OK(ln_backward(gx, gy, xs, &mean, &rstd, w, 1, 4, ref));
+    for (int i = 0; i < 4; i++) CHECK_NEAR(gx[i], want[i], 1e-6);
+    CHECK_OK(ln_backward(gx, gy_inf, xs, &mean, &rstd, w, 1, 4, ref));
+    for (int i = 0; i < 4; i++) CHECK(isnan(gx[i]));
+    CHECK_OK(ln_backward(gx, gy, xs, &mean, &rstd, w_inf, 1, 4, ref));
+    for (int i = 0; i < 4; i++) CHECK(isnan(gx[i]));
+  }
+}
+
 int main(void) {
   printf("test_kernels_norm\n");
   RUN_TEST(test_known_values);
@@ -414,5 +447,6 @@ int main(void) {
   RUN_TEST(test_fast_vs_reference);
   RUN_TEST(test_per_row_weight);
   RUN_TEST(test_errors);
+  RUN_TEST(test_nonfinite_rows);
   return TEST_RESULT();
 }

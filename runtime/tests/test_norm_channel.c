@@ -288,10 +288,132 @@ static void test_batch_norm_known(void) {
   CHECK_STATUS(nrt_launch_run(&l), NRT_ERROR_INVALID_ARGUMENT);
 }
 
+/* Batch norm with an infinite or huge weight: ATen's strided kernel (and
+ * float64) compute ((x - mean) * invstd) * w + b, which gives -inf * sign
+ * for w = -inf and stays finite for w = 2e38 with |xhat| < 1; the
+ * x * (invstd w) + (b - mean invstd w) form would give NaN and inf. Both
+ * layouts, fast path and reference, training and eval. */
+static void check_bn_wide(const buf *y, const buf *x, const double *mean, const double *invstd, const float *w,
+                          const float *b, int64_t N, int64_t C, int64_t S, const char *what) {
+  for (int64_t n = 0; n < N; n++)
+    for (int64_t c = 0; c < C; c++)
+      for (int64_t s = 0; s < S; s++) {
+        int64_t i = n * y->st[0] + c * y->st[1] + s * y->st[2];
+        double xv = nrt_test_get(x->data, x->dt, i), got = nrt_test_get(y->data, y->dt, i);
+        double want = ((xv - mean[c]) * invstd[c]) * w[c] + b[c];
+        bool ok = isinf(want) ? got == want : fabs(got - want) <= 1e-5 * fabs(want) + 1e-5;
+        if (!ok) fprintf(stderr, "%s [%lld %lld %lld]: got %g want %g\n", what, (long long)n, (long long)c,
+                         (long long)s, got, want);
+        CHECK(ok);
+      }
+}
+
+static void test_batch_norm_wide_weight(void) {
+  const int64_t N = 2, C = 3, S = 4;
+  float w[3] = {-INFINITY, 2e38f, 1}, b[3] = {0.5f, -1, 0.25f}, rm[3] = {0.45f, 1.45f, 2.45f},
+        rv[3] = {1, 0.25f, 1};
+  for (int cl = 0; cl < 2; cl++) {
+    buf x = act(N, C, S, cl, NRT_FLOAT32, 0), y = act(N, C, S, cl, NRT_FLOAT32, 0);
+    for (int64_t n = 0; n < N; n++)
+      for (int64_t c = 0; c < C; c++)
+        for (int64_t s = 0; s < S; s++)
+          nrt_test_put(x.data, x.dt, n * x.st[0] + c * x.st[1] + s * x.st[2], 0.1 * (1 + n * S + s) + c);
+    buf wv = {.data = w, .numel = 3, .st = {1}, .dt = NRT_FLOAT32}, bv = {.data = b, .numel = 3, .st = {1}, .dt = NRT_FLOAT32};
+    buf rmv = {.data = rm, .numel = 3, .st = {1}, .dt = NRT_FLOAT32}, rvv = {.data = rv, .numel = 3, .st = {1}, .dt = NRT_FLOAT32};
+    float smean[3], sinv[3];
+    buf mv = {.data = smean, .numel = 3, .st = {1}, .dt = NRT_FLOAT32}, iv = {.data = sinv, .numel = 3, .st = {1}, .dt = NRT_FLOAT32};
+    double mean[3], invstd[3], emean[3], einv[3];
+    for (int64_t c = 0; c < C; c++) {
+      double m = 0, v = 0;
+      for (int64_t k = 0; k < N * S; k++) m += (0.1 * (1 + k) + c) / (double)(N * S);
+      for (int64_t k = 0; k < N * S; k++) v += pow(0.1 * (1 + k) + c - m, 2) / (double)(N * S);
+      mean[c] = m;
+      invstd[c] = 1 / sqrt(v + 1e-5);
+      emean[c] = rm[c];
+      einv[c] = 1 / sqrt(rv[c] + 1e-5);
+    }
+    for (int ref = 0; ref < 2; ref++) {
+      nrt_kernels_set_reference(ref);
+      nrt_launch l;
+      memset(&l, 0, sizeof l);
+      l.op = NRT_OP(BATCH_NORM);
+      l.ndim = 3;
+      l.sizes[0] = N; l.sizes[1] = C; l.sizes[2] = S;
+      l.compute_dtype = NRT_FLOAT32;
+      l.scalars[0].f = 1e-5;
+      l.noutputs = 3;
+      l.ninputs = 3;
+      l.params[1] = 3;
+      op(&l.operands[0], &y);
+      op(&l.operands[1], &mv);
+      op(&l.operands[2], &iv);
+      op(&l.operands[3], &x);
+      op(&l.operands[4], &wv);
+      op(&l.operands[5], &bv);
+      CHECK_OK(nrt_launch_run(&l));
+      check_bn_wide(&y, &x, mean, invstd, w, b, N, C, S, cl ? "bn train cl" : "bn train");
+      memset(&l, 0, sizeof l);
+      l.op = NRT_OP(BATCH_NORM_EVAL);
+      l.ndim = 3;
+      l.sizes[0] = N; l.sizes[1] = C; l.sizes[2] = S;
+      l.compute_dtype = NRT_FLOAT32;
+      l.scalars[0].f = 1e-5;
+      l.noutputs = 1;
+      l.ninputs = 5;
+      l.params[1] = 3;
+      op(&l.operands[0], &y);
+      op(&l.operands[1], &x);
+      op(&l.operands[2], &rmv);
+      op(&l.operands[3], &rvv);
+      op(&l.operands[4], &wv);
+      op(&l.operands[5], &bv);
+      CHECK_OK(nrt_launch_run(&l));
+      check_bn_wide(&y, &x, emean, einv, w, b, N, C, S, cl ? "bn eval cl" : "bn eval");
+    }
+    nrt_kernels_set_reference(false);
+    free(x.data);
+    free(y.data);
+  }
+}
+
+/* An inf in a group makes the group's variance NaN and all of it NaN, as
+ * ATen's max(var, 0) keeps it (group_norm of [1, inf, 2, 3]); the other
+ * group stays finite. */
+static void test_group_norm_nonfinite(void) {
+  float x[8] = {1, INFINITY, 2, 3, 1, 2, 3, 4}, y[8], mean[2], rstd[2];
+  buf xb = {.data = x, .numel = 8, .st = {8, 4, 1}, .dt = NRT_FLOAT32}, yb = xb;
+  yb.data = y;
+  buf mb = {.data = mean, .numel = 2, .st = {2, 1}, .dt = NRT_FLOAT32}, rb = mb;
+  rb.data = rstd;
+  for (int ref = 0; ref < 2; ref++) {
+    nrt_kernels_set_reference(ref);
+    nrt_launch l;
+    memset(&l, 0, sizeof l);
+    l.op = NRT_OP(GROUP_NORM);
+    l.ndim = 4;
+    l.sizes[0] = 1; l.sizes[1] = 2; l.sizes[2] = 1; l.sizes[3] = 4;
+    l.compute_dtype = NRT_FLOAT32;
+    l.scalars[0].f = 1e-5;
+    l.noutputs = 3;
+    l.ninputs = 1;
+    op(&l.operands[0], &yb);
+    op(&l.operands[1], &mb);
+    op(&l.operands[2], &rb);
+    op(&l.operands[3], &xb);
+    CHECK_OK(nrt_launch_run(&l));
+    for (int i = 0; i < 4; i++) CHECK(isnan(y[i]));
+    CHECK_NEAR(y[4], -1.5 / sqrt(1.25 + 1e-5), 1e-6);
+    CHECK_NEAR(y[7], 1.5 / sqrt(1.25 + 1e-5), 1e-6);
+  }
+  nrt_kernels_set_reference(false);
+}
+
 int main(void) {
   nrt_test_seed(0x853C49E6748FEA9Bull);
   RUN_TEST(test_batch_norm_known);
   RUN_TEST(test_batch_norm);
   RUN_TEST(test_group_norm);
+  RUN_TEST(test_batch_norm_wide_weight);
+  RUN_TEST(test_group_norm_nonfinite);
   return TEST_RESULT();
 }

@@ -6,8 +6,10 @@
  * The formulas are ATen's CPU ones:
  *   batch norm    mean, biased var over (N, S) per channel; invstd =
  *                 1/sqrt(var + eps); y = x * a + b with a = invstd * w,
- *                 b = bias - mean * a; running = (1 - m) * running + m *
- *                 stat with the unbiased variance;
+ *                 b = bias - mean * a (channels where a or b is not
+ *                 finite: ((x - mean) * invstd) * w + bias, see
+ *                 bn_affine); running = (1 - m) * running + m * stat with
+ *                 the unbiased variance;
  *   its backward  sum_dy, dot = sum (x - mean) dy; training: dx = (dy -
  *                 sum_dy/M - (x - mean) dot invstd^2 / M) invstd w; eval:
  *                 dx = dy invstd w; dw = dot invstd, db = sum_dy;
@@ -134,12 +136,35 @@ static void seg_sums(const nrt_operand *x, int64_t n, int64_t c, int64_t S, cons
   }
 }
 
-/* Segment (n, c) of y = that of x * a + bb, a block at a time. */
-static void seg_affine(const nrt_operand *x, const nrt_operand *y, int64_t n, int64_t c, int64_t S, float a, float bb,
-                       float *buf) {
+/* A channel's normalisation. ATen's contiguous kernels compute y = x * a +
+ * bb with a = invstd * w, bb = bias - mean * a; where that overflows or
+ * meets an infinity (a huge or infinite weight or bias: inf * x - inf is
+ * NaN) its strided kernel's ((x - mean) * invstd) * w + bias, which float64
+ * agrees with, keeps the signs and stays finite while the result is. The
+ * second form runs only for such channels (`exact`), so finite ones keep
+ * the one-multiply-add loop. */
+typedef struct bn_affine {
+  float a, bb, mean, invstd, w, b;
+  bool exact;
+} bn_affine;
+
+static bn_affine bn_affine_of(float mean, double invstd, float w, float b) {
+  bn_affine f = {.mean = mean, .invstd = (float)invstd, .w = w, .b = b};
+  f.a = f.invstd * w;
+  f.bb = b - mean * f.a;
+  f.exact = !isfinite(f.a) || !isfinite(f.bb);
+  return f;
+}
+
+/* Segment (n, c) of y = the affine map of that of x, a block at a time. */
+static void seg_affine(const nrt_operand *x, const nrt_operand *y, int64_t n, int64_t c, int64_t S,
+                       const bn_affine *f, float *buf) {
   FOR_BLOCKS(S, b0, bn) {
     seg_load(x, n, c, b0, bn, buf);
-    for (int64_t i = 0; i < bn; i++) buf[i] = buf[i] * a + bb;
+    if (f->exact)
+      for (int64_t i = 0; i < bn; i++) buf[i] = ((buf[i] - f->mean) * f->invstd) * f->w + f->b;
+    else
+      for (int64_t i = 0; i < bn; i++) buf[i] = buf[i] * f->a + f->bb;
     seg_store(y, n, c, b0, bn, buf);
   }
 }
@@ -169,9 +194,8 @@ static void bn_train_channels(void *ctx, int64_t begin, int64_t end) {
       vstore(j->out[3], c, mom * mean + (1.0 - mom) * vload(j->out[3], c));
       vstore(j->out[4], c, mom * unbiased + (1.0 - mom) * vload(j->out[4], c));
     }
-    float a = (float)invstd * (w ? vload(w, c) : 1.0f);
-    float bb = (b ? vload(b, c) : 0.0f) - (float)mean * a;
-    for (int64_t n = 0; n < g->N; n++) seg_affine(x, y, n, c, g->S, a, bb, buf);
+    bn_affine f = bn_affine_of((float)mean, invstd, w ? vload(w, c) : 1.0f, b ? vload(b, c) : 0.0f);
+    for (int64_t n = 0; n < g->N; n++) seg_affine(x, y, n, c, g->S, &f, buf);
   }
 }
 
@@ -184,16 +208,15 @@ static void bn_eval_segments(void *ctx, int64_t begin, int64_t end) {
   double eps = j->l->scalars[0].f;
   float buf[BLK];
   int64_t cur = -1;
-  float a = 0.0f, bb = 0.0f;
+  bn_affine f = {0};
   for (int64_t u = begin; u < end; u++) {
     int64_t c = u / g->N, n = u % g->N;
     if (c != cur) {
       double invstd = 1.0 / sqrt((double)vload(j->in[2], c) + eps);
-      a = (float)invstd * (w ? vload(w, c) : 1.0f);
-      bb = (b ? vload(b, c) : 0.0f) - vload(j->in[1], c) * a;
+      f = bn_affine_of(vload(j->in[1], c), invstd, w ? vload(w, c) : 1.0f, b ? vload(b, c) : 0.0f);
       cur = c;
     }
-    seg_affine(x, y, n, c, g->S, a, bb, buf);
+    seg_affine(x, y, n, c, g->S, &f, buf);
   }
 }
 
@@ -261,6 +284,8 @@ typedef struct cl_job {
   int phase;       /* 0: sum x, 1: sum (x-mean)^2, 2: normalise, 3: backward sums, 4: grad_x */
   double *part;    /* [CL_CHUNKS][2][C] */
   float *mean, *a, *b, *k, *gm; /* per channel */
+  bn_affine *aff;  /* normalise: per channel; any_exact: some channel needs the exact form */
+  bool any_exact;
   int64_t rows;
 } cl_job;
 
@@ -301,7 +326,13 @@ static void cl_range(void *ctx, int64_t begin, int64_t end) {
         break;
       case 2: {
         const nrt_operand *y = j->out[0];
-        for (int64_t c = 0; c < C; c++) bx[c] = bx[c] * cj->a[c] + cj->b[c];
+        if (cj->any_exact)
+          for (int64_t c = 0; c < C; c++) {
+            const bn_affine *f = &cj->aff[c];
+            bx[c] = f->exact ? ((bx[c] - f->mean) * f->invstd) * f->w + f->b : bx[c] * f->a + f->bb;
+          }
+        else
+          for (int64_t c = 0; c < C; c++) bx[c] = bx[c] * cj->a[c] + cj->b[c];
         nrt_store_f32(row_ptr(y, g, r), y->strides[1], y->dtype, bx, C);
         break;
       }
@@ -351,9 +382,11 @@ static nrt_status bn_channels_last(cn_job *j) {
   cl_job cj = {.j = j, .rows = g->N * g->S};
   cj.part = malloc(sizeof(double) * (size_t)(CL_CHUNKS * 2 * C + 2 * C));
   float *vecs = malloc(sizeof(float) * (size_t)(5 * C));
-  if (!cj.part || !vecs) {
+  cj.aff = malloc(sizeof(bn_affine) * (size_t)(C + 1));
+  if (!cj.part || !vecs || !cj.aff) {
     free(cj.part);
     free(vecs);
+    free(cj.aff);
     return NRT_ERROR_OUT_OF_MEMORY;
   }
   double *s0 = cj.part + CL_CHUNKS * 2 * C, *s1 = s0 + C;
@@ -381,16 +414,20 @@ static nrt_status bn_channels_last(cn_job *j) {
         vstore(j->out[3], c, mom * mean + (1.0 - mom) * vload(j->out[3], c));
         vstore(j->out[4], c, mom * s1[c] / (count - 1.0) + (1.0 - mom) * vload(j->out[4], c));
       }
-      cj.a[c] = (float)invstd * (w ? vload(w, c) : 1.0f);
-      cj.b[c] = (b ? vload(b, c) : 0.0f) - (float)mean * cj.a[c];
+      cj.aff[c] = bn_affine_of((float)mean, invstd, w ? vload(w, c) : 1.0f, b ? vload(b, c) : 0.0f);
+      cj.a[c] = cj.aff[c].a;
+      cj.b[c] = cj.aff[c].bb;
+      cj.any_exact |= cj.aff[c].exact;
     }
     cj.phase = 2;
   } else if (l->op == NRT_OP(BATCH_NORM_EVAL)) {
     const nrt_operand *w = g->has_w ? j->in[3] : NULL, *b = g->has_b ? j->in[g->has_w ? 4 : 3] : NULL;
     for (int64_t c = 0; c < C; c++) {
       double invstd = 1.0 / sqrt((double)vload(j->in[2], c) + eps);
-      cj.a[c] = (float)invstd * (w ? vload(w, c) : 1.0f);
-      cj.b[c] = (b ? vload(b, c) : 0.0f) - vload(j->in[1], c) * cj.a[c];
+      cj.aff[c] = bn_affine_of(vload(j->in[1], c), invstd, w ? vload(w, c) : 1.0f, b ? vload(b, c) : 0.0f);
+      cj.a[c] = cj.aff[c].a;
+      cj.b[c] = cj.aff[c].bb;
+      cj.any_exact |= cj.aff[c].exact;
     }
     cj.phase = 2;
   } else { /* BATCH_NORM_BACKWARD */
@@ -416,6 +453,7 @@ static nrt_status bn_channels_last(cn_job *j) {
   if (cj.phase >= 0) nrt_parallel_for(CL_CHUNKS, 1, cl_range, &cj);
   free(cj.part);
   free(vecs);
+  free(cj.aff);
   return j->failed ? NRT_ERROR_OUT_OF_MEMORY : NRT_SUCCESS;
 }
 
@@ -435,13 +473,16 @@ static void gn_rows(void *ctx, int64_t begin, int64_t end) {
     double mean = s / count, ss = 0.0;
     float md = (float)mean;
     for (int64_t c = c0; c < c0 + g->Cg; c++) seg_sums(x, n, c, g->S, &md, &ss, buf);
-    double var = ss / count, rstd = 1.0 / sqrt((var > 0.0 ? var : 0.0) + eps);
+    /* max(var, 0) as ATen's: a NaN variance (inf or NaN in the group) stays NaN */
+    double var = ss / count, rstd = 1.0 / sqrt((var < 0.0 ? 0.0 : var) + eps);
     float mf = (float)mean, rf = (float)rstd;
     nrt_store_f32(stat2(j->out[1], n, grp), 0, j->out[1]->dtype, &mf, 1);
     nrt_store_f32(stat2(j->out[2], n, grp), 0, j->out[2]->dtype, &rf, 1);
     for (int64_t c = c0; c < c0 + g->Cg; c++) {
-      float a = rf * (w ? vload(w, c) : 1.0f), bb = (b ? vload(b, c) : 0.0f) - mf * a;
-      seg_affine(x, y, n, c, g->S, a, bb, buf);
+      /* ATen's group norm has only the x * a + bb form, non-finite weights included */
+      bn_affine f = {.a = rf * (w ? vload(w, c) : 1.0f)};
+      f.bb = (b ? vload(b, c) : 0.0f) - mf * f.a;
+      seg_affine(x, y, n, c, g->S, &f, buf);
     }
   }
 }

@@ -11,7 +11,10 @@
  *
  * Forward:  y = (x - mean) * rstd * w + b,  rstd = 1 / sqrt(var + eps).
  * Backward: with xhat = (x - mean) * rstd and g = grad_y * w,
- *           grad_x = rstd * (g - mean(g) - xhat * mean(g * xhat)). */
+ *           grad_x = rstd * (g - mean(g) - xhat * mean(g * xhat)); rows
+ *           with an inf or NaN take ATen's formula (ln_backward_row_aten).
+ * Non-finite rows: a NaN variance (an inf in the row) makes the whole row
+ * NaN, as on the CPU. */
 #pragma GCC optimize("O3,no-trapping-math,no-math-errno")
 #include "kernels/norm/norm.h"
 #include "nrt/ops/norm.h"
@@ -54,13 +57,33 @@ NORM_INLINE void shifted_sums(const float *x, int64_t n, double *out_s, double *
   *out_q = nrt_sum8(q);
 }
 
+/* A row whose values spread past float32's range (|x - mean| can reach
+ * sqrt(n var) > FLT_MAX / 2) would overflow in x - m although y is of
+ * order 1: it is centred in double instead. */
+#define LN_WIDE_ROW 0x1p254 /* (FLT_MAX / 2)^2 */
+static void ln_forward_row_wide(float *y, const float *x, const float *w, const float *b, int64_t n, double mean,
+                                float r) {
+  for (int64_t i = 0; i < n; i++) {
+    float t = (float)(((double)x[i] - mean) * r);
+    y[i] = (w ? t * w[i] : t) + (b ? b[i] : 0.0f);
+  }
+}
+
 /* y row; w, b may be NULL. Returns mean and rstd. */
 NORM_INLINE void ln_forward_row(float *y, const float *x, const float *w, const float *b, int64_t n,
                                 float eps, float *out_mean, float *out_rstd) {
   double sd, qd;
   shifted_sums(x, n, &sd, &qd);
   double md = sd / (double)n, var = qd / (double)n - md * md;
-  float m = (float)((double)x[0] + md), r = (float)(1.0 / sqrt((var > 0 ? var : 0) + (double)eps));
+  /* Rounding may leave var a little below 0; NaN (an inf or NaN in the
+   * row) must stay NaN, as in ATen's max(var, 0): the whole row is NaN. */
+  float m = (float)((double)x[0] + md), r = (float)(1.0 / sqrt((var < 0 ? 0 : var) + (double)eps));
+  *out_mean = m;
+  *out_rstd = r;
+  if ((double)n * var > LN_WIDE_ROW) {
+    ln_forward_row_wide(y, x, w, b, n, (double)x[0] + md, r);
+    return;
+  }
   if (w && b)
     for (int64_t i = 0; i < n; i++) y[i] = (x[i] - m) * r * w[i] + b[i];
   else if (w)
@@ -69,8 +92,26 @@ NORM_INLINE void ln_forward_row(float *y, const float *x, const float *w, const 
     for (int64_t i = 0; i < n; i++) y[i] = (x[i] - m) * r + b[i];
   else
     for (int64_t i = 0; i < n; i++) y[i] = (x[i] - m) * r;
-  *out_mean = m;
-  *out_rstd = r;
+}
+
+/* A row whose sums are not finite (an inf or NaN in grad_y, x or the
+ * weight) takes ATen's own formula, dx = a dy w + b x + c with ds = sum dy w
+ * x, db = sum dy w, a = rstd, b = (db mean - ds) a^3 / n, c = -b mean - db a
+ * / n, so infinities cancel into NaN where the CPU's do; finite rows keep
+ * the centred form above, which does not cancel when |mean| >> std. */
+static void ln_backward_row_aten(float *gx, const float *gy, const float *x, const float *w, float m, float r,
+                                 int64_t n) {
+  double ds = 0.0, db = 0.0;
+  for (int64_t i = 0; i < n; i++) {
+    double g = w ? (double)gy[i] * w[i] : (double)gy[i];
+    ds += g * x[i];
+    db += g;
+  }
+  double a = r, scale = 1.0 / (double)n, b = (db * m - ds) * a * a * a * scale, c = -b * m - db * a * scale;
+  for (int64_t i = 0; i < n; i++) {
+    double ady = a * gy[i];
+    gx[i] = (float)((w ? ady * w[i] : ady) + b * x[i] + c);
+  }
 }
 
 /* gx row from gy, x, the row's mean and rstd, and w (NULL: none). */
@@ -92,6 +133,10 @@ NORM_INLINE void ln_backward_row(float *gx, const float *gy, const float *x, con
     sgx[0] += (double)g * (double)xh;
   }
   double s1 = nrt_sum8(sg), s2 = nrt_sum8(sgx);
+  if (!isfinite(s1) || !isfinite(s2)) {
+    ln_backward_row_aten(gx, gy, x, w, m, r, n);
+    return;
+  }
   float mg = (float)(s1 / (double)n), mgx = (float)(s2 / (double)n);
   if (w)
     for (i = 0; i < n; i++) gx[i] = r * (gy[i] * w[i] - mg - (x[i] - m) * r * mgx);
@@ -198,7 +243,7 @@ static void norm_reference(const nrt_rows_job *j, int64_t r, char *const *ptr, v
     for (int64_t i = 0; i < n; i++) q += (LD(LN_X, i) - mean) * (LD(LN_X, i) - mean);
     float m = (float)mean, rstd = (float)(1.0 / sqrt(q / (double)n + (double)p->eps));
     for (int64_t i = 0; i < n; i++) {
-      float y = (LD(LN_X, i) - m) * rstd;
+      double y = ((double)LD(LN_X, i) - mean) * rstd; /* centred in double: no overflow in x - mean */
       if (p->wk >= 0) y *= LD(p->wk, i);
       if (p->bk >= 0) y += LD(p->bk, i);
       ST(LN_Y, i, y);
@@ -213,6 +258,20 @@ static void norm_reference(const nrt_rows_job *j, int64_t r, char *const *ptr, v
       double xh = ((double)LD(LNB_X, i) - m) * rstd;
       sg += g;
       sgx += g * xh;
+    }
+    if (!isfinite(sg) || !isfinite(sgx)) { /* ATen's formula, as the fast path */
+      double ds = 0.0, db = 0.0;
+      for (int64_t i = 0; i < n; i++) {
+        double g = (double)LD(LNB_GY, i) * (p->wk >= 0 ? LD(p->wk, i) : 1.0f);
+        ds += g * LD(LNB_X, i);
+        db += g;
+      }
+      double a = rstd, scale = 1.0 / (double)n, b = (db * m - ds) * a * a * a * scale, c = -b * m - db * a * scale;
+      for (int64_t i = 0; i < n; i++) {
+        double ady = a * LD(LNB_GY, i);
+        ST(LNB_GX, i, (p->wk >= 0 ? ady * LD(p->wk, i) : ady) + b * LD(LNB_X, i) + c);
+      }
+      return;
     }
     for (int64_t i = 0; i < n; i++) {
       double g = (double)LD(LNB_GY, i) * (p->wk >= 0 ? LD(p->wk, i) : 1.0f);
