@@ -338,7 +338,8 @@ class EvaluationReport:
                          f"({w['type']}) rel {_sci(w['max_rel'])}")
             if r.get("gradients"):
                 g = r["gradients"][0]
-                L.append(f"  first-step gradients: worst {g['parameter']} rel {_sci(g['max_rel'])}")
+                note = " (a gradient that is ~0 on both sides, against the model's largest)" if g.get("near_zero") else ""
+                L.append(f"  first-step gradients: worst {g['parameter']} rel {_sci(g['max_rel'])}{note}")
         L.append("")
         L.append("Performance (mean time per training step after the first; the first step is reported apart)")
         dts = list(d["performance"])
