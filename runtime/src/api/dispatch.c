@@ -2,6 +2,7 @@
  * column of the op's row). */
 #include "api/api.h"
 #include "kernels/kernels.h"
+#include "nrt/ops/foreach.h"
 
 nrt_status nrt_kernel_execute(const nrt_launch *launch) {
   switch (nrt_op_kind(launch->op)) {
@@ -20,7 +21,7 @@ nrt_status nrt_kernel_execute(const nrt_launch *launch) {
   case NRT_KIND_COMPLEX: return nrt_complex_execute(launch);
   case NRT_KIND_ATTENTION: return nrt_attention_execute(launch);
   case NRT_KIND_RNN: return nrt_rnn_execute(launch);
-  case NRT_KIND_COUNT: break;
+  case NRT_KIND_FOREACH: return nrt_foreach_execute(launch); /* NRT_KIND_COUNT: see nrt/ops/foreach.h */
   }
   nrt_set_error_message("kernel: unknown op %d", (int)launch->op);
   return NRT_ERROR_UNSUPPORTED;

@@ -22,6 +22,10 @@ nrt_status nrt_segment_execute(const nrt_launch *launch);   /* segment/ */
 nrt_status nrt_complex_execute(const nrt_launch *launch);   /* complex/ */
 nrt_status nrt_attention_execute(const nrt_launch *launch); /* attention/ */
 nrt_status nrt_rnn_execute(const nrt_launch *launch);       /* rnn/ */
+nrt_status nrt_foreach_execute(const nrt_launch *launch);   /* foreach/ */
+/* foreach/: the checks of a FOREACH descriptor and its table, which the
+ * generic validation cannot see (api/foreach.c runs them at enqueue). */
+nrt_status nrt_foreach_validate(const nrt_launch *launch);
 
 /* ---- pointwise/fused.c: fused pointwise chains ---------------------------------
  * Not an op kind: a chain is not one nrt_launch (it has more operands than

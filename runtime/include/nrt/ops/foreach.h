@@ -1,0 +1,106 @@
+/* Op family FOREACH. torch._foreach_* over a whole tensor list in one
+ * launch (kernels/foreach/): the optimizers' and clip_grad's elementwise
+ * steps over every parameter at once, instead of one launch per tensor.
+ * Entries: X(name, kind, min_inputs, max_inputs); scalars (s0..s3) and
+ * params (p0..p3) as each comment says. See nrt/launch.h for how families
+ * are numbered.
+ *
+ * Layout. sizes (ndim 1) = {rows}: one row per tensor of the lists.
+ * operands[0] (the one output operand, INT64) is the list table,
+ * row-major [rows][NRT_FOREACH_ROW]:
+ *   {numel, out, in0, in1, in2, scalar}
+ * numel: elements of the row's tensors (all the same shape); out, in0..in2:
+ * data pointers (int64 bits) of the output and input tensors, each dense
+ * (contiguous or any non-overlapping, dense layout) and all with the same
+ * strides, so element k of one is element k of the others; unused ones 0.
+ * scalar: the row's scalar as the bits of a double (ROW mode below).
+ * Outputs may be their in0 (in-place ops), never another row's tensor.
+ * Every tensor of the lists has dtype compute_dtype (FLOAT32, BFLOAT16 or
+ * FLOAT16), except the in0 list of COPY and the out list of NORM, whose
+ * dtype is p1. Values are computed in float32 and rounded once to the
+ * output dtype, as the single-tensor kernels of the base list compute them
+ * (same expressions; NORM accumulates in double like the reductions).
+ *
+ * p0, the mode, says where an op's scalar operand comes from: the second
+ * input y of the binary ops, the weight of LERP, the value v of
+ * ADDCMUL/ADDCDIV; ops without one take LIST:
+ *   LIST    y (or the weight) is a tensor of the row (in1, or in2 for LERP);
+ *   SCALAR  s1, the same for every row;
+ *   ROW     the row's scalar;
+ *   TENSOR  the value of operands[1], a one-element tensor of any real
+ *           dtype (the launch's one input; the other modes have none).
+ * s0: alpha of ADD/SUB, the order of NORM. */
+#ifndef NRT_OPS_FOREACH_H
+#define NRT_OPS_FOREACH_H
+
+#include "nrt/launch.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* FOREACH takes the first family id and kind after the ones nrt/launch.h
+ * lists. They are defined here, not there, because every glue file
+ * includes launch.h and the family's glue is the only one that needs
+ * them; core/ops.c and api/dispatch.c cover them. */
+enum { NRT_OP_FAMILY_FOREACH = NRT_OP_FAMILY_COUNT };
+#define NRT_KIND_FOREACH ((nrt_kind)NRT_KIND_COUNT)
+
+#define NRT_FOREACH_ROW 6 /* int64 per table row */
+enum { NRT_FOREACH_NUMEL, NRT_FOREACH_OUT, NRT_FOREACH_IN0, NRT_FOREACH_IN1, NRT_FOREACH_IN2, NRT_FOREACH_SCALAR };
+enum { NRT_FOREACH_MODE_LIST, NRT_FOREACH_MODE_SCALAR, NRT_FOREACH_MODE_ROW, NRT_FOREACH_MODE_TENSOR };
+
+#define NRT_OPS_FOREACH(X)                                                    \
+  /* binary: x = in0, y = the scalar operand (in1 in LIST mode) */            \
+  X(FOREACH_ADD, FOREACH, 0, 1)      /* x + s0 * y */                         \
+  X(FOREACH_SUB, FOREACH, 0, 1)      /* x - s0 * y */                         \
+  X(FOREACH_MUL, FOREACH, 0, 1)                                               \
+  X(FOREACH_DIV, FOREACH, 0, 1)                                               \
+  X(FOREACH_MAXIMUM, FOREACH, 0, 1)  /* NaN-propagating (also clamp_min) */   \
+  X(FOREACH_MINIMUM, FOREACH, 0, 1)  /* (also clamp_max) */                   \
+  X(FOREACH_POW, FOREACH, 0, 1)      /* x ** y: powf for a tensor y; a      \
+     scalar exponent takes POW_SCALAR's exact forms (x*x, sqrt, 1/x, ...) */ \
+  X(FOREACH_RPOW, FOREACH, 0, 1)     /* y ** x (a scalar base) */             \
+  /* ternary: x = in0, y = in1, z = in2 */                                    \
+  X(FOREACH_ADDCMUL, FOREACH, 0, 1)  /* x + v * y * z (v: not LIST) */        \
+  X(FOREACH_ADDCDIV, FOREACH, 0, 1)  /* x + v * y / z */                      \
+  X(FOREACH_LERP, FOREACH, 0, 1)     /* x + w (y - x), ATen's two forms;    \
+                                        w = in2 in LIST mode */               \
+  /* unary: x = in0 */                                                        \
+  X(FOREACH_SQRT, FOREACH, 0, 0)                                              \
+  X(FOREACH_NEG, FOREACH, 0, 0)                                               \
+  X(FOREACH_RECIPROCAL, FOREACH, 0, 0)                                        \
+  X(FOREACH_ABS, FOREACH, 0, 0)                                               \
+  X(FOREACH_SIGN, FOREACH, 0, 0)                                              \
+  X(FOREACH_EXP, FOREACH, 0, 0)                                               \
+  X(FOREACH_ZERO, FOREACH, 0, 0)     /* out = 0; any real compute dtype */    \
+  X(FOREACH_COPY, FOREACH, 0, 0)     /* out = in0 of dtype p1: the bits when \
+     p1 is compute_dtype (any real dtype), else converted between FLOAT32,  \
+     BFLOAT16 and FLOAT16 */                                                 \
+  X(FOREACH_NORM, FOREACH, 0, 0)     /* out (one element of dtype p1) =      \
+     ||in0||_s0: s0 = 0 (count of nonzeros), 1, 2, +-inf or any p; in       \
+     double, combined in a fixed order (results do not depend on the        \
+     thread count); NaN wins for +-inf; an empty row gives 0 */
+
+NRT_OP_FAMILY_ENUM(FOREACH, NRT_OPS_FOREACH);
+
+/* Enqueues a FOREACH launch on `stream` with its table: the sizes[0] rows
+ * that launch->operands[0].data points at are copied into the stream's task
+ * together with the descriptor, so the caller's table (host memory) may die
+ * right after the call, and the launch is one task, with no device copy.
+ * A row input written by a kernel that failed earlier fails the launch and
+ * poisons its outputs, as nrt_launch_kernel does for its operands.
+ * NRT_ERROR_UNSUPPORTED, enqueuing nothing, while a graph capture records
+ * the stream's device (a table holds pointers the capture cannot resolve):
+ * check nrt_foreach_available() first and launch the single-tensor ops
+ * instead. Validation errors return at once; execution errors are sticky
+ * on the stream. (nrt_launch_run runs a FOREACH launch in place: the table
+ * is read where it is.) */
+nrt_status nrt_foreach_launch(nrt_stream *stream, const nrt_launch *launch);
+/* False while a graph capture records `stream`'s device. */
+bool nrt_foreach_available(nrt_stream *stream);
+
+#ifdef __cplusplus
+}
+#endif
+#endif
