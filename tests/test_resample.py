@@ -205,3 +205,49 @@ def test_reflection_replication_pad(mode, shape, pad):
     yd.pow(2).sum().backward()
     close(xd.grad, x.grad)
     assert_no_fallbacks()
+
+
+def _same_nonfinite(dev, ref):
+    dev = dev.cpu()
+    assert torch.equal(dev.isnan(), ref.isnan()), (dev, ref)
+    assert torch.equal(dev[ref.isinf()], ref[ref.isinf()]), (dev, ref)
+    fin = ref.isfinite()
+    rtol, atol = TOL_INTERPOLATION[ref.dtype]
+    torch.testing.assert_close(dev[fin], ref[fin], rtol=rtol, atol=atol)
+
+
+@pytest.mark.parametrize("mode,dims", [("linear", 1), ("bilinear", 2), ("bicubic", 2), ("trilinear", 3)])
+@pytest.mark.parametrize("align", [True, False])
+def test_interpolate_nonfinite_neighbours(mode, dims, align):
+    """-inf and NaN neighbours: the CPU multiplies every tap of the op's dims,
+    zero weights included (a corner next to -inf is NaN with align_corners),
+    and a 1-d or 2-d op has no taps along the dims it lacks (those made every
+    -inf NaN here)."""
+    x = torch.randn(2, 3, *(5,) * dims)
+    x.view(-1)[3] = float("-inf")
+    x.view(-1)[17] = float("inf")
+    x.view(-1)[28] = float("nan")
+    for size in ((9,) * dims, (3,) * dims, (1,) * (dims - 1) + (7,)):
+        want = F.interpolate(x, size=size, mode=mode, align_corners=align)
+        _same_nonfinite(F.interpolate(x.neuron(), size=size, mode=mode, align_corners=align), want)
+    assert_no_fallbacks()
+
+
+def test_interpolate_issue_example_align_corners():
+    x = torch.tensor([[[1.0, float("-inf"), 2.0, 3.0]]])
+    want = F.interpolate(x, size=7, mode="linear", align_corners=True)   # [nan, -inf, -inf, -inf, 2, 2.5, 3]
+    assert want.isinf().sum() == 3
+    _same_nonfinite(F.interpolate(x.neuron(), size=7, mode="linear", align_corners=True), want)
+    x2 = torch.tensor([[[[1.0, float("-inf")], [2.0, 3.0]]]])
+    want = F.interpolate(x2, size=(3, 3), mode="bilinear", align_corners=True)
+    _same_nonfinite(F.interpolate(x2.neuron(), size=(3, 3), mode="bilinear", align_corners=True), want)
+
+
+@pytest.mark.parametrize("mode", ["bilinear", "bicubic"])
+def test_interpolate_antialias_reads_only_its_window(mode):
+    x = torch.arange(16.0).view(1, 1, 2, 8)
+    x[0, 0, 0, 7] = float("inf")
+    x[0, 0, 1, 0] = float("-inf")
+    want = F.interpolate(x, size=(2, 3), mode=mode, antialias=True)
+    assert want.isfinite().any()
+    _same_nonfinite(F.interpolate(x.neuron(), size=(2, 3), mode=mode, antialias=True), want)

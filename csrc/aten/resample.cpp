@@ -190,6 +190,7 @@ struct Scales {
 void set_interp_params(nrt_launch &d, int mode, bool align, int64_t nsp, const Scales &sc) {
   d.params[0] = mode;
   d.params[1] = align ? 1 : 0;
+  d.params[2] = nsp;  // the leading 3 - nsp dims are not interpolated
   for (int64_t j = 0; j < 3; ++j) {
     int64_t k = j - (3 - nsp);  // index into the op's scales (last nsp dims)
     d.scalars[j].f = (k >= 0 && sc.s[k]) ? *sc.s[k] : 0.0;

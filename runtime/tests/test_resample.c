@@ -352,6 +352,59 @@ static void test_fold(void) {
   run_fold(&cases[1], NRT_FLOAT64);
 }
 
+/* ---- interpolation: non-finite values (torch 2.13 CPU results, pasted) ----------
+ * ATen multiplies every tap of an interpolated dim, zero weights included
+ * (so a corner next to -inf is NaN), but the dims a 1-d or 2-d op does not
+ * have carry no taps (p2 = the op's spatial dims): a zero-weight tap there
+ * turned every inf into NaN. Antialiased windows read only their own size. */
+static void interp_nonfinite_case(int mode, bool align, int nsp, const int64_t is[5], const double *x,
+                                  const int64_t os[5], const double *want, bool ref) {
+  act a, b;
+  nrt_test_tensor5_make(&a, is, false, NRT_FLOAT32);
+  nrt_test_tensor5_make(&b, os, false, NRT_FLOAT32);
+  for (int64_t i = 0; i < a.numel; i++) nrt_test_put(a.data, a.dt, i, x[i]);
+  nrt_launch l = interp_launch(NRT_OP(INTERP), &b, &a, mode, align, NULL);
+  l.params[2] = nsp;
+  CHECK_OK(nrt_test_run(&l, ref));
+  for (int64_t i = 0; i < b.numel; i++) {
+    double got = nrt_test_get(b.data, b.dt, i);
+    bool ok = isnan(want[i]) ? isnan(got) : isinf(want[i]) ? got == want[i] : fabs(got - want[i]) <= 1e-6;
+    if (!ok) fprintf(stderr, "interp mode %d nsp %d [%lld]: got %g want %g\n", mode, nsp, (long long)i, got, want[i]);
+    CHECK(ok);
+  }
+  free(a.data);
+  free(b.data);
+}
+
+static void test_interp_nonfinite(void) {
+  for (int ref = 0; ref < 2; ref++) {
+    /* linear 4 -> 7, align_corners: F.interpolate([1, -inf, 2, 3], 7, 'linear', True) */
+    const double x1[4] = {1, -INFINITY, 2, 3};
+    const double w1[7] = {NAN, -INFINITY, -INFINITY, -INFINITY, 2, 2.5, 3};
+    interp_nonfinite_case(NRT_INTERP_LINEAR, true, 1, (const int64_t[]){1, 1, 1, 1, 4}, x1,
+                          (const int64_t[]){1, 1, 1, 1, 7}, w1, ref);
+    /* a real dim of size 1 -> 1 keeps its zero-weight tap: bilinear (1, 4) -> (1, 7) is NaN there */
+    const double w1b[7] = {NAN, NAN, NAN, NAN, 2, 2.5, 3};
+    interp_nonfinite_case(NRT_INTERP_LINEAR, true, 2, (const int64_t[]){1, 1, 1, 1, 4}, x1,
+                          (const int64_t[]){1, 1, 1, 1, 7}, w1b, ref);
+    /* bilinear [[1, -inf], [2, 3]] -> 3x3, align_corners */
+    const double x2[4] = {1, -INFINITY, 2, 3};
+    const double w2[9] = {NAN, -INFINITY, NAN, NAN, -INFINITY, NAN, 2, 2.5, 3};
+    interp_nonfinite_case(NRT_INTERP_LINEAR, true, 2, (const int64_t[]){1, 1, 1, 2, 2}, x2,
+                          (const int64_t[]){1, 1, 1, 3, 3}, w2, ref);
+    /* antialiased bilinear 8 -> 3 with inf at either end: only the window touching it is inf */
+    double x3[8] = {0, 1, 2, 3, 4, 5, 6, INFINITY};
+    const double w3[3] = {1.1052632331848145, 3.5, INFINITY};
+    interp_nonfinite_case(NRT_INTERP_AA_LINEAR, false, 2, (const int64_t[]){1, 1, 1, 1, 8}, x3,
+                          (const int64_t[]){1, 1, 1, 1, 3}, w3, ref);
+    x3[7] = 1;
+    x3[0] = INFINITY;
+    const double w4[3] = {INFINITY, 3.5, 4.157894134521484};
+    interp_nonfinite_case(NRT_INTERP_AA_LINEAR, false, 2, (const int64_t[]){1, 1, 1, 1, 8}, x3,
+                          (const int64_t[]){1, 1, 1, 1, 3}, w4, ref);
+  }
+}
+
 int main(void) {
   nrt_test_seed(0x2545F4914F6CDD1Dull);
   RUN_TEST(test_interp_known);
@@ -359,5 +412,6 @@ int main(void) {
   RUN_TEST(test_interp_integer_nearest);
   RUN_TEST(test_max_unpool);
   RUN_TEST(test_fold);
+  RUN_TEST(test_interp_nonfinite);
   return TEST_RESULT();
 }

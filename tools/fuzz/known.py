@@ -220,9 +220,6 @@ KNOWN: list[Group] = [
     Group("nonfinite-distance", ("cdist",), VAL, nonfinite,
           "cdist/pairwise_distance with NaN or inf: p=0 counts NaN differences as non-zero on neuron (5.0 where "
           "the CPU gives NaN); other p differ in inf/NaN."),
-    Group("nonfinite-resample", ("interpolate", "unfold", "pad", "pool"), VAL, nonfinite,
-          "Interpolation/pooling with -inf/inf/NaN inputs: bilinear with align_corners mixes -inf with a zero "
-          "weight (NaN on neuron, -inf on the CPU), and similar for the other modes."),
     Group("nonfinite-matmul", ("mm", "bmm", "matmul", "addmm", "vecdot", "linear"), VAL, nonfinite,
           "GEMMs with inf/NaN operands (and beta=0 / alpha=0 with NaN): the CPU's BLAS skips terms that "
           "neuron multiplies (inf*0 = NaN), or the other way round."),
@@ -252,7 +249,9 @@ KNOWN: list[Group] = [
           "CPU's (adaptive_avg_pool1d of [.., 3.4e38, .., -3.4e38] gives 0.0 on neuron, -0.045 on the CPU "
           "and in float64); a product that overflows (3.4e38 * 2 = inf) beside an infinity of the other sign "
           "gives NaN where the CPU's fused multiply-adds in its order give -inf (convolutions); a batch-norm "
-          "weight of 3.4e38 times an xhat of 1.0000001 rounds over the limit on one side only."),
+          "weight of 3.4e38 times an xhat of 1.0000001 rounds over the limit on one side only; bicubic "
+          "interpolation sums its h taps first (3.4e38 * 1.05 overflows, then meets a zero w weight: NaN), "
+          "the CPU its w taps first."),
     Group("float64-beyond-float32", ("*",), VAL,
           all_of(in_dtype("float64"), any_of(nonfinite, fill("edge"), maxdiff_below(1e-3))),
           "float64 is computed at float32 precision on neuron (documented): values past float32's range "

@@ -36,7 +36,10 @@ enum { NRT_GRID_PAD_ZEROS = 0, NRT_GRID_PAD_BORDER = 1, NRT_GRID_PAD_REFLECTION 
   /* Separable interpolation: each output point is a weighted sum over a   \
      per-dim tap set (weights depend only on sizes, mode, align_corners    \
      and scales, so the kernel builds the tables). p0 = mode (NRT_INTERP_*),\
-     p1 = align_corners; s0..s2 (.f) = the scales argument for d, h, w    \
+     p1 = align_corners; p2 = the op's spatial dims, the last p2 of d, h, \
+     w (1..3; 0: three): the others read their one element with weight 1  \
+     (no zero-weight tap that would make an inf NaN); s0..s2 (.f) = the   \
+     scales argument for d, h, w                                          \
      (0 or negative: none). Float dtypes compute in float32; integer      \
      dtypes only for the nearest modes (exact copies). */                  \
   X(INTERP, RESAMPLE, 1, 1)          /* output y [N,C,O*]; input x [N,C,I*] */ \

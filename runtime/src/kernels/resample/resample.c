@@ -63,9 +63,10 @@ nrt_status nrt_resample_geom_init(const nrt_launch *l, nrt_resample_geom *g) {
 /* ---- tap tables ------------------------------------------------------------ */
 
 typedef struct taps {
-  int64_t T;    /* taps per output index */
+  int64_t T;    /* taps per output index, at most */
   int64_t *idx; /* [O * T], in [0, in) */
   float *w;     /* [O * T] */
+  int64_t *cnt; /* [O]: the taps output o reads (T, or the antialiased window's size) */
 } taps;
 
 /* ATen's compute_scales_value<float>: 1/scale when a positive scale was
@@ -102,12 +103,26 @@ static float aa_filter(int mode, float x) {
 static void taps_free(taps *t) {
   free(t->idx);
   free(t->w);
+  free(t->cnt);
   t->idx = NULL;
   t->w = NULL;
+  t->cnt = NULL;
 }
 
-static nrt_status taps_build(int mode, bool align, double scale, int64_t in, int64_t out, taps *t) {
+/* The taps of one dim. A dim the op does not interpolate (the leading
+ * extents of size 1 that make a 1-d or 2-d op 3-d) reads its one element
+ * with weight 1 and nothing else: the CPU has no taps there, and a second
+ * tap of weight 0 would turn an inf into NaN (inf * 0). An interpolated
+ * dim keeps every tap ATen computes, zero weights included (ATen
+ * multiplies them: bilinear at a corner with align_corners gives NaN next
+ * to an inf), except past an antialiased window's size, which ATen never
+ * reads, and along a dim whose size it keeps, which ATen's separable
+ * antialiased kernel skips. */
+static nrt_status taps_build(int mode, bool align, double scale, int64_t in, int64_t out, bool interpolated,
+                             taps *t) {
   float sc = 0.0f, support = 0.0f;
+  bool aa = mode == NRT_INTERP_AA_LINEAR || mode == NRT_INTERP_AA_CUBIC;
+  if (!interpolated || (aa && in == out)) mode = NRT_INTERP_NEAREST; /* in == out: the identity tap */
   switch (mode) {
   case NRT_INTERP_NEAREST:
   case NRT_INTERP_NEAREST_EXACT: t->T = 1; break;
@@ -130,7 +145,8 @@ static nrt_status taps_build(int mode, bool align, double scale, int64_t in, int
   size_t n = (size_t)(out * t->T + 1);
   t->idx = malloc(n * sizeof(int64_t));
   t->w = malloc(n * sizeof(float));
-  if (!t->idx || !t->w) {
+  t->cnt = malloc((size_t)(out + 1) * sizeof(int64_t));
+  if (!t->idx || !t->w || !t->cnt) {
     taps_free(t);
     return nrt_kernel_fail(NRT_ERROR_OUT_OF_MEMORY, "INTERP: out of memory for %lld taps", (long long)n);
   }
@@ -138,6 +154,7 @@ static nrt_status taps_build(int mode, bool align, double scale, int64_t in, int
   for (int64_t o = 0; o < out; o++) {
     int64_t *ix = t->idx + o * T;
     float *w = t->w + o * T;
+    t->cnt[o] = T;
     switch (mode) {
     case NRT_INTERP_NEAREST: {
       /* nearest_idx: the equal and doubled sizes are special-cased */
@@ -198,6 +215,7 @@ static nrt_status taps_build(int mode, bool align, double scale, int64_t in, int
       }
       if (total != 0.0f)
         for (int64_t j = 0; j < xsize; j++) w[j] /= total;
+      t->cnt[o] = xsize > 0 ? xsize : 0;
       break;
     }
     }
@@ -249,8 +267,8 @@ static void fwd_rows(interp_job *j, int64_t begin, int64_t end) {
     int64_t n = p / g->C, c = p % g->C;
     const char *xp = PLANE(x, n, c);
     for (int64_t i = 0; i < IW; i++) acc[i] = 0.0f;
-    for (int64_t a = 0; a < td->T; a++)
-      for (int64_t b = 0; b < th->T; b++) {
+    for (int64_t a = 0; a < td->cnt[od]; a++)
+      for (int64_t b = 0; b < th->cnt[oh]; b++) {
         float wt = td->w[od * td->T + a] * th->w[oh * th->T + b];
         const char *src = xp + td->idx[od * td->T + a] * x->strides[2] + th->idx[oh * th->T + b] * x->strides[3];
         nrt_load_f32(row, src, x->strides[4], x->dtype, IW);
@@ -259,7 +277,7 @@ static void fwd_rows(interp_job *j, int64_t begin, int64_t end) {
     const int64_t T = tw->T;
     for (int64_t ow = 0; ow < OW; ow++) {
       float s = 0.0f;
-      for (int64_t k = 0; k < T; k++) s += tw->w[ow * T + k] * acc[tw->idx[ow * T + k]];
+      for (int64_t k = 0; k < tw->cnt[ow]; k++) s += tw->w[ow * T + k] * acc[tw->idx[ow * T + k]];
       out[ow] = s;
     }
     nrt_store_f32(PLANE(y, n, c) + od * y->strides[2] + oh * y->strides[3], y->strides[4], y->dtype, out, OW);
@@ -277,9 +295,9 @@ static void fwd_rows_ref(interp_job *j, int64_t begin, int64_t end) {
     int64_t n = p / g->C, c = p % g->C;
     for (int64_t ow = 0; ow < g->O[2]; ow++) {
       double s = 0.0;
-      for (int64_t a = 0; a < td->T; a++)
-        for (int64_t b = 0; b < th->T; b++)
-          for (int64_t k = 0; k < tw->T; k++) {
+      for (int64_t a = 0; a < td->cnt[od]; a++)
+        for (int64_t b = 0; b < th->cnt[oh]; b++)
+          for (int64_t k = 0; k < tw->cnt[ow]; k++) {
             const char *src = PLANE(x, n, c) + td->idx[od * td->T + a] * x->strides[2] +
                               th->idx[oh * th->T + b] * x->strides[3] + tw->idx[ow * tw->T + k] * x->strides[4];
             s += (double)td->w[od * td->T + a] * th->w[oh * th->T + b] * tw->w[ow * tw->T + k] *
@@ -318,9 +336,9 @@ static void bwd_planes(interp_job *j, int64_t begin, int64_t end) {
         nrt_load_f32(gr, PLANE(gy, n, c) + od * gy->strides[2] + oh * gy->strides[3], gy->strides[4], gy->dtype, OW);
         for (int64_t i = 0; i < IW; i++) row[i] = 0.0f;
         for (int64_t ow = 0; ow < OW; ow++)
-          for (int64_t k = 0; k < tw->T; k++) row[tw->idx[ow * tw->T + k]] += tw->w[ow * tw->T + k] * gr[ow];
-        for (int64_t a = 0; a < td->T; a++)
-          for (int64_t b = 0; b < th->T; b++) {
+          for (int64_t k = 0; k < tw->cnt[ow]; k++) row[tw->idx[ow * tw->T + k]] += tw->w[ow * tw->T + k] * gr[ow];
+        for (int64_t a = 0; a < td->cnt[od]; a++)
+          for (int64_t b = 0; b < th->cnt[oh]; b++) {
             float wt = td->w[od * td->T + a] * th->w[oh * th->T + b];
             float *dst = buf + (td->idx[od * td->T + a] * IH + th->idx[oh * th->T + b]) * IW;
             for (int64_t i = 0; i < IW; i++) dst[i] += wt * row[i];
@@ -354,9 +372,9 @@ static void bwd_planes_ref(interp_job *j, int64_t begin, int64_t end) {
         for (int64_t ow = 0; ow < g->O[2]; ow++) {
           double v = nrt_ref_load_f64(
               PLANE(gy, n, c) + od * gy->strides[2] + oh * gy->strides[3] + ow * gy->strides[4], gy->dtype);
-          for (int64_t a = 0; a < td->T; a++)
-            for (int64_t b = 0; b < th->T; b++)
-              for (int64_t k = 0; k < tw->T; k++) {
+          for (int64_t a = 0; a < td->cnt[od]; a++)
+            for (int64_t b = 0; b < th->cnt[oh]; b++)
+              for (int64_t k = 0; k < tw->cnt[ow]; k++) {
                 int64_t at = (td->idx[od * td->T + a] * IH + th->idx[oh * th->T + b]) * IW + tw->idx[ow * tw->T + k];
                 buf[at] += (double)td->w[od * td->T + a] * th->w[oh * th->T + b] * tw->w[ow * tw->T + k] * v;
               }
@@ -403,8 +421,11 @@ nrt_status nrt_resample_interp(const nrt_launch *l) {
   if ((fwd ? g->OL : g->IL) * planes == 0) return NRT_SUCCESS;
   j.esize = nrt_dtype_size(l->operands[0].dtype);
   j.reference = nrt_kernels_reference();
+  /* p2: the op's spatial dims (the last p2 of the three); 0: all three */
+  int64_t nsp = l->params[2] >= 1 && l->params[2] <= 3 ? l->params[2] : 3;
   for (int i = 0; i < 3; i++) {
-    st = taps_build(mode, l->params[1] != 0, l->scalars[i].f, g->I[i], g->O[i], &j.t[i]);
+    bool interpolated = i >= 3 - nsp || g->I[i] != 1 || g->O[i] != 1;
+    st = taps_build(mode, l->params[1] != 0, l->scalars[i].f, g->I[i], g->O[i], interpolated, &j.t[i]);
     if (st != NRT_SUCCESS) {
       for (int k = 0; k < i; k++) taps_free(&j.t[k]);
       return st;
