@@ -413,3 +413,26 @@ def test_ctc_loss_errors():
     with pytest.raises(RuntimeError, match="target 9 of sequence 0 is out of range"):  # the CPU reads past C
         F.ctc_loss(lp, torch.tensor([[1, 9, 2], [3, 1, 0]], device=DEV), [6, 5], [3, 2])
         torch.neuron.synchronize()
+
+
+@pytest.mark.parametrize("p", [0.0, 0.5, 1.0, 1.5, 2.0, 3.0, float("inf")])
+def test_cdist_pdist_nan(p):
+    """NaN coordinates, as the CPU: p = 0 counts min(ceil|d|, 1), NaN for a NaN
+    difference; cdist's p = inf folds with std::max and skips NaN (its float64
+    run too), pdist's propagates it; the backward adds ATen's term for every
+    pair, so NaN reaches the gradient."""
+    x1 = torch.tensor([[float("nan"), 1.0, 5.0], [0.0, 0.0, 0.0], [0.5, -1.0, 2.0]])
+    x2 = torch.tensor([[0.0, 0.0, 0.0], [1.0, 1.0, 1.0]])
+    got = []
+    for dev in ("cpu", DEV):
+        a = x1.clone().to(dev).requires_grad_()
+        b = x2.clone().to(dev).requires_grad_()
+        d = torch.cdist(a, b, p=p)
+        d.backward(torch.ones_like(d))
+        pd = torch.pdist(torch.cat([x1, x2]).to(dev), p=p)
+        got.append([t.detach().cpu() for t in (d, a.grad, b.grad, pd)])
+    for dev_t, cpu_t in zip(got[1], got[0]):
+        assert torch.equal(dev_t.isnan(), cpu_t.isnan()), (p, dev_t, cpu_t)
+        fin = cpu_t.isfinite()
+        torch.testing.assert_close(dev_t[fin], cpu_t[fin], rtol=1e-5, atol=1e-5)
+    assert_no_fallbacks()

@@ -776,6 +776,56 @@ static void test_ctc_errors(void) {
   CHECK_NEAR(nll[0], -log(3.0), 1e-5); /* log-probs 0: the paths 1b, b1 and 11 weigh 1 each */
 }
 
+/* Distances with NaN (torch 2.13 CPU results, pasted): x1 = [[nan, 1, 5],
+ * [0, 0, 0]], x2 = [[0, 0, 0], [1, 1, 1]]. p = 0 counts min(ceil|d|, 1), so
+ * a NaN difference is NaN; cdist's p = inf folds with std::max from 0 and
+ * never takes a NaN (5, 4), pdist's vectorised maximum does (NaN); the
+ * backward adds ATen's term for every pair, so the NaN column is NaN. */
+static void test_dist_nan(void) {
+  const float x1[6] = {NAN, 1, 5, 0, 0, 0}, x2[6] = {0, 0, 0, 1, 1, 1}, ones[4] = {1, 1, 1, 1};
+  const double ps_nan[] = {0.0, 1.0, 2.0, INFINITY};
+  /* dist [2, 2] and grad_x1 [2, 3] per p; NAN where the CPU has NaN */
+  const double want_d[4][4] = {{NAN, NAN, 0, 3}, {NAN, NAN, 0, 3}, {NAN, NAN, 0, 1.7320507764816284}, {5, 4, 0, 1}};
+  const double want_g[4][6] = {{0, 0, 0, 0, 0, 0},
+                               {NAN, 1, 2, -1, -1, -1},
+                               {NAN, NAN, NAN, -0.5773502588272095, -0.5773502588272095, -0.5773502588272095},
+                               {NAN, 0, 2, -1, -1, -1}};
+  for (size_t pi = 0; pi < 4; pi++)
+    for (int ref = 0; ref < 2; ref++) {
+      float d[4], gx[6];
+      nrt_launch l = nrt_test_launch(NRT_OP(CDIST), NRT_FLOAT32, 4, S(1, 2, 2, 3), 1, 2);
+      nrt_test_operand_n(&l, 0, d, NRT_FLOAT32, S(0, 8, 4), 3);
+      nrt_test_operand_n(&l, 1, x1, NRT_FLOAT32, S(0, 12, 4), 3);
+      nrt_test_operand_n(&l, 2, x2, NRT_FLOAT32, S(0, 12, 4), 3);
+      l.scalars[0].f = ps_nan[pi];
+      CHECK_OK(nrt_test_run(&l, ref));
+      for (int i = 0; i < 4; i++)
+        CHECK(isnan(want_d[pi][i]) ? isnan(d[i]) : fabs(d[i] - want_d[pi][i]) <= 1e-6);
+      nrt_launch lb = nrt_test_launch(NRT_OP(CDIST_BACKWARD), NRT_FLOAT32, 4, S(1, 2, 2, 3), 1, 4);
+      nrt_test_operand_n(&lb, 0, gx, NRT_FLOAT32, S(0, 12, 4), 3);
+      nrt_test_operand_n(&lb, 1, ones, NRT_FLOAT32, S(0, 8, 4), 3);
+      nrt_test_operand_n(&lb, 2, x1, NRT_FLOAT32, S(0, 12, 4), 3);
+      nrt_test_operand_n(&lb, 3, x2, NRT_FLOAT32, S(0, 12, 4), 3);
+      nrt_test_operand_n(&lb, 4, d, NRT_FLOAT32, S(0, 8, 4), 3);
+      lb.scalars[0].f = ps_nan[pi];
+      CHECK_OK(nrt_test_run(&lb, ref));
+      for (int i = 0; i < 6; i++)
+        CHECK(isnan(want_g[pi][i]) ? isnan(gx[i]) : fabs(gx[i] - want_g[pi][i]) <= 1e-6);
+    }
+  /* pdist p = inf of the four rows: [nan, nan, nan, 0, 1, 1] */
+  const float x[12] = {NAN, 1, 5, 0, 0, 0, 0, 0, 0, 1, 1, 1};
+  const double want_p[6] = {NAN, NAN, NAN, 0, 1, 1};
+  for (int ref = 0; ref < 2; ref++) {
+    float d[6];
+    nrt_launch l = nrt_test_launch(NRT_OP(PDIST), NRT_FLOAT32, 2, S(4, 3), 1, 1);
+    nrt_test_operand_n(&l, 0, d, NRT_FLOAT32, S(4), 1);
+    nrt_test_operand_n(&l, 1, x, NRT_FLOAT32, S(12, 4), 2);
+    l.scalars[0].f = INFINITY;
+    CHECK_OK(nrt_test_run(&l, ref));
+    for (int i = 0; i < 6; i++) CHECK(isnan(want_p[i]) ? isnan(d[i]) : d[i] == want_p[i]);
+  }
+}
+
 int main(void) {
   printf("test_segment\n");
   RUN_TEST(test_embedding_bag_modes);
@@ -786,6 +836,7 @@ int main(void) {
   RUN_TEST(test_pdist);
   RUN_TEST(test_dist_large);
   RUN_TEST(test_dist_errors);
+  RUN_TEST(test_dist_nan);
   RUN_TEST(test_segment_reduce);
   RUN_TEST(test_segment_reduce_half);
   RUN_TEST(test_segment_reduce_errors);

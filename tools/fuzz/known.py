@@ -217,9 +217,6 @@ KNOWN: list[Group] = [
           "scaled_dot_product_attention with NaN/inf inputs or fully masked (-inf or all-False) rows: the CPU "
           "returns NaN or 0 per PyTorch's math path (fully masked rows give 0 with a bool mask), neuron "
           "differs (NaN/0 swapped, or a finite row where the CPU propagates NaN)."),
-    Group("nonfinite-distance", ("cdist",), VAL, nonfinite,
-          "cdist/pairwise_distance with NaN or inf: p=0 counts NaN differences as non-zero on neuron (5.0 where "
-          "the CPU gives NaN); other p differ in inf/NaN."),
     Group("nonfinite-matmul", ("mm", "bmm", "matmul", "addmm", "vecdot", "linear"), VAL, nonfinite,
           "GEMMs with inf/NaN operands (and beta=0 / alpha=0 with NaN): the CPU's BLAS skips terms that "
           "neuron multiplies (inf*0 = NaN), or the other way round."),

@@ -203,16 +203,19 @@ static pkind classify(double p) {
   return P_GENERAL;
 }
 
-/* Distance between two rows held as doubles. */
-static double row_dist(const double *a, const double *b, int64_t m, pkind k, double p) {
+/* Distance between two rows held as doubles. p = inf: ATen's cdist folds
+ * with std::max(acc, d) from acc = 0, which never takes a NaN (cdist of
+ * [nan, 1, 5] and [0, 0, 0] is 5, in float64 too); pdist's vectorised
+ * maximum propagates it (nan_max). */
+static double row_dist(const double *a, const double *b, int64_t m, pkind k, double p, bool nan_max) {
   double acc = 0.0;
   for (int64_t i = 0; i < m; i++) {
     double d = fabs(a[i] - b[i]);
     switch (k) {
-    case P_ZERO: acc += d != 0.0 ? 1.0 : 0.0; break;
+    case P_ZERO: acc += d != 0.0 ? (isnan(d) ? d : 1.0) : 0.0; break; /* min(ceil(|d|), 1): NaN stays NaN */
     case P_ONE: acc += d; break;
     case P_TWO: acc += d * d; break;
-    case P_INF: acc = d > acc || isnan(d) ? d : acc; break;
+    case P_INF: acc = d > acc || (nan_max && isnan(d)) ? d : acc; break;
     case P_GENERAL: acc += pow(d, p); break;
     }
   }
@@ -231,16 +234,34 @@ static inline double round_to(double v, nrt_dtype dt) {
   return nrt_ref_load_f64(tmp, dt);
 }
 
-/* d dist / d a_i for diff = a_i - b_i; dist == 0 gives 0 (PyTorch). */
-static inline double dist_grad(double diff, double dist, pkind k, double p, nrt_dtype dist_dt) {
-  if (k == P_ZERO || dist == 0.0) return 0.0;
+/* sign with NaN kept (ATen's Dist::sign: min(max(0, ceil x), 1) + min(max(-1, floor x), 0)). */
+static inline double sgn_nan(double x) { return isnan(x) ? x : sgn(x); }
+
+/* grad * d dist / d a_i for diff = a_i - b_i, ATen's backward formulas
+ * (cpu/DistanceOpsKernel.cpp) term for term: no pair is skipped, so a NaN
+ * difference or distance makes the gradient NaN, as on the CPU.
+ *   p = 0: 0;  p = 1: grad sign(diff);  p < 2: dist == 0 ? 0 : sign(diff)
+ *   |diff|^(p-1) grad / dist^(p-1), and 0 where diff == 0 with p < 1;
+ *   p = 2: dist == 0 ? 0 : grad diff / dist;  p > 2: dist == 0 ? 0 : diff
+ *   |diff|^(p-2) grad / dist^(p-1);  p = inf: grad sign(diff) (1 - min(1,
+ *   ceil(| |diff| - dist |))), |diff| rounded to dist's dtype, as PyTorch
+ *   compares in the dtype. */
+static inline double dist_grad(double diff, double grad, double dist, pkind k, double p, nrt_dtype dist_dt) {
   switch (k) {
-  case P_ONE: return sgn(diff);
-  case P_TWO: return diff / dist;
-  case P_INF: return round_to(fabs(diff), dist_dt) == dist ? sgn(diff) : 0.0;
+  case P_ZERO: return 0.0;
+  case P_ONE: return grad * sgn_nan(diff);
+  case P_TWO: return dist == 0.0 ? 0.0 : grad * diff / dist;
+  case P_INF: {
+    double e = fabs(round_to(fabs(diff), dist_dt) - dist);
+    return grad * sgn_nan(diff) * (1.0 - (isnan(e) ? e : fmin(1.0, ceil(e))));
+  }
   default:
-    if (p < 1.0 && diff == 0.0) return 0.0;
-    return sgn(diff) * pow(fabs(diff), p - 1.0) / pow(dist, p - 1.0);
+    if (dist == 0.0) return 0.0;
+    if (p < 2.0) {
+      if (diff == 0.0 && p < 1.0) return 0.0;
+      return sgn_nan(diff) * pow(fabs(diff), p - 1.0) * grad / pow(dist, p - 1.0);
+    }
+    return diff * pow(fabs(diff), p - 2.0) * grad / pow(dist, p - 1.0);
   }
 }
 
@@ -292,7 +313,7 @@ static void cdist_range(void *ctx, int64_t begin, int64_t end) {
     dist_row3(c, a, x1, b, i, M);
     for (int64_t j = 0; j < R; j++) {
       dist_row3(c, bb, x2, b, j, M);
-      nrt_ref_store_f64(ptr3(l, 0, b, i, j), o->dtype, row_dist(a, bb, M, c->k, c->p));
+      nrt_ref_store_f64(ptr3(l, 0, b, i, j), o->dtype, row_dist(a, bb, M, c->k, c->p, false));
     }
   }
   free(a);
@@ -315,9 +336,8 @@ static void cdist_backward_range(void *ctx, int64_t begin, int64_t end) {
     for (int64_t j = 0; j < R; j++) {
       double gv = nrt_ref_load_f64(ptr3(l, 1, b, i, j), g->dtype);
       double dv = nrt_ref_load_f64(ptr3(l, 4, b, i, j), dist->dtype);
-      if (gv == 0.0 || dv == 0.0) continue;
       dist_row3(c, bb, x2, b, j, M);
-      for (int64_t m = 0; m < M; m++) acc[m] += gv * dist_grad(a[m] - bb[m], dv, c->k, c->p, dist->dtype);
+      for (int64_t m = 0; m < M; m++) acc[m] += dist_grad(a[m] - bb[m], gv, dv, c->k, c->p, dist->dtype);
     }
     for (int64_t m = 0; m < M; m++) nrt_ref_store_f64(ptr3(l, 0, b, i, m), gx->dtype, acc[m]);
   }
@@ -340,7 +360,7 @@ static void pdist_range(void *ctx, int64_t begin, int64_t end) {
     dist_row2(c, a, x, i, M);
     for (int64_t j = i + 1; j < N; j++) {
       dist_row2(c, bb, x, j, M);
-      nrt_ref_store_f64((char *)ptr1(l, 0, pair_index(i, j, N)), o->dtype, row_dist(a, bb, M, c->k, c->p));
+      nrt_ref_store_f64((char *)ptr1(l, 0, pair_index(i, j, N)), o->dtype, row_dist(a, bb, M, c->k, c->p, true));
     }
   }
   free(a);
@@ -363,9 +383,8 @@ static void pdist_backward_range(void *ctx, int64_t begin, int64_t end) {
       int64_t k = i < j ? pair_index(i, j, N) : pair_index(j, i, N);
       double gv = nrt_ref_load_f64(ptr1(l, 1, k), g->dtype);
       double dv = nrt_ref_load_f64(ptr1(l, 3, k), dist->dtype);
-      if (gv == 0.0 || dv == 0.0) continue;
       dist_row2(c, bb, x, j, M);
-      for (int64_t m = 0; m < M; m++) acc[m] += gv * dist_grad(a[m] - bb[m], dv, c->k, c->p, dist->dtype);
+      for (int64_t m = 0; m < M; m++) acc[m] += dist_grad(a[m] - bb[m], gv, dv, c->k, c->p, dist->dtype);
     }
     for (int64_t m = 0; m < M; m++) nrt_ref_store_f64(ptr2(l, 0, i, m), gx->dtype, acc[m]);
   }
