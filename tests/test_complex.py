@@ -373,7 +373,8 @@ def test_complex_cumsum_norms_and_variance(dtype):
                lambda x: torch.linalg.vector_norm(x, float("inf"), dim=0, keepdim=True),
                lambda x: F.normalize(x, dim=1), lambda x: x.var(), lambda x: x.std(0),
                lambda x: x.var(1, correction=0, keepdim=True), lambda x: x[0, 0].var(correction=0),
-               lambda x: torch.var_mean(x, 1)[0]]:
+               lambda x: torch.var_mean(x, 1)[0],
+               lambda x: x[1, 2].cumsum(0), lambda x: x[1, 2].conj().cumsum(-1)]:  # 0-d: its own scan
         want, got = fn(a), fn(d)
         assert got.dtype == want.dtype and got.shape == want.shape
         torch.testing.assert_close(got.cpu(), want, **tol)

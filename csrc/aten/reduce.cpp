@@ -321,7 +321,10 @@ Tensor cumulative(const Tensor &self, int64_t dim, std::optional<ScalarType> dty
   if (self.is_complex() && op == NRT_OP_CUMSUM) {
     ScalarType out_t = sum_dtype(self, dtype);
     TORCH_CHECK(at::isComplexType(out_t), "cumsum: a complex input needs a complex dtype, got ", out_t);
-    Tensor parts = at::view_as_real(self.resolve_conj().to(out_t));
+    Tensor conv = self.resolve_conj().to(out_t);
+    // a 0-d tensor is its own scan; its real view's one dim is the parts
+    if (self.dim() == 0) return conv.clone();
+    Tensor parts = at::view_as_real(conv);
     return at::view_as_complex(cumulative(parts, dim, c10::toRealValueType(out_t), op));
   }
   // A complex cumulative product: a parallel prefix over the row (log2(n)
