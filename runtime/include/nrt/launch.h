@@ -62,6 +62,7 @@ typedef enum nrt_kind {
   NRT_KIND_COMPLEX,   /* kernels/complex/ */
   NRT_KIND_ATTENTION, /* kernels/attention/ */
   NRT_KIND_RNN,       /* kernels/rnn/: fused LSTM/GRU cells */
+  NRT_KIND_FOREACH,   /* kernels/foreach/: a tensor list in one launch */
   NRT_KIND_COUNT
 } nrt_kind;
 
@@ -91,7 +92,8 @@ enum {
   NRT_OP_FAMILY_POOLING = 13,  /* nrt/ops/pooling.h */
   NRT_OP_FAMILY_RNN = 14,      /* nrt/ops/rnn.h: fused LSTM/GRU cells */
   NRT_OP_FAMILY_DISTRIBUTIONS = 15, /* nrt/ops/distributions.h: samplers, their gradients (pointwise) */
-  NRT_OP_FAMILY_COUNT = 16
+  NRT_OP_FAMILY_FOREACH = 16,  /* nrt/ops/foreach.h: torch._foreach_* over a tensor list */
+  NRT_OP_FAMILY_COUNT = 17
 };
 #define NRT_OP_ID_LIMIT (NRT_OP_FAMILY_COUNT << NRT_OP_FAMILY_BITS)
 #define NRT_OP(name) ((nrt_op)NRT_OP_##name)

@@ -21,7 +21,8 @@ nrt_status nrt_kernel_execute(const nrt_launch *launch) {
   case NRT_KIND_COMPLEX: return nrt_complex_execute(launch);
   case NRT_KIND_ATTENTION: return nrt_attention_execute(launch);
   case NRT_KIND_RNN: return nrt_rnn_execute(launch);
-  case NRT_KIND_FOREACH: return nrt_foreach_execute(launch); /* NRT_KIND_COUNT: see nrt/ops/foreach.h */
+  case NRT_KIND_FOREACH: return nrt_foreach_execute(launch);
+  case NRT_KIND_COUNT: break;
   }
   nrt_set_error_message("kernel: unknown op %d", (int)launch->op);
   return NRT_ERROR_UNSUPPORTED;

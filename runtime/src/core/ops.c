@@ -47,11 +47,7 @@ NRT_FAMILY_ASSERT(DISTRIBUTIONS);
 NRT_FAMILY_ASSERT(FOREACH);
 _Static_assert(NRT_OP_COUNT <= (1 << NRT_OP_FAMILY_BITS), "the base op list outgrew its id range");
 
-/* The table's ids: launch.h's families, then FOREACH (nrt/ops/foreach.h
- * numbers itself after them). */
-#define OP_TABLE_LIMIT ((NRT_OP_FAMILY_FOREACH + 1) << NRT_OP_FAMILY_BITS)
-
-static const op_info ops[OP_TABLE_LIMIT] = {
+static const op_info ops[NRT_OP_ID_LIMIT] = {
 #define NRT_X(name, kind, lo, hi) [NRT_OP_##name] = {#name, NRT_KIND_##kind, lo, hi},
     NRT_OP_LIST(NRT_X)
     NRT_OPS_SPECIAL(NRT_X)
@@ -73,7 +69,7 @@ static const op_info ops[OP_TABLE_LIMIT] = {
 #undef NRT_X
 };
 
-bool nrt_op_valid(nrt_op op) { return (unsigned)op < OP_TABLE_LIMIT && ops[op].name; }
+bool nrt_op_valid(nrt_op op) { return (unsigned)op < NRT_OP_ID_LIMIT && ops[op].name; }
 
 const char *nrt_op_name(nrt_op op) { return nrt_op_valid(op) ? ops[op].name : "invalid"; }
 

@@ -39,13 +39,6 @@
 extern "C" {
 #endif
 
-/* FOREACH takes the first family id and kind after the ones nrt/launch.h
- * lists. They are defined here, not there, because every glue file
- * includes launch.h and the family's glue is the only one that needs
- * them; core/ops.c and api/dispatch.c cover them. */
-enum { NRT_OP_FAMILY_FOREACH = NRT_OP_FAMILY_COUNT };
-#define NRT_KIND_FOREACH ((nrt_kind)NRT_KIND_COUNT)
-
 #define NRT_FOREACH_ROW 6 /* int64 per table row */
 enum { NRT_FOREACH_NUMEL, NRT_FOREACH_OUT, NRT_FOREACH_IN0, NRT_FOREACH_IN1, NRT_FOREACH_IN2, NRT_FOREACH_SCALAR };
 enum { NRT_FOREACH_MODE_LIST, NRT_FOREACH_MODE_SCALAR, NRT_FOREACH_MODE_ROW, NRT_FOREACH_MODE_TENSOR };
