@@ -62,7 +62,15 @@ extern "C" {
   X(DISABLE_FALLBACK_EXECUTION, "TORCH_NEURONX_DISABLE_FALLBACK_EXECUTION", BOOL, "1",  \
     "python: torch.compile",                                                           \
     "false: an op the graph compiler cannot lower splits the graph and runs eagerly "  \
-    "with a warning (listed by `get_fallback_ops()`) instead of failing the compile")
+    "with a warning (listed by `get_fallback_ops()`) instead of failing the compile")  \
+  X(NODE_ID, "TORCH_NEURONX_NODE_ID", STRING, "the host name", "python: distributed",   \
+    "the machine a process counts as on for torch.distributed (ranks with the same id " \
+    "share memory; different ids talk through Gloo): several machines on one host")    \
+  X(DIST_TRANSPORT, "TORCH_NEURONX_DIST_TRANSPORT", STRING, "`hierarchical`",           \
+    "python: distributed",                                                             \
+    "`hierarchical`: shared memory within a machine, Gloo between machines; `shm`: "   \
+    "one shared-memory communicator (all ranks on one host); `gloo`: every rank its "  \
+    "own machine; read when each process group is created")
 
 typedef enum nrt_env {
 #define NRT_ENV_X(id, name, type, def, reader, help) NRT_ENV_##id,
