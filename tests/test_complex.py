@@ -391,3 +391,40 @@ def test_complex_random_factories():
     assert 0 <= u.real.min() and u.real.max() < 1 and 0 <= u.imag.min() and u.imag.max() < 1
     torch.neuron.manual_seed(0)
     assert torch.equal(torch.randn(20000, dtype=torch.cfloat, device=DEV).cpu(), n)
+
+
+def test_real_op_into_complex_out_computes_in_the_real_dtype():
+    """sqrt(x, out=complex): the CPU computes in the input's real dtype and
+    casts (sqrt(-2) is NaN+0j, not 1.41j; a bfloat16 input's result is
+    rounded to bfloat16 first); strided outs too."""
+    x = torch.tensor([-2.0, 4.0, 0.5, 0.25390625])
+    fns = [torch.sqrt, torch.rsqrt, torch.acosh, torch.log, torch.asin, torch.sigmoid, torch.exp]
+    for src in (x, x.to(torch.bfloat16), x.double()):
+        for fn in fns:
+            want = torch.empty(0, dtype=torch.complex64)
+            fn(src, out=want)
+            got = torch.empty(0, dtype=torch.complex64, device=DEV)
+            fn(src.to(DEV), out=got)
+            torch.testing.assert_close(got.cpu(), want, equal_nan=True, msg=fn.__name__)
+    want = torch.zeros(4, 2, dtype=torch.complex64)
+    torch.sqrt(x, out=want[:, 1])
+    got = torch.zeros(4, 2, dtype=torch.complex64, device=DEV)
+    torch.sqrt(x.to(DEV), out=got[:, 1])
+    torch.testing.assert_close(got.cpu(), want, equal_nan=True)
+    # binary: real inputs, complex out
+    want = torch.empty(0, dtype=torch.complex64)
+    torch.atan2(x, x.flip(0), out=want)
+    got = torch.empty(0, dtype=torch.complex64, device=DEV)
+    torch.atan2(x.to(DEV), x.flip(0).to(DEV), out=got)
+    torch.testing.assert_close(got.cpu(), want, equal_nan=True)
+    assert_no_fallbacks()
+
+
+def test_mean_of_nothing_is_nan_in_both_parts():
+    x = torch.empty(0, 3, dtype=torch.complex64)
+    want = x.mean(0)
+    assert want.real.isnan().all() and want.imag.isnan().all()
+    torch.testing.assert_close(x.to(DEV).mean(0).cpu(), want, equal_nan=True)
+    got = torch.empty(0, dtype=torch.complex64, device=DEV)
+    torch.mean(torch.empty(0, 3, dtype=torch.float64, device=DEV), dim=[0], dtype=torch.complex64, out=got)
+    torch.testing.assert_close(got.cpu(), want, equal_nan=True)

@@ -182,3 +182,28 @@ def test_inplace_clamp_that_would_promote_raises_like_the_cpu():
     for dev in ("cpu", "neuron"):
         with pytest.raises(RuntimeError, match="can't be cast to the desired output type"):
             torch.tensor([1, 2], dtype=torch.int16, device=dev).clamp_(-0.5, 0.75)
+
+
+def test_integer_results_wrap_in_the_compute_dtype_before_an_out_of_another_dtype():
+    """out= of another dtype: the CPU computes in the inputs' dtype (int32
+    wraps, bool True + True is True) and then casts into out."""
+    a = torch.tensor([1, 2, 3], dtype=torch.int32)
+    b = torch.tensor([2147483646, 5, -7], dtype=torch.int32)
+    c = torch.tensor([3, 2, 1], dtype=torch.int32)
+    u = torch.tensor([0, 1, 200], dtype=torch.uint8)
+    t = torch.tensor([True, True, False])
+    cases = [
+        (lambda x, y, z, out: torch.addcmul(x, y, z, value=-1, out=out), (a, b, c), torch.float32),
+        (lambda x, y, out: torch.mul(x, y, out=out), (b, c), torch.float64),
+        (lambda x, out: torch.sub(x, 1, out=out), (u,), torch.int64),
+        (lambda x, out: torch.sub(x, 1, out=out), (u,), torch.float32),
+        (lambda x, y, out: torch.add(x, y, out=out), (t, t), torch.float32),
+        (lambda x, y, out: torch.mul(x, y, out=out), (u, u), torch.int16),
+    ]
+    for fn, args, out_dtype in cases:
+        want = torch.empty(0, dtype=out_dtype)
+        fn(*args, out=want)
+        got = torch.empty(0, dtype=out_dtype, device="neuron")
+        fn(*(x.neuron() for x in args), out=got)
+        assert torch.equal(got.cpu(), want), (got, want)
+    assert_no_fallbacks()

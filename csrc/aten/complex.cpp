@@ -15,6 +15,7 @@
 #include <ATen/TensorIterator.h>
 #include <ATen/native/Resize.h>
 #include <ATen/ops/empty.h>
+#include <ATen/ops/empty_strided.h>
 #include <ATen/ops/view_as_complex_native.h>
 #include <ATen/ops/view_as_real_native.h>
 #include <c10/core/DeviceGuard.h>
@@ -140,6 +141,44 @@ void launch_iter_complex(at::TensorIteratorBase &iter, nrt_op op, std::initializ
   launch(device.index(), d);
 }
 
+// A real computation written into a complex out= (sqrt(x, out=complex)):
+// the CPU computes in the inputs' real common dtype and casts into out, so
+// sqrt(-2) is NaN+0j, not 1.41j, and a bfloat16 input's result is rounded to
+// bfloat16 first. The general kernel computes into a real temporary with
+// out's element layout (the iterator's byte strides rescaled), which is
+// then copied into out. Only for inputs that are all device tensors; a
+// Python scalar keeps the complex kernel (whose values agree there). False:
+// not such an iteration.
+bool launch_real_into_complex(at::TensorIteratorBase &iter, nrt_op op, std::initializer_list<nrt_scalar> scalars,
+                              std::initializer_list<int64_t> params) {
+  if (nrt_op_kind(op) == NRT_KIND_COMPLEX || op == NRT_OP_COPY || iter.ninputs() == 0 || iter.noutputs() != 1)
+    return false;
+  for (int i = iter.noutputs(); i < iter.ntensors(); ++i)
+    if (at::isComplexType(iter.dtype(i)) || iter.device(i).is_cpu()) return false;
+  at::ScalarType common = iter.common_dtype();
+  if (at::isComplexType(common) || !at::isComplexType(iter.dtype(0))) return false;
+  if (iter.numel() == 0) return true;
+  c10::Device device = iter.device();
+  c10::DeviceGuard guard(device);
+  const at::TensorBase &out = iter.tensor_base(0);
+  at::Tensor tmp = at::empty_strided(out.sizes(), out.strides(), out.options().dtype(common));
+  int64_t csize = static_cast<int64_t>(out.element_size()), rsize = static_cast<int64_t>(tmp.element_size());
+  nrt_launch d = iter_desc(iter, op);
+  d.compute_dtype = to_nrt_dtype(common);
+  int k = 0;
+  for (const auto &sc : scalars) d.scalars[k++] = sc;
+  k = 0;
+  for (int64_t p : params) d.params[k++] = p;
+  for (int i = 0; i < iter.ntensors(); ++i) set_iter_operand(d.operands[i], iter, i);
+  int64_t offset = (static_cast<char *>(iter.data_ptr(0)) - static_cast<char *>(out.data_ptr())) / csize;
+  d.operands[0].data = static_cast<char *>(tmp.data_ptr()) + offset * rsize;
+  d.operands[0].dtype = to_nrt_dtype(common);
+  for (int j = 0; j < d.ndim; ++j) d.operands[0].strides[j] = d.operands[0].strides[j] / csize * rsize;
+  launch(device.index(), d);
+  at::Tensor(out).copy_(tmp);
+  return true;
+}
+
 // The launch extension: iterations the general kernels cannot read (a
 // complex operand, a COMPLEX op, or a copy that must apply a conjugate /
 // negative bit) run here.
@@ -150,6 +189,7 @@ bool take_iter(at::TensorIteratorBase &iter, nrt_op op, std::initializer_list<nr
   if (!complex && !(op == NRT_OP_COPY && (iter.tensor_base(0).is_conj() != iter.tensor_base(1).is_conj() ||
                                           iter.tensor_base(0).is_neg() != iter.tensor_base(1).is_neg())))
     return false;
+  if (launch_real_into_complex(iter, op, scalars, params)) return true;
   launch_iter_complex(iter, op, scalars, params);
   return true;
 }

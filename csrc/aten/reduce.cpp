@@ -2,6 +2,7 @@
 // shapes and dtypes come from ATen's reduction helpers (make_reduction);
 // the runtime reduces over TensorIterator's layout (outputs stride 0 along
 // the reduced dimensions).
+#include <cmath>
 #include <ATen/ops/abs.h>
 #include <ATen/ops/view_as_complex.h>
 #include <ATen/ops/view_as_real.h>
@@ -53,7 +54,12 @@ Tensor &reduce_into(Tensor &result, const Tensor &self, at::OptionalIntArrayRef 
     TORCH_CHECK(empty_value.has_value() || result.numel() == 0, name,
                 "(): Expected reduction dim to be specified for input.numel() == 0. "
                 "Specify the reduction dim with the 'dim' argument.");
-    if (result.numel() > 0) result.fill_(*empty_value);
+    if (result.numel() > 0) {
+      // the mean of nothing is 0 / 0: NaN in both parts of a complex result, as the CPU's division
+      double v = *empty_value;
+      if (result.is_complex() && std::isnan(v)) result.fill_(Scalar(c10::complex<double>(v, v)));
+      else result.fill_(v);
+    }
     return result;
   }
   launch_iter(iter, op, scalars, params);

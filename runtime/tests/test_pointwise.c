@@ -400,6 +400,44 @@ static void test_integer_wrap_and_exactness(void) {
   nrt_test_operand_1d(&l, 2, y, NRT_INT32, 1);
   CHECK_OK(run_both(&l, &ref));
   CHECK(o32[0] == INT32_MAX && o32[1] == INT32_MIN);
+  /* ... also into an out of another dtype (the CPU computes in int32 and casts):
+   * int32 INT32_MAX * 2 into float32 is -2.0, uint8 0 - 1 into int64 is 255,
+   * bool True + True into float32 is 1.0; each path, and the reference */
+  float of[2];
+  int32_t x2[2] = {INT32_MAX, 3}, y2[2] = {2, 4};
+  l = nrt_test_launch_op(NRT_OP_MUL, NRT_INT32, 1, s2);
+  nrt_test_operand_1d(&l, 0, of, NRT_FLOAT32, 1);
+  nrt_test_operand_1d(&l, 1, x2, NRT_INT32, 1);
+  nrt_test_operand_1d(&l, 2, y2, NRT_INT32, 1);
+  for (int r = 0; r < 2; r++) {
+    nrt_kernels_set_reference(r);
+    CHECK_OK(nrt_launch_run(&l));
+    CHECK(of[0] == -2.0f && of[1] == 12.0f);
+  }
+  uint8_t u[2] = {0, 200}, one[2] = {1, 100};
+  int64_t o64[2];
+  l = nrt_test_launch_op(NRT_OP_SUB, NRT_UINT8, 1, s2);
+  l.scalars[0].i = 1;
+  nrt_test_operand_1d(&l, 0, o64, NRT_INT64, 1);
+  nrt_test_operand_1d(&l, 1, u, NRT_UINT8, 1);
+  nrt_test_operand_1d(&l, 2, one, NRT_UINT8, 1);
+  for (int r = 0; r < 2; r++) {
+    nrt_kernels_set_reference(r);
+    CHECK_OK(nrt_launch_run(&l));
+    CHECK(o64[0] == 255 && o64[1] == 100);
+  }
+  uint8_t t[2] = {1, 0};
+  l = nrt_test_launch_op(NRT_OP_ADD, NRT_BOOL, 1, s2);
+  l.scalars[0].i = 1;
+  nrt_test_operand_1d(&l, 0, of, NRT_FLOAT32, 1);
+  nrt_test_operand_1d(&l, 1, t, NRT_BOOL, 1);
+  nrt_test_operand_1d(&l, 2, t, NRT_BOOL, 1);
+  for (int r = 0; r < 2; r++) {
+    nrt_kernels_set_reference(r);
+    CHECK_OK(nrt_launch_run(&l));
+    CHECK(of[0] == 1.0f && of[1] == 0.0f);
+  }
+  nrt_kernels_set_reference(false);
 }
 
 static void test_shifts(void) {

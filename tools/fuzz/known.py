@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from fuzz_match import (Group, all_of, always, any_of, cpu_exc, cpu_msg, cpu_scalar, dev_msg, dev_stage, fill,
                         first_dtype, fn, fn_suffix, has_out, in_dtype, kwarg, layout, maxdiff_below, mixed_dtypes,
-                        nonfinite, not_, out_differs_from_input, phase, py_scalar_arg, zero_dim_operand, zero_size)
+                        nonfinite, not_, phase, py_scalar_arg, zero_dim_operand, zero_size)
 
 VAL = ("value-mismatch",)
 DTYPE = ("dtype-mismatch",)
@@ -160,11 +160,6 @@ KNOWN: list[Group] = [
           "Filling a bool tensor with a fractional or 0-d tensor value (fill_, masked_fill, constant pad): the "
           "CPU converts through the scalar's own type (0.5 -> True), neuron truncates to integer first "
           "(0.5 -> False)."),
-    Group("out-dtype-compute", ("*",), VAL,
-          all_of(has_out, out_differs_from_input),
-          "out= of another dtype than the inputs: the CPU computes in the inputs' promoted dtype and casts "
-          "into out (uint8 0 - 1 = 255 -> 255.0), neuron computes in the out dtype (-1.0), and for some ops "
-          "(square, maximum into bfloat16/int32) writes garbage."),
     Group("float-alpha-int", ("index_select", "add", "sub"), VAL + CPU_RJ,
           all_of(kwarg("alpha"), first_dtype("int", "bool")),
           "A fractional alpha with integer tensors (index_add alpha=0.5): the CPU truncates alpha to the "

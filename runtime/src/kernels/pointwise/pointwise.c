@@ -170,6 +170,34 @@ static void copy_row(const nrt_pw_row *r, char *const *ptr, int64_t n) {
 /* One row of n elements, a block at a time: inputs are used in place when
  * they already hold the domain's type (float32 / int64) at unit stride,
  * else converted; so is the output. */
+/* Integer results wrap in the compute dtype before they convert to an
+ * output of another dtype: PyTorch computes an int32 op in int32 and casts
+ * the result into a float32 out= (1 - 2147483646 * 3 is -2147483644 as
+ * int32, then a float; bool True + True is True, 1.0); the int64 domain
+ * only holds the values. Whether a
+ * launch needs it: a compute dtype narrower than int64 and an output of
+ * another dtype (a same-dtype store wraps by itself). */
+static bool wraps_to_compute(const nrt_launch *l, nrt_dtype out) {
+  switch (l->compute_dtype) {
+  case NRT_BOOL: case NRT_INT8: case NRT_UINT8: case NRT_INT16: case NRT_UINT16: case NRT_INT32: case NRT_UINT32:
+    return out != l->compute_dtype;
+  default: return false;
+  }
+}
+
+static void wrap_to(int64_t *v, int64_t m, nrt_dtype dt) {
+  switch (dt) {
+  case NRT_BOOL: for (int64_t i = 0; i < m; i++) v[i] = v[i] != 0; break; /* True + True is True */
+  case NRT_INT8: for (int64_t i = 0; i < m; i++) v[i] = (int8_t)(uint8_t)(uint64_t)v[i]; break;
+  case NRT_UINT8: for (int64_t i = 0; i < m; i++) v[i] = (uint8_t)(uint64_t)v[i]; break;
+  case NRT_INT16: for (int64_t i = 0; i < m; i++) v[i] = (int16_t)(uint16_t)(uint64_t)v[i]; break;
+  case NRT_UINT16: for (int64_t i = 0; i < m; i++) v[i] = (uint16_t)(uint64_t)v[i]; break;
+  case NRT_INT32: for (int64_t i = 0; i < m; i++) v[i] = (int32_t)(uint32_t)(uint64_t)v[i]; break;
+  case NRT_UINT32: for (int64_t i = 0; i < m; i++) v[i] = (uint32_t)(uint64_t)v[i]; break;
+  default: break;
+  }
+}
+
 static int compute_row(const nrt_pw_row *p, char *const *ptr, int64_t n, int64_t index) {
   union {
     float f[4][NRT_BLOCK];
@@ -181,6 +209,7 @@ static int compute_row(const nrt_pw_row *p, char *const *ptr, int64_t n, int64_t
   int64_t es = fl ? 4 : 8;
   const int64_t *st = p->st;
   bool out_direct = p->dt[0] == own && st[0] == es;
+  bool wrap = !fl && wraps_to_compute(p->l, p->dt[0]);
   for (int64_t j = 0; j < n; j += NRT_BLOCK) {
     int64_t m = n - j < NRT_BLOCK ? n - j : NRT_BLOCK;
     const void *in[3] = {NULL, NULL, NULL};
@@ -208,6 +237,7 @@ static int compute_row(const nrt_pw_row *p, char *const *ptr, int64_t n, int64_t
     } else if (p->k->i64(out, in[0], in[1], in[2], m, p->l)) {
       return 1;
     }
+    if (wrap) wrap_to(out, m, p->l->compute_dtype);
     if (!out_direct) nrt_store_i64(dst, st[0], p->dt[0], out, m);
   }
   return 0;
@@ -336,6 +366,7 @@ nrt_status nrt_pw_ref_element(const nrt_pw_row *r, char *const *ptr, int64_t lin
     for (int o = 1; o < nops; o++) in[o - 1] = nrt_ref_load_i64(ptr[o], r->dt[o]);
     if (k->rng_i64) k->rng_i64(&out, 1, lin, l);
     else if (k->i64(&out, &in[0], &in[1], &in[2], 1, l)) return NRT_ERROR_INVALID_ARGUMENT;
+    if (wraps_to_compute(l, odt)) wrap_to(&out, 1, l->compute_dtype);
     nrt_ref_store_i64(ptr[0], odt, out);
   }
   return NRT_SUCCESS;
