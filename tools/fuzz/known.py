@@ -62,6 +62,21 @@ OPS_EXCEPTION_CLASS_OTHER = (
 OPS_INPLACE_EXPANDED_SELF = (
     "addmm",
 )
+def _aa_output_width_one(c: dict, r: dict) -> bool:
+    """Whether an interpolate case's output width is 1 (size, or floor(W * scale_factor))."""
+    kw = c["kwargs"]
+    if "size" in kw:
+        size = kw["size"]
+        return (size[-1] if isinstance(size, (list, tuple)) else size) == 1
+    sf = kw.get("scale_factor")
+    if sf is None:
+        return False
+    sf = sf[-1] if isinstance(sf, (list, tuple)) else sf
+    w = c["tensors"][0]["shape"][-1]
+    w = c["sizes"].get(w, 1) if isinstance(w, str) else w
+    return int(w * sf) == 1
+
+
 KNOWN: list[Group] = [
     # ---- the CPU's own bugs (checked against float64 / the documented semantics) ----------------------
     Group("cpu-bug-median-expanded", ("median", "nanmedian"), VAL, layout("expanded"),
@@ -84,9 +99,11 @@ KNOWN: list[Group] = [
           "CPU bug: batch_norm in eval mode, backward, with a non-contiguous input: the CPU's input gradient "
           "uses 1/sqrt(eps) (316.2) for some channels instead of 1/sqrt(running_var + eps); the same input "
           "made contiguous gives neuron's values."),
-    Group("gather-expanded-index", ("gather",), VAL, layout("expanded"),
-          "gather with an expanded (stride-0) index tensor: neuron reads the wrong elements (seen with int32 "
-          "indices); a contiguous index agrees."),
+    Group("cpu-bug-gather-expanded-int32-index", ("gather",), VAL, all_of(layout("expanded"), in_dtype("int32",
+                                                                                                  roles=("idx",))),
+          "CPU bug: gather with an expanded (stride-0) int32 index reads the wrong rows: gather(arange(38.)"
+          ".view(19, 2), 0, tensor([[1], [9], [6]], dtype=int32).expand(3, 2)) is [[2, 3], [2, 3], [18, 19]] on "
+          "the CPU, [[2, 3], [18, 19], [12, 13]] with an int64 or contiguous index and on neuron."),
     Group("inplace-expanded-self", OPS_INPLACE_EXPANDED_SELF, VAL, all_of(fn_suffix("_"), layout("expanded")),
           "In-place ops (baddbmm_, addmv_, ...) on an expanded self: the CPU computes every alias from the "
           "original value; neuron's result depends on its write order."),
@@ -111,7 +128,10 @@ KNOWN: list[Group] = [
           "neuron's layer norm centres x - mean first (exact there); its group norm uses the CPU's form at "
           "float32 precision, whose error differs (0.0)."),
     Group("pad-circular-negative", ("pad",), VAL, kwarg("mode", "circular"),
-          "F.pad circular with a negative pad on one side: neuron fills zeros where the CPU wraps the input."),
+          "F.pad circular with a negative pad on one side and a wrap longer than the cropped part ([-1, 2] of "
+          "a width-2 row): the CPU copies from the output it is writing (for a batch of one it raises "
+          "'unsupported operation: some elements of the input tensor and the written-to tensor refer to a "
+          "single memory location'), neuron fills zeros; neither wraps the cropped row."),
     Group("loss-dtype-promotion", ("loss",), DTYPE + CPU_RJ, mixed_dtypes(),
           "Losses with input and target of different float dtypes: the CPU keeps the input's dtype (or raises "
           "'Found dtype Float but expected BFloat16'), neuron promotes to the wider dtype."),
@@ -332,9 +352,11 @@ KNOWN: list[Group] = [
     Group("int-interpolate-rejected", ("interpolate",), DEV_RJ, in_dtype("int", "bool"),
           "Interpolation of integer inputs (antialiased, bicubic, area): the CPU computes some of them (for "
           "0-size or channels-last inputs), neuron raises 'not implemented for Byte'."),
-    Group("antialias-interpolate", ("interpolate",), VAL, kwarg("antialias", True),
-          "Antialiased bilinear/bicubic interpolation (downsampling, align_corners): neuron's weights differ "
-          "from the CPU's (and float64's) well beyond rounding."),
+    Group("cpu-bug-antialias-output-width-1", ("interpolate",), VAL, all_of(kwarg("antialias", True),
+                                                                           _aa_output_width_one),
+          "CPU bug: antialiased bilinear/bicubic interpolation to an output width of 1 gives every output row "
+          "the value of the first ([1, 10] -> 3 rows is [1, 1, 1], its float64 run too); the same "
+          "computed transposed (output height 1) agrees with neuron ([1, 5.5, 10] for bilinear)."),
     Group("internal-overlap-write", ("fill_", "masked_fill", "copy_", "index_put_", "scatter", "clamp", "addmm",
                                      "nan_to_num", "relu"),
           DEV_RJ + EXC,
