@@ -428,3 +428,13 @@ def test_mean_of_nothing_is_nan_in_both_parts():
     got = torch.empty(0, dtype=torch.complex64, device=DEV)
     torch.mean(torch.empty(0, 3, dtype=torch.float64, device=DEV), dim=[0], dtype=torch.complex64, out=got)
     torch.testing.assert_close(got.cpu(), want, equal_nan=True)
+
+
+def test_mean_of_infinite_parts_as_the_cpu():
+    """ATen's complex mean multiplies by (1/n, 0): an infinite part makes the
+    other part NaN (mean([1+infj, 2]) is nan+infj)."""
+    inf = float("inf")
+    x = torch.tensor([[complex(1, inf), 2], [complex(-inf, 1), complex(3, 3)], [1 + 2j, 3 - 1j]])
+    for fn in (lambda t: t.mean(1), lambda t: t.mean(), lambda t: t.mean(0)):
+        torch.testing.assert_close(fn(x.to(DEV)).cpu(), fn(x), equal_nan=True)
+    assert_no_fallbacks()

@@ -376,6 +376,24 @@ static void test_empty_and_errors(void) {
   CHECK_STATUS(nrt_launch_run(&l), NRT_ERROR_INVALID_ARGUMENT); /* two outputs */
 }
 
+/* The mean multiplies the sum by (1/n, 0) as ATen's MeanOps, so an infinite
+ * part makes the other NaN: mean([1+infj, 2]) = nan+infj, mean([-inf+1j,
+ * 3+3j]) = -inf+nanj (torch 2.13 CPU); finite means are the plain ones. */
+static void test_mean_of_infinite_parts(void) {
+  float x[3][2][2] = {{{1, INFINITY}, {2, 0}}, {{-INFINITY, 1}, {3, 3}}, {{1, 2}, {3, -1}}};
+  double m[3][2];
+  nrt_launch l = nrt_test_launch(NRT_OP(CX_REDUCE), NRT_COMPLEX64, 2, S(3, 2), 1, 1);
+  nrt_test_operand_n(&l, 1, x, NRT_COMPLEX64, S(16, 8), 2);
+  nrt_test_operand_n(&l, 0, m, NRT_COMPLEX128, S(16, 0), 2);
+  l.params[0] = 1;
+  for (int ref = 0; ref < 2; ref++) {
+    CHECK_OK(nrt_test_run(&l, ref));
+    CHECK(isnan(m[0][0]) && m[0][1] == INFINITY);
+    CHECK(m[1][0] == -INFINITY && isnan(m[1][1]));
+    CHECK(m[2][0] == 2.0 && m[2][1] == 0.5);
+  }
+}
+
 int main(void) {
   CHECK_OK(nrt_init());
   RUN_TEST(test_dtype_table);
@@ -386,6 +404,7 @@ int main(void) {
   RUN_TEST(test_sum_mean);
   RUN_TEST(test_math);
   RUN_TEST(test_prod_all_any);
+  RUN_TEST(test_mean_of_infinite_parts);
   RUN_TEST(test_parallel_matches_reference);
   RUN_TEST(test_empty_and_errors);
   return TEST_RESULT();

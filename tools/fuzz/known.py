@@ -235,12 +235,24 @@ KNOWN: list[Group] = [
     Group("nonfinite-matmul", ("mm", "bmm", "matmul", "addmm", "vecdot", "linear"), VAL, nonfinite,
           "GEMMs with inf/NaN operands (and beta=0 / alpha=0 with NaN): the CPU's BLAS skips terms that "
           "neuron multiplies (inf*0 = NaN), or the other way round."),
+    Group("cpu-bug-var-mean-welford-inf", ("var_mean", "std_mean"), VAL,
+          all_of(nonfinite, phase("forward"), lambda c, r: set(r.get("detail", {}).get("names", {})) == {"out[1]"}),
+          "CPU quirk: the mean output of var_mean/std_mean comes from Welford's update, so a group with an inf "
+          "gets NaN (inf - inf) unless the inf is last: var_mean([1, inf, 2]) has mean nan, var_mean([1, 2, "
+          "inf]) mean inf, and torch.mean of either is inf (its float64 run the same); neuron returns the "
+          "mean, inf. The variances agree (NaN)."),
+    Group("cpu-bug-mode-nan-order", ("mode",), VAL, nonfinite,
+          "CPU bug: mode of a group with NaN sorts with operator< (NaN breaks its ordering), so the answer "
+          "depends on where NaN sits: mode([15, nan]) is 15, mode([nan, 15]) nan, mode([2, nan, 2, nan, nan]) "
+          "2 (float64 the same); neuron gives 15, 15, 2."),
     Group("nonfinite-reduce", ("var_mean", "std_mean", "var", "std", "mean", "sum", "prod", "cumprod", "cumsum",
                                "logsumexp", "logcumsumexp", "mode", "median", "nanmedian", "vector_norm", "max",
                                "min", "amax", "amin", "aminmax", "nansum", "nanmean", "softmax", "log_softmax"),
           VAL, nonfinite,
-          "Reductions with inf/NaN: var/std of a group with inf give NaN on the CPU and inf on neuron; "
-          "median/mode ignore NaN on neuron where the CPU returns NaN; inf-inf in sums."),
+          "Reductions and scans with inf/NaN where the order of the operations decides: complex cumprod "
+          "multiplies x0 * (1 + 0j) first and then along the dim on the CPU (an infinite part turns the other "
+          "into NaN even for a dim of size 1), neuron's parallel prefix pairs the factors in another order "
+          "and copies a single element."),
     Group("nonfinite-scatter-reduce", ("scatter", "index_select"), VAL, any_of(nonfinite, fill("edge")),
           "scatter_reduce/index_reduce 'prod' (and 'mean') in float16/bfloat16: neuron accumulates in the "
           "16-bit dtype and overflows to inf where the CPU accumulates in float32 (25312 in float16)."),

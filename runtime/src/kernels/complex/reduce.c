@@ -50,7 +50,10 @@ static void cx_reduce_range(void *ctx, int64_t begin, int64_t end) {
         idx[j] = 0;
       }
     }
-    if (mode == 1 && r->count > 0) acc = nrt_cx_make(acc.re / (double)r->count, acc.im / (double)r->count);
+    /* the mean multiplies the sum by the complex factor (1/n, 0), as ATen's
+     * MeanOps: an infinite part makes the other NaN (inf * 0), so the mean
+     * of [1+infj, 2] is nan+infj on the CPU too */
+    if (mode == 1 && r->count > 0) acc = nrt_cx_mul(acc, nrt_cx_make(1.0 / (double)r->count, 0.0));
     nrt_cx_store(po, out->dtype, acc);
   }
 }
