@@ -58,6 +58,27 @@ void complex_gemm(const Tensor &c, const Tensor &a, const Tensor &b, const Tenso
   c.copy_(t);
 }
 
+// alpha == 0: BLAS does not read A and B, so a NaN or inf in them stays out
+// of the result (C = beta * bias). The CPU calls BLAS for float32/float64
+// addmm (so addmv and addbmm too) and for baddbmm from 400 multiply-adds
+// per batch (bfloat16 there too); its own loops (16-bit addmm, smaller
+// baddbmm, float16 baddbmm) multiply the product by 0, NaN included, as
+// the kernel does.
+bool cpu_skips_product(const Tensor &a, const Scalar &alpha, bool batched, int64_t macs) {
+  if (!is_zero(alpha) || a.is_complex()) return false;
+  at::ScalarType t = a.scalar_type();
+  bool blas = t == at::kFloat || t == at::kDouble;
+  if (!batched) return blas;
+  return macs >= 400 && (blas || t == at::kBFloat16);
+}
+
+// C = beta * bias (bias undefined: beta is 0 or there is none), the result of
+// a product the CPU skips.
+void fill_without_product(Tensor &out, const Tensor &bias, const Scalar &beta) {
+  if (bias.defined()) out.copy_(bias.mul(beta));
+  else out.zero_();
+}
+
 // C[b] = alpha * A[b] @ B[b] + beta * bias[b]; all operands are 3-d views
 // (batch, rows, cols); `bias` may be undefined.
 void launch_gemm(const Tensor &c, const Tensor &a, const Tensor &b, const Tensor &bias, const Scalar &alpha,
@@ -106,6 +127,10 @@ Tensor &mm_into(Tensor &out, const Tensor &a, const Tensor &b, const Tensor *bia
   Tensor bias3;
   if (bias && bias->defined() && !is_zero(beta)) {
     bias3 = bias->expand({a.size(0), b.size(1)}).unsqueeze(0);
+  }
+  if (cpu_skips_product(a, alpha, false, 0)) {
+    fill_without_product(out, bias3.defined() ? bias3.squeeze(0) : bias3, beta);
+    return out;
   }
   if (a.size(1) == 0 && !bias3.defined()) {
     out.zero_();
@@ -164,6 +189,10 @@ Tensor &bmm_into(Tensor &out, const Tensor &a, const Tensor &b, const Tensor *bi
   Tensor bias3;
   if (bias && bias->defined() && !is_zero(beta)) {
     bias3 = bias->expand(shape);
+  }
+  if (cpu_skips_product(a, alpha, true, a.size(1) * a.size(2) * b.size(2))) {
+    fill_without_product(out, bias3, beta);
+    return out;
   }
   if (a.size(2) == 0 && !bias3.defined()) {
     out.zero_();

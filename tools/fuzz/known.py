@@ -232,9 +232,11 @@ KNOWN: list[Group] = [
           "scaled_dot_product_attention with NaN/inf inputs or fully masked (-inf or all-False) rows: the CPU "
           "returns NaN or 0 per PyTorch's math path (fully masked rows give 0 with a bool mask), neuron "
           "differs (NaN/0 swapped, or a finite row where the CPU propagates NaN)."),
-    Group("nonfinite-matmul", ("mm", "bmm", "matmul", "addmm", "vecdot", "linear"), VAL, nonfinite,
-          "GEMMs with inf/NaN operands (and beta=0 / alpha=0 with NaN): the CPU's BLAS skips terms that "
-          "neuron multiplies (inf*0 = NaN), or the other way round."),
+    Group("nonfinite-matmul", ("mm", "bmm", "matmul", "addmm", "vecdot", "linear"), VAL,
+          all_of(nonfinite, in_dtype("complex64")),
+          "Complex GEMMs with inf/NaN parts: neuron combines four real GEMMs (re = ar br - ai bi, ...), the "
+          "CPU's complex BLAS its own way, so infinities cancel into NaN in different places ([[0.67-0.58j]] "
+          "@ [[infj]] is nan+nanj on the CPU, inf+infj on neuron, as the elementwise product on the CPU)."),
     Group("cpu-bug-var-mean-welford-inf", ("var_mean", "std_mean"), VAL,
           all_of(nonfinite, phase("forward"), lambda c, r: set(r.get("detail", {}).get("names", {})) == {"out[1]"}),
           "CPU quirk: the mean output of var_mean/std_mean comes from Welford's update, so a group with an inf "
