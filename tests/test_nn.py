@@ -144,6 +144,13 @@ def test_addr_rounds_once_and_follows_beta_rules():
         torch.addr(torch.ones(4, 3, dtype=torch.long).neuron(), i1.neuron(), i2.neuron(), beta=0.5)
     with pytest.raises(RuntimeError, match="1-D argument vec1"):
         torch.addr(s.neuron(), s.neuron(), b.neuron())
+    # alpha multiplies vec1 first, as the CPU: alpha = 0 or 0.25 keeps 3 * -3.4e38 from overflowing,
+    # a NaN still propagates
+    v1, v2 = torch.tensor([-1.0, 3.0]), torch.tensor([-3.4e38, 1.5, float("nan")])
+    for beta, alpha in ((0.5, 0.0), (0.0, 0.0), (0.5, 0.25), (1.0, 1.0)):
+        want = torch.addr(torch.full((2, 3), -2.0), v1, v2, beta=beta, alpha=alpha)
+        got = torch.addr(torch.full((2, 3), -2.0).neuron(), v1.neuron(), v2.neuron(), beta=beta, alpha=alpha)
+        torch.testing.assert_close(got.cpu(), want, equal_nan=True)
     assert_no_fallbacks()
 
 

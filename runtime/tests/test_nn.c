@@ -144,10 +144,35 @@ static void test_family_table(void) {
   CHECK_STATUS(nrt_launch_run(&l), NRT_ERROR_INVALID_ARGUMENT);
 }
 
+/* SCALED_ADDCMUL (addr) applies alpha to b before c, as ATen: with alpha 0
+ * or 0.25, 3 * -3.4e38 never overflows (the CPU gives beta * self, and
+ * -2.55e38), while a NaN still propagates; p0 ignores a. */
+static void test_scaled_addcmul_alpha_first(void) {
+  float a[3] = {-2, -2, NAN}, b[3] = {3, 3, NAN}, c[3] = {-3.4e38f, NAN, 1}, out[3];
+  nrt_launch l = nrt_test_launch(NRT_OP(SCALED_ADDCMUL), NRT_FLOAT32, 1, (const int64_t[]){3}, 1, 3);
+  float *ptr[4] = {out, a, b, c};
+  for (int k = 0; k < 4; k++) l.operands[k] = (nrt_operand){.data = ptr[k], .dtype = NRT_FLOAT32, .strides = {4}};
+  for (int ref = 0; ref < 2; ref++) {
+    l.scalars[0].f = 0.5;
+    l.scalars[1].f = 0.0;
+    l.params[0] = 0;
+    CHECK_OK(nrt_test_run(&l, ref));
+    CHECK(out[0] == -1.0f && isnan(out[1]) && isnan(out[2]));
+    l.scalars[1].f = 0.25;
+    CHECK_OK(nrt_test_run(&l, ref));
+    CHECK(out[0] == -1.0f + 0.75f * -3.4e38f && isfinite(out[0]));
+    l.scalars[0].f = 0.0;
+    l.params[0] = 1; /* beta = 0: a (NaN in element 2) is ignored */
+    CHECK_OK(nrt_test_run(&l, ref));
+    CHECK(out[0] == 0.75f * -3.4e38f && isnan(out[1]) && isnan(out[2]));
+  }
+}
+
 int main(void) {
   RUN_TEST(test_formulas);
   RUN_TEST(test_signbit_int_and_float);
   RUN_TEST(test_bf16_strided);
   RUN_TEST(test_family_table);
+  RUN_TEST(test_scaled_addcmul_alpha_first);
   return TEST_RESULT();
 }

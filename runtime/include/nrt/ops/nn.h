@@ -40,7 +40,7 @@
                                             grad (x - t) / max(x (1 - x), 1e-12) */ \
   X(PRELU_BACKWARD_INPUT, POINTWISE, 3, 3) /* a = grad, b = x, c = weight:     \
                                               x > 0 ? grad : w grad */       \
-  X(SCALED_ADDCMUL, POINTWISE, 3, 3) /* s0 a + s1 (b c), one rounding (addr: \
+  X(SCALED_ADDCMUL, POINTWISE, 3, 3) /* s0 a + (s1 b) c, one rounding (addr: \
                                         a = self, b c the outer product); p0: \
                                         s0 == 0, a is ignored (NaN too) */
 

@@ -75,7 +75,10 @@ static inline float bce_backward_one(float g, float x, float t) {
 }
 PW_F32(bce_backward, 3, bce_backward_one(x, y, z))
 PW_F32(prelu_backward_input, 3, y > 0.0f ? x : z * x)
-PW_F32(scaled_addcmul, 3, p0 ? s1 * (y * z) : s0 * x + s1 * (y * z))
+/* alpha multiplies vec1 before vec2, as ATen's addr: an alpha of 0 or 0.25
+ * keeps a huge product from overflowing (0 * 3e38, not 0 * inf), while a
+ * NaN in either vector still propagates */
+PW_F32(scaled_addcmul, 3, p0 ? (s1 * y) * z : s0 * x + (s1 * y) * z)
 PW_I64(scaled_addcmul, 3, p0 ? nrt_wmul(s1, nrt_wmul(y, z)) : nrt_wadd(nrt_wmul(s0, x), nrt_wmul(s1, nrt_wmul(y, z))))
 
 const nrt_pw_kernel *nrt_pw_nn_kernel(nrt_op op) {
