@@ -436,3 +436,26 @@ def test_cdist_pdist_nan(p):
         fin = cpu_t.isfinite()
         torch.testing.assert_close(dev_t[fin], cpu_t[fin], rtol=1e-5, atol=1e-5)
     assert_no_fallbacks()
+
+
+def test_margin_losses_skip_nan_terms_like_the_cpu():
+    """The CPU adds a hinge term only `if (z > 0)`, so a NaN term is skipped
+    (multi_margin_loss([[nan, 0.5]], [0]) is 0); inf terms still count."""
+    nan, inf = float("nan"), float("inf")
+    cases = [([[0.5, nan]], [0]), ([[nan, 0.5]], [0]), ([[0.5, inf]], [0]), ([[1.0, nan, 2.0]], [2]),
+             ([[nan, 1.0, 2.0], [0.1, 0.2, 0.3]], [0, 1])]
+    for x, y in cases:
+        for p in (1, 2):
+            for red in ("none", "mean", "sum"):
+                got = []
+                for dev in ("cpu", DEV):
+                    xx = torch.tensor(x, device=dev, requires_grad=True)
+                    loss = F.multi_margin_loss(xx, torch.tensor(y, device=dev), p=p, reduction=red)
+                    loss.sum().backward()
+                    got.append((loss.detach().cpu(), xx.grad.cpu()))
+                for d, c in zip(got[1], got[0]):
+                    torch.testing.assert_close(d, c, equal_nan=True)
+    x = torch.tensor([[0.5, nan, 0.2, 1.0]])
+    y = torch.tensor([[3, 0, -1, 1]])
+    torch.testing.assert_close(F.multilabel_margin_loss(x.to(DEV), y.to(DEV)).cpu(), F.multilabel_margin_loss(x, y))
+    assert_no_fallbacks()

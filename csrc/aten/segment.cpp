@@ -672,7 +672,8 @@ Tensor multi_margin_loss_fn(const Tensor &self, const Tensor &target, const Scal
   multi_margin_check(p, weight, r.c);
   if (r.n == 0 || r.c == 0) return reduce_loss(at::zeros({r.n}, r.x.options()), reduction, self);
   auto [z, not_y] = multi_margin_terms(r, margin);
-  Tensor h = z.clamp_min(0);
+  // the CPU adds a term only `if (z > 0)`: a NaN term is skipped, not NaN
+  Tensor h = at::where(z.gt(0), z, at::zeros({}, z.options()));
   if (p.toLong() == 2) h = h.mul(h);
   h = at::where(not_y, h, at::zeros({}, h.options()));
   if (weight && weight->defined()) h = h.mul(weight->reshape({-1}).to(h.scalar_type()).index_select(0, r.t).unsqueeze(1));
@@ -724,7 +725,7 @@ std::tuple<Tensor, Tensor> multilabel_margin_loss_forward_fn(const Tensor &self,
   if (r.n == 0 || r.c == 0)
     return {reduce_loss(at::zeros({r.n}, r.x.options()), reduction, self), at::zeros(self.sizes(), self.options())};
   MultilabelTerms m = multilabel_terms(r);
-  Tensor h = at::where(m.mask, m.h.clamp_min(0), at::zeros({}, m.h.options()));
+  Tensor h = at::where(m.mask.logical_and(m.h.gt(0)), m.h, at::zeros({}, m.h.options()));  // NaN skipped, as above
   Tensor loss = h.sum({1, 2}).div(static_cast<double>(r.c));
   return {reduce_loss(loss, reduction, self), m.is_target.to(self.scalar_type()).reshape(self.sizes())};
 }

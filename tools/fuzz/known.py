@@ -258,9 +258,6 @@ KNOWN: list[Group] = [
     Group("nonfinite-scatter-reduce", ("scatter", "index_select"), VAL, any_of(nonfinite, fill("edge")),
           "scatter_reduce/index_reduce 'prod' (and 'mean') in float16/bfloat16: neuron accumulates in the "
           "16-bit dtype and overflows to inf where the CPU accumulates in float32 (25312 in float16)."),
-    Group("nonfinite-loss", ("loss", "cross_entropy"), VAL, nonfinite,
-          "Losses with NaN/inf inputs (multi_margin_loss, BCE, KL, huber): NaN where the CPU is finite or the "
-          "other way round."),
     Group("nonfinite-complex", ("*",), VAL, all_of(any_of(nonfinite, fill("edge")), in_dtype("complex64")),
           "complex64 math with inf/NaN parts (pow, rsqrt, acos/asin, log2, mm, mean): the CPU follows C99 "
           "Annex G special values, neuron computes with the naive formulas."),
