@@ -103,6 +103,12 @@ static nrt_status progress(nrt_comm *c, int s, recv_want *want, bool *moved, boo
     if (rx->got < rx->bytes) break;
     rx->in_message = false;
     if (rx->pending) {
+      /* A queued message with the wanted tag is older than any header
+       * behind it: binding the next one to the recv's buffer would hand
+       * the recv the later message (two same-tag sends swapped when the
+       * first was drained while this rank was sending). The recv takes it
+       * from the queue instead, and later ones queue behind it. */
+      if (want && rx->pending->tag == want->tag) want->blocked = true;
       if (rx->queue_tail) rx->queue_tail->next = rx->pending;
       else rx->queue_head = rx->pending;
       rx->queue_tail = rx->pending;
