@@ -191,3 +191,24 @@ def test_layer_norm_row_wider_than_float32():
     assert got.isfinite().all()
     close_scaled(got, want)
     assert_no_fallbacks()
+
+
+def test_layer_norm_bfloat16_weight_grad_rounds_once():
+    """d(weight) of a bfloat16 layer_norm sums grad * xhat in float32 and rounds
+    once, as the CPU; with an expanded weight the 120 terms of one element
+    stay within bfloat16 rounding of float64 (three roundings per term did not)."""
+    g = torch.Generator().manual_seed(7)
+    x = torch.randn(6, 1, 20, generator=g).to(torch.bfloat16)
+    w0 = torch.tensor([[3.0]], dtype=torch.bfloat16)
+    gy = (torch.randint(-2, 3, (6, 1, 20), generator=g) * 0.5).to(torch.bfloat16)
+    grads = {}
+    for dev in ("cpu", "neuron"):
+        w = w0.to(dev).requires_grad_()
+        F.layer_norm(x.to(dev), [1, 20], w.expand(1, 20)).backward(gy.to(dev))
+        grads[dev] = w.grad.cpu().float()
+    w = w0.double().requires_grad_()
+    F.layer_norm(x.double(), [1, 20], w.expand(1, 20)).backward(gy.double())
+    exact = w.grad.float()
+    tol = 2e-2 * max(1.0, exact.abs().max().item())
+    assert (grads["neuron"] - exact).abs().max() <= tol
+    torch.testing.assert_close(grads["neuron"], grads["cpu"], rtol=2e-2, atol=tol)
