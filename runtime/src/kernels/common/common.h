@@ -38,4 +38,33 @@ static inline void nrt_sqrt_block(float *o, const float *x, int64_t n) {
   for (; i < n; i++) o[i] = _mm_cvtss_f32(_mm_sqrt_ss(_mm_set_ss(x[i])));
 }
 
+/* o[i] = x[i] ** e for a scalar exponent, as PyTorch computes it: its
+ * cheaper exact forms of the common exponents keep results bit-identical
+ * for x**2, x**0.5 and so on, and its bfloat16 kernels spell x**3 and x**-2
+ * with bfloat16 arithmetic, so x*x is rounded to bfloat16 before the second
+ * step (bf16_steps; float16 and float32 round once). Shared by POW_SCALAR
+ * and FOREACH_POW. */
+static inline void nrt_pow_scalar_block(float *out, const float *a, int64_t n, double e, bool bf16_steps) {
+  if (bf16_steps && (e == 3.0 || e == -2.0)) {
+    for (int64_t i = 0; i < n; i++) {
+      float sq = nrt_k_bf16_to_f32(nrt_k_f32_to_bf16(a[i] * a[i]));
+      out[i] = e == 3.0 ? sq * a[i] : 1.0f / sq;
+    }
+  }
+  else if (e == 2.0) for (int64_t i = 0; i < n; i++) out[i] = a[i] * a[i];
+  else if (e == 3.0) for (int64_t i = 0; i < n; i++) out[i] = a[i] * a[i] * a[i];
+  else if (e == 0.5) nrt_sqrt_block(out, a, n);
+  else if (e == -0.5) {
+    nrt_sqrt_block(out, a, n);
+    for (int64_t i = 0; i < n; i++) out[i] = 1.0f / out[i];
+  }
+  else if (e == -1.0) for (int64_t i = 0; i < n; i++) out[i] = 1.0f / a[i];
+  else if (e == -2.0) for (int64_t i = 0; i < n; i++) out[i] = 1.0f / (a[i] * a[i]);
+  else if (e == 1.0) for (int64_t i = 0; i < n; i++) out[i] = a[i];
+  else {
+    float ef = (float)e;
+    for (int64_t i = 0; i < n; i++) out[i] = powf(a[i], ef);
+  }
+}
+
 #endif

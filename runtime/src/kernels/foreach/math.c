@@ -58,32 +58,10 @@ static void sqrt_f32(float *out, const float *a, const float *b, const float *c,
   nrt_sqrt_block(out, a, n);
 }
 
-/* x ** e for a scalar exponent: PyTorch's cheaper exact forms of the common
- * exponents, as POW_SCALAR computes them (bfloat16 rounds x*x first for
- * x**3 and x**-2, as PyTorch's bfloat16 kernels do). */
+/* x ** e for a scalar exponent, as POW_SCALAR computes it. */
 static void pow_scalar_f32(float *out, const float *a, const float *b, const float *c, int64_t n,
                            const fe_args *k) {
-  double e = k->e;
-  if (k->dt == NRT_BFLOAT16 && (e == 3.0 || e == -2.0)) {
-    for (int64_t i = 0; i < n; i++) {
-      float sq = nrt_k_bf16_to_f32(nrt_k_f32_to_bf16(a[i] * a[i]));
-      out[i] = e == 3.0 ? sq * a[i] : 1.0f / sq;
-    }
-  }
-  else if (e == 2.0) for (int64_t i = 0; i < n; i++) out[i] = a[i] * a[i];
-  else if (e == 3.0) for (int64_t i = 0; i < n; i++) out[i] = a[i] * a[i] * a[i];
-  else if (e == 0.5) nrt_sqrt_block(out, a, n);
-  else if (e == -0.5) {
-    nrt_sqrt_block(out, a, n);
-    for (int64_t i = 0; i < n; i++) out[i] = 1.0f / out[i];
-  }
-  else if (e == -1.0) for (int64_t i = 0; i < n; i++) out[i] = 1.0f / a[i];
-  else if (e == -2.0) for (int64_t i = 0; i < n; i++) out[i] = 1.0f / (a[i] * a[i]);
-  else if (e == 1.0) for (int64_t i = 0; i < n; i++) out[i] = a[i];
-  else {
-    float ef = (float)e;
-    for (int64_t i = 0; i < n; i++) out[i] = powf(a[i], ef);
-  }
+  nrt_pow_scalar_block(out, a, n, k->e, k->dt == NRT_BFLOAT16);
 }
 
 #define FE_CASE(OP, ...)                          \

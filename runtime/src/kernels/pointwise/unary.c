@@ -144,35 +144,9 @@ static int clamp_scalar_i64(int64_t *out, const int64_t *a, const int64_t *b, co
   return 0;
 }
 
-/* PyTorch rewrites the common exponents into cheaper exact-ish forms;
- * doing the same keeps results bit-identical for x**2, x**0.5 and so on. */
 static void pow_scalar_f32(float *out, const float *a, const float *b, const float *c, int64_t n,
                            const nrt_launch *l) {
-  double e = l->scalars[0].f;
-  /* PyTorch's bfloat16 kernels spell x**3 and x**-2 with bfloat16
-   * arithmetic, so x*x is rounded to bfloat16 before the second step;
-   * rounding there too gives the CPU's values bit for bit (float16 and
-   * float32 round once, like the loops below). */
-  if (l->compute_dtype == NRT_BFLOAT16 && (e == 3.0 || e == -2.0)) {
-    for (int64_t i = 0; i < n; i++) {
-      float sq = nrt_k_bf16_to_f32(nrt_k_f32_to_bf16(a[i] * a[i]));
-      out[i] = e == 3.0 ? sq * a[i] : 1.0f / sq;
-    }
-  }
-  else if (e == 2.0) for (int64_t i = 0; i < n; i++) out[i] = a[i] * a[i];
-  else if (e == 3.0) for (int64_t i = 0; i < n; i++) out[i] = a[i] * a[i] * a[i];
-  else if (e == 0.5) nrt_sqrt_block(out, a, n);
-  else if (e == -0.5) {
-    nrt_sqrt_block(out, a, n);
-    for (int64_t i = 0; i < n; i++) out[i] = 1.0f / out[i];
-  }
-  else if (e == -1.0) for (int64_t i = 0; i < n; i++) out[i] = 1.0f / a[i];
-  else if (e == -2.0) for (int64_t i = 0; i < n; i++) out[i] = 1.0f / (a[i] * a[i]);
-  else if (e == 1.0) for (int64_t i = 0; i < n; i++) out[i] = a[i];
-  else {
-    float ef = (float)e;
-    for (int64_t i = 0; i < n; i++) out[i] = powf(a[i], ef);
-  }
+  nrt_pow_scalar_block(out, a, n, l->scalars[0].f, l->compute_dtype == NRT_BFLOAT16);
 }
 PW_I64(pow_scalar, 1, nrt_ipow(x, s0))
 PW_F32(rpow_scalar, 1, powf(s0, x))
