@@ -110,3 +110,33 @@ def test_free_in_stream_order_after_async_work():
         torch.testing.assert_close(b.cpu(), ref, rtol=1e-4, atol=1e-3)
         del b, c
     gc.collect()
+
+
+def test_scalar_operands_need_no_device_memory():
+    # A CPU scalar (x + 1, x * torch.tensor(2.0)) travels inside the launch,
+    # so in-place scalar ops keep working when device memory is full.
+    r = run_python("""
+        import torch
+        torch.neuron.set_memory_capacity(16 << 20)
+        x = torch.arange(8, dtype=torch.float32, device="neuron")
+        z = torch.tensor([1 + 2j, -3j], device="neuron")
+        hold = []
+        for size in (1 << 18, 128):                      # 1 MiB blocks, then 512-byte ones
+            while True:
+                try:
+                    hold.append(torch.empty(size, device="neuron"))
+                except torch.OutOfMemoryError:
+                    break
+        try:
+            torch.empty(128, device="neuron")
+            print("memory not full")
+        except torch.OutOfMemoryError:
+            pass
+        x.add_(1).mul_(2.5).sub_(torch.tensor(0.5)).div_(torch.tensor(2, dtype=torch.int64))
+        z.mul_(1j).add_(2)
+        xc = torch.arange(8, dtype=torch.float32).add_(1).mul_(2.5).sub_(0.5).div_(2)
+        zc = torch.tensor([1 + 2j, -3j]).mul_(1j).add_(2)
+        print(torch.equal(x.cpu(), xc), torch.equal(z.cpu(), zc))
+    """, env={"TORCH_NEURONX_DEVICE_MEMORY": ""})
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.strip() == "True True", r.stdout

@@ -114,14 +114,24 @@ void launch_iter_complex(at::TensorIteratorBase &iter, nrt_op op, std::initializ
     d.params[1] = p1;
   }
 
-  c10::SmallVector<at::Tensor, 2> temps;  // device copies of CPU scalars, freed in stream order
+  c10::SmallVector<at::Tensor, 1> temps;  // device copies of CPU scalars, freed in stream order
+  int ninline = 0;
   for (int i = 0; i < iter.ntensors(); ++i) {
     nrt_operand &o = d.operands[i];
     if (iter.device(i).is_cpu()) {
-      // A wrapped number: its exact value as a complex128 on the device,
-      // broadcast with stride 0 (the kernels compute in double anyway).
+      // A wrapped number: its exact value as a complex128, broadcast with
+      // stride 0 (the kernels compute in double anyway); carried in the
+      // descriptor while a slot is free, else filled on the device.
       TORCH_INTERNAL_ASSERT(i >= iter.noutputs(), "CPU output in a neuron kernel");
       c10::complex<double> v = iter.scalar_value<c10::complex<double>>(i);
+      if (ninline < NRT_MAX_INLINE) {
+        d.inline_values[ninline].f64[0] = v.real();
+        d.inline_values[ninline].f64[1] = v.imag();
+        o.inline_slot = ++ninline;
+        o.data = nullptr;
+        o.dtype = NRT_COMPLEX128;
+        continue;
+      }
       at::Tensor t = at::empty({}, at::TensorOptions().dtype(at::kComplexDouble).device(device));
       nrt_launch f = new_launch(NRT_OP(CX_FILL));
       f.noutputs = 1;

@@ -1,6 +1,7 @@
 #include "launch/launch.h"
 #include "launch/iter.h"
 
+#include <cstring>
 #include <vector>
 
 #include <ATen/TensorIterator.h>
@@ -23,7 +24,32 @@ std::vector<LaunchExtension> &extensions() {
   return list;
 }
 
+template <typename T>
+void put(nrt_inline_value &slot, T v) {
+  static_assert(sizeof(T) <= sizeof slot.bytes, "inline value too large");
+  std::memcpy(slot.bytes, &v, sizeof v);
+}
+
 }  // namespace
+
+bool store_inline(nrt_inline_value &slot, c10::ScalarType st, nrt_scalar v) {
+  // The FILL kernel's conversions: floating values from .f, integers
+  // wrapped from .i, bool as "nonzero".
+  switch (st) {
+    case at::kFloat: put(slot, static_cast<float>(v.f)); return true;
+    case at::kDouble: put(slot, v.f); return true;
+    case at::kBool: put(slot, static_cast<bool>(v.i != 0)); return true;
+    case at::kByte: put(slot, static_cast<uint8_t>(v.i)); return true;
+    case at::kChar: put(slot, static_cast<int8_t>(v.i)); return true;
+    case at::kShort: put(slot, static_cast<int16_t>(v.i)); return true;
+    case at::kInt: put(slot, static_cast<int32_t>(v.i)); return true;
+    case at::kLong: put(slot, v.i); return true;
+    case at::kUInt16: put(slot, static_cast<uint16_t>(v.i)); return true;
+    case at::kUInt32: put(slot, static_cast<uint32_t>(v.i)); return true;
+    case at::kUInt64: put(slot, static_cast<uint64_t>(v.i)); return true;
+    default: return false;
+  }
+}
 
 void register_launch_extension(const LaunchExtension &extension) { extensions().push_back(extension); }
 
@@ -70,7 +96,13 @@ void launch_complex_as(c10::DeviceIndex device, const nrt_launch &desc, ComplexA
       nrt_operand &o = d.operands[i];
       if (o.dtype != complex) continue;
       o.dtype = part;
-      if (o.data) o.data = static_cast<char *>(o.data) + k * half;
+      if (o.inline_slot != 0 && k > 0) {
+        // an inline complex value: its part k moves to the slot's start
+        nrt_inline_value &v = d.inline_values[o.inline_slot - 1];
+        std::memmove(v.bytes, desc.inline_values[o.inline_slot - 1].bytes + k * half, half);
+      } else if (o.data) {
+        o.data = static_cast<char *>(o.data) + k * half;
+      }
     }
     launch(device, d);
   }
@@ -105,34 +137,43 @@ void launch_iter(at::TensorIteratorBase &iter, nrt_op op, std::initializer_list<
   k = 0;
   for (int64_t p : params) d.params[k++] = p;
 
-  c10::SmallVector<at::Tensor, 2> temps;  // device copies of CPU scalars, freed in stream order
+  c10::SmallVector<at::Tensor, 1> temps;  // device copies of CPU scalars, freed in stream order
+  int ninline = 0;
   bool any_f64 = false;
   for (int i = 0; i < iter.ntensors(); ++i) {
     nrt_operand &o = d.operands[i];
     if (iter.device(i).is_cpu()) {
-      // A wrapped number or CPU 0-dim tensor: its value lives on the host,
-      // so put it on the device (a FILL) and broadcast it with stride 0.
+      // A wrapped number or CPU 0-dim tensor: its value lives on the host.
       TORCH_INTERNAL_ASSERT(i >= iter.noutputs(), "CPU output in a neuron kernel");
       // PyTorch computes with the scalar's value in the compute type (float32
       // for bfloat16/float16 ops), not rounded to the tensor's low precision.
       at::ScalarType st = common;
       if (common == at::kBFloat16 || common == at::kHalf) st = at::kFloat;
+      nrt_scalar v;
+      if (at::isFloatingType(common)) {
+        v.f = iter.scalar_value<double>(i);
+      } else if (at::isFloatingType(iter.dtype(i))) {
+        v.i = static_cast<int64_t>(iter.scalar_value<double>(i));
+      } else {
+        v.i = iter.scalar_value<int64_t>(i);
+      }
+      o.dtype = to_nrt_dtype(st);
+      // Carried in the descriptor (no allocation, no launch) when a slot is
+      // free; otherwise put on the device by a FILL and broadcast.
+      if (ninline < NRT_MAX_INLINE && store_inline(d.inline_values[ninline], st, v)) {
+        o.inline_slot = ++ninline;
+        o.data = nullptr;
+        continue;
+      }
       at::Tensor t = at::empty({}, at::TensorOptions().dtype(st).device(device));
       nrt_launch f = new_launch(NRT_OP_FILL);
       f.noutputs = 1;
       f.compute_dtype = d.compute_dtype;
       f.operands[0].data = t.data_ptr();
-      f.operands[0].dtype = to_nrt_dtype(st);
-      if (at::isFloatingType(common)) {
-        f.scalars[0].f = iter.scalar_value<double>(i);
-      } else if (at::isFloatingType(iter.dtype(i))) {
-        f.scalars[0].i = static_cast<int64_t>(iter.scalar_value<double>(i));
-      } else {
-        f.scalars[0].i = iter.scalar_value<int64_t>(i);
-      }
+      f.operands[0].dtype = o.dtype;
+      f.scalars[0] = v;
       launch(device.index(), f);
       o.data = t.data_ptr();
-      o.dtype = to_nrt_dtype(st);
       temps.push_back(std::move(t));
       continue;
     }

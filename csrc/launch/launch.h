@@ -42,6 +42,11 @@ void launch_complex_as(c10::DeviceIndex device, const nrt_launch &desc, ComplexA
 // launch over.
 void enqueue(c10::DeviceIndex device, const nrt_launch &desc);
 
+// Writes `v` (.f for a floating `st`, .i otherwise) into an inline value
+// slot as one element of `st`, converted as the FILL kernel would; false
+// for a dtype that has no inline form (the caller fills device memory).
+bool store_inline(nrt_inline_value &slot, c10::ScalarType st, nrt_scalar v);
+
 // One-time warning when float64 data is computed at float32 precision.
 void warn_float64_once();
 

@@ -106,6 +106,50 @@ static void test_capture_and_run(void) {
   nrt_graph_destroy(g);
 }
 
+/* An inline value (a CPU scalar carried in the descriptor) becomes a
+ * graph constant: the program computes y = x * 2.5 with the value the
+ * capture saw, though the caller's descriptor is gone. */
+static void test_capture_inline_value(void) {
+  nrt_stream *s = nrt_test_stream(0, 3);
+  float *x = device_input(s, -1, 1);
+  void *y;
+  nrt_capture *cap;
+  CHECK_OK(nrt_capture_begin(s, &cap));
+  CHECK_OK(nrt_capture_declare_input(cap, 0, x, N * 4, false));
+  CHECK_OK(nrt_malloc(N * 4, s, &y));
+  nrt_launch l = pw(NRT_OP(MUL), y, x, NULL);
+  l.operands[2].dtype = NRT_FLOAT64;
+  l.operands[2].inline_slot = 1;
+  l.inline_values[0].f64[0] = 2.5;
+  CHECK_OK(nrt_launch_kernel(s, &l));
+  CHECK_OK(nrt_capture_declare_output(cap, 1, y, N * 4));
+  nrt_graph *g = NULL;
+  CHECK_OK(nrt_capture_end(cap, 0, 0, 0, &g));
+  if (!g) return;
+  CHECK(nrt_graph_node_count(g) == 1);
+  nrt_program *p = NULL;
+  nrt_compile_report r;
+  CHECK_OK(nrt_compile(g, NULL, &p, &r));
+  float *x2 = device_input(s, -2, 2), *y2;
+  CHECK_OK(nrt_malloc(N * 4, s, (void **)&y2));
+  void *slots[2] = {x2, y2};
+  nrt_program_run_args a = {slots, 2, NULL, 0, 0};
+  CHECK_OK(nrt_program_run(p, s, &a));
+  nrt_program_release(p);
+  CHECK_OK(nrt_stream_synchronize(s));
+  static float hx[N], hy[N];
+  CHECK_OK(nrt_memcpy(hx, x2, sizeof hx, NRT_MEMCPY_DEVICE_TO_HOST, s));
+  CHECK_OK(nrt_memcpy(hy, y2, sizeof hy, NRT_MEMCPY_DEVICE_TO_HOST, s));
+  int bad = 0;
+  for (int i = 0; i < N; i++) bad += hy[i] != hx[i] * 2.5f;
+  CHECK(bad == 0);
+  nrt_free(x);
+  nrt_free(y);
+  nrt_free(x2);
+  nrt_free(y2);
+  nrt_graph_destroy(g);
+}
+
 /* Host-to-device copies become constants; device-to-device ones COPY nodes. */
 static void test_capture_copies(void) {
   nrt_stream *s = nrt_test_stream(0, 3);
@@ -362,6 +406,7 @@ static void test_bench_chain(void) {
 int main(void) {
   printf("test_capture\n");
   RUN_TEST(test_capture_and_run);
+  RUN_TEST(test_capture_inline_value);
   RUN_TEST(test_capture_copies);
   RUN_TEST(test_rng_fixup);
   RUN_TEST(test_capture_failures);

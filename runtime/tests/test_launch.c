@@ -196,6 +196,66 @@ static void test_enqueue_copies_descriptor(void) {
   }
 }
 
+/* out[i] = a[i] * v with v an inline value of `dtype` in slot 2. */
+static nrt_launch mul_inline_launch(float *out, const float *a) {
+  nrt_launch l = nrt_test_launch(NRT_OP_MUL, NRT_FLOAT32, 1, (const int64_t[]){4}, 1, 2);
+  l.operands[0].data = out;
+  l.operands[0].dtype = NRT_FLOAT32;
+  l.operands[0].strides[0] = 4;
+  l.operands[1].data = (void *)a;
+  l.operands[1].dtype = NRT_FLOAT32;
+  l.operands[1].strides[0] = 4;
+  l.operands[2].inline_slot = 2;
+  return l;
+}
+
+static void test_inline_values(void) {
+  float a[4] = {1, -2, 3.5f, 0}, out[4] = {0};
+  /* Validation: inputs only, a slot that exists, no strides. */
+  nrt_launch l = mul_inline_launch(out, a);
+  l.operands[2].dtype = NRT_FLOAT64;
+  l.inline_values[1].f64[0] = 2.0;
+  CHECK_OK(nrt_launch_validate("t", &l));
+  nrt_launch bad = l;
+  bad.operands[2].inline_slot = NRT_MAX_INLINE + 1;
+  EXPECT_INVALID(bad, "MUL: operand 2 has inline slot 3 outside 1..2");
+  bad = l;
+  bad.operands[2].inline_slot = -1;
+  EXPECT_INVALID(bad, "inline slot -1");
+  bad = l;
+  bad.operands[2].strides[0] = 8;
+  EXPECT_INVALID(bad, "MUL: inline operand 2 has stride 8 in dim 0, expected 0");
+  bad = l;
+  bad.operands[0].inline_slot = 1;
+  EXPECT_INVALID(bad, "operand 0 is an output and cannot be an inline value");
+
+  /* Synchronous run: the value is read in its own dtype (float64 here). */
+  CHECK_OK(nrt_launch_run(&l));
+  CHECK(out[0] == 2.0f && out[1] == -4.0f && out[2] == 7.0f && out[3] == 0.0f);
+
+  /* Enqueued: the value travels in the task's copy of the descriptor, so
+   * the caller may change it right after the call. Two launches in a row
+   * with different values, the second in an int64 slot 1. */
+  nrt_stream *s;
+  CHECK_OK(nrt_stream_get(0, 2, &s));
+  float out2[4] = {0};
+  nrt_test_gate g;
+  nrt_test_gate_close(s, &g, "gate");
+  l.inline_values[1].f64[0] = -0.5;
+  CHECK_OK(nrt_launch_kernel(s, &l));
+  l.inline_values[1].f64[0] = 100.0;
+  nrt_launch l2 = mul_inline_launch(out2, a);
+  l2.operands[2].dtype = NRT_INT64;
+  l2.operands[2].inline_slot = 1;
+  l2.inline_values[0].i64[0] = 3;
+  CHECK_OK(nrt_launch_kernel(s, &l2));
+  l2.inline_values[0].i64[0] = 7;
+  nrt_test_gate_open(&g);
+  CHECK_OK(nrt_stream_synchronize(s));
+  CHECK(out[0] == -0.5f && out[1] == 1.0f && out[2] == -1.75f);
+  CHECK(out2[0] == 3.0f && out2[1] == -6.0f && out2[2] == 10.5f);
+}
+
 int main(void) {
   unsetenv("NEURON_LAUNCH_BLOCKING");
   RUN_TEST(test_op_tables);
@@ -203,5 +263,6 @@ int main(void) {
   RUN_TEST(test_validation);
   RUN_TEST(test_gemm_validation);
   RUN_TEST(test_enqueue_copies_descriptor);
+  RUN_TEST(test_inline_values);
   return TEST_RESULT();
 }

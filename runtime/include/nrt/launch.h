@@ -25,7 +25,15 @@
  *             reduced dimensions (TensorIterator's reduction layout).
  *  ROW        the last dimension of `sizes` is a row processed as a whole
  *             (softmax and friends, cumulative sums); the leading dims are
- *             independent rows. */
+ *             independent rows.
+ *
+ * Inline values. An input may carry one value in the descriptor itself
+ * instead of memory: a CPU scalar broadcast over the iteration (x + 1).
+ * Its operand has inline_slot = k + 1, the value sits in inline_values[k]
+ * in the operand's dtype, and its strides are 0; `data` is ignored (the
+ * runtime points it at its own copy of the descriptor before the kernel
+ * runs, so kernels read it like any broadcast operand). This saves the
+ * device allocation and the fill launch a scalar would otherwise need. */
 #ifndef NRT_LAUNCH_H
 #define NRT_LAUNCH_H
 
@@ -43,6 +51,7 @@ extern "C" {
 #define NRT_MAX_OPERANDS 8
 #define NRT_MAX_SCALARS 4
 #define NRT_MAX_PARAMS 4
+#define NRT_MAX_INLINE 2
 
 /* Kernel engines, one per folder of runtime/src/kernels/ (pointwise and
  * reduce serve the base list; SPECIAL and NN rows run on POINTWISE). */
@@ -259,8 +268,16 @@ typedef enum nrt_op {
 typedef struct nrt_operand {
   void *data;
   nrt_dtype dtype;
+  int32_t inline_slot;           /* 0: data is memory; k + 1: inline_values[k] (see above) */
   int64_t strides[NRT_MAX_DIMS]; /* in bytes; may be 0 (broadcast) or negative */
 } nrt_operand;
+
+/* Room for one element of any dtype (complex128 included). */
+typedef union nrt_inline_value {
+  unsigned char bytes[16];
+  double f64[2];
+  int64_t i64[2];
+} nrt_inline_value;
 
 typedef union nrt_scalar {
   double f;
@@ -279,6 +296,7 @@ typedef struct nrt_launch {
                                           unless an op's comment says otherwise */
   int64_t params[NRT_MAX_PARAMS];
   int64_t aux[2 * NRT_MAX_DIMS];     /* op-specific arrays (see each family) */
+  nrt_inline_value inline_values[NRT_MAX_INLINE]; /* inputs carried by value */
 } nrt_launch;
 
 const char *nrt_op_name(nrt_op op);   /* "ADD", ... or "invalid" */

@@ -4,7 +4,7 @@
 #include "kernels/kernels.h"
 #include "nrt/ops/foreach.h"
 
-nrt_status nrt_kernel_execute(const nrt_launch *launch) {
+static nrt_status execute(const nrt_launch *launch) {
   switch (nrt_op_kind(launch->op)) {
   case NRT_KIND_POINTWISE: return nrt_pointwise_execute(launch);
   case NRT_KIND_REDUCE: return nrt_reduce_execute(launch);
@@ -26,4 +26,20 @@ nrt_status nrt_kernel_execute(const nrt_launch *launch) {
   }
   nrt_set_error_message("kernel: unknown op %d", (int)launch->op);
   return NRT_ERROR_UNSUPPORTED;
+}
+
+/* Inline values (nrt/launch.h) become ordinary stride-0 operands pointing
+ * into a copy of the descriptor that lives as long as the kernel runs, so
+ * no engine knows about them. */
+nrt_status nrt_kernel_execute(const nrt_launch *launch) {
+  int n = launch->noutputs + launch->ninputs;
+  int i = launch->noutputs;
+  while (i < n && launch->operands[i].inline_slot == 0) i++;
+  if (i == n) return execute(launch);
+  nrt_launch bound = *launch;
+  for (; i < n; i++) {
+    nrt_operand *o = &bound.operands[i];
+    if (o->inline_slot != 0) o->data = bound.inline_values[o->inline_slot - 1].bytes;
+  }
+  return execute(&bound);
 }

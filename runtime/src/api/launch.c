@@ -100,6 +100,19 @@ nrt_status nrt_launch_validate(const char *fn, const nrt_launch *l) {
     const nrt_operand *o = &l->operands[i];
     if (!dtype_valid(o->dtype))
       return invalid(fn, op, "operand %d has invalid dtype %d", i, (int)o->dtype);
+    if (o->inline_slot != 0) {
+      if (i < l->noutputs)
+        return invalid(fn, op, "operand %d is an output and cannot be an inline value", i);
+      if (o->inline_slot < 0 || o->inline_slot > NRT_MAX_INLINE)
+        return invalid(fn, op, "operand %d has inline slot %d outside 1..%d", i, (int)o->inline_slot,
+                       NRT_MAX_INLINE);
+      /* One value broadcast everywhere: a stride would walk off the slot. */
+      for (int d = 0; d < l->ndim; d++)
+        if (o->strides[d] != 0)
+          return invalid(fn, op, "inline operand %d has stride %lld in dim %d, expected 0", i,
+                         (long long)o->strides[d], d);
+      continue;
+    }
     bool operand_empty = gemm ? gemm_operand_empty(l, i) : empty;
     if (!o->data && !operand_empty)
       return invalid(fn, op, "operand %d has NULL data", i);
@@ -116,7 +129,7 @@ static void poison_outputs(const nrt_launch *l) {
 static nrt_status run_launch(void *arg) {
   const nrt_launch *l = arg;
   for (int i = l->noutputs; i < l->noutputs + l->ninputs && i < NRT_MAX_OPERANDS; i++) {
-    if (nrt_memory_is_poisoned(l->operands[i].data)) {
+    if (l->operands[i].inline_slot == 0 && nrt_memory_is_poisoned(l->operands[i].data)) {
       poison_outputs(l);
       nrt_set_error_message("%s: input %d was written by a kernel that failed earlier (its error was reported "
                             "then); its contents are undefined", nrt_op_name(l->op), i - l->noutputs);

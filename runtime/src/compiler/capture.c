@@ -103,6 +103,12 @@ static nrt_status resolve(nrt_capture *c, const nrt_launch *l, const nrt_graph_n
   memcpy(o->strides, src->strides, sizeof o->strides);
   o->buffer = -1;
   o->offset = 0;
+  /* A value carried in the descriptor (a CPU scalar) becomes a constant
+   * of the graph: replays read it from the program, as eager read it
+   * from the descriptor. */
+  if (src->inline_slot != 0)
+    return add_buffer(c, NRT_BUFFER_CONSTANT, (int64_t)nrt_dtype_size(src->dtype), -1, false,
+                      l->inline_values[src->inline_slot - 1].bytes, &o->buffer);
   if (!src->data) return NRT_SUCCESS;
   bool out = k < l->noutputs;
   live_buffer *b = find_live(c, src->data);
@@ -158,7 +164,8 @@ static nrt_status record_copy(nrt_capture *c, int dst_buffer, int64_t dst_offset
 
 static bool launch_touches(nrt_capture *c, const nrt_launch *l) {
   for (int k = 0; k < l->noutputs + l->ninputs; k++)
-    if (l->operands[k].data && find_live(c, l->operands[k].data)) return true;
+    if (l->operands[k].inline_slot == 0 && l->operands[k].data && find_live(c, l->operands[k].data))
+      return true;
   return false;
 }
 
