@@ -8,9 +8,14 @@
  * benchmarks/cases.py does; times are medians over the repeats. Launches
  * go through nrt_launch_run (the calling thread and the kernel pool), so
  * the numbers are the kernels' own, without the stream hand-off.
+ * Columns: wall ms, GB/s and % of the better triad around the case; then
+ * CPU ms per launch (all threads) and the same bytes per CPU second as a
+ * % of the triad's, which a busy host disturbs less (a memory-bound kernel
+ * that keeps every thread busy until the end scores like the wall %).
  *
  *   build/bench_bandwidth [--reps N] [--ref] [SUBSTRING ...]
- *     SUBSTRING   only the cases whose name contains one of them
+ *     SUBSTRING   only the cases whose name contains one of them (NAME$: that
+ *                 case only)
  *     --ref       the scalar reference kernels instead (slow; checks)
  */
 #include <pthread.h>
@@ -43,6 +48,15 @@ static double now(void) {
   return ts.tv_sec + ts.tv_nsec * 1e-9;
 }
 
+/* CPU seconds of every thread of the process: on a shared host a thread
+ * that waits for a CPU stretches the wall time but not this, so bytes per
+ * CPU second against the triad's is the steadier ratio there. */
+static double cpu_now(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+  return ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
 static int cmp_double(const void *x, const void *y) {
   double d = *(const double *)x - *(const double *)y;
   return (d > 0) - (d < 0);
@@ -53,10 +67,12 @@ static double median(double *t, int n) {
   return t[n / 2];
 }
 
-/* GB/s of one triad sample: median of 5 passes over all threads. */
-static double triad_gbs(void) {
-  double t[5];
+/* GB/s of one triad sample: median of 5 passes over all threads; and
+ * the GB per CPU second (*cpu_gbs). */
+static double triad_gbs(double *cpu_gbs) {
+  double t[5], tc_[5];
   for (int r = 0; r < 5; r++) {
+    double c0 = cpu_now();
     pthread_t th[MAX_THREADS];
     triad_job jobs[MAX_THREADS];
     double t0 = now();
@@ -66,7 +82,9 @@ static double triad_gbs(void) {
     }
     for (int i = 0; i < triad_threads; i++) pthread_join(th[i], NULL);
     t[r] = now() - t0;
+    tc_[r] = cpu_now() - c0;
   }
+  *cpu_gbs = 3.0 * sizeof(double) * TRIAD_N / median(tc_, 5) / 1e9;
   return 3.0 * sizeof(double) * TRIAD_N / median(t, 5) / 1e9;
 }
 
@@ -313,13 +331,18 @@ static bool wanted(const bench_case *c, int argc, char **argv, int first) {
   for (int i = first; i < argc; i++) {
     if (argv[i][0] == '-') continue;
     any = true;
-    if (strstr(c->name, argv[i])) return true;
+    size_t n = strlen(argv[i]);
+    if (n > 1 && argv[i][n - 1] == '$') { /* "name$": exactly that case */
+      if (strlen(c->name) == n - 1 && !strncmp(c->name, argv[i], n - 1)) return true;
+    } else if (strstr(c->name, argv[i])) {
+      return true;
+    }
   }
   return !any;
 }
 
-static double run_case(const bench_case *c) {
-  double t0 = now();
+static double run_case(const bench_case *c, double *cpu) {
+  double t0 = now(), c0 = cpu_now();
   for (int k = 0; k < c->nlaunch; k++) {
     nrt_status st = nrt_launch_run(&c->l[k]);
     if (st != NRT_SUCCESS) {
@@ -327,6 +350,7 @@ static double run_case(const bench_case *c) {
       exit(1);
     }
   }
+  *cpu = cpu_now() - c0;
   return now() - t0;
 }
 
@@ -365,23 +389,27 @@ int main(int argc, char **argv) {
     load[strcspn(load, "\n")] = 0;
   }
   printf("# threads %d, loadavg %s, reps %d%s\n", triad_threads, load, reps, ref ? ", reference kernels" : "");
-  printf("%-42s %-20s %9s %8s %7s %7s\n", "case", "shape", "ms", "GB/s", "triad", "%triad");
+  printf("%-42s %-18s %8s %8s %7s %7s %8s %8s\n", "case", "shape", "ms", "GB/s", "triad", "%triad", "cpu ms",
+         "%cpu-tr");
   double triads[128];
   int ntriad = 0;
   for (int i = 0; i < ncases; i++) {
     const bench_case *c = &cases[i];
     if (!wanted(c, argc, argv, 1)) continue;
-    double tg = triad_gbs();
+    double tcpu, tcpu2, dummy;
+    double tg = triad_gbs(&tcpu);
     if (ntriad < 128) triads[ntriad++] = tg;
-    run_case(c); /* warm-up: pool threads, page faults of any scratch */
-    run_case(c);
-    double t[101];
-    for (int r = 0; r < reps; r++) t[r] = run_case(c);
-    double s = median(t, reps);
+    run_case(c, &dummy); /* warm-up: pool threads, page faults of any scratch */
+    run_case(c, &dummy);
+    double t[101], tc[101];
+    for (int r = 0; r < reps; r++) t[r] = run_case(c, &tc[r]);
+    double s = median(t, reps), sc = median(tc, reps);
     double gbs = c->bytes / s / 1e9;
-    double tg2 = triad_gbs();
+    double tg2 = triad_gbs(&tcpu2);
     double tri = tg > tg2 ? tg : tg2; /* the better of the triads around the case */
-    printf("%-42s %-20s %9.3f %8.2f %7.2f %6.0f%%\n", c->name, c->shape, s * 1e3, gbs, tri, 100.0 * gbs / tri);
+    double tric = tcpu > tcpu2 ? tcpu : tcpu2;
+    printf("%-42s %-18s %8.3f %8.2f %7.2f %6.0f%% %8.3f %7.0f%%\n", c->name, c->shape, s * 1e3, gbs, tri,
+           100.0 * gbs / tri, sc * 1e3, 100.0 * c->bytes / sc / 1e9 / tric);
     fflush(stdout);
   }
   if (ntriad) printf("# triad median %.2f GB/s over %d samples\n", median(triads, ntriad), ntriad);
