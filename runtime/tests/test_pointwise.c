@@ -336,6 +336,89 @@ static void test_large_inplace_broadcast(void) {
   free(want);
 }
 
+/* Inputs whose fastest dim is the output's second (x + y.t(), a
+ * transposed copy) run in tiles through a buffer: sizes that leave partial
+ * tiles and partial 16-column gathers, an outer dim, several transposed
+ * inputs, every element size, conversions on the way in and out, and an
+ * integer division by zero inside a tile. Fast against reference. */
+static void test_transposed_tiles(void) {
+  struct { nrt_op op; nrt_dtype in, out, compute; int64_t sizes[3]; int ndim; unsigned transposed; } cases[] = {
+      {NRT_OP_ADD, NRT_FLOAT32, NRT_FLOAT32, NRT_FLOAT32, {300, 517}, 2, 2},
+      {NRT_OP_ADD, NRT_BFLOAT16, NRT_BFLOAT16, NRT_BFLOAT16, {270, 300}, 2, 2},
+      {NRT_OP_MUL, NRT_FLOAT16, NRT_FLOAT32, NRT_FLOAT32, {17, 600}, 2, 3},
+      {NRT_OP_GELU, NRT_FLOAT32, NRT_FLOAT32, NRT_FLOAT32, {513, 40}, 2, 1},
+      {NRT_OP_GELU, NRT_BFLOAT16, NRT_BFLOAT16, NRT_BFLOAT16, {3, 200, 70}, 3, 1},
+      {NRT_OP_COPY, NRT_FLOAT64, NRT_FLOAT64, NRT_FLOAT64, {257, 259}, 2, 1},
+      {NRT_OP_COPY, NRT_BFLOAT16, NRT_FLOAT32, NRT_FLOAT32, {100, 300}, 2, 1},
+      {NRT_OP_COPY, NRT_INT8, NRT_INT8, NRT_INT8, {300, 301}, 2, 1},
+      {NRT_OP_WHERE, NRT_FLOAT32, NRT_FLOAT32, NRT_FLOAT32, {2, 300, 290}, 3, 6},
+      {NRT_OP_ADD, NRT_INT64, NRT_INT64, NRT_INT64, {290, 300}, 2, 1},
+      {NRT_OP_DIV_TRUNC, NRT_INT32, NRT_INT32, NRT_INT32, {300, 290}, 2, 2},
+  };
+  int failures = 0;
+  for (size_t ci = 0; ci < sizeof cases / sizeof cases[0]; ci++) {
+    int nd = cases[ci].ndim, nin = cases[ci].op == NRT_OP_COPY ? 1 : nrt_op_ninputs(cases[ci].op);
+    const int64_t *sz = cases[ci].sizes;
+    int64_t numel = 1;
+    for (int d = 0; d < nd; d++) numel *= sz[d];
+    nrt_launch l = nrt_test_launch(cases[ci].op, cases[ci].compute, nd, sz, 1, nin);
+    l.scalars[0].f = 0.75;
+    l.scalars[0].i = 3;
+    void *in[3], *out[2];
+    bool is_int = !nrt_dtype_is_floating(cases[ci].in);
+    for (int k = 0; k < nin; k++) {
+      nrt_dtype dt = cases[ci].op == NRT_OP_WHERE && k == 0 ? NRT_BOOL : cases[ci].in;
+      int64_t es = (int64_t)nrt_dtype_size(dt);
+      in[k] = malloc((size_t)(numel * es));
+      for (int64_t i = 0; i < numel; i++) {
+        double v = is_int ? (double)nrt_test_rand_range(-100, 100) : nrt_test_uniform(-3, 3);
+        if (cases[ci].op == NRT_OP_DIV_TRUNC && k == 1 && v == 0) v = 7;
+        nrt_test_put(in[k], dt, i, v);
+      }
+      /* transposed: the last two dims swapped in memory */
+      bool tr = cases[ci].transposed >> k & 1;
+      int64_t st[3];
+      st[nd - 1] = tr ? sz[nd - 2] * es : es;
+      st[nd - 2] = tr ? es : sz[nd - 1] * es;
+      if (nd == 3) st[0] = sz[1] * sz[2] * es;
+      nrt_test_operand(&l, 1 + k, in[k], dt, st);
+    }
+    int64_t oes = (int64_t)nrt_dtype_size(cases[ci].out);
+    int64_t ost[3] = {0, 0, oes};
+    ost[nd - 1] = oes;
+    ost[nd - 2] = sz[nd - 1] * oes;
+    if (nd == 3) ost[0] = sz[1] * sz[2] * oes;
+    for (int r = 0; r < 2; r++) {
+      out[r] = calloc((size_t)numel, (size_t)oes);
+      nrt_test_operand(&l, 0, out[r], cases[ci].out, ost);
+      for (int isa = r ? NRT_ISA_BASELINE : NRT_ISA_BEST; isa <= NRT_ISA_BEST; isa += 2) {
+        nrt_kernels_limit_isa((nrt_isa)isa);
+        CHECK_OK(nrt_test_run(&l, r == 0));
+      }
+      nrt_kernels_limit_isa(NRT_ISA_BEST);
+    }
+    for (int64_t i = 0; i < numel; i++) {
+      double want = nrt_test_get(out[0], cases[ci].out, i), got = nrt_test_get(out[1], cases[ci].out, i);
+      if (!close_enough(got, want, cases[ci].op == NRT_OP_GELU ? 1e-5 : 0, cases[ci].out)) {
+        fprintf(stderr, "%s tiles case %zu [%lld]: fast %.9g ref %.9g\n", nrt_op_name(cases[ci].op), ci,
+                (long long)i, got, want);
+        failures++;
+        break;
+      }
+    }
+    /* a zero divisor inside a tile fails the launch as the row path does */
+    if (cases[ci].op == NRT_OP_DIV_TRUNC) {
+      nrt_test_put(in[1], cases[ci].in, numel / 2 + 3, 0);
+      CHECK_STATUS(nrt_launch_run(&l), NRT_ERROR_INVALID_ARGUMENT);
+      CHECK(strstr(nrt_last_error_message(), "ZeroDivisionError") != NULL);
+    }
+    for (int k = 0; k < nin; k++) free(in[k]);
+    free(out[0]);
+    free(out[1]);
+  }
+  CHECK(failures == 0);
+}
+
 /* ---- known values --------------------------------------------------------------- */
 
 static void run_int_binary(nrt_op op, const int64_t *a, const int64_t *b, int64_t *out, int n,
@@ -828,6 +911,7 @@ int main(void) {
   RUN_TEST(test_sweep_fast_vs_reference);
   RUN_TEST(test_unsigned_dtypes);
   RUN_TEST(test_large_inplace_broadcast);
+  RUN_TEST(test_transposed_tiles);
   RUN_TEST(test_integer_division);
   RUN_TEST(test_integer_wrap_and_exactness);
   RUN_TEST(test_shifts);

@@ -289,29 +289,84 @@ static void pw_range(void *ctx, int64_t begin, int64_t end) {
   }
 }
 
-/* ---- transposes: square tiles -------------------------------------------------
- * When an input's fastest dim is the output's second-fastest (a transposed
- * copy, x.t().contiguous()), walking output rows reads that input one
- * element per cache line and page. Tiles of TILE x TILE over the two
- * inner dims keep the TILE lines of each side in L1 while they are used
- * TILE / (line size) times. */
-#define TILE 32
+/* ---- transposes: tiles through an L1 buffer ------------------------------------
+ * When an input's fastest dim is the output's second-fastest (x + y.t(),
+ * a transposed copy), walking output rows reads that input one element per
+ * cache line and page. Instead the launch runs in tiles of TILE x TILE over
+ * the two inner dims: each transposed input's tile is first copied into a
+ * buffer along its own rows, and the tile's rows then run as ordinary
+ * unit-stride rows reading the buffer. A tile's operands (up to 4 x 256 KiB
+ * of float32) stay in L2; what sets the speed is how long the runs of
+ * consecutive memory are on both sides (TILE elements: 1 KiB of float32,
+ * where 32 x 32 tiles had 128-byte runs, a TLB miss and a DRAM page per
+ * run). Tiles advance along the output's rows. */
+#ifndef TILE_R
+#define TILE_R 256
+#endif
+#ifndef TILE_C
+#define TILE_C 256
+#endif
+
+static bool transposed_operand(const pw_plan *p, int k) {
+  int nd = p->ndim;
+  int64_t inner = llabs(p->strides[k][nd - 1]), outer = llabs(p->strides[k][nd - 2]);
+  return inner >= 256 && outer > 0 && outer <= 16;
+}
 
 static bool wants_tiles(const pw_plan *p) {
   int nd = p->ndim;
   if (nd < 2 || p->sizes[nd - 1] < 16 || p->sizes[nd - 2] < 16) return false;
-  for (int k = 1; k < p->nops; k++) {
-    int64_t inner = llabs(p->strides[k][nd - 1]), outer = llabs(p->strides[k][nd - 2]);
-    if (inner >= 256 && outer > 0 && outer <= 16) return true;
-  }
+  for (int k = 1; k < p->nops; k++)
+    if (transposed_operand(p, k)) return true;
   return false;
+}
+
+/* buf[r][c] = element (r, c) of a rows x cols tile at src, whose rows step
+ * by rs bytes and columns by cs (|rs| small: the input's own rows run down
+ * the tile's columns, so each column is a run of consecutive memory).
+ * Sixteen columns at a time: sixteen runs are read side by side, so their
+ * cache misses overlap instead of one run's misses waiting in turn, and
+ * each buffer row gets 16 consecutive elements per step. */
+#define GATHER_COLS 16
+#define GATHER(T)                                                                   \
+  do {                                                                              \
+    T *d = (T *)buf;                                                                \
+    int64_t c = 0;                                                                  \
+    for (; c + GATHER_COLS <= cols; c += GATHER_COLS) {                             \
+      const char *s = src + c * cs;                                                 \
+      for (int64_t r = 0; r < rows; r++)                                            \
+        for (int k = 0; k < GATHER_COLS; k++)                                       \
+          d[r * TILE_C + c + k] = *(const T *)(s + k * cs + r * rs);                \
+    }                                                                               \
+    for (; c < cols; c++)                                                           \
+      for (int64_t r = 0; r < rows; r++) d[r * TILE_C + c] = *(const T *)(src + c * cs + r * rs); \
+  } while (0)
+static void tile_gather(char *buf, const char *src, int64_t rs, int64_t cs, int64_t rows, int64_t cols,
+                        size_t es) {
+  switch (es) {
+  case 1: GATHER(uint8_t); break;
+  case 2: GATHER(uint16_t); break;
+  case 4: GATHER(uint32_t); break;
+  default: GATHER(uint64_t); break;
+  }
 }
 
 static void pw_tiles(void *ctx, int64_t begin, int64_t end) {
   pw_plan *p = ctx;
   int nd = p->ndim, nops = p->nops;
   int64_t rows = p->sizes[nd - 2], cols = p->sizes[nd - 1];
-  int64_t rt = nrt_cdiv(rows, TILE), ct = nrt_cdiv(cols, TILE);
+  int64_t rt = nrt_cdiv(rows, TILE_R), ct = nrt_cdiv(cols, TILE_C);
+  nrt_pw_row row = p->row; /* transposed inputs read their buffer at unit stride */
+  bool gathered[NRT_MAX_OPERANDS] = {false};
+  char *tbuf[NRT_MAX_OPERANDS] = {NULL};
+  for (int k = 1; k < nops; k++) {
+    if (!transposed_operand(p, k)) continue;
+    size_t es = nrt_dtype_size(row.dt[k]);
+    tbuf[k] = malloc((size_t)TILE_R * TILE_C * es);
+    if (!tbuf[k]) continue; /* out of memory: this input is read in place, strided */
+    gathered[k] = true;
+    row.st[k] = (int64_t)es;
+  }
   for (int64_t t = begin; t < end; t++) {
     int64_t tj = t % ct, ti = (t / ct) % rt, outer = t / ct / rt;
     char *base[NRT_MAX_OPERANDS];
@@ -321,16 +376,25 @@ static void pw_tiles(void *ctx, int64_t begin, int64_t end) {
       outer /= p->sizes[d];
       for (int k = 0; k < nops; k++) base[k] += i * p->strides[k][d];
     }
-    int64_t r1 = (ti + 1) * TILE < rows ? (ti + 1) * TILE : rows;
-    int64_t n = (tj + 1) * TILE < cols ? TILE : cols - tj * TILE;
-    for (int64_t r = ti * TILE; r < r1; r++) {
+    int64_t r0 = ti * TILE_R, c0 = tj * TILE_C;
+    int64_t nr = rows - r0 < TILE_R ? rows - r0 : TILE_R, nc = cols - c0 < TILE_C ? cols - c0 : TILE_C;
+    for (int k = 1; k < nops; k++)
+      if (gathered[k])
+        tile_gather(tbuf[k], base[k] + r0 * p->strides[k][nd - 2] + c0 * p->strides[k][nd - 1],
+                    p->strides[k][nd - 2], p->strides[k][nd - 1], nr, nc, nrt_dtype_size(row.dt[k]));
+    for (int64_t r = 0; r < nr; r++) {
       char *ptr[NRT_MAX_OPERANDS];
       for (int k = 0; k < nops; k++)
-        ptr[k] = base[k] + r * p->strides[k][nd - 2] + tj * TILE * p->strides[k][nd - 1];
-      row_run(p, ptr, n, 0);
-      if (atomic_load_explicit(&p->failed, memory_order_relaxed)) return;
+        ptr[k] = gathered[k] ? tbuf[k] + r * TILE_C * row.st[k]
+                             : base[k] + (r0 + r) * p->strides[k][nd - 2] + c0 * p->strides[k][nd - 1];
+      if (nrt_pw_row_run(&row, ptr, nc, 0)) {
+        atomic_store_explicit(&p->failed, 1, memory_order_relaxed);
+        goto done;
+      }
     }
   }
+done:
+  for (int k = 1; k < nops; k++) free(tbuf[k]);
 }
 
 /* ---- reference: one element at a time ------------------------------------ */
@@ -447,9 +511,8 @@ nrt_status nrt_pointwise_execute(const nrt_launch *l) {
     nrt_pw_row_init(&p.row, l, k, inner);
     if (!random && wants_tiles(&p)) {
       int64_t ntiles = numel / (p.sizes[p.ndim - 2] * p.sizes[p.ndim - 1]) *
-                       ((p.sizes[p.ndim - 2] + TILE - 1) / TILE) *
-                       ((p.sizes[p.ndim - 1] + TILE - 1) / TILE);
-      nrt_parallel_for(ntiles, PW_GRAIN / (TILE * TILE), pw_tiles, &p);
+                       nrt_cdiv(p.sizes[p.ndim - 2], TILE_R) * nrt_cdiv(p.sizes[p.ndim - 1], TILE_C);
+      nrt_parallel_for(ntiles, 1, pw_tiles, &p); /* a tile is 64K elements */
     } else {
       nrt_parallel_for(numel, PW_GRAIN, pw_range, &p);
     }

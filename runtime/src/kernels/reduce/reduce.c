@@ -32,7 +32,11 @@
 
 #define RED_COLS 64    /* columns per tile when values are gathered per column */
 #define RED_ROWS 64
-#define RED_VCOLS 1024 /* columns per tile for the vertical ops: long row segments */
+/* Columns per tile for the vertical ops: 4096 columns of float32 are 16 KiB
+ * of a row read in one run (4 pages, so the prefetchers stay ahead; a 4 KiB
+ * run restarted them every page), and the running values (32 KiB of
+ * double) stay in L1/L2. */
+#define RED_VCOLS 4096
 #define RED_GRAIN 32768 /* elements per parallel task, at least */
 
 typedef struct rstate {
@@ -51,6 +55,7 @@ typedef void (*acc_f32_fn)(const red_plan *p, struct rstate *s, const float *x, 
 struct red_plan {
   const nrt_launch *l;
   acc_f32_fn acc;           /* baseline or AVX-512 build of the float accumulators */
+  bool wide;                /* AVX-512 builds */
   nrt_op op;
   bool fdomain;
   bool with_index;          /* the op produces an index */
@@ -537,87 +542,188 @@ static bool vertical_op(const red_plan *p) {
 }
 
 /* Columns, vertical form: nc running values advance one input row at a
- * time, each loop vectorised across the columns. Leaves finished states
- * in s_out (nc of them). */
-static void feed_vertical(const red_plan *p, rstate *s_out, int nc, const char *base, int64_t r0,
-                          int64_t r1) {
-  double acc[RED_VCOLS];
-  float fm[RED_VCOLS];
-  int64_t im[RED_VCOLS];
-  union { float f[RED_VCOLS]; int64_t i[RED_VCOLS]; } buf;
-  int nanf = 0;
+ * time, each loop vectorised across the columns. One array of running
+ * values per tile (the op uses one of them), so a tile of RED_VCOLS
+ * columns keeps its values in L1/L2 while the input streams past. */
+typedef union vert_acc {
+  double d[RED_VCOLS]; /* sums and norms, in double */
+  float f[RED_VCOLS];  /* AMAX/AMIN: a NaN, once seen, stays */
+  int64_t i[RED_VCOLS]; /* integer domain; ALL/ANY flags */
+} vert_acc;
+
+RED_INLINE void vert_init(const red_plan *p, vert_acc *v, int nc) {
+  nrt_op op = p->op;
+  if (p->fdomain && (op == NRT_OP_AMAX || op == NRT_OP_AMIN)) {
+    for (int c = 0; c < nc; c++) v->f[c] = op == NRT_OP_AMAX ? -INFINITY : INFINITY;
+  } else if (p->fdomain && op != NRT_OP_ALL && op != NRT_OP_ANY) {
+    for (int c = 0; c < nc; c++) v->d[c] = 0;
+  } else {
+    int64_t init = op == NRT_OP_AMAX ? INT64_MIN : (op == NRT_OP_AMIN ? INT64_MAX : (op == NRT_OP_ALL));
+    for (int c = 0; c < nc; c++) v->i[c] = init;
+  }
+}
+
+/* Row r of the tile: where it starts in memory, or converted into buf
+ * (float32) when its dtype has no direct loop below. */
+RED_INLINE const void *vert_row(const red_plan *p, const char *base, int64_t r, int nc, bool direct, float *buf) {
+  const char *src = base + reduced_offset(p, r);
+  if (direct) return src;
+  nrt_load_f32(buf, src, p->kin[p->nk - 1], p->in_dt, nc);
+  return buf;
+}
+
+/* Four rows per step: each running value is loaded and stored once per
+ * four input rows (added in row order, so the sums are the one-row
+ * sums), which keeps the L1/L2 traffic of the running values below the
+ * input's. */
+#define VERT_ROWS 4
+
+/* The float-domain steps over one dtype read in place (T its C type, CV
+ * its conversion to float): unit-stride float32 and bfloat16 convert in
+ * the loop, as a separate conversion pass would write and re-read a row
+ * buffer of twice bfloat16's bytes. A NaN replaces the running extreme
+ * and then stays: nothing compares greater (or less) than it, and a
+ * later NaN is a NaN. */
+#define VMAX(m, v) ((v) > (m)) | ((v) != (v)) ? (v) : (m)
+#define VMIN(m, v) ((v) < (m)) | ((v) != (v)) ? (v) : (m)
+#define VERT_FLOAT_LOOPS(T, CV)                                                                \
+  for (; r + VERT_ROWS <= r1; r += VERT_ROWS) {                                                \
+    const T *x0 = vert_row(p, base, r, nc, direct, buf.f[0]);                                  \
+    const T *x1 = vert_row(p, base, r + 1, nc, direct, buf.f[1]);                              \
+    const T *x2 = vert_row(p, base, r + 2, nc, direct, buf.f[2]);                              \
+    const T *x3 = vert_row(p, base, r + 3, nc, direct, buf.f[3]);                              \
+    switch (op) {                                                                              \
+    case NRT_OP_SUM: case NRT_OP_MEAN:                                                         \
+      for (int c = 0; c < nc; c++)                                                             \
+        acc[c] = (((acc[c] + (double)CV(x0[c])) + (double)CV(x1[c])) + (double)CV(x2[c])) +    \
+                 (double)CV(x3[c]);                                                            \
+      break;                                                                                   \
+    case NRT_OP_NORM:                                                                          \
+      if (l1)                                                                                  \
+        for (int c = 0; c < nc; c++)                                                           \
+          acc[c] = (((acc[c] + fabs((double)CV(x0[c]))) + fabs((double)CV(x1[c]))) +           \
+                    fabs((double)CV(x2[c]))) + fabs((double)CV(x3[c]));                        \
+      else                                                                                     \
+        for (int c = 0; c < nc; c++) {                                                         \
+          double a = CV(x0[c]), b = CV(x1[c]), d = CV(x2[c]), e = CV(x3[c]);                  \
+          acc[c] = (((acc[c] + a * a) + b * b) + d * d) + e * e;                               \
+        }                                                                                      \
+      break;                                                                                   \
+    case NRT_OP_AMAX:                                                                          \
+      for (int c = 0; c < nc; c++) {                                                           \
+        float m = fm[c], a = CV(x0[c]), b = CV(x1[c]), d = CV(x2[c]), e = CV(x3[c]);          \
+        m = VMAX(m, a);                                                                        \
+        m = VMAX(m, b);                                                                        \
+        m = VMAX(m, d);                                                                        \
+        fm[c] = VMAX(m, e);                                                                    \
+      }                                                                                        \
+      break;                                                                                   \
+    case NRT_OP_AMIN:                                                                          \
+      for (int c = 0; c < nc; c++) {                                                           \
+        float m = fm[c], a = CV(x0[c]), b = CV(x1[c]), d = CV(x2[c]), e = CV(x3[c]);          \
+        m = VMIN(m, a);                                                                        \
+        m = VMIN(m, b);                                                                        \
+        m = VMIN(m, d);                                                                        \
+        fm[c] = VMIN(m, e);                                                                    \
+      }                                                                                        \
+      break;                                                                                   \
+    case NRT_OP_ALL:                                                                           \
+      for (int c = 0; c < nc; c++)                                                             \
+        im[c] &= (CV(x0[c]) != 0.0f) & (CV(x1[c]) != 0.0f) & (CV(x2[c]) != 0.0f) & (CV(x3[c]) != 0.0f); \
+      break;                                                                                   \
+    case NRT_OP_ANY:                                                                           \
+      for (int c = 0; c < nc; c++)                                                             \
+        im[c] |= (CV(x0[c]) != 0.0f) | (CV(x1[c]) != 0.0f) | (CV(x2[c]) != 0.0f) | (CV(x3[c]) != 0.0f); \
+      break;                                                                                   \
+    default: break;                                                                            \
+    }                                                                                          \
+  }                                                                                            \
+  for (; r < r1; r++) {                                                                        \
+    const T *x = vert_row(p, base, r, nc, direct, buf.f[0]);                                   \
+    switch (op) {                                                                              \
+    case NRT_OP_SUM: case NRT_OP_MEAN:                                                         \
+      for (int c = 0; c < nc; c++) acc[c] += (double)CV(x[c]);                                 \
+      break;                                                                                   \
+    case NRT_OP_NORM:                                                                          \
+      if (l1) for (int c = 0; c < nc; c++) acc[c] += fabs((double)CV(x[c]));                   \
+      else for (int c = 0; c < nc; c++) acc[c] += (double)CV(x[c]) * (double)CV(x[c]);         \
+      break;                                                                                   \
+    case NRT_OP_AMAX:                                                                          \
+      for (int c = 0; c < nc; c++) {                                                           \
+        float a = CV(x[c]);                                                                    \
+        fm[c] = VMAX(fm[c], a);                                                                \
+      }                                                                                        \
+      break;                                                                                   \
+    case NRT_OP_AMIN:                                                                          \
+      for (int c = 0; c < nc; c++) {                                                           \
+        float a = CV(x[c]);                                                                    \
+        fm[c] = VMIN(fm[c], a);                                                                \
+      }                                                                                        \
+      break;                                                                                   \
+    case NRT_OP_ALL: for (int c = 0; c < nc; c++) im[c] &= CV(x[c]) != 0.0f; break;            \
+    case NRT_OP_ANY: for (int c = 0; c < nc; c++) im[c] |= CV(x[c]) != 0.0f; break;            \
+    default: break;                                                                            \
+    }                                                                                          \
+  }
+#define VERT_AS_IS(v) (v)
+
+/* Rows [r0, r1) into v. Inlined into a baseline and an AVX-512 build:
+ * the double sums convert and add 8 lanes at a time in the wide one. */
+RED_INLINE void vert_rows_impl(const red_plan *p, vert_acc *v, int nc, const char *base, int64_t r0,
+                               int64_t r1) {
+  union { float f[VERT_ROWS][RED_VCOLS]; int64_t i[RED_VCOLS]; } buf;
   int64_t cst = p->kin[p->nk - 1];
   nrt_op op = p->op;
-  bool mx = op == NRT_OP_AMAX;
-  for (int c = 0; c < nc; c++) {
-    acc[c] = 0;
-    fm[c] = mx ? -INFINITY : INFINITY;
-    im[c] = op == NRT_OP_AMAX ? INT64_MIN : (op == NRT_OP_AMIN ? INT64_MAX : (op == NRT_OP_ALL));
-  }
-  for (int64_t r = r0; r < r1; r++) {
-    const char *src = base + reduced_offset(p, r);
-    if (p->fdomain) {
-      const float *x = buf.f;
-      if (p->in_dt == NRT_FLOAT32 && cst == 4) x = (const float *)src;
-      else nrt_load_f32(buf.f, src, cst, p->in_dt, nc);
-      switch (op) {
-      case NRT_OP_SUM: case NRT_OP_MEAN:
-        for (int c = 0; c < nc; c++) acc[c] += (double)x[c];
-        break;
-      case NRT_OP_NORM:
-        if (p->p == 1.0) for (int c = 0; c < nc; c++) acc[c] += fabs((double)x[c]);
-        else for (int c = 0; c < nc; c++) acc[c] += (double)x[c] * (double)x[c];
-        break;
-      case NRT_OP_AMAX: {
-        int any = 0;
-        for (int c = 0; c < nc; c++) {
-          fm[c] = x[c] > fm[c] ? x[c] : fm[c];
-          any |= x[c] != x[c];
-        }
-        nanf |= any;
-        break;
-      }
-      case NRT_OP_AMIN: {
-        int any = 0;
-        for (int c = 0; c < nc; c++) {
-          fm[c] = x[c] < fm[c] ? x[c] : fm[c];
-          any |= x[c] != x[c];
-        }
-        nanf |= any;
-        break;
-      }
-      case NRT_OP_ALL: for (int c = 0; c < nc; c++) im[c] &= x[c] != 0.0f; break;
-      case NRT_OP_ANY: for (int c = 0; c < nc; c++) im[c] |= x[c] != 0.0f; break;
-      default: break;
-      }
+  bool l1 = p->p == 1.0;
+  double *acc = v->d;
+  float *fm = v->f;
+  int64_t *im = v->i;
+  int64_t r = r0;
+  if (p->fdomain) {
+    if (p->in_dt == NRT_BFLOAT16 && cst == 2) {
+      bool direct = true;
+      VERT_FLOAT_LOOPS(uint16_t, nrt_k_bf16_to_f32)
     } else {
-      const int64_t *x = buf.i;
-      if (p->in_dt == NRT_INT64 && cst == 8) x = (const int64_t *)src;
-      else nrt_load_i64(buf.i, src, cst, p->in_dt, nc);
-      switch (op) {
-      case NRT_OP_SUM: for (int c = 0; c < nc; c++) im[c] = (int64_t)((uint64_t)im[c] + (uint64_t)x[c]); break;
-      case NRT_OP_AMAX: for (int c = 0; c < nc; c++) im[c] = x[c] > im[c] ? x[c] : im[c]; break;
-      case NRT_OP_AMIN: for (int c = 0; c < nc; c++) im[c] = x[c] < im[c] ? x[c] : im[c]; break;
-      case NRT_OP_ALL: for (int c = 0; c < nc; c++) im[c] &= x[c] != 0; break;
-      case NRT_OP_ANY: for (int c = 0; c < nc; c++) im[c] |= x[c] != 0; break;
-      default: break;
-      }
+      bool direct = p->in_dt == NRT_FLOAT32 && cst == 4;
+      VERT_FLOAT_LOOPS(float, VERT_AS_IS)
+    }
+    return;
+  }
+  for (; r < r1; r++) {
+    const char *src = base + reduced_offset(p, r);
+    const int64_t *x = buf.i;
+    if (p->in_dt == NRT_INT64 && cst == 8) x = (const int64_t *)src;
+    else nrt_load_i64(buf.i, src, cst, p->in_dt, nc);
+    switch (op) {
+    case NRT_OP_SUM: for (int c = 0; c < nc; c++) im[c] = (int64_t)((uint64_t)im[c] + (uint64_t)x[c]); break;
+    case NRT_OP_AMAX: for (int c = 0; c < nc; c++) im[c] = x[c] > im[c] ? x[c] : im[c]; break;
+    case NRT_OP_AMIN: for (int c = 0; c < nc; c++) im[c] = x[c] < im[c] ? x[c] : im[c]; break;
+    case NRT_OP_ALL: for (int c = 0; c < nc; c++) im[c] &= x[c] != 0; break;
+    case NRT_OP_ANY: for (int c = 0; c < nc; c++) im[c] |= x[c] != 0; break;
+    default: break;
     }
   }
-  /* A NaN seen anywhere in the tile is re-found per column (rare path). */
-  for (int c = 0; c < nc; c++) {
-    rstate *s = &s_out[c];
-    st_init(p, s);
-    s->a = (op == NRT_OP_AMAX || op == NRT_OP_AMIN) ? fm[c] : acc[c];
-    s->i = im[c];
-  }
-  if (nanf) {
-    for (int64_t r = r0; r < r1; r++) {
-      const char *src = base + reduced_offset(p, r);
-      nrt_load_f32(buf.f, src, cst, p->in_dt, nc);
-      for (int c = 0; c < nc; c++)
-        if (buf.f[c] != buf.f[c]) s_out[c].flags |= RS_NAN;
-    }
+}
+
+static void vert_rows_base(const red_plan *p, vert_acc *v, int nc, const char *base, int64_t r0, int64_t r1) {
+  vert_rows_impl(p, v, nc, base, r0, r1);
+}
+NRT_TARGET_AVX512 static void vert_rows_avx512(const red_plan *p, vert_acc *v, int nc, const char *base,
+                                               int64_t r0, int64_t r1) {
+  vert_rows_impl(p, v, nc, base, r0, r1);
+}
+
+/* Column c's running value as a state. */
+static void vert_state(const red_plan *p, const vert_acc *v, int c, rstate *s) {
+  st_init(p, s);
+  nrt_op op = p->op;
+  if (!p->fdomain || op == NRT_OP_ALL || op == NRT_OP_ANY) {
+    s->i = v->i[c];
+  } else if (op == NRT_OP_AMAX || op == NRT_OP_AMIN) {
+    s->a = v->f[c];
+    if (v->f[c] != v->f[c]) s->flags |= RS_NAN;
+  } else {
+    s->a = v->d[c];
   }
 }
 
@@ -639,21 +745,28 @@ static void run_task(const red_plan *p, int64_t task) {
   int nc = (int)(inner - c0 < p->tile ? inner - c0 : p->tile);
   kept_offsets(p, outer, p->nk - 1, &in_off, out_off);
   in_off += c0 * p->kin[p->nk - 1];
-  rstate vs[RED_VCOLS];
-  rstate *st = p->vertical ? vs : s;
+  vert_acc v;
   if (p->vertical) {
-    feed_vertical(p, vs, nc, p->in + in_off, r0, r1);
+    vert_init(p, &v, nc);
+    if (p->wide) vert_rows_avx512(p, &v, nc, p->in + in_off, r0, r1);
+    else vert_rows_base(p, &v, nc, p->in + in_off, r0, r1);
   } else {
     for (int c = 0; c < nc; c++) st_init(p, &s[c]);
     feed_columns(p, s, nc, p->in + in_off, r0, r1);
   }
   for (int c = 0; c < nc; c++) {
+    rstate vs;
+    const rstate *st = &s[c];
+    if (p->vertical) {
+      vert_state(p, &v, c, &vs);
+      st = &vs;
+    }
     if (p->chunks == 1) {
       int64_t o[2] = {out_off[0] + (c0 + c) * p->kout[0][p->nk - 1],
                       out_off[1] + (c0 + c) * p->kout[1][p->nk - 1]};
-      st_store(p, &st[c], o);
+      st_store(p, st, o);
     } else {
-      p->partial[task * p->tile + c] = st[c];
+      p->partial[task * p->tile + c] = *st;
     }
   }
 }
@@ -904,7 +1017,8 @@ nrt_status nrt_reduce_execute(const nrt_launch *l) {
   }
 
   /* Index ops count in the given order of the reduced dims. */
-  p.acc = nrt_kernels_isa() >= NRT_ISA_AVX512 ? acc_f32_avx512 : acc_f32_base;
+  p.wide = nrt_kernels_isa() >= NRT_ISA_AVX512;
+  p.acc = p.wide ? acc_f32_avx512 : acc_f32_base;
   p.nk = arrange(&p, kd, nkd, true, p.ksize, p.kin, p.kout);
   int64_t dummy[2][NRT_MAX_DIMS];
   p.nr = arrange(&p, rd, nrd, !(p.with_index && nrd > 1), p.rsize, p.rin, dummy);
@@ -921,6 +1035,7 @@ nrt_status nrt_reduce_execute(const nrt_launch *l) {
   if (p.columns) {
     p.vertical = vertical_op(&p);
     p.tile = p.vertical ? RED_VCOLS : RED_COLS;
+    if (p.ksize[p.nk - 1] < p.tile) p.tile = (int)p.ksize[p.nk - 1]; /* partials per task: no more than the columns */
     p.ntiles = (p.ksize[p.nk - 1] + p.tile - 1) / p.tile;
     p.groups = p.nkept / p.ksize[p.nk - 1] * p.ntiles;
   } else {
