@@ -1,7 +1,8 @@
-// Fused optimizer steps (torch.optim's fused=True): _fused_adam_,
-// _fused_adamw_, _fused_sgd_; and the two ops of torch.amp.GradScaler
-// (unscale with the non-finite check, scale update), which run on every
-// mixed-precision step and so never read a value back to the host. Each parameter's update is a short chain of
+// Fused optimizer steps (torch.optim's fused=True) of Adagrad, and the two
+// ops of torch.amp.GradScaler (unscale with the non-finite check, scale
+// update), which run on every mixed-precision step and so never read a
+// value back to the host. (Adam, AdamW and SGD: one launch each, in
+// foreach_optim.cpp.) Each parameter's Adagrad update is a short chain of
 // native device ops; the step count and learning rate stay on the device as
 // tensors, so a step never synchronises with the host. grad_scale divides
 // the gradients and a nonzero found_inf turns the step into a no-op, as in
@@ -10,8 +11,6 @@
 #include <ATen/ops/empty.h>
 #include <ATen/ops/ones.h>
 #include <ATen/ops/zeros.h>
-#include <ATen/ops/maximum.h>
-#include <ATen/ops/pow.h>
 #include <ATen/ops/where.h>
 #include <c10/core/DeviceGuard.h>
 
@@ -29,126 +28,9 @@ void keep_if_inf(const Tensor &t, const Tensor &saved, const Tensor &inf) {
   t.copy_(at::where(inf.ne(0), saved, t));
 }
 
-void adam_impl(TensorList params, TensorList grads, TensorList exp_avgs, TensorList exp_avg_sqs,
-               TensorList max_exp_avg_sqs, TensorList steps, const Tensor &lr, double beta1, double beta2,
-               double weight_decay, double eps, bool amsgrad, bool maximize, const std::optional<Tensor> &grad_scale,
-               const std::optional<Tensor> &found_inf, bool adamw) {
-  size_t n = params.size();
-  TORCH_CHECK(grads.size() == n && exp_avgs.size() == n && exp_avg_sqs.size() == n && steps.size() == n,
-              "_fused_adam_: all tensor lists must have the same length");
-  TORCH_CHECK(!amsgrad || max_exp_avg_sqs.size() == n, "_fused_adam_: max_exp_avg_sqs must match params");
-  bool has_inf = found_inf && found_inf->defined();
-  for (size_t i = 0; i < n; ++i) {
-    const Tensor &p = params[i];
-    c10::DeviceGuard guard(p.device());
-    Tensor saved_p, saved_m, saved_v, saved_vmax;
-    if (has_inf) {
-      saved_p = p.clone();
-      saved_m = exp_avgs[i].clone();
-      saved_v = exp_avg_sqs[i].clone();
-      if (amsgrad) saved_vmax = max_exp_avg_sqs[i].clone();
-    }
-    Tensor g = grads[i].to(at::kFloat);
-    if (grad_scale && grad_scale->defined()) g = g.div(*grad_scale);
-    if (maximize) g = g.neg();
-    Tensor pf = p.to(at::kFloat);
-    if (weight_decay != 0) {
-      if (adamw) pf.mul_(lr.mul(-weight_decay).add(1));
-      else g = g.add(pf, weight_decay);
-    }
-    const Tensor &m = exp_avgs[i], &v = exp_avg_sqs[i];
-    m.lerp_(g.to(m.scalar_type()), 1 - beta1);
-    v.mul_(beta2).addcmul_(g.to(v.scalar_type()), g.to(v.scalar_type()), 1 - beta2);
-    Tensor step = steps[i].to(at::kFloat);
-    Tensor bc1 = at::pow(beta1, step).neg().add(1);
-    Tensor bc2_sqrt = at::pow(beta2, step).neg().add(1).sqrt();
-    Tensor vv = v;
-    if (amsgrad) {
-      max_exp_avg_sqs[i].copy_(at::maximum(max_exp_avg_sqs[i], v));
-      vv = max_exp_avg_sqs[i];
-    }
-    Tensor denom = vv.to(at::kFloat).sqrt().div(bc2_sqrt).add(eps);
-    Tensor step_size = lr.div(bc1);
-    pf.sub_(m.to(at::kFloat).div(denom).mul(step_size));
-    p.copy_(pf);
-    if (has_inf) {
-      keep_if_inf(p, saved_p, *found_inf);
-      keep_if_inf(m, saved_m, *found_inf);
-      keep_if_inf(v, saved_v, *found_inf);
-      if (amsgrad) keep_if_inf(max_exp_avg_sqs[i], saved_vmax, *found_inf);
-    }
-  }
-}
-
 Tensor lr_tensor(TensorList params, double lr) {
   TORCH_CHECK(!params.empty(), "fused optimizer step with no parameters");
   return at::empty({}, params[0].options().dtype(at::kFloat)).fill_(lr);
-}
-
-#define DEFINE_FUSED_ADAM(name, ADAMW)                                                                       \
-  void name(TensorList self, TensorList grads, TensorList exp_avgs, TensorList exp_avg_sqs,                 \
-            TensorList max_exp_avg_sqs, TensorList steps, double lr, double beta1, double beta2,             \
-            double weight_decay, double eps, bool amsgrad, bool maximize,                                   \
-            const std::optional<Tensor> &grad_scale, const std::optional<Tensor> &found_inf) {              \
-    if (self.empty()) return;                                                                                \
-    adam_impl(self, grads, exp_avgs, exp_avg_sqs, max_exp_avg_sqs, steps, lr_tensor(self, lr), beta1, beta2, \
-              weight_decay, eps, amsgrad, maximize, grad_scale, found_inf, ADAMW);                           \
-  }                                                                                                          \
-  void name##_tlr(TensorList self, TensorList grads, TensorList exp_avgs, TensorList exp_avg_sqs,           \
-                  TensorList max_exp_avg_sqs, TensorList steps, const Tensor &lr, double beta1, double beta2, \
-                  double weight_decay, double eps, bool amsgrad, bool maximize,                             \
-                  const std::optional<Tensor> &grad_scale, const std::optional<Tensor> &found_inf) {        \
-    if (self.empty()) return;                                                                                \
-    adam_impl(self, grads, exp_avgs, exp_avg_sqs, max_exp_avg_sqs, steps,                                    \
-              lr.to(self[0].device(), at::kFloat), beta1, beta2, weight_decay, eps, amsgrad, maximize,       \
-              grad_scale, found_inf, ADAMW);                                                                 \
-  }
-DEFINE_FUSED_ADAM(fused_adam, false)
-DEFINE_FUSED_ADAM(fused_adamw, true)
-#undef DEFINE_FUSED_ADAM
-
-void sgd_impl(TensorList params, TensorList grads, TensorList bufs, double weight_decay, double momentum,
-              const Tensor &lr, double dampening, bool nesterov, bool maximize, bool is_first_step,
-              const std::optional<Tensor> &grad_scale, const std::optional<Tensor> &found_inf) {
-  bool has_inf = found_inf && found_inf->defined();
-  for (size_t i = 0; i < params.size(); ++i) {
-    const Tensor &p = params[i];
-    c10::DeviceGuard guard(p.device());
-    Tensor saved_p, saved_b;
-    if (has_inf) {
-      saved_p = p.clone();
-      if (momentum != 0) saved_b = bufs[i].clone();
-    }
-    Tensor g = grads[i];
-    if (grad_scale && grad_scale->defined()) g = g.div(*grad_scale);
-    if (maximize) g = g.neg();
-    if (weight_decay != 0) g = g.add(p, weight_decay);
-    if (momentum != 0) {
-      const Tensor &b = bufs[i];
-      if (is_first_step) b.copy_(g);
-      else b.mul_(momentum).add_(g, 1 - dampening);
-      g = nesterov ? g.add(b, momentum) : b;
-    }
-    p.sub_(g.mul(lr));
-    if (has_inf) {
-      keep_if_inf(p, saved_p, *found_inf);
-      if (momentum != 0) keep_if_inf(bufs[i], saved_b, *found_inf);
-    }
-  }
-}
-void fused_sgd(TensorList self, TensorList grads, TensorList bufs, double weight_decay, double momentum, double lr,
-               double dampening, bool nesterov, bool maximize, bool is_first_step,
-               const std::optional<Tensor> &grad_scale, const std::optional<Tensor> &found_inf) {
-  if (self.empty()) return;
-  sgd_impl(self, grads, bufs, weight_decay, momentum, lr_tensor(self, lr), dampening, nesterov, maximize,
-           is_first_step, grad_scale, found_inf);
-}
-void fused_sgd_tlr(TensorList self, TensorList grads, TensorList bufs, double weight_decay, double momentum,
-                   const Tensor &lr, double dampening, bool nesterov, bool maximize, bool is_first_step,
-                   const std::optional<Tensor> &grad_scale, const std::optional<Tensor> &found_inf) {
-  if (self.empty()) return;
-  sgd_impl(self, grads, bufs, weight_decay, momentum, lr.to(self[0].device(), at::kFloat), dampening, nesterov,
-           maximize, is_first_step, grad_scale, found_inf);
 }
 
 // Adagrad (fused=True): the steps were already counted by torch.optim;
@@ -249,14 +131,8 @@ Tensor &amp_update_scale(Tensor &scale, Tensor &growth_tracker, const Tensor &fo
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   NEURON_IMPL(m, "_amp_foreach_non_finite_check_and_unscale_", amp_non_finite_check_and_unscale);
   NEURON_IMPL(m, "_amp_update_scale_", amp_update_scale);
-  NEURON_IMPL(m, "_fused_adam_", fused_adam);
   NEURON_IMPL(m, "_fused_adagrad_", fused_adagrad);
   NEURON_IMPL(m, "_fused_adagrad_.tensor_lr", fused_adagrad_tlr);
-  NEURON_IMPL(m, "_fused_adam_.tensor_lr", fused_adam_tlr);
-  NEURON_IMPL(m, "_fused_adamw_", fused_adamw);
-  NEURON_IMPL(m, "_fused_adamw_.tensor_lr", fused_adamw_tlr);
-  NEURON_IMPL(m, "_fused_sgd_", fused_sgd);
-  NEURON_IMPL(m, "_fused_sgd_.tensor_lr", fused_sgd_tlr);
 }
 
 }  // namespace torch_neuronx

@@ -9,7 +9,8 @@
  *   - in-place (out = in0) against out-of-place.
  * Then NORM's values and orders, stream launches (the table copied into
  * the task), poisoned inputs, the capture refusal, empty launches and
- * descriptor errors. */
+ * descriptor errors; and the optimizer steps ADAM and SGD, every option on
+ * every dtype, against a plain transcription of ATen's fused CPU step. */
 #include <stdint.h>
 #include <string.h>
 #include "testing.h"
@@ -548,6 +549,382 @@ static void test_errors(void) {
   CHECK_OK(nrt_stream_synchronize(s));
 }
 
+/* ---- optimizer steps ------------------------------------------------------------------ */
+
+/* One step's options; the input tensors' values beside them. */
+typedef struct opt_case {
+  nrt_op op;
+  unsigned flags; /* NRT_FOREACH_OPTIM_*, inputs included */
+  double lr, beta1, beta2, wd, eps, momentum, dampening;
+  float lr_value, grad_scale, found_inf;
+} opt_case;
+
+/* A parameter list: buffers per (slot, row), slots param, grad, state0..2
+ * (all allocated, used or not), and each row's step count. */
+typedef struct opt_list {
+  nrt_dtype dt;
+  void *buf[5][NROWS];
+  float step[NROWS];
+} opt_list;
+
+static bool opt_adam(const opt_case *c) { return c->op == NRT_OP(FOREACH_ADAM); }
+static bool opt_has(const opt_case *c, unsigned f) { return (c->flags & f) != 0; }
+
+static void opt_make(opt_list *t, nrt_dtype dt, double grad_scale) {
+  static const double range[5][2] = {{-1, 1}, {-1, 1}, {-0.1, 0.1}, {0, 0.01}, {0, 0.01}};
+  t->dt = dt;
+  for (int r = 0; r < NROWS; r++) {
+    for (int s = 0; s < 5; s++) {
+      t->buf[s][r] = alloc_row(dt, row_sizes[r]);
+      for (int64_t i = 0; i < row_sizes[r]; i++)
+        nrt_test_put(t->buf[s][r], dt, i, nrt_test_uniform(range[s][0], range[s][1]) * (s == 1 ? grad_scale : 1));
+    }
+    t->step[r] = r == 3 ? 1000.0f : (float)(1 + r % 5);
+  }
+  /* non-finite gradients and a negative zero: both paths must agree on them */
+  nrt_test_put(t->buf[1][5], dt, 3, NAN);
+  nrt_test_put(t->buf[1][5], dt, 4, INFINITY);
+  nrt_test_put(t->buf[1][8], dt, 39999, -0.0);
+}
+
+static void opt_clone(opt_list *dst, const opt_list *src) {
+  *dst = *src;
+  for (int s = 0; s < 5; s++)
+    for (int r = 0; r < NROWS; r++) {
+      size_t bytes = ((size_t)row_sizes[r] + 1) * nrt_dtype_size(src->dt);
+      dst->buf[s][r] = malloc(bytes);
+      memcpy(dst->buf[s][r], src->buf[s][r], bytes);
+    }
+}
+
+static void opt_free(opt_list *t) {
+  for (int s = 0; s < 5; s++)
+    for (int r = 0; r < NROWS; r++) free(t->buf[s][r]);
+}
+
+/* Whether slot s (0 param .. 4 state2) takes part in the step. */
+static bool opt_slot_used(const opt_case *c, int s) {
+  if (s <= 1) return true;
+  if (opt_adam(c)) return s == 2 || s == 3 || opt_has(c, NRT_FOREACH_OPTIM_AMSGRAD);
+  return s == 2 && c->momentum != 0;
+}
+
+static void opt_table(int64_t *table, const opt_list *t, const opt_case *c) {
+  for (int r = 0; r < NROWS; r++) {
+    int64_t *row = table + r * NRT_FOREACH_OPTIM_ROW;
+    memset(row, 0, NRT_FOREACH_OPTIM_ROW * sizeof *row);
+    row[NRT_FOREACH_OPTIM_NUMEL] = row_sizes[r];
+    for (int s = 0; s < 5; s++)
+      if (opt_slot_used(c, s)) row[NRT_FOREACH_OPTIM_PARAM + s] = (int64_t)(intptr_t)t->buf[s][r];
+    if (opt_adam(c)) row[NRT_FOREACH_OPTIM_STEP] = (int64_t)(intptr_t)&t->step[r];
+  }
+}
+
+/* The launch over `table`; inputs[] holds the input tensors' values. */
+static nrt_launch opt_launch(const opt_case *c, nrt_dtype dt, const int64_t *table, int64_t rows, float inputs[3]) {
+  nrt_launch l = nrt_test_launch(c->op, dt, 1, &rows, 1, 0);
+  l.operands[0].data = (void *)table;
+  l.operands[0].dtype = NRT_INT64;
+  l.params[0] = c->flags;
+  l.params[1] = NRT_FLOAT32;
+  bool lr_tensor = opt_has(c, NRT_FOREACH_OPTIM_LR_TENSOR);
+  l.scalars[0].f = lr_tensor ? 99.0 : c->lr; /* ignored with a tensor */
+  if (opt_adam(c)) {
+    l.scalars[1].f = c->beta1;
+    l.scalars[2].f = c->beta2;
+    l.scalars[3].f = c->wd;
+    memcpy(&l.aux[0], &c->eps, sizeof c->eps);
+  } else {
+    l.scalars[1].f = c->wd;
+    l.scalars[2].f = c->momentum;
+    l.scalars[3].f = c->dampening;
+  }
+  const unsigned in_flags[3] = {NRT_FOREACH_OPTIM_LR_TENSOR, NRT_FOREACH_OPTIM_GRAD_SCALE, NRT_FOREACH_OPTIM_FOUND_INF};
+  const float values[3] = {c->lr_value, c->grad_scale, c->found_inf};
+  for (int i = 0; i < 3; i++) {
+    if (!opt_has(c, in_flags[i])) continue;
+    inputs[i] = values[i];
+    int k = 1 + l.ninputs++;
+    l.operands[k].data = &inputs[i];
+    l.operands[k].dtype = NRT_FLOAT32;
+  }
+  return l;
+}
+
+static float ref_maxf(float a, float b) { return isnan(a) ? a : isnan(b) ? b : a > b ? a : b; }
+
+/* The plain reference: ATen's fused CPU step written out element by element
+ * (FusedAdamKernel.cpp / FusedSGDKernel.cpp, their scalar loops; the max of
+ * amsgrad propagates NaN like their vector loops). */
+static void opt_reference(const opt_case *c, opt_list *t) {
+  if (opt_has(c, NRT_FOREACH_OPTIM_FOUND_INF) && c->found_inf == 1.0f) return;
+  nrt_dtype dt = t->dt;
+  double lr = opt_has(c, NRT_FOREACH_OPTIM_LR_TENSOR) ? (double)c->lr_value : c->lr;
+  bool scaled = opt_has(c, NRT_FOREACH_OPTIM_GRAD_SCALE), maximize = opt_has(c, NRT_FOREACH_OPTIM_MAXIMIZE);
+  for (int r = 0; r < NROWS; r++) {
+    void **b = (void *[5]){t->buf[0][r], t->buf[1][r], t->buf[2][r], t->buf[3][r], t->buf[4][r]};
+    double step = t->step[r];
+    double bc1 = 1 - pow(c->beta1, step), bc2 = 1 - pow(c->beta2, step);
+    for (int64_t i = 0; i < row_sizes[r]; i++) {
+      float p = (float)nrt_test_get(b[0], dt, i), g = (float)nrt_test_get(b[1], dt, i);
+      if (scaled) {
+        g = g / c->grad_scale;
+        nrt_test_put(b[1], dt, i, g);
+      }
+      if (maximize) g = -g;
+      if (opt_adam(c)) {
+        if (c->wd != 0) {
+          if (opt_has(c, NRT_FOREACH_OPTIM_ADAMW)) p = p * (float)(1 - lr * c->wd);
+          else g += p * (float)c->wd;
+        }
+        float w = (float)(1 - c->beta1);
+        float m = (float)nrt_test_get(b[2], dt, i);
+        if (fabsf(w) < 0.5f) m = m + w * (g - m);
+        else m = g - (g - m) * (1.0f - w);
+        float v = (float)nrt_test_get(b[3], dt, i);
+        v = v * (float)c->beta2;
+        v = v + (float)(1 - c->beta2) * g * g;
+        float denom;
+        if (opt_has(c, NRT_FOREACH_OPTIM_AMSGRAD)) {
+          float vm = ref_maxf((float)nrt_test_get(b[4], dt, i), v);
+          nrt_test_put(b[4], dt, i, vm);
+          denom = sqrtf(vm) / (float)sqrt(bc2) + (float)c->eps;
+        } else {
+          denom = sqrtf(v) / (float)sqrt(bc2) + (float)c->eps;
+        }
+        p = p - (float)(lr / bc1) * m / denom;
+        nrt_test_put(b[2], dt, i, m);
+        nrt_test_put(b[3], dt, i, v);
+      } else {
+        if (c->wd != 0) g += p * (float)c->wd;
+        if (c->momentum != 0) {
+          float buf = opt_has(c, NRT_FOREACH_OPTIM_FIRST_STEP)
+                          ? g
+                          : (float)nrt_test_get(b[2], dt, i) * (float)c->momentum + g * (float)(1 - c->dampening);
+          nrt_test_put(b[2], dt, i, buf);
+          if (opt_has(c, NRT_FOREACH_OPTIM_NESTEROV)) g += buf * (float)c->momentum;
+          else g = buf;
+        }
+        p = p - g * (float)lr;
+      }
+      nrt_test_put(b[0], dt, i, p);
+    }
+  }
+}
+
+/* Every element of every slot the same (NaN meets NaN). */
+static int opt_compare(const opt_list *got, const opt_list *want, const char *what, const opt_case *c) {
+  for (int s = 0; s < 5; s++)
+    for (int r = 0; r < NROWS; r++)
+      for (int64_t i = 0; i < row_sizes[r]; i++) {
+        double g = nrt_test_get(got->buf[s][r], got->dt, i), w = nrt_test_get(want->buf[s][r], want->dt, i);
+        if (!nrt_test_same(g, w)) {
+          fprintf(stderr, "%s %s %s flags 0x%x wd %g beta1 %g mom %g: slot %d row %d [%lld] = %.9g, want %.9g\n",
+                  nrt_op_name(c->op), nrt_dtype_name(got->dt), what, c->flags, c->wd, c->beta1, c->momentum, s, r,
+                  (long long)i, g, w);
+          nrt_test_failures++;
+          return 1;
+        }
+      }
+  return 0;
+}
+
+/* One case on one dtype: the plain reference, the kernel's reference path
+ * and its fast path at every ISA level, all bit for bit. */
+static int opt_run_case(const opt_case *c, nrt_dtype dt) {
+  opt_list base, want, got;
+  opt_make(&base, dt, opt_has(c, NRT_FOREACH_OPTIM_GRAD_SCALE) ? c->grad_scale : 1.0);
+  opt_clone(&want, &base);
+  opt_reference(c, &want);
+  int64_t table[NROWS * NRT_FOREACH_OPTIM_ROW];
+  float inputs[3];
+  int bad = 0;
+  for (int pass = 0; pass < 3 && !bad; pass++) {
+    opt_clone(&got, &base);
+    opt_table(table, &got, c);
+    nrt_launch l = opt_launch(c, dt, table, NROWS, inputs);
+    nrt_kernels_limit_isa(pass == 2 ? NRT_ISA_BASELINE : NRT_ISA_BEST);
+    CHECK_OK(nrt_test_run(&l, pass == 0));
+    nrt_kernels_limit_isa(NRT_ISA_BEST);
+    bad = opt_compare(&got, &want, pass == 0 ? "reference path" : pass == 1 ? "fast path" : "baseline ISA", c);
+    opt_free(&got);
+  }
+  opt_free(&want);
+  opt_free(&base);
+  return bad;
+}
+
+/* Every option of both steps, on float32, bfloat16 and float16. The input
+ * tensors rotate through the cases: none; grad_scale; a tensor lr with
+ * grad_scale and a clear found_inf; found_inf set (nothing may change). */
+static void opt_with_inputs(opt_case *c, int variant) {
+  c->lr_value = 3e-3f;
+  c->grad_scale = 1024.0f;
+  c->found_inf = 0.0f;
+  switch (variant % 4) {
+  case 1: c->flags |= NRT_FOREACH_OPTIM_GRAD_SCALE; break;
+  case 2:
+    c->flags |= NRT_FOREACH_OPTIM_LR_TENSOR | NRT_FOREACH_OPTIM_GRAD_SCALE | NRT_FOREACH_OPTIM_FOUND_INF;
+    break;
+  case 3:
+    c->flags |= NRT_FOREACH_OPTIM_GRAD_SCALE | NRT_FOREACH_OPTIM_FOUND_INF;
+    c->found_inf = 1.0f;
+    break;
+  default: break;
+  }
+}
+
+static void test_optim(void) {
+  const nrt_dtype dts[3] = {NRT_FLOAT32, NRT_BFLOAT16, NRT_FLOAT16};
+  int cases = 0, bad = 0;
+  for (int d = 0; d < 3; d++) {
+    for (unsigned bits = 0; bits < 32; bits++) { /* adamw, amsgrad, maximize, weight decay, beta1 */
+      opt_case c = {NRT_OP(FOREACH_ADAM), 0, 1e-2, 0.9, 0.999, 0.0, 1e-8, 0, 0, 0, 0, 0};
+      if (bits & 1) c.flags |= NRT_FOREACH_OPTIM_ADAMW;
+      if (bits & 2) c.flags |= NRT_FOREACH_OPTIM_AMSGRAD;
+      if (bits & 4) c.flags |= NRT_FOREACH_OPTIM_MAXIMIZE;
+      if (bits & 8) c.wd = 0.1;
+      if (bits & 16) c.beta1 = 0.3, c.beta2 = 0.5; /* w = 0.7: the other lerp form */
+      opt_with_inputs(&c, (int)bits + d);
+      bad += opt_run_case(&c, dts[d]);
+      cases++;
+    }
+    for (unsigned bits = 0; bits < 64; bits++) { /* momentum, dampening, nesterov, first step, decay, maximize */
+      opt_case c = {NRT_OP(FOREACH_SGD), 0, 0.1, 0, 0, 0.0, 0, 0.0, 0.0, 0, 0, 0};
+      if (bits & 1) c.momentum = 0.9;
+      if (bits & 2) c.dampening = 0.25;
+      if (bits & 4) c.flags |= NRT_FOREACH_OPTIM_NESTEROV;
+      if (bits & 8) c.flags |= NRT_FOREACH_OPTIM_FIRST_STEP;
+      if (bits & 16) c.wd = 0.01;
+      if (bits & 32) c.flags |= NRT_FOREACH_OPTIM_MAXIMIZE;
+      opt_with_inputs(&c, (int)(bits >> 1) + d);
+      bad += opt_run_case(&c, dts[d]);
+      cases++;
+    }
+  }
+  CHECK(cases == 3 * 96 && bad == 0);
+}
+
+/* The stream path: the 7-wide table travels in the task; a found_inf the
+ * launch reads when it runs (set after the enqueue) skips the step; a
+ * poisoned input fails the launch and poisons what it would write. */
+static void test_optim_stream(void) {
+  nrt_stream *s = nrt_test_stream(0, 1);
+  opt_case c = {NRT_OP(FOREACH_ADAM), NRT_FOREACH_OPTIM_ADAMW | NRT_FOREACH_OPTIM_LR_TENSOR |
+                NRT_FOREACH_OPTIM_FOUND_INF, 0, 0.9, 0.999, 0.01, 1e-8, 0, 0, 2e-3f, 0, 0};
+  opt_list base, want, got;
+  opt_make(&base, NRT_FLOAT32, 1.0);
+  opt_clone(&want, &base);
+  opt_reference(&c, &want);
+  for (int skip = 0; skip < 2; skip++) {
+    opt_clone(&got, &base);
+    int64_t *table = calloc(NROWS * NRT_FOREACH_OPTIM_ROW, sizeof *table);
+    opt_table(table, &got, &c);
+    float *inputs;
+    CHECK_OK(nrt_malloc(3 * sizeof(float), s, (void **)&inputs));
+    CHECK_OK(nrt_stream_synchronize(s));
+    nrt_launch l = opt_launch(&c, NRT_FLOAT32, table, NROWS, inputs);
+    l.operands[1].data = &inputs[0]; /* device copies of the lr and found_inf tensors */
+    l.operands[2].data = &inputs[2];
+    nrt_test_gate gate;
+    nrt_test_gate_close(s, &gate, "gate");
+    CHECK_OK(nrt_foreach_launch(s, &l));
+    memset(table, 0xff, NROWS * NRT_FOREACH_OPTIM_ROW * sizeof *table);
+    free(table);
+    inputs[0] = c.lr_value;
+    inputs[2] = skip ? 1.0f : 0.0f;
+    nrt_test_gate_open(&gate);
+    CHECK_OK(nrt_stream_synchronize(s));
+    CHECK(opt_compare(&got, skip ? &base : &want, skip ? "stream, skipped" : "stream", &c) == 0);
+    CHECK_OK(nrt_free(inputs));
+    opt_free(&got);
+  }
+  opt_free(&want);
+  opt_free(&base);
+
+  /* a poisoned found_inf */
+  int64_t *a, *zero, *bad_out;
+  float *p, *g, *m, *v, step = 1.0f;
+  CHECK_OK(nrt_malloc(4 * sizeof(int64_t), s, (void **)&a));
+  CHECK_OK(nrt_malloc(4 * sizeof(int64_t), s, (void **)&zero));
+  CHECK_OK(nrt_malloc(4 * sizeof(int64_t), s, (void **)&bad_out));
+  float **ts[4] = {&p, &g, &m, &v};
+  for (int k = 0; k < 4; k++) CHECK_OK(nrt_malloc(4 * sizeof(float), s, (void **)ts[k]));
+  CHECK_OK(nrt_stream_synchronize(s));
+  for (int i = 0; i < 4; i++) a[i] = 6, zero[i] = 0, p[i] = g[i] = m[i] = v[i] = 1.0f;
+  nrt_launch d = nrt_test_launch(NRT_OP(DIV_TRUNC), NRT_INT64, 1, (const int64_t[]){4}, 1, 2);
+  nrt_test_operand_1d(&d, 0, bad_out, NRT_INT64, 1);
+  nrt_test_operand_1d(&d, 1, a, NRT_INT64, 1);
+  nrt_test_operand_1d(&d, 2, zero, NRT_INT64, 1);
+  CHECK_OK(nrt_launch_kernel(s, &d));
+  CHECK(nrt_stream_synchronize(s) != NRT_SUCCESS);
+  int64_t row[NRT_FOREACH_OPTIM_ROW] = {4, (int64_t)(intptr_t)p, (int64_t)(intptr_t)g, (int64_t)(intptr_t)m,
+                                        (int64_t)(intptr_t)v, 0, (int64_t)(intptr_t)&step};
+  opt_case pc = {NRT_OP(FOREACH_ADAM), NRT_FOREACH_OPTIM_FOUND_INF, 1e-3, 0.9, 0.999, 0, 1e-8, 0, 0, 0, 0, 0};
+  float in[3];
+  nrt_launch l = opt_launch(&pc, NRT_FLOAT32, row, 1, in);
+  l.operands[1].data = bad_out;
+  CHECK_OK(nrt_foreach_launch(s, &l));
+  CHECK_STATUS(nrt_stream_synchronize(s), NRT_ERROR_KERNEL_FAILED);
+  CHECK(nrt_memory_is_poisoned(p) && nrt_memory_is_poisoned(m) && nrt_memory_is_poisoned(v));
+  CHECK(!nrt_memory_is_poisoned(g)); /* read only: no grad_scale */
+  CHECK_OK(nrt_free(a));
+  CHECK_OK(nrt_free(zero));
+  CHECK_OK(nrt_free(bad_out));
+  for (int k = 0; k < 4; k++) CHECK_OK(nrt_free(*ts[k]));
+  CHECK_OK(nrt_stream_synchronize(s));
+}
+
+static void test_optim_errors(void) {
+  float x[4] = {0}, step = 1.0f, in[3];
+  int64_t px = (int64_t)(intptr_t)x;
+  int64_t row[NRT_FOREACH_OPTIM_ROW] = {4, px, px, px, px, 0, (int64_t)(intptr_t)&step};
+  opt_case c = {NRT_OP(FOREACH_ADAM), 0, 1e-3, 0.9, 0.999, 0, 1e-8, 0, 0, 0, 0, 0};
+  nrt_launch l = opt_launch(&c, NRT_FLOAT32, row, 1, in), b;
+  CHECK_OK(nrt_launch_run(&l));
+  CHECK(strcmp(nrt_op_name(NRT_OP(FOREACH_ADAM)), "FOREACH_ADAM") == 0);
+  CHECK(nrt_foreach_row_width(NRT_OP(FOREACH_SGD)) == NRT_FOREACH_OPTIM_ROW);
+  CHECK(nrt_foreach_row_width(NRT_OP(FOREACH_ADD)) == NRT_FOREACH_ROW);
+  b = l;
+  b.op = NRT_OP(FOREACH_SGD);
+  b.params[0] = NRT_FOREACH_OPTIM_AMSGRAD; /* not an SGD flag */
+  CHECK_STATUS(nrt_launch_run(&b), NRT_ERROR_INVALID_ARGUMENT);
+  CHECK_PREFIX("FOREACH_SGD: flags p0 = 2 has bits");
+  b = l;
+  b.params[0] = NRT_FOREACH_OPTIM_GRAD_SCALE; /* without its tensor */
+  CHECK_STATUS(nrt_launch_run(&b), NRT_ERROR_INVALID_ARGUMENT);
+  CHECK_MSG("FOREACH_ADAM: the flags name 1 input tensors, the launch has 0");
+  b.ninputs = 1;
+  b.operands[1].data = in;
+  b.operands[1].dtype = NRT_FLOAT64;
+  CHECK_STATUS(nrt_launch_run(&b), NRT_ERROR_INVALID_ARGUMENT);
+  CHECK_MSG("FOREACH_ADAM: grad_scale must be a one-element FLOAT32 tensor");
+  b = l;
+  b.compute_dtype = NRT_FLOAT64;
+  CHECK_STATUS(nrt_launch_run(&b), NRT_ERROR_UNSUPPORTED);
+  b = l;
+  b.params[0] = NRT_FOREACH_OPTIM_AMSGRAD; /* state2 is NULL */
+  CHECK_STATUS(nrt_launch_run(&b), NRT_ERROR_INVALID_ARGUMENT);
+  CHECK_MSG("FOREACH_ADAM: row 0 has a NULL state2 pointer");
+  row[NRT_FOREACH_OPTIM_STEP] = 0;
+  CHECK_STATUS(nrt_launch_run(&l), NRT_ERROR_INVALID_ARGUMENT);
+  CHECK_MSG("FOREACH_ADAM: row 0 has a NULL step pointer");
+  /* SGD without momentum needs no buffer, nor a step; an empty row no pointers */
+  b = l;
+  b.op = NRT_OP(FOREACH_SGD);
+  b.scalars[2].f = 0.0; /* the momentum */
+  row[NRT_FOREACH_OPTIM_STATE0] = row[NRT_FOREACH_OPTIM_STATE1] = 0;
+  CHECK_OK(nrt_launch_run(&b));
+  b.scalars[2].f = 0.9;
+  CHECK_STATUS(nrt_launch_run(&b), NRT_ERROR_INVALID_ARGUMENT);
+  CHECK_MSG("FOREACH_SGD: row 0 has a NULL state0 pointer");
+  memset(row, 0, sizeof row);
+  CHECK_OK(nrt_launch_run(&l));
+  row[0] = -2;
+  CHECK_STATUS(nrt_launch_run(&l), NRT_ERROR_INVALID_ARGUMENT);
+  CHECK_MSG("FOREACH_ADAM: row 0 has -2 elements");
+}
+
 int main(void) {
   printf("test_kernels_foreach\n");
   RUN_TEST(test_sweep);
@@ -557,5 +934,8 @@ int main(void) {
   RUN_TEST(test_poisoned_input);
   RUN_TEST(test_capture_refused);
   RUN_TEST(test_errors);
+  RUN_TEST(test_optim);
+  RUN_TEST(test_optim_stream);
+  RUN_TEST(test_optim_errors);
   return TEST_RESULT();
 }

@@ -15,15 +15,37 @@
 
 typedef struct foreach_task {
   nrt_launch l;
-  int64_t table[]; /* sizes[0] rows of NRT_FOREACH_ROW */
+  int64_t table[]; /* sizes[0] rows of nrt_foreach_row_width(op) */
 } foreach_task;
 
-static const int64_t *row_at(const int64_t *table, int64_t r) { return table + r * NRT_FOREACH_ROW; }
+static const int64_t *row_at(const nrt_launch *l, const int64_t *table, int64_t r) {
+  return table + r * nrt_foreach_row_width(l->op);
+}
+static bool optim_op(const nrt_launch *l) { return nrt_foreach_row_width(l->op) == NRT_FOREACH_OPTIM_ROW; }
 
 static void free_task(void *arg) { free(arg); }
 
-static void poison_rows(const int64_t *table, int64_t rows) {
-  for (int64_t r = 0; r < rows; r++) nrt_memory_poison((const void *)(intptr_t)row_at(table, r)[NRT_FOREACH_OUT]);
+static const void *slot_ptr(const int64_t *row, int s) { return (const void *)(intptr_t)row[s]; }
+
+/* The tensors a row's kernel writes: the output, or an optimizer step's
+ * parameter, states and (unscaled in place) gradient. */
+static void poison_rows(const nrt_launch *l, const int64_t *table, int64_t rows) {
+  for (int64_t r = 0; r < rows; r++) {
+    const int64_t *row = row_at(l, table, r);
+    if (!optim_op(l)) {
+      nrt_memory_poison(slot_ptr(row, NRT_FOREACH_OUT));
+      continue;
+    }
+    for (int s = NRT_FOREACH_OPTIM_PARAM; s <= NRT_FOREACH_OPTIM_STATE2; s++)
+      if (row[s] && (s != NRT_FOREACH_OPTIM_GRAD || (l->params[0] & NRT_FOREACH_OPTIM_GRAD_SCALE)))
+        nrt_memory_poison(slot_ptr(row, s));
+  }
+}
+
+/* Table slots a row reads. */
+static void input_slots(const nrt_launch *l, int *first, int *last) {
+  *first = optim_op(l) ? NRT_FOREACH_OPTIM_PARAM : NRT_FOREACH_IN0;
+  *last = optim_op(l) ? NRT_FOREACH_OPTIM_STEP : NRT_FOREACH_IN2;
 }
 
 static nrt_status run_foreach(void *arg) {
@@ -31,16 +53,19 @@ static nrt_status run_foreach(void *arg) {
   nrt_launch *l = &t->l;
   l->operands[0].data = t->table;
   int64_t rows = l->sizes[0];
-  bool poisoned = l->ninputs == 1 && nrt_memory_is_poisoned(l->operands[1].data);
+  bool poisoned = false;
+  for (int i = 1; i <= l->ninputs; i++) poisoned |= nrt_memory_is_poisoned(l->operands[i].data);
   int64_t bad = -1;
+  int first, last;
+  input_slots(l, &first, &last);
   for (int64_t r = 0; r < rows && !poisoned; r++)
-    for (int s = NRT_FOREACH_IN0; s <= NRT_FOREACH_IN2 && !poisoned; s++)
-      if (nrt_memory_is_poisoned((const void *)(intptr_t)row_at(t->table, r)[s])) {
+    for (int s = first; s <= last && !poisoned; s++)
+      if (nrt_memory_is_poisoned(slot_ptr(row_at(l, t->table, r), s))) {
         poisoned = true;
         bad = r;
       }
   if (poisoned) {
-    poison_rows(t->table, rows);
+    poison_rows(l, t->table, rows);
     if (bad < 0)
       nrt_set_error_message("%s: its scalar tensor was written by a kernel that failed earlier (its error was "
                             "reported then); its contents are undefined", nrt_op_name(l->op));
@@ -51,7 +76,7 @@ static nrt_status run_foreach(void *arg) {
     return NRT_ERROR_KERNEL_FAILED;
   }
   nrt_status st = nrt_kernel_execute(l);
-  if (st != NRT_SUCCESS) poison_rows(t->table, rows);
+  if (st != NRT_SUCCESS) poison_rows(l, t->table, rows);
   return st;
 }
 
@@ -63,7 +88,14 @@ static void foreach_cost(const nrt_launch *l, nrt_task_cost *out) {
   bool norm = (int)l->op == NRT_OP_FOREACH_NORM, copy = (int)l->op == NRT_OP_FOREACH_COPY;
   uint64_t es = nrt_dtype_size(l->compute_dtype), p1 = nrt_dtype_size((nrt_dtype)l->params[1]);
   for (int64_t r = 0; r < l->sizes[0]; r++) {
-    const int64_t *row = row_at(table, r);
+    const int64_t *row = row_at(l, table, r);
+    if (optim_op(l)) { /* each tensor read and written once; grad written back only when unscaled */
+      uint64_t passes = 0;
+      for (int s = NRT_FOREACH_OPTIM_PARAM; s <= NRT_FOREACH_OPTIM_STATE2; s++)
+        if (row[s]) passes += s == NRT_FOREACH_OPTIM_GRAD && !(l->params[0] & NRT_FOREACH_OPTIM_GRAD_SCALE) ? 1 : 2;
+      out->bytes += (uint64_t)row[NRT_FOREACH_OPTIM_NUMEL] * es * passes;
+      continue;
+    }
     uint64_t n = (uint64_t)row[NRT_FOREACH_NUMEL], per = norm ? 0 : es;
     for (int s = NRT_FOREACH_IN0; s <= NRT_FOREACH_IN2; s++)
       if (row[s]) per += s == NRT_FOREACH_IN0 && copy ? p1 : es;
@@ -91,7 +123,7 @@ nrt_status nrt_foreach_launch(nrt_stream *stream, const nrt_launch *launch) {
     return NRT_ERROR_UNSUPPORTED;
   }
   int64_t rows = launch->sizes[0];
-  size_t table_bytes = (size_t)rows * NRT_FOREACH_ROW * sizeof(int64_t);
+  size_t table_bytes = (size_t)rows * (size_t)nrt_foreach_row_width(launch->op) * sizeof(int64_t);
   foreach_task *t = malloc(sizeof *t + table_bytes);
   if (!t) {
     nrt_set_error_message("nrt_foreach_launch: %s: host out of memory for a %zu-byte table",

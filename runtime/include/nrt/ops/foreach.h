@@ -29,7 +29,32 @@
  *   ROW     the row's scalar;
  *   TENSOR  the value of operands[1], a one-element tensor of any real
  *           dtype (the launch's one input; the other modes have none).
- * s0: alpha of ADD/SUB, the order of NORM. */
+ * s0: alpha of ADD/SUB, the order of NORM.
+ *
+ * Optimizer steps. ADAM and SGD update every parameter of the table in
+ * place in one pass, each element of each tensor read and written once, as
+ * ATen's fused CPU kernels (_fused_adam_, _fused_adamw_, _fused_sgd_)
+ * compute it: in float32 (also for BFLOAT16 and FLOAT16 tensors, whose
+ * states are rounded once when stored while the step goes on with the
+ * float32 values), the bias corrections of each row in double from its
+ * step count. Their rows are NRT_FOREACH_OPTIM_ROW wide:
+ *   {numel, param, grad, state0, state1, state2, step}
+ * all tensors of compute_dtype laid out alike (as above) except step, a
+ * one-element tensor of dtype p1 holding the row's step count after this
+ * step's increment (ADAM; read, not written). ADAM: state0 exp_avg, state1
+ * exp_avg_sq, state2 max_exp_avg_sq (AMSGRAD only). SGD: state0 the
+ * momentum buffer (only when the momentum s2 is nonzero).
+ * p0: NRT_FOREACH_OPTIM_* flags. The inputs are the one-element tensors the
+ * flags name, in this order: the learning rate (LR_TENSOR, any real dtype,
+ * then s0 is ignored), grad_scale (GRAD_SCALE, FLOAT32: the gradients are
+ * divided by it and the quotients stored back into grad) and found_inf
+ * (FOUND_INF, FLOAT32: when it holds 1.0 the launch changes nothing,
+ * ATen's skipped step, without the host reading it).
+ * ADAM: s0 lr, s1 beta1, s2 beta2, s3 weight_decay, aux[0] eps (the bits of
+ * a double); ADAMW decays the parameter (p *= 1 - lr * weight_decay) instead
+ * of adding weight_decay * p to the gradient.
+ * SGD: s0 lr, s1 weight_decay, s2 momentum, s3 dampening; FIRST_STEP puts
+ * the gradient in the buffer instead of blending it in. */
 #ifndef NRT_OPS_FOREACH_H
 #define NRT_OPS_FOREACH_H
 
@@ -42,6 +67,20 @@ extern "C" {
 #define NRT_FOREACH_ROW 6 /* int64 per table row */
 enum { NRT_FOREACH_NUMEL, NRT_FOREACH_OUT, NRT_FOREACH_IN0, NRT_FOREACH_IN1, NRT_FOREACH_IN2, NRT_FOREACH_SCALAR };
 enum { NRT_FOREACH_MODE_LIST, NRT_FOREACH_MODE_SCALAR, NRT_FOREACH_MODE_ROW, NRT_FOREACH_MODE_TENSOR };
+
+#define NRT_FOREACH_OPTIM_ROW 7 /* int64 per table row of ADAM and SGD */
+enum { NRT_FOREACH_OPTIM_NUMEL, NRT_FOREACH_OPTIM_PARAM, NRT_FOREACH_OPTIM_GRAD, NRT_FOREACH_OPTIM_STATE0,
+       NRT_FOREACH_OPTIM_STATE1, NRT_FOREACH_OPTIM_STATE2, NRT_FOREACH_OPTIM_STEP };
+enum {
+  NRT_FOREACH_OPTIM_ADAMW = 1 << 0,      /* ADAM: decoupled weight decay */
+  NRT_FOREACH_OPTIM_AMSGRAD = 1 << 1,    /* ADAM */
+  NRT_FOREACH_OPTIM_MAXIMIZE = 1 << 2,
+  NRT_FOREACH_OPTIM_NESTEROV = 1 << 3,   /* SGD */
+  NRT_FOREACH_OPTIM_FIRST_STEP = 1 << 4, /* SGD */
+  NRT_FOREACH_OPTIM_LR_TENSOR = 1 << 5,
+  NRT_FOREACH_OPTIM_GRAD_SCALE = 1 << 6,
+  NRT_FOREACH_OPTIM_FOUND_INF = 1 << 7,
+};
 
 #define NRT_OPS_FOREACH(X)                                                    \
   /* binary: x = in0, y = the scalar operand (in1 in LIST mode) */            \
@@ -73,9 +112,17 @@ enum { NRT_FOREACH_MODE_LIST, NRT_FOREACH_MODE_SCALAR, NRT_FOREACH_MODE_ROW, NRT
   X(FOREACH_NORM, FOREACH, 0, 0)     /* out (one element of dtype p1) =      \
      ||in0||_s0: s0 = 0 (count of nonzeros), 1, 2, +-inf or any p; in       \
      double, combined in a fixed order (results do not depend on the        \
-     thread count); NaN wins for +-inf; an empty row gives 0 */
+     thread count); NaN wins for +-inf; an empty row gives 0 */            \
+  /* optimizer steps (rows of NRT_FOREACH_OPTIM_ROW, see above) */            \
+  X(FOREACH_ADAM, FOREACH, 0, 3)     /* Adam and AdamW, amsgrad, maximize */ \
+  X(FOREACH_SGD, FOREACH, 0, 3)      /* momentum, dampening, nesterov */
 
 NRT_OP_FAMILY_ENUM(FOREACH, NRT_OPS_FOREACH);
+
+/* int64 per table row of `op`'s launches. */
+static inline int nrt_foreach_row_width(nrt_op op) {
+  return (int)op == NRT_OP_FOREACH_ADAM || (int)op == NRT_OP_FOREACH_SGD ? NRT_FOREACH_OPTIM_ROW : NRT_FOREACH_ROW;
+}
 
 /* Enqueues a FOREACH launch on `stream` with its table: the sizes[0] rows
  * that launch->operands[0].data points at are copied into the stream's task

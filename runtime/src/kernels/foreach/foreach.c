@@ -25,7 +25,7 @@
 #define FE_GRAIN 2
 
 static inline const int64_t *table_row(const nrt_launch *l, int64_t r) {
-  return (const int64_t *)l->operands[0].data + r * NRT_FOREACH_ROW;
+  return (const int64_t *)l->operands[0].data + r * nrt_foreach_row_width(l->op);
 }
 static inline char *row_ptr(const int64_t *row, int k) { return (char *)(intptr_t)row[k]; }
 static inline double row_scalar(const int64_t *row) {
@@ -38,6 +38,7 @@ static bool op_in_family(nrt_op op) {
   return (int)op > NRT_OP_FOREACH_BEFORE_ && (int)op < NRT_OP_FOREACH_END_;
 }
 static bool is_op(nrt_op op, int id) { return (int)op == id; }
+static bool optim_op(nrt_op op) { return is_op(op, NRT_OP_FOREACH_ADAM) || is_op(op, NRT_OP_FOREACH_SGD); }
 
 static bool float_dtype(nrt_dtype dt) { return dt == NRT_FLOAT32 || dt == NRT_BFLOAT16 || dt == NRT_FLOAT16; }
 static bool real_dtype(nrt_dtype dt) { return (unsigned)dt < NRT_DTYPE_COUNT && !nrt_dtype_is_complex(dt); }
@@ -60,6 +61,7 @@ nrt_status nrt_foreach_validate(const nrt_launch *l) {
   int64_t rows = l->sizes[0];
   if (l->noutputs != 1 || l->operands[0].dtype != NRT_INT64 || (rows > 0 && !l->operands[0].data))
     return nrt_kernel_fail(NRT_ERROR_INVALID_ARGUMENT, "%s: operand 0 must be the INT64 list table", name);
+  if (optim_op(l->op)) return nrt_fe_optim_validate(l);
   const fe_kernel *k = nrt_fe_kernel(l->op);
   int64_t mode = l->params[0];
   int scalar = k ? k->scalar : FE_NONE;
@@ -124,6 +126,7 @@ typedef struct fe_plan {
   double p;           /* NORM order */
   fe_partial *partial; /* NORM: one per (row, item it overlaps) */
   int64_t *part_base;  /* NORM: rows; the first partial of each row */
+  fe_optim optim;      /* ADAM, SGD */
 } fe_plan;
 
 /* The value of the mode's scalar for row `row` (as a double: POW's scalar
@@ -296,6 +299,8 @@ static void fe_range(void *ctx, int64_t begin, int64_t end) {
         fe_partial *s = &p->partial[p->part_base[r] + item - rs / FE_CHUNK];
         *s = norm_identity(p->p);
         run_norm(p, row, a, b, s);
+      } else if (optim_op(p->l->op)) {
+        nrt_fe_optim_run(&p->optim, row, a, b);
       } else {
         run_elementwise(p, row, a, b);
       }
@@ -377,7 +382,9 @@ nrt_status nrt_foreach_execute(const nrt_launch *l) {
   p.out_dt = is_op(l->op, NRT_OP_FOREACH_NORM) ? (nrt_dtype)l->params[1] : p.dt;
   p.p = l->scalars[0].f;
   p.args = (fe_args){.alpha = (float)l->scalars[0].f, .v = 0.0f, .e = 0.0, .dt = p.dt};
-  if (p.mode == NRT_FOREACH_MODE_TENSOR) {
+  bool optim = optim_op(l->op);
+  if (optim && !nrt_fe_optim_prepare(&p.optim, l, nrt_kernels_isa() >= NRT_ISA_AVX512)) return NRT_SUCCESS;
+  if (p.mode == NRT_FOREACH_MODE_TENSOR && !optim) {
     float v;
     nrt_load_f32(&v, l->operands[1].data, 0, l->operands[1].dtype, 1);
     p.tensor_value = v;
@@ -385,7 +392,10 @@ nrt_status nrt_foreach_execute(const nrt_launch *l) {
   if (p.rows == 0) return NRT_SUCCESS;
 
   if (nrt_kernels_reference()) {
-    for (int64_t r = 0; r < p.rows; r++) ref_row(&p, table_row(l, r));
+    for (int64_t r = 0; r < p.rows; r++) {
+      if (optim) nrt_fe_optim_ref_row(&p.optim, table_row(l, r));
+      else ref_row(&p, table_row(l, r));
+    }
     return NRT_SUCCESS;
   }
 

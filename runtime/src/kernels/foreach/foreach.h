@@ -35,4 +35,23 @@ enum { FE_NONE = -1, FE_VALUE = -2 };
  * runs those itself) and for ops of other families. */
 const fe_kernel *nrt_fe_kernel(nrt_op op);
 
+/* The optimizer steps ADAM and SGD (optim.c): one launch's settings, read
+ * from the descriptor and its input tensors. */
+typedef struct fe_optim {
+  int op;
+  unsigned flags;          /* NRT_FOREACH_OPTIM_* */
+  double lr, beta1, beta2, weight_decay, eps, momentum, dampening;
+  float grad_scale;        /* 1 without GRAD_SCALE */
+  nrt_dtype dt, step_dt;
+  bool wide;               /* AVX-512 builds */
+} fe_optim;
+
+nrt_status nrt_fe_optim_validate(const nrt_launch *l);
+/* Fills *o; false when found_inf says the step is skipped. */
+bool nrt_fe_optim_prepare(fe_optim *o, const nrt_launch *l, bool wide);
+/* Elements [a, b) of one table row (fast path). */
+void nrt_fe_optim_run(const fe_optim *o, const int64_t *row, int64_t a, int64_t b);
+/* A whole row, element by element (reference path). */
+void nrt_fe_optim_ref_row(const fe_optim *o, const int64_t *row);
+
 #endif
