@@ -139,6 +139,33 @@ def run_both(fn, *tensors, dtype=torch.float32, grad=True, grad_scale=1.0):
     return out_d, out_c
 
 
+def raises_like_cpu(call, expected=None):
+    """Runs `call(dev)` on the CPU and on neuron; both must raise the same
+    exception class (`expected`, when given), neuron at the call itself
+    rather than at the next synchronisation. Returns the two exceptions."""
+    got = {}
+    for dev in ("cpu", DEV):
+        try:
+            call(dev)
+        except Exception as e:  # noqa: BLE001 - the class is what is compared
+            got[dev] = e
+        else:
+            got[dev] = None
+    late = None
+    try:
+        torch.neuron.synchronize()
+    except Exception as e:  # noqa: BLE001
+        late = e
+    cpu, dev = got["cpu"], got[DEV]
+    assert cpu is not None, "the CPU accepts this input; the test expects it to raise"
+    if expected is not None:
+        assert type(cpu) is expected, f"CPU raised {type(cpu).__name__}: {cpu}"
+    assert late is None, f"neuron raised only at synchronize: {type(late).__name__}: {late}"
+    assert dev is not None, f"neuron accepted what the CPU rejects ({type(cpu).__name__}: {cpu})"
+    assert type(dev) is type(cpu), f"neuron raised {type(dev).__name__}: {dev}; the CPU {type(cpu).__name__}: {cpu}"
+    return cpu, dev
+
+
 # ---- models ----------------------------------------------------------------------
 
 def cpu_and_neuron(make):

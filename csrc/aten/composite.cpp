@@ -6,6 +6,8 @@
 #include <ATen/ExpandUtils.h>
 #include <ATen/WrapDimUtils.h>
 #include <ATen/native/Resize.h>
+#include <ATen/native/TypeProperties.h>
+#include <ATen/ops/result_type.h>
 #include <ATen/ops/_unique.h>
 #include <ATen/ops/_weight_norm_differentiable_backward.h>
 #include <ATen/ops/empty.h>
@@ -111,6 +113,15 @@ Tensor rsub_fn(const Tensor &self, const Tensor &other, const Scalar &alpha) { r
 Tensor clamp_t_into(Tensor, const Tensor &self, const std::optional<Tensor> &lo, const std::optional<Tensor> &hi) {
   bool has_lo = lo && lo->defined(), has_hi = hi && hi->defined();
   TORCH_CHECK(has_lo || has_hi, "torch.clamp: At least one of 'min' or 'max' must not be None");
+  // ATen's clamp.Tensor meta, and its two-bound CPU kernel, which has no
+  // bool form (one bound runs maximum / minimum, which have).
+  TORCH_CHECK_NOT_IMPLEMENTED(!self.is_complex(), "clamp is not supported for complex types");
+  if (has_lo && has_hi) {
+    at::native::ResultTypeState state = {};
+    for (const Tensor *t : {&self, &*lo, &*hi}) state = at::native::update_result_type_state(*t, state);
+    TORCH_CHECK_NOT_IMPLEMENTED(at::native::result_type(state) != at::kBool,
+                                "\"clamp_cpu\" not implemented for 'Bool'");
+  }
   Tensor r = has_lo ? at::maximum(self, *lo) : self;
   if (has_hi) r = at::minimum(r, *hi);
   if (!has_lo && !has_hi) r = self.clone();
@@ -120,6 +131,12 @@ Tensor clamp_t_into(Tensor, const Tensor &self, const std::optional<Tensor> &lo,
 // logaddexp = max + log1p(exp(-|a - b|)), with equal infinities handled as
 // PyTorch does (log(2 * exp(inf)) = inf, -inf stays -inf).
 Tensor logaddexp_into(Tensor, const Tensor &a, const Tensor &b) {
+  // The CPU's kernel covers floating and complex dtypes; complex is not
+  // composed here (maximum has no complex form).
+  at::ScalarType t = at::result_type(a, b);
+  TORCH_CHECK_NOT_IMPLEMENTED(!at::isComplexType(t), "neuron: logaddexp does not support complex tensors (got ", t,
+                              ")");
+  TORCH_CHECK_NOT_IMPLEMENTED(at::isFloatingType(t), "\"logaddexp_cpu\" not implemented for '", t, "'");
   Tensor m = at::maximum(a, b);
   Tensor r = m.add(a.sub(b).abs().neg().exp().log1p());
   return at::where(a.eq(b).logical_and(a.isinf()), a, r);

@@ -9,6 +9,8 @@
 #include <ATen/ops/result_type.h>
 #include <c10/core/DeviceGuard.h>
 
+#include <optional>
+
 #include "launch/launch.h"
 #include "registry/variants.h"
 
@@ -33,6 +35,83 @@ nrt_scalar scalar_for(const at::TensorIteratorBase &iter, const Scalar &s) {
   return v;
 }
 nrt_scalar fscalar(double d) { nrt_scalar v; v.f = d; return v; }
+
+// ---- the CPU's dtype coverage --------------------------------------------------
+// The device kernels read every real dtype (through float32 or int64), the
+// CPU's kernel of an op dispatches over fewer. An input the CPU has no kernel
+// for raises what the CPU raises (NotImplementedError naming the CPU kernel,
+// or its RuntimeError), here at the op: the kernel itself would only fail at
+// the next synchronisation.
+enum class Dtypes { Integral, IntegralBool, Floating, FloatingComplex, RealNoBool, NoBool };
+
+bool covers(Dtypes set, at::ScalarType t) {
+  switch (set) {
+    case Dtypes::Integral: return at::isIntegralType(t, /*includeBool=*/false);
+    case Dtypes::IntegralBool: return at::isIntegralType(t, /*includeBool=*/true);
+    case Dtypes::Floating: return at::isFloatingType(t);
+    case Dtypes::FloatingComplex: return at::isFloatingType(t) || at::isComplexType(t);
+    case Dtypes::RealNoBool: return t != at::kBool && !at::isComplexType(t);
+    case Dtypes::NoBool: return t != at::kBool;
+  }
+  return true;
+}
+
+struct CpuKernel {
+  const char *name;
+  Dtypes dtypes;
+};
+
+// Ops whose CPU kernel covers fewer dtypes than the device's, with the name
+// the CPU's dispatch reports.
+std::optional<CpuKernel> cpu_kernel(nrt_op op) {
+  switch (op) {
+    case NRT_OP_BITWISE_AND: return CpuKernel{"bitwise_and_cpu", Dtypes::IntegralBool};
+    case NRT_OP_BITWISE_OR: return CpuKernel{"bitwise_or_cpu", Dtypes::IntegralBool};
+    case NRT_OP_BITWISE_XOR: return CpuKernel{"bitwise_xor_cpu", Dtypes::IntegralBool};
+    case NRT_OP_BITWISE_NOT: return CpuKernel{"bitwise_not_cpu", Dtypes::IntegralBool};
+    case NRT_OP_SHIFT_LEFT: return CpuKernel{"lshift_cpu", Dtypes::Integral};
+    case NRT_OP_SHIFT_RIGHT: return CpuKernel{"rshift_cpu", Dtypes::Integral};
+    case NRT_OP_HYPOT: return CpuKernel{"hypot_cpu", Dtypes::Floating};
+    case NRT_OP_DIV_FLOOR: return CpuKernel{"div_floor_cpu", Dtypes::RealNoBool};
+    case NRT_OP_DIV_TRUNC: return CpuKernel{"div_trunc_cpu", Dtypes::RealNoBool};
+    case NRT_OP_REMAINDER: return CpuKernel{"remainder_cpu", Dtypes::RealNoBool};
+    case NRT_OP_FMOD: return CpuKernel{"fmod_cpu", Dtypes::RealNoBool};
+    case NRT_OP_POW:
+    case NRT_OP_POW_SCALAR: return CpuKernel{"pow", Dtypes::NoBool};
+    case NRT_OP_ABS: return CpuKernel{"abs_cpu", Dtypes::NoBool};
+    case NRT_OP_CEIL: return CpuKernel{"ceil_vml_cpu", Dtypes::RealNoBool};
+    case NRT_OP_FLOOR: return CpuKernel{"floor_vml_cpu", Dtypes::RealNoBool};
+    case NRT_OP_ROUND: return CpuKernel{"round_vml_cpu", Dtypes::RealNoBool};
+    case NRT_OP_TRUNC: return CpuKernel{"trunc_vml_cpu", Dtypes::RealNoBool};
+    case NRT_OP_FRAC: return CpuKernel{"frac_cpu", Dtypes::Floating};
+    case NRT_OP_SILU: return CpuKernel{"silu_cpu", Dtypes::FloatingComplex};
+    case NRT_OP_MISH: return CpuKernel{"mish_cpu", Dtypes::Floating};
+    case NRT_OP_HARDSIGMOID: return CpuKernel{"hardsigmoid_cpu", Dtypes::Floating};
+    case NRT_OP_HARDSWISH: return CpuKernel{"hardswish_cpu", Dtypes::Floating};
+    case NRT_OP_GELU: return CpuKernel{"GeluKernelImpl", Dtypes::Floating};
+    case NRT_OP_LEAKY_RELU: return CpuKernel{"leaky_relu_cpu", Dtypes::Floating};
+    case NRT_OP_ELU: return CpuKernel{"elu_cpu", Dtypes::Floating};
+    case NRT_OP_SOFTPLUS: return CpuKernel{"softplus_cpu", Dtypes::Floating};
+    case NRT_OP_ADDCMUL: return CpuKernel{"addcmul_cpu_out", Dtypes::NoBool};
+    default: return std::nullopt;
+  }
+}
+
+// The CPU's checks made before its kernel runs (meta functions and the
+// dispatch of its kernel), for an iterator whose common dtype is computed.
+void check_cpu_dtype(const at::TensorIteratorBase &iter, nrt_op op) {
+  at::ScalarType t = iter.common_dtype();
+  if (t == at::kBool) {
+    TORCH_CHECK(op != NRT_OP_NEG, "Negation, the `-` operator, on a bool tensor is not supported. If you are trying "
+                "to invert a mask, use the `~` or `logical_not()` operator instead.");
+    TORCH_CHECK(op != NRT_OP_RELU, "Boolean inputs not supported for relu");
+    TORCH_CHECK(op != NRT_OP_HARDTANH, "Bool inputs not supported for hardtanh");
+  }
+  if (auto k = cpu_kernel(op)) {
+    TORCH_CHECK_NOT_IMPLEMENTED(covers(k->dtypes, t), "\"", k->name, "\" not implemented for '", c10::toString(t),
+                                "'");
+  }
+}
 
 // ---- iterator builders ----------------------------------------------------
 enum class Kind { Unary, UnaryFloat, UnaryBool, Binary, BinaryFloat, Compare, Backward };
@@ -65,6 +144,7 @@ TensorIterator build_binary(Tensor &out, const Tensor &a, const Tensor &b, Kind 
 Tensor unary(Tensor out, const Tensor &a, nrt_op op, Kind k, std::initializer_list<nrt_scalar> s = {},
              std::initializer_list<int64_t> p = {}) {
   auto iter = build_unary(out, a, k);
+  if (k != Kind::UnaryBool) check_cpu_dtype(iter, op);
   launch_iter(iter, op, s, p);
   return iter.output();
 }
@@ -72,6 +152,7 @@ Tensor unary(Tensor out, const Tensor &a, nrt_op op, Kind k, std::initializer_li
 Tensor binary(Tensor out, const Tensor &a, const Tensor &b, nrt_op op, Kind k,
               const Scalar *alpha = nullptr, std::initializer_list<int64_t> p = {}) {
   auto iter = build_binary(out, a, b, k);
+  check_cpu_dtype(iter, op);
   if (alpha) {
     at::native::alpha_check(iter.dtype(), *alpha);
     launch_iter(iter, op, {scalar_for(iter, *alpha)}, p);
@@ -182,9 +263,17 @@ NEURON_UNARY_BOOL_TABLE(DEFINE_UNARY_BOOL)
   X(logical_or, "logical_or", "logical_or_", "logical_or.out", LOGICAL_OR, Compare)                \
   X(logical_xor, "logical_xor", "logical_xor_", "logical_xor.out", LOGICAL_XOR, Compare)
 
-#define DEFINE_BINARY(name, fname, iname, oname, OP, K)             \
-  Tensor name##_into(Tensor out, const Tensor &a, const Tensor &b) { \
-    return binary(out, a, b, NRT_OP_##OP, Kind::K);                  \
+// ATen's meta functions of maximum, minimum, fmax and fmin refuse complex
+// inputs with a RuntimeError.
+bool complex_refused(nrt_op op) {
+  return op == NRT_OP_MAXIMUM || op == NRT_OP_MINIMUM || op == NRT_OP_FMAX || op == NRT_OP_FMIN;
+}
+
+#define DEFINE_BINARY(name, fname, iname, oname, OP, K)                                          \
+  Tensor name##_into(Tensor out, const Tensor &a, const Tensor &b) {                              \
+    TORCH_CHECK(!complex_refused(NRT_OP_##OP) || (!a.is_complex() && !b.is_complex()), #name,     \
+                " not implemented for complex tensors.");                                         \
+    return binary(out, a, b, NRT_OP_##OP, Kind::K);                                               \
   }
 NEURON_BINARY_TABLE(DEFINE_BINARY)
 #undef DEFINE_BINARY
@@ -244,6 +333,9 @@ Tensor pow_ts_into(Tensor out, const Tensor &a, const Scalar &e) {
   at::ScalarType rt = at::result_type(a, e);
   if (rt == a.scalar_type() && (!out.defined() || out.scalar_type() == rt)) {
     auto iter = TensorIterator::unary_op(out, a);
+    // ATen's pow fills or copies for an exponent of 0 or 1 before its kernel
+    // would check the dtype.
+    if (!(e.isBoolean() || e.equal(0) || e.equal(1))) check_cpu_dtype(iter, NRT_OP_POW_SCALAR);
     launch_iter(iter, NRT_OP_POW_SCALAR, {scalar_for(iter, e)});
     return iter.output();
   }
@@ -274,6 +366,9 @@ Tensor softplus_into(Tensor out, const Tensor &a, const Scalar &beta, const Scal
 }
 Tensor hardtanh_into(Tensor out, const Tensor &a, const Scalar &lo, const Scalar &hi) {
   auto iter = build_unary(out, a, Kind::Unary);
+  check_cpu_dtype(iter, NRT_OP_HARDTANH);
+  TORCH_CHECK(iter.common_dtype() != at::kByte || lo.to<int64_t>() >= 0,  // uint8: the one unsigned dtype
+              "cannot do hardtanh on an unsigned type with negative limits");
   launch_iter(iter, NRT_OP_HARDTANH, {scalar_for(iter, lo), scalar_for(iter, hi)});
   return iter.output();
 }
@@ -286,7 +381,7 @@ Tensor clamp_into(Tensor out, const Tensor &a_in, const std::optional<Scalar> &l
   TORCH_CHECK(lo.has_value() || hi.has_value(), "torch.clamp: At least one of 'min' or 'max' must not be None");
   // As ATen: the result type may not be complex (a complex bound with a
   // zero imaginary part is accepted for a floating tensor).
-  TORCH_CHECK(!a_in.is_complex(), "clamp is not supported for complex types");
+  TORCH_CHECK_NOT_IMPLEMENTED(!a_in.is_complex(), "clamp is not supported for complex types");
   Tensor a = a_in;
   if (!at::isFloatingType(a_in.scalar_type())) {
     at::native::ResultTypeState state = {};
@@ -294,12 +389,16 @@ Tensor clamp_into(Tensor out, const Tensor &a_in, const std::optional<Scalar> &l
     if (lo) state = at::native::update_result_type_state(*lo, state);
     if (hi) state = at::native::update_result_type_state(*hi, state);
     c10::ScalarType rt = at::native::result_type(state);
-    TORCH_CHECK(!at::isComplexType(rt), "clamp is not supported for complex types");
+    TORCH_CHECK_NOT_IMPLEMENTED(!at::isComplexType(rt), "clamp is not supported for complex types");
     TORCH_CHECK(rt == a_in.scalar_type() || !out.defined() || !out.is_same(a_in), "result type ", rt,
                 " can't be cast to the desired output type ", a_in.scalar_type());
     if (rt != a_in.scalar_type()) a = a_in.to(rt);
   }
   auto iter = build_unary(out, a, Kind::Unary);
+  // The CPU's three clamp kernels have no bool form.
+  TORCH_CHECK_NOT_IMPLEMENTED(iter.common_dtype() != at::kBool, "\"",
+                              lo && hi ? "clamp_scalar_cpu" : (hi ? "clamp_max_scalar_cpu" : "clamp_min_scalar_cpu"),
+                              "\" not implemented for 'Bool'");
   nrt_scalar l = lo ? scalar_for(iter, *lo) : nrt_scalar{}, h = hi ? scalar_for(iter, *hi) : nrt_scalar{};
   launch_iter(iter, NRT_OP_CLAMP_SCALAR, {l, h}, {lo.has_value(), hi.has_value()});
   return iter.output();
@@ -416,21 +515,59 @@ TensorIterator ternary_iter(Tensor &out, const Tensor &a, const Tensor &b, const
 
 #define DEFINE_ADDC(name, OP)                                                                        \
   Tensor name##_into(Tensor out, const Tensor &s, const Tensor &t1, const Tensor &t2, const Scalar &v) { \
+    check_##name(t1, t2);                                                                            \
     auto iter = ternary_iter(out, s, t1, t2);                                                        \
+    check_cpu_dtype(iter, NRT_OP_##OP);                                                              \
     launch_iter(iter, NRT_OP_##OP, {scalar_for(iter, v)});                                           \
     return iter.output();                                                                            \
   }
+void check_addcmul(const Tensor &, const Tensor &) {}
+// ATen's addcdiv meta refuses integer division.
+void check_addcdiv(const Tensor &t1, const Tensor &t2) {
+  TORCH_CHECK(!(at::isIntegralType(t1.scalar_type(), true) && at::isIntegralType(t2.scalar_type(), true)),
+              "Integer division with addcdiv is no longer supported, and in a future  release addcdiv will perform "
+              "a true division of tensor1 and tensor2. The historic addcdiv behavior can be implemented as (input + "
+              "value * torch.trunc(tensor1 / tensor2)).to(input.dtype) for integer inputs and as (input + value * "
+              "tensor1 / tensor2) for float inputs. The future addcdiv behavior is just the latter implementation: "
+              "(input + value * tensor1 / tensor2), for all dtypes.");
+}
 DEFINE_ADDC(addcmul, ADDCMUL)
 DEFINE_ADDC(addcdiv, ADDCDIV)
 #undef DEFINE_ADDC
 
+// lerp: ATen's meta functions require one dtype for self, end and a tensor
+// weight (no promotion; an out= must match too), and its kernels cover
+// floating and complex dtypes only.
+void check_lerp_dtype(const Tensor &s, const Tensor &other, const char *what) {
+  TORCH_CHECK(s.dtype() == other.dtype(), "expected dtype ", s.dtype(), " for `", what, "` but got dtype ",
+              other.dtype());
+}
+void check_lerp_kernel(at::ScalarType t, const char *kernel) {
+  TORCH_CHECK_NOT_IMPLEMENTED(at::isFloatingType(t) || at::isComplexType(t), "\"", kernel, "\" not implemented for '",
+                              c10::toString(t), "'");
+}
 Tensor lerp_t_into(Tensor out, const Tensor &s, const Tensor &e, const Tensor &w) {
-  auto iter = ternary_iter(out, s, e, w);
+  check_lerp_dtype(s, e, "end");
+  check_lerp_dtype(s, w, "weight");
+  auto iter = at::TensorIteratorConfig()
+                  .allow_cpu_scalars(true)
+                  .add_output(out)
+                  .add_const_input(s)
+                  .add_const_input(e)
+                  .add_const_input(w)
+                  .build();
+  check_lerp_kernel(iter.common_dtype(), "lerp_kernel_tensor");
   launch_iter(iter, NRT_OP_LERP);
   return iter.output();
 }
 Tensor lerp_s_into(Tensor out, const Tensor &s, const Tensor &e, const Scalar &w) {
-  return lerp_t_into(out, s, e, at::native::wrapped_scalar_tensor(w));
+  check_lerp_dtype(s, e, "end");
+  // The CPU types this one by self and end alone (the weight is a scalar).
+  check_lerp_kernel(s.scalar_type(), "lerp_kernel_scalar");
+  Tensor weight = at::native::wrapped_scalar_tensor(w);  // the iterator borrows its inputs
+  auto iter = ternary_iter(out, s, e, weight);
+  launch_iter(iter, NRT_OP_LERP);
+  return iter.output();
 }
 
 
