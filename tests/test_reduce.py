@@ -6,7 +6,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from helpers import assert_no_fallbacks, close
+from helpers import assert_no_fallbacks, close, raises_like_cpu
 
 
 @pytest.mark.parametrize("dim,keepdim", [(None, False), (0, False), (1, True), ((0, 2), False), (-1, True)])
@@ -76,3 +76,36 @@ def test_reduction_dtype_converts_the_input_first(case):
     got = fn(x.to("neuron"))
     assert got.dtype == want.dtype
     torch.testing.assert_close(got.cpu(), want)
+
+
+@pytest.mark.parametrize("case", [
+    ("softmax int last dim", lambda d: torch.softmax(torch.ones(2, 3, dtype=torch.int32, device=d), 1)),
+    ("softmax bool dim 0", lambda d: torch.softmax(torch.ones(2, 3, dtype=torch.bool, device=d), 0)),
+    ("log_softmax complex", lambda d: torch.log_softmax(torch.ones(2, 3, dtype=torch.complex64, device=d), -1)),
+], ids=lambda c: c[0])
+def test_softmax_of_a_non_float_input_raises_not_implemented_like_the_cpu(case):
+    raises_like_cpu(case[1], NotImplementedError)
+
+
+def test_softmax_of_an_empty_integer_input_returns_it_like_the_cpu():
+    x = torch.ones(0, 3, dtype=torch.int64)
+    want, got = torch.softmax(x, 1), torch.softmax(x.to("neuron"), 1)
+    assert got.dtype == want.dtype and got.shape == want.shape
+
+
+@pytest.mark.parametrize("case", [
+    ("amax over an empty dim", lambda d: torch.amax(torch.ones(0, 3, device=d), 0), IndexError),
+    ("amin over an empty dim, keepdim", lambda d: torch.amin(torch.ones(2, 0, device=d), -1, True), IndexError),
+    ("amax of an empty tensor, no dim", lambda d: torch.amax(torch.ones(0, 3, device=d)), RuntimeError),
+    ("max.dim over an empty dim", lambda d: torch.max(torch.ones(0, 3, device=d), 0), IndexError),
+    ("min.dim over an empty dim", lambda d: torch.ones(3, 0, device=d).min(1), IndexError),
+    ("argmin of an empty tensor", lambda d: torch.argmin(torch.ones(0, 3, device=d)), IndexError),
+    ("argmax over an empty dim", lambda d: torch.argmax(torch.ones(0, 3, device=d), 0), IndexError),
+], ids=lambda c: c[0])
+def test_reductions_without_identity_over_nothing_raise_the_cpu_class(case):
+    raises_like_cpu(case[1], case[2])
+
+
+def test_vector_norm_without_identity_over_an_empty_dim_raises_its_runtime_error():
+    raises_like_cpu(lambda d: torch.linalg.vector_norm(torch.ones(6, 0, 4, device=d), ord=-float("inf"), dim=-2),
+                    RuntimeError)

@@ -14,7 +14,7 @@ import pytest
 import torch
 
 import torch_neuronx  # noqa: F401
-from helpers import DEV, assert_no_fallbacks, same
+from helpers import DEV, assert_no_fallbacks, raises_like_cpu, same
 
 
 def nz(t: torch.Tensor) -> torch.Tensor:
@@ -364,3 +364,7 @@ def test_histc_large_bfloat16_is_accurate():
     ref = torch.histc(x.double(), 3, -2, 2).to(torch.bfloat16)
     same(torch.histc(nz(x), 3, -2, 2), ref)
     assert_no_fallbacks()
+
+
+def test_kthvalue_over_an_empty_dim_raises_index_error_like_the_cpu():
+    raises_like_cpu(lambda d: torch.kthvalue(torch.ones(0, 3, device=d), 1, 0), IndexError)

@@ -5,7 +5,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from helpers import assert_no_fallbacks, close
+from helpers import assert_no_fallbacks, close, raises_like_cpu
 
 
 def test_cat_flip_roll_stack():
@@ -35,3 +35,14 @@ def test_constant_pad(pad):
     yd.pow(2).sum().backward()
     close(xd.grad, x.grad)
     assert_no_fallbacks()
+
+
+@pytest.mark.parametrize("case", [
+    ("a 0-d tensor", lambda d: torch.cat([torch.ones(2, device=d), torch.tensor(1.0, device=d)]), RuntimeError),
+    ("an out= the result cannot be cast to",
+     lambda d: torch.cat([torch.ones(2, device=d)], out=torch.empty(2, dtype=torch.int32, device=d)), TypeError),
+    ("dims differ", lambda d: torch.cat([torch.ones(2, 2, device=d), torch.ones(2, device=d)]), RuntimeError),
+    ("dim out of range", lambda d: torch.cat([torch.ones(2, device=d)], dim=3), IndexError),
+], ids=lambda c: c[0])
+def test_cat_checks_its_inputs_like_the_cpu(case):
+    raises_like_cpu(case[1], case[2])

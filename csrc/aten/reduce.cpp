@@ -51,9 +51,12 @@ Tensor &reduce_into(Tensor &result, const Tensor &self, at::OptionalIntArrayRef 
   ScalarType in_dtype = converts ? converted_input_dtype(self.scalar_type(), out_dtype) : self.scalar_type();
   auto iter = at::native::make_reduction(name, result, self, dims, keepdim, in_dtype, out_dtype);
   if (self.numel() == 0) {
-    TORCH_CHECK(empty_value.has_value() || result.numel() == 0, name,
-                "(): Expected reduction dim to be specified for input.numel() == 0. "
-                "Specify the reduction dim with the 'dim' argument.");
+    // Reductions with no identity (amax, amin) check as ATen's meta does: an
+    // empty reduced dim is an IndexError, no dims at all a RuntimeError.
+    if (!empty_value.has_value()) {
+      std::string fn = std::string(name) + "()";
+      at::native::zero_numel_check_dims(self, dims.value_or(c10::IntArrayRef{}), fn.c_str());
+    }
     if (result.numel() > 0) {
       // the mean of nothing is 0 / 0: NaN in both parts of a complex result, as the CPU's division
       double v = *empty_value;
@@ -110,12 +113,11 @@ Tensor min_all(const Tensor &self) {
 std::tuple<Tensor, Tensor> extreme_dim(const Tensor &self, int64_t dim, bool keepdim, nrt_op op, const char *name) {
   c10::DeviceGuard guard(self.device());
   dim = at::maybe_wrap_dim(dim, self.dim());
-  TORCH_CHECK(self.numel() > 0 || (self.dim() > 0 && self.size(dim) > 0), name,
-              "(): Expected reduction dim ", dim, " to have non-zero size.");
   Tensor values = at::empty({0}, self.options());
   Tensor indices = at::empty({0}, self.options().dtype(at::kLong));
   if (self.numel() == 0) {
-    at::native::zero_numel_check_dims(self, dim, name);
+    // ATen's max.dim / min.dim meta: IndexError for an empty reduced dim.
+    at::native::zero_numel_check_dims(self, dim, (std::string(name) + "()").c_str());
   }
   auto iter = at::native::make_reduction(name, values, indices, self, dim, keepdim, self.scalar_type(), at::kLong);
   if (self.numel() > 0) launch_iter(iter, op);
@@ -140,7 +142,8 @@ Tensor arg_extreme(const Tensor &self, std::optional<int64_t> dim, bool keepdim,
     if (self.numel() > 0) launch_iter(iter, op);
     return result;
   }
-  TORCH_CHECK(self.numel() > 0, name, "(): Expected reduction dim to be specified for input.numel() == 0.");
+  // As ATen's argmax/argmin meta (check_argmax_argmin): IndexError.
+  TORCH_CHECK_INDEX(self.numel() > 0, name, "(): Expected reduction dim to be specified for input.numel() == 0.");
   // No dim: index into the flattened tensor.
   input = self.reshape({-1});
   auto iter = at::native::make_reduction(name, result, input, c10::IntArrayRef{0}, false, self.scalar_type(),
@@ -239,6 +242,14 @@ Tensor vector_norm(const Tensor &self, const Scalar &ord, at::OptionalIntArrayRe
   double p = ord.toDouble();
   std::optional<double> empty = 0.0;
   if (p < 0 || std::isinf(p)) empty = std::nullopt;
+  if (self.numel() == 0 && (p < 0 || p == INFINITY)) {
+    // ATen's linalg_vector_norm meta: no identity, a RuntimeError of its own.
+    TORCH_CHECK(dim.has_value() && !dim->empty(), "linalg.vector_norm cannot compute the ", ord, " norm on an empty ",
+                "tensor because the operation does not have an identity");
+    for (int64_t d : *dim)
+      TORCH_CHECK(self.size(d) != 0, "linalg.vector_norm cannot compute the ", ord, " norm on the dimension ", d,
+                  "because this dimension is empty and the operation does not have an identity");
+  }
   Tensor r;
   return reduce_into(r, self, dim, keepdim, out, NRT_OP_NORM, "linalg.vector_norm", empty, {fscalar(p)});
 }
@@ -292,11 +303,16 @@ void launch_row(nrt_op op, int64_t dim, std::initializer_list<const Tensor *> ou
 
 Tensor softmax_common(const Tensor &self, int64_t dim, bool half_to_float, nrt_op op) {
   c10::DeviceGuard guard(self.device());
-  TORCH_CHECK(at::isFloatingType(self.scalar_type()), "softmax: expected a floating point input, got ",
-              self.scalar_type());
   dim = at::maybe_wrap_dim(dim, self.dim());
   ScalarType out_t = half_to_float ? at::kFloat : self.scalar_type();
   Tensor out = at::empty_like(self, self.options().dtype(out_t), c10::MemoryFormat::Contiguous);
+  // As the CPU: an empty input is returned before its kernel checks the
+  // dtype (NotImplementedError, named after the kernel the CPU would run).
+  if (self.numel() == 0) return out;
+  bool last = dim == std::max<int64_t>(self.dim(), 1) - 1;
+  TORCH_CHECK_NOT_IMPLEMENTED(at::isFloatingType(self.scalar_type()), "\"", op == NRT_OP_LOG_SOFTMAX ? "log_" : "",
+                              "softmax_", last ? "lastdim_" : "", "kernel_impl\" not implemented for '",
+                              self.scalar_type(), "'");
   launch_row(op, dim, {&out}, {&self});
   return out;
 }

@@ -161,6 +161,7 @@ std::tuple<Tensor &, Tensor &> kthvalue_out(const Tensor &self, int64_t k, int64
                                             Tensor &values, Tensor &indices) {
   int64_t wd = at::maybe_wrap_dim(dim, self.dim(), /*wrap_scalar=*/true);
   int64_t slice = self.dim() == 0 ? 1 : self.size(wd);
+  at::native::zero_numel_check_dims(self, wd, "kthvalue()");  // IndexError first, as the CPU
   TORCH_CHECK(k >= 1 && k <= slice, "kthvalue(): selected number k out of range for dimension ", wd);
   return order_stat_dim(self, dim, keepdim, values, indices, OS_KTH, k - 1);
 }

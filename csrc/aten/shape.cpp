@@ -8,6 +8,7 @@
 #include <ATen/core/IListRef.h>
 #include <ATen/ops/empty.h>
 #include <ATen/native/Resize.h>
+#include <ATen/native/TensorShape.h>
 #include <ATen/native/TypeProperties.h>
 #include <ATen/ops/result_type.h>
 #include <c10/core/DeviceGuard.h>
@@ -25,14 +26,21 @@ using at::Tensor;
 Tensor cat_into(Tensor out, const at::ITensorListRef &tensors, int64_t dim) {
   auto materialized = tensors.materialize();
   TORCH_CHECK(!materialized.empty(), "torch.cat(): expected a non-empty list of Tensors");
+  // ATen's cat meta checks, in its order, with its helpers.
+  at::native::check_cat_no_zero_dim(materialized);
+  dim = at::legacy_cat_wrap_dim(dim, materialized);
   const Tensor *ref = nullptr;
   for (const Tensor &t : materialized) {
-    if (!(t.dim() == 1 && t.numel() == 0)) {
+    if (!at::native::cat_should_skip_tensor(t)) {
       ref = &t;
       break;
     }
   }
   at::ScalarType dtype = at::native::result_type(tensors);
+  if (out.defined()) {
+    TORCH_CHECK_TYPE(c10::canCast(dtype, out.scalar_type()),
+                "torch.cat(): input types can't be cast to the desired output type ", out.scalar_type());
+  }
   c10::Device device = materialized[0].get().device();
   for (const Tensor &t : materialized) {
     TORCH_CHECK(t.device() == device, "Expected all tensors to be on the same device, but found at least two devices, ",
@@ -43,20 +51,12 @@ Tensor cat_into(Tensor out, const at::ITensorListRef &tensors, int64_t dim) {
     else out.resize_({0});
     return out;
   }
-  dim = at::maybe_wrap_dim(dim, ref->dim());
   std::vector<int64_t> shape = ref->sizes().vec();
   int64_t total = 0;
   for (size_t i = 0; i < materialized.size(); ++i) {
     const Tensor &t = materialized[i];
-    if (t.dim() == 1 && t.numel() == 0) continue;
-    TORCH_CHECK(t.dim() == ref->dim(), "Tensors must have same number of dimensions: got ", ref->dim(), " and ",
-                t.dim());
-    for (int64_t d = 0; d < t.dim(); ++d) {
-      if (d == dim) continue;
-      TORCH_CHECK(t.size(d) == ref->size(d), "Sizes of tensors must match except in dimension ", dim,
-                  ". Expected size ", ref->size(d), " but got size ", t.size(d), " for tensor number ", i,
-                  " in the list.");
-    }
+    if (at::native::cat_should_skip_tensor(t)) continue;
+    at::native::check_cat_shape_except_dim(*ref, t, dim, static_cast<int64_t>(i));
     total += t.size(dim);
   }
   shape[dim] = total;
