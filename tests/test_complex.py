@@ -438,3 +438,13 @@ def test_mean_of_infinite_parts_as_the_cpu():
     for fn in (lambda t: t.mean(1), lambda t: t.mean(), lambda t: t.mean(0)):
         torch.testing.assert_close(fn(x.to(DEV)).cpu(), fn(x), equal_nan=True)
     assert_no_fallbacks()
+
+
+@pytest.mark.parametrize("fn", [torch.complex, torch.polar], ids=["complex", "polar"])
+def test_complex_from_parts_takes_a_0d_cpu_tensor_as_a_value(fn):
+    # As torch.where: a 0-d CPU tensor beside device tensors is a scalar. (As
+    # the first argument it would place the result on the CPU, as on CUDA.)
+    a, s = torch.tensor([1.0, 2.0, -3.0]), torch.tensor(0.5)
+    want, got = fn(a, s), fn(a.to("neuron"), s)
+    assert got.device.type == "neuron"
+    torch.testing.assert_close(got.cpu(), want)

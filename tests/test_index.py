@@ -4,7 +4,7 @@ gcd/lcm and bit shifts. Against PyTorch on the CPU with zero CPU fallbacks."""
 import pytest
 import torch
 
-from helpers import assert_no_fallbacks
+from helpers import assert_no_fallbacks, raises_like_cpu
 
 
 def test_bf16_index_put_accumulates_in_float32():
@@ -96,3 +96,23 @@ def test_output_of_a_failed_kernel_is_poisoned():
     with pytest.raises(RuntimeError, match="failed earlier"):
         (y + 1).cpu()  # what is computed from it is poisoned too
     torch.testing.assert_close((x * 2).cpu(), x.cpu() * 2)  # the device stays usable
+
+
+@pytest.mark.parametrize("case", [
+    ("value of another dtype", lambda d: torch.zeros(3, device=d).index_put_(
+        (torch.tensor([0, 1], device=d),), torch.tensor([1, 2], device=d)), RuntimeError),
+    ("setitem with a value of another dtype", lambda d: torch.zeros(3, device=d).__setitem__(
+        torch.tensor([0], device=d), torch.tensor([1], dtype=torch.int32, device=d)), RuntimeError),
+    ("an index into an empty dim", lambda d: torch.zeros(0, device=d).index_put_(
+        (torch.tensor([0], device=d),), torch.tensor([1.0], device=d)), IndexError),
+], ids=lambda c: c[0])
+def test_index_put_checks_like_the_cpu(case):
+    raises_like_cpu(case[1], case[2])
+
+
+def test_index_put_mask_with_a_cpu_scalar_value_of_another_dtype_fills_like_the_cpu():
+    # ATen's masked_fill_ shortcut takes the value's dtype as it comes.
+    x, m = torch.zeros(3), torch.tensor([True, False, True])
+    want = x.clone().index_put_((m,), torch.tensor(5, dtype=torch.int64))
+    got = x.to("neuron").index_put_((m.to("neuron"),), torch.tensor(5, dtype=torch.int64))
+    assert torch.equal(got.cpu(), want)

@@ -11,7 +11,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 import torch_neuronx
-from helpers import assert_no_fallbacks, close_scaled, run_both
+from helpers import assert_no_fallbacks, close_scaled, raises_like_cpu, run_both
 
 
 # ---- batch norm -----------------------------------------------------------------------
@@ -212,3 +212,47 @@ def test_layer_norm_bfloat16_weight_grad_rounds_once():
     tol = 2e-2 * max(1.0, exact.abs().max().item())
     assert (grads["neuron"] - exact).abs().max() <= tol
     torch.testing.assert_close(grads["neuron"], grads["cpu"], rtol=2e-2, atol=tol)
+
+
+def _bn(x_dt, w_dt, r_dt):
+    def call(dev):
+        x = torch.randn(4, 3, 5, dtype=x_dt).to(dev)
+        w = torch.ones(3, dtype=w_dt, device=dev) if w_dt else None
+        rm = torch.zeros(3, dtype=r_dt, device=dev) if r_dt else None
+        rv = torch.ones(3, dtype=r_dt, device=dev) if r_dt else None
+        return F.batch_norm(x, rm, rv, w, w, training=True)
+    return call
+
+
+def _ln(x_dt, w_dt, b_dt):
+    def call(dev):
+        x = torch.randn(2, 3, dtype=x_dt).to(dev) if x_dt.is_floating_point else torch.ones(2, 3, dtype=x_dt, device=dev)
+        w = torch.ones(3, dtype=w_dt, device=dev) if w_dt else None
+        b = torch.ones(3, dtype=b_dt, device=dev) if b_dt else None
+        return F.layer_norm(x, [3], w, b)
+    return call
+
+
+# The CPU's parameter dtype rule (its mixed-type check): parameters share the
+# input's dtype, or are all float32 for a float16/bfloat16 input (fuzz seed
+# 731947: ~1,100 cases the device computed).
+@pytest.mark.parametrize("case", [
+    ("bn float input, half weight", _bn(torch.float32, torch.float16, None)),
+    ("bn half input, half weight, float stats", _bn(torch.float16, torch.float16, torch.float32)),
+    ("bn bfloat16 input, float weight, bfloat16 stats", _bn(torch.bfloat16, torch.float32, torch.bfloat16)),
+    ("bn double input, float stats", _bn(torch.float64, None, torch.float32)),
+    ("bn int input", _bn(torch.int32, None, None)),
+    ("ln float input, double weight", _ln(torch.float32, torch.float64, None)),
+    ("ln half input, half weight, float bias", _ln(torch.float16, torch.float16, torch.float32)),
+    ("ln double input, float weight", _ln(torch.float64, torch.float32, torch.float32)),
+    ("ln int input", _ln(torch.int64, None, None)),
+], ids=lambda c: c[0])
+def test_norm_parameter_and_input_dtypes_the_cpu_rejects(case):
+    raises_like_cpu(case[1])
+
+
+@pytest.mark.parametrize("x_dt", [torch.float16, torch.bfloat16])
+def test_norm_mixed_float32_parameters_of_a_16bit_input_still_compute(x_dt):
+    for call in (_bn(x_dt, torch.float32, torch.float32), _ln(x_dt, torch.float32, torch.float32)):
+        want, got = call("cpu"), call("neuron")
+        assert got.dtype == want.dtype == x_dt

@@ -14,7 +14,7 @@ import torch
 import torch.nn.functional as F
 
 import torch_neuronx  # noqa: F401
-from helpers import TOL_INTERPOLATION, assert_no_fallbacks, close
+from helpers import TOL_INTERPOLATION, assert_no_fallbacks, close, raises_like_cpu
 
 
 def run_both(fn, x, dtype=torch.float32, exact=False):
@@ -251,3 +251,15 @@ def test_interpolate_antialias_reads_only_its_window(mode):
     want = F.interpolate(x, size=(2, 3), mode=mode, antialias=True)
     assert want.isfinite().any()
     _same_nonfinite(F.interpolate(x.neuron(), size=(2, 3), mode=mode, antialias=True), want)
+
+
+@pytest.mark.parametrize("case", [
+    ("no window fits (rounds down)", lambda d: F.unfold(torch.ones(2, 1, 1, 5, device=d), kernel_size=2, stride=2),
+     RuntimeError),
+    ("dilated window past the input", lambda d: F.unfold(torch.ones(1, 2, 4, 5, device=d), kernel_size=3, dilation=2,
+                                                         stride=2), RuntimeError),
+    ("integer input", lambda d: F.unfold(torch.ones(1, 1, 3, 3, dtype=torch.int16, device=d), kernel_size=2),
+     NotImplementedError),
+], ids=lambda c: c[0])
+def test_unfold_rejects_what_the_cpu_rejects(case):
+    raises_like_cpu(case[1], case[2])

@@ -275,9 +275,16 @@ void check_parts(const Tensor &a, const Tensor &b, const Tensor &out) {
               c10::toComplexType(t), " but got scalar type ", out.scalar_type(), " for argument 'out'");
 }
 
-Tensor &from_parts(const Tensor &a, const Tensor &b, Tensor &out, nrt_op op) {
-  check_parts(a, b, out);
-  c10::DeviceGuard guard(a.device());
+// A 0-d CPU tensor next to device tensors is a value (as in where): it
+// moves to the output's device.
+Tensor value_on(const Tensor &t, const Tensor &out) {
+  return t.is_cpu() && t.dim() == 0 && !out.is_cpu() ? t.to(out.device()) : t;
+}
+
+Tensor &from_parts(const Tensor &a_in, const Tensor &b_in, Tensor &out, nrt_op op) {
+  check_parts(a_in, b_in, out);
+  Tensor a = value_on(a_in, out), b = value_on(b_in, out);
+  c10::DeviceGuard guard(out.device());
   auto iter = at::TensorIteratorConfig()
                   .add_output(out)
                   .add_const_input(a)

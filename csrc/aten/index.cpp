@@ -171,7 +171,6 @@ Tensor index_tensor_into(Tensor out, const Tensor &self, const c10::List<std::op
 Tensor &index_put_impl(Tensor &self, const c10::List<std::optional<Tensor>> &indices, const Tensor &values,
                        bool accumulate, bool unsafe) {
   c10::DeviceGuard guard(self.device());
-  if (self.numel() == 0) return self;
   if (accumulate && (self.scalar_type() == at::kBFloat16 || self.scalar_type() == at::kHalf)) {
     // Duplicate indices add up in float32 and round once: summing in the
     // 16-bit type rounds after every addition, and the error grows with
@@ -200,6 +199,35 @@ Tensor &index_put_impl(Tensor &self, const c10::List<std::optional<Tensor>> &ind
     launch_complex_as(self.device().index(), d, accumulate ? ComplexAs::Parts : ComplexAs::Bits);
   }
   return self;
+}
+
+// Whether ATen's index_put_ takes its masked_fill_ shortcut (one bool/byte
+// mask on self's device, a one-element value on the CPU, where the CPU's
+// self lives: here one on the CPU or on self's device), which skips its
+// check of the value's dtype.
+bool masked_fill_shortcut(const Tensor &self, const c10::List<std::optional<Tensor>> &indices, const Tensor &value) {
+  if (!(value.numel() == 1 && (value.device().is_cpu() || value.device() == self.device()))) return false;
+  int masks = 0;
+  for (size_t k = 0; k < indices.size(); ++k) {
+    const std::optional<Tensor> &i = indices.get(k);
+    if (!i || !i->defined()) continue;
+    if ((i->scalar_type() != at::kByte && i->scalar_type() != at::kBool) || i->device() != self.device()) return false;
+    masks++;
+  }
+  return masks == 1;
+}
+
+// aten::_index_put_impl_ (index_put_, setitem): the value must have self's
+// dtype, as ATen's make_index_put_iterator requires; internal callers of
+// index_put_impl pass other dtypes on purpose.
+Tensor &index_put_checked(Tensor &self, const c10::List<std::optional<Tensor>> &indices, const Tensor &values,
+                          bool accumulate, bool unsafe) {
+  TORCH_CHECK_INDEX(indices.size() <= static_cast<size_t>(self.dim()), "too many indices for tensor of dimension ",
+                    self.dim(), " (got ", indices.size(), ")");
+  TORCH_CHECK(values.scalar_type() == self.scalar_type() || (!accumulate && masked_fill_shortcut(self, indices, values)),
+              "Index put requires the source and destination dtypes match, got ", self.scalar_type(),
+              " for the destination and ", values.scalar_type(), " for the source.");
+  return index_put_impl(self, indices, values, accumulate, unsafe);
 }
 
 Tensor index_select_fn(const Tensor &self, int64_t dim, const Tensor &index) {
@@ -811,7 +839,7 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   NEURON_IMPL(m, "tril_indices", tril_indices_fn);
   NEURON_IMPL(m, "triu_indices", triu_indices_fn);
   NEURON_VARIANTS(m, index_tensor_into, "index.Tensor", nullptr, "index.Tensor_out");
-  NEURON_IMPL(m, "_index_put_impl_", index_put_impl);
+  NEURON_IMPL(m, "_index_put_impl_", index_put_checked);
   NEURON_IMPL(m, "index_select", index_select_fn);
   NEURON_IMPL(m, "masked_fill_.Scalar", masked_fill_scalar);
   NEURON_IMPL(m, "masked_fill_.Tensor", masked_fill_tensor);

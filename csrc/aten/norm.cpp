@@ -22,8 +22,35 @@ using c10::IntArrayRef;
 void put_vec(nrt_operand &o, const Tensor &t) { set_operand(o, t, {t.dim() == 0 ? -1 : 0}); }
 
 void check_float(const Tensor &t, const char *op) {
-  TORCH_CHECK(at::isFloatingType(t.scalar_type()), "\"", op, "\" not implemented for '", t.scalar_type(), "'");
+  TORCH_CHECK_NOT_IMPLEMENTED(at::isFloatingType(t.scalar_type()), "\"", op, "\" not implemented for '",
+                              t.scalar_type(), "'");
   if (t.scalar_type() == at::kDouble) warn_float64_once();
+}
+
+// The CPU's parameter dtypes for layer norm and batch norm (its
+// is_mixed_type / check_mixed_data_type, then its kernels' accessors): the
+// first defined parameter decides; if it has the input's dtype, all must,
+// else all must be float32 and the input float16 or bfloat16. Checked
+// before the input's own dtype, as the CPU does.
+void check_param_dtypes(const Tensor &input, std::initializer_list<const std::optional<Tensor> *> params) {
+  const Tensor *first = nullptr;
+  for (auto *p : params)
+    if (*p && (*p)->defined()) {
+      first = &**p;
+      break;
+    }
+  if (!first) return;
+  if (first->scalar_type() != input.scalar_type()) {
+    for (auto *p : params)
+      TORCH_CHECK(!(*p && (*p)->defined()) || (*p)->scalar_type() == at::kFloat,
+                  "mixed dtype (CPU): expect parameter to have scalar type of Float");
+    TORCH_CHECK(at::isReducedFloatingType(input.scalar_type()), "mixed dtype (CPU): all inputs must share same "
+                "datatype.");
+    return;
+  }
+  for (auto *p : params)
+    TORCH_CHECK(!(*p && (*p)->defined()) || (*p)->scalar_type() == input.scalar_type(), "expected scalar type ",
+                input.scalar_type(), " but found ", (*p)->scalar_type());
 }
 
 at::TensorOptions act_options(const Tensor &like) {
@@ -35,10 +62,12 @@ std::tuple<Tensor, Tensor, Tensor> layer_norm_fn(const Tensor &input, c10::IntAr
                                                  const std::optional<Tensor> &weight,
                                                  const std::optional<Tensor> &bias, double eps) {
   c10::DeviceGuard guard(input.device());
+  check_param_dtypes(input, {&weight, &bias});
   int64_t axis = input.dim() - static_cast<int64_t>(normalized_shape.size());
   TORCH_CHECK(axis >= 0 && input.sizes().slice(axis).equals(normalized_shape),
               "Given normalized_shape=", normalized_shape, ", expected input with shape [*, ",
               c10::Join(", ", normalized_shape), "], but got input of size", input.sizes());
+  check_float(input, "LayerNormKernelImpl");  // the CPU's kernel checks even an empty input
   int64_t m = 1, n = 1;
   for (int64_t i = 0; i < axis; ++i) m *= input.size(i);
   for (int64_t i = axis; i < input.dim(); ++i) n *= input.size(i);
@@ -180,6 +209,7 @@ std::tuple<Tensor, Tensor, Tensor> bn_forward(const Tensor &input, const std::op
                                               const std::optional<Tensor> &running_mean,
                                               const std::optional<Tensor> &running_var, bool training,
                                               double momentum, double eps) {
+  check_param_dtypes(input, {&weight, &bias, &running_mean, &running_var});
   check_float(input, "batch_norm");
   TORCH_CHECK(input.dim() >= 2, "batch_norm: expected at least 2-D input, got ", input.dim(), "-D");
   TORCH_CHECK(input.numel() > 0, "input tensor must have at least one element, but got input_sizes = ",

@@ -15,6 +15,7 @@
 #include <ATen/ops/empty.h>
 #include <ATen/ops/from_blob.h>
 #include <ATen/ops/zeros.h>
+#include <ATen/native/im2col_shape_check.h>
 #include <c10/core/DeviceGuard.h>
 
 #include "launch/launch.h"
@@ -384,10 +385,11 @@ Fold make_fold(IntArrayRef kernel, IntArrayRef dilation, IntArrayRef padding, In
 }
 
 // Sliding-block counts along h and w for an image of ih x iw.
+// ATen's count rounds down (a window that does not fit gives 0, not the 1
+// that C's division toward zero would).
 std::pair<int64_t, int64_t> fold_blocks(const Fold &f, int64_t ih, int64_t iw) {
-  int64_t oh = (ih + 2 * f.ph - (f.dh * (f.kh - 1) + 1)) / f.sh + 1;
-  int64_t ow = (iw + 2 * f.pw - (f.dw * (f.kw - 1) + 1)) / f.sw + 1;
-  return {oh, ow};
+  return {at::native::sliding_window_count(ih, f.ph, f.dh, f.kh, f.sh),
+          at::native::sliding_window_count(iw, f.pw, f.dw, f.kw, f.sw)};
 }
 
 void fold_launch(nrt_op op, const Fold &f, const Tensor &colb, const Tensor &imb, int64_t oh, int64_t ow,
@@ -445,6 +447,9 @@ Tensor im2col_into(Tensor out, const Tensor &self, IntArrayRef kernel, IntArrayR
               "), kernel_size=(", f.kh, ", ", f.kw, "), dilation=(", f.dh, ", ", f.dw, "), padding=(", f.ph, ", ",
               f.pw, "), calculated shape of the array of sliding blocks as (", oh, ", ", ow,
               "), but its components must be at least one.");
+  // After the shape checks, as the CPU: its kernel covers floating, complex and bool dtypes.
+  TORCH_CHECK_NOT_IMPLEMENTED(!at::isIntegralType(self.scalar_type(), /*includeBool=*/false),
+                              "\"im2col_out_cpu\" not implemented for '", self.scalar_type(), "'");
   std::vector<int64_t> shape{xb.size(1) * f.kh * f.kw, oh * ow};
   if (!unbatched) shape.insert(shape.begin(), xb.size(0));
   Tensor result = new_result(out, shape, self, self.scalar_type());
