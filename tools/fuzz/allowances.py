@@ -7,17 +7,27 @@ user would accept; a disagreement waiting for a fix goes to known.py.
 """
 from __future__ import annotations
 
-from fuzz_match import Group, all_of, cpu_msg, in_dtype, not_
+from fuzz_match import Group, all_of, cpu_exc, cpu_msg, in_dtype, kwarg, not_
 
 CPU_RJ = ("cpu-rejects-device-accepts",)
 
 ALLOWANCES: list[Group] = [
     Group("cpu-lacks-16bit-kernel", ("*",), CPU_RJ,
           all_of(cpu_msg("not implemented for 'Half'", "not implemented for 'BFloat16'"),
-                 not_(in_dtype("int", "bool", "complex64"))),
+                 not_(in_dtype("int", "bool", "complex64")),
+                 # bitwise ops and shifts have no floating form on any device: not an extension
+                 not_(cpu_msg('"bitwise_', 'shift_cpu"'))),
           "PyTorch's CPU build has no float16/bfloat16 kernel for the op (multi_margin_loss, polar, "
           "avg_pool3d, bicubic/antialiased interpolation, cdist, ...); neuron computes it in float32 and "
           "rounds once, as CUDA does. bfloat16 is this hardware's low-precision type."),
+    Group("cpu-bug-sdpa-low-rank-mask", ("sdpa",), CPU_RJ,
+          all_of(kwarg("attn_mask"), cpu_exc("IndexError"),
+                 cpu_msg("but tensor has no dimensions", "Dimension out of range")),
+          "scaled_dot_product_attention with a 0-d or 1-d attn_mask (documented: any mask broadcastable to "
+          "(L, S)): the CPU's backend selection reads attn_mask.size(-2) (check_attn_mask_shape) before "
+          "anything broadcasts it and raises IndexError; the same mask is computed when the check is skipped "
+          "(a mask that requires grad, or sdpa_kernel(SDPBackend.MATH)). neuron broadcasts the mask as "
+          "documented."),
     Group("cpu-memory-format-unsupported", ("pool",), CPU_RJ, cpu_msg("Unsupported memory format"),
           "max_pool3d of a tensor that is neither contiguous nor channels_last_3d: the CPU kernel refuses the "
           "layout, neuron pools any strides (it copies to its own layout first)."),
