@@ -30,3 +30,14 @@ def test_composite_natives():
     close(torch.rsub(d(x), d(y), alpha=2), torch.rsub(x, y, alpha=2))
     close(torch.clamp(d(M), min=d(torch.zeros(5))), torch.clamp(M, min=torch.zeros(5)))
     assert_no_fallbacks()
+
+
+def test_index_add_with_a_fractional_alpha_on_an_integer_tensor_computes():
+    # alpha * source is float; index_put_ requires self's dtype, so the product is cast first
+    s, idx, src = torch.zeros(2, 3, dtype=torch.uint8), torch.tensor([0, 2]), torch.full((2, 2), 4, dtype=torch.uint8)
+    got = torch.index_add(s.to("neuron"), 1, idx.to("neuron"), src.to("neuron"), alpha=0.5)
+    assert got.dtype == torch.uint8 and got.shape == s.shape
+    empty = torch.empty(0, 1, dtype=torch.uint8)
+    want = torch.index_add(empty, 1, torch.tensor([0]), empty, alpha=0.5)
+    got = torch.index_add(empty.to("neuron"), 1, torch.tensor([0], device="neuron"), empty.to("neuron"), alpha=0.5)
+    assert got.dtype == want.dtype and got.shape == want.shape

@@ -260,6 +260,14 @@ _CPU_DTYPE_CASES = [
     ("lerp out of another dtype", lambda dev: torch.lerp(torch.ones(2, device=dev), torch.ones(2, device=dev),
                                                          torch.ones(2, device=dev),
                                                          out=torch.empty(2, dtype=torch.double, device=dev))),
+    ("floor complex with a float out", lambda dev: torch.floor(torch.ones(1, dtype=torch.complex64, device=dev),
+                                                              out=torch.empty(0, device=dev))),
+    ("sign of an empty complex", lambda dev: torch.sign(torch.empty(0, 2, dtype=torch.complex64, device=dev))),
+    ("lerp_ whose result does not fit self, int", lambda dev: torch.ones(1, 1, dtype=torch.int64, device=dev).lerp_(
+        torch.ones(2, 1, dtype=torch.int64, device=dev), -2.0)),
+    ("lerp_ int8, scalar weight", lambda dev: torch.ones(2, dtype=torch.int8, device=dev).lerp_(
+        torch.ones(2, dtype=torch.int8, device=dev), 0.5)),
+    ("logsigmoid bool", lambda dev: F.logsigmoid(torch.ones(1, dtype=torch.bool, device=dev))),
     ("bitwise_and empty float", lambda dev: torch.bitwise_and(torch.ones(0, device=dev), torch.ones(0, device=dev))),
 ]
 

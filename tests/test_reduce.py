@@ -109,3 +109,7 @@ def test_reductions_without_identity_over_nothing_raise_the_cpu_class(case):
 def test_vector_norm_without_identity_over_an_empty_dim_raises_its_runtime_error():
     raises_like_cpu(lambda d: torch.linalg.vector_norm(torch.ones(6, 0, 4, device=d), ord=-float("inf"), dim=-2),
                     RuntimeError)
+
+
+def test_max_dim_of_an_empty_complex_input_raises_like_the_cpu():
+    raises_like_cpu(lambda d: torch.max(torch.empty(1, 0, 1, dtype=torch.complex64, device=d), dim=2), RuntimeError)

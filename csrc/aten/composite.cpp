@@ -64,11 +64,13 @@ Tensor index_add_into(Tensor, const Tensor &self, int64_t dim, const Tensor &ind
   dim = at::maybe_wrap_dim(dim, self.dim());
   TORCH_CHECK(index.dim() <= 1, "index_add_(): Index is supposed to be a vector");
   Tensor out = self.clone();
+  // index_put_ requires self's dtype; a fractional alpha promotes the product
+  auto scaled = [&](const Tensor &s) { return alpha.equal(1) ? s : s.mul(alpha).to(self.scalar_type()); };
   if (self.dim() == 0) {
-    out.reshape({1}).index_put_(dim_index(0, index), source.reshape({-1}).mul(alpha), /*accumulate=*/true);
+    out.reshape({1}).index_put_(dim_index(0, index), scaled(source.reshape({-1})), /*accumulate=*/true);
     return out;
   }
-  Tensor src = alpha.equal(1) ? source : source.mul(alpha);
+  Tensor src = scaled(source);
   out.index_put_(dim_index(dim, index), src.dim() == 0 ? src.reshape({1}) : src, /*accumulate=*/true);
   return out;
 }

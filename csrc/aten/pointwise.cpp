@@ -143,6 +143,12 @@ TensorIterator build_binary(Tensor &out, const Tensor &a, const Tensor &b, Kind 
 
 Tensor unary(Tensor out, const Tensor &a, nrt_op op, Kind k, std::initializer_list<nrt_scalar> s = {},
              std::initializer_list<int64_t> p = {}) {
+  if (a.is_complex()) {  // ATen's meta functions, before the iterator's dtype checks
+    const char *name = op == NRT_OP_CEIL ? "ceil" : op == NRT_OP_FLOOR ? "floor" : op == NRT_OP_TRUNC ? "trunc" : nullptr;
+    TORCH_CHECK_NOT_IMPLEMENTED(!name, name, " is not supported for complex inputs");
+    TORCH_CHECK_NOT_IMPLEMENTED(op != NRT_OP_SIGN, "Unlike NumPy, torch.sign is not intended to support complex "
+                                "numbers. Please use torch.sgn instead.");
+  }
   auto iter = build_unary(out, a, k);
   if (k != Kind::UnaryBool) check_cpu_dtype(iter, op);
   launch_iter(iter, op, s, p);
@@ -562,8 +568,14 @@ Tensor lerp_t_into(Tensor out, const Tensor &s, const Tensor &e, const Tensor &w
 }
 Tensor lerp_s_into(Tensor out, const Tensor &s, const Tensor &e, const Scalar &w) {
   check_lerp_dtype(s, e, "end");
-  // The CPU types this one by self and end alone (the weight is a scalar).
-  check_lerp_kernel(s.scalar_type(), "lerp_kernel_scalar");
+  if (!at::isFloatingType(s.scalar_type()) && !at::isComplexType(s.scalar_type())) {
+    // The CPU's iterator is self and end alone (the weight is a scalar, out
+    // of its type promotion): its shape and out= errors come before its
+    // kernel's dtype error.
+    Tensor checked = out;
+    (void)TensorIterator::borrowing_binary_op(checked, s, e);
+    check_lerp_kernel(s.scalar_type(), "lerp_kernel_scalar");
+  }
   Tensor weight = at::native::wrapped_scalar_tensor(w);  // the iterator borrows its inputs
   auto iter = ternary_iter(out, s, e, weight);
   launch_iter(iter, NRT_OP_LERP);

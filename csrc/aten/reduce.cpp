@@ -113,6 +113,7 @@ Tensor min_all(const Tensor &self) {
 std::tuple<Tensor, Tensor> extreme_dim(const Tensor &self, int64_t dim, bool keepdim, nrt_op op, const char *name) {
   c10::DeviceGuard guard(self.device());
   dim = at::maybe_wrap_dim(dim, self.dim());
+  TORCH_CHECK(!self.is_complex(), name, "(): does not support complex input");  // ATen's meta, even when empty
   Tensor values = at::empty({0}, self.options());
   Tensor indices = at::empty({0}, self.options().dtype(at::kLong));
   if (self.numel() == 0) {
