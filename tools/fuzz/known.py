@@ -26,38 +26,30 @@ ALL_RAISE = DEV_RJ + CPU_RJ + EXC
 # Ops each op-specific group was seen on in today's runs (seeds 44, 55 and the smoke seed):
 # the same root on another op shows up as new.
 OPS_VALIDATED_AT_SYNC = (
-    "activation", "bitwise_and", "bitwise_left_shift", "bitwise_not", "bitwise_or", "bitwise_right_shift",
-    "bitwise_xor", "cross_entropy", "div", "floor_divide", "fmod", "getitem", "hypot", "index_put_", "index_select",
-    "lerp", "loss", "operator", "remainder",
+    "activation", "cross_entropy", "getitem", "index_put_", "index_select", "loss",
 )
 OPS_SHAPE_VALIDATION_MISSING = (
-    "addmm", "amax", "amin", "clamp", "conv", "copy_", "index_select", "interpolate", "logcumsumexp", "pad", "pool",
-    "sdpa", "vector_norm",
+    "addmm", "clamp", "conv", "copy_", "index_select", "interpolate", "logcumsumexp", "pad", "pool",
 )
 OPS_OUT_DTYPE_UNCHECKED = (
-    "addmm", "all", "any", "cat", "clamp", "linear", "logaddexp", "where",
+    "addmm", "all", "any", "clamp", "linear", "logaddexp", "where",
 )
 OPS_CPU_DTYPE_UNSUPPORTED = (
-    "abs", "activation", "addcmul", "addmm", "aminmax", "argmax", "argmin", "atan2", "batch_norm", "bitwise_and",
-    "bitwise_left_shift", "bitwise_not", "bitwise_or", "bitwise_right_shift", "bitwise_xor", "bmm", "ceil", "clamp",
-    "conj_physical", "conv", "copysign", "cross_entropy", "digamma", "div", "erf", "erfc", "erfinv", "floor",
-    "floor_divide", "fmax", "fmin", "fmod", "frac", "ge", "gt", "hypot", "i0", "index_select", "layer_norm", "le",
-    "lerp", "lgamma", "linear", "logaddexp", "logical_and", "logical_or", "logical_xor", "logit", "loss", "lt",
-    "matmul", "maximum", "median", "min", "minimum", "mm", "nanmean", "nanmedian", "nansum", "neg", "operator",
-    "pad", "pool", "pow", "relu", "remainder", "round", "scatter", "sgn", "sort", "trunc", "unfold", "vecdot",
+    "activation", "addcmul", "addmm", "aminmax", "argmax", "argmin", "atan2", "bmm", "clamp", "conj_physical",
+    "conv", "copysign", "cross_entropy", "digamma", "erf", "erfc", "erfinv", "ge", "gt", "i0", "index_select", "le",
+    "lgamma", "linear", "logical_and", "logical_or", "logical_xor", "logit", "loss", "lt", "matmul", "maximum",
+    "median", "min", "mm", "nanmean", "nanmedian", "nansum", "pad", "pool", "pow", "relu", "sgn", "sort", "vecdot",
     "xlogy",
 )
 OPS_EXCEPTION_CLASS_NOTIMPLEMENTED = (
-    "addmm", "atan2", "batch_norm", "bmm", "ceil", "clamp", "conv", "cross_entropy", "group_norm", "hypot",
-    "index_select", "interpolate", "lerp", "log_softmax", "loss", "matmul", "operator", "pool", "relu", "scatter",
-    "sdpa", "sign", "signbit", "softmax", "trunc", "xlogy",
+    "addmm", "atan2", "batch_norm", "bmm", "ceil", "clamp", "conv", "cross_entropy", "index_select", "interpolate",
+    "loss", "matmul", "operator", "pool", "relu", "scatter", "sign", "signbit", "trunc", "xlogy",
 )
 OPS_EXCEPTION_CLASS_INDEX = (
-    "amax", "amin", "argmax", "argmin", "index_put_", "log_softmax", "logcumsumexp", "max", "min", "sdpa",
-    "softmax", "sort",
+    "index_put_", "logcumsumexp", "sdpa",
 )
 OPS_EXCEPTION_CLASS_OTHER = (
-    "argmax", "argmin", "cat", "index_select", "pad",
+    "argmax", "argmin", "index_select", "pad",
 )
 OPS_INPLACE_EXPANDED_SELF = (
     "addmm",
@@ -145,6 +137,22 @@ KNOWN: list[Group] = [
     Group("cpu-bug-multi-margin-empty", ("cross_entropy",), VAL, all_of(fn("F.multi_margin_loss"), zero_size),
           "CPU bug: multi_margin_loss of an empty integer input with reduction='sum' returns an uninitialised "
           "value (116, 8 in the float64 run); neuron returns 0, the sum of nothing."),
+
+    Group("cpu-bug-int-min-div-trunc", ("div", "floor_divide", "operator"), ("crash",),
+          all_of(fn("torch.div", "torch.floor_divide", "operator.floordiv"), in_dtype("int")),
+          "CPU bug: integer division of the type's minimum by -1 (int32 -2147483648 // -1, rounding_mode='trunc') "
+          "traps: SIGFPE in the CPU's kernel kills the worker; neuron wraps, as two's complement does."),
+    Group("cpu-order-batch-norm-int-stats", ("batch_norm",), EXC, cpu_msg("could not infer output dtype"),
+          "batch_norm of an integer input with integer running stats, non-contiguous, in training: the CPU's "
+          "stats path calls mean() first (RuntimeError 'could not infer output dtype'); neuron rejects the "
+          "integer input first (NotImplementedError, the CPU's own class for a contiguous input)."),
+    Group("cpu-order-out-cast-first", ("logaddexp",), EXC, all_of(has_out, cpu_msg("can't be cast to the desired")),
+          "logaddexp with an out= the result cannot be cast to and integer inputs: the CPU's iterator refuses "
+          "the out= first (RuntimeError), neuron's composed logaddexp the integer dtype first "
+          "(NotImplementedError)."),
+    Group("complex-empty-meta-unchecked", ("signbit",), CPU_RJ, all_of(in_dtype("complex64"), zero_size),
+          "signbit of an empty complex tensor: the CPU's meta refuses complex (NotImplementedError), neuron "
+          "returns the empty result (a non-empty one raises)."),
 
     # ---- complex --------------------------------------------------------------------------------------------
     Group("complex-unsupported", ("*",), ALL_RAISE + ANY_DIFF,
@@ -286,27 +294,25 @@ KNOWN: list[Group] = [
     # ---- validation done late or not at all ----------------------------------------------------------------
     Group("validated-at-sync", OPS_VALIDATED_AT_SYNC, EXC,
           all_of(dev_stage("sync", "copy"), dev_msg("operation not supported", "invalid argument")),
-          "Inputs the CPU rejects at the call (bitwise/shift ops on floats, lerp/hypot/huber/BCE on integers, "
-          "out-of-range indices or targets): neuron launches the kernel and raises only at synchronize, with "
-          "RuntimeError instead of NotImplementedError/IndexError."),
+          "Inputs the CPU rejects at the call that neuron can only see in the kernel (device-resident "
+          "out-of-range indices or targets, huber/BCE on integers): neuron raises at synchronize, with "
+          "RuntimeError instead of IndexError/NotImplementedError, as CUDA's device asserts. (The pointwise "
+          "dtype checks are made at the call since seed 731947's fix.)"),
     Group("index-out-of-range-unchecked", ("index_put_", "index_select", "gather", "scatter", "getitem",
                                            "embedding", "cross_entropy"), CPU_RJ + EXC,
           cpu_msg("out of bounds", "index out of range", "out of range", "Target", "out of DATA bounds"),
           "Out-of-range indices: the CPU raises IndexError ('index N is out of bounds'); neuron writes or reads "
           "without checking (index_put_, setitem) or reports a different error."),
-    Group("index-put-dtype", ("index_put_", "index_select", "scatter", "masked"), CPU_RJ + EXC + VAL,
+    Group("index-put-dtype", ("index_select", "scatter", "masked"), CPU_RJ + EXC + VAL,
           cpu_msg("dtypes match", "same dtype", "must have the same scalar type",
                   "Expected self.dtype to be equal to src.dtype",
                   "Expected a long tensor for index", "Expected dtype int64 for index"),
-          "index_put_/index_copy/scatter with a source (or index) of another dtype: the CPU requires matching "
-          "dtypes and raises, neuron converts the source."),
+          "index_copy/index_fill/scatter with a source (or index) of another dtype: the CPU requires matching "
+          "dtypes and raises, neuron converts the source (index_put_ checks since seed 731947's fix)."),
     Group("index-broadcast", ("index_put_", "getitem"), CPU_RJ + EXC + DEV_RJ,
           cpu_msg("shape mismatch: indexing tensors could not be broadcast", "must match the size"),
           "Index tensors that do not broadcast together: the CPU raises IndexError, neuron broadcasts what it "
           "can or raises RuntimeError."),
-    Group("unfold-no-window", ("unfold",), CPU_RJ,
-          cpu_msg("Calculated output", "too small", "non-positive", "Given input with spatial size"),
-          "F.unfold with no valid window: the CPU raises, neuron returns an empty result."),
     Group("shape-validation-missing", OPS_SHAPE_VALIDATION_MISSING, CPU_RJ,
           cpu_msg("smaller than kernel size", "is too small", "Calculated output size", "Output size is too small",
                   "doesn't match the broadcast shape", "Number of indices", "Expected more than 1",
@@ -344,13 +350,11 @@ KNOWN: list[Group] = [
     Group("bool-arith-rejected", ("logaddexp", "logaddexp2"), DEV_RJ + EXC, in_dtype("bool"),
           "logaddexp on bool: the CPU computes (promoting to float), neuron raises 'Subtraction, the `-` "
           "operator, with a bool tensor is not supported'."),
-    Group("int-softmax-rejected", ("softmax", "log_softmax"), DEV_RJ, in_dtype("int", "bool", "complex64"),
-          "softmax/log_softmax of an integer, bool or complex input: neuron raises 'expected a floating point "
-          "input' where the CPU returns (empty inputs, or through a kernel of its own)."),
     Group("angle-abs-out-dtype", ("angle", "abs"), DEV_RJ, has_out,
           "angle/abs with an out= of a complex or wider dtype: the CPU accepts it, neuron raises 'result type "
           "Float can't be cast to the desired output type'."),
-    Group("scalar-double-overflow", ("addcmul", "pow", "operator", "masked_fill", "fill_", "index_put_", "scatter"),
+    Group("scalar-double-overflow", ("addcmul", "pow", "operator", "masked_fill", "fill_", "index_put_", "scatter",
+                                     "where", "pad"),
           DEV_RJ,
           dev_msg("without overflow"),
           "A Python scalar beyond the range of the tensor's dtype where the CPU rounds it to inf (float16 "
@@ -384,10 +388,10 @@ KNOWN: list[Group] = [
                          "INTERNAL ASSERT FAILED", "must have the same dtype", "Found dtype",
                          "does not support", "should be convertible", "expected both inputs", "unsigned type"),
                  cpu_exc("NotImplementedError")),
-          "Dtypes (and dtype combinations) the CPU has no kernel for, or rejects on purpose: integer/bool "
-          "inputs to layer_norm, unfold, frac, trunc, cumsum, pow/abs/neg/argmax/topk/median on bool, "
-          "logaddexp on bool and integers, integer addcdiv; mixed parameter dtypes in batch_norm/layer_norm, "
-          "bmm half x float. neuron computes them (in float32) instead of raising."),
+          "Dtypes (and dtype combinations) the CPU has no kernel for, or rejects on purpose, outside the "
+          "pointwise and norm families (which check them since seed 731947's fix): cumsum/cumprod, "
+          "argmax/topk/median on bool, integer pooling and GEMMs on bool, mixed-dtype losses, bmm half x float. "
+          "neuron computes them (in float32) instead of raising."),
     Group("exception-class-notimplemented", OPS_EXCEPTION_CLASS_NOTIMPLEMENTED, EXC, cpu_exc("NotImplementedError"),
           "Both raise, with a different class: the CPU raises NotImplementedError ('X not implemented for "
           "Int'), neuron RuntimeError ('softmax: expected a floating point input', '\"batch_norm\" not "
