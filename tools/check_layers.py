@@ -113,6 +113,12 @@ def check_csrc(errors):
         if path.suffix not in (".cpp", ".h"):
             continue
         rel = path.relative_to(csrc)
+        if rel.as_posix() == "pch.h":
+            # the build's precompiled header: PyTorch headers only, no layer
+            for inc in includes(path):
+                if inc.split("/")[0] in CSRC_LAYERS or inc.startswith("nrt/"):
+                    errors.append(f"csrc/pch.h: includes {inc}; it may hold PyTorch headers only")
+            continue
         if len(rel.parts) < 2 or rel.parts[0] not in CSRC_LAYERS:
             errors.append(f"csrc/{rel}: not in a concern folder ({', '.join(CSRC_LAYERS)})")
             continue
