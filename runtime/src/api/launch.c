@@ -141,6 +141,23 @@ static nrt_status run_launch(void *arg) {
   return st;
 }
 
+/* Elementwise, reduction and row kernels over at most this many elements
+ * run on the enqueuing thread when their stream is idle: below it, the
+ * kernel takes less time than handing it to the stream's worker (about a
+ * microsecond). Other kinds' cost is not their element count. */
+#define SMALL_LAUNCH_ELEMENTS 4096
+
+static bool small_launch(const nrt_launch *l) {
+  nrt_kind kind = nrt_op_kind(l->op);
+  if (kind != NRT_KIND_POINTWISE && kind != NRT_KIND_REDUCE && kind != NRT_KIND_ROW) return false;
+  int64_t n = 1;
+  for (int d = 0; d < l->ndim; d++) {
+    n *= l->sizes[d];
+    if (n > SMALL_LAUNCH_ELEMENTS) return false;
+  }
+  return true;
+}
+
 nrt_status nrt_launch_kernel(nrt_stream *stream, const nrt_launch *launch) {
   nrt_status st = nrt_launch_validate("nrt_launch_kernel", launch);
   if (st != NRT_SUCCESS) return st;
@@ -158,7 +175,8 @@ nrt_status nrt_launch_kernel(nrt_stream *stream, const nrt_launch *launch) {
   nrt_task_cost cost, *costp = NULL;
   if (nrt_profiler_active()) nrt_launch_cost(launch, costp = &cost);
   return nrt_stream_enqueue_ex(stream, nrt_op_name(launch->op), run_launch, (void *)launch,
-                               sizeof *launch, NULL, 0, costp, NULL);
+                               sizeof *launch, NULL, small_launch(launch) ? NRT_TASK_RUN_IF_IDLE : 0,
+                               costp, NULL);
 }
 
 nrt_status nrt_launch_run(const nrt_launch *launch) {

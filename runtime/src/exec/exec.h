@@ -31,8 +31,16 @@ bool nrt_spin_until(nrt_ready_fn ready, const void *ctx, uint64_t max_ns);
 /* Allocates every device's streams at first use; idempotent. */
 void nrt_streams_ready(void);
 nrt_stream *nrt_stream_at(int device, int index); /* unchecked, after nrt_streams_ready */
-/* Task runs even while the stream holds a sticky error (event markers). */
-enum { NRT_TASK_ALWAYS_RUN = 1u };
+/* NRT_TASK_ALWAYS_RUN: runs even while the stream holds a sticky error
+ * (event markers).
+ * NRT_TASK_RUN_IF_IDLE: a small task (a kernel over a few thousand
+ * elements, a short copy) that may run on the enqueuing thread when the
+ * stream has nothing queued or running: handing it to the worker would
+ * cost more than running it. Ordering is unchanged (nothing earlier is
+ * pending, later tasks wait for it) and so are errors: a failure is
+ * sticky on the stream, reported at the next synchronisation as if the
+ * worker had run it. */
+enum { NRT_TASK_ALWAYS_RUN = 1u, NRT_TASK_RUN_IF_IDLE = 2u };
 /* Largest argument nrt_stream_enqueue_ex copies into the task itself: a
  * launch descriptor and a little more. */
 #define NRT_TASK_INLINE_MAX (sizeof(nrt_launch) + 64)

@@ -81,7 +81,10 @@ struct nrt_stream {
   int free_count;
   bool started;     /* worker thread exists */
   bool worker_idle; /* the worker waits on work_cv; enqueue signals only then */
-  bool inline_busy; /* launch-blocking mode: a task runs on a caller thread */
+  /* A task runs on a caller thread (launch-blocking mode, or a small task
+   * on an idle stream). Written under `mu`; the polling worker reads it
+   * without the lock, so such a task never looks like queued work. */
+  _Atomic bool inline_busy;
   int device, index;
   /* Threads waiting on done_cv. Changed under `mu`, read by the worker
    * without it after each task: it signals only when someone waits. */
@@ -299,9 +302,10 @@ static void publish_completed(nrt_stream *s, uint64_t ticket, bool locked) {
 
 /* Only the worker advances `completed`, so a difference means queued work. */
 static bool stream_has_work(const void *arg) {
-  const nrt_stream *s = arg;
-  return atomic_load_explicit(&((nrt_stream *)s)->enqueued, memory_order_relaxed) !=
-         atomic_load_explicit(&((nrt_stream *)s)->completed, memory_order_relaxed);
+  nrt_stream *s = (nrt_stream *)arg;
+  return atomic_load_explicit(&s->enqueued, memory_order_relaxed) !=
+             atomic_load_explicit(&s->completed, memory_order_relaxed) &&
+         !atomic_load_explicit(&s->inline_busy, memory_order_relaxed);
 }
 
 /* The worker takes the whole queue at once and runs it without the lock,
@@ -314,11 +318,19 @@ static void *worker_main(void *arg) {
   tls_running_stream = s;
   pthread_mutex_lock(&s->mu);
   for (;;) {
-    while (!s->head) {
+    while (!s->head || s->inline_busy) {
+      if (s->head) {
+        /* A caller thread runs a task of this stream (inline_busy); what
+         * is queued after it must wait for it. */
+        atomic_fetch_add_explicit(&s->waiters, 1, memory_order_seq_cst);
+        pthread_cond_wait(&s->done_cv, &s->mu);
+        atomic_fetch_sub_explicit(&s->waiters, 1, memory_order_relaxed);
+        continue;
+      }
       pthread_mutex_unlock(&s->mu);
       nrt_spin_until(stream_has_work, s, NRT_STREAM_SPIN_NS);
       pthread_mutex_lock(&s->mu);
-      if (s->head) break;
+      if (s->head || s->inline_busy) continue;
       s->worker_idle = true;
       pthread_cond_wait(&s->work_cv, &s->mu);
       s->worker_idle = false;
@@ -411,6 +423,47 @@ static void wait_completed_locked(nrt_stream *s, uint64_t target) {
   atomic_fetch_sub_explicit(&s->waiters, 1, memory_order_relaxed);
 }
 
+/* NRT_TASK_RUN_IF_IDLE on an idle stream, called with s->mu held (and
+ * releases it): the task runs here, with a ticket, while inline_busy holds
+ * back the worker; a failure becomes the stream's sticky error, as if the
+ * worker had run it. */
+static nrt_status run_idle_locked(nrt_stream *s, const char *name, nrt_task_fn run, void *arg,
+                                  nrt_release_fn release, unsigned flags, const nrt_task_cost *cost,
+                                  uint64_t *out_ticket) {
+  (void)flags;
+  s->inline_busy = true;
+  uint64_t ticket = atomic_load_explicit(&s->enqueued, memory_order_relaxed) + 1;
+  atomic_store_explicit(&s->enqueued, ticket, memory_order_release);
+  pthread_mutex_unlock(&s->mu);
+  if (out_ticket) *out_ticket = ticket;
+  task t = {.name = name, .ticket = ticket};
+  profile_mark(&t, cost);
+  uint64_t start = now_ns();
+  nrt_stream *outer = tls_running_stream;
+  uint64_t outer_ticket = tls_running_ticket;
+  tls_running_stream = s;
+  tls_running_ticket = ticket;
+  char msg[NRT_ERROR_MESSAGE_MAX];
+  nrt_clear_error_message();
+  nrt_status st = run(arg);
+  if (st != NRT_SUCCESS) format_failure(s, name, st, msg, sizeof msg);
+  tls_running_stream = outer;
+  tls_running_ticket = outer_ticket;
+  uint64_t end = now_ns();
+  atomic_fetch_add_explicit(&busy_ns[s->device], end - start, memory_order_relaxed);
+  if (t.profiled) profile_stamp(s, &t, start, end, st != NRT_SUCCESS);
+  if (release) release(arg);
+  pthread_mutex_lock(&s->mu);
+  if (st != NRT_SUCCESS) record_failure(s, ticket, st, msg);
+  s->inline_busy = false;
+  /* Wakes synchronisers and a worker holding queued work back for this
+   * task (both wait on done_cv as waiters). */
+  publish_completed(s, ticket, true);
+  pthread_mutex_unlock(&s->mu);
+  nrt_clear_error_message();
+  return NRT_SUCCESS;
+}
+
 /* NEURON_LAUNCH_BLOCKING: the task runs on the calling thread once all
  * earlier work of the stream has finished, and its failure is returned
  * here instead of becoming sticky. It still takes a ticket, so events and
@@ -491,6 +544,11 @@ nrt_status nrt_stream_enqueue_ex(nrt_stream *s, const char *name, nrt_task_fn ru
   if (nrt_launch_blocking()) return run_inline(s, name, run, arg, release, flags, cost, out_ticket);
 
   pthread_mutex_lock(&s->mu);
+  if ((flags & NRT_TASK_RUN_IF_IDLE) && !s->head && !s->inline_busy && tls_running_stream != s &&
+      atomic_load_explicit(&s->completed, memory_order_relaxed) ==
+          atomic_load_explicit(&s->enqueued, memory_order_relaxed) &&
+      atomic_load_explicit(&s->error, memory_order_relaxed) == NRT_SUCCESS)
+    return run_idle_locked(s, name, run, arg, release, flags, cost, out_ticket);
   if (!s->started) {
     nrt_status st = start_worker(s);
     if (st != NRT_SUCCESS) {

@@ -1105,6 +1105,9 @@ static nrt_status run_copy(void *p) {
   return NRT_SUCCESS;
 }
 
+/* Copies up to this size cost less than a hand-off to the stream's worker. */
+#define SMALL_COPY_BYTES ((size_t)64 << 10)
+
 nrt_status nrt_memcpy_async(void *dst, const void *src, size_t bytes, nrt_memcpy_kind kind,
                             nrt_stream *stream) {
   static const char *const names[] = {"memcpy_HtoD", "memcpy_DtoH", "memcpy_DtoD"};
@@ -1125,7 +1128,10 @@ nrt_status nrt_memcpy_async(void *dst, const void *src, size_t bytes, nrt_memcpy
   copy_arg c = {dst, src, bytes};
   /* A copy reads and writes each byte once. */
   nrt_task_cost cost = {NRT_ACTIVITY_COPY, -1, 2 * (uint64_t)bytes, 0};
-  return nrt_stream_enqueue_ex(stream, names[kind], run_copy, &c, sizeof c, NULL, 0, &cost, NULL);
+  /* A short copy (a scalar read back by .item(), a small upload) runs on
+   * the caller's thread when the stream is idle. */
+  unsigned flags = bytes <= SMALL_COPY_BYTES ? NRT_TASK_RUN_IF_IDLE : 0;
+  return nrt_stream_enqueue_ex(stream, names[kind], run_copy, &c, sizeof c, NULL, flags, &cost, NULL);
 }
 
 nrt_status nrt_memcpy(void *dst, const void *src, size_t bytes, nrt_memcpy_kind kind,
