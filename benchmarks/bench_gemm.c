@@ -10,7 +10,13 @@
  * input gradient dx = dy @ W, weight gradient dW = dy^T @ x; the batched
  * attention products (96 heads: Q @ K^T, P @ V).
  *
- *   build/bench_gemm [--filter SUBSTRING] [--reps N] [--ms MS] [--no-peak]
+ *   build/bench_gemm [--filter SUBSTRING] [--reps N] [--ms MS] [--no-peak] [--cputime]
+ *
+ * --cputime divides the flops by the process's CPU time per kernel thread
+ * instead of wall time: on a host shared with other work it estimates the
+ * rate on unshared cores (a thread's slices of time it did not get are
+ * not counted, but neither is a sleeping thread's idle wait), useful to
+ * compare two builds while the load moves; report wall-clock rates.
  *
  * TORCH_NEURONX_KERNEL_THREADS=1 gives single-thread rates (then compare
  * with the 1-thread peak printed too). */
@@ -19,6 +25,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 #include "nrt/launch.h"
 #include "nrt/ops/gemm.h"
 
@@ -32,9 +39,12 @@ typedef struct bcase {
   dtype_kind dt;
 } bcase;
 
+static bool use_cputime;
+static int threads_for_cputime = 1;
+
 static double now(void) {
   struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
+  clock_gettime(use_cputime ? CLOCK_PROCESS_CPUTIME_ID : CLOCK_MONOTONIC, &ts);
   return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
@@ -105,7 +115,7 @@ static double time_case(const bcase *c, int reps, double ms) {
   for (int r = 0; r < reps; r++) {
     t0 = now();
     for (int64_t i = 0; i < calls; i++) nrt_launch_run(&l);
-    t[r] = (now() - t0) / (double)calls;
+    t[r] = (now() - t0) / (double)calls / (use_cputime ? threads_for_cputime : 1);
   }
   qsort(t, (size_t)reps, sizeof(double), cmp_double);
   double med = t[reps / 2];
@@ -180,8 +190,9 @@ int main(int argc, char **argv) {
     else if (!strcmp(argv[i], "--reps") && i + 1 < argc) reps = atoi(argv[++i]);
     else if (!strcmp(argv[i], "--ms") && i + 1 < argc) ms = atof(argv[++i]);
     else if (!strcmp(argv[i], "--no-peak")) peak = false;
+    else if (!strcmp(argv[i], "--cputime")) use_cputime = true;
     else {
-      fprintf(stderr, "usage: %s [--filter SUBSTRING] [--reps N] [--ms MS] [--no-peak]\n", argv[0]);
+      fprintf(stderr, "usage: %s [--filter SUBSTRING] [--reps N] [--ms MS] [--no-peak] [--cputime]\n", argv[0]);
       return 2;
     }
   }
@@ -217,6 +228,7 @@ int main(int argc, char **argv) {
   if (peak && !measure_peak(argv[0], &p0)) fprintf(stderr, "bench_gemm: build/peak did not run\n");
   const char *th = getenv("TORCH_NEURONX_KERNEL_THREADS");
   bool one = th && atoi(th) == 1;
+  threads_for_cputime = th && atoi(th) > 0 ? atoi(th) : (int)sysconf(_SC_NPROCESSORS_ONLN);
   if (peak)
     printf("peak (%s): fp32 %.1f GFLOP/s, bf16 %.1f GFLOP/s\n", one ? "1 thread" : "all threads",
            one ? p0.fp32_1t : p0.fp32, one ? p0.bf16_1t : p0.bf16);

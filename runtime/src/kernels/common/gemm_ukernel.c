@@ -55,3 +55,14 @@ void nrt_gemm_pack_full(const nrt_gemm_ukernel *uk, bool is_a, const float *cons
   for (int64_t k = 0; k < kc; k++)
     for (int i = 0; i < w; i++) panel[k * w + i] = lanes[i][k];
 }
+
+void nrt_gemm_pack_lanes(const nrt_gemm_ukernel *uk, bool is_a, const char *base, int64_t sk, int64_t kc, float *panel) {
+  if (uk == &nrt_gemm_ukernel_avx512) {
+    if (is_a) nrt_gemm_pack_a14_lanes_avx512(base, sk, kc, panel);
+    else nrt_gemm_pack_b32_lanes_avx512(base, sk, kc, panel);
+    return;
+  }
+  int w = is_a ? uk->mr : uk->nr;
+  for (int64_t k = 0; k < kc; k++)
+    for (int i = 0; i < w; i++) panel[k * w + i] = ((const float *)(base + k * sk))[i];
+}

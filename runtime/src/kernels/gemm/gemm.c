@@ -51,6 +51,10 @@ static void pack_panel(const nrt_gemm_ukernel *uk, bool is_a, const char *base, 
   if (lanes_first) {
     /* each depth step gives the lanes (nearly) contiguous in memory */
     bool plain = dt == NRT_FLOAT32 && sl == 4;
+    if (plain && lanes == w) {
+      nrt_gemm_pack_lanes(uk, is_a, base, sd, kc, panel);
+      return;
+    }
     for (int64_t k = 0; k < kc; k++) {
       float *d = panel + k * w;
       const char *src = base + k * sd;
