@@ -18,6 +18,7 @@
  * Integer GEMM and the reference mode use a plain triple loop
  * (accumulating in int64 / double). */
 #pragma GCC optimize("O3,no-trapping-math,no-math-errno")
+#include <pthread.h>
 #include <stdlib.h>
 #include "kernels/common/gemm_ukernel.h"
 
@@ -185,7 +186,64 @@ static void pack_b_bf16(const gemm_plan *p, int64_t b, int64_t n0, int64_t nlen,
 typedef struct gemm_ws {
   float *a, *b, *c, *tmp, *edge;
   void *block;
+  size_t bytes;
 } gemm_ws;
+
+/* Each thread keeps its packing buffers from one call to the next: a
+ * fresh allocation of this size is mmapped, and the kernel faulting in and
+ * zeroing its pages took 20-30% of a M = 256 GEMM's time. One block per
+ * thread (pool workers and callers alike), grown on demand and freed with
+ * the thread; blocks above WS_KEEP_BYTES are not kept. */
+#define WS_KEEP_BYTES ((size_t)16 << 20)
+
+typedef struct ws_block {
+  size_t bytes;
+  void *data;
+} ws_block;
+
+static pthread_key_t ws_key;
+static pthread_once_t ws_key_once = PTHREAD_ONCE_INIT;
+static bool ws_key_ok;
+
+static void ws_block_free(void *v) {
+  ws_block *b = v;
+  free(b->data);
+  free(b);
+}
+
+static void ws_key_create(void) { ws_key_ok = pthread_key_create(&ws_key, ws_block_free) == 0; }
+
+/* A 64-byte aligned block of at least `bytes`; ws_release gives it back. */
+static void *ws_acquire(size_t bytes) {
+  pthread_once(&ws_key_once, ws_key_create);
+  ws_block *b = ws_key_ok ? pthread_getspecific(ws_key) : NULL;
+  if (b && b->bytes >= bytes) {
+    void *d = b->data;
+    b->data = NULL; /* taken: a nested use on this thread allocates afresh */
+    b->bytes = 0;
+    return d;
+  }
+  return aligned_alloc(64, (bytes + 63) / 64 * 64);
+}
+
+static void ws_release(void *data, size_t bytes) {
+  if (!data) return;
+  ws_block *b = ws_key_ok ? pthread_getspecific(ws_key) : NULL;
+  if (bytes > WS_KEEP_BYTES || !ws_key_ok || (b && b->data)) {
+    free(data);
+    return;
+  }
+  if (!b) {
+    b = malloc(sizeof *b);
+    if (!b || pthread_setspecific(ws_key, b) != 0) {
+      free(b);
+      free(data);
+      return;
+    }
+  }
+  b->data = data;
+  b->bytes = bytes;
+}
 
 static bool ws_alloc(const gemm_plan *p, gemm_ws *w) {
   const nrt_gemm_ukernel *uk = p->uk;
@@ -195,7 +253,8 @@ static bool ws_alloc(const gemm_plan *p, gemm_ws *w) {
   /* Each buffer starts on a 64-byte line: panels are read with aligned loads. */
   size_t total = (na + 15) / 16 * 16 + (nb + 15) / 16 * 16 + (ncc + 15) / 16 * 16 +
                  (nt + 15) / 16 * 16 + (ne + 15) / 16 * 16;
-  w->block = aligned_alloc(64, total * sizeof(float));
+  w->bytes = total * sizeof(float);
+  w->block = ws_acquire(w->bytes);
   if (!w->block) return false;
   float *f = w->block;
   w->a = f;
@@ -290,7 +349,7 @@ static void gemm_range(void *ctx, int64_t begin, int64_t end) {
     return;
   }
   for (int64_t t = begin; t < end; t++) run_task(job->p, &w, t);
-  free(w.block);
+  ws_release(w.block, w.bytes);
 }
 
 /* ---- matrix-vector -------------------------------------------------------------
