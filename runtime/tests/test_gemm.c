@@ -6,6 +6,7 @@
 #include <string.h>
 #include "testing.h"
 #include "kernels/common/common.h"
+#include "kernels/common/gemm_ukernel.h"
 #include "nrt/ops/gemm.h"
 
 typedef struct gcase {
@@ -274,6 +275,62 @@ static void test_gemm_large(void) {
   run_case(&c);
 }
 
+/* The strided AVX-512 kernel against its plain loop for every block shape
+ * (rows 1..14, cols 1..32), both A layouts (row-major, k-major), a B row
+ * stride wider than the block, alpha and accumulate; the block is written
+ * inside a larger C whose other elements must stay untouched. */
+static void test_gemm_strided_kernel(void) {
+  if (nrt_kernels_isa() < NRT_ISA_AVX512) return;
+  enum { KC = 37, LDA = 45, LDB = 40, LDC = 35 };
+  static float a[16 * LDA + KC * 16], b[KC * LDB + 32], c[16 * LDC], want[16 * LDC];
+  for (size_t i = 0; i < sizeof a / sizeof a[0]; i++) a[i] = (float)nrt_test_urand();
+  for (size_t i = 0; i < sizeof b / sizeof b[0]; i++) b[i] = (float)nrt_test_urand();
+  int bad = 0;
+  for (int layout = 0; layout < 2; layout++)
+    for (int rows = 1; rows <= 14; rows++)
+      for (int cols = 1; cols <= 32; cols++)
+        for (int acc = 0; acc < 2; acc++) {
+          int64_t rsa = layout ? 1 : LDA, csa = layout ? 16 : 1;
+          for (int i = 0; i < 16 * LDC; i++) c[i] = want[i] = (float)(i % 7);
+          nrt_gemm_ukernel_strided_ref(rows, cols, KC, a, rsa, csa, b, LDB, want, LDC, 0.75f, acc);
+          nrt_gemm_ukernel_avx512_strided(rows, cols, KC, a, rsa, csa, b, LDB, c, LDC, 0.75f, acc);
+          for (int i = 0; i < 16 * LDC; i++)
+            if (!(fabsf(c[i] - want[i]) <= 1e-4f * KC)) {
+              if (bad++ < 3)
+                fprintf(stderr, "strided kernel layout %d %dx%d acc %d [%d]: got %g want %g\n", layout, rows,
+                        cols, acc, i, c[i], want[i]);
+            }
+        }
+  CHECK(bad == 0);
+}
+
+/* Shapes that take the in-place operand paths of the AVX-512 float32
+ * kernel (short tasks: A read in place when the column tile is at most
+ * 256 wide, row-major B when the row part is at most 256), next to ones
+ * whose 4 KiB-multiple row strides keep the packed path, with edges,
+ * bias, alpha, a converted C and a flipped A. */
+static void test_gemm_direct_operands(void) {
+  int64_t shapes[][4] = {{6, 128, 128, 64}, {4, 128, 64, 128}, {2, 129, 200, 1024}, {1, 250, 96, 33},
+                         {3, 15, 33, 1}};
+  for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++)
+    for (int t = 0; t < 4; t++) {
+      gcase c = {.batch = shapes[s][0], .m = shapes[s][1], .n = shapes[s][2], .k = shapes[s][3],
+                 .ta = t & 1, .tb = (t >> 1) & 1, .adt = NRT_FLOAT32, .bdt = NRT_FLOAT32,
+                 .cdt = NRT_FLOAT32, .alpha = 1.0};
+      run_case(&c);
+    }
+  gcase c = {.batch = 3, .m = 128, .n = 64, .k = 128, .adt = NRT_FLOAT32, .bdt = NRT_FLOAT32,
+             .cdt = NRT_FLOAT32, .bias = 1, .alpha = 0.125, .beta = 1.0};
+  run_case(&c);
+  c.a_flip = true;
+  run_case(&c);
+  c.cdt = NRT_BFLOAT16; /* C through the scratch tile */
+  run_case(&c);
+  c.b_broadcast = true;
+  c.bias = 2;
+  run_case(&c);
+}
+
 int main(void) {
   RUN_TEST(test_gemm_shapes);
   RUN_TEST(test_gemm_bias_alpha_beta);
@@ -282,5 +339,7 @@ int main(void) {
   RUN_TEST(test_gemm_beta_zero_and_empty_k);
   RUN_TEST(test_gemm_int);
   RUN_TEST(test_gemm_large);
+  RUN_TEST(test_gemm_strided_kernel);
+  RUN_TEST(test_gemm_direct_operands);
   return TEST_RESULT();
 }

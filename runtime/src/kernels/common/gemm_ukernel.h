@@ -46,6 +46,18 @@ enum { NRT_GEMM_MR512 = 14, NRT_GEMM_NR512 = 32 };
  * contiguous; 32 columns of B whose units are contiguous. */
 void nrt_gemm_pack_a14_avx512(const void *const *rows, int64_t kc, void *panel);
 void nrt_gemm_pack_b32_avx512(const void *const *cols, int64_t kc, void *panel);
+/* The 14 x 32 float32 kernel over strided operands, any rows x cols block
+ * (rows <= 14, cols <= 32; gemm_ukernel_avx512_strided.c):
+ *   c[i * ldc + j] = (accumulate ? c[i * ldc + j] : 0) + alpha * sum_k a[i * rsa + k * csa] * b[k * ldb + j]
+ * for i < rows, j < cols; csa == 1 or rsa == 1 (strides in floats). A
+ * packed A panel is rsa = 1, csa = 14; a packed B panel is ldb = 32.
+ * nrt_gemm_ukernel_strided_ref is the plain loop it must agree with. */
+void nrt_gemm_ukernel_avx512_strided(int rows, int cols, int64_t kc, const float *a, int64_t rsa, int64_t csa,
+                                     const float *b, int64_t ldb, float *c, int64_t ldc, float alpha,
+                                     int accumulate);
+void nrt_gemm_ukernel_strided_ref(int rows, int cols, int64_t kc, const float *a, int64_t rsa, int64_t csa,
+                                  const float *b, int64_t ldb, float *c, int64_t ldc, float alpha, int accumulate);
+
 /* float32 panels for the 14 x 32 kernel from lanes contiguous for each k
  * (column-major A, row-major B); sk is the byte step per k. */
 void nrt_gemm_pack_a14_lanes_avx512(const char *base, int64_t sk, int64_t kc, float *panel);
