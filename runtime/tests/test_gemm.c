@@ -331,6 +331,44 @@ static void test_gemm_direct_operands(void) {
   run_case(&c);
 }
 
+/* A bfloat16 C from float32 inputs rounds exactly as the reference: ties
+ * to even on integers that float32 holds exactly (257 -> 256, 514 -> 512),
+ * NaN as 0x7fc0; 35 columns so the 16-lane converter has a tail. */
+static void test_gemm_bf16_store_rounding(void) {
+  enum { M = 3, N = 35, K = 2 };
+  float a[M * K], b[K * N];
+  uint16_t c[M * N], want[M * N];
+  for (int i = 0; i < M * K; i++) a[i] = (float)(255 + i);
+  a[5] = NAN;
+  for (int i = 0; i < K * N; i++) b[i] = (float)((i / N == 0) ? 1 + i % 3 : 0);
+  nrt_launch l;
+  memset(&l, 0, sizeof l);
+  l.op = NRT_OP(GEMM);
+  l.ndim = 4;
+  l.sizes[0] = 1; l.sizes[1] = M; l.sizes[2] = N; l.sizes[3] = K;
+  l.noutputs = 1;
+  l.ninputs = 2;
+  l.compute_dtype = NRT_FLOAT32;
+  l.scalars[0].f = 1.0;
+  l.operands[1] = (nrt_operand){.data = a, .dtype = NRT_FLOAT32, .strides = {0, K * 4, 4}};
+  l.operands[2] = (nrt_operand){.data = b, .dtype = NRT_FLOAT32, .strides = {0, N * 4, 4}};
+  l.operands[0] = (nrt_operand){.data = want, .dtype = NRT_BFLOAT16, .strides = {0, N * 2, 2}};
+  nrt_kernels_set_reference(true);
+  CHECK_OK(nrt_launch_run(&l));
+  nrt_kernels_set_reference(false);
+  l.operands[0].data = c;
+  for (int isa = NRT_ISA_BEST; isa >= NRT_ISA_BASELINE; isa--) {
+    if ((int)nrt_kernels_isa() < isa && isa != NRT_ISA_BASELINE) continue;
+    nrt_kernels_limit_isa((nrt_isa)isa);
+    memset(c, 0, sizeof c);
+    CHECK_OK(nrt_launch_run(&l));
+    CHECK(memcmp(c, want, sizeof c) == 0);
+  }
+  nrt_kernels_limit_isa(NRT_ISA_BEST);
+  /* row 1 is 257 * (1, 2, 3, ...): 257 and 514 are ties, to even */
+  CHECK(want[0] == 0x437f && want[N] == 0x4380 && want[N + 1] == 0x4400 && want[2 * N] == 0x7fc0);
+}
+
 int main(void) {
   RUN_TEST(test_gemm_shapes);
   RUN_TEST(test_gemm_bias_alpha_beta);
@@ -341,5 +379,6 @@ int main(void) {
   RUN_TEST(test_gemm_large);
   RUN_TEST(test_gemm_strided_kernel);
   RUN_TEST(test_gemm_direct_operands);
+  RUN_TEST(test_gemm_bf16_store_rounding);
   return TEST_RESULT();
 }
