@@ -114,16 +114,19 @@ NRT_TARGET_AVX512 void nrt_gemm_pack_b32_lanes_avx512(const char *base, int64_t 
  * cols[c][k]. The panel is 64-byte aligned. */
 NRT_TARGET_AVX512 void nrt_gemm_pack_b32_avx512(const void *const *cols, int64_t kc, void *panel) {
   char *dst = panel;
-  int64_t k = 0;
-  for (; k + 16 <= kc; k += 16) {
-    for (int h = 0; h < 2; h++) {
+  int64_t k = 0, full = kc / 16 * 16;
+  /* One half-panel (16 columns) over the whole depth, then the other: 16
+   * streams at a time rather than 32 interleaved, which the prefetchers
+   * follow better (packing x @ W^T's B from a 3072-deep W in L3: 0.7-1.3 ->
+   * 0.35-0.5 ns per element; from DRAM, 50257 rows, ~1.1-1.2 either way). */
+  for (int h = 0; h < 2; h++)
+    for (k = 0; k < full; k += 16) {
       __m512 r[16];
       for (int i = 0; i < 16; i++) r[i] = _mm512_loadu_ps((const char *)cols[16 * h + i] + 4 * k);
       transpose16(r);
       for (int c = 0; c < 16; c++) _mm512_store_ps(dst + 4 * ((k + c) * NR512 + 16 * h), r[c]);
     }
-  }
-  for (; k < kc; k++)
+  for (k = full; k < kc; k++)
     for (int c = 0; c < NR512; c++) memcpy(dst + 4 * (k * NR512 + c), (const char *)cols[c] + 4 * k, 4);
 }
 
