@@ -304,11 +304,11 @@ static void test_gemm_strided_kernel(void) {
   CHECK(bad == 0);
 }
 
-/* Shapes that take the in-place operand paths of the AVX-512 float32
- * kernel (short tasks: A read in place when the column tile is at most
- * 256 wide, row-major B when the row part is at most 256), next to ones
- * whose 4 KiB-multiple row strides keep the packed path, with edges,
- * bias, alpha, a converted C and a flipped A. */
+/* Shapes that take the in-place operand paths of the AVX-512 float32 and
+ * bfloat16 kernels (short tasks: A read in place when the column tile is
+ * at most 256 wide, row-major float32 B when the row part is at most
+ * 256), next to ones whose 4 KiB-multiple row strides or odd K keep the
+ * packed path, with edges, bias, alpha, a converted C and a flipped A. */
 static void test_gemm_direct_operands(void) {
   int64_t shapes[][4] = {{6, 128, 128, 64}, {4, 128, 64, 128}, {2, 129, 200, 1024}, {1, 250, 96, 33},
                          {3, 15, 33, 1}};
@@ -317,6 +317,17 @@ static void test_gemm_direct_operands(void) {
       gcase c = {.batch = shapes[s][0], .m = shapes[s][1], .n = shapes[s][2], .k = shapes[s][3],
                  .ta = t & 1, .tb = (t >> 1) & 1, .adt = NRT_FLOAT32, .bdt = NRT_FLOAT32,
                  .cdt = NRT_FLOAT32, .alpha = 1.0};
+      run_case(&c);
+    }
+  /* bfloat16 pairs read in place from row-major A (even K), odd K packed */
+  int64_t bshapes[][4] = {{6, 128, 128, 64}, {4, 128, 64, 128}, {2, 29, 70, 46}, {2, 29, 70, 45}};
+  for (size_t s = 0; s < sizeof bshapes / sizeof bshapes[0]; s++)
+    for (int t = 0; t < 4; t++) {
+      gcase c = {.batch = bshapes[s][0], .m = bshapes[s][1], .n = bshapes[s][2], .k = bshapes[s][3],
+                 .ta = t & 1, .tb = (t >> 1) & 1, .adt = NRT_BFLOAT16, .bdt = NRT_BFLOAT16,
+                 .cdt = (t & 1) ? NRT_FLOAT32 : NRT_BFLOAT16, .bias = t == 2, .alpha = 1.0, .beta = 0.5};
+      run_case(&c);
+      c.a_flip = true;
       run_case(&c);
     }
   gcase c = {.batch = 3, .m = 128, .n = 64, .k = 128, .adt = NRT_FLOAT32, .bdt = NRT_FLOAT32,

@@ -55,6 +55,12 @@ void nrt_gemm_pack_b32_avx512(const void *const *cols, int64_t kc, void *panel);
 void nrt_gemm_ukernel_avx512_strided(int rows, int cols, int64_t kc, const float *a, int64_t rsa, int64_t csa,
                                      const float *b, int64_t ldb, float *c, int64_t ldc, float alpha,
                                      int accumulate);
+/* The bfloat16 pair version for row-major bfloat16 A: A(i, pair kp) is the
+ * 32-bit unit a[i * rsa + kp] (rsa in units; the row stride must be a
+ * multiple of 4 bytes and the pairs 4-byte aligned), B a packed pair
+ * panel; kpairs pairs of k. */
+void nrt_gemm_ukernel_avx512_bf16_strided(int rows, int cols, int64_t kpairs, const float *a, int64_t rsa,
+                                          const float *b, float *c, int64_t ldc, float alpha, int accumulate);
 void nrt_gemm_ukernel_strided_ref(int rows, int cols, int64_t kc, const float *a, int64_t rsa, int64_t csa,
                                   const float *b, int64_t ldb, float *c, int64_t ldc, float alpha, int accumulate);
 

@@ -35,7 +35,8 @@ typedef struct gemm_plan {
   int64_t mpart, mparts, ntiles; /* a task: mpart rows x NC columns of one batch */
   bool c_direct;
   /* the AVX-512 float32 kernel through run_strided_slice, reading A / B
-   * in place when set (see the choice in nrt_gemm_execute) */
+   * in place when set (see the choice in nrt_gemm_execute); a_direct
+   * also for the bfloat16 pair kernel */
   bool strided, a_direct, b_direct;
 } gemm_plan;
 
@@ -435,16 +436,28 @@ static void run_task(const gemm_plan *p, gemm_ws *w, int64_t task) {
     else pack_b(p, b, n0, nlen, k0, kc, w->b, w->tmp);
     for (int64_t i0 = 0; i0 < mlen; i0 += p->MC) {
       int64_t mc = nrt_min_i64(mlen - i0, p->MC);
-      if (uk->bf16_pairs) pack_a_bf16(p, b, m0 + i0, mc, k0, kc, w->a);
-      else pack_a(p, b, m0 + i0, mc, k0, kc, w->a, w->tmp);
+      if (p->a_direct) { /* bfloat16 pairs read in place (see the plan) */
+      } else if (uk->bf16_pairs) {
+        pack_a_bf16(p, b, m0 + i0, mc, k0, kc, w->a);
+      } else {
+        pack_a(p, b, m0 + i0, mc, k0, kc, w->a, w->tmp);
+      }
       for (int64_t ip = 0; ip < mc; ip += uk->mr) {
         int64_t rows = nrt_min_i64(mc - ip, uk->mr);
-        const float *ap = w->a + ip * units;
+        const float *ap = p->a_direct ? (const float *)OP_BYTE(p->A, b, m0 + i0 + ip, k0, 1, 2) : w->a + ip * units;
         for (int64_t jp = 0; jp < nlen; jp += uk->nr) {
           int64_t cols = nrt_min_i64(nlen - jp, uk->nr);
           const float *bp = w->b + jp * units;
           float *cb = ct + (i0 + ip) * ldc + jp;
-          if (tile_bf16 && last) {
+          if (p->a_direct) {
+            bool to_tile = tile_bf16 && last;
+            nrt_gemm_ukernel_avx512_bf16_strided((int)rows, (int)cols, units, ap, p->A->strides[1] / 4, bp,
+                                                 to_tile ? w->edge : cb, to_tile ? uk->nr : ldc, p->alpha,
+                                                 to_tile ? 0 : accumulate);
+            if (to_tile)
+              store_tile_bf16_avx512(OP_BYTE(C, b, m0 + i0 + ip, n0 + jp, 1, 2), C->strides[1], w->edge, uk->nr,
+                                     cb, ldc, rows, cols, accumulate);
+          } else if (tile_bf16 && last) {
             uk->fn(units, ap, bp, w->edge, uk->nr, p->alpha, 0);
             store_tile_bf16_avx512(OP_BYTE(C, b, m0 + i0 + ip, n0 + jp, 1, 2), C->strides[1], w->edge, uk->nr, cb,
                                    ldc, rows, cols, accumulate);
@@ -718,6 +731,13 @@ nrt_status nrt_gemm_execute(const nrt_launch *l) {
                  spread_rows(p.A->strides[1]) && p.NC <= 256;
     p.b_direct = p.B->dtype == NRT_FLOAT32 && p.B->strides[2] == 4 && p.B->strides[1] % 4 == 0 &&
                  spread_rows(p.B->strides[1]) && llabs(p.B->strides[1]) <= 16384 && p.mpart <= 256;
+  } else if (p.uk->bf16_pairs) {
+    /* Row-major bfloat16 A already holds its k pairs side by side: the
+     * pair kernel broadcasts them in place (same reuse rule as above),
+     * when every pair is 4-byte aligned and no slice has an odd end. */
+    p.a_direct = p.A->dtype == NRT_BFLOAT16 && p.A->strides[2] == 2 && p.A->strides[1] % 4 == 0 &&
+                 p.A->strides[0] % 4 == 0 && (uintptr_t)p.A->data % 4 == 0 && p.K % 2 == 0 &&
+                 spread_rows(p.A->strides[1]) && p.NC <= 256;
   }
 
   int64_t ntasks = p.batch * p.mparts * p.ntiles;
