@@ -218,17 +218,24 @@ static void ws_block_free(void *v) {
 
 static void ws_key_create(void) { ws_key_ok = pthread_key_create(&ws_key, ws_block_free) == 0; }
 
-/* A 64-byte aligned block of at least `bytes`; ws_release gives it back. */
-static void *ws_acquire(size_t bytes) {
+/* A 64-byte aligned block of at least `bytes` (its size in *out_bytes);
+ * ws_release gives it back. */
+static void *ws_acquire(size_t bytes, size_t *out_bytes) {
   pthread_once(&ws_key_once, ws_key_create);
   ws_block *b = ws_key_ok ? pthread_getspecific(ws_key) : NULL;
-  if (b && b->bytes >= bytes) {
+  if (b && b->data) {
     void *d = b->data;
+    size_t have = b->bytes;
     b->data = NULL; /* taken: a nested use on this thread allocates afresh */
     b->bytes = 0;
-    return d;
+    if (have >= bytes) {
+      *out_bytes = have;
+      return d;
+    }
+    free(d); /* too small: the larger block replaces it on release */
   }
-  return aligned_alloc(64, (bytes + 63) / 64 * 64);
+  *out_bytes = (bytes + 63) / 64 * 64;
+  return aligned_alloc(64, *out_bytes);
 }
 
 static void ws_release(void *data, size_t bytes) {
@@ -258,8 +265,7 @@ static bool ws_alloc(const gemm_plan *p, gemm_ws *w) {
   /* Each buffer starts on a 64-byte line: panels are read with aligned loads. */
   size_t total = (na + 15) / 16 * 16 + (nb + 15) / 16 * 16 + (ncc + 15) / 16 * 16 +
                  (nt + 15) / 16 * 16 + (ne + 15) / 16 * 16;
-  w->bytes = total * sizeof(float);
-  w->block = ws_acquire(w->bytes);
+  w->block = ws_acquire(total * sizeof(float), &w->bytes);
   if (!w->block) return false;
   float *f = w->block;
   w->a = f;
