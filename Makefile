@@ -130,6 +130,10 @@ build/peak: benchmarks/peak.c
 	@mkdir -p build
 	$(CC) -O2 -pthread -Wall -Wextra $< -o $@
 
+# The GEMM kernel's rates against build/peak in the same run (not part of `make test`).
+build/bench_gemm: benchmarks/bench_gemm.c build/libnrt.a build/peak
+	$(CC) $(CFLAGS) $< build/libnrt.a -lm -o $@
+
 # The full OpInfo sweep, then every ModuleInfo of module_db and the training-
 # utilities table: each writes docs/op-support.md and docs/op-support.json.
 # (Bounded subsets run inside `make test`, tests/conformance.)

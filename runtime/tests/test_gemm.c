@@ -6,6 +6,7 @@
 #include <string.h>
 #include "testing.h"
 #include "kernels/common/common.h"
+#include "kernels/common/gemm_ukernel.h"
 #include "nrt/ops/gemm.h"
 
 typedef struct gcase {
@@ -274,6 +275,111 @@ static void test_gemm_large(void) {
   run_case(&c);
 }
 
+/* The strided AVX-512 kernel against its plain loop for every block shape
+ * (rows 1..14, cols 1..32), both A layouts (row-major, k-major), a B row
+ * stride wider than the block, alpha and accumulate; the block is written
+ * inside a larger C whose other elements must stay untouched. */
+static void test_gemm_strided_kernel(void) {
+  if (nrt_kernels_isa() < NRT_ISA_AVX512) return;
+  enum { KC = 37, LDA = 45, LDB = 40, LDC = 35 };
+  static float a[16 * LDA + KC * 16], b[KC * LDB + 32], c[16 * LDC], want[16 * LDC];
+  for (size_t i = 0; i < sizeof a / sizeof a[0]; i++) a[i] = (float)nrt_test_urand();
+  for (size_t i = 0; i < sizeof b / sizeof b[0]; i++) b[i] = (float)nrt_test_urand();
+  int bad = 0;
+  for (int layout = 0; layout < 2; layout++)
+    for (int rows = 1; rows <= 14; rows++)
+      for (int cols = 1; cols <= 32; cols++)
+        for (int acc = 0; acc < 2; acc++) {
+          int64_t rsa = layout ? 1 : LDA, csa = layout ? 16 : 1;
+          for (int i = 0; i < 16 * LDC; i++) c[i] = want[i] = (float)(i % 7);
+          nrt_gemm_ukernel_strided_ref(rows, cols, KC, a, rsa, csa, b, LDB, want, LDC, 0.75f, acc);
+          nrt_gemm_ukernel_avx512_strided(rows, cols, KC, a, rsa, csa, b, LDB, c, LDC, 0.75f, acc);
+          for (int i = 0; i < 16 * LDC; i++)
+            if (!(fabsf(c[i] - want[i]) <= 1e-4f * KC)) {
+              if (bad++ < 3)
+                fprintf(stderr, "strided kernel layout %d %dx%d acc %d [%d]: got %g want %g\n", layout, rows,
+                        cols, acc, i, c[i], want[i]);
+            }
+        }
+  CHECK(bad == 0);
+}
+
+/* Shapes that take the in-place operand paths of the AVX-512 float32 and
+ * bfloat16 kernels (short tasks: A read in place when the column tile is
+ * at most 256 wide, row-major float32 B when the row part is at most
+ * 256), next to ones whose 4 KiB-multiple row strides or odd K keep the
+ * packed path, with edges, bias, alpha, a converted C and a flipped A. */
+static void test_gemm_direct_operands(void) {
+  int64_t shapes[][4] = {{6, 128, 128, 64}, {4, 128, 64, 128}, {2, 129, 200, 1024}, {1, 250, 96, 33},
+                         {3, 15, 33, 1}};
+  for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++)
+    for (int t = 0; t < 4; t++) {
+      gcase c = {.batch = shapes[s][0], .m = shapes[s][1], .n = shapes[s][2], .k = shapes[s][3],
+                 .ta = t & 1, .tb = (t >> 1) & 1, .adt = NRT_FLOAT32, .bdt = NRT_FLOAT32,
+                 .cdt = NRT_FLOAT32, .alpha = 1.0};
+      run_case(&c);
+    }
+  /* bfloat16 pairs read in place from row-major A (even K), odd K packed */
+  int64_t bshapes[][4] = {{6, 128, 128, 64}, {4, 128, 64, 128}, {2, 29, 70, 46}, {2, 29, 70, 45}};
+  for (size_t s = 0; s < sizeof bshapes / sizeof bshapes[0]; s++)
+    for (int t = 0; t < 4; t++) {
+      gcase c = {.batch = bshapes[s][0], .m = bshapes[s][1], .n = bshapes[s][2], .k = bshapes[s][3],
+                 .ta = t & 1, .tb = (t >> 1) & 1, .adt = NRT_BFLOAT16, .bdt = NRT_BFLOAT16,
+                 .cdt = (t & 1) ? NRT_FLOAT32 : NRT_BFLOAT16, .bias = t == 2, .alpha = 1.0, .beta = 0.5};
+      run_case(&c);
+      c.a_flip = true;
+      run_case(&c);
+    }
+  gcase c = {.batch = 3, .m = 128, .n = 64, .k = 128, .adt = NRT_FLOAT32, .bdt = NRT_FLOAT32,
+             .cdt = NRT_FLOAT32, .bias = 1, .alpha = 0.125, .beta = 1.0};
+  run_case(&c);
+  c.a_flip = true;
+  run_case(&c);
+  c.cdt = NRT_BFLOAT16; /* C through the scratch tile */
+  run_case(&c);
+  c.b_broadcast = true;
+  c.bias = 2;
+  run_case(&c);
+}
+
+/* A bfloat16 C from float32 inputs rounds exactly as the reference: ties
+ * to even on integers that float32 holds exactly (257 -> 256, 514 -> 512),
+ * NaN as 0x7fc0; 35 columns so the 16-lane converter has a tail. */
+static void test_gemm_bf16_store_rounding(void) {
+  enum { M = 3, N = 35, K = 2 };
+  float a[M * K], b[K * N];
+  uint16_t c[M * N], want[M * N];
+  for (int i = 0; i < M * K; i++) a[i] = (float)(255 + i);
+  a[5] = NAN;
+  for (int i = 0; i < K * N; i++) b[i] = (float)((i / N == 0) ? 1 + i % 3 : 0);
+  nrt_launch l;
+  memset(&l, 0, sizeof l);
+  l.op = NRT_OP(GEMM);
+  l.ndim = 4;
+  l.sizes[0] = 1; l.sizes[1] = M; l.sizes[2] = N; l.sizes[3] = K;
+  l.noutputs = 1;
+  l.ninputs = 2;
+  l.compute_dtype = NRT_FLOAT32;
+  l.scalars[0].f = 1.0;
+  l.operands[1] = (nrt_operand){.data = a, .dtype = NRT_FLOAT32, .strides = {0, K * 4, 4}};
+  l.operands[2] = (nrt_operand){.data = b, .dtype = NRT_FLOAT32, .strides = {0, N * 4, 4}};
+  l.operands[0] = (nrt_operand){.data = want, .dtype = NRT_BFLOAT16, .strides = {0, N * 2, 2}};
+  nrt_kernels_set_reference(true);
+  CHECK_OK(nrt_launch_run(&l));
+  nrt_kernels_set_reference(false);
+  l.operands[0].data = c;
+  for (int isa = NRT_ISA_BEST; isa >= NRT_ISA_BASELINE; isa--) {
+    if ((int)nrt_kernels_isa() < isa && isa != NRT_ISA_BASELINE) continue;
+    nrt_kernels_limit_isa((nrt_isa)isa);
+    memset(c, 0, sizeof c);
+    CHECK_OK(nrt_launch_run(&l));
+    CHECK(memcmp(c, want, sizeof c) == 0);
+  }
+  nrt_kernels_limit_isa(NRT_ISA_BEST);
+  /* row 1 is 257 * (1, 2, 3, ...): 257 and 514 are ties, to even */
+  CHECK(want[0] == 0x437f && want[N] == 0x4380 && want[N + 1] == 0x4400 && want[2 * N] == 0x7fc0);
+}
+
 int main(void) {
   RUN_TEST(test_gemm_shapes);
   RUN_TEST(test_gemm_bias_alpha_beta);
@@ -282,5 +388,8 @@ int main(void) {
   RUN_TEST(test_gemm_beta_zero_and_empty_k);
   RUN_TEST(test_gemm_int);
   RUN_TEST(test_gemm_large);
+  RUN_TEST(test_gemm_strided_kernel);
+  RUN_TEST(test_gemm_direct_operands);
+  RUN_TEST(test_gemm_bf16_store_rounding);
   return TEST_RESULT();
 }

@@ -46,6 +46,28 @@ enum { NRT_GEMM_MR512 = 14, NRT_GEMM_NR512 = 32 };
  * contiguous; 32 columns of B whose units are contiguous. */
 void nrt_gemm_pack_a14_avx512(const void *const *rows, int64_t kc, void *panel);
 void nrt_gemm_pack_b32_avx512(const void *const *cols, int64_t kc, void *panel);
+/* The 14 x 32 float32 kernel over strided operands, any rows x cols block
+ * (rows <= 14, cols <= 32; gemm_ukernel_avx512_strided.c):
+ *   c[i * ldc + j] = (accumulate ? c[i * ldc + j] : 0) + alpha * sum_k a[i * rsa + k * csa] * b[k * ldb + j]
+ * for i < rows, j < cols; csa == 1 or rsa == 1 (strides in floats). A
+ * packed A panel is rsa = 1, csa = 14; a packed B panel is ldb = 32.
+ * nrt_gemm_ukernel_strided_ref is the plain loop it must agree with. */
+void nrt_gemm_ukernel_avx512_strided(int rows, int cols, int64_t kc, const float *a, int64_t rsa, int64_t csa,
+                                     const float *b, int64_t ldb, float *c, int64_t ldc, float alpha,
+                                     int accumulate);
+/* The bfloat16 pair version for row-major bfloat16 A: A(i, pair kp) is the
+ * 32-bit unit a[i * rsa + kp] (rsa in units; the row stride must be a
+ * multiple of 4 bytes and the pairs 4-byte aligned), B a packed pair
+ * panel; kpairs pairs of k. */
+void nrt_gemm_ukernel_avx512_bf16_strided(int rows, int cols, int64_t kpairs, const float *a, int64_t rsa,
+                                          const float *b, float *c, int64_t ldc, float alpha, int accumulate);
+void nrt_gemm_ukernel_strided_ref(int rows, int cols, int64_t kc, const float *a, int64_t rsa, int64_t csa,
+                                  const float *b, int64_t ldb, float *c, int64_t ldc, float alpha, int accumulate);
+
+/* float32 panels for the 14 x 32 kernel from lanes contiguous for each k
+ * (column-major A, row-major B); sk is the byte step per k. */
+void nrt_gemm_pack_a14_lanes_avx512(const char *base, int64_t sk, int64_t kc, float *panel);
+void nrt_gemm_pack_b32_lanes_avx512(const char *base, int64_t sk, int64_t kc, float *panel);
 /* Pairs of bfloat16 from column-major A / row-major B (see
  * gemm_ukernel_avx512_bf16.c). */
 void nrt_gemm_pack_a14_bf16_cols_avx512(const char *a, int64_t sk, int64_t kpairs, void *panel);
@@ -56,6 +78,10 @@ void nrt_gemm_pack_b32_bf16_rows_avx512(const char *b, int64_t sk, int64_t kpair
  * (w = nr columns). The AVX-512 kernel's panels go through its in-register
  * transposes. */
 void nrt_gemm_pack_full(const nrt_gemm_ukernel *uk, bool is_a, const float *const *lanes, int64_t kc, float *panel);
+
+/* A full float32 panel of `uk` from w lanes that are contiguous for each
+ * k: panel[k * w + i] = ((const float *)(base + k * sk))[i]. */
+void nrt_gemm_pack_lanes(const nrt_gemm_ukernel *uk, bool is_a, const char *base, int64_t sk, int64_t kc, float *panel);
 
 /* One micro-kernel call for a rows x cols block of C (at most MR x NR):
  * straight into C when the block is full, else through `edge` (MR * NR
@@ -78,7 +104,14 @@ static inline void nrt_gemm_ukernel_block(const nrt_gemm_ukernel *uk, int64_t kc
  * end as c = alpha * acc, plus c when accumulating. Inlined so that they
  * stay in registers. */
 NRT_TARGET_AVX512 static inline __attribute__((always_inline)) void
-nrt_gemm_zero_14x32_avx512(__m512 acc[NRT_GEMM_MR512][2]) {
+nrt_gemm_zero_14x32_avx512(__m512 acc[NRT_GEMM_MR512][2], const float *c, int64_t ldc) {
+  /* The C block is touched only after the k loop; asking for its lines now
+   * hides their latency (C is often in L3 or beyond for large tiles). */
+#pragma GCC unroll 14
+  for (int i = 0; i < NRT_GEMM_MR512; i++) {
+    _mm_prefetch((const char *)(c + i * ldc), _MM_HINT_T0);
+    _mm_prefetch((const char *)(c + i * ldc + 16), _MM_HINT_T0);
+  }
 #pragma GCC unroll 14
   for (int i = 0; i < NRT_GEMM_MR512; i++) {
     acc[i][0] = _mm512_setzero_ps();

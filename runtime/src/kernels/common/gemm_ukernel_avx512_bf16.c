@@ -50,7 +50,7 @@ NRT_TARGET_AVX512_BF16 static void ukernel_avx512_bf16(int64_t kc, const float *
                                                        float *c, int64_t ldc, float alpha,
                                                        int accumulate) {
   __m512 acc[MR512][2];
-  nrt_gemm_zero_14x32_avx512(acc);
+  nrt_gemm_zero_14x32_avx512(acc, c, ldc);
   for (int64_t k = 0; k < kc; k++) {
     __m512bh b0 = (__m512bh)_mm512_load_ps(b), b1 = (__m512bh)_mm512_load_ps(b + 16);
     _mm_prefetch((const char *)(b + 8 * NR512), _MM_HINT_T0);
