@@ -74,8 +74,13 @@ NRT_TARGET_AVX512 static void ikernel_avx512(int64_t ntaps, const itap *taps, in
     const float *r[IMR];
     for (int i = 0; i < IMR; i++) r[i] = tp->row[i];
     int64_t o = 0;
+    /* Channel-strided rows (NCHW) are as many streams as channels, more
+     * than the hardware prefetchers follow: fetch the line the next tile
+     * reads in each channel. Channel-innermost rows are sequential. */
+    const float *pf = cs == 1 ? NULL : r[IMR - 1] + IMR;
     for (int64_t ci = 0; ci < cig; ci++, o += cs, w += INR) {
       __m512 b0 = _mm512_load_ps(w), b1 = _mm512_load_ps(w + 16);
+      if (pf) _mm_prefetch((const char *)(pf + o), _MM_HINT_T0);
 #pragma GCC unroll 14
       for (int i = 0; i < IMR; i++) {
         __m512 av = _mm512_set1_ps(r[i][o]);
@@ -89,6 +94,74 @@ NRT_TARGET_AVX512 static void ikernel_avx512(int64_t ntaps, const itap *taps, in
 
 typedef void (*ikernel_fn)(int64_t ntaps, const itap *taps, int64_t cig, const float *wp, float *out);
 
+/* ---- tile input and output in NCHW ---------------------------------------
+ * With channels strided, a tap whose rows partly read padding is gathered
+ * into a panel gp[ci][14], and the result of a tile is 32 channel rows of
+ * 14 pixels. When the tile's pixels are consecutive in memory these move
+ * 14 lanes at a time (masked; plain loops beside them). */
+
+/* gp[ci * 14 + i] = lane i of mask ? src[ci * cs + i] : 0 for ci < cig;
+ * gp has 2 floats of slack past its end (each row writes 16). */
+static void gather_rows_portable(const float *src, int64_t cs, uint32_t mask, int64_t cig, float *gp) {
+  for (int64_t ci = 0; ci < cig; ci++)
+    for (int i = 0; i < IMR; i++) gp[ci * IMR + i] = mask >> i & 1 ? src[ci * cs + i] : 0.0f;
+}
+
+NRT_TARGET_AVX512 static void gather_rows_avx512(const float *src, int64_t cs, uint32_t mask, int64_t cig,
+                                                 float *gp) {
+  for (int64_t ci = 0; ci < cig; ci++)
+    _mm512_storeu_ps(gp + ci * IMR, _mm512_maskz_loadu_ps((__mmask16)mask, src + ci * cs));
+}
+
+/* y0[j * ycs + i] = out[i * 32 + j] + bias[j] for rows i < nrows, columns
+ * j < ncol. */
+static void store_cols_portable(const float *out, const float *bias, int64_t nrows, int64_t ncol, float *y0,
+                                int64_t ycs) {
+  for (int64_t j = 0; j < ncol; j++)
+    for (int64_t i = 0; i < nrows; i++) y0[j * ycs + i] = out[i * INR + j] + bias[j];
+}
+
+/* In-register 16 x 16 transpose: r[i] holds row i; afterwards r[c] holds
+ * column c (32-bit, then 64-bit interleaves within 128-bit lanes, then
+ * two rounds of lane shuffles). */
+NRT_TARGET_AVX512 static inline void transpose16(__m512 r[16]) {
+  __m512 t[16];
+  for (int i = 0; i < 16; i += 2) {
+    t[i] = _mm512_unpacklo_ps(r[i], r[i + 1]);
+    t[i + 1] = _mm512_unpackhi_ps(r[i], r[i + 1]);
+  }
+  for (int i = 0; i < 16; i += 4) {
+    __m512d a = _mm512_castps_pd(t[i]), b = _mm512_castps_pd(t[i + 1]);
+    __m512d c = _mm512_castps_pd(t[i + 2]), d = _mm512_castps_pd(t[i + 3]);
+    r[i] = _mm512_castpd_ps(_mm512_unpacklo_pd(a, c));
+    r[i + 1] = _mm512_castpd_ps(_mm512_unpackhi_pd(a, c));
+    r[i + 2] = _mm512_castpd_ps(_mm512_unpacklo_pd(b, d));
+    r[i + 3] = _mm512_castpd_ps(_mm512_unpackhi_pd(b, d));
+  }
+  /* r[4g + j]: 128-bit lane L holds column 4L + j of rows 4g .. 4g + 3 */
+  for (int j = 0; j < 4; j++) {
+    __m512 u01 = _mm512_shuffle_f32x4(r[j], r[4 + j], 0x44), w01 = _mm512_shuffle_f32x4(r[8 + j], r[12 + j], 0x44);
+    __m512 u23 = _mm512_shuffle_f32x4(r[j], r[4 + j], 0xee), w23 = _mm512_shuffle_f32x4(r[8 + j], r[12 + j], 0xee);
+    t[j] = _mm512_shuffle_f32x4(u01, w01, 0x88);
+    t[4 + j] = _mm512_shuffle_f32x4(u01, w01, 0xdd);
+    t[8 + j] = _mm512_shuffle_f32x4(u23, w23, 0x88);
+    t[12 + j] = _mm512_shuffle_f32x4(u23, w23, 0xdd);
+  }
+  for (int i = 0; i < 16; i++) r[i] = t[i];
+}
+
+NRT_TARGET_AVX512 static void store_cols_avx512(const float *out, const float *bias, int64_t nrows, int64_t ncol,
+                                                float *y0, int64_t ycs) {
+  __mmask16 m = (__mmask16)((1u << nrows) - 1);
+  for (int64_t h = 0; h < ncol; h += 16) {
+    __m512 r[16];
+    for (int i = 0; i < 16; i++) r[i] = i < IMR ? _mm512_loadu_ps(out + i * INR + h) : _mm512_setzero_ps();
+    transpose16(r);
+    for (int64_t c = 0; c < 16 && h + c < ncol; c++)
+      _mm512_mask_storeu_ps(y0 + (h + c) * ycs, m, _mm512_add_ps(r[c], _mm512_set1_ps(bias[h + c])));
+  }
+}
+
 typedef struct iplan {
   nrt_conv_geom g;           /* the convolution computed (the transposed one for an input gradient) */
   bool transposed;           /* weights W[co][ci][t] of the launch are read as W[ci][co][flip t] */
@@ -101,6 +174,8 @@ typedef struct iplan {
   int64_t npan, ntile;       /* 32-channel panels and 14-pixel tiles per group */
   bool finite;               /* every weight is finite */
   ikernel_fn kern;
+  void (*gather_rows)(const float *src, int64_t cs, uint32_t mask, int64_t cig, float *gp);
+  void (*store_cols)(const float *out, const float *bias, int64_t nrows, int64_t ncol, float *y0, int64_t ycs);
   _Atomic int failed;
 } iplan;
 
@@ -153,16 +228,17 @@ static void itiles(void *ctx, int64_t begin, int64_t end) {
   iplan *p = ctx;
   const nrt_conv_geom *g = &p->g;
   const int64_t Cig = g->Cig, KK = g->KK, NL = g->N * g->L, cs = p->xs[1];
-  /* taps, a gathered panel per tap, the tile's result */
+  /* taps, a gathered panel per tap (with slack), the tile's result, a zero row */
   nrt_conv_bufs b;
-  int64_t sizes[3] = {nrt_cdiv(KK * (int64_t)sizeof(itap), 4), KK * Cig * IMR, IMR * INR};
+  int64_t sizes[4] = {nrt_cdiv(KK * (int64_t)sizeof(itap), 4), KK * Cig * IMR + 16, IMR * INR, Cig};
   nrt_conv_plan bp = {.g = g, .l = p->l};
-  if (!nrt_conv_bufs_alloc(&bp, &b, 3, sizes)) {
+  if (!nrt_conv_bufs_alloc(&bp, &b, 4, sizes)) {
     p->failed = 1;
     return;
   }
   itap *taps = (itap *)b.b[0];
-  float *gather = b.b[1], *out = b.b[2];
+  float *gather = b.b[1], *out = b.b[2], *zero = b.b[3];
+  memset(zero, 0, sizeof(float) * (size_t)Cig);
   for (int64_t u = begin; u < end; u++) {
     int64_t grp = u / p->ntile, q0 = u % p->ntile * IMR, nrows = nrt_min_i64(IMR, NL - q0);
     /* each row's image base, output address and first input coordinates */
@@ -182,6 +258,10 @@ static void itiles(void *ctx, int64_t begin, int64_t end) {
       int64_t k[3] = {t / (g->K[1] * g->K[2]), t / g->K[2] % g->K[1], t % g->K[2]};
       itap *tp = &taps[ntaps];
       int nvalid = 0;
+      uint32_t mask = 0;
+      /* each row's input offset from x, valid or not (so that a row of
+       * consecutive pixels shows as offsets v0 + i) */
+      int64_t voff[IMR];
       for (int64_t i = 0; i < IMR; i++) {
         bool ok = i < nrows;
         int64_t off = 0;
@@ -190,27 +270,35 @@ static void itiles(void *ctx, int64_t begin, int64_t end) {
           ok = ok && c >= 0 && c < g->I[d];
           off += c * p->xs[2 + d];
         }
-        tp->row[i] = ok ? xb[i] + off : NULL;
+        voff[i] = (xb[i] - p->x) + off;
+        tp->row[i] = ok ? p->x + voff[i] : NULL;
         nvalid += ok;
+        mask |= (uint32_t)ok << i;
       }
       if (nvalid == 0 && p->finite) continue;
       tp->tap = t;
       tp->cs = cs;
-      if (nvalid < IMR) {
+      if (nvalid < IMR && cs == 1) {
+        /* channels innermost: a row in the padding reads a zero row */
+        for (int64_t i = 0; i < IMR; i++)
+          if (!tp->row[i]) tp->row[i] = zero;
+      } else if (nvalid < IMR) {
         /* some rows read padding (or lie past the last pixel): this tap's
          * values gathered with zeros, rows at gather + i, step 14 */
         float *gp = gather + t * Cig * IMR;
-        for (int64_t i = 0; i < IMR; i++) {
-          const float *r = tp->row[i];
-          if (r && cs == 1) {
-            for (int64_t ci = 0; ci < Cig; ci++) gp[ci * IMR + i] = r[ci];
-          } else if (r) {
-            for (int64_t ci = 0; ci < Cig; ci++) gp[ci * IMR + i] = r[ci * cs];
-          } else {
-            for (int64_t ci = 0; ci < Cig; ci++) gp[ci * IMR + i] = 0.0f;
+        bool consecutive = true;
+        for (int64_t i = 1; i < nrows; i++) consecutive = consecutive && voff[i] == voff[0] + i;
+        if (consecutive) {
+          /* lanes outside the mask are never read: the address may lie
+           * before x (it is formed from an integer for that reason) */
+          p->gather_rows((const float *)((uintptr_t)p->x + (uintptr_t)voff[0] * sizeof(float)), cs, mask, Cig, gp);
+        } else {
+          for (int64_t i = 0; i < IMR; i++) {
+            const float *r = tp->row[i];
+            for (int64_t ci = 0; ci < Cig; ci++) gp[ci * IMR + i] = r ? r[ci * cs] : 0.0f;
           }
-          tp->row[i] = gp + i;
         }
+        for (int64_t i = 0; i < IMR; i++) tp->row[i] = gp + i;
         tp->cs = IMR;
       }
       ntaps++;
@@ -228,9 +316,13 @@ static void itiles(void *ctx, int64_t begin, int64_t end) {
           for (int64_t j = 0; j < ncol; j++) yr[j] = out[i * INR + j] + bias[j];
         }
       } else {
-        for (int64_t j = 0; j < ncol; j++) {
-          float bv = bias[j];
-          for (int64_t i = 0; i < nrows; i++) yb[i][(co0 + j) * ycs] = out[i * INR + j] + bv;
+        bool consecutive = true;
+        for (int64_t i = 1; i < nrows; i++) consecutive = consecutive && yb[i] == yb[0] + i;
+        if (consecutive) {
+          p->store_cols(out, bias, nrows, ncol, yb[0] + co0 * ycs, ycs);
+        } else {
+          for (int64_t j = 0; j < ncol; j++)
+            for (int64_t i = 0; i < nrows; i++) yb[i][(co0 + j) * ycs] = out[i * INR + j] + bias[j];
         }
       }
     }
@@ -281,7 +373,10 @@ nrt_status nrt_conv_implicit(const nrt_conv_geom *g, const nrt_launch *l) {
     p.xs[i] = in->strides[i] / 4;
     p.ys[i] = out->strides[i] / 4;
   }
-  p.kern = nrt_kernels_isa() >= NRT_ISA_AVX512 ? ikernel_avx512 : ikernel_portable;
+  bool avx512 = nrt_kernels_isa() >= NRT_ISA_AVX512;
+  p.kern = avx512 ? ikernel_avx512 : ikernel_portable;
+  p.gather_rows = avx512 ? gather_rows_avx512 : gather_rows_portable;
+  p.store_cols = avx512 ? store_cols_avx512 : store_cols_portable;
   p.npan = nrt_cdiv(p.g.Cog, INR);
   p.ntile = nrt_cdiv(p.g.N * p.g.L, IMR);
   p.finite = weights_finite(g, &l->operands[2]);
