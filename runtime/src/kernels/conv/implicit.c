@@ -42,6 +42,9 @@ enum { IMR = NRT_GEMM_MR512, INR = NRT_GEMM_NR512 };
 typedef struct itap {
   const float *row[IMR];
   int64_t cs, tap;
+  /* a line to prefetch per channel step, at pf + ci * pfstep (NULL: none) */
+  const float *pf;
+  int64_t pfstep;
 } itap;
 
 /* out[i][j] = sum over taps and ci of row[i][ci * cs] * w[tap][ci][j]:
@@ -74,13 +77,11 @@ NRT_TARGET_AVX512 static void ikernel_avx512(int64_t ntaps, const itap *taps, in
     const float *r[IMR];
     for (int i = 0; i < IMR; i++) r[i] = tp->row[i];
     int64_t o = 0;
-    /* Channel-strided rows (NCHW) are as many streams as channels, more
-     * than the hardware prefetchers follow: fetch the line the next tile
-     * reads in each channel. Channel-innermost rows are sequential. */
-    const float *pf = cs == 1 ? NULL : r[IMR - 1] + IMR;
+    const float *pf = tp->pf;
+    const int64_t pfstep = tp->pfstep;
     for (int64_t ci = 0; ci < cig; ci++, o += cs, w += INR) {
       __m512 b0 = _mm512_load_ps(w), b1 = _mm512_load_ps(w + 16);
-      if (pf) _mm_prefetch((const char *)(pf + o), _MM_HINT_T0);
+      if (pf) _mm_prefetch((const char *)(pf + ci * pfstep), _MM_HINT_T0);
 #pragma GCC unroll 14
       for (int i = 0; i < IMR; i++) {
         __m512 av = _mm512_set1_ps(r[i][o]);
@@ -278,6 +279,15 @@ static void itiles(void *ctx, int64_t begin, int64_t end) {
       if (nvalid == 0 && p->finite) continue;
       tp->tap = t;
       tp->cs = cs;
+      /* The next tile's input, a channel step at a time: with channels
+       * strided (NCHW) there are as many streams as channels, more than the
+       * hardware prefetchers follow, so the next tile's last pixel in each
+       * channel; with channels innermost the 14 rows after the
+       * tile's, 16 floats a step (about 14 rows of Cig in Cig steps). Both
+       * guesses are for consecutive pixels; a wrong one costs a prefetch. */
+      int64_t ahead = (cs == 1 ? 1 : IMR) * g->S[2] * p->xs[4];
+      tp->pf = (const float *)((uintptr_t)p->x + (uintptr_t)(voff[IMR - 1] + ahead) * sizeof(float));
+      tp->pfstep = cs == 1 ? 16 : cs;
       if (nvalid < IMR && cs == 1) {
         /* channels innermost: a row in the padding reads a zero row */
         for (int64_t i = 0; i < IMR; i++)
@@ -300,6 +310,7 @@ static void itiles(void *ctx, int64_t begin, int64_t end) {
         }
         for (int64_t i = 0; i < IMR; i++) tp->row[i] = gp + i;
         tp->cs = IMR;
+        tp->pf = NULL;
       }
       ntaps++;
     }
