@@ -616,6 +616,7 @@ static void test_conv_nonfinite_padding(void) {
       C2(1, 1, 5, 2, 4, 4, 3, 3, 1, 1, 2, false),  /* dilation */
       C2(1, 1, 8, 2, 2, 3, 3, 3, 1, 2, 1, true),   /* more padding than input */
       C2(2, 1, 6, 4, 5, 5, 3, 3, 1, 0, 1, true),   /* no padding: nothing beyond the in-bounds products */
+      C2(2, 1, 32, 3, 5, 6, 3, 3, 1, 1, 1, false), /* weight grad reading channels-last dy in place */
   };
   nrt_dtype dts[] = {NRT_FLOAT32, NRT_BFLOAT16, NRT_FLOAT16, NRT_FLOAT64};
   for (size_t d = 0; d < 4; d++)

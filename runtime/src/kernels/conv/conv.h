@@ -7,6 +7,7 @@
  *   backward_weight.c  weight gradient as a GEMM
  *   implicit.c         float32 forward and stride-1 input gradient as an
  *                      implicit GEMM over activation pointers
+ *   implicit_weight.c  float32 weight gradient the same way
  *   direct.c           all three passes for few output channels per group
  *   reference.c        all three passes as plain loop nests
  * See conv.c for the method. */
@@ -37,6 +38,10 @@ nrt_status nrt_conv_direct(const nrt_conv_geom *g, const nrt_launch *l);        
  * finite weights), and the launch through it. */
 bool nrt_conv_implicit_applies(const nrt_conv_geom *g, const nrt_launch *l);
 nrt_status nrt_conv_implicit(const nrt_conv_geom *g, const nrt_launch *l);
+/* implicit_weight.c: the same for the weight gradient (float32 operands,
+ * AVX-512 or baseline ISA). */
+bool nrt_conv_implicit_weight_applies(const nrt_conv_geom *g, const nrt_launch *l);
+nrt_status nrt_conv_implicit_weight(const nrt_conv_geom *g, const nrt_launch *l);
 nrt_status nrt_conv_reference(const nrt_conv_geom *g, const nrt_launch *l, bool ints); /* reference.c */
 
 /* ---- addressing ------------------------------------------------------------ */
