@@ -124,6 +124,12 @@ build/bench_bandwidth: benchmarks/bench_bandwidth.c build/libnrt.a
 	@mkdir -p build
 	$(CC) $(CFLAGS) $< build/libnrt.a -lm -o $@
 
+# The convolution kernels against an FMA peak timed in the same run
+# (benchmarks/bench_conv.c); a tool, not part of `make test`.
+build/bench_conv: benchmarks/bench_conv.c build/libnrt.a
+	@mkdir -p build
+	$(CC) $(CFLAGS) $< build/libnrt.a -lm -o $@
+
 # Baseline x86-64 build: the AVX2/AVX-512/AVX512_BF16 loops carry target
 # attributes and run only where the CPU has them.
 build/peak: benchmarks/peak.c

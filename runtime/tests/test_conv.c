@@ -18,6 +18,25 @@ static void tensor_make(tensor *t, const int64_t shape[5], bool channels_last, n
   for (int64_t i = 0; i < t->numel; i++) nrt_test_put(t->data, dt, i, nrt_test_urand());
 }
 
+/* The same with gaps everywhere: the innermost dim (in memory order)
+ * steps by 2 elements and every outer stride adds one, so no dim is
+ * contiguous and pixels are never consecutive; numel counts the whole
+ * span, gaps included. */
+static void tensor_make_gapped(tensor *t, const int64_t shape[5], bool channels_last, nrt_dtype dt) {
+  static const int contiguous[5] = {0, 1, 2, 3, 4}, last[5] = {0, 2, 3, 4, 1};
+  const int *perm = channels_last ? last : contiguous;
+  int64_t s = 2;
+  for (int i = 4; i >= 0; i--) {
+    t->shape[perm[i]] = shape[perm[i]];
+    t->strides[perm[i]] = s;
+    s = s * shape[perm[i]] + 1;
+  }
+  t->numel = s;
+  t->dt = dt;
+  t->data = calloc((size_t)t->numel + 1, nrt_dtype_size(dt));
+  for (int64_t i = 0; i < t->numel; i++) nrt_test_put(t->data, dt, i, nrt_test_urand());
+}
+
 static void refill(tensor *t) {
   for (int64_t i = 0; i < t->numel; i++) nrt_test_put(t->data, t->dt, i, nrt_test_urand());
 }
@@ -28,6 +47,8 @@ typedef struct ccase {
   bool bias, channels_last;
   nrt_dtype dt;
   int64_t o_less; /* outputs fewer than the input allows along w (transposed conv output_padding) */
+  bool mixed;     /* y (and grad_y) in the other layout than x and w */
+  bool gapped;    /* every operand strided with gaps (tensor_make_gapped) */
 } ccase;
 
 
@@ -43,9 +64,10 @@ static double eps_of(nrt_dtype dt) {
  * output `out` (numel elements, dtype dt) within a tolerance for a sum of
  * `nred` products of values in [-1, 1]. */
 static void compare_paths(nrt_launch *l, tensor *out, int64_t nred, const char *what) {
-  size_t bytes = (size_t)out->numel * nrt_dtype_size(out->dt);
+  size_t bytes = (size_t)out->numel * nrt_dtype_size(out->dt), es = nrt_dtype_size(out->dt);
   void *ref = malloc(bytes + 8);
   nrt_kernels_set_reference(true);
+  memset(out->data, 0xff, bytes); /* gaps of a gapped output keep these bits on both paths */
   CHECK_OK(nrt_launch_run(l));
   nrt_kernels_set_reference(false);
   memcpy(ref, out->data, bytes);
@@ -58,7 +80,8 @@ static void compare_paths(nrt_launch *l, tensor *out, int64_t nred, const char *
     int bad = 0;
     for (int64_t i = 0; i < out->numel && bad < 3; i++) {
       double want = nrt_test_get(ref, out->dt, i), got = nrt_test_get(out->data, out->dt, i);
-      if (!(fabs(got - want) <= tol + 2 * eps_of(out->dt) * fabs(want))) {
+      bool same_bits = !memcmp((char *)ref + i * es, (char *)out->data + i * es, es);
+      if (!same_bits && !(fabs(got - want) <= tol + 2 * eps_of(out->dt) * fabs(want))) {
         fprintf(stderr, "%s isa%d [%lld]: got %g want %g\n", what, isa, (long long)i, got, want);
         bad++;
       }
@@ -83,10 +106,11 @@ static void run_case(const ccase *c) {
   int64_t ws[5] = {c->g * c->cog, c->cig, c->k[0], c->k[1], c->k[2]};
   int64_t bs[5] = {c->g * c->cog > c->g * c->cig ? c->g * c->cog : c->g * c->cig, 1, 1, 1, 1};
   tensor x, y, w, b;
-  tensor_make(&x, xs, c->channels_last, c->dt);
-  tensor_make(&y, ys, c->channels_last, c->dt);
-  tensor_make(&w, ws, c->channels_last, c->dt);
-  tensor_make(&b, bs, false, c->dt);
+  void (*make)(tensor *, const int64_t *, bool, nrt_dtype) = c->gapped ? tensor_make_gapped : tensor_make;
+  make(&x, xs, c->channels_last, c->dt);
+  make(&y, ys, c->channels_last != c->mixed, c->dt);
+  make(&w, ws, c->channels_last, c->dt);
+  make(&b, bs, false, c->dt);
   nrt_launch l;
   memset(&l, 0, sizeof l);
   l.ndim = 13;
@@ -102,11 +126,11 @@ static void run_case(const ccase *c) {
   l.compute_dtype = c->dt;
   int64_t kk = c->k[0] * c->k[1] * c->k[2];
   char what[160];
-  snprintf(what, sizeof what, "conv n%lld g%lld %lld->%lld i%lldx%lldx%lld k%lldx%lldx%lld s%lld p%lld d%lld %s%s",
+  snprintf(what, sizeof what, "conv n%lld g%lld %lld->%lld i%lldx%lldx%lld k%lldx%lldx%lld s%lld p%lld d%lld %s%s%s%s",
            (long long)c->n, (long long)c->g, (long long)c->cig, (long long)c->cog, (long long)c->i[0],
            (long long)c->i[1], (long long)c->i[2], (long long)c->k[0], (long long)c->k[1], (long long)c->k[2],
            (long long)c->s[2], (long long)c->p[2], (long long)c->d[2], nrt_dtype_name(c->dt),
-           c->channels_last ? " cl" : "");
+           c->channels_last ? " cl" : "", c->mixed ? " mixed" : "", c->gapped ? " gapped" : "");
 
   /* forward: y = conv(x, w) + b */
   l.op = NRT_OP(CONV);
@@ -184,6 +208,42 @@ static void test_conv_1d_3d(void) {
   b.g = 3;
   b.cog = 2;
   run_case(&b);
+}
+
+/* The float32 implicit GEMM (implicit.c) and its edges: 14-pixel tiles
+ * across rows and images, taps partly and wholly in the padding, 32-channel
+ * panels with tails, the input gradient as a transposed convolution
+ * (stride 1, padding up to D (K - 1); beyond that the col2im path), each
+ * in NCHW, channels-last, mixed layouts and gapped strides (rows never
+ * consecutive: the scalar gathers and stores). */
+static void test_conv_implicit(void) {
+  ccase cases[] = {
+      C2(3, 1, 40, 9, 5, 6, 3, 3, 1, 1, 1, true),    /* tiles span rows and images */
+      C2(2, 1, 70, 33, 14, 28, 3, 3, 1, 1, 1, true), /* whole-row tiles, 3 panels with a tail */
+      C2(2, 2, 5, 6, 9, 10, 3, 3, 1, 2, 2, false),   /* groups, dilation: taps wholly in the padding */
+      C2(1, 1, 16, 20, 9, 7, 1, 1, 1, 1, 1, true),   /* 1x1, padding 1 > D (K - 1): col2im for grad */
+      C2(2, 1, 12, 7, 11, 13, 5, 3, 1, 0, 1, false), /* no padding, uneven kernel */
+      C2(1, 1, 9, 4, 15, 15, 3, 3, 2, 1, 1, true),   /* stride 2: rows 2 apart */
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
+    for (int v = 0; v < 5; v++) {
+      ccase c = cases[i];
+      c.channels_last = v & 1;
+      c.mixed = v >= 2 && v < 4;
+      c.gapped = v == 4;
+      run_case(&c);
+    }
+  /* the input gradient's transposed convolution with fewer outputs than
+   * the input allows (output_padding 1, below the dilation) */
+  ccase s = C2(2, 1, 6, 4, 7, 22, 3, 3, 1, 1, 2, true);
+  s.o_less = 1;
+  run_case(&s);
+  s.channels_last = true;
+  run_case(&s);
+  /* 3-d, channels-last */
+  ccase d3 = {.n = 2, .g = 1, .cog = 34, .cig = 5, .i = {4, 5, 6}, .k = {3, 3, 3}, .s = {1, 1, 1},
+              .p = {1, 1, 1}, .d = {1, 1, 1}, .bias = true, .dt = NRT_FLOAT32, .channels_last = true};
+  run_case(&d3);
 }
 
 /* A transposed convolution with output_padding >= stride (allowed while
@@ -556,6 +616,7 @@ static void test_conv_nonfinite_padding(void) {
       C2(1, 1, 5, 2, 4, 4, 3, 3, 1, 1, 2, false),  /* dilation */
       C2(1, 1, 8, 2, 2, 3, 3, 3, 1, 2, 1, true),   /* more padding than input */
       C2(2, 1, 6, 4, 5, 5, 3, 3, 1, 0, 1, true),   /* no padding: nothing beyond the in-bounds products */
+      C2(2, 1, 32, 3, 5, 6, 3, 3, 1, 1, 1, false), /* weight grad reading channels-last dy in place */
   };
   nrt_dtype dts[] = {NRT_FLOAT32, NRT_BFLOAT16, NRT_FLOAT16, NRT_FLOAT64};
   for (size_t d = 0; d < 4; d++)
@@ -585,6 +646,7 @@ int main(void) {
   RUN_TEST(test_conv_validation);
   RUN_TEST(test_conv2d_shapes);
   RUN_TEST(test_conv_1d_3d);
+  RUN_TEST(test_conv_implicit);
   RUN_TEST(test_conv_dtypes);
   RUN_TEST(test_conv_short_output);
   RUN_TEST(test_conv_integer);

@@ -283,6 +283,8 @@ nrt_status nrt_conv_execute(const nrt_launch *l) {
   bool degenerate = g.Kdim == 0 || g.L == 0 || g.N == 0 || g.Cog == 0;
   if (degenerate || ints || nrt_kernels_reference()) return nrt_conv_reference(&g, l, ints);
   if (g.Cog <= DIRECT_MAX_COG) return nrt_conv_direct(&g, l);
+  if (nrt_conv_implicit_applies(&g, l)) return nrt_conv_implicit(&g, l);
+  if (nrt_conv_implicit_weight_applies(&g, l)) return nrt_conv_implicit_weight(&g, l);
   switch ((int)l->op) {
   case NRT_OP(CONV): return nrt_conv_forward(&g, l);
   case NRT_OP(CONV_BACKWARD_INPUT): return nrt_conv_backward_input(&g, l);

@@ -5,6 +5,9 @@
  *   forward.c          forward as a GEMM over im2col panels
  *   backward_input.c   input gradient as a GEMM, then col2im
  *   backward_weight.c  weight gradient as a GEMM
+ *   implicit.c         float32 forward and stride-1 input gradient as an
+ *                      implicit GEMM over activation pointers
+ *   implicit_weight.c  float32 weight gradient the same way
  *   direct.c           all three passes for few output channels per group
  *   reference.c        all three passes as plain loop nests
  * See conv.c for the method. */
@@ -30,6 +33,15 @@ nrt_status nrt_conv_forward(const nrt_conv_geom *g, const nrt_launch *l);       
 nrt_status nrt_conv_backward_input(const nrt_conv_geom *g, const nrt_launch *l);  /* backward_input.c */
 nrt_status nrt_conv_backward_weight(const nrt_conv_geom *g, const nrt_launch *l); /* backward_weight.c */
 nrt_status nrt_conv_direct(const nrt_conv_geom *g, const nrt_launch *l);          /* direct.c */
+/* implicit.c: whether the implicit GEMM takes this launch (float32 operands,
+ * AVX-512 or baseline ISA; forward, or a stride-1 input gradient with
+ * finite weights), and the launch through it. */
+bool nrt_conv_implicit_applies(const nrt_conv_geom *g, const nrt_launch *l);
+nrt_status nrt_conv_implicit(const nrt_conv_geom *g, const nrt_launch *l);
+/* implicit_weight.c: the same for the weight gradient (float32 operands,
+ * AVX-512 or baseline ISA). */
+bool nrt_conv_implicit_weight_applies(const nrt_conv_geom *g, const nrt_launch *l);
+nrt_status nrt_conv_implicit_weight(const nrt_conv_geom *g, const nrt_launch *l);
 nrt_status nrt_conv_reference(const nrt_conv_geom *g, const nrt_launch *l, bool ints); /* reference.c */
 
 /* ---- addressing ------------------------------------------------------------ */
@@ -120,6 +132,17 @@ void nrt_conv_w_row(const nrt_conv_geom *g, const nrt_operand *w, int64_t o, int
 /* Weight row o as a float32 array when the taps are one unit-stride run
  * (standard layouts); NULL otherwise. */
 const float *nrt_conv_w_row_f32(const nrt_conv_geom *g, const nrt_operand *w, int64_t o);
+
+/* Whether any of v[0..n) is NaN or infinite (exponent all ones), branch-free. */
+static inline bool nrt_conv_any_nonfinite(const float *v, int64_t n) {
+  uint32_t acc = 0;
+  for (int64_t i = 0; i < n; i++) {
+    uint32_t u;
+    memcpy(&u, v + i, sizeof u);
+    acc |= (u & 0x7f800000u) + 0x00800000u;
+  }
+  return acc & 0x80000000u;
+}
 
 /* Element i of a 1-d operand (the bias) as float. */
 static inline float nrt_conv_load1(const nrt_operand *o, int64_t i) {

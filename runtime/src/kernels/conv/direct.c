@@ -53,17 +53,6 @@ static void planes_fill(float *buf, int64_t nc, int64_t npix, const nrt_operand 
  * pass over values already loaded, so finite launches pay next to
  * nothing. */
 
-/* Whether any of v[0..n) is NaN or infinite (exponent all ones), branch-free. */
-static bool any_nonfinite(const float *v, int64_t n) {
-  uint32_t acc = 0;
-  for (int64_t i = 0; i < n; i++) {
-    uint32_t u;
-    memcpy(&u, v + i, sizeof u);
-    acc |= (u & 0x7f800000u) + 0x00800000u;
-  }
-  return acc & 0x80000000u;
-}
-
 /* Whether tap t of output pixel p reads the padding. */
 static bool tap_padded(const nrt_conv_geom *g, const nrt_conv_tap *t, int64_t p) {
   int64_t od = p / (g->O[1] * g->O[2]), r = p - od * g->O[1] * g->O[2], oh = r / g->O[2], ow = r - oh * g->O[2];
@@ -79,7 +68,7 @@ static bool has_padding(const nrt_conv_geom *g) { return g->P[0] > 0 || g->P[1] 
  * weight wrow[kk] falls in the padding. */
 static void poison_outputs(const nrt_conv_geom *g, const float *wrow, float *y) {
   for (int64_t kk = 0; kk < g->Kdim; kk++) {
-    if (!any_nonfinite(wrow + kk, 1)) continue;
+    if (!nrt_conv_any_nonfinite(wrow + kk, 1)) continue;
     nrt_conv_tap t;
     nrt_conv_tap_init(g, kk, &t);
     for (int64_t p = 0; p < g->L; p++)
@@ -91,7 +80,7 @@ static void poison_outputs(const nrt_conv_geom *g, const float *wrow, float *y) 
  * at an output whose gradient dy[p] (one plane) is non-finite. */
 static void poison_taps(const nrt_conv_geom *g, const float *dy, double *acc) {
   for (int64_t p = 0; p < g->L; p++) {
-    if (!any_nonfinite(dy + p, 1)) continue;
+    if (!nrt_conv_any_nonfinite(dy + p, 1)) continue;
     for (int64_t kk = 0; kk < g->Kdim; kk++) {
       nrt_conv_tap t;
       nrt_conv_tap_init(g, kk, &t);
@@ -152,7 +141,7 @@ static void direct_images(nrt_conv_plan *p, int64_t begin, int64_t end, bool bac
     }
     if (!backward && has_padding(g))
       for (int64_t co = 0; co < g->Cog; co++)
-        if (any_nonfinite(bw + co * g->Kdim, g->Kdim)) poison_outputs(g, bw + co * g->Kdim, by + co * g->L);
+        if (nrt_conv_any_nonfinite(bw + co * g->Kdim, g->Kdim)) poison_outputs(g, bw + co * g->Kdim, by + co * g->L);
     if (!backward) planes_io(out, g->O, n, grp * g->Cog, g->Cog, by, true);
     else planes_io(out, g->I, n, grp * g->Cig, g->Cig, bx, true);
   }
@@ -179,7 +168,7 @@ static void direct_bwdw(void *ctx, int64_t begin, int64_t end) {
     for (int64_t n = 0; n < g->N; n++) {
       planes_io(x, g->I, n, grp * g->Cig, g->Cig, bx, false);
       planes_io(gy, g->O, n, grp * g->Cog, g->Cog, by, false);
-      bool poison = has_padding(g) && any_nonfinite(by, g->Cog * g->L);
+      bool poison = has_padding(g) && nrt_conv_any_nonfinite(by, g->Cog * g->L);
       for (int64_t kk = 0; kk < g->Kdim; kk++) {
         nrt_conv_tap t;
         nrt_conv_tap_init(g, kk, &t);
