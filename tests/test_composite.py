@@ -41,3 +41,10 @@ def test_index_add_with_a_fractional_alpha_on_an_integer_tensor_computes():
     want = torch.index_add(empty, 1, torch.tensor([0]), empty, alpha=0.5)
     got = torch.index_add(empty.to("neuron"), 1, torch.tensor([0], device="neuron"), empty.to("neuron"), alpha=0.5)
     assert got.dtype == want.dtype and got.shape == want.shape
+
+
+def test_index_add_into_an_empty_self_is_a_no_op_like_the_cpu():
+    s, idx, src = torch.empty(0, 1, 1), torch.tensor([0]), torch.tensor([[[-3.0]]])
+    want = torch.index_add(s, 0, idx, src)
+    got = torch.index_add(s.to("neuron"), 0, idx.to("neuron"), src.to("neuron"))
+    assert got.shape == want.shape

@@ -64,6 +64,7 @@ Tensor index_add_into(Tensor, const Tensor &self, int64_t dim, const Tensor &ind
   dim = at::maybe_wrap_dim(dim, self.dim());
   TORCH_CHECK(index.dim() <= 1, "index_add_(): Index is supposed to be a vector");
   Tensor out = self.clone();
+  if (self.numel() == 0) return out;  // as the CPU's kernel: nothing to add into, no index checked
   // index_put_ requires self's dtype; a fractional alpha promotes the product
   auto scaled = [&](const Tensor &s) { return alpha.equal(1) ? s : s.mul(alpha).to(self.scalar_type()); };
   if (self.dim() == 0) {
