@@ -116,3 +116,8 @@ def test_index_put_mask_with_a_cpu_scalar_value_of_another_dtype_fills_like_the_
     want = x.clone().index_put_((m,), torch.tensor(5, dtype=torch.int64))
     got = x.to("neuron").index_put_((m.to("neuron"),), torch.tensor(5, dtype=torch.int64))
     assert torch.equal(got.cpu(), want)
+
+
+def test_index_select_from_an_empty_dim_raises_the_cpu_runtime_error():
+    raises_like_cpu(lambda d: torch.index_select(torch.empty(0, 1, 2, device=d), 0, torch.tensor([0], device=d)),
+                    RuntimeError)

@@ -236,6 +236,9 @@ Tensor index_select_fn(const Tensor &self, int64_t dim, const Tensor &index) {
   TORCH_CHECK_INDEX(index.dim() <= 1, "index_select(): Index is supposed to be a vector");
   TORCH_CHECK(index.scalar_type() == at::kLong || index.scalar_type() == at::kInt,
               "index_select(): Expected dtype int32 or int64 for index");
+  // The CPU's kernel: indices into an empty dim of a >1-d self are a RuntimeError of its own.
+  TORCH_CHECK(self.dim() <= 1 || index.numel() == 0 || self.size(dim) > 0,
+              "index_select(): self indexing axis dim should be positive");
   if (self.dim() == 0) {
     // A 0-dim input gives a 0-dim result (PyTorch treats it as size 1).
     c10::List<std::optional<Tensor>> l;
