@@ -69,7 +69,7 @@ static void ikernel_portable(int64_t ntaps, const itap *taps, int64_t cig, const
 NRT_TARGET_AVX512 static void ikernel_avx512(int64_t ntaps, const itap *taps, int64_t cig, const float *wp,
                                              float *out) {
   __m512 acc[IMR][2];
-  nrt_gemm_zero_14x32_avx512(acc);
+  nrt_gemm_zero_14x32_avx512(acc, out, INR);
   for (int64_t t = 0; t < ntaps; t++) {
     const itap *tp = &taps[t];
     const float *w = wp + tp->tap * cig * INR;

@@ -50,7 +50,7 @@ static void wkernel_portable(int64_t nseg, const wseg *segs, const float *const 
 NRT_TARGET_AVX512 static void wkernel_avx512(int64_t nseg, const wseg *segs, const float *const *row, int64_t as,
                                              const float *b, int64_t bs, float *c) {
   __m512 acc[WMR][2];
-  nrt_gemm_zero_14x32_avx512(acc);
+  nrt_gemm_zero_14x32_avx512(acc, c, WNR);
   for (int64_t s = 0; s < nseg; s++) {
     const float *r[WMR];
     for (int i = 0; i < WMR; i++) r[i] = row[i] + segs[s].xoff;
