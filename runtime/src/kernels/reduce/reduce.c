@@ -755,12 +755,11 @@ static void run_task(const red_plan *p, int64_t task) {
     feed_columns(p, s, nc, p->in + in_off, r0, r1);
   }
   for (int c = 0; c < nc; c++) {
+    /* vertical tiles are wider than s[] (only the non-vertical path uses it) */
     rstate vs;
-    const rstate *st = &s[c];
-    if (p->vertical) {
-      vert_state(p, &v, c, &vs);
-      st = &vs;
-    }
+    const rstate *st = &vs;
+    if (p->vertical) vert_state(p, &v, c, &vs);
+    else st = &s[c];
     if (p->chunks == 1) {
       int64_t o[2] = {out_off[0] + (c0 + c) * p->kout[0][p->nk - 1],
                       out_off[1] + (c0 + c) * p->kout[1][p->nk - 1]};
