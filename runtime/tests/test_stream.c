@@ -368,6 +368,54 @@ static void test_fork_child_uses_streams(void) {
   CHECK_OK(nrt_stream_synchronize(s));
 }
 
+/* NRT_TASK_RUN_IF_IDLE: on an idle stream the task runs on the caller's
+ * thread, before the enqueue returns, with a ticket; its failure is sticky
+ * (reported by the next synchronize, not by the enqueue); on a busy stream
+ * it is queued behind the earlier work like any task. */
+static pthread_t ran_on;
+static nrt_status note_thread(void *arg) {
+  (void)arg;
+  ran_on = pthread_self();
+  atomic_fetch_add(&run_count, 1);
+  return NRT_SUCCESS;
+}
+
+static nrt_status block_until_released(void *arg) {
+  while (!atomic_load((atomic_int *)arg)) nrt_test_sleep_ms(1);
+  return NRT_SUCCESS;
+}
+
+static void test_run_if_idle(void) {
+  nrt_stream *s;
+  CHECK_OK(nrt_stream_get(0, 5, &s));
+  CHECK_OK(nrt_stream_synchronize(s));
+  atomic_store(&run_count, 0);
+  atomic_store(&release_count, 0);
+  uint64_t base = nrt_stream_enqueued(s), ticket = 0;
+  CHECK_OK(nrt_stream_enqueue_ex(s, "small", note_thread, NULL, 0, count_release, NRT_TASK_RUN_IF_IDLE, NULL,
+                                 &ticket));
+  CHECK(atomic_load(&run_count) == 1 && pthread_equal(ran_on, pthread_self()));
+  CHECK(atomic_load(&release_count) == 1);
+  CHECK(ticket == base + 1 && nrt_stream_completed(s) == base + 1);
+
+  /* A failure does not surface at the enqueue, but at the next sync. */
+  CHECK_OK(nrt_stream_enqueue_ex(s, "small_kernel", fail_run, NULL, 0, NULL, NRT_TASK_RUN_IF_IDLE, NULL, NULL));
+  CHECK_STATUS(nrt_stream_synchronize(s), NRT_ERROR_KERNEL_FAILED);
+  CHECK(strstr(nrt_last_error_message(), "small_kernel") != NULL);
+  CHECK(strstr(nrt_last_error_message(), "operand 2 misaligned") != NULL);
+  CHECK_OK(nrt_stream_synchronize(s));
+
+  /* Busy stream: queued behind the blocker, run by the worker. */
+  atomic_int go = 0;
+  CHECK_OK(nrt_stream_enqueue(s, "blocker", block_until_released, &go, NULL));
+  atomic_store(&run_count, 0);
+  CHECK_OK(nrt_stream_enqueue_ex(s, "small", note_thread, NULL, 0, NULL, NRT_TASK_RUN_IF_IDLE, NULL, NULL));
+  CHECK(atomic_load(&run_count) == 0);
+  atomic_store(&go, 1);
+  CHECK_OK(nrt_stream_synchronize(s));
+  CHECK(atomic_load(&run_count) == 1 && !pthread_equal(ran_on, pthread_self()));
+}
+
 int main(void) {
   unsetenv("NEURON_LAUNCH_BLOCKING");
   RUN_TEST(test_order_and_counters);
@@ -383,5 +431,6 @@ int main(void) {
   RUN_TEST(test_streams_independent);
   RUN_TEST(test_task_uses_own_stream);
   RUN_TEST(test_fork_child_uses_streams);
+  RUN_TEST(test_run_if_idle);
   return TEST_RESULT();
 }

@@ -423,14 +423,16 @@ static void wait_completed_locked(nrt_stream *s, uint64_t target) {
   atomic_fetch_sub_explicit(&s->waiters, 1, memory_order_relaxed);
 }
 
-/* NRT_TASK_RUN_IF_IDLE on an idle stream, called with s->mu held (and
- * releases it): the task runs here, with a ticket, while inline_busy holds
- * back the worker; a failure becomes the stream's sticky error, as if the
- * worker had run it. */
-static nrt_status run_idle_locked(nrt_stream *s, const char *name, nrt_task_fn run, void *arg,
-                                  nrt_release_fn release, unsigned flags, const nrt_task_cost *cost,
-                                  uint64_t *out_ticket) {
-  (void)flags;
+/* Runs a task on the calling thread, called with s->mu held once nothing
+ * earlier of the stream is pending or running (and releases it): the task
+ * takes a ticket while inline_busy holds the worker back, so events and
+ * the allocator see the counters of asynchronous mode. `skip`: the stream
+ * holds an error and the task is not run. `sticky`: a failure becomes the
+ * stream's error, as if the worker had run it; otherwise it is returned
+ * with its message in `msg`. */
+static nrt_status run_here_locked(nrt_stream *s, const char *name, nrt_task_fn run, void *arg,
+                                  nrt_release_fn release, const nrt_task_cost *cost, bool skip, bool sticky,
+                                  uint64_t *out_ticket, char msg[NRT_ERROR_MESSAGE_MAX]) {
   s->inline_busy = true;
   uint64_t ticket = atomic_load_explicit(&s->enqueued, memory_order_relaxed) + 1;
   atomic_store_explicit(&s->enqueued, ticket, memory_order_release);
@@ -438,36 +440,48 @@ static nrt_status run_idle_locked(nrt_stream *s, const char *name, nrt_task_fn r
   if (out_ticket) *out_ticket = ticket;
   task t = {.name = name, .ticket = ticket};
   profile_mark(&t, cost);
+
+  nrt_status st = NRT_SUCCESS;
   uint64_t start = now_ns();
-  nrt_stream *outer = tls_running_stream;
-  uint64_t outer_ticket = tls_running_ticket;
-  tls_running_stream = s;
-  tls_running_ticket = ticket;
-  char msg[NRT_ERROR_MESSAGE_MAX];
-  nrt_clear_error_message();
-  nrt_status st = run(arg);
-  if (st != NRT_SUCCESS) format_failure(s, name, st, msg, sizeof msg);
-  tls_running_stream = outer;
-  tls_running_ticket = outer_ticket;
+  if (!skip) {
+    nrt_stream *outer = tls_running_stream;
+    uint64_t outer_ticket = tls_running_ticket;
+    tls_running_stream = s;
+    tls_running_ticket = ticket;
+    nrt_clear_error_message();
+    st = run(arg);
+    if (st != NRT_SUCCESS) format_failure(s, name, st, msg, NRT_ERROR_MESSAGE_MAX);
+    tls_running_stream = outer;
+    tls_running_ticket = outer_ticket;
+  }
   uint64_t end = now_ns();
   atomic_fetch_add_explicit(&busy_ns[s->device], end - start, memory_order_relaxed);
-  if (t.profiled) profile_stamp(s, &t, start, end, st != NRT_SUCCESS);
+  if (t.profiled) profile_stamp(s, &t, start, end, skip || st != NRT_SUCCESS);
   if (release) release(arg);
+
   pthread_mutex_lock(&s->mu);
-  if (st != NRT_SUCCESS) record_failure(s, ticket, st, msg);
+  if (sticky && st != NRT_SUCCESS) record_failure(s, ticket, st, msg);
   s->inline_busy = false;
   /* Wakes synchronisers and a worker holding queued work back for this
    * task (both wait on done_cv as waiters). */
   publish_completed(s, ticket, true);
   pthread_mutex_unlock(&s->mu);
+  return st;
+}
+
+/* NRT_TASK_RUN_IF_IDLE on an idle stream, called with s->mu held: the
+ * task runs here and its failure is reported at the next synchronisation. */
+static nrt_status run_idle_locked(nrt_stream *s, const char *name, nrt_task_fn run, void *arg,
+                                  nrt_release_fn release, const nrt_task_cost *cost, uint64_t *out_ticket) {
+  char msg[NRT_ERROR_MESSAGE_MAX];
+  run_here_locked(s, name, run, arg, release, cost, false, true, out_ticket, msg);
   nrt_clear_error_message();
   return NRT_SUCCESS;
 }
 
 /* NEURON_LAUNCH_BLOCKING: the task runs on the calling thread once all
  * earlier work of the stream has finished, and its failure is returned
- * here instead of becoming sticky. It still takes a ticket, so events and
- * the allocator see the same counters as in asynchronous mode. */
+ * here instead of becoming sticky. */
 static nrt_status run_inline(nrt_stream *s, const char *name, nrt_task_fn run, void *arg,
                              nrt_release_fn release, unsigned flags, const nrt_task_cost *cost,
                              uint64_t *out_ticket) {
@@ -491,38 +505,9 @@ static nrt_status run_inline(nrt_stream *s, const char *name, nrt_task_fn run, v
     pthread_cond_wait(&s->done_cv, &s->mu);
     atomic_fetch_sub_explicit(&s->waiters, 1, memory_order_relaxed);
   }
-  s->inline_busy = true;
-  uint64_t ticket = atomic_load_explicit(&s->enqueued, memory_order_relaxed) + 1;
-  atomic_store_explicit(&s->enqueued, ticket, memory_order_release);
   bool skip = atomic_load_explicit(&s->error, memory_order_relaxed) != NRT_SUCCESS &&
               !(flags & NRT_TASK_ALWAYS_RUN);
-  pthread_mutex_unlock(&s->mu);
-  if (out_ticket) *out_ticket = ticket;
-  task t = {.name = name, .ticket = ticket};
-  profile_mark(&t, cost);
-
-  nrt_status st = NRT_SUCCESS;
-  uint64_t prof_start = t.profiled ? now_ns() : 0;
-  if (!skip) {
-    nrt_stream *outer = tls_running_stream;
-    uint64_t outer_ticket = tls_running_ticket;
-    tls_running_stream = s;
-    tls_running_ticket = ticket;
-    nrt_clear_error_message();
-    uint64_t start = now_ns();
-    st = run(arg);
-    atomic_fetch_add_explicit(&busy_ns[s->device], now_ns() - start, memory_order_relaxed);
-    if (st != NRT_SUCCESS) format_failure(s, name, st, msg, sizeof msg);
-    tls_running_stream = outer;
-    tls_running_ticket = outer_ticket;
-  }
-  if (t.profiled) profile_stamp(s, &t, prof_start, now_ns(), skip || st != NRT_SUCCESS);
-  if (release) release(arg);
-
-  pthread_mutex_lock(&s->mu);
-  s->inline_busy = false;
-  publish_completed(s, ticket, true);
-  pthread_mutex_unlock(&s->mu);
+  nrt_status st = run_here_locked(s, name, run, arg, release, cost, skip, false, out_ticket, msg);
   if (st != NRT_SUCCESS) nrt_set_error_message("%s", msg);
   return st;
 }
@@ -548,7 +533,7 @@ nrt_status nrt_stream_enqueue_ex(nrt_stream *s, const char *name, nrt_task_fn ru
       atomic_load_explicit(&s->completed, memory_order_relaxed) ==
           atomic_load_explicit(&s->enqueued, memory_order_relaxed) &&
       atomic_load_explicit(&s->error, memory_order_relaxed) == NRT_SUCCESS)
-    return run_idle_locked(s, name, run, arg, release, flags, cost, out_ticket);
+    return run_idle_locked(s, name, run, arg, release, cost, out_ticket);
   if (!s->started) {
     nrt_status st = start_worker(s);
     if (st != NRT_SUCCESS) {
