@@ -139,19 +139,6 @@ bool real_dtype(ScalarType t) {
   }
 }
 
-// A dense, strided neuron tensor laid out like `ref` (sizes, and strides
-// wherever the size is not 1), on ref's device.
-bool like(const Tensor &t, const Tensor &ref) {
-  if (!t.defined() || t.device() != ref.device() || t.layout() != at::kStrided || t.is_neg() || t.is_conj() ||
-      !t.is_non_overlapping_and_dense() || t.sizes() != ref.sizes())
-    return false;
-  auto size = ref.sizes();
-  auto a = t.strides(), b = ref.strides();
-  for (size_t d = 0; d < size.size(); ++d)
-    if (size[d] != 1 && a[d] != b[d]) return false;
-  return true;
-}
-
 bool no_partial_overlap(const Tensor &out, const Tensor &in) {
   auto s = at::get_overlap_status(out, in);
   return s == at::MemOverlapStatus::No || s == at::MemOverlapStatus::Full;
@@ -176,10 +163,10 @@ bool takes(const Spec &s, size_t i, const Tensor &out, Availability &available) 
   if (!x.defined() || x.device().type() != kNeuron) return false;
   ScalarType dt = ref.scalar_type();
   if (!(float_dtype(dt) || (s.any_real && real_dtype(dt)))) return false;
-  if (out.defined() && !like(out, x)) return false;
+  if (out.defined() && !same_layout(out, x)) return false;
   for (size_t k = 0; k < s.in.size(); ++k) {
     const Tensor &t = s.in[k][i];
-    if (!like(t, x)) return false;
+    if (!same_layout(t, x)) return false;
     bool copy_source = s.op == NRT_OP(FOREACH_COPY) && k == 0;
     if (t.scalar_type() != dt && !(copy_source && float_dtype(dt) && float_dtype(t.scalar_type()))) return false;
     if (out.defined() && !no_partial_overlap(out, t)) return false;

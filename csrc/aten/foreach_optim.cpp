@@ -126,18 +126,10 @@ using Index = std::vector<size_t>;
 
 bool float_dtype(at::ScalarType t) { return t == at::kFloat || t == at::kBFloat16 || t == at::kHalf; }
 
-// A dense neuron tensor laid out like `ref`: its dtype, device and sizes,
-// its strides wherever the size is not 1.
+// Laid out like `ref` (same_layout) and of its dtype: one row of the
+// launch addresses every tensor of a parameter with the same offsets.
 bool alike(const Tensor &t, const Tensor &ref) {
-  if (!t.defined() || t.device() != ref.device() || t.scalar_type() != ref.scalar_type() ||
-      t.layout() != at::kStrided || t.is_neg() || t.is_conj() || !t.is_non_overlapping_and_dense() ||
-      t.sizes() != ref.sizes())
-    return false;
-  auto size = ref.sizes();
-  auto a = t.strides(), b = ref.strides();
-  for (size_t d = 0; d < size.size(); ++d)
-    if (size[d] != 1 && a[d] != b[d]) return false;
-  return true;
+  return same_layout(t, ref) && t.scalar_type() == ref.scalar_type();
 }
 
 bool real_dtype(at::ScalarType t) { return !at::isComplexType(t) && t != at::kBool && t != at::ScalarType::Undefined; }
@@ -151,7 +143,7 @@ struct Step {
   nrt_op op;
   std::vector<TensorList> lists;
   TensorList steps;  // ADAM
-  int64_t flags = 0;
+  int64_t flags = 0;  // the op's options; the inputs' flags follow from lr, grad_scale, found_inf
   double scalars[4] = {0, 0, 0, 0};
   double eps = 0;
   Tensor lr;
@@ -201,7 +193,8 @@ void launch_group(const Step &s, const Index &idx) {
   d.operands[0].data = table.data();
   d.operands[0].dtype = NRT_INT64;
   d.compute_dtype = to_nrt_dtype(p.scalar_type());
-  d.params[0] = s.flags;
+  d.params[0] = s.flags | (s.lr.defined() ? NRT_FOREACH_OPTIM_LR_TENSOR : 0) |
+                (s.grad_scale ? NRT_FOREACH_OPTIM_GRAD_SCALE : 0) | (s.found_inf ? NRT_FOREACH_OPTIM_FOUND_INF : 0);
   d.params[1] = s.steps.empty() ? NRT_FLOAT32 : to_nrt_dtype(s.steps[idx[0]].scalar_type());
   for (int k = 0; k < 4; ++k) d.scalars[k].f = s.scalars[k];
   std::memcpy(&d.aux[0], &s.eps, sizeof s.eps);
@@ -274,6 +267,11 @@ std::optional<Tensor> present(const std::optional<Tensor> &t) {
 struct Lr {
   double value = 0;
   Tensor tensor;  // undefined: value
+  // A float32 one-element tensor on like's device, for the per-tensor chains.
+  Tensor as_tensor(const Tensor &like) const {
+    return tensor.defined() ? tensor.to(like.device(), at::kFloat)
+                            : at::empty({}, like.options().dtype(at::kFloat)).fill_(value);
+  }
 };
 Lr lr_of(double lr) { return Lr{lr, Tensor()}; }
 Lr lr_of(const Tensor &lr) {
@@ -296,8 +294,7 @@ void adam_step(TensorList params, TensorList grads, TensorList exp_avgs, TensorL
   Step s{NRT_OP(FOREACH_ADAM), {params, grads, exp_avgs, exp_avg_sqs}, steps};
   if (amsgrad) s.lists.push_back(max_exp_avg_sqs);
   s.flags = (adamw ? NRT_FOREACH_OPTIM_ADAMW : 0) | (amsgrad ? NRT_FOREACH_OPTIM_AMSGRAD : 0) |
-            (maximize ? NRT_FOREACH_OPTIM_MAXIMIZE : 0) | (lr.tensor.defined() ? NRT_FOREACH_OPTIM_LR_TENSOR : 0) |
-            (grad_scale ? NRT_FOREACH_OPTIM_GRAD_SCALE : 0) | (found_inf ? NRT_FOREACH_OPTIM_FOUND_INF : 0);
+            (maximize ? NRT_FOREACH_OPTIM_MAXIMIZE : 0);
   double sc[4] = {lr.value, beta1, beta2, weight_decay};
   std::memcpy(s.scalars, sc, sizeof sc);
   s.eps = eps;
@@ -307,8 +304,7 @@ void adam_step(TensorList params, TensorList grads, TensorList exp_avgs, TensorL
   Index slow = run_step(s);
   if (slow.empty()) return;
   std::vector<Tensor> p = pick(params, slow);
-  Tensor lr_t = lr.tensor.defined() ? lr.tensor.to(p[0].device(), at::kFloat)
-                                    : at::empty({}, p[0].options().dtype(at::kFloat)).fill_(lr.value);
+  Tensor lr_t = lr.as_tensor(p[0]);
   adam_chain(p, pick(grads, slow), pick(exp_avgs, slow), pick(exp_avg_sqs, slow), pick(max_exp_avg_sqs, slow),
              pick(steps, slow), lr_t, beta1, beta2, weight_decay, eps, amsgrad, maximize, grad_scale, found_inf, adamw);
 }
@@ -324,8 +320,7 @@ void sgd_step(TensorList params, TensorList grads, TensorList bufs, double weigh
   Step s{NRT_OP(FOREACH_SGD), {params, grads}};
   if (momentum != 0) s.lists.push_back(bufs);
   s.flags = (nesterov ? NRT_FOREACH_OPTIM_NESTEROV : 0) | (is_first_step ? NRT_FOREACH_OPTIM_FIRST_STEP : 0) |
-            (maximize ? NRT_FOREACH_OPTIM_MAXIMIZE : 0) | (lr.tensor.defined() ? NRT_FOREACH_OPTIM_LR_TENSOR : 0) |
-            (grad_scale ? NRT_FOREACH_OPTIM_GRAD_SCALE : 0) | (found_inf ? NRT_FOREACH_OPTIM_FOUND_INF : 0);
+            (maximize ? NRT_FOREACH_OPTIM_MAXIMIZE : 0);
   double sc[4] = {lr.value, weight_decay, momentum, dampening};
   std::memcpy(s.scalars, sc, sizeof sc);
   s.lr = lr.tensor;
@@ -334,8 +329,7 @@ void sgd_step(TensorList params, TensorList grads, TensorList bufs, double weigh
   Index slow = run_step(s);
   if (slow.empty()) return;
   std::vector<Tensor> p = pick(params, slow);
-  Tensor lr_t = lr.tensor.defined() ? lr.tensor.to(p[0].device(), at::kFloat)
-                                    : at::empty({}, p[0].options().dtype(at::kFloat)).fill_(lr.value);
+  Tensor lr_t = lr.as_tensor(p[0]);
   sgd_chain(p, pick(grads, slow), pick(bufs, slow), weight_decay, momentum, lr_t, dampening, nesterov, maximize,
             is_first_step, grad_scale, found_inf);
 }

@@ -62,4 +62,15 @@ void set_operand_5d(nrt_operand &o, const at::Tensor &t) {
   for (int64_t j = 2; j < 5; ++j) o.strides[j] = j < 2 + lead ? 0 : t.stride(j - lead) * es;
 }
 
+bool same_layout(const at::Tensor &t, const at::Tensor &ref) {
+  if (!t.defined() || t.device() != ref.device() || t.layout() != at::kStrided || t.is_neg() || t.is_conj() ||
+      !t.is_non_overlapping_and_dense() || t.sizes() != ref.sizes())
+    return false;
+  auto size = ref.sizes();
+  auto a = t.strides(), b = ref.strides();
+  for (size_t d = 0; d < size.size(); ++d)
+    if (size[d] != 1 && a[d] != b[d]) return false;
+  return true;
+}
+
 }  // namespace torch_neuronx

@@ -34,4 +34,10 @@ void set_operand(nrt_operand &o, const at::Tensor &t, c10::IntArrayRef dims);
 // stride 0 (their launch extent is 1).
 void set_operand_5d(nrt_operand &o, const at::Tensor &t);
 
+// Whether `t` is a dense, strided tensor on ref's device laid out like
+// `ref` (same sizes; same strides wherever the size is not 1), so that
+// operands of one launch can address both with the same element offsets
+// (the FOREACH family's rows).
+bool same_layout(const at::Tensor &t, const at::Tensor &ref);
+
 }  // namespace torch_neuronx
