@@ -224,6 +224,7 @@ static void test_conv_implicit(void) {
       C2(1, 1, 16, 20, 9, 7, 1, 1, 1, 1, 1, true),   /* 1x1, padding 1 > D (K - 1): col2im for grad */
       C2(2, 1, 12, 7, 11, 13, 5, 3, 1, 0, 1, false), /* no padding, uneven kernel */
       C2(1, 1, 9, 4, 15, 15, 3, 3, 2, 1, 1, true),   /* stride 2: rows 2 apart */
+      C2(1, 1, 35, 3, 20, 19, 17, 16, 1, 8, 1, false), /* 272 taps: weights packed a channel at a time */
   };
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
     for (int v = 0; v < 5; v++) {

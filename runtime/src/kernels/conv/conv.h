@@ -39,7 +39,7 @@ nrt_status nrt_conv_direct(const nrt_conv_geom *g, const nrt_launch *l);        
 bool nrt_conv_implicit_applies(const nrt_conv_geom *g, const nrt_launch *l);
 nrt_status nrt_conv_implicit(const nrt_conv_geom *g, const nrt_launch *l);
 /* implicit_weight.c: the same for the weight gradient (float32 operands,
- * AVX-512 or baseline ISA). */
+ * AVX-512 or baseline ISA, more than 4 input channels per group). */
 bool nrt_conv_implicit_weight_applies(const nrt_conv_geom *g, const nrt_launch *l);
 nrt_status nrt_conv_implicit_weight(const nrt_conv_geom *g, const nrt_launch *l);
 nrt_status nrt_conv_reference(const nrt_conv_geom *g, const nrt_launch *l, bool ints); /* reference.c */

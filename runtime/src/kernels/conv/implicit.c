@@ -174,54 +174,114 @@ typedef struct iplan {
   float *wp;                 /* packed weights */
   int64_t npan, ntile;       /* 32-channel panels and 14-pixel tiles per group */
   bool finite;               /* every weight is finite */
+  int64_t *tapoff;           /* byte offset of each tap in a weight row of the launch (tap_offsets) */
+  bool dense;                /* the launch's weights are one [rows][cols][KK] block at wd, wrow floats a row */
+  const float *wd;
+  int64_t wrow;
   ikernel_fn kern;
   void (*gather_rows)(const float *src, int64_t cs, uint32_t mask, int64_t cig, float *gp);
   void (*store_cols)(const float *out, const float *bias, int64_t nrows, int64_t ncol, float *y0, int64_t ycs);
   _Atomic int failed;
 } iplan;
 
-/* Weight w[o][i][k] (float32), k the flat tap of kernel extents g->K. */
-static float w_at(const nrt_conv_geom *g, const nrt_operand *w, int64_t o, int64_t i, int64_t k) {
-  int64_t kd = k / (g->K[1] * g->K[2]), kh = (k / g->K[2]) % g->K[1], kw = k % g->K[2];
-  const char *e = (const char *)w->data + o * w->strides[0] + i * w->strides[1] + kd * w->strides[2] +
-                  kh * w->strides[3] + kw * w->strides[4];
+/* Byte offsets of each flat tap k = (kd, kh, kw) of the kernel extents
+ * g->K within a weight row, so the loops over weights index a table
+ * instead of dividing per element (two 64-bit divisions per weight cost
+ * more than the whole GEMM of a deep layer's 7 x 7 maps). off has KK
+ * entries. */
+static void tap_offsets(const nrt_conv_geom *g, const nrt_operand *w, int64_t *off) {
+  int64_t k = 0;
+  for (int64_t kd = 0; kd < g->K[0]; kd++)
+    for (int64_t kh = 0; kh < g->K[1]; kh++)
+      for (int64_t kw = 0; kw < g->K[2]; kw++)
+        off[k++] = kd * w->strides[2] + kh * w->strides[3] + kw * w->strides[4];
+}
+
+/* Weight w[o][i][tap with byte offset toff] (float32). */
+static inline float w_at(const nrt_operand *w, int64_t o, int64_t i, int64_t toff) {
   float v;
-  memcpy(&v, e, sizeof v);
+  memcpy(&v, (const char *)w->data + o * w->strides[0] + i * w->strides[1] + toff, sizeof v);
   return v;
 }
 
-/* Whether every weight of the launch (geometry g) is finite. */
+/* Whether the launch's weights (geometry g) are one dense block
+ * [G * Cog][Cig][KK] of floats; and whether every one is finite: one
+ * vectorised pass when the weights are one dense block (the usual case),
+ * else element by element. */
+static bool weights_dense(const nrt_conv_geom *g, const nrt_operand *w) {
+  const int64_t *ws = w->strides;
+  return (g->Cig == 1 || ws[1] == g->KK * 4) && (g->G * g->Cog == 1 || ws[0] == g->Cig * g->KK * 4) &&
+         (g->KK == 1 || ws[4] == 4) && nrt_conv_w_taps_linear(g, ws);
+}
+
 static bool weights_finite(const nrt_conv_geom *g, const nrt_operand *w) {
-  for (int64_t o = 0; o < g->G * g->Cog; o++)
+  const int64_t rows = g->G * g->Cog, KK = g->KK, *ws = w->strides;
+  if (weights_dense(g, w))
+    return !nrt_conv_any_nonfinite((const float *)w->data, rows * g->Cig * KK);
+  for (int64_t o = 0; o < rows; o++)
     for (int64_t i = 0; i < g->Cig; i++)
-      for (int64_t k = 0; k < g->KK; k++) {
-        float v = w_at(g, w, o, i, k);
-        if (nrt_conv_any_nonfinite(&v, 1)) return false;
-      }
+      for (int64_t kd = 0; kd < g->K[0]; kd++)
+        for (int64_t kh = 0; kh < g->K[1]; kh++)
+          for (int64_t kw = 0; kw < g->K[2]; kw++) {
+            float v = w_at(w, o, i, kd * ws[2] + kh * ws[3] + kw * ws[4]);
+            if (nrt_conv_any_nonfinite(&v, 1)) return false;
+          }
   return true;
 }
 
 /* Packs panel u = (group, panel): [tap][ci][32] of W[group co][ci][tap],
- * channels past Cog zero. */
+ * channels past Cog zero. A transpose, so in blocks: a block of channels
+ * [ci0, ci0 + cb) of the 32 weight rows is read into buf[j][c][tap], each
+ * row's run in memory order, then written out as [tap][ci][j]. Reading
+ * the 32 rows element by element instead misses L1 on every element: a
+ * deep layer's rows lie 18 KiB apart, which maps all 32 onto two cache
+ * sets. */
 static void ipack_w(void *ctx, int64_t begin, int64_t end) {
   iplan *p = ctx;
   const nrt_conv_geom *g = &p->g;
   const nrt_operand *w = &p->l->operands[2];
-  for (int64_t u = begin; u < end; u++) {
-    int64_t grp = u / p->npan, co0 = u % p->npan * INR;
-    float *d = p->wp + u * g->KK * g->Cig * INR;
-    for (int64_t t = 0; t < g->KK; t++)
-      for (int64_t ci = 0; ci < g->Cig; ci++, d += INR)
-        for (int64_t j = 0; j < INR; j++) {
-          int64_t co = co0 + j;
-          float v = 0.0f;
-          /* the transposed convolution's weight: launch W[ci's group row][co][KK - 1 - t]
-           * (flipping every dim reverses the flat tap index) */
-          if (co < g->Cog)
-            v = p->transposed ? w_at(g, w, grp * g->Cig + ci, co, g->KK - 1 - t) : w_at(g, w, grp * g->Cog + co, ci, t);
-          d[j] = v;
-        }
+  const int64_t KK = g->KK, Cig = g->Cig, cb = nrt_max_i64(1, 256 / KK);
+  float *buf = nrt_conv_falloc(INR * cb * KK);
+  if (!buf) {
+    p->failed = 1;
+    return;
   }
+  for (int64_t u = begin; u < end; u++) {
+    int64_t grp = u / p->npan, co0 = u % p->npan * INR, ncol = nrt_min_i64(INR, g->Cog - co0);
+    float *wp = p->wp + u * KK * Cig * INR;
+    for (int64_t ci0 = 0; ci0 < Cig; ci0 += cb) {
+      int64_t nc = nrt_min_i64(cb, Cig - ci0), row = nc * KK;
+      if (p->dense && p->transposed) {
+        for (int64_t c = 0; c < nc; c++) {
+          const float *src = p->wd + (grp * Cig + ci0 + c) * p->wrow + co0 * KK;
+          for (int64_t j = 0; j < ncol; j++)
+            for (int64_t t = 0; t < KK; t++) buf[j * row + c * KK + t] = src[j * KK + KK - 1 - t];
+        }
+      } else if (p->dense) {
+        for (int64_t j = 0; j < ncol; j++)
+          memcpy(buf + j * row, p->wd + (grp * g->Cog + co0 + j) * p->wrow + ci0 * KK, sizeof(float) * (size_t)row);
+      } else if (p->transposed) {
+        /* the transposed convolution's weight is the launch's W[ci's group
+         * row][co][KK - 1 - t] (flipping every dim reverses the flat tap
+         * index): a launch row holds the 32 columns side by side */
+        for (int64_t c = 0; c < nc; c++)
+          for (int64_t j = 0; j < ncol; j++)
+            for (int64_t t = 0; t < KK; t++)
+              buf[j * row + c * KK + t] = w_at(w, grp * Cig + ci0 + c, co0 + j, p->tapoff[KK - 1 - t]);
+      } else {
+        for (int64_t j = 0; j < ncol; j++)
+          for (int64_t c = 0; c < nc; c++)
+            for (int64_t t = 0; t < KK; t++)
+              buf[j * row + c * KK + t] = w_at(w, grp * g->Cog + co0 + j, ci0 + c, p->tapoff[t]);
+      }
+      for (int64_t c = 0; c < nc; c++)
+        for (int64_t t = 0; t < KK; t++) {
+          float *d = wp + (t * Cig + ci0 + c) * INR;
+          for (int64_t j = 0; j < INR; j++) d[j] = j < ncol ? buf[j * row + c * KK + t] : 0.0f;
+        }
+    }
+  }
+  free(buf);
 }
 
 /* Tasks: (group, tile) ranges. */
@@ -390,21 +450,30 @@ nrt_status nrt_conv_implicit(const nrt_conv_geom *g, const nrt_launch *l) {
   p.store_cols = avx512 ? store_cols_avx512 : store_cols_portable;
   p.npan = nrt_cdiv(p.g.Cog, INR);
   p.ntile = nrt_cdiv(p.g.N * p.g.L, IMR);
-  p.finite = weights_finite(g, &l->operands[2]);
+  /* an input gradient took this path only with finite weights (applies) */
+  p.finite = p.transposed || weights_finite(g, &l->operands[2]);
   if (l->ninputs == 3) {
     p.bias = nrt_conv_falloc(p.g.G * p.g.Cog);
     if (!p.bias) return NRT_ERROR_OUT_OF_MEMORY;
     for (int64_t c = 0; c < p.g.G * p.g.Cog; c++) p.bias[c] = nrt_conv_load1(&l->operands[3], c);
   }
   p.wp = nrt_conv_falloc(p.g.G * p.npan * p.g.KK * p.g.Cig * INR);
-  if (!p.wp) {
+  p.tapoff = malloc(sizeof(int64_t) * (size_t)g->KK);
+  if (!p.wp || !p.tapoff) {
+    free(p.wp);
+    free(p.tapoff);
     free(p.bias);
     return NRT_ERROR_OUT_OF_MEMORY;
   }
+  tap_offsets(g, &l->operands[2], p.tapoff);
+  p.dense = weights_dense(g, &l->operands[2]);
+  p.wd = l->operands[2].data;
+  p.wrow = g->Cig * g->KK;
   nrt_parallel_for(p.g.G * p.npan, 1, ipack_w, &p);
+  free(p.tapoff);
   /* grain: about 2^17 FMA lanes per chunk */
   double fl = (double)p.g.Kdim * IMR * INR * (double)p.npan;
-  nrt_parallel_for(p.g.G * p.ntile, fl >= 131072 ? 1 : (int64_t)(131072 / fl) + 1, itiles, &p);
+  if (!p.failed) nrt_parallel_for(p.g.G * p.ntile, fl >= 131072 ? 1 : (int64_t)(131072 / fl) + 1, itiles, &p);
   free(p.wp);
   free(p.bias);
   if (p.failed)

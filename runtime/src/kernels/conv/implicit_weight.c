@@ -17,11 +17,12 @@
  * with a non-finite dy (NaN) are applied afterwards, as the direct path
  * does: every tap that reads padding at such a pixel becomes NaN.
  *
- * Tasks: slices of the output rows (across images), each reducing every
- * tile (group, tap, 32-channel panel, 14-channel block) over its rows a
- * chunk of 4 rows at a time, so that x and dy are read about once (a tile
- * at a time over all pixels read them once per tile), into partial sums
- * the size of grad_w that a last pass adds up. */
+ * Tasks: slices of the output rows (across images) times blocks of tiles
+ * (group, tap, 32-channel panel, 14-channel block); each reduces its
+ * tiles over its rows a chunk of rows at a time, so that x and dy are
+ * read about once per block (a tile at a time over all pixels read them
+ * once per tile), into per-slice partial sums the size of grad_w that a
+ * last pass adds up. */
 #pragma GCC optimize("O3,no-trapping-math,no-math-errno")
 #include <immintrin.h>
 #include "kernels/conv/conv.h"
@@ -83,6 +84,8 @@ typedef struct wplan {
   float *copy;      /* the copy [G][N][L][cog_pad], or NULL */
   int64_t cog_pad, npan, ncb, ntiles;
   int64_t nslices;  /* slices of the output rows, each with partial sums */
+  int64_t nblocks;  /* blocks of tiles: a task is (slice, block) */
+  int64_t rows_chunk; /* output rows a chunk holds */
   float *part;      /* [nslices][ntiles][14][32] */
   wkernel_fn kern;
   _Atomic int failed;
@@ -132,21 +135,22 @@ static void wcheck_dy(void *ctx, int64_t begin, int64_t end) {
     }
 }
 
-/* Output rows per chunk: a chunk's x and dy stay in L2 while every tile
- * reduces over it. */
-#define CHUNK_ROWS 4
+/* Output pixels per chunk, at least: a chunk's x and dy stay in L2 while
+ * every tile of the task reduces over it, and each micro-kernel call
+ * covers enough pixels to pay for loading and storing its 14 x 32 sums. */
+#define CHUNK_PIXELS 64
 
-/* Tasks: slices of the output rows (across images), each reducing every
- * tile over its rows, a chunk at a time, into its own partial sums
- * part[slice][tile][14][32]. */
-static void wslices(void *ctx, int64_t begin, int64_t end) {
+/* Tasks: (slice of the output rows across images, block of tiles), each
+ * reducing its tiles over its rows, a chunk at a time, into the slice's
+ * partial sums part[slice][tile][14][32]. */
+static void wtasks(void *ctx, int64_t begin, int64_t end) {
   wplan *p = ctx;
   const nrt_conv_geom *g = p->g;
-  const int64_t KK = g->KK, rows_img = g->O[0] * g->O[1], nrows = g->N * rows_img;
+  const int64_t KK = g->KK, rows_img = g->O[0] * g->O[1], nrows = g->N * rows_img, rch = p->rows_chunk;
   nrt_conv_bufs w;
   nrt_conv_plan bp = {.g = g, .l = p->l};
   if (!nrt_conv_bufs_alloc(&bp, &w, 3,
-                           (const int64_t[]){nrt_cdiv(KK * CHUNK_ROWS * (int64_t)sizeof(wseg), 4),
+                           (const int64_t[]){nrt_cdiv(KK * rch * (int64_t)sizeof(wseg), 4),
                                              nrt_cdiv(KK * (int64_t)sizeof(nrt_conv_tap), 4), 2 * KK})) {
     p->failed = 1;
     return;
@@ -155,18 +159,20 @@ static void wslices(void *ctx, int64_t begin, int64_t end) {
   nrt_conv_tap *taps = (nrt_conv_tap *)w.b[1];
   int64_t *nseg = (int64_t *)w.b[2];
   for (int64_t t = 0; t < KK; t++) nrt_conv_tap_init(g, t, &taps[t]); /* channel 0: offsets and valid columns */
-  for (int64_t sl = begin; sl < end; sl++) {
+  for (int64_t task = begin; task < end; task++) {
+    int64_t sl = task / p->nblocks, blk = task % p->nblocks;
+    int64_t u0 = blk * p->ntiles / p->nblocks, u1 = (blk + 1) * p->ntiles / p->nblocks;
     float *part = p->part + sl * p->ntiles * WMR * WNR;
-    memset(part, 0, sizeof(float) * (size_t)(p->ntiles * WMR * WNR));
+    memset(part + u0 * WMR * WNR, 0, sizeof(float) * (size_t)((u1 - u0) * WMR * WNR));
     int64_t r0 = sl * nrows / p->nslices, r1 = (sl + 1) * nrows / p->nslices;
-    for (int64_t rc = r0; rc < r1; rc += CHUNK_ROWS) {
+    for (int64_t rc = r0; rc < r1; rc += rch) {
       /* each tap's segments over the chunk's output rows */
       for (int64_t t = 0; t < KK; t++) {
         const nrt_conv_tap *tap = &taps[t];
-        wseg *sg = segs + t * CHUNK_ROWS;
+        wseg *sg = segs + t * rch;
         nseg[t] = 0;
         if (tap->hi <= tap->lo) continue;
-        for (int64_t r = rc; r < nrt_min_i64(rc + CHUNK_ROWS, r1); r++) {
+        for (int64_t r = rc; r < nrt_min_i64(rc + rch, r1); r++) {
           int64_t n = r / rows_img, od = r % rows_img / g->O[1], oh = r % g->O[1];
           int64_t id = od * g->S[0] + tap->off[0], ih = oh * g->S[1] + tap->off[1];
           if (id < 0 || id >= g->I[0] || ih < 0 || ih >= g->I[1]) continue;
@@ -176,14 +182,14 @@ static void wslices(void *ctx, int64_t begin, int64_t end) {
           nseg[t]++;
         }
       }
-      for (int64_t u = 0; u < p->ntiles; u++) {
+      for (int64_t u = u0; u < u1; u++) {
         int64_t cb = u % p->ncb, r = u / p->ncb, jp = r % p->npan, t = r / p->npan % KK, grp = r / p->npan / KK;
         if (!nseg[t]) continue;
         int64_t ci0 = cb * WMR, nci = nrt_min_i64(WMR, g->Cig - ci0);
         /* rows past Cig repeat the last channel; their sums are dropped */
         const float *row[WMR];
         for (int64_t i = 0; i < WMR; i++) row[i] = p->x + (grp * g->Cig + ci0 + nrt_min_i64(i, nci - 1)) * p->xs[1];
-        p->kern(nseg[t], segs + t * CHUNK_ROWS, row, g->S[2] * p->xs[4], p->b + grp * p->bgrp + jp * WNR, p->bs[4],
+        p->kern(nseg[t], segs + t * rch, row, g->S[2] * p->xs[4], p->b + grp * p->bgrp + jp * WNR, p->bs[4],
                 part + u * WMR * WNR);
       }
     }
@@ -191,22 +197,33 @@ static void wslices(void *ctx, int64_t begin, int64_t end) {
   nrt_conv_bufs_free(&w);
 }
 
-/* Sums the slices' partial sums of tiles [begin, end) into grad_w. */
+/* Sums the slices' partial sums into grad_w, for units [begin, end) of
+ * (group, 32-channel panel, 14-channel block) with all their taps, so
+ * each (co, ci) gets its taps written side by side (unit by tile, the
+ * taps of one weight row were written far apart in time, each cache line
+ * of grad_w loaded once per tap). */
 static void wfinish(void *ctx, int64_t begin, int64_t end) {
   wplan *p = ctx;
   const nrt_conv_geom *g = p->g;
   const nrt_operand *gw = &p->l->operands[0];
-  for (int64_t u = begin; u < end; u++) {
-    int64_t cb = u % p->ncb, r = u / p->ncb, jp = r % p->npan, t = r / p->npan % g->KK, grp = r / p->npan / g->KK;
+  const int64_t KK = g->KK, per_tap = p->npan * p->ncb, slice = p->ntiles * WMR * WNR;
+  for (int64_t v = begin; v < end; v++) {
+    int64_t cb = v % p->ncb, jp = v / p->ncb % p->npan, grp = v / per_tap;
     int64_t ci0 = cb * WMR, nci = nrt_min_i64(WMR, g->Cig - ci0), co0 = jp * WNR, ncol = nrt_min_i64(WNR, g->Cog - co0);
-    int64_t kd = t / (g->K[1] * g->K[2]), kh = t / g->K[2] % g->K[1], kw = t % g->K[2];
+    /* the tile of tap t: ((grp * KK + t) * npan + jp) * ncb + cb */
+    const float *tile0 = p->part + ((grp * KK * p->npan + jp) * p->ncb + cb) * WMR * WNR;
     for (int64_t j = 0; j < ncol; j++)
       for (int64_t i = 0; i < nci; i++) {
-        float v = 0.0f;
-        for (int64_t sl = 0; sl < p->nslices; sl++) v += p->part[(sl * p->ntiles + u) * WMR * WNR + i * WNR + j];
-        char *e = (char *)gw->data + (grp * g->Cog + co0 + j) * gw->strides[0] + (ci0 + i) * gw->strides[1] +
-                  kd * gw->strides[2] + kh * gw->strides[3] + kw * gw->strides[4];
-        memcpy(e, &v, sizeof v);
+        char *e = (char *)gw->data + (grp * g->Cog + co0 + j) * gw->strides[0] + (ci0 + i) * gw->strides[1];
+        int64_t t = 0;
+        for (int64_t kd = 0; kd < g->K[0]; kd++)
+          for (int64_t kh = 0; kh < g->K[1]; kh++)
+            for (int64_t kw = 0; kw < g->K[2]; kw++, t++) {
+              const float *c = tile0 + t * per_tap * WMR * WNR + i * WNR + j;
+              float sum = 0.0f;
+              for (int64_t sl = 0; sl < p->nslices; sl++) sum += c[sl * slice];
+              memcpy(e + kd * gw->strides[2] + kh * gw->strides[3] + kw * gw->strides[4], &sum, sizeof sum);
+            }
       }
   }
 }
@@ -252,7 +269,10 @@ bool nrt_conv_implicit_weight_applies(const nrt_conv_geom *g, const nrt_launch *
   if (isa != NRT_ISA_BASELINE && isa < NRT_ISA_AVX512) return false;
   for (int i = 0; i < 3; i++)
     if (!f32_operand(&l->operands[i])) return false;
-  return l->op == NRT_OP(CONV_BACKWARD_WEIGHT);
+  /* a tile's 14 rows are input channels of one tap: with 4 or fewer (an
+   * image's first layer) most of its FMAs would be thrown away, where the
+   * im2col GEMM folds the taps into its rows */
+  return l->op == NRT_OP(CONV_BACKWARD_WEIGHT) && g->Cig > 4;
 }
 
 nrt_status nrt_conv_implicit_weight(const nrt_conv_geom *g, const nrt_launch *l) {
@@ -285,16 +305,32 @@ nrt_status nrt_conv_implicit_weight(const nrt_conv_geom *g, const nrt_launch *l)
     p.bs[3] = g->O[2] * p.cog_pad;
     p.bs[4] = p.cog_pad;
   }
-  /* Tiles (group, tap, 32-channel panel, 14-channel block); slices of the
-   * output rows: 4 per thread (their partial sums are as small as grad_w),
-   * but none shorter than a chunk. */
+  /* Tiles (group, tap, 32-channel panel, 14-channel block). 4 tasks per
+   * thread, as slices of the output rows times blocks of tiles: each
+   * slice beyond the first writes and reads partial sums the size of
+   * grad_w, each block beyond the first reads x and dy once more. Pick
+   * the split that moves the fewest bytes: slices for wide feature maps
+   * and few channels, blocks for deep layers' small maps and large
+   * weights (where partial sums of 8 slices were 7 x grad_w). */
   p.ntiles = g->G * g->KK * p.npan * p.ncb;
   int64_t nrows = g->N * g->O[0] * g->O[1];
-  p.nslices = nrt_max_i64(1, nrt_min_i64(4 * nrt_pool_threads(), nrows / CHUNK_ROWS));
+  p.rows_chunk = nrt_max_i64(1, nrt_cdiv(CHUNK_PIXELS, g->O[2]));
+  double wbytes = (double)p.ntiles * WMR * WNR * 4, abytes = 4.0 * g->N * g->G * (g->L * g->Cog + g->LI * g->Cig);
+  int64_t tasks = 4 * (int64_t)nrt_pool_threads(), max_sl = nrt_max_i64(1, nrows / p.rows_chunk);
+  double best = -1;
+  for (int64_t sl = 1; sl <= tasks; sl *= 2) {
+    int64_t ns = nrt_min_i64(sl, max_sl), nb = nrt_max_i64(1, nrt_min_i64(tasks / sl, p.ntiles));
+    double cost = (double)(ns - 1) * 2 * wbytes + (double)(nb - 1) * abytes;
+    if (best < 0 || cost < best) {
+      best = cost;
+      p.nslices = ns;
+      p.nblocks = nb;
+    }
+  }
   if (!p.failed) p.part = nrt_conv_falloc(p.nslices * p.ntiles * WMR * WNR);
   if (!p.failed && !p.part) p.failed = 1;
-  if (!p.failed) nrt_parallel_for(p.nslices, 1, wslices, &p);
-  if (!p.failed) nrt_parallel_for(p.ntiles, 1, wfinish, &p);
+  if (!p.failed) nrt_parallel_for(p.nslices * p.nblocks, 1, wtasks, &p);
+  if (!p.failed) nrt_parallel_for(p.ntiles / g->KK, 1, wfinish, &p);
   if (!p.failed && p.nonfinite && (g->P[0] || g->P[1] || g->P[2])) poison(&p);
   free(p.copy);
   free(p.part);
