@@ -47,6 +47,14 @@ SETTINGS = {
     "quick": dict(repeats=3, sample_s=0.01, warmup=1, budget_s=4.0),
     "smoke": dict(repeats=1, sample_s=0.0, warmup=1, budget_s=None),
 }
+# Idle time before every sample. PyTorch's OpenMP threads (libgomp) keep
+# spinning for a few milliseconds after each parallel region; without a
+# pause they hold the cores during the first milliseconds of the neuron
+# sample that follows a CPU one (measured here: 16M-element add 8.3 ms
+# against 5.8 with OMP_WAIT_POLICY=passive, 1-2 calls a sample). A program
+# using one device never sees that, so neither should its comparison. The
+# runtime's own threads spin for at most 50 us.
+SETTLE_S = 0.01
 
 
 def describe(e: BaseException) -> str:
@@ -66,6 +74,7 @@ def measure(calls: dict, repeats: int, sample_s: float, warmup: int,
     calls, errors, inner, samples = dict(calls), {}, {}, {dev: [] for dev in calls}
 
     def timed(dev: str, n: int) -> float | None:
+        time.sleep(SETTLE_S)
         try:
             t0 = time.perf_counter()
             for _ in range(n):
