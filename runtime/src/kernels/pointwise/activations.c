@@ -37,6 +37,10 @@ static inline float gelu_tanh_v(float x) {
   float inner = GELU_TANH_BETA * (x + GELU_KAPPA * (x * x * x));
   return 0.5f * x * (1.0f + nrt_vtanhf(inner));
 }
+static inline float gelu_tanh_v_fma(float x) {
+  float inner = GELU_TANH_BETA * (x + GELU_KAPPA * (x * x * x));
+  return 0.5f * x * (1.0f + nrt_vtanhf_fma(inner));
+}
 static inline float gelu_tanh_ref(float x) {
   float inner = GELU_TANH_BETA * (x + GELU_KAPPA * (x * x * x));
   return 0.5f * x * (1.0f + tanhf(inner));
@@ -46,6 +50,8 @@ static inline float gelu_erf(float x) { return x * 0.5f * (1.0f + erff(x * GELU_
 /* The fast exact form is x * Phi(x) with the vectorisable normal CDF; the
  * reference keeps ATen's x * 0.5 * (1 + erf(x / sqrt 2)) through libm. */
 static inline float gelu_erf_v(float x) { return x * nrt_vnormcdf(x); }
+/* AVX-512 builds: the _fma family of vmath.h (the erf form about 1.6x faster) */
+static inline float gelu_erf_v_fma(float x) { return x * nrt_vnormcdf_fma(x); }
 
 #define GELU_FN(fname, ATTR, TANH_FN, ERF_FN)                                            \
   ATTR static void fname(float *out, const float *a, const float *b, const float *c,     \
@@ -56,7 +62,7 @@ static inline float gelu_erf_v(float x) { return x * nrt_vnormcdf(x); }
       for (int64_t i = 0; i < n; i++) out[i] = ERF_FN(a[i]);                             \
   }
 GELU_FN(gelu_f32, , gelu_tanh_v, gelu_erf_v)
-GELU_FN(gelu_f32_avx512, NRT_TARGET_AVX512, gelu_tanh_v, gelu_erf_v)
+GELU_FN(gelu_f32_avx512, NRT_TARGET_AVX512, gelu_tanh_v_fma, gelu_erf_v_fma)
 GELU_FN(gelu_ref_f32, , gelu_tanh_ref, gelu_erf)
 
 PW_F32_MV(silu, 1, x / (1.0f + nrt_vexpf(-x)))
@@ -102,6 +108,10 @@ static inline float gelu_erf_backward_v(float dy, float x) {
   float pdf = GELU_PDF_BETA * nrt_vexpf(-0.5f * x * x);
   return dy * (nrt_vnormcdf(x) + x * pdf);
 }
+static inline float gelu_erf_backward_v_fma(float dy, float x) {
+  float pdf = GELU_PDF_BETA * nrt_vexpf_fma(-0.5f * x * x);
+  return dy * (nrt_vnormcdf_fma(x) + x * pdf);
+}
 #define GELU_BWD_FN(fname, ATTR, TANH_FN, ERF_FN)                                       \
   ATTR static void fname(float *out, const float *a, const float *b, const float *c,    \
                          int64_t n, const nrt_launch *l) {                              \
@@ -112,7 +122,7 @@ static inline float gelu_erf_backward_v(float dy, float x) {
       for (int64_t i = 0; i < n; i++) out[i] = ERF_FN(a[i], b[i]);                       \
   }
 GELU_BWD_FN(gelu_backward_f32, , nrt_vtanhf, gelu_erf_backward_v)
-GELU_BWD_FN(gelu_backward_f32_avx512, NRT_TARGET_AVX512, nrt_vtanhf, gelu_erf_backward_v)
+GELU_BWD_FN(gelu_backward_f32_avx512, NRT_TARGET_AVX512, nrt_vtanhf_fma, gelu_erf_backward_v_fma)
 GELU_BWD_FN(gelu_backward_ref_f32, , tanhf, gelu_erf_backward)
 
 static inline float silu_backward_v(float dy, float x, float s) { return dy * s * (1.0f + x * (1.0f - s)); }
