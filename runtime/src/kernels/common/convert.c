@@ -129,8 +129,7 @@ CONV_INLINE uint64_t f64_to_u64(double x) {
     return;                                         \
   }
 
-CONV_INLINE void load_f32_impl(float *dst, const char *src, int64_t stride, nrt_dtype dt, int64_t n,
-                               bool wide) {
+CONV_INLINE void load_f32_run(float *dst, const char *src, int64_t stride, nrt_dtype dt, int64_t n, bool wide) {
   if (wide && dt == NRT_FLOAT16 && stride == 2) {
     f16_load_avx512(dst, (const uint16_t *)src, n);
     return;
@@ -140,6 +139,20 @@ CONV_INLINE void load_f32_impl(float *dst, const char *src, int64_t stride, nrt_
     CONVERT_DTYPES(LOAD_F32_CASE)
   default: break;
   }
+}
+
+CONV_INLINE void load_f32_impl(float *dst, const char *src, int64_t stride, nrt_dtype dt, int64_t n,
+                               bool wide) {
+  if (stride == 0 && n > 1) {
+    /* a broadcast operand (a scalar, an expanded dim): one conversion and
+     * a fill the compiler vectorises; the strided loop stored one element
+     * a cycle, as long as the kernel itself on a 4096-element add_(1) */
+    load_f32_run(dst, src, 0, dt, 1, wide);
+    float v = dst[0];
+    for (int64_t i = 1; i < n; i++) dst[i] = v;
+    return;
+  }
+  load_f32_run(dst, src, stride, dt, n, wide);
 }
 
 void nrt_load_i64(int64_t *dst, const char *src, int64_t stride, nrt_dtype dt, int64_t n) {
