@@ -183,6 +183,8 @@ static void test_conv2d_shapes(void) {
       C2(2, 1, 20, 6, 16, 16, 4, 4, 4, 0, 1, true),  /* ViT patchify */
       C2(2, 6, 1, 1, 10, 12, 3, 3, 1, 1, 1, true),   /* depthwise: direct path */
       C2(1, 4, 2, 1, 9, 9, 5, 5, 2, 2, 1, false),    /* depthwise x2 multiplier */
+      C2(2, 3, 1, 1, 7, 37, 3, 3, 1, 2, 2, true),    /* depthwise, dilated: rows of 16-column chunks and a tail */
+      C2(1, 1, 2, 5, 6, 20, 3, 3, 1, 1, 1, true),    /* direct path over 5 input channels */
       C2(1, 1, 8, 2, 2, 3, 3, 3, 1, 2, 1, true),     /* more padding than input */
       C2(2, 1, 37, 45, 6, 5, 2, 3, 3, 0, 2, true),   /* uneven everything */
       C2(1, 1, 40, 600, 4, 4, 1, 1, 1, 0, 1, false), /* Kdim beyond one KC slice */

@@ -6,6 +6,7 @@
  * Tasks: (image, group) for the forward and input gradient, group for the
  * weight gradient (it sums over images). */
 #pragma GCC optimize("O3,no-trapping-math,no-math-errno")
+#include <immintrin.h>
 #include "kernels/conv/conv.h"
 
 /* Loads (store = false) or stores `nc` channel planes of image n, channels
@@ -89,11 +90,97 @@ static void poison_taps(const nrt_conv_geom *g, const float *dy, double *acc) {
   }
 }
 
+/* ---- unit column stride on AVX-512: taps summed in registers ------------------
+ * The tap-by-tap axpys above run one short loop (an output row) per tap
+ * and row, each a vector loop with its alias checks and tails: on 56-wide
+ * maps that overhead was most of a depthwise convolution. Here each 16
+ * columns of an output row keep their sum in a register across all taps:
+ *   out[pos] += w[t] * in[t's plane][pos + off[t]]
+ * a masked load and a masked FMA per tap, the mask leaving out columns
+ * whose input lies outside the row (padding: not multiplied, as the
+ * scalar loops skip it) and columns past the row's end. Output rows step
+ * the input rows by rs[0], rs[1] (the stride of the forward; 1 for the
+ * input gradient); columns step by one. */
+/* Columns per pass: four 16-lane sums, four independent FMA chains (one
+ * chain waited out the FMA latency at every tap). */
+#define DW_VECS 4
+
+typedef struct dw_tap {
+  int64_t plane, off[3]; /* input plane offset (floats) and offsets per dim */
+  float w;
+  uint16_t mask[DW_VECS]; /* the current columns' lanes that read inside the row */
+} dw_tap;
+
+/* Passes over 64 output columns at a time: the taps' lane masks depend
+ * only on the columns, so they are set once per pass (taps[].mask), and
+ * the rows then run with a row check, a masked load and a masked FMA per
+ * tap and vector. */
+NRT_TARGET_AVX512 static void dw_plane_avx512(const float *in, const int64_t *ie, float *out, const int64_t *oe,
+                                              const int64_t *rs, dw_tap *taps, int64_t ntaps) {
+  for (int64_t ow0 = 0; ow0 < oe[2]; ow0 += 16 * DW_VECS) {
+    uint32_t live[DW_VECS];
+    for (int v = 0; v < DW_VECS; v++) {
+      int64_t left = oe[2] - ow0 - 16 * v;
+      live[v] = left >= 16 ? 0xffffu : left > 0 ? (1u << left) - 1 : 0;
+    }
+    for (int64_t t = 0; t < ntaps; t++)
+      for (int v = 0; v < DW_VECS; v++) {
+        int64_t c0 = ow0 + 16 * v + taps[t].off[2];
+        int64_t lo = c0 < 0 ? -c0 : 0, hi = ie[2] - c0 < 16 ? ie[2] - c0 : 16;
+        taps[t].mask[v] = (uint16_t)(hi <= lo ? 0 : live[v] & (((1u << hi) - 1) & ~((1u << lo) - 1)));
+      }
+    for (int64_t od = 0; od < oe[0]; od++)
+      for (int64_t oh = 0; oh < oe[1]; oh++) {
+        float *orow = out + (od * oe[1] + oh) * oe[2] + ow0;
+        __m512 acc[DW_VECS];
+        for (int v = 0; v < DW_VECS; v++) acc[v] = _mm512_maskz_loadu_ps((__mmask16)live[v], orow + 16 * v);
+        for (int64_t t = 0; t < ntaps; t++) {
+          const dw_tap *tp = &taps[t];
+          int64_t id = od * rs[0] + tp->off[0], ih = oh * rs[1] + tp->off[1];
+          if (id < 0 || id >= ie[0] || ih < 0 || ih >= ie[1]) continue;
+          /* lanes before the row's start or past its end are masked off (no
+           * fault); the address is formed as an integer, since it may lie
+           * before the buffer */
+          uintptr_t x0 = (uintptr_t)(in + tp->plane + (id * ie[1] + ih) * ie[2]) + (uintptr_t)((ow0 + tp->off[2]) * 4);
+          __m512 wv = _mm512_set1_ps(tp->w);
+          for (int v = 0; v < DW_VECS; v++) {
+            __m512 xv = _mm512_maskz_loadu_ps((__mmask16)tp->mask[v], (const void *)(x0 + 64 * (uintptr_t)v));
+            acc[v] = _mm512_mask3_fmadd_ps(wv, xv, acc[v], (__mmask16)tp->mask[v]);
+          }
+        }
+        for (int v = 0; v < DW_VECS; v++) _mm512_mask_storeu_ps(orow + 16 * v, (__mmask16)live[v], acc[v]);
+      }
+  }
+}
+
+/* Whether a launch runs through dw_plane_avx512: AVX-512, unit column
+ * stride, and for the input gradient unit strides everywhere (so it is a
+ * forward over dy with the taps mirrored). */
+static bool dw_applies(const nrt_conv_geom *g, bool backward) {
+  if (nrt_kernels_isa() < NRT_ISA_AVX512 || g->S[2] != 1) return false;
+  return !backward || (g->S[0] == 1 && g->S[1] == 1);
+}
+
+/* Output channel co's taps: the forward reads x at o * S + k * D - P;
+ * the input gradient, a forward over dy, reads dy at i + P - k * D. */
+static void dw_taps(const nrt_conv_geom *g, const float *wrow, bool backward, dw_tap *taps) {
+  for (int64_t kk = 0; kk < g->Kdim; kk++) {
+    nrt_conv_tap t;
+    nrt_conv_tap_init(g, kk, &t);
+    dw_tap *d = &taps[kk];
+    d->w = wrow[kk];
+    d->plane = backward ? 0 : t.ci * g->LI;
+    for (int i = 0; i < 3; i++) d->off[i] = backward ? -t.off[i] : t.off[i];
+  }
+}
+
 /* Dense planes of one (image, group): x [Cig][LI], y [Cog][L], weights
  * [Cog][Kdim]; and nacc doubles. */
 static bool direct_alloc(nrt_conv_plan *p, nrt_conv_bufs *w, int64_t nacc) {
   const nrt_conv_geom *g = p->g;
-  return nrt_conv_bufs_alloc(p, w, 4, (const int64_t[]){g->Cig * g->LI, g->Cog * g->L, g->Cog * g->Kdim, 2 * nacc});
+  /* the last buffer also holds dw_plane's taps (Kdim of them) */
+  int64_t extra = nrt_max_i64(2 * nacc, nrt_cdiv(g->Kdim * (int64_t)sizeof(dw_tap), 4));
+  return nrt_conv_bufs_alloc(p, w, 4, (const int64_t[]){g->Cig * g->LI, g->Cog * g->L, g->Cog * g->Kdim, extra});
 }
 
 /* Tasks (image, group) of the forward (y = sum over taps of w * x rows)
@@ -108,7 +195,9 @@ static void direct_images(nrt_conv_plan *p, int64_t begin, int64_t end, bool bac
   nrt_conv_bufs bufs;
   if (!direct_alloc(p, &bufs, 0)) return;
   float *bx = bufs.b[0], *by = bufs.b[1], *bw = bufs.b[2];
+  dw_tap *taps = (dw_tap *)bufs.b[3];
   const int64_t S2 = g->S[2];
+  const bool dw = dw_applies(g, backward);
   for (int64_t task = begin; task < end; task++) {
     int64_t n = task / g->G, grp = task % g->G;
     for (int64_t co = 0; co < g->Cog; co++)
@@ -120,7 +209,22 @@ static void direct_images(nrt_conv_plan *p, int64_t begin, int64_t end, bool bac
       planes_fill(bx, g->Cig, g->LI, bias, grp * g->Cig);
       planes_io(in, g->O, n, grp * g->Cog, g->Cog, by, false);
     }
-    for (int64_t kk = 0; kk < g->Kdim; kk++) {
+    if (dw && !backward) {
+      for (int64_t co = 0; co < g->Cog; co++) {
+        dw_taps(g, bw + co * g->Kdim, false, taps);
+        dw_plane_avx512(bx, g->I, by + co * g->L, g->O, g->S, taps, g->Kdim);
+      }
+    } else if (dw) {
+      /* each input channel ci gathers from every output channel's dy
+       * through that channel's taps of ci */
+      for (int64_t co = 0; co < g->Cog; co++) {
+        dw_taps(g, bw + co * g->Kdim, true, taps);
+        for (int64_t ci = 0; ci < g->Cig; ci++)
+          dw_plane_avx512(by + co * g->L, g->O, bx + ci * g->LI, g->I, (const int64_t[]){1, 1}, taps + ci * g->KK,
+                          g->KK);
+      }
+    }
+    for (int64_t kk = 0; !dw && kk < g->Kdim; kk++) {
       nrt_conv_tap t;
       nrt_conv_tap_init(g, kk, &t);
       float *xc = bx + t.ci * g->LI;
