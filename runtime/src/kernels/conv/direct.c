@@ -153,6 +153,44 @@ NRT_TARGET_AVX512 static void dw_plane_avx512(const float *in, const int64_t *ie
   }
 }
 
+/* The weight gradient's form: acc[t] += sum over output pixels of
+ * dy[pos] * in[t's plane][pos + off[t]], over the same masked lanes
+ * (float sums per column block and plane, added in double). */
+NRT_TARGET_AVX512 static void dw_wgrad_plane_avx512(const float *in, const int64_t *ie, const float *dy,
+                                                    const int64_t *oe, const int64_t *rs, dw_tap *taps,
+                                                    int64_t ntaps, double *acc) {
+  for (int64_t ow0 = 0; ow0 < oe[2]; ow0 += 16 * DW_VECS) {
+    for (int64_t t = 0; t < ntaps; t++)
+      for (int v = 0; v < DW_VECS; v++) {
+        int64_t left = oe[2] - ow0 - 16 * v;
+        uint32_t live = left >= 16 ? 0xffffu : left > 0 ? (1u << left) - 1 : 0;
+        int64_t c0 = ow0 + 16 * v + taps[t].off[2];
+        int64_t lo = c0 < 0 ? -c0 : 0, hi = ie[2] - c0 < 16 ? ie[2] - c0 : 16;
+        taps[t].mask[v] = (uint16_t)(hi <= lo ? 0 : live & (((1u << hi) - 1) & ~((1u << lo) - 1)));
+      }
+    for (int64_t t = 0; t < ntaps; t++) {
+      const dw_tap *tp = &taps[t];
+      __m512 sum[DW_VECS];
+      for (int v = 0; v < DW_VECS; v++) sum[v] = _mm512_setzero_ps();
+      for (int64_t od = 0; od < oe[0]; od++)
+        for (int64_t oh = 0; oh < oe[1]; oh++) {
+          int64_t id = od * rs[0] + tp->off[0], ih = oh * rs[1] + tp->off[1];
+          if (id < 0 || id >= ie[0] || ih < 0 || ih >= ie[1]) continue;
+          const float *drow = dy + (od * oe[1] + oh) * oe[2] + ow0;
+          uintptr_t x0 = (uintptr_t)(in + tp->plane + (id * ie[1] + ih) * ie[2]) + (uintptr_t)((ow0 + tp->off[2]) * 4);
+          for (int v = 0; v < DW_VECS; v++) {
+            __mmask16 m = (__mmask16)tp->mask[v];
+            __m512 xv = _mm512_maskz_loadu_ps(m, (const void *)(x0 + 64 * (uintptr_t)v));
+            __m512 dv = _mm512_maskz_loadu_ps(m, drow + 16 * v);
+            sum[v] = _mm512_mask3_fmadd_ps(dv, xv, sum[v], m);
+          }
+        }
+      __m512 total = _mm512_add_ps(_mm512_add_ps(sum[0], sum[1]), _mm512_add_ps(sum[2], sum[3]));
+      acc[t] += (double)_mm512_reduce_add_ps(total);
+    }
+  }
+}
+
 /* Whether a launch runs through dw_plane_avx512: AVX-512, unit column
  * stride, and for the input gradient unit strides everywhere (so it is a
  * forward over dy with the taps mirrored). */
@@ -175,12 +213,12 @@ static void dw_taps(const nrt_conv_geom *g, const float *wrow, bool backward, dw
 }
 
 /* Dense planes of one (image, group): x [Cig][LI], y [Cog][L], weights
- * [Cog][Kdim]; and nacc doubles. */
+ * [Cog][Kdim]; nacc doubles; and Kdim taps. */
 static bool direct_alloc(nrt_conv_plan *p, nrt_conv_bufs *w, int64_t nacc) {
   const nrt_conv_geom *g = p->g;
-  /* the last buffer also holds dw_plane's taps (Kdim of them) */
-  int64_t extra = nrt_max_i64(2 * nacc, nrt_cdiv(g->Kdim * (int64_t)sizeof(dw_tap), 4));
-  return nrt_conv_bufs_alloc(p, w, 4, (const int64_t[]){g->Cig * g->LI, g->Cog * g->L, g->Cog * g->Kdim, extra});
+  /* the last buffer holds dw_plane's taps (Kdim of them) */
+  return nrt_conv_bufs_alloc(p, w, 5, (const int64_t[]){g->Cig * g->LI, g->Cog * g->L, g->Cog * g->Kdim, 2 * nacc,
+                                                        nrt_cdiv(g->Kdim * (int64_t)sizeof(dw_tap), 4)});
 }
 
 /* Tasks (image, group) of the forward (y = sum over taps of w * x rows)
@@ -195,7 +233,7 @@ static void direct_images(nrt_conv_plan *p, int64_t begin, int64_t end, bool bac
   nrt_conv_bufs bufs;
   if (!direct_alloc(p, &bufs, 0)) return;
   float *bx = bufs.b[0], *by = bufs.b[1], *bw = bufs.b[2];
-  dw_tap *taps = (dw_tap *)bufs.b[3];
+  dw_tap *taps = (dw_tap *)bufs.b[4];
   const int64_t S2 = g->S[2];
   const bool dw = dw_applies(g, backward);
   for (int64_t task = begin; task < end; task++) {
@@ -266,14 +304,21 @@ static void direct_bwdw(void *ctx, int64_t begin, int64_t end) {
   if (!direct_alloc(p, &bufs, g->Cog * g->Kdim)) return;
   float *bx = bufs.b[0], *by = bufs.b[1], *bw = bufs.b[2];
   double *acc = (double *)bufs.b[3];
+  dw_tap *taps = (dw_tap *)bufs.b[4];
   const int64_t S2 = g->S[2];
+  const bool dw = dw_applies(g, false);
   for (int64_t grp = begin; grp < end; grp++) {
     for (int64_t i = 0; i < g->Cog * g->Kdim; i++) acc[i] = 0.0;
     for (int64_t n = 0; n < g->N; n++) {
       planes_io(x, g->I, n, grp * g->Cig, g->Cig, bx, false);
       planes_io(gy, g->O, n, grp * g->Cog, g->Cog, by, false);
       bool poison = has_padding(g) && nrt_conv_any_nonfinite(by, g->Cog * g->L);
-      for (int64_t kk = 0; kk < g->Kdim; kk++) {
+      if (dw)
+        for (int64_t co = 0; co < g->Cog; co++) {
+          dw_taps(g, bw, false, taps); /* offsets only: the weights are not read */
+          dw_wgrad_plane_avx512(bx, g->I, by + co * g->L, g->O, g->S, taps, g->Kdim, acc + co * g->Kdim);
+        }
+      for (int64_t kk = 0; !dw && kk < g->Kdim; kk++) {
         nrt_conv_tap t;
         nrt_conv_tap_init(g, kk, &t);
         const float *xc = bx + t.ci * g->LI;
