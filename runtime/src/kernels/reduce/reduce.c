@@ -482,6 +482,14 @@ static void feed_rows(const red_plan *p, rstate *s, const char *base, int64_t r0
     int64_t j = r % inner;
     int64_t n = inner - j < r1 - r ? inner - j : r1 - r;
     const char *src = base + reduced_offset(p, r);
+    if (p->fdomain && p->in_dt == NRT_FLOAT32 && st == 4) {
+      /* read in place: the whole run in one call, rather than a call (and
+       * a fold of the partial sums) per block, which cost a quarter of a
+       * row sum's time */
+      acc_f32(p, s, (const float *)src, n, r);
+      r += n;
+      continue;
+    }
     for (int64_t b = 0; b < n; b += NRT_BLOCK) {
       int64_t m = n - b < NRT_BLOCK ? n - b : NRT_BLOCK;
       const char *q = src + b * st;
