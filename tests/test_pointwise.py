@@ -295,3 +295,22 @@ def test_pow_of_bool_by_zero_or_one_fills_or_copies_like_the_cpu():
     for e in (True, False, 0, 1):
         want, got = torch.pow(x, e), torch.pow(x.to(DEV), e)
         assert got.dtype == want.dtype and torch.equal(got.cpu(), want), e
+
+
+def test_integer_to_a_negative_integer_power_raises_like_the_cpu():
+    # pow.Tensor_Scalar's meta check (NumPy's rule); a float exponent, a bool
+    # or float base, and a tensor exponent still compute
+    for dt in (torch.int64, torch.int8, torch.uint8, torch.bool):
+        raises_like_cpu(lambda dev: torch.tensor([2, 3], device=dev).to(dt) ** -2)
+    for base, e in ((torch.tensor([2, 3]), -2.0), (torch.tensor([2.0, 4.0]), -2), (torch.tensor([2, 3]), 2)):
+        want, got = base ** e, base.to(DEV) ** e
+        assert got.dtype == want.dtype
+        close(got, want)
+
+
+def test_logaddexp_of_bool_and_float_promotes_like_the_cpu():
+    a, b = torch.tensor([True, False, True]), torch.tensor([1.0, -2.0, float("inf")])
+    for x, y in ((a, b), (b, a)):
+        want, got = torch.logaddexp(x, y), torch.logaddexp(x.to(DEV), y.to(DEV))
+        assert got.dtype == want.dtype
+        close(got, want)

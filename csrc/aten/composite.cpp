@@ -136,13 +136,18 @@ Tensor clamp_t_into(Tensor, const Tensor &self, const std::optional<Tensor> &lo,
 Tensor logaddexp_into(Tensor, const Tensor &a, const Tensor &b) {
   // The CPU's kernel covers floating and complex dtypes; complex is not
   // composed here (maximum has no complex form).
+  // the CPU's iterator checks the shapes before its kernel checks the dtype
+  at::infer_size(a.sizes(), b.sizes());
   at::ScalarType t = at::result_type(a, b);
   TORCH_CHECK_NOT_IMPLEMENTED(!at::isComplexType(t), "neuron: logaddexp does not support complex tensors (got ", t,
                               ")");
   TORCH_CHECK_NOT_IMPLEMENTED(at::isFloatingType(t), "\"logaddexp_cpu\" not implemented for '", t, "'");
-  Tensor m = at::maximum(a, b);
-  Tensor r = m.add(a.sub(b).abs().neg().exp().log1p());
-  return at::where(a.eq(b).logical_and(a.isinf()), a, r);
+  // in the result dtype first: a bool operand beside a float one is valid
+  // for the CPU's kernel, but not for sub
+  const Tensor x = a.scalar_type() == t ? a : a.to(t), y = b.scalar_type() == t ? b : b.to(t);
+  Tensor m = at::maximum(x, y);
+  Tensor r = m.add(x.sub(y).abs().neg().exp().log1p());
+  return at::where(x.eq(y).logical_and(x.isinf()), x, r);
 }
 
 bool equal_fn(const Tensor &a, const Tensor &b) {

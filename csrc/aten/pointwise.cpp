@@ -336,6 +336,9 @@ Tensor div_mode_into(Tensor out, const Tensor &a, const Tensor &b, std::optional
 // sqrt, 1/x, ...), which give the CPU's values bit for bit where powf would
 // differ in the last place.
 Tensor pow_ts_into(Tensor out, const Tensor &a, const Scalar &e) {
+  // pow.Tensor_Scalar's meta function checks this before any kernel (NumPy's rule)
+  TORCH_CHECK(!(at::isIntegralType(a.scalar_type(), true) && e.isIntegral(true) && e.toLong() < 0),
+              "Integers to negative integer powers are not allowed.");
   at::ScalarType rt = at::result_type(a, e);
   if (rt == a.scalar_type() && (!out.defined() || out.scalar_type() == rt)) {
     auto iter = TensorIterator::unary_op(out, a);
