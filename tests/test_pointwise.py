@@ -314,3 +314,20 @@ def test_logaddexp_of_bool_and_float_promotes_like_the_cpu():
         want, got = torch.logaddexp(x, y), torch.logaddexp(x.to(DEV), y.to(DEV))
         assert got.dtype == want.dtype
         close(got, want)
+
+
+def test_pow_by_zero_or_one_fills_or_copies_into_any_out_dtype():
+    # ATen's pow.Tensor_Scalar fills or copies before a kernel checks the
+    # dtype: bool ** True into a float out=, an int tensor ** 1.0 (float)
+    b = torch.tensor([True, False])
+    for e, out_dt in ((True, torch.float32), (False, torch.int64), (1, torch.float16), (0, torch.float32)):
+        want = torch.pow(b, e, out=torch.empty(2, dtype=out_dt))
+        got = torch.pow(b.to(DEV), e, out=torch.empty(2, dtype=out_dt, device=DEV))
+        assert got.dtype == want.dtype and torch.equal(got.cpu(), want), (e, out_dt)
+    x = torch.tensor([2, 3])
+    for e in (1.0, 0.0, 1, 0):
+        want, got = x ** e, x.to(DEV) ** e
+        assert got.dtype == want.dtype and torch.equal(got.cpu(), want), e
+    y = torch.tensor([2.0, float("nan")])
+    got, want = y.to(DEV).pow_(0), y.clone().pow_(0)
+    assert torch.equal(got.cpu(), want)

@@ -4,8 +4,11 @@
 #include <ATen/native/TypeProperties.h>
 #include <ATen/ScalarOps.h>
 #include <ATen/TensorIterator.h>
+#include <ATen/MemoryOverlap.h>
 #include <ATen/native/BinaryOps.h>
+#include <ATen/native/Resize.h>
 #include <ATen/ops/empty.h>
+#include <ATen/ops/empty_like.h>
 #include <ATen/ops/result_type.h>
 #include <c10/core/DeviceGuard.h>
 
@@ -340,11 +343,26 @@ Tensor pow_ts_into(Tensor out, const Tensor &a, const Scalar &e) {
   TORCH_CHECK(!(at::isIntegralType(a.scalar_type(), true) && e.isIntegral(true) && e.toLong() < 0),
               "Integers to negative integer powers are not allowed.");
   at::ScalarType rt = at::result_type(a, e);
+  // ATen's pow fills (exponent 0) or copies (exponent 1) into an output of
+  // the result dtype before any kernel would check the dtype: bool ** True
+  // into a float out= is a copy
+  bool zero = e.equal(0) || (e.isBoolean() && !e.toBool()), one = e.equal(1) || (e.isBoolean() && e.toBool());
+  if (zero || one) {
+    if (out.defined()) {
+      TORCH_CHECK(at::canCast(rt, out.scalar_type()), "result type ", rt, " can't be cast to the desired output type ",
+                  out.scalar_type());
+      at::native::resize_output(out, a.sizes());
+      // the overlap checks the CPU's iterator makes
+      at::assert_no_internal_overlap(out);
+      at::assert_no_partial_overlap(out, a);
+    } else {
+      out = at::empty_like(a, a.options().dtype(rt));
+    }
+    return zero ? out.fill_(1) : out.copy_(a);
+  }
   if (rt == a.scalar_type() && (!out.defined() || out.scalar_type() == rt)) {
     auto iter = TensorIterator::unary_op(out, a);
-    // ATen's pow fills or copies for an exponent of 0 or 1 before its kernel
-    // would check the dtype.
-    if (!(e.isBoolean() || e.equal(0) || e.equal(1))) check_cpu_dtype(iter, NRT_OP_POW_SCALAR);
+    check_cpu_dtype(iter, NRT_OP_POW_SCALAR);
     launch_iter(iter, NRT_OP_POW_SCALAR, {scalar_for(iter, e)});
     return iter.output();
   }
