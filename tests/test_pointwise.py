@@ -269,6 +269,8 @@ _CPU_DTYPE_CASES = [
         torch.ones(2, dtype=torch.int8, device=dev), 0.5)),
     ("logsigmoid bool", lambda dev: F.logsigmoid(torch.ones(1, dtype=torch.bool, device=dev))),
     ("bitwise_and empty float", lambda dev: torch.bitwise_and(torch.ones(0, device=dev), torch.ones(0, device=dev))),
+    ("true division into complex32", lambda dev: torch.ones(1, dtype=torch.float16, device=dev) / complex(-1, -0.5)),
+    ("pow into complex32", lambda dev: torch.ones(1, dtype=torch.float16, device=dev) ** torch.tensor(1 + 0j)),
 ]
 
 

@@ -45,7 +45,7 @@ nrt_scalar fscalar(double d) { nrt_scalar v; v.f = d; return v; }
 // for raises what the CPU raises (NotImplementedError naming the CPU kernel,
 // or its RuntimeError), here at the op: the kernel itself would only fail at
 // the next synchronisation.
-enum class Dtypes { Integral, IntegralBool, Floating, FloatingComplex, RealNoBool, NoBool };
+enum class Dtypes { Integral, IntegralBool, Floating, FloatingComplex, RealNoBool, NoBool, NoComplexHalf, NoBoolComplexHalf };
 
 bool covers(Dtypes set, at::ScalarType t) {
   switch (set) {
@@ -55,6 +55,8 @@ bool covers(Dtypes set, at::ScalarType t) {
     case Dtypes::FloatingComplex: return at::isFloatingType(t) || at::isComplexType(t);
     case Dtypes::RealNoBool: return t != at::kBool && !at::isComplexType(t);
     case Dtypes::NoBool: return t != at::kBool;
+    case Dtypes::NoComplexHalf: return t != at::kComplexHalf;
+    case Dtypes::NoBoolComplexHalf: return t != at::kBool && t != at::kComplexHalf;
   }
   return true;
 }
@@ -75,12 +77,13 @@ std::optional<CpuKernel> cpu_kernel(nrt_op op) {
     case NRT_OP_SHIFT_LEFT: return CpuKernel{"lshift_cpu", Dtypes::Integral};
     case NRT_OP_SHIFT_RIGHT: return CpuKernel{"rshift_cpu", Dtypes::Integral};
     case NRT_OP_HYPOT: return CpuKernel{"hypot_cpu", Dtypes::Floating};
+    case NRT_OP_DIV: return CpuKernel{"div_cpu", Dtypes::NoComplexHalf};  // true division promotes the rest
     case NRT_OP_DIV_FLOOR: return CpuKernel{"div_floor_cpu", Dtypes::RealNoBool};
     case NRT_OP_DIV_TRUNC: return CpuKernel{"div_trunc_cpu", Dtypes::RealNoBool};
     case NRT_OP_REMAINDER: return CpuKernel{"remainder_cpu", Dtypes::RealNoBool};
     case NRT_OP_FMOD: return CpuKernel{"fmod_cpu", Dtypes::RealNoBool};
     case NRT_OP_POW:
-    case NRT_OP_POW_SCALAR: return CpuKernel{"pow", Dtypes::NoBool};
+    case NRT_OP_POW_SCALAR: return CpuKernel{"pow", Dtypes::NoBoolComplexHalf};
     case NRT_OP_ABS: return CpuKernel{"abs_cpu", Dtypes::NoBool};
     case NRT_OP_CEIL: return CpuKernel{"ceil_vml_cpu", Dtypes::RealNoBool};
     case NRT_OP_FLOOR: return CpuKernel{"floor_vml_cpu", Dtypes::RealNoBool};

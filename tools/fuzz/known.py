@@ -139,7 +139,8 @@ KNOWN: list[Group] = [
           "value (116, 8 in the float64 run); neuron returns 0, the sum of nothing."),
 
     Group("cpu-bug-int-min-div-trunc", ("div", "floor_divide", "operator"), ("crash",),
-          all_of(fn("torch.div", "torch.floor_divide", "operator.floordiv"), in_dtype("int")),
+          all_of(fn("torch.div", "Tensor.div", "Tensor.div_", "torch.floor_divide", "Tensor.floor_divide",
+                    "Tensor.floor_divide_", "operator.floordiv", "operator.ifloordiv"), in_dtype("int")),
           "CPU bug: integer division of the type's minimum by -1 (int32 -2147483648 // -1, rounding_mode='trunc') "
           "traps: SIGFPE in the CPU's kernel kills the worker; neuron wraps, as two's complement does."),
     Group("cpu-order-batch-norm-int-stats", ("batch_norm",), EXC, cpu_msg("could not infer output dtype"),
