@@ -111,6 +111,23 @@ typedef struct dw_tap {
   uint16_t mask[DW_VECS]; /* the current columns' lanes that read inside the row */
 } dw_tap;
 
+/* live[v]: the lanes of vector v of the columns from ow0 that lie in the
+ * output row (ocols wide); and each tap's mask: those of them whose input
+ * column lies inside the input row (icols wide). */
+static void dw_set_masks(dw_tap *taps, int64_t ntaps, int64_t ow0, int64_t ocols, int64_t icols,
+                         uint32_t live[DW_VECS]) {
+  for (int v = 0; v < DW_VECS; v++) {
+    int64_t left = ocols - ow0 - 16 * v;
+    live[v] = left >= 16 ? 0xffffu : left > 0 ? (1u << left) - 1 : 0;
+  }
+  for (int64_t t = 0; t < ntaps; t++)
+    for (int v = 0; v < DW_VECS; v++) {
+      int64_t c0 = ow0 + 16 * v + taps[t].off[2];
+      int64_t lo = c0 < 0 ? -c0 : 0, hi = icols - c0 < 16 ? icols - c0 : 16;
+      taps[t].mask[v] = (uint16_t)(hi <= lo ? 0 : live[v] & (((1u << hi) - 1) & ~((1u << lo) - 1)));
+    }
+}
+
 /* Passes over 64 output columns at a time: the taps' lane masks depend
  * only on the columns, so they are set once per pass (taps[].mask), and
  * the rows then run with a row check, a masked load and a masked FMA per
@@ -119,16 +136,7 @@ NRT_TARGET_AVX512 static void dw_plane_avx512(const float *in, const int64_t *ie
                                               const int64_t *rs, dw_tap *taps, int64_t ntaps) {
   for (int64_t ow0 = 0; ow0 < oe[2]; ow0 += 16 * DW_VECS) {
     uint32_t live[DW_VECS];
-    for (int v = 0; v < DW_VECS; v++) {
-      int64_t left = oe[2] - ow0 - 16 * v;
-      live[v] = left >= 16 ? 0xffffu : left > 0 ? (1u << left) - 1 : 0;
-    }
-    for (int64_t t = 0; t < ntaps; t++)
-      for (int v = 0; v < DW_VECS; v++) {
-        int64_t c0 = ow0 + 16 * v + taps[t].off[2];
-        int64_t lo = c0 < 0 ? -c0 : 0, hi = ie[2] - c0 < 16 ? ie[2] - c0 : 16;
-        taps[t].mask[v] = (uint16_t)(hi <= lo ? 0 : live[v] & (((1u << hi) - 1) & ~((1u << lo) - 1)));
-      }
+    dw_set_masks(taps, ntaps, ow0, oe[2], ie[2], live);
     for (int64_t od = 0; od < oe[0]; od++)
       for (int64_t oh = 0; oh < oe[1]; oh++) {
         float *orow = out + (od * oe[1] + oh) * oe[2] + ow0;
@@ -160,14 +168,8 @@ NRT_TARGET_AVX512 static void dw_wgrad_plane_avx512(const float *in, const int64
                                                     const int64_t *oe, const int64_t *rs, dw_tap *taps,
                                                     int64_t ntaps, double *acc) {
   for (int64_t ow0 = 0; ow0 < oe[2]; ow0 += 16 * DW_VECS) {
-    for (int64_t t = 0; t < ntaps; t++)
-      for (int v = 0; v < DW_VECS; v++) {
-        int64_t left = oe[2] - ow0 - 16 * v;
-        uint32_t live = left >= 16 ? 0xffffu : left > 0 ? (1u << left) - 1 : 0;
-        int64_t c0 = ow0 + 16 * v + taps[t].off[2];
-        int64_t lo = c0 < 0 ? -c0 : 0, hi = ie[2] - c0 < 16 ? ie[2] - c0 : 16;
-        taps[t].mask[v] = (uint16_t)(hi <= lo ? 0 : live & (((1u << hi) - 1) & ~((1u << lo) - 1)));
-      }
+    uint32_t live[DW_VECS];
+    dw_set_masks(taps, ntaps, ow0, oe[2], ie[2], live);
     for (int64_t t = 0; t < ntaps; t++) {
       const dw_tap *tp = &taps[t];
       __m512 sum[DW_VECS];
@@ -199,14 +201,15 @@ static bool dw_applies(const nrt_conv_geom *g, bool backward) {
   return !backward || (g->S[0] == 1 && g->S[1] == 1);
 }
 
-/* Output channel co's taps: the forward reads x at o * S + k * D - P;
+/* Output channel co's taps (wrow NULL: offsets only, no weights): the
+ * forward reads x at o * S + k * D - P;
  * the input gradient, a forward over dy, reads dy at i + P - k * D. */
 static void dw_taps(const nrt_conv_geom *g, const float *wrow, bool backward, dw_tap *taps) {
   for (int64_t kk = 0; kk < g->Kdim; kk++) {
     nrt_conv_tap t;
     nrt_conv_tap_init(g, kk, &t);
     dw_tap *d = &taps[kk];
-    d->w = wrow[kk];
+    d->w = wrow ? wrow[kk] : 0.0f;
     d->plane = backward ? 0 : t.ci * g->LI;
     for (int i = 0; i < 3; i++) d->off[i] = backward ? -t.off[i] : t.off[i];
   }
@@ -307,6 +310,7 @@ static void direct_bwdw(void *ctx, int64_t begin, int64_t end) {
   dw_tap *taps = (dw_tap *)bufs.b[4];
   const int64_t S2 = g->S[2];
   const bool dw = dw_applies(g, false);
+  if (dw) dw_taps(g, NULL, false, taps); /* the same offsets for every channel and image */
   for (int64_t grp = begin; grp < end; grp++) {
     for (int64_t i = 0; i < g->Cog * g->Kdim; i++) acc[i] = 0.0;
     for (int64_t n = 0; n < g->N; n++) {
@@ -314,10 +318,8 @@ static void direct_bwdw(void *ctx, int64_t begin, int64_t end) {
       planes_io(gy, g->O, n, grp * g->Cog, g->Cog, by, false);
       bool poison = has_padding(g) && nrt_conv_any_nonfinite(by, g->Cog * g->L);
       if (dw)
-        for (int64_t co = 0; co < g->Cog; co++) {
-          dw_taps(g, bw, false, taps); /* offsets only: the weights are not read */
+        for (int64_t co = 0; co < g->Cog; co++)
           dw_wgrad_plane_avx512(bx, g->I, by + co * g->L, g->O, g->S, taps, g->Kdim, acc + co * g->Kdim);
-        }
       for (int64_t kk = 0; !dw && kk < g->Kdim; kk++) {
         nrt_conv_tap t;
         nrt_conv_tap_init(g, kk, &t);
