@@ -17,6 +17,9 @@
 //   current stream (an event), then runs as one task there
 //   (nrt_stream_enqueue): the task calls the transport, which blocks that
 //   worker thread until the ranks have met. The caller returns at once.
+//   A small all_reduce that can start at once is tried on the caller's
+//   thread first (nrt_comm_all_reduce_eager: bounded spins, never a
+//   sleep); what a late peer leaves pending goes to the stream as usual.
 // - Every rank of a communicator must issue the same operations in the same
 //   order, so the group keeps one order across its streams: an operation on
 //   another device's stream first waits for the last one enqueued.
@@ -282,6 +285,9 @@ struct OpSpec {
   std::vector<at::Tensor> temps;            // contiguous stand-ins, kept alive like the rest
   std::vector<std::pair<at::Tensor, at::Tensor>> copy_back;  // (caller's tensor, result)
   std::vector<Step> steps;
+  // The operation tried on the caller's thread instead (run(): a small
+  // all_reduce that can start at once); null for the others.
+  std::function<nrt_status(CommShared &, nrt_comm_eager *)> eager;
   bool is_recv = false;
   bool waits_caller_stream = false;  // barrier: no tensors, yet after the caller's queued work
   std::chrono::milliseconds timeout = c10d::kUnsetTimeout;
@@ -380,6 +386,8 @@ class NeuronWork final : public c10d::Work {
   // Small operations (see wait) are at most this many bytes.
   static constexpr int64_t kSmallBytes = 64 << 10;
   static constexpr int kSmallSpinUs = 30;
+  // How long an eager all_reduce (run()) spins for its peers.
+  static constexpr uint64_t kEagerSpinNs = 50000;
   void set_small(bool small) { small_ = small; }
 
   // A Work handed out inside a coalescing block takes the batch's outcome.
@@ -977,6 +985,12 @@ class NeuronBackend final : public c10d::Backend {
     int64_t n = t.numel();
     s.steps.push_back(
         [=](CommShared &c) { return nrt_hcomm_all_reduce(c.hier, p, p, n, r.dtype, r.op, r.factor); });
+    if (s.steps.size() == 1)
+      s.eager = [=](CommShared &c, nrt_comm_eager *state) {
+        return nrt_comm_all_reduce_eager(c.comm, p, p, n, r.dtype, r.op, r.factor, NeuronWork::kEagerSpinNs, state);
+      };
+    else
+      s.eager = nullptr;  // coalesced: one task for the list
   }
 
   void add_all_gather(OpSpec &s, const at::Tensor &output, const at::Tensor &input, const char *what) {
@@ -1129,6 +1143,37 @@ class NeuronBackend final : public c10d::Backend {
     }
 
     auto state = std::make_shared<OpState>();
+    // A small all_reduce that can start at once runs on this thread: the
+    // stream worker's two wake-ups (start, done) are most of its latency.
+    // It spins a bounded time for the peers; a late peer leaves it started
+    // and the stream task below finishes it, so the caller never blocks
+    // for long and the group's order is kept. Only on one machine (the
+    // hierarchical path has its own steps) and with the group's timeout.
+    if (s.eager && starts_now && !members && tensor_device >= 0 && s.copy_back.empty() && !shared_->gloo &&
+        s.timeout.count() <= 0 && nbytes(s.outputs.at(0)) <= NeuronWork::kSmallBytes) {
+      nrt_comm_eager how = NRT_COMM_EAGER_DECLINED;
+      nrt_status est = s.eager(*shared_, &how);
+      if (est != NRT_SUCCESS) {
+        // Failed like the stream task would have: the task reports it, in order.
+        std::string why = nrt_last_error_message();
+        s.steps.assign(1, [est, why](CommShared &) {
+          nrt_set_error_message("%s", why.c_str());
+          return est;
+        });
+      } else if (how == NRT_COMM_EAGER_DONE) {
+        state->finish();
+        ++operations_;
+        ++seq_;
+        auto work = c10::make_intrusive<NeuronWork>(getRank(), s.type, s.op, shared_, state,
+                                                    std::make_shared<DoneEvent>(), device, true, s.outputs);
+        lock.unlock();
+        reaped.clear();
+        work->complete_device_future(stream);
+        return work;
+      } else if (how == NRT_COMM_EAGER_STARTED) {
+        s.steps.assign(1, [](CommShared &c) { return nrt_comm_finish(c.comm); });
+      }
+    }
     bool device_copy_back = tensor_device >= 0 && !s.copy_back.empty();
     auto *task = new CommTask{shared_, state, s.op, std::move(s.steps),
                               s.timeout.count() > 0 ? static_cast<int64_t>(s.timeout.count()) : -1,

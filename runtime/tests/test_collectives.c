@@ -101,6 +101,16 @@ __attribute__((constructor)) static void map_last_entry(void) {
   *last_entry_ns = UINT64_MAX;
 }
 
+/* body_all_reduce_eager: how many eager calls the punctual ranks have
+ * returned from in the late iterations, in a page the ranks share. */
+static _Atomic int *eager_returned;
+
+__attribute__((constructor)) static void map_eager_returned(void) {
+  void *p = mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+  if (p == MAP_FAILED) abort();
+  eager_returned = p;
+}
+
 static int run_counter;
 
 static nrt_comm *join(rank_ctx *rc, int64_t timeout_ms) {
@@ -415,6 +425,82 @@ static void body_all_reduce(rank_ctx *rc) {
     }
   }
   set_path(0);
+  CHECK_OK(nrt_comm_destroy(c));
+}
+
+/* The eager all_reduce: mixed with the ordinary call across ranks and
+ * iterations, left started by a late peer and finished by nrt_comm_finish
+ * or by the next operation, and declined above the one-step size. */
+static void body_all_reduce_eager(rank_ctx *rc) {
+  if (rc->rank == 0) atomic_store(eager_returned, 0); /* before any rank can join */
+  nrt_comm *c = join(rc, TIMEOUT_MS);
+  if (!c) return;
+  const nrt_dtype dts[] = {NRT_FLOAT32, NRT_BFLOAT16, NRT_INT64};
+  const int64_t counts[] = {1, 2, 500}; /* at most 4000 bytes: all one-step */
+  uint64_t seed = 900;
+  int lates = 0;
+  for (int it = 0; it < 60; it++, seed++) {
+    nrt_dtype dt = dts[it % 3];
+    int64_t count = counts[(it / 3) % 3];
+    size_t es = nrt_dtype_size(dt);
+    void **ins = all_inputs(dt, count, rc->world, seed, false);
+    char *want = malloc(count * es), *got = malloc(count * es);
+    reference(dt, NRT_REDUCE_SUM, 1.0, (const void *const *)ins, rc->world, count, want);
+    /* Every fifth iteration the last rank arrives only after the others
+     * (spinning 1 us) returned, left started; they finish with
+     * nrt_comm_finish, or on odd iterations through the next operation (a
+     * barrier). */
+    bool late = it % 5 == 4;
+    if (late) lates++;
+    if (late && rc->rank == rc->world - 1) {
+      uint64_t give_up = now_ns() + 10000000000ull;
+      while (atomic_load(eager_returned) < lates * (rc->world - 1) && now_ns() < give_up) nrt_test_sleep_ms(1);
+    }
+    if ((it + rc->rank) % 2 == 0 || late) {
+      nrt_comm_eager state;
+      CHECK_OK(nrt_comm_all_reduce_eager(c, ins[rc->rank], got, count, dt, NRT_REDUCE_SUM, 1.0,
+                                         late ? 1000 : 5000000, &state));
+      if (late && rc->rank != rc->world - 1) {
+        CHECK(state == NRT_COMM_EAGER_STARTED);
+        atomic_fetch_add(eager_returned, 1);
+      }
+      if (!late) CHECK(state == NRT_COMM_EAGER_DONE || state == NRT_COMM_EAGER_STARTED);
+      /* Every rank makes the follow-up call: a barrier is collective, and
+       * nrt_comm_finish with nothing pending is a no-op. */
+      if (late || state == NRT_COMM_EAGER_STARTED)
+        CHECK_OK(late && it % 2 ? nrt_comm_barrier(c) : nrt_comm_finish(c));
+      CHECK(state != NRT_COMM_EAGER_DECLINED);
+    } else {
+      CHECK_OK(nrt_comm_all_reduce(c, ins[rc->rank], got, count, dt, NRT_REDUCE_SUM, 1.0));
+    }
+    same_bytes(got, want, count * es, "eager sum", dt, count, rc->rank);
+    free(want);
+    free(got);
+    free_inputs(ins, rc->world);
+  }
+  /* Above small_bytes (4 KiB here): declined, nothing exchanged. */
+  {
+    int64_t count = 2048;
+    void **ins = all_inputs(NRT_FLOAT32, count, rc->world, 77, false);
+    float *want = malloc(count * 4), *got = malloc(count * 4);
+    reference(NRT_FLOAT32, NRT_REDUCE_MAX, 1.0, (const void *const *)ins, rc->world, count, want);
+    nrt_comm_eager state = NRT_COMM_EAGER_DONE;
+    CHECK_OK(nrt_comm_all_reduce_eager(c, ins[rc->rank], got, count, NRT_FLOAT32, NRT_REDUCE_MAX, 1.0, 1000,
+                                       &state));
+    CHECK(state == NRT_COMM_EAGER_DECLINED);
+    CHECK_OK(nrt_comm_all_reduce(c, ins[rc->rank], got, count, NRT_FLOAT32, NRT_REDUCE_MAX, 1.0));
+    same_bytes(got, want, count * 4, "declined max", NRT_FLOAT32, count, rc->rank);
+    free(want);
+    free(got);
+    free_inputs(ins, rc->world);
+  }
+  /* Argument errors come back as from the ordinary call, the state declined. */
+  nrt_comm_eager state = NRT_COMM_EAGER_DONE;
+  float x[2] = {0};
+  CHECK_STATUS(nrt_comm_all_reduce_eager(c, x, x, 2, NRT_FLOAT32, NRT_REDUCE_BAND, 1.0, 1000, &state),
+               NRT_ERROR_UNSUPPORTED);
+  CHECK(state == NRT_COMM_EAGER_DECLINED);
+  CHECK_OK(nrt_comm_finish(c)); /* nothing pending: a no-op */
   CHECK_OK(nrt_comm_destroy(c));
 }
 
@@ -1289,6 +1375,11 @@ static const machine_layout hier_layouts[] = {
 /* ---- bandwidth (printed, never asserted) ----------------------------------------------- */
 static double seconds(void) { return (double)now_ns() * 1e-9; }
 
+static int cmp_double(const void *a, const void *b) {
+  double x = *(const double *)a, y = *(const double *)b;
+  return x < y ? -1 : x > y;
+}
+
 static void body_bench(rank_ctx *rc) {
   nrt_comm *c = NULL;
   nrt_comm_options o = {0};
@@ -1296,7 +1387,12 @@ static void body_bench(rank_ctx *rc) {
   CHECK_OK(nrt_comm_create(rc->rank, rc->world, rc->name, &rc->ex, 30000, &o, &c));
   if (!c) return;
   const int64_t count = (64 << 20) / 4;
-  float *buf = malloc(count * 4);
+  /* Aligned as the device allocator aligns tensors; NRT_TEST_COLL_OFFSET
+   * bytes off it (a view), to measure the copies' alignment handling. */
+  size_t offset = getenv("NRT_TEST_COLL_OFFSET") ? (size_t)atol(getenv("NRT_TEST_COLL_OFFSET")) % 4096 / 4 * 4 : 0;
+  char *raw = NULL;
+  if (posix_memalign((void **)&raw, 4096, count * 4 + offset)) return;
+  float *buf = (float *)(raw + offset);
   for (int64_t i = 0; i < count; i++) buf[i] = (float)(i & 1023);
   const int iters = 5;
   double best = 1e30;
@@ -1316,19 +1412,28 @@ static void body_bench(rank_ctx *rc) {
     CHECK_OK(nrt_comm_all_reduce(c, buf, buf, 2, NRT_FLOAT32, NRT_REDUCE_SUM, 1.0));
     lat[i] = seconds() - t0;
   }
-  for (int i = 1; i < LAT_ITERS; i++)
-    for (int j = i; j > 0 && lat[j - 1] > lat[j]; j--) {
-      double t = lat[j];
-      lat[j] = lat[j - 1];
-      lat[j - 1] = t;
-    }
+  qsort(lat, LAT_ITERS, sizeof(double), cmp_double);
+  /* The same through the eager call, as the glue issues it (10 us spins). */
+  static double lat_eager[LAT_ITERS];
+  CHECK_OK(nrt_comm_barrier(c));
+  for (int i = 0; i < LAT_ITERS; i++) {
+    double t0 = seconds();
+    nrt_comm_eager state;
+    CHECK_OK(nrt_comm_all_reduce_eager(c, buf, buf, 2, NRT_FLOAT32, NRT_REDUCE_SUM, 1.0, 10000, &state));
+    if (state != NRT_COMM_EAGER_DONE) CHECK_OK(state == NRT_COMM_EAGER_STARTED ? nrt_comm_finish(c)
+                                                   : nrt_comm_all_reduce(c, buf, buf, 2, NRT_FLOAT32,
+                                                                         NRT_REDUCE_SUM, 1.0));
+    lat_eager[i] = seconds() - t0;
+  }
+  qsort(lat_eager, LAT_ITERS, sizeof(double), cmp_double);
   if (rc->rank == 0) {
     double algbw = (double)count * 4 / best / 1e9, n = rc->world;
+    printf("  8 B eager: median %.1f us\n", lat_eager[LAT_ITERS / 2] * 1e6);
     printf("  all_reduce 64 MiB float32, %d ranks: %.1f ms, algbw %.2f GB/s, busbw %.2f GB/s; "
            "8 B: median %.1f us\n",
            rc->world, best * 1e3, algbw, algbw * 2 * (n - 1) / n, lat[LAT_ITERS / 2] * 1e6);
   }
-  free(buf);
+  free(raw);
   CHECK_OK(nrt_comm_destroy(c));
 }
 
@@ -1370,8 +1475,16 @@ int main(int argc, char **argv) {
   bool bench = (argc > 1 && strcmp(argv[1], "--bench") == 0) ||
                (getenv("NRT_TEST_COLL_BENCH") && strcmp(getenv("NRT_TEST_COLL_BENCH"), "1") == 0);
   setvbuf(stdout, NULL, _IOLBF, 0);
+  if (argc > 2 && strcmp(argv[2], "--only") == 0) { /* --bench --only [WORLD]: the measurements alone */
+    int world = argc > 3 ? atoi(argv[3]) : 0;
+    if (!world) bench_memcpy();
+    for (int w = 2; w <= 4; w += 2)
+      if (!world || w == world) run_ranks(w, body_bench, NULL);
+    return TEST_RESULT();
+  }
   RUN_TEST(test_single_rank);
   RUN_RANKS(body_all_reduce, NULL);
+  RUN_RANKS(body_all_reduce_eager, NULL);
   RUN_RANKS(body_reduce, NULL);
   RUN_RANKS(body_broadcast, NULL);
   RUN_RANKS(body_all_gather, NULL);

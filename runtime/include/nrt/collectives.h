@@ -159,6 +159,32 @@ nrt_status nrt_comm_set_timeout(nrt_comm *comm, int64_t timeout_ms);
 /* recv = reduce(send of every rank). In place: send == recv. */
 nrt_status nrt_comm_all_reduce(nrt_comm *comm, const void *send, void *recv, int64_t count,
                                nrt_dtype dtype, nrt_reduce_op op, double factor);
+/* all_reduce on the caller's thread, for a caller that must not block long
+ * (the glue's stream would otherwise run it on a worker thread, and its
+ * wake-ups are most of a small operation's latency). Never sleeps; each of
+ * its two waits spins at most spin_ns. *out_state says what happened:
+ *  - NRT_COMM_EAGER_DONE: done, as nrt_comm_all_reduce.
+ *  - NRT_COMM_EAGER_STARTED: this rank's input is published (send may be
+ *    reused) but the peers had not all arrived: recv is written by
+ *    nrt_comm_finish, or by the communicator's next call of any kind,
+ *    which finishes it first (its errors then come from that call).
+ *  - NRT_COMM_EAGER_DECLINED: nothing happened (larger than the one-step
+ *    algorithm's small_bytes, or a peer still reading the previous round):
+ *    call nrt_comm_all_reduce.
+ * Argument errors are returned as nrt_comm_all_reduce returns them; ranks
+ * may mix this call and nrt_comm_all_reduce for the same operation. */
+typedef enum nrt_comm_eager {
+  NRT_COMM_EAGER_DECLINED = 0,
+  NRT_COMM_EAGER_STARTED = 1,
+  NRT_COMM_EAGER_DONE = 2,
+} nrt_comm_eager;
+nrt_status nrt_comm_all_reduce_eager(nrt_comm *comm, const void *send, void *recv, int64_t count,
+                                     nrt_dtype dtype, nrt_reduce_op op, double factor, uint64_t spin_ns,
+                                     nrt_comm_eager *out_state);
+/* Completes an operation nrt_comm_all_reduce_eager left started (a no-op
+ * when there is none), with the communicator's timeout. */
+nrt_status nrt_comm_finish(nrt_comm *comm);
+
 /* buf of every rank = buf of root. */
 nrt_status nrt_comm_broadcast(nrt_comm *comm, void *buf, int64_t count, nrt_dtype dtype, int root);
 /* recv of root = reduce(send of every rank); recv is unused elsewhere (may

@@ -1,6 +1,6 @@
 /* The collectives layer (private): the communicator, its shared segments,
  * the waits every algorithm is built from (comm.c), the reductions
- * (reduce.c); the algorithms are in ops.c, send/recv in p2p.c, the
+ * (reduce.c), the copies (copy.c); the algorithms are in ops.c, send/recv in p2p.c, the
  * hierarchical communicator across machines in hier.c.
  *
  * Above exec (spin-waits) and kernels/common (dtype conversion, the ISA and
@@ -110,6 +110,20 @@ struct nrt_comm {
   uint32_t round;       /* rounds so far: round & 1 picks the slot */
   uint64_t *tx_head;    /* [world_size] mirror of this rank's tx_head */
   nrt_coll_rx *rx;      /* [world_size] */
+
+  /* An all_reduce that nrt_comm_all_reduce_eager published but whose peers
+   * had not all arrived: what is left of it (wait for them, fold the slots
+   * of round half `half` into recv), run by nrt_comm_finish or by the next
+   * operation's nrt_coll_begin. Under mu. */
+  struct {
+    bool active;
+    char *recv;
+    int64_t count;
+    nrt_dtype dtype;
+    nrt_reduce_op op;
+    double factor;
+    int half;
+  } pending;
 };
 
 /* ---- comm.c: steps, waits, failures ------------------------------------------ */
@@ -118,6 +132,9 @@ uint64_t nrt_coll_now_ns(void);
  * the deadline. Every successful begin is paired with nrt_coll_end. */
 nrt_status nrt_coll_begin(nrt_comm *c, const char *op);
 nrt_status nrt_coll_end(nrt_comm *c, nrt_status st);
+/* Completes c->pending (ops.c); begin calls it before any other operation,
+ * so an eager all_reduce left pending always finishes first, in order. */
+nrt_status nrt_coll_finish_pending(nrt_comm *c);
 /* Fails the running operation: sets the message "op: communicator 'name'
  * (rank r of N): <detail>", breaks the communicator and tells the peers.
  * Returns st. */
@@ -140,6 +157,9 @@ void nrt_coll_publish(nrt_comm *c);
 /* Waits until every peer / peer p has published this rank's current step. */
 nrt_status nrt_coll_wait_all(nrt_comm *c);
 nrt_status nrt_coll_wait_rank(nrt_comm *c, int p);
+/* Whether every peer has published step `target` within spin_ns (spinning,
+ * never sleeping, nothing failed on false): the eager path's waits. */
+bool nrt_coll_all_reached(nrt_comm *c, uint32_t target, uint64_t spin_ns);
 
 /* p2p: waits on this rank's bell until ready(ctx) or the bell rings, with
  * the deadline, the abort flag and `peer`'s health checked. NRT_SUCCESS
@@ -147,6 +167,12 @@ nrt_status nrt_coll_wait_rank(nrt_comm *c, int p);
  * wait for the timeout message). */
 nrt_status nrt_coll_wait_bell(nrt_comm *c, uint32_t seen_bell, int peer, const char *what);
 void nrt_coll_ring(nrt_comm *c, int peer);
+
+/* ---- copy.c ------------------------------------------------------------------ */
+/* memcpy, fast whatever the alignment; `stream` bypasses the caches (for a
+ * large result written once: NRT_COLL_STREAM_BYTES and up). */
+#define NRT_COLL_STREAM_BYTES ((size_t)8 << 20)
+void nrt_coll_copy(void *dst, const void *src, size_t bytes, bool stream);
 
 /* ---- reduce.c ---------------------------------------------------------------- */
 /* dst[0..n) = the fold of srcs[0..nsrc) (each n elements of dtype), in

@@ -221,6 +221,25 @@ static nrt_status wait_target(nrt_comm *c, int only, uint32_t target) {
   return NRT_SUCCESS;
 }
 
+typedef struct all_ready {
+  nrt_comm *c;
+  uint32_t target;
+} all_ready;
+
+static bool all_ready_fn(const void *ctx) {
+  const all_ready *r = ctx;
+  for (int p = 0; p < r->c->world_size; p++)
+    if (p != r->c->rank &&
+        !seq_reached(atomic_load_explicit(&r->c->peers[p].hdr->seq, memory_order_acquire), r->target))
+      return false;
+  return true;
+}
+
+bool nrt_coll_all_reached(nrt_comm *c, uint32_t target, uint64_t spin_ns) {
+  all_ready r = {c, target};
+  return all_ready_fn(&r) || (spin_ns > 0 && nrt_spin_until(all_ready_fn, &r, spin_ns));
+}
+
 nrt_status nrt_coll_wait_all(nrt_comm *c) { return wait_target(c, -1, c->seq); }
 nrt_status nrt_coll_wait_rank(nrt_comm *c, int p) { return wait_target(c, p, c->seq); }
 nrt_status nrt_coll_wait_writable(nrt_comm *c) { return wait_target(c, -1, c->seq); }
@@ -289,6 +308,15 @@ nrt_status nrt_coll_begin(nrt_comm *c, const char *op) {
     return NRT_ERROR_PEER_FAILED;
   }
   c->deadline_ns = deadline_after(c->timeout_ms);
+  if (c->pending.active) {
+    nrt_status st = nrt_coll_finish_pending(c);
+    c->op = op;
+    if (st != NRT_SUCCESS) {
+      pthread_mutex_unlock(&c->mu);
+      return st;
+    }
+    c->deadline_ns = deadline_after(c->timeout_ms);
+  }
   return NRT_SUCCESS;
 }
 
