@@ -166,7 +166,7 @@ bench: build build/triad build/peak
 # style (benchmarks/bench_dist.py): 2 and 4 ranks on this machine, then 4 ranks
 # as 2 simulated machines (shared memory within, Gloo between).
 bench-dist: build build/triad
-	$(PY) benchmarks/bench_dist.py --worlds 2,4
+	$(PY) benchmarks/bench_dist.py --worlds 2,4 --ddp 2
 	$(PY) benchmarks/bench_dist.py --worlds 4 --machines 2
 
 clean:

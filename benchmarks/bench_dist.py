@@ -2,7 +2,7 @@
 nccl-tests style, in the same run (`make bench-dist`; not part of `make test`):
 
     .venv/bin/python benchmarks/bench_dist.py [--worlds 2,4] [--max-mib 64]
-        [--ops all_reduce,broadcast] [--machines 2]
+        [--ops all_reduce,broadcast] [--machines 2] [--ddp 2]
 
 For each world size it launches that many ranks (env:// on a free port, as
 torchrun does); --machines M splits them into M simulated machines
@@ -20,6 +20,10 @@ broadcast 1), the neuron / Gloo busbw ratio and neuron's busbw as a share of
 the machine's memory bandwidth (STREAM triad, torch_neuronx.limits; the
 memcpy bandwidth of one large CPU copy, measured here, is printed beside it):
 a shared-memory collective moves every byte through memory at least twice.
+
+--ddp N also times a DDP training step (an MLP stack, SGD) on N ranks against
+one process doing the same per-rank work: the same model and batch with the
+kernel threads of one rank (its share of the cores), the issue's 1.25 target.
 """
 from __future__ import annotations
 
@@ -139,6 +143,82 @@ def _rank_main(max_mib: int, ops: list[str]) -> None:
     dist.destroy_process_group()
 
 
+def _ddp_main(steps: int) -> None:
+    """One rank of the DDP step benchmark, or (WORLD_SIZE=1) the single
+    process doing the same per-rank work: the same model, batch and kernel
+    threads (a rank's share of the cores), no DDP."""
+    import warnings
+
+    warnings.filterwarnings("ignore", category=FutureWarning)
+    import torch
+    import torch.distributed as dist
+    from torch import nn
+
+    rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
+    dev = torch.device("neuron", rank % torch.neuron.device_count())
+    torch.neuron.set_device(dev)
+    torch.manual_seed(0)
+    # GPT-2-block-sized MLPs: 4 x (768 -> 3072 -> 768), 19 M parameters,
+    # 76 MB of gradients in DDP's 25 MB buckets.
+    layers = []
+    for _ in range(4):
+        layers += [nn.Linear(768, 3072), nn.GELU(), nn.Linear(3072, 768)]
+    model = nn.Sequential(*layers).to(dev)
+    if world > 1:
+        dist.init_process_group("neuron")
+        model = nn.parallel.DistributedDataParallel(model)
+    opt = torch.optim.SGD(model.parameters(), lr=1e-4)
+    x = torch.randn(8, 64, 768, device=dev)
+
+    def step():
+        opt.zero_grad(set_to_none=True)
+        model(x).square().mean().backward()
+        opt.step()
+        torch.neuron.synchronize()
+
+    for _ in range(3):
+        step()
+    times = []
+    for _ in range(steps):
+        t0 = time.perf_counter()
+        step()
+        times.append(time.perf_counter() - t0)
+    med = statistics.median(times)
+    if world > 1:
+        m = torch.tensor([med], dtype=torch.float64)
+        dist.all_reduce(m, op=dist.ReduceOp.MAX, group=dist.new_group(backend="gloo"))
+        med = m.item()
+        dist.destroy_process_group()
+    if rank == 0:
+        print(f"DDP_STEP {world} {med * 1e3:.2f}", flush=True)
+
+
+def _ddp(world: int, steps: int) -> None:
+    """The DDP step on `world` ranks against one process doing the same per-rank work."""
+    from torch_neuronx.distributed import kernel_threads_for
+
+    threads = str(kernel_threads_for(world))
+    got = {}
+    for w in (1, world):
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            port = s.getsockname()[1]
+        env = dict(os.environ, MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), WORLD_SIZE=str(w),
+                   LOCAL_WORLD_SIZE=str(w), TORCH_NEURONX_KERNEL_THREADS=threads)
+        cmd = [sys.executable, __file__, "--ddp-main", "--ddp-steps", str(steps)]
+        procs = [subprocess.Popen(cmd, env=dict(env, RANK=str(r), LOCAL_RANK=str(r)), stdout=subprocess.PIPE,
+                                  text=True) for r in range(w)]
+        for p in procs:
+            out, _ = p.communicate()
+            for line in out.splitlines():
+                if line.startswith("DDP_STEP"):
+                    got[w] = float(line.split()[2])
+    print(f"\n== DDP training step (4 x MLP 768-3072-768, batch 8x64, SGD; {threads} kernel thread(s) per "
+          f"process) ==")
+    print(f"one process: {got.get(1, float('nan')):.1f} ms; DDP on {world} ranks: {got.get(world, float('nan')):.1f} ms"
+          f" per step; ratio {got.get(world, float('nan')) / got.get(1, float('nan')):.2f} (target <= 1.25)")
+
+
 def _launch(world: int, max_mib: int, ops: str, machines: int) -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -159,8 +239,15 @@ def main() -> None:
     ap.add_argument("--max-mib", type=int, default=64)
     ap.add_argument("--ops", default=",".join(FACTORS), help="collectives to time, comma-separated")
     ap.add_argument("--machines", type=int, default=1, help="simulated machines the ranks are split into")
+    ap.add_argument("--ddp", type=int, default=0, metavar="RANKS",
+                    help="also time a DDP training step on RANKS ranks against one process")
+    ap.add_argument("--ddp-steps", type=int, default=10)
     ap.add_argument("--rank-main", action="store_true", help=argparse.SUPPRESS)
+    ap.add_argument("--ddp-main", action="store_true", help=argparse.SUPPRESS)
     args = ap.parse_args()
+    if args.ddp_main:
+        _ddp_main(args.ddp_steps)
+        return
     ops = [o for o in args.ops.split(",") if o]
     unknown = sorted(set(ops) - set(FACTORS))
     if unknown:
@@ -169,10 +256,12 @@ def main() -> None:
         _rank_main(args.max_mib, ops)
         return
     rc = 0
-    for w in (int(x) for x in args.worlds.split(",")):
+    for w in (int(x) for x in args.worlds.split(",") if x):
         if w % args.machines:
             ap.error(f"{w} ranks do not split into {args.machines} machines")
         rc = max(rc, _launch(w, args.max_mib, args.ops, args.machines))
+    if args.ddp:
+        _ddp(args.ddp, args.ddp_steps)
     sys.exit(rc)
 
 
