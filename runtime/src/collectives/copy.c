@@ -21,6 +21,20 @@
 #include <emmintrin.h>
 #endif
 
+/* d[0..body) = s[0..body), 64 bytes at a time: unaligned loads, stores
+ * (aligned: d is) by STORE. */
+#define COPY_LINES(STORE)                                                   \
+  for (size_t i = 0; i < body; i += 64) {                                   \
+    __m128i a = _mm_loadu_si128((const __m128i *)(s + i));                  \
+    __m128i b = _mm_loadu_si128((const __m128i *)(s + i + 16));             \
+    __m128i c = _mm_loadu_si128((const __m128i *)(s + i + 32));             \
+    __m128i e = _mm_loadu_si128((const __m128i *)(s + i + 48));             \
+    STORE((__m128i *)(d + i), a);                                           \
+    STORE((__m128i *)(d + i + 16), b);                                      \
+    STORE((__m128i *)(d + i + 32), c);                                      \
+    STORE((__m128i *)(d + i + 48), e);                                      \
+  }
+
 /* Below this a copy is cheap whatever its alignment. */
 #define SMALL_COPY 4096
 
@@ -35,24 +49,10 @@ void nrt_coll_copy(void *dst, const void *src, size_t bytes, bool stream) {
     d += head, s += head, bytes -= head;
     size_t body = bytes & ~(size_t)63;
     if (stream) {
-      for (size_t i = 0; i < body; i += 64) {
-        __m128i a = _mm_loadu_si128((const __m128i *)(s + i)), b = _mm_loadu_si128((const __m128i *)(s + i + 16));
-        __m128i c = _mm_loadu_si128((const __m128i *)(s + i + 32)), e = _mm_loadu_si128((const __m128i *)(s + i + 48));
-        _mm_stream_si128((__m128i *)(d + i), a);
-        _mm_stream_si128((__m128i *)(d + i + 16), b);
-        _mm_stream_si128((__m128i *)(d + i + 32), c);
-        _mm_stream_si128((__m128i *)(d + i + 48), e);
-      }
+      COPY_LINES(_mm_stream_si128);
       _mm_sfence(); /* the streamed lines are visible before the step is published */
     } else {
-      for (size_t i = 0; i < body; i += 64) {
-        __m128i a = _mm_loadu_si128((const __m128i *)(s + i)), b = _mm_loadu_si128((const __m128i *)(s + i + 16));
-        __m128i c = _mm_loadu_si128((const __m128i *)(s + i + 32)), e = _mm_loadu_si128((const __m128i *)(s + i + 48));
-        _mm_store_si128((__m128i *)(d + i), a);
-        _mm_store_si128((__m128i *)(d + i + 16), b);
-        _mm_store_si128((__m128i *)(d + i + 32), c);
-        _mm_store_si128((__m128i *)(d + i + 48), e);
-      }
+      COPY_LINES(_mm_store_si128);
     }
     memcpy(d + body, s + body, bytes - body);
     return;
