@@ -17,7 +17,8 @@ all_gather, the input of reduce_scatter), count (float32 elements), time
 (us), algbw = size / time, busbw = algbw x the collective's factor
 (all_reduce 2(n-1)/n; all_gather, reduce_scatter and all_to_all (n-1)/n;
 broadcast 1), the neuron / Gloo busbw ratio and neuron's busbw as a share of
-the machine's memory bandwidth (STREAM triad, torch_neuronx.limits; the
+the machine's memory bandwidth (STREAM triad, build/triad run at the start,
+else the cached torch_neuronx.limits; the
 memcpy bandwidth of one large CPU copy, measured here, is printed beside it):
 a shared-memory collective moves every byte through memory at least twice.
 
@@ -42,6 +43,19 @@ FACTORS = {
     "all_to_all": lambda n: (n - 1) / n,
     "broadcast": lambda n: 1.0,
 }
+
+
+def _triad_now() -> float | None:
+    """The STREAM triad measured now, in this run (build/triad, which
+    `make bench-dist` builds), or None without it."""
+    import json
+
+    tool = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "build", "triad")
+    try:
+        out = subprocess.run([tool], capture_output=True, text=True, timeout=120, check=True).stdout
+        return float(json.loads(out)["gbs"])
+    except (OSError, subprocess.SubprocessError, ValueError, KeyError):
+        return None
 
 
 def _rank_main(max_mib: int, ops: list[str]) -> None:
@@ -111,7 +125,7 @@ def _rank_main(max_mib: int, ops: list[str]) -> None:
     if rank == 0:
         from torch_neuronx.limits import machine_limits
 
-        triad = machine_limits().get("triad_gbs")
+        triad = _triad_now() or machine_limits().get("triad_gbs")
         big = torch.empty(64 << 18)
         dst = torch.empty_like(big)
         dst.copy_(big)
