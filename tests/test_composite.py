@@ -2,9 +2,10 @@
 (sgn, dot, addmv, index_add, index_fill, var_mean, logaddexp, nansum, norm,
 rsub, clamp with tensor bounds) against PyTorch on the CPU, with zero CPU
 fallbacks."""
+import pytest
 import torch
 
-from helpers import assert_no_fallbacks, close
+from helpers import assert_no_fallbacks, close, raises_like_cpu
 
 
 def test_composite_natives():
@@ -48,3 +49,29 @@ def test_index_add_into_an_empty_self_is_a_no_op_like_the_cpu():
     want = torch.index_add(s, 0, idx, src)
     got = torch.index_add(s.to("neuron"), 0, idx.to("neuron"), src.to("neuron"))
     assert got.shape == want.shape
+
+
+def test_index_add_checks_like_its_meta_function():
+    """index_add's meta-function checks, made before anything else (an empty
+    self too), with the CPU's class and message."""
+    i8, i16 = torch.int8, torch.int16
+    cases = [
+        lambda d: torch.index_add(torch.tensor([3, 0], dtype=i8, device=d), -1, torch.zeros(4, dtype=torch.long,
+                                  device=d), torch.tensor([-2, -2], dtype=i8, device=d), alpha=0.5),
+        lambda d: torch.index_add(torch.tensor([1, 2], dtype=i16, device=d), 0, torch.tensor([0, 1], device=d),
+                                  torch.tensor([1.0, 2.0], device=d)),
+        lambda d: torch.index_add(torch.empty(5, 0, 2, dtype=torch.long, device=d), -1,
+                                  torch.tensor([1, 1, 0, 0], dtype=torch.int32, device=d),
+                                  torch.empty(5, 0, 2, dtype=torch.long, device=d)),
+        lambda d: torch.index_add(torch.zeros(2, 3, device=d), 1, torch.tensor([0], device=d),
+                                  torch.zeros(3, 1, device=d)),
+        lambda d: torch.index_add(torch.zeros(3, device=d), 0, torch.tensor([0.0], device=d),
+                                  torch.zeros(1, device=d)),
+        lambda d: torch.index_add(torch.zeros(3, device=d), 0, torch.zeros(1, 1, dtype=torch.long, device=d),
+                                  torch.zeros(1, device=d)),
+    ]
+    for k, f in enumerate(cases):
+        cpu, dev = raises_like_cpu(f)
+        assert str(dev) == str(cpu), k
+    with pytest.raises(IndexError):
+        cases[-1]("neuron")

@@ -156,15 +156,16 @@ void launch_iter_complex(at::TensorIteratorBase &iter, nrt_op op, std::initializ
 // sqrt(-2) is NaN+0j, not 1.41j, and a bfloat16 input's result is rounded to
 // bfloat16 first. The general kernel computes into a real temporary with
 // out's element layout (the iterator's byte strides rescaled), which is
-// then copied into out. Only for inputs that are all device tensors; a
-// Python scalar keeps the complex kernel (whose values agree there). False:
-// not such an iteration.
+// then copied into out. A Python scalar (a CPU 0-d operand) is cast to the
+// common dtype and put on the device, as the CPU's iterator casts it, so
+// integer arithmetic wraps as on the CPU (int32 - 200000 into a complex
+// out=). False: not such an iteration.
 bool launch_real_into_complex(at::TensorIteratorBase &iter, nrt_op op, std::initializer_list<nrt_scalar> scalars,
                               std::initializer_list<int64_t> params) {
   if (nrt_op_kind(op) == NRT_KIND_COMPLEX || op == NRT_OP_COPY || iter.ninputs() == 0 || iter.noutputs() != 1)
     return false;
   for (int i = iter.noutputs(); i < iter.ntensors(); ++i)
-    if (at::isComplexType(iter.dtype(i)) || iter.device(i).is_cpu()) return false;
+    if (at::isComplexType(iter.dtype(i))) return false;
   at::ScalarType common = iter.common_dtype();
   if (at::isComplexType(common) || !at::isComplexType(iter.dtype(0))) return false;
   if (iter.numel() == 0) return true;
@@ -179,7 +180,19 @@ bool launch_real_into_complex(at::TensorIteratorBase &iter, nrt_op op, std::init
   for (const auto &sc : scalars) d.scalars[k++] = sc;
   k = 0;
   for (int64_t p : params) d.params[k++] = p;
-  for (int i = 0; i < iter.ntensors(); ++i) set_iter_operand(d.operands[i], iter, i);
+  c10::SmallVector<at::Tensor, 1> temps;  // device copies of CPU scalars, freed in stream order
+  for (int i = 0; i < iter.ntensors(); ++i) {
+    if (!iter.device(i).is_cpu()) {
+      set_iter_operand(d.operands[i], iter, i);
+      continue;
+    }
+    at::Tensor v = iter.tensor(i).to(common).to(device);
+    nrt_operand &o = d.operands[i];
+    o.data = v.data_ptr();
+    o.dtype = to_nrt_dtype(common);
+    for (int j = 0; j < d.ndim; ++j) o.strides[j] = 0;  // one value, broadcast
+    temps.push_back(std::move(v));
+  }
   int64_t offset = (static_cast<char *>(iter.data_ptr(0)) - static_cast<char *>(out.data_ptr())) / csize;
   d.operands[0].data = static_cast<char *>(tmp.data_ptr()) + offset * rsize;
   d.operands[0].dtype = to_nrt_dtype(common);

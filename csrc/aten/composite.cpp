@@ -3,6 +3,8 @@
 // of native launches. Where one of these becomes hot, it earns a kernel.
 // Each op returns a fresh result; its out= and in-place overloads copy it
 // where asked (registry/variants.h), hence the unnamed `out` parameters.
+#include <vector>
+
 #include <ATen/ExpandUtils.h>
 #include <ATen/WrapDimUtils.h>
 #include <ATen/native/Resize.h>
@@ -18,6 +20,7 @@
 #include <c10/core/DeviceGuard.h>
 
 #include "launch/launch.h"
+#include "launch/scalar.h"
 #include "registry/variants.h"
 
 namespace torch_neuronx {
@@ -49,6 +52,10 @@ Tensor addmv_into(Tensor, const Tensor &self, const Tensor &mat, const Tensor &v
               mat.dim(), ", ", vec.dim());
   TORCH_CHECK(mat.size(1) == vec.size(0), "size mismatch, got input (", self.size(0), "), mat (", mat.size(0), "x",
               mat.size(1), "), vec (", vec.size(0), ")");
+  // The CPU's addmv converts beta and alpha to the dtype itself (float16
+  // refuses 1e30, which addmm's float32 math type would take).
+  (void)converted_scalar(beta, mat.scalar_type());
+  (void)converted_scalar(alpha, mat.scalar_type());
   return at::addmm(self.dim() == 0 ? self : self.unsqueeze(1), mat, vec.unsqueeze(1), beta, alpha).squeeze(1);
 }
 
@@ -62,11 +69,32 @@ c10::List<std::optional<Tensor>> dim_index(int64_t dim, const Tensor &index) {
 Tensor index_add_into(Tensor, const Tensor &self, int64_t dim, const Tensor &index, const Tensor &source,
                       const Scalar &alpha) {
   dim = at::maybe_wrap_dim(dim, self.dim());
-  TORCH_CHECK(index.dim() <= 1, "index_add_(): Index is supposed to be a vector");
+  // index_add's meta function (index_func_meta_impl), before anything else:
+  // even an empty self is checked.
+  TORCH_CHECK_INDEX(index.dim() <= 1, "index_add_(): Index is supposed to be a vector, but got dim: ", index.dim(),
+                    " with type: ", index.scalar_type(), " and size: ", index.sizes());
+  TORCH_CHECK(index.scalar_type() == at::kLong || index.scalar_type() == at::kInt,
+              "index_add_(): Expected dtype int32/int64 for index but got: ", index.scalar_type());
+  TORCH_CHECK(self.scalar_type() == source.scalar_type(), "index_add_(): self (", self.scalar_type(), ") and source (",
+              source.scalar_type(), ") must have the same scalar type");
+  TORCH_CHECK(dim == 0 || dim < source.dim(), "index_add_(): Indexing dim ", dim,
+              " is out of bounds of the source tensor with dim ", source.dim());
+  TORCH_CHECK(index.numel() == (source.dim() == 0 ? 1 : source.size(dim)), "index_add_(): Number of indices (",
+              index.numel(), ") should be equal to source.size(dim): (", source.size(dim), "), for dim: ", dim);
+  std::vector<int64_t> self_sizes = self.sizes().vec(), source_sizes = source.sizes().vec();
+  if (source.dim() != 0 && self.dim() != 0) {
+    self_sizes.erase(self_sizes.begin() + dim);
+    source_sizes.erase(source_sizes.begin() + dim);
+  }
+  TORCH_CHECK(self_sizes == source_sizes, "source tensor shape must match self tensor shape, excluding the specified "
+              "dimension. Got self.shape = ", self.sizes(), " source.shape = ", source.sizes());
   Tensor out = self.clone();
   if (self.numel() == 0) return out;  // as the CPU's kernel: nothing to add into, no index checked
-  // index_put_ requires self's dtype; a fractional alpha promotes the product
-  auto scaled = [&](const Tensor &s) { return alpha.equal(1) ? s : s.mul(alpha).to(self.scalar_type()); };
+  // index_put_ requires self's dtype. The CPU converts alpha to self's dtype first (Scalar::to<T>): 1000
+  // overflows int8, and a fractional alpha truncates (0.5 adds nothing to
+  // an integer tensor).
+  Scalar a = converted_scalar(alpha, self.scalar_type());
+  auto scaled = [&](const Tensor &s) { return a.equal(1) ? s : s.mul(a).to(self.scalar_type()); };
   if (self.dim() == 0) {
     out.reshape({1}).index_put_(dim_index(0, index), scaled(source.reshape({-1})), /*accumulate=*/true);
     return out;
@@ -77,7 +105,10 @@ Tensor index_add_into(Tensor, const Tensor &self, int64_t dim, const Tensor &ind
 }
 Tensor &index_fill_scalar(Tensor &self, int64_t dim, const Tensor &index, const Scalar &value) {
   dim = at::maybe_wrap_dim(dim, self.dim());
-  Tensor v = at::empty({}, self.options()).fill_(value);
+  // converted (and range-checked) as the CPU's index_fill kernel does; a
+  // one-element fill alone would not check a float16 value
+  Tensor v = at::empty({}, self.options()).fill_(converted_scalar(value, self.scalar_type()));
+  if (self.numel() == 0) return self;  // as the CPU's kernel: nothing to fill, no index checked
   if (self.dim() == 0) {
     self.reshape({1}).index_put_(dim_index(0, index), v, false);
     return self;

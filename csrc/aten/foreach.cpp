@@ -60,6 +60,7 @@
 
 #include "launch/launch.h"
 #include "launch/operand.h"
+#include "launch/scalar.h"
 #include "nrt/ops/foreach.h"
 #include "registry/registry.h"
 
@@ -373,6 +374,21 @@ void check_alpha(TensorList self, const Scalar &alpha) {
     }
 }
 
+// alpha as the single-tensor add converts it (launch/scalar.h: to the
+// tensors' dtype, with the CPU's overflow check), so the fused kernel and
+// the per-tensor path compute with the same value; a complex or mixed-dtype
+// list keeps the value as it is (its tensors convert it one by one).
+double list_alpha(TensorList self, const Scalar &alpha) {
+  const Tensor *first = nullptr;
+  for (const Tensor &t : self) {
+    if (!t.defined()) continue;
+    if (!first) first = &t;
+    if (t.scalar_type() != first->scalar_type()) return alpha.toDouble();
+  }
+  if (!first || first->is_complex()) return alpha.toDouble();
+  return converted_scalar(alpha, first->scalar_type()).toDouble();
+}
+
 // The overloads of one binary op, each as name_<overload>(_); `slow` is
 // the stem of ATen's slow kernels. ALPHA: the op takes alpha.
 #define DEFINE_BINARY_SCALAR(name, OP, slow)                                                                  \
@@ -412,7 +428,7 @@ void check_alpha(TensorList self, const Scalar &alpha) {
     check_lists(self, other);                                                                                 \
     check_alpha(self, alpha);                                                                                 \
     Spec s{NRT_OP(OP), {self, other}};                                                                        \
-    s.s0 = alpha.toDouble();                                                                                  \
+    s.s0 = list_alpha(self, alpha);                                                                           \
     return s;                                                                                                 \
   }                                                                                                           \
   std::vector<Tensor> name##_list(TensorList self, TensorList other, const Scalar &alpha) {                   \
@@ -440,7 +456,7 @@ void check_alpha(TensorList self, const Scalar &alpha) {
   Spec name##_tensor_spec(TensorList self, const Tensor &other, const Scalar &alpha) {                        \
     check_lists(self);                                                                                        \
     check_alpha(self, alpha);                                                                                 \
-    return binary_tensor(NRT_OP(OP), self, other, alpha.toDouble());                                          \
+    return binary_tensor(NRT_OP(OP), self, other, list_alpha(self, alpha));                                   \
   }                                                                                                           \
   std::vector<Tensor> name##_tensor(TensorList self, const Tensor &other, const Scalar &alpha) {              \
     return functional(name##_tensor_spec(self, other, alpha), self, [&](const Index &i) {                     \

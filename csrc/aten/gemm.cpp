@@ -1,6 +1,7 @@
 // The GEMM family's glue: mm, addmm, bmm, baddbmm. Checks as ATen's meta
 // functions make them, then one GEMM launch with the operands' own strides
 // (transposed views need no copy: the runtime packs them).
+#include <ATen/OpMathType.h>
 #include <ATen/ExpandUtils.h>
 #include <ATen/TensorIterator.h>
 #include <ATen/native/Resize.h>
@@ -13,6 +14,7 @@
 #include <c10/core/DeviceGuard.h>
 
 #include "launch/launch.h"
+#include "launch/scalar.h"
 #include "nrt/ops/gemm.h"
 #include "registry/variants.h"
 
@@ -32,15 +34,9 @@ bool is_zero(const Scalar &s) {
   return s.isIntegral(true) ? s.toLong() == 0 : s.toDouble() == 0.0;
 }
 
-nrt_scalar scalar_in(const Tensor &t, const Scalar &s) {
-  nrt_scalar v;
-  if (at::isFloatingType(t.scalar_type())) {
-    v.f = s.toDouble();
-  } else {
-    v.i = s.toLong();
-  }
-  return v;
-}
+// alpha and beta as the CPU's GEMMs convert them: to the math type of the
+// operands' dtype (float32 for float16/bfloat16), with its overflow check.
+nrt_scalar scalar_in(const Tensor &t, const Scalar &s) { return checked_scalar(s, at::toOpMathType(t.scalar_type())); }
 
 // Complex C = alpha * A @ B + beta * bias from four real GEMMs over the
 // (re, im) planes of A and B (strided views of the same memory: no copies
@@ -61,15 +57,22 @@ void complex_gemm(const Tensor &c, const Tensor &a, const Tensor &b, const Tenso
 // alpha == 0: BLAS does not read A and B, so a NaN or inf in them stays out
 // of the result (C = beta * bias). The CPU calls BLAS for float32/float64
 // addmm (so addmv and addbmm too) and for baddbmm from 400 multiply-adds
-// per batch (bfloat16 there too); its own loops (16-bit addmm, smaller
-// baddbmm, float16 baddbmm) multiply the product by 0, NaN included, as
-// the kernel does.
+// per batch (bfloat16 there too, where oneDNN takes bfloat16: a CPU with
+// AVX-512 BW/VL/DQ, ATen's mkldnn_bf16_device_check); its own loops (16-bit
+// addmm, smaller baddbmm, float16 baddbmm, bfloat16 on an AVX2-only CPU)
+// multiply the product by 0, NaN included, as the kernel does.
+bool cpu_bf16_blas() {
+  static const bool has = __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl") &&
+                          __builtin_cpu_supports("avx512dq");
+  return has;
+}
+
 bool cpu_skips_product(const Tensor &a, const Scalar &alpha, bool batched, int64_t macs) {
   if (!is_zero(alpha) || a.is_complex()) return false;
   at::ScalarType t = a.scalar_type();
   bool blas = t == at::kFloat || t == at::kDouble;
   if (!batched) return blas;
-  return macs >= 400 && (blas || t == at::kBFloat16);
+  return macs >= 400 && (blas || (t == at::kBFloat16 && cpu_bf16_blas()));
 }
 
 // C = beta * bias (bias undefined: beta is 0 or there is none), the result of
@@ -84,7 +87,11 @@ void fill_without_product(Tensor &out, const Tensor &bias, const Scalar &beta) {
 void launch_gemm(const Tensor &c, const Tensor &a, const Tensor &b, const Tensor &bias, const Scalar &alpha,
                  const Scalar &beta) {
   if (c.numel() == 0) return;
-  if (a.is_complex()) return complex_gemm(c, a, b, bias, alpha, beta);
+  if (a.is_complex()) {
+    (void)scalar_in(a, alpha);
+    (void)scalar_in(a, beta);
+    return complex_gemm(c, a, b, bias, alpha, beta);
+  }
   nrt_launch d = new_launch(NRT_OP(GEMM), {c.size(0), c.size(1), c.size(2), a.size(2)});
   d.noutputs = 1;
   d.ninputs = bias.defined() ? 3 : 2;

@@ -20,6 +20,7 @@
 
 #include "launch/iter.h"
 #include "launch/launch.h"
+#include "launch/scalar.h"
 #include "nrt/ops/index.h"
 #include "registry/variants.h"
 
@@ -227,6 +228,10 @@ Tensor &index_put_checked(Tensor &self, const c10::List<std::optional<Tensor>> &
   TORCH_CHECK(values.scalar_type() == self.scalar_type() || (!accumulate && masked_fill_shortcut(self, indices, values)),
               "Index put requires the source and destination dtypes match, got ", self.scalar_type(),
               " for the destination and ", values.scalar_type(), " for the source.");
+  // ATen's shortcut fills with values.item(), converted and range-checked
+  // as a Scalar (bfloat16 -3.0 into uint8 raises); a value of self's dtype
+  // always fits, one of another costs this read.
+  if (values.scalar_type() != self.scalar_type()) (void)converted_scalar(values.item(), self.scalar_type());
   return index_put_impl(self, indices, values, accumulate, unsafe);
 }
 
@@ -259,7 +264,9 @@ Tensor &masked_fill_scalar(Tensor &self, const Tensor &mask, const Scalar &value
               mask.scalar_type());
   c10::DeviceGuard guard(self.device());
   Tensor m = mask.device() == self.device() ? mask : mask.to(self.device());
-  Tensor v = at::empty({}, self.options()).fill_(value);
+  // converted (and range-checked) as the CPU's masked_fill kernel does; a
+  // one-element fill alone would not check a float16 value
+  Tensor v = at::empty({}, self.options()).fill_(converted_scalar(value, self.scalar_type()));
   auto iter = at::TensorIteratorConfig()
                   .check_all_same_dtype(false)
                   .resize_outputs(false)
@@ -274,20 +281,10 @@ Tensor &masked_fill_scalar(Tensor &self, const Tensor &mask, const Scalar &value
 Tensor &masked_fill_tensor(Tensor &self, const Tensor &mask, const Tensor &value) {
   TORCH_CHECK(value.dim() == 0, "masked_fill_ only supports a 0-dimensional value tensor, but got tensor with ",
               value.dim(), " dimension(s).");
-  if (value.device().type() != kNeuron) return masked_fill_scalar(self, mask, value.item());
-  TORCH_CHECK(mask.scalar_type() == at::kBool, "masked_fill_ only supports boolean masks");
-  c10::DeviceGuard guard(self.device());
-  Tensor v = value.to(self.scalar_type());
-  auto iter = at::TensorIteratorConfig()
-                  .check_all_same_dtype(false)
-                  .resize_outputs(false)
-                  .add_output(self)
-                  .add_const_input(mask)
-                  .add_const_input(v)
-                  .add_const_input(self)
-                  .build();
-  launch_iter(iter, NRT_OP_WHERE);
-  return self;
+  // The CPU (and CUDA) fill with value.item(), converted and range-checked
+  // as a Scalar: a device value costs one synchronising read, as on CUDA,
+  // so that a value the dtype cannot hold raises here, at the op.
+  return masked_fill_scalar(self, mask, value.item());
 }
 
 Tensor nonzero_fn(const Tensor &self) {
@@ -403,7 +400,7 @@ void scatter_launch(const Tensor &self, int64_t dim, const Tensor &index, const 
     }
     v = sr.as_strided(idx.sizes(), sr.strides());
   } else {
-    v = at::empty({}, self.options()).fill_(*value).expand(idx.sizes());
+    v = at::empty({}, self.options()).fill_(converted_scalar(*value, self.scalar_type())).expand(idx.sizes());
   }
   auto iter = at::TensorIteratorConfig()
                   .set_check_mem_overlap(false)

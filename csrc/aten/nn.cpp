@@ -6,6 +6,7 @@
 // halves are composed from other native ops on the device.
 #include <limits>
 
+#include <ATen/OpMathType.h>
 #include <ATen/ScalarOps.h>
 #include <ATen/TensorIterator.h>
 #include <ATen/TensorOperators.h>
@@ -24,6 +25,7 @@
 #include <c10/core/DeviceGuard.h>
 
 #include "launch/launch.h"
+#include "launch/scalar.h"
 #include "nrt/ops/nn.h"
 #include "registry/variants.h"
 
@@ -39,15 +41,11 @@ nrt_scalar fs(double d) {
   v.f = d;
   return v;
 }
-// A Scalar in the iterator's compute domain (float or int64).
+// A Scalar in the iterator's compute domain (float or int64), converted as
+// the CPU's threshold kernel converts it: to the math type of the compute
+// dtype (float32 for float16/bfloat16), with its overflow check.
 nrt_scalar dom(const at::TensorIteratorBase &iter, const Scalar &s) {
-  nrt_scalar v;
-  if (at::isFloatingType(iter.common_dtype())) {
-    v.f = s.toDouble();
-  } else {
-    v.i = s.isFloatingPoint() ? static_cast<int64_t>(s.toDouble()) : s.toLong();
-  }
-  return v;
+  return checked_scalar(s, at::toOpMathType(iter.common_dtype()));
 }
 
 Tensor run(TensorIterator iter, nrt_op op, std::initializer_list<nrt_scalar> s = {},
@@ -88,7 +86,10 @@ Tensor threshold_into(Tensor out, const Tensor &self, const Scalar &th, const Sc
 
 Tensor shrink_into(Tensor out, const Tensor &self, const Scalar &lambd, nrt_op op) {
   auto iter = TensorIterator::unary_op(out, self);
-  return run(iter, op, {fs(lambd.toDouble())});
+  // The CPU's hardshrink converts lambda to the dtype itself (float16
+  // refuses 1e30); softshrink checks its own range above.
+  bool hard = op == NRT_OP(HARDSHRINK) && at::isFloatingType(iter.common_dtype());
+  return run(iter, op, {hard ? checked_scalar(lambd, iter.common_dtype()) : fs(lambd.toDouble())});
 }
 Tensor hardshrink_into(Tensor out, const Tensor &self, const Scalar &l) {
   return shrink_into(out, self, l, NRT_OP(HARDSHRINK));
@@ -318,14 +319,9 @@ Tensor addr_into(Tensor out, const Tensor &self, const Tensor &v1, const Tensor 
                 "For integral input tensors, argument beta must not be a floating point number.");
   }
   bool fdom = at::isFloatingType(iter.common_dtype());
-  nrt_scalar b, a;
-  if (fdom) {
-    b.f = beta.toDouble();
-    a.f = alpha.toDouble();
-  } else {
-    b.i = beta.toLong();
-    a.i = alpha.toLong();
-  }
+  // Converted to the result dtype itself, as the CPU's addr kernel does
+  // (float16 refuses alpha=1e30, which addmm's float32 math type takes).
+  nrt_scalar b = checked_scalar(beta, rt), a = checked_scalar(alpha, rt);
   bool ignore_self = fdom ? beta.toDouble() == 0.0 : beta.toLong() == 0;
   launch_iter(iter, NRT_OP(SCALED_ADDCMUL), {b, a}, {ignore_self});
   return iter.output();

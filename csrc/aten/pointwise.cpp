@@ -5,6 +5,7 @@
 #include <ATen/ScalarOps.h>
 #include <ATen/TensorIterator.h>
 #include <ATen/MemoryOverlap.h>
+#include <ATen/OpMathType.h>
 #include <ATen/native/BinaryOps.h>
 #include <ATen/native/Resize.h>
 #include <ATen/ops/empty.h>
@@ -12,9 +13,12 @@
 #include <ATen/ops/result_type.h>
 #include <c10/core/DeviceGuard.h>
 
+#include <cmath>
+#include <limits>
 #include <optional>
 
 #include "launch/launch.h"
+#include "launch/scalar.h"
 #include "registry/variants.h"
 
 namespace torch_neuronx {
@@ -24,20 +28,27 @@ using at::Tensor;
 using at::TensorIterator;
 using c10::Scalar;
 
-// Scalar for the compute domain chosen by the iterator's common dtype.
-nrt_scalar scalar_for(const at::TensorIteratorBase &iter, const Scalar &s) {
-  nrt_scalar v;
-  at::ScalarType t = iter.common_dtype();
-  if (at::isFloatingType(t) || at::isComplexType(t)) {
-    v.f = s.toDouble();
-  } else if (s.isFloatingPoint()) {
-    v.i = static_cast<int64_t>(s.toDouble());
-  } else {
-    v.i = s.toLong();
-  }
-  return v;
+// A Scalar argument converted to the iterator's compute dtype, or to its
+// math type (float32 for float16/bfloat16: at::toOpMathType) where the
+// op's CPU kernel converts to that, with the CPU's overflow check
+// (launch/scalar.h).
+nrt_scalar scalar_for(const at::TensorIteratorBase &iter, const Scalar &s, nrt_scalar *imag = nullptr) {
+  return checked_scalar(s, iter.common_dtype(), imag);
 }
-nrt_scalar fscalar(double d) { nrt_scalar v; v.f = d; return v; }
+nrt_scalar opmath_scalar_for(const at::TensorIteratorBase &iter, const Scalar &s, nrt_scalar *imag = nullptr) {
+  return checked_scalar(s, at::toOpMathType(iter.common_dtype()), imag);
+}
+// The same for the activations, which take a floating tensor: a
+// non-floating one keeps the value unconverted for the dtype check that
+// raises first, as the CPU's dispatch does.
+nrt_scalar opmath_scalar_of(const Tensor &a, const Scalar &s) {
+  if (!at::isFloatingType(a.scalar_type())) {
+    nrt_scalar v;
+    v.f = s.isComplex() ? s.toComplexDouble().real() : s.toDouble();
+    return v;
+  }
+  return checked_scalar(s, at::toOpMathType(a.scalar_type()));
+}
 
 // ---- the CPU's dtype coverage --------------------------------------------------
 // The device kernels read every real dtype (through float32 or int64), the
@@ -166,8 +177,14 @@ Tensor binary(Tensor out, const Tensor &a, const Tensor &b, nrt_op op, Kind k,
   auto iter = build_binary(out, a, b, k);
   check_cpu_dtype(iter, op);
   if (alpha) {
-    at::native::alpha_check(iter.dtype(), *alpha);
-    launch_iter(iter, op, {scalar_for(iter, *alpha)}, p);
+    // The CPU checks alpha against the compute dtype (its iterator computes
+    // into a temporary of that dtype, not into an out= of another).
+    at::native::alpha_check(iter.common_dtype(), *alpha);
+    // ATen's sub is add with -alpha, and the negated alpha is what it
+    // converts: int8 sub with alpha=128 is fine, alpha=-128 overflows.
+    // alpha's imaginary part goes to the COMPLEX family's s1.
+    nrt_scalar im, re = scalar_for(iter, op == NRT_OP_SUB ? -*alpha : *alpha, &im);
+    launch_iter(iter, op == NRT_OP_SUB ? NRT_OP_ADD : op, {re, im}, p);
   } else {
     launch_iter(iter, op, {}, p);
   }
@@ -346,6 +363,13 @@ Tensor pow_ts_into(Tensor out, const Tensor &a, const Scalar &e) {
   TORCH_CHECK(!(at::isIntegralType(a.scalar_type(), true) && e.isIntegral(true) && e.toLong() < 0),
               "Integers to negative integer powers are not allowed.");
   at::ScalarType rt = at::result_type(a, e);
+  // The CPU's pow kernel converts the exponent for its compute dtype (the
+  // result dtype) first: to double for float32/float64 and complex<double>
+  // for complex (which hold any exponent), to the dtype itself for
+  // float16/bfloat16 and integers (int8 ** 1000 and float16 ** 70000 raise).
+  (void)converted_scalar(e, rt == at::kFloat || rt == at::kDouble ? at::kDouble
+                            : at::isComplexType(rt)              ? at::kComplexDouble
+                                                                 : rt);
   // ATen's pow fills (exponent 0) or copies (exponent 1) into an output of
   // the result dtype before any kernel would check the dtype: bool ** True
   // into a float out= is a copy
@@ -363,10 +387,19 @@ Tensor pow_ts_into(Tensor out, const Tensor &a, const Scalar &e) {
     }
     return zero ? out.fill_(1) : out.copy_(a);
   }
-  if (rt == a.scalar_type() && (!out.defined() || out.scalar_type() == rt)) {
+  // POW_SCALAR takes a real exponent: a complex one with an imaginary part
+  // runs as the complex a ** b of a wrapped number.
+  bool real_exponent = !e.isComplex() || e.toComplexDouble().imag() == 0.0;
+  if (rt == a.scalar_type() && (!out.defined() || out.scalar_type() == rt) && real_exponent) {
     auto iter = TensorIterator::unary_op(out, a);
     check_cpu_dtype(iter, NRT_OP_POW_SCALAR);
-    launch_iter(iter, NRT_OP_POW_SCALAR, {scalar_for(iter, e)});
+    nrt_scalar v;
+    if (e.isComplex()) {
+      v.f = e.toComplexDouble().real();
+    } else {
+      v = at::isFloatingType(rt) ? checked_scalar(e, at::kDouble) : scalar_for(iter, e);
+    }
+    launch_iter(iter, NRT_OP_POW_SCALAR, {v});
     return iter.output();
   }
   return binary(out, a, at::native::wrapped_scalar_tensor(e), NRT_OP_POW, Kind::Binary);
@@ -385,14 +418,14 @@ Tensor gelu_into(Tensor out, const Tensor &a, c10::string_view approx) {
   return unary(out, a, NRT_OP_GELU, Kind::Unary, {}, {gelu_mode(approx)});
 }
 Tensor leaky_relu_into(Tensor out, const Tensor &a, const Scalar &slope) {
-  return unary(out, a, NRT_OP_LEAKY_RELU, Kind::Unary, {fscalar(slope.toDouble())});
+  return unary(out, a, NRT_OP_LEAKY_RELU, Kind::Unary, {opmath_scalar_of(a, slope)});
 }
 Tensor elu_into(Tensor out, const Tensor &a, const Scalar &alpha, const Scalar &scale, const Scalar &iscale) {
   return unary(out, a, NRT_OP_ELU, Kind::Unary,
-               {fscalar(alpha.toDouble()), fscalar(scale.toDouble()), fscalar(iscale.toDouble())});
+               {opmath_scalar_of(a, alpha), opmath_scalar_of(a, scale), opmath_scalar_of(a, iscale)});
 }
 Tensor softplus_into(Tensor out, const Tensor &a, const Scalar &beta, const Scalar &thr) {
-  return unary(out, a, NRT_OP_SOFTPLUS, Kind::Unary, {fscalar(beta.toDouble()), fscalar(thr.toDouble())});
+  return unary(out, a, NRT_OP_SOFTPLUS, Kind::Unary, {opmath_scalar_of(a, beta), opmath_scalar_of(a, thr)});
 }
 Tensor hardtanh_into(Tensor out, const Tensor &a, const Scalar &lo, const Scalar &hi) {
   auto iter = build_unary(out, a, Kind::Unary);
@@ -429,6 +462,12 @@ Tensor clamp_into(Tensor out, const Tensor &a_in, const std::optional<Scalar> &l
   TORCH_CHECK_NOT_IMPLEMENTED(iter.common_dtype() != at::kBool, "\"",
                               lo && hi ? "clamp_scalar_cpu" : (hi ? "clamp_max_scalar_cpu" : "clamp_min_scalar_cpu"),
                               "\" not implemented for 'Bool'");
+  // ATen's clamp with two bounds, one of them NaN, fills the result with NaN
+  // and converts neither bound to the tensor's type (min=nan, max=3.5e38 is
+  // no overflow); its NaN test reads each bound as a double, which refuses a
+  // complex bound with an imaginary part.
+  auto is_nan = [](const Scalar &s) { return std::isnan(s.toDouble()); };
+  if (lo && hi && (is_nan(*lo) || is_nan(*hi))) return iter.output().fill_(std::numeric_limits<double>::quiet_NaN());
   nrt_scalar l = lo ? scalar_for(iter, *lo) : nrt_scalar{}, h = hi ? scalar_for(iter, *hi) : nrt_scalar{};
   launch_iter(iter, NRT_OP_CLAMP_SCALAR, {l, h}, {lo.has_value(), hi.has_value()});
   return iter.output();
@@ -440,7 +479,7 @@ Tensor clamp_max_into(Tensor out, const Tensor &a, const Scalar &hi) { return cl
 Tensor threshold_backward_fn(const Tensor &g, const Tensor &self, const Scalar &thr) {
   Tensor out;
   auto iter = TensorIterator::borrowing_binary_op(out, g, self);
-  launch_iter(iter, NRT_OP_THRESHOLD_BACKWARD, {scalar_for(iter, thr)});
+  launch_iter(iter, NRT_OP_THRESHOLD_BACKWARD, {opmath_scalar_for(iter, thr)});
   return iter.output();
 }
 #define NEURON_SIMPLE_BACKWARD_TABLE(X)                         \
@@ -464,7 +503,7 @@ Tensor leaky_relu_backward_fn(const Tensor &g, const Tensor &x, const Scalar &sl
               "In-place leakyReLu backward calculation is triggered with a negative slope which is not supported.");
   Tensor out;
   auto iter = TensorIterator::borrowing_binary_op(out, g, x);
-  launch_iter(iter, NRT_OP_LEAKY_RELU_BACKWARD, {fscalar(slope.toDouble())});
+  launch_iter(iter, NRT_OP_LEAKY_RELU_BACKWARD, {opmath_scalar_for(iter, slope)});
   return iter.output();
 }
 Tensor elu_backward_fn(const Tensor &g, const Scalar &alpha, const Scalar &scale, const Scalar &iscale,
@@ -472,19 +511,20 @@ Tensor elu_backward_fn(const Tensor &g, const Scalar &alpha, const Scalar &scale
   Tensor out;
   auto iter = TensorIterator::borrowing_binary_op(out, g, x);
   launch_iter(iter, NRT_OP_ELU_BACKWARD,
-              {fscalar(alpha.toDouble()), fscalar(scale.toDouble()), fscalar(iscale.toDouble())}, {is_result});
+              {opmath_scalar_for(iter, alpha), opmath_scalar_for(iter, scale), opmath_scalar_for(iter, iscale)},
+              {is_result});
   return iter.output();
 }
 Tensor softplus_backward_fn(const Tensor &g, const Tensor &x, const Scalar &beta, const Scalar &thr) {
   Tensor out;
   auto iter = TensorIterator::borrowing_binary_op(out, g, x);
-  launch_iter(iter, NRT_OP_SOFTPLUS_BACKWARD, {fscalar(beta.toDouble()), fscalar(thr.toDouble())});
+  launch_iter(iter, NRT_OP_SOFTPLUS_BACKWARD, {opmath_scalar_for(iter, beta), opmath_scalar_for(iter, thr)});
   return iter.output();
 }
 Tensor hardtanh_backward_fn(const Tensor &g, const Tensor &x, const Scalar &lo, const Scalar &hi) {
   Tensor out;
   auto iter = TensorIterator::borrowing_binary_op(out, g, x);
-  launch_iter(iter, NRT_OP_HARDTANH_BACKWARD, {fscalar(lo.toDouble()), fscalar(hi.toDouble())});
+  launch_iter(iter, NRT_OP_HARDTANH_BACKWARD, {opmath_scalar_for(iter, lo), opmath_scalar_for(iter, hi)});
   return iter.output();
 }
 
@@ -548,7 +588,8 @@ TensorIterator ternary_iter(Tensor &out, const Tensor &a, const Tensor &b, const
     check_##name(t1, t2);                                                                            \
     auto iter = ternary_iter(out, s, t1, t2);                                                        \
     check_cpu_dtype(iter, NRT_OP_##OP);                                                              \
-    launch_iter(iter, NRT_OP_##OP, {scalar_for(iter, v)});                                           \
+    nrt_scalar im, re = opmath_scalar_for(iter, v, &im); /* the CPU: value.to<float> for 16-bit floats */ \
+    launch_iter(iter, NRT_OP_##OP, {re, im});                                                        \
     return iter.output();                                                                            \
   }
 void check_addcmul(const Tensor &, const Tensor &) {}
@@ -600,6 +641,9 @@ Tensor lerp_s_into(Tensor out, const Tensor &s, const Tensor &e, const Scalar &w
     (void)TensorIterator::borrowing_binary_op(checked, s, e);
     check_lerp_kernel(s.scalar_type(), "lerp_kernel_scalar");
   }
+  // The CPU's kernel converts the weight to its math type (float32 for
+  // float16/bfloat16; a complex weight of a real lerp overflows).
+  (void)converted_scalar(w, at::toOpMathType(s.scalar_type()));
   Tensor weight = at::native::wrapped_scalar_tensor(w);  // the iterator borrows its inputs
   auto iter = ternary_iter(out, s, e, weight);
   launch_iter(iter, NRT_OP_LERP);

@@ -157,6 +157,7 @@ Tensor constant_pad_nd_fn(const Tensor &self, c10::IntArrayRef pad, const c10::S
   std::vector<int64_t> shape = self.sizes().vec();
   Tensor src = self;
   std::vector<int64_t> lo(l_inp, 0);
+  bool any_positive = false;
   for (int64_t i = 0; i < l_pad; ++i) {
     int64_t d = l_inp - 1 - i, before = pad[2 * i], after = pad[2 * i + 1];
     int64_t n = shape[d] + before + after;
@@ -167,7 +168,11 @@ Tensor constant_pad_nd_fn(const Tensor &self, c10::IntArrayRef pad, const c10::S
     src = src.narrow(d, start, std::max<int64_t>(stop - start, 0));
     lo[d] = before > 0 ? before : 0;
     shape[d] = n;
+    any_positive |= before > 0 || after > 0;
   }
+  // Only crops: ATen returns a copy of the cropped input without filling
+  // anything, so the value is never converted (float16 pad value=1e30 works).
+  if (!any_positive) return src.clone();
   Tensor out = at::empty(shape, self.options());
   out.fill_(value);
   if (src.numel() == 0) return out;

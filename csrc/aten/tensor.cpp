@@ -19,6 +19,7 @@
 #include <c10/core/StorageImpl.h>
 
 #include "launch/launch.h"
+#include "launch/scalar.h"
 #include "registry/variants.h"
 
 namespace torch_neuronx {
@@ -302,6 +303,26 @@ c10::Scalar local_scalar_dense(const Tensor &self) {
 }
 
 Tensor &fill_scalar_(Tensor &self, const c10::Scalar &value) {
+  // The value converted to the tensor's type on the host exactly as ATen's
+  // fill does (Scalar::to<T>: nonzero is true for bool, truncation for
+  // integers, an error for a value the type cannot hold), and before
+  // anything else, as the CPU converts it for an empty tensor too; so every
+  // fill (full, fill_, masked_fill, index_fill, scatter value=) agrees with
+  // the CPU. A complex value's imaginary part goes to the COMPLEX family's
+  // fill (s0 + i s1).
+  // One exception, the CPU's: its fill of a one-element tensor (scalar_fill,
+  // which also makes every 0-d at::scalar_tensor, as where(cond, x, 3.5e38)
+  // does) rounds a real value into float16/bfloat16 without the range check
+  // (1e30 becomes inf), where its fill of more elements raises. Ops whose
+  // CPU kernels check the value pass it through converted_scalar first.
+  at::ScalarType st = self.scalar_type();
+  nrt_scalar im, s;
+  if (self.numel() == 1 && (st == at::kHalf || st == at::kBFloat16) && !value.isComplex()) {
+    double v = value.toDouble();
+    s.f = st == at::kHalf ? static_cast<double>(static_cast<at::Half>(v)) : static_cast<double>(static_cast<at::BFloat16>(v));
+  } else {
+    s = checked_scalar(value, st, &im);
+  }
   if (self.numel() == 0) return self;
   c10::DeviceGuard guard(self.device());
   auto iter = at::TensorIteratorConfig()
@@ -309,43 +330,22 @@ Tensor &fill_scalar_(Tensor &self, const c10::Scalar &value) {
                   .resize_outputs(false)
                   .check_all_same_dtype(false)
                   .build();
-  nrt_scalar s;
-  if (self.is_complex()) {  // the COMPLEX family's fill: s0 + i s1
-    c10::complex<double> v = value.toComplexDouble();
-    nrt_scalar im;
-    s.f = v.real();
-    im.f = v.imag();
+  if (self.is_complex()) {
     launch_iter(iter, NRT_OP_FILL, {s, im});
-    return self;
+  } else {
+    launch_iter(iter, NRT_OP_FILL, {s});
   }
-  // The value converted to the tensor's type on the host exactly as ATen's
-  // fill does (Scalar::to<T>: nonzero is true for bool, truncation for
-  // integers, an error for a value the type cannot hold), so every fill
-  // (full, fill_, masked_fill, index_fill, scatter value=) agrees with the CPU.
-  switch (self.scalar_type()) {
-    // The unsigned types beyond uint8 are outside AT_DISPATCH_ALL_TYPES.
-    case at::kUInt16: s.i = static_cast<int64_t>(value.to<uint16_t>()); break;
-    case at::kUInt32: s.i = static_cast<int64_t>(value.to<uint32_t>()); break;
-    case at::kUInt64: s.i = static_cast<int64_t>(value.to<uint64_t>()); break;
-    default:
-      AT_DISPATCH_ALL_TYPES_AND3(at::kBool, at::kHalf, at::kBFloat16, self.scalar_type(), "fill_", [&] {
-        scalar_t v = value.to<scalar_t>();
-        if constexpr (std::is_floating_point_v<scalar_t> || std::is_same_v<scalar_t, at::Half> ||
-                      std::is_same_v<scalar_t, at::BFloat16>) {
-          s.f = static_cast<double>(v);
-        } else {
-          s.i = static_cast<int64_t>(v);
-        }
-      });
-  }
-  launch_iter(iter, NRT_OP_FILL, {s});
   return self;
 }
 
 Tensor &fill_tensor_(Tensor &self, const Tensor &value) {
   TORCH_CHECK(value.dim() == 0, "fill_ only supports 0-dimension value tensor but got tensor with ",
               value.dim(), " dimensions.");
-  if (value.device().type() != kNeuron) return fill_scalar_(self, value.item());
+  // A 0-d CPU value: the CPU's fill_ with a value tensor is a copy_, so it
+  // converts as a cast does (float64 1e30 into float16 is inf, -1.0 into
+  // uint8 is 255, a complex value loses its imaginary part) where a Scalar
+  // fill would refuse the value. The cast is the CPU's own, of a host value.
+  if (value.device().type() != kNeuron) return fill_scalar_(self, value.to(self.scalar_type()).item());
   if (self.numel() == 0) return self;
   c10::DeviceGuard guard(self.device());
   device_copy(self, value);

@@ -312,6 +312,15 @@ static void test_math(void) {
       double complex want = k == 0 ? sv + 0.75 * a1 * a2 : k == 1 ? sv + 0.75 * a1 / a2 : sv + a2 * (a1 - sv);
       CHECK(nrt_test_near(r[i][0], creal(want), 1e-6) && nrt_test_near(r[i][1], cimag(want), 1e-6));
     }
+    if (k == 2) continue;
+    /* a complex value: self + (s0 + i s1) * t1 (* or /) t2 */
+    l.scalars[1].f = -2.0;
+    CHECK_OK(nrt_test_run(&l, 0));
+    for (int i = 0; i < 2; i++) {
+      double complex sv = s0[i][0] + I * s0[i][1], a1 = t1[i][0] + I * t1[i][1], a2 = t2[i][0] + I * t2[i][1];
+      double complex v = 0.75 - 2.0 * I, want = k == 0 ? sv + v * a1 * a2 : sv + v * a1 / a2;
+      CHECK(nrt_test_near(r[i][0], creal(want), 1e-6) && nrt_test_near(r[i][1], cimag(want), 1e-6));
+    }
   }
 }
 

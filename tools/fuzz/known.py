@@ -176,24 +176,11 @@ KNOWN: list[Group] = [
           "A 0-d CPU tensor where PyTorch treats it as a scalar (where, mse/l1/huber/smooth_l1 loss targets, "
           "complex/polar, pow, clamp bounds, ...) is rejected as a device mismatch on neuron; the CPU (and "
           "CUDA) accept 0-d CPU tensors as scalars."),
-    Group("scalar-overflow-unchecked", ("*",), CPU_RJ,
-          cpu_msg("without overflow"),
-          "A Python scalar that does not fit the tensor's dtype (int16.fill_(100000), masked_fill/addcdiv/"
-          "clamp/lerp with 1e30 on float16 ...): the CPU raises 'value cannot be converted to type X without "
-          "overflow', neuron converts silently (wraps or saturates)."),
-    Group("scalar-overflow-double", ("fill_",), DEV_RJ, dev_msg("without overflow"),
-          "fill_ of a float16/bfloat16 tensor with a 0-d float64 tensor holding a value past the 16-bit range: "
-          "neuron raises on the conversion, the CPU rounds to inf."),
     Group("bool-fill-fractional", ("fill_", "masked_fill", "pad", "scatter", "index_select"), VAL,
           first_dtype("bool"),
           "Filling a bool tensor with a fractional or 0-d tensor value (fill_, masked_fill, constant pad): the "
           "CPU converts through the scalar's own type (0.5 -> True), neuron truncates to integer first "
           "(0.5 -> False)."),
-    Group("float-alpha-int", ("index_select", "add", "sub"), VAL + CPU_RJ,
-          all_of(kwarg("alpha"), first_dtype("int", "bool")),
-          "A fractional alpha with integer tensors (index_add alpha=0.5): the CPU truncates alpha to the "
-          "integer type first (torch.add raises 'argument alpha must not be a floating point number'), "
-          "neuron multiplies by 0.5 and rounds the product."),
 
     # ---- dtype= and type promotion --------------------------------------------------------------------------
     Group("reduce-dtype-kwarg", ("sum", "nansum", "mean", "nanmean", "prod", "cumsum", "cumprod", "softmax",
@@ -355,16 +342,6 @@ KNOWN: list[Group] = [
     Group("angle-abs-out-dtype", ("angle", "abs"), DEV_RJ, has_out,
           "angle/abs with an out= of a complex or wider dtype: the CPU accepts it, neuron raises 'result type "
           "Float can't be cast to the desired output type'."),
-    Group("scalar-double-overflow", ("addcmul", "pow", "operator", "masked_fill", "fill_", "index_put_", "scatter",
-                                     "where", "pad"),
-          DEV_RJ,
-          dev_msg("without overflow"),
-          "A Python scalar beyond the range of the tensor's dtype where the CPU rounds it to inf (float16 "
-          "addcmul value=1e30, pow): neuron raises 'value cannot be converted to type double/int without "
-          "overflow'."),
-    Group("bool-alpha-out", ("add", "sub"), DEV_RJ, dev_msg("Boolean alpha only supported"),
-          "add/sub of bool tensors with alpha=True and an out= of another dtype: the CPU follows the inputs' "
-          "(bool) result type, neuron checks alpha against the out dtype and raises."),
     Group("roll-empty-dims", ("flip",), DEV_RJ, zero_size,
           "roll of a 1-d empty tensor with dims out of range: the CPU returns the empty tensor, neuron raises "
           "IndexError."),

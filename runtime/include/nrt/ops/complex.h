@@ -44,8 +44,8 @@
   X(CX_POW, COMPLEX, 2, 2)      /* a ** b = exp(b log a), 0 ** b = 0 */                     \
   X(CX_LOGICAL, COMPLEX, 2, 2)  /* bool out; p0 = 0 and, 1 or, 2 xor of (a != 0, b != 0) */ \
   /* ternary */                                                                             \
-  X(CX_ADDCMUL, COMPLEX, 3, 3)  /* self + s0 * t1 * t2 (real s0) */                         \
-  X(CX_ADDCDIV, COMPLEX, 3, 3)  /* self + s0 * t1 / t2 */                                   \
+  X(CX_ADDCMUL, COMPLEX, 3, 3)  /* self + (s0 + i s1) * t1 * t2 */                          \
+  X(CX_ADDCDIV, COMPLEX, 3, 3)  /* self + (s0 + i s1) * t1 / t2 */                          \
   X(CX_LERP, COMPLEX, 3, 3)     /* self + w (end - self), from end when |w| >= 0.5 */       \
   /* reduction, REDUCE layout: operands[0] has stride 0 along reduced dims */               \
   X(CX_REDUCE, COMPLEX, 1, 1)   /* p0: 0 sum, 1 mean (sum / reduced count), 2 prod,         \

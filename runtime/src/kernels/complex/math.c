@@ -103,7 +103,10 @@ static void cx_math_element(const nrt_launch *l, char *const *p) {
   case NRT_OP(CX_ADDCDIV): {
     nrt_cx t1 = nrt_cx_load(p[2], o[2].dtype), t2 = nrt_cx_load(p[3], o[3].dtype);
     nrt_cx t = (int)l->op == NRT_OP(CX_ADDCMUL) ? nrt_cx_mul(t1, t2) : nrt_cx_div(t1, t2);
-    r = nrt_cx_add(a, cx_scale(t, l->scalars[0].f));
+    /* value = s0 + i s1; a real value scales both parts alone, so an
+       infinite part meets no 0 * inf from the zero imaginary part */
+    nrt_cx v = nrt_cx_make(l->scalars[0].f, l->scalars[1].f);
+    r = nrt_cx_add(a, v.im == 0.0 ? cx_scale(t, v.re) : nrt_cx_mul(t, v));
     break;
   }
   case NRT_OP(CX_LERP): {
