@@ -104,8 +104,10 @@ def _rank_main(max_mib: int, ops: list[str]) -> None:
         device = dev if backend == "neuron" else "cpu"
         group = None if backend == "neuron" else gloo
         t, out, n = buffers(op, size // 4, device)
-        reps = 50 if size <= (64 << 10) else (12 if size <= (8 << 20) else 5)
-        for _ in range(2):
+        reps = 300 if size <= (64 << 10) else (12 if size <= (8 << 20) else 5)
+        # Small sizes: enough warm-up calls for the ranks to fall into step
+        # (the first calls after a large size arrive apart).
+        for _ in range(30 if size <= (64 << 10) else 2):
             run(op, t, out, group)
         if backend == "neuron":
             torch.neuron.synchronize()
