@@ -372,7 +372,8 @@ print("WARN", any("corrupted compile cache entry" in str(i.message) for i in w))
 h = hashlib.sha256(out2.detach().cpu().numpy().tobytes() + m[0].weight.grad.cpu().numpy().tobytes()).hexdigest()
 met = torch.neuron.get_dynamo_metrics()
 print("HASH", h)
-print("STATS", met["graphs_compiled"], met["cache"]["disk_hits"], met["cache"]["corrupt_entries"])
+print("STATS", met["graphs_compiled"], met["cache"]["disk_hits"], met["cache"]["corrupt_entries"],
+      met["cache"]["plan_hits"], sum(g["captured"] for g in met["graphs"]))
 """
 
 
@@ -383,27 +384,45 @@ def _run_cache(cache_dir, timeout=240):
     return out["HASH"], [int(v) for v in out["STATS"].split()], out["WARN"] == "True"
 
 
-def _entries(d):
-    return sorted(os.path.join(r, f) for r, _, fs in os.walk(d) for f in fs if f.endswith(".neff"))
+def _entries(d, ext=".neff"):
+    return sorted(os.path.join(r, f) for r, _, fs in os.walk(d) for f in fs if f.endswith(ext))
+
+
+def _flip_byte(path, at):
+    with open(path, "r+b") as f:
+        f.seek(at)
+        b = f.read(1)
+        f.seek(at)
+        f.write(bytes([b[0] ^ 0xFF]))
 
 
 def test_cache_written_hit_from_new_process_and_corrupt_entry_rebuilt(tmp_path):
     d = tmp_path / "cache"
-    h1, (compiled, hits, corrupt), _ = _run_cache(d)
-    assert compiled >= 2 and hits == 0 and corrupt == 0
+    h1, (compiled, hits, corrupt, plans, captured), _ = _run_cache(d)
+    assert compiled >= 2 and hits == 0 and corrupt == 0 and plans == 0 and captured == compiled
     entries = _entries(d)
-    assert len(entries) >= 2
-    h2, (compiled, hits, corrupt), _ = _run_cache(d)
-    assert h2 == h1 and compiled == 0 and hits >= 2
-    with open(entries[0], "r+b") as f:  # flip a byte in the payload
-        f.seek(60)
-        b = f.read(1)
-        f.seek(60)
-        f.write(bytes([b[0] ^ 0xFF]))
-    h3, (compiled, hits, corrupt), warned = _run_cache(d)
-    assert h3 == h1 and corrupt == 1 and compiled == 1 and warned
-    h4, (compiled, hits, corrupt), _ = _run_cache(d)
-    assert h4 == h1 and compiled == 0 and corrupt == 0
+    assert len(entries) >= 2 and len(_entries(d, ".plan")) >= 2
+    # a new process finds the capture plans: no eager run, no capture, no compile
+    h2, (compiled, hits, corrupt, plans, captured), _ = _run_cache(d)
+    assert h2 == h1 and compiled == 0 and hits >= 2 and plans >= 2 and captured == 0
+    _flip_byte(entries[0], 60)  # a damaged program: its plan cannot be served, the graph is captured again
+    h3, (compiled, hits, corrupt, plans, captured), warned = _run_cache(d)
+    assert h3 == h1 and corrupt == 1 and compiled == 1 and warned and captured >= 1
+    h4, (compiled, hits, corrupt, plans, captured), _ = _run_cache(d)
+    assert h4 == h1 and compiled == 0 and corrupt == 0 and captured == 0
+
+
+def test_corrupt_capture_plan_rebuilt(tmp_path):
+    d = tmp_path / "cache"
+    h1, _, _ = _run_cache(d)
+    plans = _entries(d, ".plan")
+    assert plans
+    _flip_byte(plans[0], 40)
+    h2, (compiled, hits, corrupt, nplans, captured), warned = _run_cache(d)
+    # the damaged plan is reported and rebuilt by a capture; its programs still come from the cache
+    assert h2 == h1 and warned and corrupt == 1 and compiled == 0 and captured >= 1
+    h3, (compiled, hits, corrupt, nplans, captured), _ = _run_cache(d)
+    assert h3 == h1 and corrupt == 0 and captured == 0 and nplans == len(plans)
 
 
 def test_two_processes_compiling_at_once(tmp_path):
@@ -423,8 +442,8 @@ def test_two_processes_compiling_at_once(tmp_path):
     assert len(hashes) == 1
     for path in _entries(d):
         torch_neuronx._C._program_load(path)  # every entry is whole
-    h, (compiled, hits, corrupt), _ = _run_cache(d)
-    assert h in hashes and compiled == 0 and corrupt == 0
+    h, (compiled, hits, corrupt, _, captured), _ = _run_cache(d)
+    assert h in hashes and compiled == 0 and corrupt == 0 and captured == 0
 
 
 def test_debug_dir_dumps_graph_report_and_program(tmp_path):

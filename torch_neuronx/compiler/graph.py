@@ -29,7 +29,7 @@ import torch.utils._pytree as pytree
 from torch.fx import GraphModule, Node
 
 from .. import _C
-from . import cache, metrics
+from . import cache, metrics, plan
 from .config import Options
 
 _NEURON = "neuron"
@@ -204,6 +204,8 @@ class CompiledStep:
         self.uses_rng = program.uses_rng
         self.name = name
         self.externals: List[Node] = []
+        self.key = ""                 # the program's cache key
+        self.node_count = 0           # nodes of its captured graph
 
     def run(self, env: dict) -> None:
         ext = [pytree.tree_leaves(env[n]) for n in self.externals]
@@ -278,6 +280,7 @@ class GraphRunner:
         self.state_inputs = frozenset(i for i, p in enumerate(self.placeholders)
                                       if any(u.target is self.with_hop and u.args and u.args[0] is p for u in p.users))
         self.layout_fixups: set = set()
+        self._canonical: Optional[str] = None  # plan.canonical_text of gm, at the first cached call
         if not options.fallback_execution:
             for n in self.nodes:
                 if not lowerable(n):
@@ -359,6 +362,9 @@ class GraphRunner:
         v = self.variants.get(sig)
         if v is None:
             return self._first_call(list(args), sig)
+        return self._run(v, args)
+
+    def _run(self, v: Variant, args: Sequence[Any]) -> Any:
         env = dict(zip(self.placeholders, args))
         for i, step in enumerate(v.steps):
             step.run(env)
@@ -370,6 +376,12 @@ class GraphRunner:
         if self.last_signature is not None:
             metrics.append("recompiles", {"graph": self.name, "cause": describe_change(self.last_signature, sig)})
         self.last_signature = sig
+        key = self._plan_key(sig)
+        if key is not None and not self.options.debug_dir:  # a debug dump needs the capture's graph text
+            variant = self._from_plan(key)
+            if variant is not None:
+                self.variants[sig] = variant
+                return self._run(variant, args)
         eager = set()
         if self.options.fallback_execution:
             for n in self.nodes:
@@ -389,11 +401,76 @@ class GraphRunner:
                               f"outside the compiled graph {self.name}", RuntimeWarning, stacklevel=2)
                 eager.add(f.node)
         self.variants[sig] = variant
+        if key is not None:
+            try:
+                body = plan.encode(variant.steps, self.position)
+            except plan.Unkeyable:
+                body = None
+            if body is not None:
+                cache.put_plan(key, body, self.options.cache_dir)
         return outputs
 
-    def _capture(self, args: List[Any], eager: set):
-        env = dict(zip(self.placeholders, args))
-        # segments: runs of capturable nodes, and eager nodes alone
+    # -- capture plans (plan.py) -------------------------------------------------------------
+    def _plan_key(self, sig: tuple) -> Optional[str]:
+        if not self.options.cache:
+            return None
+        if self._canonical is None:
+            try:
+                self._canonical = plan.canonical_text(self.gm)
+            except plan.Unkeyable:
+                self._canonical = ""
+        if not self._canonical:
+            return None
+        return plan.plan_key(self._canonical, sig, self.options.flags, self.options.fallback_execution)
+
+    def _from_plan(self, key: str) -> Optional[Variant]:
+        """The variant a cached plan and its cached programs describe, or
+        None (no plan, a program missing, or a plan that does not fit)."""
+        t0 = time.perf_counter()
+        body, source = cache.get_plan(key, self.options.cache_dir)
+        if body is None:
+            return None
+        try:
+            decoded = [plan.decode_step(d, self.nodes) for d in body["steps"]]
+            eager = {d["eager"] for d in decoded if "eager" in d}
+            segments, _, free_after = self._layout(eager)
+            if len(segments) != len(decoded):
+                raise ValueError("its segments do not match the graph")
+            steps: List[Any] = []
+            rows = []
+            for (capturable, nodes), d in zip(segments, decoded):
+                if not capturable:
+                    if d.get("eager") is not nodes[0]:
+                        raise ValueError("its eager nodes do not match the graph")
+                    steps.append(EagerStep(nodes[0], self))
+                    continue
+                if "eager" in d:
+                    raise ValueError("its eager nodes do not match the graph")
+                prog, psource = cache.lookup(d["key"], self.options.cache_dir)
+                if prog is None:
+                    return None  # the program is gone (or was damaged): capture and compile it again
+                externals = _externals(nodes)
+                step = CompiledStep(prog, d["device"], d["in_refs"], d["outs"], d["replay"], d["name"])
+                _check_fits(step, externals, set(nodes))
+                step.externals, step.key, step.node_count = externals, d["key"], d["nodes"]
+                steps.append(step)
+                rows.append((step, psource))
+        except (ValueError, KeyError, IndexError, TypeError) as e:
+            cache.bad_plan(key, self.options.cache_dir, f"the capture plan does not fit: {e}")
+            return None
+        seconds = time.perf_counter() - t0
+        metrics.record("cache.plan_hits", 1)
+        metrics.record("compile_time_s", seconds)
+        for step, psource in rows:
+            metrics.append("graphs", {
+                "name": step.name, "kind": self.kind, "nodes": step.node_count, "steps": step.program.step_count,
+                "arena_bytes": step.program.arena_bytes, "compile_time_s": seconds / max(len(rows), 1),
+                "source": psource, "captured": False, "compiler_time_s": 0.0, "key": step.key})
+        return Variant(steps, free_after)
+
+    def _layout(self, eager: set):
+        """Segments (runs of capturable nodes, and eager nodes alone), the
+        segment of each node, and the nodes dead after each segment."""
         segments: List[Tuple[bool, List[Node]]] = []
         for n in self.nodes:
             if n in eager:
@@ -414,6 +491,11 @@ class GraphRunner:
         for n, s in last_seg.items():
             if s < len(segments):
                 free_after.setdefault(max(s, seg_of.get(n, -1)), []).append(n)
+        return segments, seg_of, free_after
+
+    def _capture(self, args: List[Any], eager: set):
+        env = dict(zip(self.placeholders, args))
+        segments, seg_of, free_after = self._layout(eager)
         steps = []
         for si, (capturable, nodes) in enumerate(segments):
             if capturable:
@@ -429,11 +511,7 @@ class GraphRunner:
     def _capture_segment(self, si: int, nodes: List[Node], env: dict, seg_of: dict) -> CompiledStep:
         t0 = time.perf_counter()
         inside = set(nodes)
-        externals: List[Node] = []
-        for n in nodes:
-            for a in n.all_input_nodes:
-                if a not in inside and a not in externals:
-                    externals.append(a)
+        externals = _externals(nodes)
         ext_index = {n: i for i, n in enumerate(externals)}
         ext_leaves = [pytree.tree_leaves(env[n]) for n in externals]
         outputs = [n for n in nodes if any(u not in inside for u in n.users)]
@@ -561,12 +639,43 @@ class GraphRunner:
         metrics.append("graphs", {
             "name": name, "kind": self.kind, "nodes": graph.node_count(), "steps": prog.step_count,
             "arena_bytes": prog.arena_bytes, "compile_time_s": seconds, "source": source,
-            "compiler_time_s": report["seconds"] if report else 0.0, "key": key})
+            "captured": True, "compiler_time_s": report["seconds"] if report else 0.0, "key": key})
         if opts.debug_dir:
             _dump(opts.debug_dir, name, key, self.gm, text, report, prog)
         step = CompiledStep(prog, device, in_refs, out_specs, replay[0] if replay else None, name)
-        step.externals = externals
+        step.externals, step.key, step.node_count = externals, key, graph.node_count()
         return step
+
+
+def _check_fits(step: CompiledStep, externals: List[Node], inside: set) -> None:
+    """ValueError unless a planned step's slots and outputs fit its program and segment."""
+    kinds = [k for (k, _, _) in step.program.slots()]
+    for slot, (j, _) in step.in_refs.items():
+        if not (0 <= slot < len(kinds) and kinds[slot] == "input" and 0 <= j < len(externals)):
+            raise ValueError(f"input slot {slot} does not fit program {step.key[:12]}")
+    if step.replay is not None and not 0 <= step.replay[0] < len(externals):
+        raise ValueError("its RNG replay input does not fit")
+    for node, _, leaves in step.out_specs:
+        if node not in inside:
+            raise ValueError(f"output {node} is not in its segment")
+        for leaf in leaves:
+            if leaf[0] == "slot" and not (0 <= leaf[1] < len(kinds) and kinds[leaf[1]] == "output"):
+                raise ValueError(f"output slot {leaf[1]} does not fit program {step.key[:12]}")
+            if leaf[0] == "alias" and leaf[1] not in step.in_refs:
+                raise ValueError(f"alias of slot {leaf[1]}, which is not an input")
+
+
+def _externals(nodes: Sequence[Node]) -> List[Node]:
+    """The values a segment reads from outside itself, in first-use order."""
+    inside = set(nodes)
+    externals: List[Node] = []
+    seen = set()
+    for n in nodes:
+        for a in n.all_input_nodes:
+            if a not in inside and a not in seen:
+                seen.add(a)
+                externals.append(a)
+    return externals
 
 
 class _CaptureFailure(Exception):

@@ -12,7 +12,8 @@ def _fresh() -> dict:
     return {
         "graphs_compiled": 0,       # programs built by our compiler (capture + nrt_compile)
         "recompiles": [],           # {"graph", "cause"} for each graph compiled again for a new input signature
-        "cache": {"memory_hits": 0, "disk_hits": 0, "misses": 0, "corrupt_entries": 0, "disk_writes": 0},
+        "cache": {"memory_hits": 0, "disk_hits": 0, "misses": 0, "corrupt_entries": 0, "disk_writes": 0,
+                  "plan_hits": 0},          # graphs whose first call skipped the capture (plan.py)
         "compile_time_s": 0.0,      # sum over graphs, our part (capture + compile + cache), no Dynamo/AOT tracing
         "graphs": [],               # one row per compiled program
         "eager_ops": {},            # op -> count of ops split out of graphs and run eagerly
