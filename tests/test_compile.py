@@ -425,6 +425,43 @@ def test_corrupt_capture_plan_rebuilt(tmp_path):
     assert h3 == h1 and corrupt == 0 and captured == 0 and nplans == len(plans)
 
 
+_PLAN_RNG_SCRIPT = """
+import hashlib
+import torch, torch.nn.functional as F
+q0 = torch.randn(2, 2, 16, 8, generator=torch.Generator().manual_seed(0))
+def f(q):
+    return F.scaled_dot_product_attention(q, q, q, dropout_p=0.5).sum(-1).pow(2).sum()
+def run(fn):
+    torch.manual_seed(123)
+    h = hashlib.sha256()
+    for _ in range(2):
+        q = q0.to("neuron").requires_grad_()
+        loss = fn(q)
+        loss.backward()
+        h.update(loss.detach().cpu().numpy().tobytes() + q.grad.cpu().numpy().tobytes())
+    return h.hexdigest()
+eager = run(f)
+compiled = run(torch.compile(f, backend="neuron"))
+met = torch.neuron.get_dynamo_metrics()
+print("SAME", eager == compiled)
+print("PLANS", met["cache"]["plan_hits"], sum(g["captured"] for g in met["graphs"]))
+"""
+
+
+def test_capture_plan_keeps_sdpa_dropout_rng(tmp_path):
+    # SDPA with dropout returns its Philox seed and offset as host tensors, which the
+    # plan keeps by value: a process served from the plan draws the eager masks
+    env = {"TORCH_NEURONX_NEFF_CACHE_DIR": str(tmp_path / "cache")}
+    runs = []
+    for _ in range(2):
+        r = run_python(_PLAN_RNG_SCRIPT, env=env, timeout=240)
+        assert r.returncode == 0, r.stderr[-3000:]
+        runs.append(dict(line.split(" ", 1) for line in r.stdout.strip().splitlines()))
+    assert runs[0]["SAME"] == "True" and runs[1]["SAME"] == "True"
+    plans, captured = (int(v) for v in runs[1]["PLANS"].split())
+    assert plans >= 2 and captured == 0
+
+
 def test_two_processes_compiling_at_once(tmp_path):
     import subprocess
     import sys

@@ -142,6 +142,10 @@ def _enc_leaf(leaf: tuple) -> list:
     v = leaf[1]
     if v is None or type(v) in (bool, int, float, str):
         return [kind, v]
+    if isinstance(v, torch.Tensor) and v.device.type == "cpu" and v.layout == torch.strided \
+            and v.numel() <= 64 and not v.is_complex():
+        # a host tensor the capture produced (SDPA's Philox seed and offset): kept by value
+        return ["host_tensor", str(v.dtype), list(v.shape), v.reshape(-1).tolist()]
     raise Unkeyable(f"constant output of type {type(v).__name__}")
 
 
@@ -162,6 +166,8 @@ def _dec_leaf(v: list) -> tuple:
         return (kind, _dtype(v[1]), tuple(v[2]), tuple(v[3]))
     if kind == "const":
         return (kind, v[1])
+    if kind == "host_tensor":
+        return ("const", torch.tensor(v[3], dtype=_dtype(v[1])).reshape(tuple(v[2])))
     raise ValueError(f"unknown output kind {kind!r}")
 
 
