@@ -167,10 +167,13 @@ fuzz: build
 	$(PY) tools/fuzz/fuzz.py --seconds $(SECONDS) $(if $(SEED),--seed $(SEED))
 
 # The benchmark suite and report (benchmarks/README.md): writes
-# benchmarks/results.json, docs/performance.md and docs/perf/*.png.
+# benchmarks/results.json, docs/performance.md and docs/perf/*.png; then
+# torch.compile(backend="neuron") against eager, CPU eager and Inductor:
+# benchmarks/compile_results.json, docs/compile-performance.md.
 # QUICK=1: fewer repeats and sizes, under 3 minutes.
 bench: build build/triad build/peak
 	$(PY) benchmarks/run.py $(if $(QUICK),--quick)
+	$(PY) benchmarks/bench_compile.py $(if $(QUICK),--quick)
 
 # The torch.distributed backend "neuron" against Gloo in the same run, nccl-tests
 # style (benchmarks/bench_dist.py): 2 and 4 ranks on this machine, then 4 ranks

@@ -263,6 +263,9 @@ def markdown(results: dict, plot_names: list[str]) -> str:
         "once, each output written once), FLOP-bound ones over the peak of their dtype. The machine is shared, "
         "so single numbers are noisy; look at ratios and trends.",
         "",
+        "Compiled code (`torch.compile(backend=\"neuron\")` against eager, CPU eager and Inductor) is measured by "
+        "the same `make bench` in [compile-performance.md](compile-performance.md).",
+        "",
         "## Machine",
         "",
         f"- CPU: {cpu['model']}, {cpu['cores']} logical CPUs; flags: {', '.join(cpu['flags'])}",
