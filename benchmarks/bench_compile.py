@@ -217,6 +217,25 @@ def timed(step, dev: str) -> float:
     return time.perf_counter() - t0
 
 
+# Kernels whose cost a graph compiler that reuses the eager kernels cannot remove: the
+# FLOP-bound ones. Everything else (pointwise, norms, reductions, copies, the optimizer's
+# foreach passes) is what fusion and one-launch programs can save, at best all of it.
+COMPUTE_KERNELS = ("GEMM", "CONV", "SDPA", "BMM", "MM")
+
+
+def compute_bound_share(step) -> dict:
+    """One eager step under the device profiler: its device time and the part
+    of it in FLOP-bound kernels."""
+    import torch_neuronx.profiler as nprof
+
+    with nprof.profile(print_table=False, limits=False) as p:
+        step()
+    total = p.device_time_ns
+    compute = sum(a.end_ns - a.start_ns for a in p.activities()
+                  if a.kind == "kernel" and a.name.split("_")[0] in COMPUTE_KERNELS)
+    return {"device_s": total / 1e9, "compute_s": compute / 1e9}
+
+
 def run_case(name: str, mode: str, settings: dict) -> dict:
     case = CASES[name](mode)
     row = {"name": name, "shape": case["shape"], "variants": {}}
@@ -241,6 +260,18 @@ def run_case(name: str, mode: str, settings: dict) -> dict:
         s = row["variants"][v]["samples"]
         row["variants"][v]["median_s"] = statistics.median(s)
         row["variants"][v]["min_s"], row["variants"][v]["max_s"] = min(s), max(s)
+    if "neuron eager" in steps:
+        try:
+            a = compute_bound_share(steps["neuron eager"][0])
+            eager = statistics.median(row["variants"]["neuron eager"]["samples"])
+            # against the eager step's wall time: host dispatch is part of what compiling can save
+            a["share"] = a["compute_s"] / eager
+            a["ceiling"] = eager / a["compute_s"] if a["compute_s"] else None
+            row["amdahl"] = a
+        except Exception as e:
+            row["amdahl"] = {"error": f"{type(e).__name__}: {e}"[:300]}
+    steps.clear()
+    torch._dynamo.reset()  # the compiled variants' caches hold their models (GPT-2 small: GBs)
     comp = row["variants"].get("neuron compiled", {}).get("median_s")
     row["ratios"] = {}
     for label, other in (("vs neuron eager", "neuron eager"), ("vs cpu eager", "cpu eager"),
@@ -256,7 +287,10 @@ def print_row(row: dict) -> None:
         r = row["variants"].get(v, {})
         cells.append(f"{v} " + (f"{r['median_s'] * 1e3:8.1f} ms" if "median_s" in r else "ERROR"))
     ratios = ", ".join(f"{k} {v:.2f}x" for k, v in row["ratios"].items() if v)
-    print(f"{row['name']:32s} | " + " | ".join(cells) + f" | compiled {ratios}", flush=True)
+    a = row.get("amdahl") or {}
+    bound = f" | FLOP-bound kernels {a['share']:.0%} of the eager step: compiled <= {a['ceiling']:.2f}x eager" \
+        if a.get("ceiling") else ""
+    print(f"{row['name']:32s} | " + " | ".join(cells) + f" | compiled {ratios}{bound}", flush=True)
     for v in VARIANTS:
         if "error" in row["variants"].get(v, {}):
             print(f"    {v}: {row['variants'][v]['error']}", flush=True)
@@ -361,17 +395,24 @@ def markdown(results: dict) -> str:
                      f"<= 10 s: {cold:.2f} s.")
         lines.append(f"- **{'MET' if hit <= 0.2 else 'MISSED'}**: cache hit in a new process, our part, <= 0.2 s: "
                      f"{hit:.3f} s.")
-    lines += ["", "## Step times", "",
+    lines += ["", "*FLOP-bound share*: the device time of one eager step spent in GEMM, convolution and "
+              "attention kernels (the device profiler), over the eager step's median wall time. A compiled program "
+              "runs those same kernels, so even if fusion removed every other kernel and all dispatch, a compiled "
+              "step could not take less than that: *ceiling* = 1 / share bounds compiled / eager.", "",
+              "## Step times", "",
               "| case | shape | CPU eager ms | CPU Inductor ms | neuron eager ms | neuron compiled ms | "
-              "vs neuron eager | vs CPU eager | vs Inductor | first compiled step s | Inductor first step s |",
-              "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+              "vs neuron eager | vs CPU eager | vs Inductor | FLOP-bound share of eager | ceiling vs eager | "
+              "first compiled step s | Inductor first step s |",
+              "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
     for r in results["cases"]:
         v = r["variants"]
         rat = [f"{r['ratios'][k]:.2f}x" if r["ratios"].get(k) else "-" for k in TARGETS]
         first = [f"{v[k]['first_s']:.1f}" if "first_s" in v.get(k, {}) else "-" for k in
                  ("neuron compiled", "cpu inductor")]
+        a = r.get("amdahl") or {}
+        bound = [f"{a['share']:.0%}" if a.get("share") else "-", f"{a['ceiling']:.2f}x" if a.get("ceiling") else "-"]
         lines.append(f"| {r['name']} | {r['shape']} | " + " | ".join(_ms(v.get(k, {})) for k in VARIANTS)
-                     + " | " + " | ".join(rat) + " | " + " | ".join(first) + " |")
+                     + " | " + " | ".join(rat + bound + first) + " |")
     errors = [(r["name"], k, x["error"]) for r in results["cases"] for k, x in r["variants"].items() if "error" in x]
     if errors:
         lines += ["", "Errors: " + "; ".join(f"{n} / {k}: {e}" for n, k, e in errors)]
