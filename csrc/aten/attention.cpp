@@ -20,6 +20,7 @@
 #include <ATen/native/transformers/attention.h>
 #include <c10/core/DeviceGuard.h>
 
+#include <algorithm>
 #include <array>
 #include <cmath>
 #include <cstring>
@@ -146,6 +147,25 @@ void put4(nrt_operand &o, const Tensor &t) { set_operand(o, t, {0, 1, 2, 3}); }
 // lse [B, Hq, L]: strides {b, h, l}.
 void put_rows(nrt_operand &o, const Tensor &t) { set_operand(o, t, {0, 1, 2}); }
 
+// The output layout the op's meta function gives (alloc_with_matching_layout
+// in torch/_meta_registrations.py): the query's own strides when the shapes
+// agree, else a dense tensor whose dims are ordered as the query's strides
+// order them. A compiled graph bakes in later views of the output computed
+// from the meta value, so the kernel must write exactly this layout.
+Tensor alloc_like_query(const Tensor &q, at::IntArrayRef shape) {
+  if (q.sizes() == shape) return at::empty_like(q);
+  std::array<int64_t, 4> order = {0, 1, 2, 3};
+  // stable, largest stride first: equal strides keep their dim order, as Python's sorted(reverse=True)
+  std::stable_sort(order.begin(), order.end(), [&](int64_t a, int64_t b) { return q.stride(a) > q.stride(b); });
+  std::vector<int64_t> strides(4);
+  int64_t step = 1;
+  for (int i = 3; i >= 0; i--) {
+    strides[order[i]] = step;
+    step *= shape[order[i]];
+  }
+  return at::empty_strided(shape, strides, q.options());
+}
+
 double default_scale(const Tensor &q, std::optional<double> scale) {
   return scale ? *scale : 1.0 / std::sqrt(static_cast<double>(q.size(3)));
 }
@@ -161,7 +181,7 @@ ForwardResult sdpa_forward(const Tensor &q, const Tensor &k, const Tensor &v, co
   TORCH_CHECK(!return_debug_mask, fn, ": return_debug_mask=True is not supported on neuron");
   c10::DeviceGuard guard(q.device());
   int64_t B = q.size(0), Hq = q.size(1), L = q.size(2), S = k.size(2), Ev = v.size(3);
-  Tensor out = at::empty({B, Hq, L, Ev}, q.options());
+  Tensor out = alloc_like_query(q, {B, Hq, L, Ev});
   Tensor lse = at::empty({B, Hq, L}, q.options().dtype(at::kFloat));
   uint64_t seed = 0, offset = 0;
   if (dropout_p > 0.0)
@@ -182,7 +202,7 @@ ForwardResult sdpa_forward(const Tensor &q, const Tensor &k, const Tensor &v, co
   Tensor seed_t = at::scalar_tensor(static_cast<int64_t>(seed), cpu_long);
   Tensor offset_t = at::scalar_tensor(static_cast<int64_t>(offset), cpu_long);
   return ForwardResult(out, lse, Tensor(), Tensor(), c10::SymInt(L), c10::SymInt(S), seed_t, offset_t,
-                       at::empty({0}, q.options()));
+                       Tensor());  // no debug mask: None, as the meta function returns
 }
 
 std::tuple<Tensor, Tensor, Tensor, Tensor> sdpa_backward(
@@ -209,10 +229,9 @@ std::tuple<Tensor, Tensor, Tensor, Tensor> sdpa_backward(
     seed = static_cast<uint64_t>(philox_seed.item<int64_t>());
     offset = static_cast<uint64_t>(philox_offset.item<int64_t>());
   }
-  bool want_q = grad_input_mask[0];
   bool want_bias = grad_input_mask[3] && bias && bias->scalar_type() != at::kBool;
-  Tensor dq = at::empty_like(q, at::MemoryFormat::Contiguous), dk = at::empty_like(k, at::MemoryFormat::Contiguous),
-         dv = at::empty_like(v, at::MemoryFormat::Contiguous), dbias;
+  // empty_like keeps each input's layout, as the meta function does
+  Tensor dq = at::empty_like(q), dk = at::empty_like(k), dv = at::empty_like(v), dbias;
   Tensor ds = want_bias ? at::empty({B, Hq, L, S}, q.options().dtype(at::kFloat)) : Tensor();
   Tensor mask = bias ? bias->expand(score_shape(q, k)) : Tensor();
   double sc = default_scale(q, scale);
@@ -267,8 +286,12 @@ std::tuple<Tensor, Tensor, Tensor, Tensor> sdpa_backward(
     dv.zero_();
     if (want_bias) ds.zero_();
   }
-  if (want_bias) dbias = at::sum_to(ds, bias->sizes()).to(bias->scalar_type());
-  return {want_q ? dq : Tensor(), grad_input_mask[1] ? dk : Tensor(), grad_input_mask[2] ? dv : Tensor(), dbias};
+  // The meta function returns empty_like(attn_bias) whenever a bias is given,
+  // wanted or not: the same layout here (unused when not wanted).
+  if (bias) dbias = at::empty_like(*bias);
+  if (want_bias) dbias.copy_(at::sum_to(ds, bias->sizes()));
+  // dQ, dK and dV are computed together anyway, and the meta function returns all three
+  return {dq, dk, dv, dbias};
 }
 
 }  // namespace

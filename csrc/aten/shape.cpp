@@ -23,6 +23,18 @@ using at::Tensor;
 
 // cat: PyTorch's rules: legacy 1-D empty tensors are skipped, the result
 // dtype promotes across inputs, all other dims must match.
+// cat's output layout, as its meta function picks it: the inputs' common
+// suggested memory format (channels_last when every input is), else contiguous.
+c10::MemoryFormat cat_memory_format(const at::MaterializedITensorListRef &inputs) {
+  std::optional<c10::MemoryFormat> format;
+  for (const Tensor &t : inputs) {
+    c10::MemoryFormat f = t.suggest_memory_format();
+    if (f == c10::MemoryFormat::Contiguous || (format && *format != f)) return c10::MemoryFormat::Contiguous;
+    format = f;
+  }
+  return format.value_or(c10::MemoryFormat::Contiguous);
+}
+
 Tensor cat_into(Tensor out, const at::ITensorListRef &tensors, int64_t dim) {
   auto materialized = tensors.materialize();
   TORCH_CHECK(!materialized.empty(), "torch.cat(): expected a non-empty list of Tensors");
@@ -62,7 +74,7 @@ Tensor cat_into(Tensor out, const at::ITensorListRef &tensors, int64_t dim) {
   shape[dim] = total;
   c10::DeviceGuard guard(device);
   if (!out.defined()) {
-    out = at::empty(shape, ref->options().dtype(dtype));
+    out = at::empty(shape, ref->options().dtype(dtype).memory_format(cat_memory_format(materialized)));
   } else {
     TORCH_CHECK(out.device() == device, "torch.cat(): expected out on ", device);
     at::native::resize_output(out, shape);

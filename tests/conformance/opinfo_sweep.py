@@ -6,7 +6,9 @@ Each (OpInfo, dtype) is classified:
   native-pass    every sample matches and nothing fell back to the CPU
   fallback-pass  every sample matches, but some ATen op ran through the CPU fallback
   mismatch       a value, shape or dtype differs from the CPU (and the value is not within
-                 tolerance of a float64 CPU run either: when it is, the CPU is the inaccurate side)
+                 tolerance of a float64 CPU run either: when it is, the CPU is the inaccurate side),
+                 or an output's sizes, strides, dtype or aliasing differ from the op's meta
+                 function (each sample is run again under torch_neuronx.meta_check)
   error          neuron raised where the CPU did not
   crash          the worker process died (signal, abort) or exceeded the per-task timeout
   skipped-cpu    the CPU reference raised for every sample (nothing to compare with)
@@ -250,6 +252,30 @@ class _Worker:
         w = [x.to(o.device, o.dtype) for o, x in zip(outs, weights)]
         loss = sum((o * x).sum() for o, x in zip(outs, w))
         return list(torch.autograd.grad(loss, leaves, allow_unused=True))
+
+    def _meta_check(self, op, sample, pins, weights) -> dict | None:
+        """The sample again, on fresh device copies, under the FakeTensor
+        cross-reference (torch_neuronx.meta_check): every native kernel's
+        output sizes, strides, dtype and aliasing against its meta function.
+        A mismatch is a problem of the task; an error the cross-reference
+        itself hits (an op FakeTensor cannot run) is not."""
+        torch = self.torch
+        from torch_neuronx.meta_check import MetadataMismatchError, meta_crossref
+
+        dev = self._to((sample.input, sample.args, sample.kwargs), "neuron", pins)
+        try:
+            with meta_crossref():
+                out = op(dev[0], *dev[1], **dev[2])
+                if weights is not None:
+                    self._grads(sample, dev, out, weights)
+            torch.neuron.synchronize()
+        except (MetadataMismatchError, AssertionError) as e:
+            if isinstance(e, MetadataMismatchError) or str(e).startswith("When comparing"):
+                return {"where": "meta", "what": "output differs from its meta function: " + _first_line(e)}
+            self._recover()
+        except Exception:  # noqa: BLE001
+            self._recover()
+        return None
 
     # -- comparison ----------------------------------------------------------
 
@@ -577,6 +603,8 @@ class _Worker:
             diff = self._compare(ref_out, out, dtype_name, values, "output", arbiter)
             if diff is None and grads is not None:
                 diff = self._compare(ref_grads, grads, dtype_name, grad_values, "grad", arbiter)
+            if diff is None:
+                diff = self._meta_check(op, sample, pins, weights)
             if diff is not None:
                 if diff["what"] == "values" and "at" in diff:
                     diff.update(self._f64_point(f64(), diff))

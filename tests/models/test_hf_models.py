@@ -9,6 +9,7 @@ three steps (the device sums in a different order than the CPU; Adam's
 normalised updates amplify float32 rounding near zero gradients); bfloat16
 autocast losses rtol 3e-2 (bfloat16 has 8 mantissa bits and the device's
 bf16 GEMM accumulates in float32 differently from oneDNN's)."""
+import contextlib
 import os
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -72,21 +73,22 @@ def make_batch(kind, device):
     return dict(input_ids=ids.to(device), labels=ids.to(device))
 
 
-def train(name, device, autocast_dtype=None, steps=3):
+def train(name, device, autocast_dtype=None, steps=3, check=None):
     model, kind = build(name)
     model.to(device).train()
     opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
     batch = make_batch(kind, device)
     losses = []
     for _ in range(steps):
-        with torch.autocast(device_type="neuron" if device == "neuron" else "cpu", dtype=autocast_dtype,
-                            enabled=autocast_dtype is not None):
-            out = model(**batch)
-        # Whisper's encoder has no loss head: a quadratic loss of its output.
-        loss = out.loss if getattr(out, "loss", None) is not None else out.last_hidden_state.float().pow(2).mean()
-        opt.zero_grad(set_to_none=True)
-        loss.backward()
-        opt.step()
+        with check() if check else contextlib.nullcontext():
+            with torch.autocast(device_type="neuron" if device == "neuron" else "cpu", dtype=autocast_dtype,
+                                enabled=autocast_dtype is not None):
+                out = model(**batch)
+            # Whisper's encoder has no loss head: a quadratic loss of its output.
+            loss = out.loss if getattr(out, "loss", None) is not None else out.last_hidden_state.float().pow(2).mean()
+            opt.zero_grad(set_to_none=True)
+            loss.backward()
+            opt.step()
         losses.append(loss.item())
     return losses, {k: v.detach().cpu() for k, v in model.state_dict().items()}
 
@@ -112,6 +114,19 @@ def test_training_steps_match_cpu_bf16_autocast(name):
     dev_losses, _ = train(name, "neuron", torch.bfloat16)
     assert torch_neuronx.get_fallback_ops() == [], torch_neuronx.get_fallback_counts()
     torch.testing.assert_close(torch.tensor(dev_losses), torch.tensor(cpu_losses), rtol=3e-2, atol=3e-2)
+
+
+@pytest.mark.parametrize("name", MODELS)
+def test_every_kernel_output_matches_its_meta_function(name):
+    # torch.compile bakes views computed from meta values into its graphs: every op of a
+    # training step (forward, backward, AdamW), float32 and bfloat16 autocast, must give
+    # the sizes, strides, dtype and aliasing of its meta function (FakeTensor cross-reference)
+    from torch_neuronx.meta_check import meta_crossref
+
+    for dtype, rtol in ((None, 1e-4), (torch.bfloat16, 3e-2)):
+        cpu_losses, _ = train(name, "cpu", dtype, steps=1)
+        dev_losses, _ = train(name, "neuron", dtype, steps=1, check=meta_crossref)
+        torch.testing.assert_close(torch.tensor(dev_losses), torch.tensor(cpu_losses), rtol=rtol, atol=rtol)
 
 
 @pytest.mark.parametrize("name", ["gpt2", "llama"])
