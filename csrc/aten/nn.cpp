@@ -280,12 +280,14 @@ Tensor mse_loss_backward_fn(const Tensor &grad_output, const Tensor &self, const
 }
 
 // log_sigmoid = -softplus(-x); its backward grad * sigmoid(-x). The buffer
-// output is unused (CPU-only scratch in ATen), returned empty.
+// output is scratch the backward here does not read; it has the input's
+// shape and the output's layout because the meta function (the
+// decomposition, which gives CUDA alone an empty buffer) says so.
 std::tuple<Tensor, Tensor> log_sigmoid_forward_fn(const Tensor &self) {
   TORCH_CHECK_NOT_IMPLEMENTED(at::isFloatingType(self.scalar_type()), "\"log_sigmoid_cpu\" not implemented for '",
                               self.scalar_type(), "'");  // the CPU kernel's dtypes, before the composition's
   Tensor out = at::softplus(self.neg(), 1, 20).neg_();
-  return {out, at::empty({0}, self.options())};
+  return {out, at::empty_like(out)};
 }
 Tensor log_sigmoid_backward_fn(const Tensor &grad, const Tensor &self, const Tensor & /*buffer*/) {
   return self.neg().sigmoid().mul_(grad);

@@ -409,7 +409,8 @@ Tensor nonzero_static_fn(const Tensor &self, int64_t size, int64_t fill_value) {
   c10::DeviceGuard guard(self.device());
   TORCH_CHECK(size >= 0, "nonzero_static: 'size' must be an non-negative integer");
   TORCH_CHECK(self.dim() <= NRT_MAX_DIMS, "nonzero_static supports at most ", NRT_MAX_DIMS, " dims on neuron");
-  Tensor out = at::empty({size, self.dim()}, self.options().dtype(at::kLong));
+  // column-major, as the meta function lays out every accelerator's result (CUDA's convention)
+  Tensor out = at::empty_strided({size, self.dim()}, {1, size}, self.options().dtype(at::kLong));
   if (size == 0 || self.dim() == 0) {
     // A 0-d input has no coordinates to write (columns = 0).
     return out;
