@@ -328,8 +328,9 @@ Tensor max_unpool_into(int64_t nsp, const Tensor &self, const Tensor &indices, I
   bool unbatched = self.dim() == nsp + 1;
   std::vector<int64_t> shape(self.sizes().begin(), self.sizes().end() - nsp);
   for (int64_t v : output_size) shape.push_back(v);
-  at::MemoryFormat fmt = nsp == 2 ? self.suggest_memory_format() : at::MemoryFormat::Contiguous;
-  Tensor result = new_result(out, shape, self, self.scalar_type(), fmt);
+  // contiguous whatever the input's layout, as CUDA and the meta function (the
+  // decomposition) give it; the CPU keeps a channels_last input's format
+  Tensor result = new_result(out, shape, self, self.scalar_type(), at::MemoryFormat::Contiguous);
   if (result.numel() == 0) return result;
   Tensor yb = unbatched ? result.unsqueeze(0) : result;
   Tensor xb = unbatched ? self.unsqueeze(0) : self;

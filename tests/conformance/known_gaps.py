@@ -26,6 +26,13 @@ ops that fell back for every OpInfo); one may say why it still falls back.
 
 _SPARSE = "unsupported: sparse tensors are not supported on the device (README, Not done yet)"
 
+_FFT_LAYOUT = ("bug: meta layout: FFT results are written row-major; the meta function gives the layout of "
+               "PyTorch's FFT backends (the transformed dims innermost, e.g. strides (70, 1, 10) for dim=1 of a "
+               "[5, 7, 10] result)")
+_NORM_STATS = ("bug: meta dtype/shape: the saved mean/rstd of a 16-bit input are 16-bit (the meta function, as "
+               "CUDA, keeps them in float32), and batch_norm in eval mode returns empty saved statistics where "
+               "the meta gives [C]")
+
 KNOWN_GAPS: dict[str, str] = {
     # ---- sparse layouts ----------------------------------------------------------
     "to_sparse": _SPARSE, "sparse.mm.reduce": _SPARSE, "sparse.sampled_addmm": _SPARSE,
@@ -45,6 +52,30 @@ KNOWN_GAPS: dict[str, str] = {
         "other device it accumulates in float16, so the gradient is a few float16 ulps from float64 "
         "(0.0035 at -0.179 in sample 11) where the CPU's is not. Passing acc_dtype=torch.float32 gives "
         "the CPU's accuracy"),
+
+    # ---- outputs whose layout differs from the op's meta function (torch_neuronx.meta_check) --------
+    # Values match the CPU; a compiled graph that takes a view of such an output would compute it
+    # from the meta layout. Found by the sweep's meta check; each entry is one glue root.
+    **{k: _FFT_LAYOUT for k in ("fft.fft", "fft.fft2", "fft.fftn", "fft.hfft", "fft.hfft2", "fft.hfftn",
+                                "fft.ifft", "fft.ifft2", "fft.ifftn", "fft.ihfft", "fft.ihfft2", "fft.ihfftn",
+                                "fft.irfft", "fft.irfft2", "fft.irfftn", "fft.rfft", "fft.rfft2", "fft.rfftn")},
+    **{k: _NORM_STATS for k in ("native_layer_norm", "nn.functional.layer_norm", "nn.functional.instance_norm",
+                                "nn.functional.batch_norm", "native_batch_norm", "_native_batch_norm_legit",
+                                "_batch_norm_with_update")},
+    "linalg.eig": ("bug: meta layout: the eigenvector matrix is row-major; the meta function gives LAPACK's "
+                   "column-major (strides (1, n))"),
+    "quantile": "bug: meta layout: the result of a dim= quantile is written contiguous; the meta's strides differ",
+    "nanquantile": "bug: meta layout: the result of a dim= quantile is written contiguous; the meta's strides differ",
+    "tensordot@bfloat16": ("bug: meta layout: a 16-bit tensordot whose contraction leaves a transposed product "
+                           "returns it transposed (strides (1, n)); the meta function gives a row-major result"),
+    "tensordot@float16": ("bug: meta layout: a 16-bit tensordot whose contraction leaves a transposed product "
+                          "returns it transposed (strides (1, n)); the meta function gives a row-major result"),
+    "cdist": ("bug: meta shape: _cdist_backward of a broadcast batch returns the unbroadcast input's shape "
+              "[1, 2, 2] where the meta function gives the broadcast [2, 1, 2, 2]"),
+    "nn.functional.embedding_bag": ("bug: meta shape: mode='sum' returns max_indices of shape [bags] where the "
+                                    "meta function gives an empty tensor"),
+    "nn.functional.bilinear": ("bug: meta aliasing: with an empty batch the result does not alias what the "
+                               "meta function's result aliases (outputs_alias_inputs check)"),
 }
 
 
