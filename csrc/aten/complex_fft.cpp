@@ -3,11 +3,13 @@
 // reduce to. A multi-dimensional transform is one 1-d launch per dim (the
 // runtime's FFT_* ops transform one dim of an N-d tensor, batched over
 // the rest); the normalisation is applied by the last launch.
+#include <algorithm>
 #include <cmath>
 
 #include <ATen/WrapDimUtils.h>
 #include <ATen/native/Resize.h>
 #include <ATen/ops/empty.h>
+#include <ATen/ops/empty_strided.h>
 #include <c10/core/DeviceGuard.h>
 
 #include "launch/launch.h"
@@ -52,6 +54,52 @@ void check_complex(const Tensor &t) {
                    "Unsupported dtype ", t.scalar_type());
 }
 
+// ---- output layouts, as the meta functions give them ------------------------------
+// torch/_meta_registrations.py lays out an FFT result as PyTorch's FFT
+// backends write it (_exec_fft): the batch dims first, ordered by the
+// input's strides, then the transformed dims innermost, in transform order.
+// A compiled graph takes later views of the result from that layout, so the
+// kernels write it (they take any output strides).
+
+// dims[0, end) sorted by the input's strides, largest first, stable (_sort_dims)
+std::vector<int64_t> sort_dims(c10::IntArrayRef strides, std::vector<int64_t> dims, bool exclude_last) {
+  auto end = dims.end() - (exclude_last ? 1 : 0);
+  std::stable_sort(dims.begin(), end, [&](int64_t a, int64_t b) { return strides[a] > strides[b]; });
+  return dims;
+}
+
+// _exec_fft's output strides for an input with `in_strides`, the result's
+// sizes and the transformed dims in order.
+std::vector<int64_t> exec_fft_strides(c10::IntArrayRef in_strides, c10::IntArrayRef out_sizes,
+                                      const std::vector<int64_t> &dims) {
+  int64_t ndim = static_cast<int64_t>(out_sizes.size());
+  std::vector<bool> transformed(ndim, false);
+  for (int64_t d : dims) transformed[d] = true;
+  std::vector<int64_t> perm;
+  for (int64_t i = 0; i < ndim; ++i)
+    if (!transformed[i]) perm.push_back(i);
+  std::stable_sort(perm.begin(), perm.end(), [&](int64_t a, int64_t b) { return in_strides[a] > in_strides[b]; });
+  int64_t batch_dims = static_cast<int64_t>(perm.size());
+  perm.insert(perm.end(), dims.begin(), dims.end());
+  // the batched result [batch, signal...] is contiguous: its signal strides and batch stride
+  int64_t signal = static_cast<int64_t>(dims.size());
+  std::vector<int64_t> sig_stride(signal, 1);
+  for (int64_t j = signal - 2; j >= 0; --j) sig_stride[j] = sig_stride[j + 1] * std::max<int64_t>(out_sizes[dims[j + 1]], 1);
+  int64_t stride0 = signal ? sig_stride[0] * std::max<int64_t>(out_sizes[dims[0]], 1) : 1;
+  std::vector<int64_t> out(ndim, 0);
+  int64_t batch_numel = 1;
+  for (int64_t i = batch_dims - 1; i >= 0; --i) {
+    out[perm[i]] = batch_numel * stride0;
+    batch_numel *= out_sizes[perm[i]];
+  }
+  for (int64_t i = batch_dims; i < ndim; ++i) out[perm[i]] = sig_stride[i - batch_dims];
+  return out;
+}
+
+Tensor empty_fft(c10::IntArrayRef sizes, const std::vector<int64_t> &strides, const at::TensorOptions &opts) {
+  return at::empty_strided(sizes, strides, opts);
+}
+
 // One 1-d transform of `in` along `dim` into `out` (which may be `in`:
 // each line is read whole before it is written).
 void launch_fft(nrt_op op, const Tensor &out, const Tensor &in, int64_t dim, bool forward, double scale) {
@@ -79,7 +127,8 @@ Tensor fft_c2c_into(Tensor, const Tensor &self, c10::IntArrayRef dim, int64_t no
   check_complex(self);
   auto dims = wrap_dims(self, dim);
   c10::DeviceGuard guard(self.device());
-  Tensor out = at::empty(self.sizes(), self.options());
+  Tensor out = empty_fft(self.sizes(), exec_fft_strides(self.strides(), self.sizes(), sort_dims(self.strides(), dims, false)),
+                         self.options());
   if (out.numel() == 0) return out;
   int64_t n = 1;
   for (int64_t d : dims) n *= self.size(d);
@@ -96,7 +145,8 @@ Tensor fft_r2c_into(Tensor, const Tensor &self, c10::IntArrayRef dim, int64_t no
   int64_t last = dims.back();
   std::vector<int64_t> sizes(self.sizes().begin(), self.sizes().end());
   if (onesided) sizes[last] = sizes[last] / 2 + 1;
-  Tensor out = at::empty(sizes, self.options().dtype(c10::toComplexType(self.scalar_type())));
+  Tensor out = empty_fft(sizes, exec_fft_strides(self.strides(), sizes, sort_dims(self.strides(), dims, true)),
+                         self.options().dtype(c10::toComplexType(self.scalar_type())));
   if (out.numel() == 0) return out;
   int64_t n = 1;
   for (int64_t d : dims) n *= self.size(d);
@@ -117,7 +167,13 @@ Tensor fft_c2r_into(Tensor, const Tensor &self, c10::IntArrayRef dim, int64_t no
   int64_t last = dims.back();
   std::vector<int64_t> sizes(self.sizes().begin(), self.sizes().end());
   sizes[last] = last_dim_size;
-  Tensor out = at::empty(sizes, self.options().dtype(c10::toRealValueType(self.scalar_type())));
+  // the layout of the c2c result over the other dims (the meta's intermediate), then one c2r pass
+  std::vector<int64_t> in_strides(self.strides().begin(), self.strides().end());
+  if (dims.size() > 1)
+    in_strides = exec_fft_strides(self.strides(), self.sizes(),
+                                  sort_dims(self.strides(), std::vector<int64_t>(dims.begin(), dims.end() - 1), false));
+  Tensor out = empty_fft(sizes, exec_fft_strides(in_strides, sizes, {last}),
+                         self.options().dtype(c10::toRealValueType(self.scalar_type())));
   if (out.numel() == 0) return out;
   int64_t n = 1;
   for (int64_t d : dims) n *= sizes[d];

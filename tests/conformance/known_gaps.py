@@ -26,9 +26,6 @@ ops that fell back for every OpInfo); one may say why it still falls back.
 
 _SPARSE = "unsupported: sparse tensors are not supported on the device (README, Not done yet)"
 
-_FFT_LAYOUT = ("bug: meta layout: FFT results are written row-major; the meta function gives the layout of "
-               "PyTorch's FFT backends (the transformed dims innermost, e.g. strides (70, 1, 10) for dim=1 of a "
-               "[5, 7, 10] result)")
 _NORM_STATS = ("bug: meta dtype/shape: the saved mean/rstd of a 16-bit input are 16-bit (the meta function, as "
                "CUDA, keeps them in float32), and batch_norm in eval mode returns empty saved statistics where "
                "the meta gives [C]")
@@ -56,9 +53,6 @@ KNOWN_GAPS: dict[str, str] = {
     # ---- outputs whose layout differs from the op's meta function (torch_neuronx.meta_check) --------
     # Values match the CPU; a compiled graph that takes a view of such an output would compute it
     # from the meta layout. Found by the sweep's meta check; each entry is one glue root.
-    **{k: _FFT_LAYOUT for k in ("fft.fft", "fft.fft2", "fft.fftn", "fft.hfft", "fft.hfft2", "fft.hfftn",
-                                "fft.ifft", "fft.ifft2", "fft.ifftn", "fft.ihfft", "fft.ihfft2", "fft.ihfftn",
-                                "fft.irfft", "fft.irfft2", "fft.irfftn", "fft.rfft", "fft.rfft2", "fft.rfftn")},
     **{k: _NORM_STATS for k in ("native_layer_norm", "nn.functional.layer_norm", "nn.functional.instance_norm",
                                 "nn.functional.batch_norm", "native_batch_norm", "_native_batch_norm_legit",
                                 "_batch_norm_with_update")},
