@@ -4,6 +4,7 @@
 // eye, tril/triu), and nll_loss (a gather by the targets). PyTorch's own
 // helpers decide the semantics (make_info/AdvancedIndex layout, shape
 // checks); the runtime's INDEX kernels move the data.
+#include <ATen/TensorUtils.h>
 #include <ATen/ops/aminmax.h>
 #include <ATen/ExpandUtils.h>
 #include <ATen/TensorIterator.h>
@@ -540,8 +541,16 @@ std::tuple<Tensor, Tensor> sort_stable(const Tensor &self, std::optional<bool> /
   c10::DeviceGuard guard(self.device());
   dim = at::maybe_wrap_dim(dim, self.dim());
   Tensor x = self.dim() == 0 ? self.reshape({1}) : self.transpose(dim, -1).contiguous();
-  Tensor values = at::empty(x.sizes(), x.options());
-  Tensor indices = at::empty(x.sizes(), x.options().dtype(at::kLong));
+  // The results take the layout sort's meta function gives (self's strides,
+  // or dense strides inferred from them); the kernel writes them through a
+  // view with the sorted dim last.
+  std::vector<int64_t> strides = self.is_non_overlapping_and_dense()
+                                     ? self.strides().vec()
+                                     : at::infer_dense_strides(self.sizes(), self.strides());
+  Tensor values_out = at::empty_strided(self.sizes(), strides, self.options());
+  Tensor indices_out = at::empty_strided(self.sizes(), strides, self.options().dtype(at::kLong));
+  Tensor values = self.dim() == 0 ? values_out.reshape({1}) : values_out.transpose(dim, -1);
+  Tensor indices = self.dim() == 0 ? indices_out.reshape({1}) : indices_out.transpose(dim, -1);
   if (x.numel() > 0) {
     TORCH_CHECK(x.dim() <= NRT_MAX_DIMS, "sort supports at most ", NRT_MAX_DIMS, " dims on neuron");
     nrt_launch d = new_launch(NRT_OP(SORT));
@@ -559,8 +568,7 @@ std::tuple<Tensor, Tensor> sort_stable(const Tensor &self, std::optional<bool> /
     d.params[0] = descending ? 1 : 0;
     launch(self.device().index(), d);
   }
-  if (self.dim() == 0) return {values.reshape({}), indices.reshape({})};
-  return {values.transpose(dim, -1).contiguous(), indices.transpose(dim, -1).contiguous()};
+  return {values_out, indices_out};
 }
 
 std::tuple<Tensor, Tensor> topk_fn(const Tensor &self, int64_t k, int64_t dim, bool largest, bool /*sorted*/) {

@@ -138,7 +138,8 @@ TensorIterator build_unary(Tensor &out, const Tensor &a, Kind k) {
     case Kind::UnaryFloat: return TensorIterator::unary_float_op(out, a);
     case Kind::UnaryBool: {
       // isnan/logical_not style: bool result unless out= says otherwise.
-      if (!out.defined()) out = at::empty(a.sizes(), a.options().dtype(at::kBool));
+      // an empty bool output: the iterator sizes it with its own layout (the meta function's)
+      if (!out.defined()) out = at::empty({0}, a.options().dtype(at::kBool));
       return at::TensorIteratorConfig()
           .add_output(out)
           .add_const_input(a)
@@ -243,7 +244,8 @@ NEURON_UNARY_TABLE(DEFINE_UNARY)
 Tensor abs_into(Tensor out, const Tensor &a) {
   if (!a.is_complex()) return unary(out, a, NRT_OP_ABS, Kind::Unary);
   at::ScalarType rt = c10::toRealValueType(a.scalar_type());
-  if (!out.defined()) out = at::empty(a.sizes(), a.options().dtype(rt));
+  // empty: the iterator sizes it in its layout (the meta function's), not contiguous
+  if (!out.defined()) out = at::empty({0}, a.options().dtype(rt));
   TORCH_CHECK(out.scalar_type() == rt || out.is_same(a), "abs: result type ", rt,
               " can't be cast to the desired output type ", out.scalar_type());
   TORCH_CHECK(!out.is_same(a), "In-place abs is not supported for complex tensors.");
@@ -563,7 +565,7 @@ Tensor where_into(Tensor out, const Tensor &cond_in, const Tensor &a_in, const T
 // isposinf / isneginf: a comparison with +-inf as a wrapped number (integers
 // promote to float and compare false, as in PyTorch).
 Tensor isinf_signed(Tensor out, const Tensor &a, double inf) {
-  if (!out.defined()) out = at::empty(a.sizes(), a.options().dtype(at::kBool));
+  if (!out.defined()) out = at::empty({0}, a.options().dtype(at::kBool));  // sized by the iterator, in its layout
   return binary(out, a, at::native::wrapped_scalar_tensor(Scalar(inf)), NRT_OP_EQ, Kind::Compare);
 }
 Tensor isposinf_into(Tensor out, const Tensor &a) { return isinf_signed(out, a, INFINITY); }

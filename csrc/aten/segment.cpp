@@ -369,9 +369,11 @@ std::tuple<Tensor, Tensor, Tensor, Tensor> embedding_bag_fn(const Tensor &weight
   auto lopt = weight.options().dtype(at::kLong);
   Tensor out = at::empty({bags, dim}, weight.options());
   Tensor offset2bag = at::zeros({n}, lopt);  // indices after offsets[-1] belong to no bag
-  Tensor bag_size = at::empty({bags}, lopt);
-  Tensor max_indices = at::empty(mode == NRT_BAG_MAX ? std::vector<int64_t>{bags, dim} : std::vector<int64_t>{bags},
-                                 lopt);
+  // Shapes as the meta function gives an accelerator's (CUDA's): bag_size has
+  // one entry per offset (the include_last_offset one stays 0), max_indices
+  // is empty unless mode is max (the CPU returns [bags] for both).
+  Tensor bag_size = at::zeros(offsets.sizes(), lopt);
+  Tensor max_indices = at::empty(mode == NRT_BAG_MAX ? std::vector<int64_t>{bags, dim} : std::vector<int64_t>{0}, lopt);
   if (bags == 0) return {out, offset2bag, bag_size, max_indices};
   Tensor idx = indices.device() == weight.device() ? indices : indices.to(weight.device());
   Tensor off = offsets.device() == weight.device() ? offsets : offsets.to(weight.device());
@@ -379,7 +381,7 @@ std::tuple<Tensor, Tensor, Tensor, Tensor> embedding_bag_fn(const Tensor &weight
   int k = 0;
   set_operand(d.operands[k++], out, {0, 1});
   set_operand(d.operands[k++], offset2bag, {0});
-  set_operand(d.operands[k++], bag_size, {0});
+  set_operand(d.operands[k++], bag_size.narrow(0, 0, bags), {0});
   if (mode == NRT_BAG_MAX) set_operand(d.operands[k++], max_indices, {0, 1});
   d.noutputs = k;
   set_operand(d.operands[k++], weight, {0, 1});
@@ -393,9 +395,6 @@ std::tuple<Tensor, Tensor, Tensor, Tensor> embedding_bag_fn(const Tensor &weight
   d.params[2] = include_last_offset ? 1 : 0;
   d.aux[0] = weight.size(0);
   launch(weight.device().index(), d);
-  // ATen returns bag_size again as the unused max_indices of sum/mean
-  if (mode == NRT_BAG_MEAN) max_indices.copy_(bag_size);
-  else if (mode == NRT_BAG_SUM) max_indices.zero_();
   return {out, offset2bag, bag_size, max_indices};
 }
 
