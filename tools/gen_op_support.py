@@ -226,7 +226,9 @@ def generate(results_path: str | None, meta: dict | None = None, md_path: str | 
     w("| fallback | every sample matches, but some ATen ops ran through the CPU fallback (listed in the reason) |")
     w("| **MISMATCH** | a value, shape or dtype differs from the CPU beyond the tolerance, and the value is not "
       "within tolerance of a float64 CPU run either (max abs diff, the worst element and its float64 value "
-      "are given) |")
+      "are given); or (reason `meta: ...`) every value matches but an op's output sizes, strides, dtype or "
+      "aliasing differ from its meta function, which compiled graphs rely on (each sample is run again under "
+      "`torch_neuronx.meta_check`) |")
     w("| **ERROR** | neuron raised where the CPU did not |")
     w("| **CRASH** | the worker process died (signal, abort) or gave no result within "
       f"{meta.get('timeout_s', 60):.0f} s |")
