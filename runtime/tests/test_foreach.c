@@ -143,22 +143,38 @@ static int compare(void *const got[NROWS], void *const want[NROWS], nrt_dtype dt
 }
 
 /* The value the glue puts in the scalar operand for row r, and the 0-d
- * tensor of TENSOR mode (a float64 one: the kernel converts it). */
-static const double tensor_value = 0.3125;
+ * tensor of TENSOR mode (a float64 one: the kernel converts it; 0.3 is no
+ * bfloat16/float16 value, so converting it to the list's dtype or not
+ * shows). */
+static const double tensor_value = 0.3;
 static double mode_scalar(int64_t mode, const tlist *t, int r, double s1) {
   if (mode == NRT_FOREACH_MODE_ROW) return t->scalar[r];
   if (mode == NRT_FOREACH_MODE_TENSOR) return tensor_value;
   return s1;
 }
 
+/* Operand k of a per-tensor launch as the glue gives a scalar: inline
+ * float32 *sf, or (a device 0-d tensor) the float64 *sv in memory. */
+static void scalar_operand(nrt_launch *l, int k, bool tensor, const float *sf, const double *sv) {
+  if (tensor) {
+    nrt_test_operand_1d(l, k, sv, NRT_FLOAT64, 0);
+    return;
+  }
+  l->operands[k].inline_slot = 1;
+  l->operands[k].data = NULL;
+  memcpy(l->inline_values[0].bytes, sf, sizeof *sf);
+}
+
 /* Row r the way the glue's per-tensor path launches it: the base op over
- * the row, a scalar operand as a float32 element with stride 0. */
+ * the row; a Python scalar operand (SCALAR and ROW modes) carried inline
+ * as a float32 value, the 0-d tensor of TENSOR mode as a float64 element
+ * with stride 0 (the engine converts it as TensorIterator would). */
 static void base_row(const fe_spec *s, const tlist *t, int r, void *out, nrt_dtype dt, int64_t mode, double s1) {
   int64_t n = row_sizes[r];
   if (n == 0) return;
   double sv = mode_scalar(mode, t, r, s1);
   float sf = (float)sv;
-  bool list = mode == NRT_FOREACH_MODE_LIST;
+  bool list = mode == NRT_FOREACH_MODE_LIST, tensor = mode == NRT_FOREACH_MODE_TENSOR;
   nrt_op op = s->base;
   if (s->op == NRT_OP(FOREACH_POW) && !list) op = NRT_OP_POW_SCALAR;
   nrt_launch l = nrt_test_launch(op, dt, 1, &n, 1, nrt_op_ninputs(op));
@@ -174,11 +190,13 @@ static void base_row(const fe_spec *s, const tlist *t, int r, void *out, nrt_dty
   } else if (s->op == NRT_OP(FOREACH_RPOW)) {
     nrt_test_operand_1d(&l, 1, list ? t->buf[2][r] : &sf, list ? dt : NRT_FLOAT32, list ? 1 : 0);
     nrt_test_operand_1d(&l, 2, t->buf[1][r], dt, 1);
+    if (!list) scalar_operand(&l, 1, tensor, &sf, &sv);
   } else {
     for (int k = 0; k < l.ninputs; k++) {
       bool scalar = !list && s->scalar >= 1 && s->scalar == k;
       nrt_test_operand_1d(&l, 1 + k, scalar ? (void *)&sf : t->buf[1 + k][r], scalar ? NRT_FLOAT32 : dt,
                           scalar ? 0 : 1);
+      if (scalar) scalar_operand(&l, 1 + k, tensor, &sf, &sv);
     }
     l.scalars[0].f = s->scalar == 0 ? (double)(float)sv : s->alpha;
   }

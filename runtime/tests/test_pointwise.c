@@ -523,6 +523,73 @@ static void test_integer_wrap_and_exactness(void) {
   nrt_kernels_set_reference(false);
 }
 
+/* Inputs convert into the compute dtype before the op, as TensorIterator
+ * casts every input to the common dtype: a broadcast 0-d int32 -4 beside
+ * uint8 data computes as uint8 252 (PyTorch: uint8 [0, 5, 200, 255] <=
+ * int32 0-d -4 is [T, T, T, F]); an int32 divisor 1000000007 beside int8
+ * data is int8 7 (int8 [-5, 7, 100] // it is [-1, 1, 14]); a float32
+ * 2049 beside float16 data is float16 2048; an inline (CPU scalar) value
+ * keeps the dtype the glue stored it in. Both paths. */
+static void test_inputs_convert_to_compute_dtype(void) {
+  int64_t s4[1] = {4}, s3[1] = {3}, s2[1] = {2};
+  uint8_t u[4] = {0, 5, 200, 255}, le[4];
+  int32_t m4 = -4;
+  nrt_launch l = nrt_test_launch_op(NRT_OP_LE, NRT_UINT8, 1, s4);
+  nrt_test_operand_1d(&l, 0, le, NRT_BOOL, 1);
+  nrt_test_operand_1d(&l, 1, u, NRT_UINT8, 1);
+  nrt_test_operand_1d(&l, 2, &m4, NRT_INT32, 0);
+  for (int r = 0; r < 2; r++) {
+    nrt_kernels_set_reference(r);
+    CHECK_OK(nrt_launch_run(&l));
+    CHECK(le[0] == 1 && le[1] == 1 && le[2] == 1 && le[3] == 0);
+  }
+  int8_t a[3] = {-5, 7, 100}, q[3];
+  int32_t big = 1000000007;
+  l = nrt_test_launch_op(NRT_OP_DIV_FLOOR, NRT_INT8, 1, s3);
+  nrt_test_operand_1d(&l, 0, q, NRT_INT8, 1);
+  nrt_test_operand_1d(&l, 1, a, NRT_INT8, 1);
+  nrt_test_operand_1d(&l, 2, &big, NRT_INT32, 0);
+  for (int r = 0; r < 2; r++) {
+    nrt_kernels_set_reference(r);
+    CHECK_OK(nrt_launch_run(&l));
+    CHECK(q[0] == -1 && q[1] == 1 && q[2] == 14);
+  }
+  /* int64 input at unit stride (the in-place fast path) into int32 compute */
+  int64_t w[2] = {(1ll << 32) + 5, -1};
+  int32_t i32[2] = {1, 1}, o32[2];
+  l = nrt_test_launch_op(NRT_OP_MUL, NRT_INT32, 1, s2);
+  nrt_test_operand_1d(&l, 0, o32, NRT_INT32, 1);
+  nrt_test_operand_1d(&l, 1, i32, NRT_INT32, 1);
+  nrt_test_operand_1d(&l, 2, w, NRT_INT64, 1);
+  for (int r = 0; r < 2; r++) {
+    nrt_kernels_set_reference(r);
+    CHECK_OK(nrt_launch_run(&l));
+    CHECK(o32[0] == 5 && o32[1] == -1);
+  }
+  uint16_t h[2] = {nrt_f32_to_f16(3.0f), nrt_f32_to_f16(2048.0f)}, oh[2];
+  float f2049 = 2049.0f;
+  l = nrt_test_launch_op(NRT_OP_SUB, NRT_FLOAT16, 1, s2);
+  l.scalars[0].f = 1.0;
+  nrt_test_operand_1d(&l, 0, oh, NRT_FLOAT16, 1);
+  nrt_test_operand_1d(&l, 1, h, NRT_FLOAT16, 1);
+  nrt_test_operand_1d(&l, 2, &f2049, NRT_FLOAT32, 0);
+  for (int r = 0; r < 2; r++) {
+    nrt_kernels_set_reference(r);
+    CHECK_OK(nrt_launch_run(&l));
+    CHECK(nrt_f16_to_f32(oh[0]) == -2045.0f && nrt_f16_to_f32(oh[1]) == 0.0f);
+  }
+  /* the same value carried inline is the op's float32 math value */
+  l.operands[2].inline_slot = 1;
+  l.operands[2].data = NULL;
+  memcpy(l.inline_values[0].bytes, &f2049, sizeof f2049);
+  for (int r = 0; r < 2; r++) {
+    nrt_kernels_set_reference(r);
+    CHECK_OK(nrt_launch_run(&l));
+    CHECK(nrt_f16_to_f32(oh[0]) == -2046.0f && nrt_f16_to_f32(oh[1]) == -1.0f);
+  }
+  nrt_kernels_set_reference(false);
+}
+
 static void test_shifts(void) {
   /* PyTorch 2.13 on int32: (1, 100, -100) shifted by (-1, 31, 32, 40) */
   int32_t a[4] = {1, 1, 100, -100}, s[4] = {31, 32, -1, 40}, out[4];
@@ -914,6 +981,7 @@ int main(void) {
   RUN_TEST(test_transposed_tiles);
   RUN_TEST(test_integer_division);
   RUN_TEST(test_integer_wrap_and_exactness);
+  RUN_TEST(test_inputs_convert_to_compute_dtype);
   RUN_TEST(test_shifts);
   RUN_TEST(test_bool_ops);
   RUN_TEST(test_float_semantics);

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from fuzz_match import (Group, all_of, always, any_of, cpu_exc, cpu_msg, cpu_scalar, dev_msg, dev_stage, fill,
                         first_dtype, fn, fn_suffix, has_out, in_dtype, kwarg, layout, maxdiff_below, mixed_dtypes,
-                        nonfinite, not_, phase, py_scalar_arg, zero_dim_operand, zero_size)
+                        nonfinite, not_, phase, py_scalar_arg, zero_size)
 
 VAL = ("value-mismatch",)
 DTYPE = ("dtype-mismatch",)
@@ -99,10 +99,6 @@ KNOWN: list[Group] = [
     Group("inplace-expanded-self", OPS_INPLACE_EXPANDED_SELF, VAL, all_of(fn_suffix("_"), layout("expanded")),
           "In-place ops (baddbmm_, addmv_, ...) on an expanded self: the CPU computes every alias from the "
           "original value; neuron's result depends on its write order."),
-    Group("zero-dim-promotion", ("*",), VAL + DTYPE, all_of(zero_dim_operand, in_dtype("int", "bool")),
-          "A 0-d tensor of another integer dtype next to a dimensioned tensor (uint8 <= 0-d int32 -4, "
-          "minimum(int8 0-d, uint8)): PyTorch's promotion keeps the dimensioned tensor's dtype (the 0-d "
-          "value wraps into it), neuron compares or computes in the 0-d tensor's dtype."),
     Group("activation-kink-grad", ("activation", "relu", "clamp"), VAL, phase("backward"),
           "Gradients exactly at an activation's kink (relu6 at 0 and 6, hardtanh at its bounds, clamp at a "
           "bound): the CPU's subgradient is 0 there, neuron passes the gradient through (or the other way)."),

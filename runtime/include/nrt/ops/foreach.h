@@ -28,7 +28,11 @@
  *   SCALAR  s1, the same for every row;
  *   ROW     the row's scalar;
  *   TENSOR  the value of operands[1], a one-element tensor of any real
- *           dtype (the launch's one input; the other modes have none).
+ *           dtype (the launch's one input; the other modes have none),
+ *           converted to compute_dtype as the single-tensor ops convert a
+ *           0-d tensor operand (MUL and DIV read it in float32, as ATen's
+ *           CPU mul/div kernels do; so do POW, ADDCMUL and ADDCDIV, whose
+ *           single-tensor ops take it as a scalar argument).
  * s0: alpha of ADD/SUB, the order of NORM.
  *
  * Optimizer steps. ADAM and SGD update every parameter of the table in

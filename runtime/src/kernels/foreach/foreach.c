@@ -387,6 +387,16 @@ nrt_status nrt_foreach_execute(const nrt_launch *l) {
   if (p.mode == NRT_FOREACH_MODE_TENSOR && !optim) {
     float v;
     nrt_load_f32(&v, l->operands[1].data, 0, l->operands[1].dtype, 1);
+    /* As the single-tensor op reads a 0-d tensor operand: converted to the
+     * list's dtype (the pointwise engine's rule, pointwise.c), except by mul
+     * and div, whose CPU kernels read it in float32, and where it is a
+     * scalar argument of the single-tensor op (POW's exponent, ADDCMUL and
+     * ADDCDIV's value), kept in float32 as those are. */
+    if (!is_op(l->op, NRT_OP_FOREACH_MUL) && !is_op(l->op, NRT_OP_FOREACH_DIV) && !is_op(l->op, NRT_OP_FOREACH_POW) &&
+        !is_op(l->op, NRT_OP_FOREACH_ADDCMUL) && !is_op(l->op, NRT_OP_FOREACH_ADDCDIV)) {
+      if (p.dt == NRT_FLOAT16 && l->operands[1].dtype != NRT_FLOAT16) v = nrt_k_f16_to_f32(nrt_k_f32_to_f16(v));
+      if (p.dt == NRT_BFLOAT16 && l->operands[1].dtype != NRT_BFLOAT16) v = nrt_k_bf16_to_f32(nrt_k_f32_to_bf16(v));
+    }
     p.tensor_value = v;
   }
   if (p.rows == 0) return NRT_SUCCESS;

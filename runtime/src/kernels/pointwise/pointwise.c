@@ -198,6 +198,55 @@ static void wrap_to(int64_t *v, int64_t m, nrt_dtype dt) {
   }
 }
 
+/* Whether every value of integer (or bool) dtype `in` is a value of `as`,
+ * so that converting it into `as` changes nothing. Floating inputs of an
+ * integer-domain launch keep their loaded value (no TensorIterator
+ * promotion gives an integer common dtype over a floating input). */
+static bool int_fits(nrt_dtype in, nrt_dtype as) {
+  if (in == as || nrt_dtype_is_floating(in) || nrt_dtype_is_complex(in)) return true;
+  if (in == NRT_BOOL) return true; /* 0 and 1 are values of every integer dtype and of bool */
+  switch (as) {
+  case NRT_BOOL: return false;
+  case NRT_INT8: return false;
+  case NRT_UINT8: return false;
+  case NRT_INT16: return in == NRT_INT8 || in == NRT_UINT8;
+  case NRT_UINT16: return in == NRT_UINT8;
+  case NRT_INT32: return in == NRT_INT8 || in == NRT_UINT8 || in == NRT_INT16 || in == NRT_UINT16;
+  case NRT_UINT32: return in == NRT_UINT8 || in == NRT_UINT16;
+  default: return true; /* int64 / uint64: the domain holds every value as loaded */
+  }
+}
+
+/* Whether every value of `in` is a float16 / bfloat16 value when the
+ * compute dtype is one of those (the float32 and float64 domains hold
+ * what they load). */
+static bool float_fits(nrt_dtype in, nrt_dtype as) {
+  if (as != NRT_FLOAT16 && as != NRT_BFLOAT16) return true;
+  return in == as || in == NRT_BOOL || in == NRT_INT8 || in == NRT_UINT8 || nrt_dtype_is_complex(in);
+}
+
+/* ATen's CPU mul and div kernels (mul_cpu_reduced_float,
+ * div_cpu_reduced_float, div_trunc/div_floor_cpu_reduced_float) read a
+ * broadcast one-element second input of a float16/bfloat16 op at its
+ * original value in float32 (original_scalar_value<opmath_t>), not
+ * converted to the op's dtype: float16 x * 0-d float32 2049 multiplies by
+ * 2049, x - 0-d 2049 subtracts 2048. */
+static bool opmath_scalar_operand(const nrt_launch *l, int o) {
+  if (o != l->noutputs + 1 || (l->compute_dtype != NRT_FLOAT16 && l->compute_dtype != NRT_BFLOAT16)) return false;
+  if (l->op != NRT_OP_MUL && l->op != NRT_OP_DIV && l->op != NRT_OP_DIV_TRUNC && l->op != NRT_OP_DIV_FLOOR)
+    return false;
+  for (int d = 0; d < l->ndim; d++)
+    if (l->sizes[d] != 1 && l->operands[o].strides[d] != 0) return false;
+  return true;
+}
+
+static void round_to(float *v, int64_t m, nrt_dtype dt) {
+  if (dt == NRT_FLOAT16)
+    for (int64_t i = 0; i < m; i++) v[i] = nrt_k_f16_to_f32(nrt_k_f32_to_f16(v[i]));
+  else if (dt == NRT_BFLOAT16)
+    for (int64_t i = 0; i < m; i++) v[i] = nrt_k_bf16_to_f32(nrt_k_f32_to_bf16(v[i]));
+}
+
 static int compute_row(const nrt_pw_row *p, char *const *ptr, int64_t n, int64_t index) {
   union {
     float f[4][NRT_BLOCK];
@@ -215,11 +264,16 @@ static int compute_row(const nrt_pw_row *p, char *const *ptr, int64_t n, int64_t
     const void *in[3] = {NULL, NULL, NULL};
     for (int k = 1; k <= nin; k++) {
       const char *src = ptr[k] + j * st[k];
-      if (p->dt[k] == own && st[k] == es) {
+      if (p->dt[k] == own && st[k] == es && !p->cast_in[k]) {
         in[k - 1] = src;
       } else {
-        if (fl) nrt_load_f32(buf.f[k], src, st[k], p->dt[k], m);
-        else nrt_load_i64(buf.i[k], src, st[k], p->dt[k], m);
+        if (fl) {
+          nrt_load_f32(buf.f[k], src, st[k], p->dt[k], m);
+          if (p->cast_in[k]) round_to(buf.f[k], m, p->l->compute_dtype);
+        } else {
+          nrt_load_i64(buf.i[k], src, st[k], p->dt[k], m);
+          if (p->cast_in[k]) wrap_to(buf.i[k], m, p->l->compute_dtype);
+        }
         in[k - 1] = fl ? (const void *)buf.f[k] : (const void *)buf.i[k];
       }
     }
@@ -420,14 +474,20 @@ nrt_status nrt_pw_ref_element(const nrt_pw_row *r, char *const *ptr, int64_t lin
   } else if (r->fdomain) {
     nrt_pw_f32_fn f32 = k->f32_ref ? k->f32_ref : k->f32;
     float in[3] = {0, 0, 0}, out = 0;
-    for (int o = 1; o < nops; o++) in[o - 1] = ref_load_f32(ptr[o], r->dt[o]);
+    for (int o = 1; o < nops; o++) {
+      in[o - 1] = ref_load_f32(ptr[o], r->dt[o]);
+      if (r->cast_in[o]) round_to(&in[o - 1], 1, l->compute_dtype);
+    }
     if (k->rng3_f32) k->rng3_f32(&out, &in[0], &in[1], &in[2], 1, lin, l);
     else if (k->rng_f32) k->rng_f32(&out, &in[0], 1, lin, l);
     else f32(&out, &in[0], &in[1], &in[2], 1, l);
     nrt_ref_store_f64(ptr[0], odt, out);
   } else {
     int64_t in[3] = {0, 0, 0}, out = 0;
-    for (int o = 1; o < nops; o++) in[o - 1] = nrt_ref_load_i64(ptr[o], r->dt[o]);
+    for (int o = 1; o < nops; o++) {
+      in[o - 1] = nrt_ref_load_i64(ptr[o], r->dt[o]);
+      if (r->cast_in[o]) wrap_to(&in[o - 1], 1, l->compute_dtype);
+    }
     if (k->rng_i64) k->rng_i64(&out, 1, lin, l);
     else if (k->i64(&out, &in[0], &in[1], &in[2], 1, l)) return NRT_ERROR_INVALID_ARGUMENT;
     if (wraps_to_compute(l, odt)) wrap_to(&out, 1, l->compute_dtype);
@@ -482,6 +542,13 @@ void nrt_pw_row_init(nrt_pw_row *r, const nrt_launch *l, const nrt_pw_kernel *k,
   for (int o = 0; o < r->nops; o++) {
     r->dt[o] = l->operands[o].dtype;
     r->st[o] = inner_strides ? inner_strides[o] : 0;
+    /* Not for CPU scalars carried inline (the glue stores them in the
+     * op's math type on purpose: float32 for a float16 op), nor for random
+     * ops (a bernoulli probability is read in its own dtype), nor where the
+     * CPU's kernel reads the operand in float32 (opmath_scalar_operand). */
+    r->cast_in[o] = !r->copy && o >= l->noutputs && l->operands[o].inline_slot == 0 && !nrt_pw_is_random(k) &&
+                    !(r->fdomain ? float_fits(r->dt[o], l->compute_dtype) || opmath_scalar_operand(l, o)
+                                 : int_fits(r->dt[o], l->compute_dtype));
   }
 }
 

@@ -69,6 +69,12 @@ typedef struct nrt_pw_row {
   int nops;
   nrt_dtype dt[NRT_MAX_OPERANDS];
   int64_t st[NRT_MAX_OPERANDS];
+  /* Input k holds values the compute dtype cannot (a 0-d int32 tensor
+   * beside uint8 ones computes in uint8, a 0-d float32 one beside float16
+   * ones in float16): after loading it converts into the compute dtype
+   * (integers wrap, floats round), as TensorIterator's cast of every input
+   * to the common dtype does. */
+  bool cast_in[NRT_MAX_OPERANDS];
 } nrt_pw_row;
 /* The launch's kernel, and NRT_ERROR_UNSUPPORTED (message set) when the
  * engine cannot run it (more than one output, no kernel for the domain). */
