@@ -227,6 +227,109 @@ def test_inplace_clamp_that_would_promote_raises_like_the_cpu():
             torch.tensor([1, 2], dtype=torch.int16, device=dev).clamp_(-0.5, 0.75)
 
 
+# clamp with tensor bounds is ATen's clamp.Tensor: one iterator promotes
+# self and both bounds together (not maximum then minimum pairwise: int8
+# clamped by a 0-d int64 300 and a float 1000.5 clamps at 300.0, not at the
+# int8 44 that 300 wraps to), and refuses a result an in-place self or out=
+# cannot hold.
+I8 = torch.tensor([1, 2, -7, 100], dtype=torch.int8)
+CLAMP_TENSOR_VALUES = [
+    ("promotes over both bounds", lambda d: torch.clamp(I8.to(d), torch.tensor(300, device=d),
+                                                        torch.tensor(1000.5, device=d))),
+    ("int8 float bound", lambda d: torch.clamp(I8.to(d), torch.tensor([0.5, 0.5, 0.5, 0.5], device=d))),
+    ("clamp_min int8 0-d int64", lambda d: torch.clamp_min(I8.to(d), torch.tensor(-2 ** 40 + 5, device=d))),
+    ("clamp_max float16 0-d float32", lambda d: torch.clamp_max(torch.tensor([3.0, 2048.0], dtype=torch.half,
+                                                                             device=d), torch.tensor(2049.0, device=d))),
+    ("bool one bound", lambda d: torch.clamp(torch.tensor([True, False], device=d), torch.tensor(False, device=d))),
+    ("lo above hi", lambda d: torch.clamp(torch.tensor([-1.0, 0.5, 9.0], device=d), torch.tensor(2.0, device=d),
+                                          torch.tensor([1.0, 3.0, float("nan")], device=d))),
+    ("clamp_min_ in place", lambda d: torch.tensor([1.0, -3.0], device=d).clamp_min_(torch.tensor([0.0, 0.0], device=d))),
+    # 0-d CPU bounds are values, two of them too
+    ("two 0-d CPU bounds", lambda d: torch.clamp(torch.tensor([1.5, -2.0, 7.0], device=d), torch.tensor(0.0),
+                                                 torch.tensor(2.0))),
+    ("0-d CPU bound int8", lambda d: torch.clamp(I8.to(d), torch.tensor(0.5))),
+]
+
+
+@pytest.mark.parametrize("case", CLAMP_TENSOR_VALUES, ids=lambda c: c[0])
+def test_clamp_tensor_bounds_promote_together(case):
+    _, fn = case
+    want, got = fn("cpu"), fn("neuron")
+    assert got.dtype == want.dtype
+    torch.testing.assert_close(got.cpu(), want, rtol=0, atol=0, equal_nan=True)
+    assert_no_fallbacks()
+
+
+C64 = torch.tensor([1 + 1j, 2.0])
+CLAMP_TENSOR_ERRORS = [
+    # ATen's meta refuses a complex self first; clamp_cpu / maximum_cpu /
+    # minimum_cpu then refuse the promoted dtypes they have no kernel for
+    ("complex self", NotImplementedError, lambda d: torch.clamp(C64.to(d), torch.tensor(0.0, device=d))),
+    ("complex bound", NotImplementedError, lambda d: torch.clamp(torch.ones(2, device=d), torch.tensor(1j, device=d))),
+    ("complex bounds", NotImplementedError, lambda d: torch.clamp(torch.ones(2, device=d), torch.tensor(1j, device=d),
+                                                                  torch.tensor(2.0, device=d))),
+    ("clamp_min complex self", NotImplementedError, lambda d: torch.clamp_min(C64.to(d), torch.tensor(0.0, device=d))),
+    ("bool two bounds", NotImplementedError, lambda d: torch.clamp(torch.tensor([True], device=d),
+                                                                   torch.tensor(False, device=d),
+                                                                   torch.tensor(True, device=d))),
+    # the iterator first: shapes, then what an in-place self or out= can hold
+    ("shapes before dtypes", RuntimeError, lambda d: torch.tensor([True, False], device=d).clamp_(
+        torch.tensor([False] * 3, device=d), torch.tensor(True, device=d))),
+    ("in place int8 float bound", RuntimeError, lambda d: I8.to(d).clamp_(torch.tensor([0.5] * 4, device=d))),
+    ("in place int8 0-d half", RuntimeError, lambda d: I8.to(d).clamp_(torch.tensor(0.5, dtype=torch.half, device=d))),
+    ("in place complex bound", RuntimeError, lambda d: I8.to(d).clamp_(torch.tensor(1j, device=d),
+                                                                       torch.tensor(1.0, device=d))),
+    ("out= int8 float bound", RuntimeError, lambda d: torch.clamp(I8.to(d), torch.tensor([0.5] * 4, device=d),
+                                                                  out=torch.empty(4, dtype=torch.int8, device=d))),
+    ("clamp_max_ in place float bound", RuntimeError, lambda d: I8.to(d).clamp_max_(torch.tensor(0.5, device=d))),
+    ("in place int8 complex scalar", RuntimeError, lambda d: I8.to(d).clamp_(0.5j, 2)),
+    # both bounds are read as doubles, also after a NaN one
+    ("NaN and complex bounds", RuntimeError, lambda d: torch.clamp(torch.ones(2, device=d), min=float("nan"),
+                                                                   max=2 - 0.5j)),
+    # hardtanh (relu6) is a clamp: complex refused before the iterator's checks
+    ("relu6 complex expanded in place", NotImplementedError,
+     lambda d: F.relu6(C64[:1].to(d).expand(3), inplace=True)),
+    ("hardtanh complex", NotImplementedError, lambda d: F.hardtanh(C64.to(d))),
+    # clamp_min / clamp_max refuse a complex Scalar bound before converting it
+    ("clamp_min_ complex scalar", NotImplementedError, lambda d: torch.ones(2, device=d).clamp_min_(1 + 1j)),
+    ("clamp_max complex scalar", NotImplementedError, lambda d: torch.clamp_max(torch.ones(2, device=d), 1j)),
+]
+
+
+@pytest.mark.parametrize("case", CLAMP_TENSOR_ERRORS, ids=lambda c: c[0])
+def test_clamp_refuses_what_the_cpu_refuses_with_its_class(case):
+    _, cls, fn = case
+    raises_like_cpu(fn, cls)
+    assert_no_fallbacks()
+
+
+# Gradients at a NaN input follow ATen's vectorised CPU kernels, the path
+# nearly every element takes: 0 for hardtanh/relu6 and hard/soft shrink
+# (their masks are false for NaN), NaN for elu/celu/selu and hardswish
+# (NaN enters the formula). The NaNs sit inside the CPU's vector body.
+NAN_GRAD_OPS = {
+    "relu6": F.relu6, "hardtanh": lambda x: F.hardtanh(x, -2.0, 3.0), "hardshrink": F.hardshrink,
+    "softshrink": lambda x: F.softshrink(x, 1.0), "elu": F.elu, "celu": F.celu, "selu": F.selu,
+    "hardswish": F.hardswish, "hardsigmoid": F.hardsigmoid, "relu": F.relu, "leaky_relu": F.leaky_relu,
+}
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=str)
+@pytest.mark.parametrize("op", NAN_GRAD_OPS)
+def test_activation_gradient_at_nan_and_at_the_kinks(op, dtype):
+    special = [-6.0, -3.0, -2.0, -1.0, -0.5, -0.0, 0.0, 0.5, 1.0, 2.0, 3.0, 6.0, float("inf"), float("-inf"),
+               float("nan"), 0.25]
+    x = torch.tensor(special * 4, dtype=dtype)
+    grads = []
+    for dev in ("cpu", "neuron"):
+        t = x.to(dev).clone().requires_grad_()
+        NAN_GRAD_OPS[op](t).backward(torch.ones_like(t))
+        grads.append(t.grad.cpu())
+    torch.testing.assert_close(grads[1], grads[0], equal_nan=True, **({"rtol": 1.6e-2, "atol": 1e-2}
+                                                                       if dtype == torch.bfloat16 else {}))
+    assert_no_fallbacks()
+
+
 def test_integer_results_wrap_in_the_compute_dtype_before_an_out_of_another_dtype():
     """out= of another dtype: the CPU computes in the inputs' dtype (int32
     wraps, bool True + True is True) and then casts into out."""

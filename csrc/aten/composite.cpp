@@ -131,36 +131,8 @@ std::tuple<Tensor, Tensor> std_mean_fn(const Tensor &self, at::OptionalIntArrayR
   return {at::std(self, dim, correction, keepdim), at::mean(self, dim, keepdim)};
 }
 
-// clamp_min / clamp_max with a tensor bound are maximum / minimum, whose
-// out= overloads write `out` themselves.
-Tensor clamp_min_t_into(Tensor out, const Tensor &self, const Tensor &lo) {
-  return out.defined() ? at::maximum_out(out, self, lo) : at::maximum(self, lo);
-}
-Tensor clamp_max_t_into(Tensor out, const Tensor &self, const Tensor &hi) {
-  return out.defined() ? at::minimum_out(out, self, hi) : at::minimum(self, hi);
-}
-
 Tensor rsub_fn(const Tensor &self, const Tensor &other, const Scalar &alpha) { return at::sub(other, self, alpha); }
 
-
-// clamp with tensor bounds: maximum then minimum (NaN-propagating, as clamp).
-Tensor clamp_t_into(Tensor, const Tensor &self, const std::optional<Tensor> &lo, const std::optional<Tensor> &hi) {
-  bool has_lo = lo && lo->defined(), has_hi = hi && hi->defined();
-  TORCH_CHECK(has_lo || has_hi, "torch.clamp: At least one of 'min' or 'max' must not be None");
-  // ATen's clamp.Tensor meta, and its two-bound CPU kernel, which has no
-  // bool form (one bound runs maximum / minimum, which have).
-  TORCH_CHECK_NOT_IMPLEMENTED(!self.is_complex(), "clamp is not supported for complex types");
-  if (has_lo && has_hi) {
-    at::native::ResultTypeState state = {};
-    for (const Tensor *t : {&self, &*lo, &*hi}) state = at::native::update_result_type_state(*t, state);
-    TORCH_CHECK_NOT_IMPLEMENTED(at::native::result_type(state) != at::kBool,
-                                "\"clamp_cpu\" not implemented for 'Bool'");
-  }
-  Tensor r = has_lo ? at::maximum(self, *lo) : self;
-  if (has_hi) r = at::minimum(r, *hi);
-  if (!has_lo && !has_hi) r = self.clone();
-  return r;
-}
 
 // logaddexp = max + log1p(exp(-|a - b|)), with equal infinities handled as
 // PyTorch does (log(2 * exp(inf)) = inf, -inf stays -inf).
@@ -259,9 +231,6 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   NEURON_IMPL(m, "var_mean.correction", var_mean_fn);
   NEURON_IMPL(m, "std_mean.correction", std_mean_fn);
   NEURON_IMPL(m, "rsub.Tensor", rsub_fn);
-  NEURON_VARIANTS(m, clamp_min_t_into, "clamp_min.Tensor", nullptr, "clamp_min.Tensor_out");
-  NEURON_VARIANTS(m, clamp_max_t_into, "clamp_max.Tensor", nullptr, "clamp_max.Tensor_out");
-  NEURON_VARIANTS(m, clamp_t_into, "clamp.Tensor", "clamp_.Tensor", "clamp.Tensor_out");
   NEURON_VARIANTS(m, logaddexp_into, "logaddexp", nullptr, "logaddexp.out");
   NEURON_IMPL(m, "equal", equal_fn);
   NEURON_IMPL(m, "nansum", nansum_fn);

@@ -430,6 +430,9 @@ Tensor softplus_into(Tensor out, const Tensor &a, const Scalar &beta, const Scal
   return unary(out, a, NRT_OP_SOFTPLUS, Kind::Unary, {opmath_scalar_of(a, beta), opmath_scalar_of(a, thr)});
 }
 Tensor hardtanh_into(Tensor out, const Tensor &a, const Scalar &lo, const Scalar &hi) {
+  // ATen's hardtanh is a clamp: its meta refuses complex before the
+  // iterator looks at the output (an expanded in-place self).
+  TORCH_CHECK_NOT_IMPLEMENTED(!a.is_complex(), "clamp is not supported for complex types");
   auto iter = build_unary(out, a, Kind::Unary);
   check_cpu_dtype(iter, NRT_OP_HARDTANH);
   TORCH_CHECK(iter.common_dtype() != at::kByte || lo.to<int64_t>() >= 0,  // uint8: the one unsigned dtype
@@ -454,9 +457,10 @@ Tensor clamp_into(Tensor out, const Tensor &a_in, const std::optional<Scalar> &l
     if (lo) state = at::native::update_result_type_state(*lo, state);
     if (hi) state = at::native::update_result_type_state(*hi, state);
     c10::ScalarType rt = at::native::result_type(state);
-    TORCH_CHECK_NOT_IMPLEMENTED(!at::isComplexType(rt), "clamp is not supported for complex types");
+    // ATen's order: the in-place cast first, then the complex result
     TORCH_CHECK(rt == a_in.scalar_type() || !out.defined() || !out.is_same(a_in), "result type ", rt,
                 " can't be cast to the desired output type ", a_in.scalar_type());
+    TORCH_CHECK_NOT_IMPLEMENTED(!at::isComplexType(rt), "clamp is not supported for complex types");
     if (rt != a_in.scalar_type()) a = a_in.to(rt);
   }
   auto iter = build_unary(out, a, Kind::Unary);
@@ -469,13 +473,78 @@ Tensor clamp_into(Tensor out, const Tensor &a_in, const std::optional<Scalar> &l
   // no overflow); its NaN test reads each bound as a double, which refuses a
   // complex bound with an imaginary part.
   auto is_nan = [](const Scalar &s) { return std::isnan(s.toDouble()); };
-  if (lo && hi && (is_nan(*lo) || is_nan(*hi))) return iter.output().fill_(std::numeric_limits<double>::quiet_NaN());
+  if (lo && hi) {
+    bool nan_lo = is_nan(*lo), nan_hi = is_nan(*hi);  // both read, as the CPU reads both
+    if (nan_lo || nan_hi) return iter.output().fill_(std::numeric_limits<double>::quiet_NaN());
+  }
   nrt_scalar l = lo ? scalar_for(iter, *lo) : nrt_scalar{}, h = hi ? scalar_for(iter, *hi) : nrt_scalar{};
   launch_iter(iter, NRT_OP_CLAMP_SCALAR, {l, h}, {lo.has_value(), hi.has_value()});
   return iter.output();
 }
-Tensor clamp_min_into(Tensor out, const Tensor &a, const Scalar &lo) { return clamp_into(out, a, lo, std::nullopt); }
-Tensor clamp_max_into(Tensor out, const Tensor &a, const Scalar &hi) { return clamp_into(out, a, std::nullopt, hi); }
+// ATen's clamp_min / clamp_max metas refuse a complex bound first (the
+// two-bound clamp does not).
+Tensor clamp_min_into(Tensor out, const Tensor &a, const Scalar &lo) {
+  TORCH_CHECK_NOT_IMPLEMENTED(!a.is_complex() && !lo.isComplex(), "clamp is not supported for complex types");
+  return clamp_into(out, a, lo, std::nullopt);
+}
+Tensor clamp_max_into(Tensor out, const Tensor &a, const Scalar &hi) {
+  TORCH_CHECK_NOT_IMPLEMENTED(!a.is_complex() && !hi.isComplex(), "clamp is not supported for complex types");
+  return clamp_into(out, a, std::nullopt, hi);
+}
+
+// clamp with tensor bounds, as ATen's clamp.Tensor: one iterator over self
+// and the bounds promotes all three to their common dtype (int8 clamped by
+// a 0-d int64 300 and a float 1000.5 clamps at 300.0, not at int8 44), casts
+// the result to an out= or in-place self it can be cast to and refuses the
+// rest ("result type Float can't be cast to the desired output type Char");
+// then the CPU's kernel: clamp_cpu for two bounds, maximum_cpu or
+// minimum_cpu for one, each refusing the dtypes it has no kernel for.
+const char *clamp_t_kernel(bool lo, bool hi) { return lo && hi ? "clamp_cpu" : lo ? "maximum_cpu" : "minimum_cpu"; }
+
+Tensor clamp_iter_launch(at::TensorIteratorBase &iter, bool lo, bool hi) {
+  at::ScalarType t = iter.common_dtype();
+  TORCH_CHECK_NOT_IMPLEMENTED(!at::isComplexType(t) && (t != at::kBool || !(lo && hi)), "\"",
+                              clamp_t_kernel(lo, hi), "\" not implemented for '", c10::toString(t), "'");
+  launch_iter(iter, lo && hi ? NRT_OP_CLAMP : lo ? NRT_OP_MAXIMUM : NRT_OP_MINIMUM);
+  return iter.output();
+}
+
+Tensor clamp_t_into(Tensor out, const Tensor &self, const std::optional<Tensor> &lo, const std::optional<Tensor> &hi) {
+  bool has_lo = lo && lo->defined(), has_hi = hi && hi->defined();
+  TORCH_CHECK(has_lo || has_hi, "torch.clamp: At least one of 'min' or 'max' must not be None");
+  TORCH_CHECK_NOT_IMPLEMENTED(!self.is_complex(), "clamp is not supported for complex types");
+  // 0-d CPU bounds are values (as maximum / minimum take them, and the
+  // CPU, where everything is on the CPU).
+  at::TensorIteratorConfig config;
+  config.set_check_mem_overlap(true)
+      .allow_cpu_scalars(true)
+      .add_output(out)
+      .add_const_input(self)
+      .promote_inputs_to_common_dtype(true)
+      .cast_common_dtype_to_outputs(true)
+      .enforce_safe_casting_to_output(true);
+  if (has_lo) config.add_const_input(*lo);
+  // TensorIterator takes one CPU scalar into a device kernel: a second
+  // 0-d CPU bound moves to the device (promotion treats a 0-d tensor the
+  // same wherever it lives).
+  Tensor hi_t = has_hi ? *hi : Tensor();
+  if (has_lo && has_hi && lo->is_cpu() && lo->dim() == 0 && hi_t.is_cpu() && hi_t.dim() == 0 && !self.is_cpu())
+    hi_t = hi_t.to(self.device());
+  if (has_hi) config.add_const_input(hi_t);
+  auto iter = config.build();
+  return clamp_iter_launch(iter, has_lo, has_hi);
+}
+
+// clamp_min / clamp_max with a tensor bound: ATen's binary-op iterator
+// (promoting, castable results only) and the maximum / minimum kernels.
+Tensor clamp_min_t_into(Tensor out, const Tensor &self, const Tensor &lo) {
+  auto iter = TensorIterator::borrowing_binary_op(out, self, lo);
+  return clamp_iter_launch(iter, true, false);
+}
+Tensor clamp_max_t_into(Tensor out, const Tensor &self, const Tensor &hi) {
+  auto iter = TensorIterator::borrowing_binary_op(out, self, hi);
+  return clamp_iter_launch(iter, false, true);
+}
 
 // ---- backward helpers --------------------------------------------------------
 Tensor threshold_backward_fn(const Tensor &g, const Tensor &self, const Scalar &thr) {
@@ -686,6 +755,9 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   NEURON_VARIANTS(m, clamp_into, "clamp", "clamp_", "clamp.out");
   NEURON_VARIANTS(m, clamp_min_into, "clamp_min", "clamp_min_", nullptr);
   NEURON_VARIANTS(m, clamp_max_into, "clamp_max", "clamp_max_", nullptr);
+  NEURON_VARIANTS(m, clamp_t_into, "clamp.Tensor", "clamp_.Tensor", "clamp.Tensor_out");
+  NEURON_VARIANTS(m, clamp_min_t_into, "clamp_min.Tensor", "clamp_min_.Tensor", "clamp_min.Tensor_out");
+  NEURON_VARIANTS(m, clamp_max_t_into, "clamp_max.Tensor", "clamp_max_.Tensor", "clamp_max.Tensor_out");
   NEURON_IMPL(m, "threshold_backward", threshold_backward_fn);
 #define REG_BACKWARD(name, OP) NEURON_IMPL(m, #name, name##_fn);
   NEURON_SIMPLE_BACKWARD_TABLE(REG_BACKWARD)

@@ -34,8 +34,9 @@ static double r_hardshrink(double x, double y, double z, double s0, double s1) {
 static double r_softshrink(double x, double y, double z, double s0, double s1) {
   return x > s0 ? x - s0 : (x < -s0 ? x + s0 : x * 0.0);
 }
+/* 0 at a NaN input, as ATen's vectorised CPU kernel */
 static double r_shrink_bw(double x, double y, double z, double s0, double s1) {
-  return (y >= -s0 && y <= s0) ? 0.0 : x;
+  return (y < -s0 || y > s0) ? x : 0.0;
 }
 static double r_huber(double x, double y, double z, double s0, double s1) {
   double d = fabs(x - y);

@@ -768,6 +768,42 @@ static void test_activations_match_pytorch(void) {
   check_act(NRT_OP_ELU_BACKWARD, true, (float[]){0.0135888234f, -0.662183046f, 2.33640242f, 1.5f, -0.699999988f, 0.899999976f, 1.10000002f}, 1.5, 1.0, 1.0, 0);
 }
 
+/* Gradients at a NaN input as ATen's vectorised CPU kernels give them
+ * (PyTorch 2.13, a NaN inside the vector body): HARDTANH_BACKWARD (relu6,
+ * hardtanh) 0, HARDSWISH_BACKWARD and ELU_BACKWARD (elu, celu, selu; both
+ * forms) NaN; at the kinks the gradient passes on the open side only. */
+static void test_activation_gradients_at_nan(void) {
+  float g[5] = {1, 1, 1, 1, 1}, x[5] = {NAN, 0.0f, 6.0f, -3.0f, 3.0f}, out[5];
+  int64_t s5[1] = {5};
+  struct { nrt_op op; double s0, s1, s2; int64_t p0; float want[5]; } cases[] = {
+      {NRT_OP_HARDTANH_BACKWARD, 0.0, 6.0, 0, 0, {0, 0, 0, 0, 1}},
+      {NRT_OP_HARDSWISH_BACKWARD, 0, 0, 0, 0, {NAN, 0.5f, 1, 0, 1}},
+      {NRT_OP_ELU_BACKWARD, 1.0, 1.0, 1.0, 0, {NAN, 1, 1, 0.0497870669f, 1}},
+      {NRT_OP_ELU_BACKWARD, 1.0, 1.0, 1.0, 1, {NAN, 1, 1, -2, 1}},
+  };
+  for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+    nrt_launch l = nrt_test_launch_op(cases[c].op, NRT_FLOAT32, 1, s5);
+    l.scalars[0].f = cases[c].s0;
+    l.scalars[1].f = cases[c].s1;
+    l.scalars[2].f = cases[c].s2;
+    l.params[0] = cases[c].p0;
+    nrt_test_operand_1d(&l, 0, out, NRT_FLOAT32, 1);
+    nrt_test_operand_1d(&l, 1, g, NRT_FLOAT32, 1);
+    nrt_test_operand_1d(&l, 2, x, NRT_FLOAT32, 1);
+    for (int r = 0; r < 2; r++) {
+      nrt_kernels_set_reference(r);
+      CHECK_OK(nrt_launch_run(&l));
+      for (int i = 0; i < 5; i++) {
+        float w = cases[c].want[i];
+        bool ok = w != w ? out[i] != out[i] : nrt_test_near(out[i], w, 1e-6);
+        if (!ok) fprintf(stderr, "%s case %zu [%d]: got %g want %g\n", nrt_op_name(cases[c].op), c, i, out[i], w);
+        CHECK(ok);
+      }
+    }
+  }
+  nrt_kernels_set_reference(false);
+}
+
 static void test_erfinv_matches_pytorch(void) {
   float x[6] = {-0.999f, -0.5f, 0.0f, 0.1f, 0.9f, 0.999999f}, out[6];
   float want[6] = {-2.32675624f, -0.476936281f, 0, 0.0888559893f, 1.16308713f, 3.45707464f};
@@ -986,6 +1022,7 @@ int main(void) {
   RUN_TEST(test_bool_ops);
   RUN_TEST(test_float_semantics);
   RUN_TEST(test_activations_match_pytorch);
+  RUN_TEST(test_activation_gradients_at_nan);
   RUN_TEST(test_erfinv_matches_pytorch);
   RUN_TEST(test_copy_exact);
   RUN_TEST(test_copy_conversions);

@@ -144,19 +144,24 @@ static void elu_backward_f32(float *out, const float *a, const float *b, const f
                              int64_t n, const nrt_launch *l) {
   float negcoef = (float)(l->scalars[0].f * l->scalars[1].f);
   float poscoef = (float)l->scalars[1].f, negiptcoef = (float)l->scalars[2].f;
+  /* A NaN input takes the negative branch and gives NaN, as in ATen's
+   * vectorised CPU kernel (its scalar tail passes the gradient instead; the
+   * vector form is what almost every element gets). */
   if (l->params[0])
     for (int64_t i = 0; i < n; i++)
-      out[i] = b[i] <= 0.0f ? a[i] * negiptcoef * (b[i] + negcoef) : a[i] * poscoef;
+      out[i] = b[i] > 0.0f ? a[i] * poscoef : a[i] * negiptcoef * (b[i] + negcoef);
   else
     for (int64_t i = 0; i < n; i++)
-      out[i] = b[i] <= 0.0f ? a[i] * negiptcoef * negcoef * expf(b[i] * negiptcoef)
-                            : a[i] * poscoef;
+      out[i] = b[i] > 0.0f ? a[i] * poscoef : a[i] * negiptcoef * negcoef * expf(b[i] * negiptcoef);
 }
 PW_F32_MV(leaky_relu_backward, 2, y > 0.0f ? x : x * s0)
 PW_F32_MV(hardsigmoid_backward, 2, (y > -3.0f && y < 3.0f) ? x / 6.0f : 0.0f)
+/* At a NaN input these follow ATen's vectorised CPU kernels (which
+ * nearly every element goes through; the scalar tail differs): the
+ * gradient of hardswish is NaN, that of hardtanh (relu6) 0. */
 PW_F32_MV(hardswish_backward, 2,
-          y <= -3.0f ? 0.0f : (y < 3.0f ? x * (y / 3.0f + 0.5f) : x))
-PW_F32_MV(hardtanh_backward, 2, (y <= s0 || y >= s1) ? 0.0f : x)
+          y >= 3.0f ? x : (y <= -3.0f ? 0.0f : x * (y / 3.0f + 0.5f)))
+PW_F32_MV(hardtanh_backward, 2, (y > s0 && y < s1) ? x : 0.0f)
 PW_I64(hardtanh_backward, 2, (y <= s0 || y >= s1) ? 0 : x)
 
 const nrt_pw_kernel *nrt_pw_activation_kernel(nrt_op op) {

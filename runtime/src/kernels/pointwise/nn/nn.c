@@ -20,7 +20,9 @@ PW_I64(threshold, 1, x <= s0 ? s1 : x)
 PW_F32(hardshrink, 1, (x >= -s0 && x <= s0) ? 0.0f : x)
 /* x * 0 keeps a NaN input NaN (ATen's form). */
 PW_F32(softshrink, 1, x > s0 ? x - s0 : (x < -s0 ? x + s0 : x * 0.0f))
-PW_F32(shrink_backward, 2, (y >= -s0 && y <= s0) ? 0.0f : x)
+/* 0 at a NaN input, as ATen's vectorised CPU kernel (its scalar tail
+ * passes the gradient). */
+PW_F32(shrink_backward, 2, (y < -s0 || y > s0) ? x : 0.0f)
 
 static void logit_backward_f32(float *out, const float *a, const float *b, const float *c,
                                int64_t n, const nrt_launch *l) {
