@@ -15,7 +15,7 @@ import torch
 import torch.nn.functional as F
 
 import torch_neuronx
-from helpers import assert_no_fallbacks, close_scaled, run_both
+from helpers import assert_no_fallbacks, close_scaled, raises_like_cpu, run_both
 
 
 def conv_weight(cout, cin_g, *k):
@@ -242,4 +242,14 @@ def test_conv_nonfinite_gradients_reach_padding(case):
     for got, want in zip(results["neuron"], results["cpu"]):
         _assert_nonfinite_close(got, want)
     assert results["cpu"][2].isnan().any()
+    assert_no_fallbacks()
+
+
+# The CPU's convolution dispatches on the input's dtype before it compares
+# it with the weight's: a bool input beside a float16 weight is
+# NotImplementedError, not the RuntimeError of mismatched types.
+def test_conv_refuses_a_bool_input_before_comparing_dtypes():
+    x, w = torch.ones(1, 1, 5, dtype=torch.bool), torch.ones(1, 1, 2, dtype=torch.half)
+    raises_like_cpu(lambda d: F.conv1d(x.to(d), w.to(d)), NotImplementedError)
+    raises_like_cpu(lambda d: F.conv1d(x.float().to(d), w.to(d)), RuntimeError)
     assert_no_fallbacks()

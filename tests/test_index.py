@@ -121,3 +121,16 @@ def test_index_put_mask_with_a_cpu_scalar_value_of_another_dtype_fills_like_the_
 def test_index_select_from_an_empty_dim_raises_the_cpu_runtime_error():
     raises_like_cpu(lambda d: torch.index_select(torch.empty(0, 1, 2, device=d), 0, torch.tensor([0], device=d)),
                     RuntimeError)
+
+
+# index_put_ validates its indices (IndexError) before it compares the
+# value's dtype with self's (RuntimeError), as ATen's make_info does.
+@pytest.mark.parametrize("case", ["float index", "mask shape", "dtype only"])
+def test_index_put_checks_indices_before_the_value_dtype(case):
+    self_ = torch.zeros(3, 4)
+    value = torch.ones(2, dtype=torch.int64)
+    idx = {"float index": (torch.tensor([0.0, 1.0]),), "mask shape": (torch.tensor([True, False]),),
+           "dtype only": (torch.tensor([0, 1]),)}[case]
+    cls = RuntimeError if case == "dtype only" else IndexError
+    raises_like_cpu(lambda d: self_.to(d).index_put_(tuple(i.to(d) for i in idx), value.to(d)), cls)
+    assert_no_fallbacks()

@@ -10,7 +10,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from helpers import TOL_ROUNDED_ONCE, assert_no_fallbacks, tol_kw
+from helpers import TOL_ROUNDED_ONCE, assert_no_fallbacks, raises_like_cpu, tol_kw
 from helpers import seeded_randn as rnd
 
 
@@ -199,3 +199,26 @@ def test_embedding_max_norm_renormalises_rows_natively(norm_type):
     assert_no_fallbacks()
     torch.testing.assert_close(out.cpu(), out_ref, rtol=1e-5, atol=1e-6)
     torch.testing.assert_close(dev.weight.detach().cpu(), ref.weight.detach(), rtol=1e-5, atol=1e-6)
+
+
+# Losses of integer or bool inputs: the CPU's loss kernels have no such
+# form (NotImplementedError '"mse_cpu" not implemented for \'Int\''); the
+# device raises it at the op, not in a later mean.
+@pytest.mark.parametrize("loss", [F.mse_loss, F.huber_loss, F.smooth_l1_loss, F.binary_cross_entropy],
+                         ids=["mse", "huber", "smooth_l1", "bce"])
+@pytest.mark.parametrize("dtype", [torch.int32, torch.bool], ids=str)
+def test_losses_of_integer_inputs_raise_like_the_cpu(loss, dtype):
+    x = torch.ones(3, 4, dtype=dtype)
+    raises_like_cpu(lambda d: loss(x.to(d), x.to(d)), NotImplementedError)
+    assert_no_fallbacks()
+
+
+# signbit's meta refuses complex before anything looks at the output.
+@pytest.mark.parametrize("n", [0, 2])
+def test_signbit_refuses_complex_like_the_cpu(n):
+    x = torch.ones(n, dtype=torch.complex64)
+    raises_like_cpu(lambda d: torch.signbit(x.to(d)), NotImplementedError)
+    raises_like_cpu(lambda d: torch.signbit(x.to(d), out=torch.empty(n, dtype=torch.complex64, device=d)),
+                    NotImplementedError)
+    assert_no_fallbacks()
+

@@ -256,3 +256,15 @@ def test_norm_mixed_float32_parameters_of_a_16bit_input_still_compute(x_dt):
     for call in (_bn(x_dt, torch.float32, torch.float32), _ln(x_dt, torch.float32, torch.float32)):
         want, got = call("cpu"), call("neuron")
         assert got.dtype == want.dtype == x_dt
+
+
+# batch_norm dispatches on the input's dtype before its mixed-type checks of
+# the parameters: an integer input with float statistics is
+# NotImplementedError on the CPU.
+@pytest.mark.parametrize("training", [False, True])
+def test_batch_norm_of_an_integer_input_raises_like_the_cpu(training):
+    x = torch.ones(2, 3, 4, dtype=torch.int32)
+    rm, rv, w = torch.zeros(3), torch.ones(3), torch.ones(3)
+    raises_like_cpu(lambda d: F.batch_norm(x.to(d), rm.to(d), rv.to(d), w.to(d), training=training),
+                    NotImplementedError)
+    assert_no_fallbacks()

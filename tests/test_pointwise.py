@@ -479,3 +479,14 @@ def test_pow_by_zero_or_one_fills_or_copies_into_any_out_dtype():
     y = torch.tensor([2.0, float("nan")])
     got, want = y.to(DEV).pow_(0), y.clone().pow_(0)
     assert torch.equal(got.cpu(), want)
+
+
+# atan2 and xlogy have no complex kernel on the CPU: NotImplementedError at
+# the op (not an autograd error after a complex result).
+@pytest.mark.parametrize("fn", [torch.atan2, torch.xlogy], ids=["atan2", "xlogy"])
+def test_atan2_xlogy_refuse_complex_like_the_cpu(fn):
+    c, f = torch.ones(2, dtype=torch.complex64), torch.ones(2)
+    raises_like_cpu(lambda d: fn(c.to(d), f.to(d)), NotImplementedError)
+    raises_like_cpu(lambda d: fn(f.to(d), c.to(d)), NotImplementedError)
+    assert_no_fallbacks()
+

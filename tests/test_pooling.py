@@ -10,7 +10,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from helpers import assert_no_fallbacks, run_both
+from helpers import assert_no_fallbacks, raises_like_cpu, run_both
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
@@ -98,4 +98,17 @@ def test_adaptive_pool_1d_3d():
     run_both(lambda x: F.adaptive_avg_pool3d(x, (2, 3, 2)), torch.randn(2, 3, 5, 7, 4))
     run_both(lambda x: F.adaptive_max_pool3d(x, (2, 3, 2)), torch.randn(2, 3, 5, 7, 4))
     run_both(lambda x: F.adaptive_avg_pool2d(x, (2, 3)), torch.randn(3, 7, 8))  # unbatched
+    assert_no_fallbacks()
+
+
+# The CPU's pooling kernels refuse the dtypes they have no kernel for in
+# their dispatch (NotImplementedError '"avg_pool2d" not implemented for
+# \'Int\''); the device raises the same class at the op.
+@pytest.mark.parametrize("call", [
+    lambda x: F.avg_pool2d(x, 2), lambda x: F.avg_pool1d(x[0], 2), lambda x: F.adaptive_avg_pool2d(x, 3),
+    lambda x: F.adaptive_max_pool2d(x, 3), lambda x: F.max_pool2d(x.bool(), 2),
+], ids=["avg2d", "avg1d", "adaptive_avg", "adaptive_max", "max_bool"])
+def test_pooling_refuses_dtypes_like_the_cpu_dispatch(call):
+    x = torch.ones(1, 2, 4, 4, dtype=torch.int32)
+    raises_like_cpu(lambda d: call(x.to(d)), NotImplementedError)
     assert_no_fallbacks()

@@ -113,3 +113,14 @@ def test_vector_norm_without_identity_over_an_empty_dim_raises_its_runtime_error
 
 def test_max_dim_of_an_empty_complex_input_raises_like_the_cpu():
     raises_like_cpu(lambda d: torch.max(torch.empty(1, 0, 1, dtype=torch.complex64, device=d), dim=2), RuntimeError)
+
+
+# argmax/argmin refuse bool and complex inputs first (RuntimeError), also
+# when the reduced dim is empty (the IndexError would come later).
+@pytest.mark.parametrize("fn", [torch.argmax, torch.argmin])
+@pytest.mark.parametrize("x", [torch.zeros(0, dtype=torch.bool), torch.zeros(3, dtype=torch.bool),
+                               torch.zeros(0, 2, dtype=torch.complex64)], ids=["empty bool", "bool", "empty complex"])
+def test_argmax_refuses_bool_and_complex_first(fn, x):
+    raises_like_cpu(lambda d: fn(x.to(d)), RuntimeError)
+    raises_like_cpu(lambda d: fn(x.to(d), 0), RuntimeError)
+    assert_no_fallbacks()

@@ -263,3 +263,12 @@ def test_interpolate_antialias_reads_only_its_window(mode):
 ], ids=lambda c: c[0])
 def test_unfold_rejects_what_the_cpu_rejects(case):
     raises_like_cpu(case[1], case[2])
+
+
+# Integer inputs to the interpolation modes the CPU computes in floating
+# point only: NotImplementedError from its dispatch, at the op.
+@pytest.mark.parametrize("mode", ["bilinear", "bicubic", "nearest-exact"])
+def test_interpolate_refuses_integer_dtypes_like_the_cpu(mode):
+    x = torch.ones(1, 1, 3, 3, dtype=torch.int32)
+    raises_like_cpu(lambda d: F.interpolate(x.to(d), size=(5, 5), mode=mode), NotImplementedError)
+    assert_no_fallbacks()

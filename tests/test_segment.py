@@ -9,7 +9,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from helpers import DEV, TOL_ACCUMULATED, assert_no_fallbacks
+from helpers import DEV, TOL_ACCUMULATED, assert_no_fallbacks, raises_like_cpu
 
 
 def both(fn, *args, dtype=torch.float32, grad=True, rtol=None, atol=None):
@@ -458,4 +458,13 @@ def test_margin_losses_skip_nan_terms_like_the_cpu():
     x = torch.tensor([[0.5, nan, 0.2, 1.0]])
     y = torch.tensor([[3, 0, -1, 1]])
     torch.testing.assert_close(F.multilabel_margin_loss(x.to(DEV), y.to(DEV)).cpu(), F.multilabel_margin_loss(x, y))
+    assert_no_fallbacks()
+
+
+# multi_margin_loss of an integer input: the CPU's kernel dispatch raises
+# NotImplementedError before it reads the targets (an out-of-range one is
+# not what is reported).
+def test_multi_margin_loss_refuses_integers_before_reading_targets():
+    x, t = torch.ones(3, 4, dtype=torch.int32), torch.tensor([0, 9, 1])
+    raises_like_cpu(lambda d: F.multi_margin_loss(x.to(d), t.to(d)), NotImplementedError)
     assert_no_fallbacks()

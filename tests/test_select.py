@@ -368,3 +368,12 @@ def test_histc_large_bfloat16_is_accurate():
 
 def test_kthvalue_over_an_empty_dim_raises_index_error_like_the_cpu():
     raises_like_cpu(lambda d: torch.kthvalue(torch.ones(0, 3, device=d), 1, 0), IndexError)
+
+
+# logcumsumexp wraps its dim before its kernel checks the dtype: a dim out
+# of range is IndexError also for an integer input.
+def test_logcumsumexp_checks_the_dim_before_the_dtype():
+    x = torch.zeros(3, dtype=torch.int32)
+    raises_like_cpu(lambda d: torch.logcumsumexp(x.to(d), 5), IndexError)
+    raises_like_cpu(lambda d: torch.logcumsumexp(x.to(d), 0), NotImplementedError)
+    assert_no_fallbacks()

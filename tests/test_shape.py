@@ -46,3 +46,12 @@ def test_constant_pad(pad):
 ], ids=lambda c: c[0])
 def test_cat_checks_its_inputs_like_the_cpu(case):
     raises_like_cpu(case[1], case[2])
+
+
+# constant padding crops negative pads with ATen's narrows, so a crop longer
+# than the input raises narrow's RuntimeError, as on the CPU (not IndexError).
+def test_constant_pad_crop_past_the_input_raises_like_the_cpu():
+    x = torch.ones(2, 0, 3)
+    raises_like_cpu(lambda d: F.pad(x.to(d), [0, 0, -1, 2], value=1.0), RuntimeError)
+    assert_no_fallbacks()
+

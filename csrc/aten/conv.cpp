@@ -84,12 +84,15 @@ void launch_conv(nrt_op op, const ConvGeom &g, const Tensor &out, const Tensor &
 }
 
 void check_types(const Tensor &input, const Tensor &weight, const std::optional<Tensor> &bias) {
+  // Floats, and integers through the kernel's loop nest (the CPU convolves
+  // integers too); not bool, complex or the quantized types. The CPU's
+  // kernel dispatches on the input's dtype before anything compares it with
+  // the weight's (NotImplementedError for a bool input beside a half weight).
+  TORCH_CHECK_NOT_IMPLEMENTED(at::isFloatingType(input.scalar_type()) ||
+                                  at::isIntegralType(input.scalar_type(), false),
+                              "\"slow_conv2d_cpu\" not implemented for '", input.scalar_type(), "'");
   TORCH_CHECK(input.scalar_type() == weight.scalar_type(), "Input type (", input.scalar_type(),
               ") and weight type (", weight.scalar_type(), ") should be the same");
-  // Floats, and integers through the kernel's loop nest (the CPU convolves
-  // integers too); not bool, complex or the quantized types.
-  TORCH_CHECK(at::isFloatingType(input.scalar_type()) || at::isIntegralType(input.scalar_type(), false),
-              "\"slow_conv2d_cpu\" not implemented for '", input.scalar_type(), "'");
   TORCH_CHECK(!bias || !bias->defined() || bias->scalar_type() == input.scalar_type(), "Input type (",
               input.scalar_type(), ") and bias type (", bias->scalar_type(), ") should be the same");
   TORCH_CHECK(input.dim() == weight.dim() && input.dim() >= 3 && input.dim() <= 5,

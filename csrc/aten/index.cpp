@@ -226,9 +226,29 @@ Tensor &index_put_checked(Tensor &self, const c10::List<std::optional<Tensor>> &
                           bool accumulate, bool unsafe) {
   TORCH_CHECK_INDEX(indices.size() <= static_cast<size_t>(self.dim()), "too many indices for tensor of dimension ",
                     self.dim(), " (got ", indices.size(), ")");
-  TORCH_CHECK(values.scalar_type() == self.scalar_type() || (!accumulate && masked_fill_shortcut(self, indices, values)),
-              "Index put requires the source and destination dtypes match, got ", self.scalar_type(),
-              " for the destination and ", values.scalar_type(), " for the source.");
+  if (values.scalar_type() != self.scalar_type() && (accumulate || !masked_fill_shortcut(self, indices, values))) {
+    // ATen's make_info validates the indices (IndexError) before its
+    // iterator compares the dtypes: the same order here, on the failing
+    // path only (masks checked by shape, without expanding them).
+    at::native::checkIndexTensorTypes(indices, /*allow_int=*/true);
+    int64_t dim = 0;
+    for (size_t k = 0; k < indices.size(); ++k) {
+      const std::optional<Tensor> &idx = indices.get(k);
+      if (idx && idx->defined() && (idx->scalar_type() == at::kBool || idx->scalar_type() == at::kByte)) {
+        for (int64_t j = 0; j < idx->dim(); ++j) {
+          int64_t src = dim + j;
+          TORCH_CHECK_INDEX(src < self.dim() && idx->size(j) == self.size(src), "The shape of the mask ",
+                            idx->sizes(), " at index ", j, " does not match the shape of the indexed tensor ",
+                            self.sizes(), " at index ", src);
+        }
+        dim += idx->dim();
+      } else {
+        dim++;
+      }
+    }
+    TORCH_CHECK(false, "Index put requires the source and destination dtypes match, got ", self.scalar_type(),
+                " for the destination and ", values.scalar_type(), " for the source.");
+  }
   // ATen's shortcut fills with values.item(), converted and range-checked
   // as a Scalar (bfloat16 -3.0 into uint8 raises); a value of self's dtype
   // always fits, one of another costs this read.
@@ -735,7 +755,7 @@ Tensor tri_indices(int64_t row, int64_t col, int64_t offset, std::optional<at::S
   TORCH_CHECK(row >= 0, "row must be non-negative, got", row);
   TORCH_CHECK(col >= 0, "col must be non-negative, got", col);
   at::ScalarType dt = dtype.value_or(at::kLong);
-  TORCH_CHECK(dt == at::kLong || dt == at::kInt, "\"", upper ? "triu" : "tril", "_indices\" not implemented for '",
+  TORCH_CHECK_NOT_IMPLEMENTED(dt == at::kLong || dt == at::kInt, "\"", upper ? "triu" : "tril", "_indices\" not implemented for '",
               c10::toString(dt), "'");
   c10::Device dev = device.value_or(c10::Device(kNeuron));
   c10::DeviceGuard guard(dev);

@@ -141,6 +141,8 @@ Tensor nan_to_num_into(Tensor out, const Tensor &self, std::optional<double> nan
 }
 
 Tensor signbit_into(Tensor out, const Tensor &self) {
+  // ATen's meta refuses complex first (an empty input too, an out= of any dtype).
+  TORCH_CHECK_NOT_IMPLEMENTED(!self.is_complex(), "signbit is not implemented for complex tensors.");
   // Bool result (as isnan); the input keeps its own compute domain.
   if (!out.defined()) out = at::empty(self.sizes(), self.options().dtype(at::kBool));
   TORCH_CHECK(out.scalar_type() == at::kBool, "signbit: result type Bool can't be cast to the desired output type ",
@@ -213,9 +215,22 @@ Tensor glu_backward_into(Tensor, const Tensor &g, const Tensor &self, int64_t di
 // ---- losses ----
 // The composed ones return a fresh result, which the out= overload copies
 // in (registry/variants.h), hence their unnamed `out`.--------------------------------------------------------------------
-Tensor pointwise_loss(const Tensor &self, const Tensor &target, nrt_op op, double param) {
+// The CPU's loss kernels compute floating dtypes only: another common dtype
+// raises NotImplementedError naming the CPU's kernel, at the op (not in a
+// later mean of the integer result).
+void check_loss_dtype(at::ScalarType t, const char *cpu_kernel) {
+  TORCH_CHECK_NOT_IMPLEMENTED(at::isFloatingType(t), "\"", cpu_kernel, "\" not implemented for '", c10::toString(t),
+                              "'");
+}
+Tensor pointwise_loss_unchecked(const Tensor &self, const Tensor &target, nrt_op op, double param) {
   Tensor loss;
   return run(TensorIterator::borrowing_binary_op(loss, self, target), op, {fs(param)});
+}
+Tensor pointwise_loss(const Tensor &self, const Tensor &target, nrt_op op, double param, const char *cpu_kernel) {
+  Tensor loss;
+  auto iter = TensorIterator::borrowing_binary_op(loss, self, target);
+  check_loss_dtype(iter.common_dtype(), cpu_kernel);
+  return run(iter, op, {fs(param)});
 }
 Tensor loss_backward(const Tensor &g, const Tensor &self, const Tensor &target, nrt_op op, double param,
                      int64_t reduction) {
@@ -226,7 +241,7 @@ Tensor loss_backward(const Tensor &g, const Tensor &self, const Tensor &target, 
 
 Tensor huber_into(Tensor, const Tensor &self, const Tensor &target, int64_t reduction, double delta) {
   TORCH_CHECK(delta > 0, "huber_loss does not support non-positive values for delta.");
-  return reduce_loss(pointwise_loss(self, target, NRT_OP(HUBER), delta), reduction);
+  return reduce_loss(pointwise_loss(self, target, NRT_OP(HUBER), delta, "huber_cpu"), reduction);
 }
 Tensor huber_backward_into(Tensor, const Tensor &g, const Tensor &self, const Tensor &target, int64_t reduction,
                           double delta) {
@@ -235,7 +250,7 @@ Tensor huber_backward_into(Tensor, const Tensor &g, const Tensor &self, const Te
 
 Tensor smooth_l1_into(Tensor, const Tensor &self, const Tensor &target, int64_t reduction, double beta) {
   TORCH_CHECK(beta >= 0, "smooth_l1_loss does not support negative values for beta.");
-  return reduce_loss(pointwise_loss(self, target, NRT_OP(SMOOTH_L1), beta), reduction);
+  return reduce_loss(pointwise_loss(self, target, NRT_OP(SMOOTH_L1), beta, "smooth_l1_cpu"), reduction);
 }
 Tensor smooth_l1_backward_into(Tensor, const Tensor &g, const Tensor &self, const Tensor &target,
                                int64_t reduction, double beta) {
@@ -252,8 +267,14 @@ void check_probabilities(const Tensor &self) {
 }
 Tensor bce_into(Tensor, const Tensor &self, const Tensor &target, const std::optional<Tensor> &weight,
                 int64_t reduction) {
+  // the CPU compares the target's dtype with the input's first
+  // (RuntimeError 'Found dtype Half but expected Bool'); left to the
+  // computation below, which promotes
+  if (target.scalar_type() == self.scalar_type()) check_loss_dtype(self.scalar_type(), "binary_cross_entropy");
   check_probabilities(self);
-  Tensor loss = pointwise_loss(self, target, NRT_OP(BCE), 0.0);
+  Tensor loss = target.scalar_type() == self.scalar_type()
+                    ? pointwise_loss(self, target, NRT_OP(BCE), 0.0, "binary_cross_entropy")
+                    : pointwise_loss_unchecked(self, target, NRT_OP(BCE), 0.0);
   if (weight.has_value() && weight->defined()) loss = loss * *weight;
   return reduce_loss(loss, reduction);
 }
@@ -268,6 +289,7 @@ Tensor bce_backward_into(Tensor, const Tensor &g, const Tensor &self, const Tens
 
 // ---- mse_loss ------------------------------------------------------------------
 Tensor mse_loss_fn(const Tensor &self, const Tensor &target, int64_t reduction) {
+  check_loss_dtype(at::result_type(self, target), "mse_cpu");
   Tensor d = self.sub(target);
   Tensor sq = d.mul(d);
   if (reduction == at::Reduction::Mean) return sq.mean();

@@ -30,8 +30,8 @@ void check_float(const Tensor &t, const char *op) {
 // The CPU's parameter dtypes for layer norm and batch norm (its
 // is_mixed_type / check_mixed_data_type, then its kernels' accessors): the
 // first defined parameter decides; if it has the input's dtype, all must,
-// else all must be float32 and the input float16 or bfloat16. Checked
-// before the input's own dtype, as the CPU does.
+// else all must be float32 and the input float16 or bfloat16. Layer norm
+// checks them before the input's own dtype, as the CPU does.
 void check_param_dtypes(const Tensor &input, std::initializer_list<const std::optional<Tensor> *> params) {
   const Tensor *first = nullptr;
   for (auto *p : params)
@@ -209,8 +209,10 @@ std::tuple<Tensor, Tensor, Tensor> bn_forward(const Tensor &input, const std::op
                                               const std::optional<Tensor> &running_mean,
                                               const std::optional<Tensor> &running_var, bool training,
                                               double momentum, double eps) {
-  check_param_dtypes(input, {&weight, &bias, &running_mean, &running_var});
+  // The CPU's batch_norm dispatches on the input's dtype before its mixed-
+  // type checks of the parameters (layer norm checks them first).
   check_float(input, "batch_norm");
+  check_param_dtypes(input, {&weight, &bias, &running_mean, &running_var});
   TORCH_CHECK(input.dim() >= 2, "batch_norm: expected at least 2-D input, got ", input.dim(), "-D");
   TORCH_CHECK(input.numel() > 0, "input tensor must have at least one element, but got input_sizes = ",
               input.sizes());

@@ -88,6 +88,8 @@ std::optional<CpuKernel> cpu_kernel(nrt_op op) {
     case NRT_OP_SHIFT_LEFT: return CpuKernel{"lshift_cpu", Dtypes::Integral};
     case NRT_OP_SHIFT_RIGHT: return CpuKernel{"rshift_cpu", Dtypes::Integral};
     case NRT_OP_HYPOT: return CpuKernel{"hypot_cpu", Dtypes::Floating};
+    case NRT_OP_ATAN2: return CpuKernel{"atan2_cpu", Dtypes::Floating};
+    case NRT_OP_XLOGY: return CpuKernel{"xlogy_cpu", Dtypes::Floating};
     case NRT_OP_DIV: return CpuKernel{"div_cpu", Dtypes::NoComplexHalf};  // true division promotes the rest
     case NRT_OP_DIV_FLOOR: return CpuKernel{"div_floor_cpu", Dtypes::RealNoBool};
     case NRT_OP_DIV_TRUNC: return CpuKernel{"div_trunc_cpu", Dtypes::RealNoBool};

@@ -65,19 +65,20 @@ void check_dtype(const Tensor &t, Dtypes allowed, const char *op) {
   at::ScalarType st = t.scalar_type();
   bool ok = at::isFloatingType(st) || (allowed == Dtypes::kMax && at::isIntegralType(st, false)) ||
             (allowed == Dtypes::kAvg && st == at::kLong);
-  TORCH_CHECK(ok, "\"", op, "\" not implemented for '", st, "'");
+  TORCH_CHECK_NOT_IMPLEMENTED(ok, "\"", op, "\" not implemented for '", st, "'");
   if (st == at::kDouble) warn_float64_once();
 }
 
 // Checks the input (nsp + 1 or nsp + 2 dims, non-empty non-batch dims) and
-// returns it with a batch dim.
-Tensor batched_input(const Tensor &self, int64_t nsp, const char *op, Dtypes allowed) {
+// returns it with a batch dim. Its dtype is checked by the caller once the
+// sizes are (the CPU checks the window and output sizes before its kernel
+// dispatches on the dtype).
+Tensor batched_input(const Tensor &self, int64_t nsp, const char *op) {
   TORCH_CHECK(self.dim() == nsp + 1 || self.dim() == nsp + 2, op, ": Expected ", nsp + 1, "D or ", nsp + 2,
               "D (batch mode) tensor for input, but got: ", self.sizes());
   for (int64_t j = self.dim() == nsp + 2 ? 1 : 0; j < self.dim(); ++j)
     TORCH_CHECK(self.size(j) > 0, op, ": Expected input's non-batch dimensions to have positive length, but input has "
                 "a shape of ", self.sizes(), " and non-batch dimension ", self.size(j), " has length zero!");
-  check_dtype(self, allowed, op);
   return self.dim() == nsp + 1 ? self.unsqueeze(0) : self;
 }
 
@@ -153,7 +154,7 @@ std::tuple<Tensor, Tensor> max_pool_into(Tensor out, Tensor idx, const Tensor &s
                                          bool ceil_mode) {
   const char *op = nsp == 2 ? "max_pool2d" : "max_pool3d";
   c10::DeviceGuard guard(self.device());
-  Tensor xb = batched_input(self, nsp, op, Dtypes::kMax);
+  Tensor xb = batched_input(self, nsp, op);
   bool unbatched = xb.dim() != self.dim();
   Win w = make_win(nsp, kernel, stride, padding, dilation, op);
   int64_t o[3] = {1, 1, 1};
@@ -162,6 +163,7 @@ std::tuple<Tensor, Tensor> max_pool_into(Tensor out, Tensor idx, const Tensor &s
     TORCH_CHECK(o[j] > 0, "Given input size: (", self.sizes(), "). Calculated output size: (", o[j],
                 "). Output size is too small");
   }
+  check_dtype(self, Dtypes::kMax, op);
   auto shape = out_shape(xb, nsp, o, unbatched);
   Tensor y = output_for(out, shape, self, self.scalar_type());
   Tensor ix = output_for(idx, shape, self, at::kLong);
@@ -211,7 +213,7 @@ Tensor avg_pool_into(Tensor out, const Tensor &self, IntArrayRef kernel, IntArra
                      bool ceil_mode, bool count_include_pad, std::optional<int64_t> divisor) {
   const char *op = nsp == 2 ? "avg_pool2d" : "avg_pool3d";
   c10::DeviceGuard guard(self.device());
-  Tensor xb = batched_input(self, nsp, op, Dtypes::kAvg);
+  Tensor xb = batched_input(self, nsp, op);
   bool unbatched = xb.dim() != self.dim();
   Win w = avg_win(nsp, kernel, stride, padding, divisor, op);
   int64_t o[3] = {1, 1, 1};
@@ -220,6 +222,13 @@ Tensor avg_pool_into(Tensor out, const Tensor &self, IntArrayRef kernel, IntArra
     TORCH_CHECK(o[j] > 0, "Given input size: (", self.sizes(), "). Calculated output size: (", o[j],
                 "). Output size is too small");
   }
+  // ATen's pool3d_shape_check for avg_pool3d: the input must cover the
+  // window without its padding.
+  if (nsp == 3)
+    TORCH_CHECK(xb.size(2) >= w.k[0] && xb.size(3) >= w.k[1] && xb.size(4) >= w.k[2], "input image (T: ", xb.size(2),
+                " H: ", xb.size(3), " W: ", xb.size(4), ") smaller than kernel size (kT: ", w.k[0], " kH: ", w.k[1],
+                " kW: ", w.k[2], ")");
+  check_dtype(self, Dtypes::kAvg, op);
   Tensor result = output_for(out, out_shape(xb, nsp, o, unbatched), self, self.scalar_type());
   Tensor yb = batch_view(result, unbatched);
   launch_pool(NRT_OP(AVG_POOL), w, false, xb, yb, {&yb}, {&xb}, count_include_pad ? 1 : 0, divisor.value_or(0));
@@ -260,10 +269,11 @@ template <int nsp>
 Tensor adaptive_avg_into(Tensor out, const Tensor &self, IntArrayRef output_size) {
   const char *op = nsp == 2 ? "adaptive_avg_pool2d" : "adaptive_avg_pool3d";
   c10::DeviceGuard guard(self.device());
-  Tensor xb = batched_input(self, nsp, op, Dtypes::kFloat);
+  Tensor xb = batched_input(self, nsp, op);
   bool unbatched = xb.dim() != self.dim();
   int64_t o[3];
   adaptive_shape(nsp, output_size, o, op);
+  check_dtype(self, Dtypes::kFloat, op);
   Tensor result = output_for(out, out_shape(xb, nsp, o, unbatched), self, self.scalar_type());
   Tensor yb = batch_view(result, unbatched);
   launch_pool(NRT_OP(AVG_POOL), Win(), true, xb, yb, {&yb}, {&xb});
@@ -287,10 +297,11 @@ template <int nsp>
 std::tuple<Tensor, Tensor> adaptive_max_into(Tensor out, Tensor idx, const Tensor &self, IntArrayRef output_size) {
   const char *op = nsp == 2 ? "adaptive_max_pool2d" : "adaptive_max_pool3d";
   c10::DeviceGuard guard(self.device());
-  Tensor xb = batched_input(self, nsp, op, Dtypes::kFloat);
+  Tensor xb = batched_input(self, nsp, op);
   bool unbatched = xb.dim() != self.dim();
   int64_t o[3];
   adaptive_shape(nsp, output_size, o, op);
+  check_dtype(self, Dtypes::kFloat, op);
   auto shape = out_shape(xb, nsp, o, unbatched);
   Tensor y = output_for(out, shape, self, self.scalar_type());
   Tensor ix = output_for(idx, shape, self, at::kLong);

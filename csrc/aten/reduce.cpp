@@ -132,6 +132,10 @@ std::tuple<Tensor, Tensor> min_dim(const Tensor &self, int64_t dim, bool keepdim
 }
 
 Tensor arg_extreme(const Tensor &self, std::optional<int64_t> dim, bool keepdim, nrt_op op, const char *name) {
+  // ATen's argmax/argmin meta refuses bool and complex inputs first
+  // (RuntimeError), before any check of the reduced dim.
+  TORCH_CHECK(!self.is_complex(), name, "(): does not support complex input");
+  TORCH_CHECK(self.scalar_type() != at::kBool, name, "(): does not support bool input");
   c10::DeviceGuard guard(self.device());
   Tensor input = self;
   Tensor result = at::empty({0}, self.options().dtype(at::kLong));

@@ -213,7 +213,7 @@ Tensor interp_forward(int mode, int64_t nsp, const Tensor &self, IntArrayRef out
       if (self.size(j) == 0) return false;
     return true;
   }(), "Non-empty ", nsp + 2, "D data tensor expected but got a tensor with sizes ", self.sizes());
-  TORCH_CHECK(interp_dtype_ok(mode, self.scalar_type()), "\"", op, "\" not implemented for '", self.scalar_type(),
+  TORCH_CHECK_NOT_IMPLEMENTED(interp_dtype_ok(mode, self.scalar_type()), "\"", op, "\" not implemented for '", self.scalar_type(),
               "'");
   warn_if_double(self);
   c10::DeviceGuard guard(self.device());
@@ -240,7 +240,7 @@ Tensor interp_backward(int mode, int64_t nsp, const Tensor &grad_output, IntArra
     TORCH_CHECK(grad_output.size(j) == want, op, ": Expected grad_output to have size ", want, " at dimension ", j,
                 ", but got size ", grad_output.size(j));
   }
-  TORCH_CHECK(at::isFloatingType(grad_output.scalar_type()), "\"", op, "\" not implemented for '",
+  TORCH_CHECK_NOT_IMPLEMENTED(at::isFloatingType(grad_output.scalar_type()), "\"", op, "\" not implemented for '",
               grad_output.scalar_type(), "'");
   warn_if_double(grad_output);
   c10::DeviceGuard guard(grad_output.device());
@@ -468,8 +468,8 @@ Tensor col2im_into(Tensor out, const Tensor &self, IntArrayRef output_size, IntA
                   (self.dim() == 3 && self.size(1) != 0 && self.size(2) != 0),
               "Expected 2D or 3D (batch mode) tensor for input with possibly 0 batch size and non-zero dimensions "
               "for input, but got: ", self.sizes());
-  TORCH_CHECK(!self.is_complex(), "col2im: complex tensors are not supported on neuron");
-  TORCH_CHECK(self.scalar_type() != at::kBool, "\"col2im_out_cpu\" not implemented for 'Bool'");
+  TORCH_CHECK_NOT_IMPLEMENTED(!self.is_complex(), "col2im: complex tensors are not supported on neuron");
+  TORCH_CHECK_NOT_IMPLEMENTED(self.scalar_type() != at::kBool, "\"col2im_out_cpu\" not implemented for 'Bool'");
   int64_t bd = self.dim() == 3 ? 1 : 0;
   int64_t n_in = self.size(bd), L = self.size(bd + 1);
   TORCH_CHECK(n_in % (f.kw * f.kh) == 0, "Expected size of input's dimension 1 to be divisible by the product of "
@@ -550,7 +550,7 @@ void check_grid_sampler(const Tensor &input, const Tensor &grid, int64_t nsp, in
               interp, " or padding mode ", pad);
   TORCH_CHECK(!(nsp == 3 && interp == NRT_GRID_BICUBIC), "grid_sampler(): bicubic interpolation only supports 4D "
               "input");
-  TORCH_CHECK(at::isFloatingType(input.scalar_type()), "\"grid_sampler_", nsp, "d_cpu\" not implemented for '",
+  TORCH_CHECK_NOT_IMPLEMENTED(at::isFloatingType(input.scalar_type()), "\"grid_sampler_", nsp, "d_cpu\" not implemented for '",
               input.scalar_type(), "'");
   warn_if_double(input);
 }
@@ -660,7 +660,7 @@ void check_fractional(int64_t nsp, const Tensor &self, IntArrayRef kernel, IntAr
     TORCH_CHECK(output_size[j] + kernel[j] - 1 <= in, op, "_out(): pool ", nm, " ", kernel[j],
                 " too large relative to input ", nm, " ", in);
   }
-  TORCH_CHECK(at::isFloatingType(self.scalar_type()), "\"", op, "_out_frame\" not implemented for '",
+  TORCH_CHECK_NOT_IMPLEMENTED(at::isFloatingType(self.scalar_type()), "\"", op, "_out_frame\" not implemented for '",
               self.scalar_type(), "'");
   TORCH_CHECK(self.scalar_type() == samples.scalar_type(), "Expect _random_samples to have the same dtype as input");
   TORCH_CHECK(samples.dim() == 3, "Expect _random_samples to have 3 dimensions, got ", samples.dim());
@@ -710,7 +710,7 @@ Tensor fractional_max_pool_backward_into(Tensor gi, const Tensor &grad_output, c
     resize_out(gi, self.sizes(), self, self.scalar_type());
   }
   const char *op = nsp == 2 ? "fractional_max_pool2d_backward" : "fractional_max_pool3d_backward";
-  TORCH_CHECK(at::isFloatingType(self.scalar_type()), "\"", op, "\" not implemented for '", self.scalar_type(), "'");
+  TORCH_CHECK_NOT_IMPLEMENTED(at::isFloatingType(self.scalar_type()), "\"", op, "\" not implemented for '", self.scalar_type(), "'");
   TORCH_CHECK(self.dim() == nsp + 1 || self.dim() == nsp + 2, op, ": expected ", nsp + 1, "D or ", nsp + 2,
               "D input, got ", self.sizes());
   TORCH_CHECK(grad_output.sizes() == indices.sizes() && grad_output.dim() == self.dim(), op, ": grad_output ",

@@ -658,6 +658,15 @@ std::tuple<Tensor, Tensor> multi_margin_terms(const MarginRows &r, const Scalar 
   return {z, not_y};
 }
 
+// The CPU's kernel dispatch, after its shape checks and its empty-input
+// return, before it reads the targets: a non-floating input raises
+// NotImplementedError there (float16/bfloat16 are computed here, as on CUDA).
+void multi_margin_dtype_check(const Tensor &self) {
+  TORCH_CHECK_NOT_IMPLEMENTED(at::isFloatingType(self.scalar_type()),
+                              "\"multi_margin_loss_cpu_kernel\" not implemented for '",
+                              c10::toString(self.scalar_type()), "'");
+}
+
 void multi_margin_check(const Scalar &p, const std::optional<Tensor> &weight, int64_t c) {
   TORCH_CHECK(p.toLong() == 1 || p.toLong() == 2, "only p == 1 and p == 2 supported");
   TORCH_CHECK(!weight || !weight->defined() || (weight->dim() <= 1 && weight->numel() == c),
@@ -670,6 +679,7 @@ Tensor multi_margin_loss_fn(const Tensor &self, const Tensor &target, const Scal
   MarginRows r = margin_rows(self, target, false);
   multi_margin_check(p, weight, r.c);
   if (r.n == 0 || r.c == 0) return reduce_loss(at::zeros({r.n}, r.x.options()), reduction, self);
+  multi_margin_dtype_check(self);
   auto [z, not_y] = multi_margin_terms(r, margin);
   // the CPU adds a term only `if (z > 0)`: a NaN term is skipped, not NaN
   Tensor h = at::where(z.gt(0), z, at::zeros({}, z.options()));
@@ -686,6 +696,7 @@ Tensor multi_margin_loss_backward_fn(const Tensor &grad_output, const Tensor &se
   MarginRows r = margin_rows(self, target, false);
   multi_margin_check(p, weight, r.c);
   if (r.n == 0 || r.c == 0) return at::zeros(self.sizes(), self.options());
+  multi_margin_dtype_check(self);
   auto [z, not_y] = multi_margin_terms(r, margin);
   Tensor active = not_y.logical_and(z.gt(0));
   Tensor d = p.toLong() == 2 ? z.mul(2.0) : at::ones_like(z);

@@ -99,6 +99,7 @@ void cummin_helper(const Tensor &self, Tensor &values, Tensor &indices, int64_t 
 Tensor logcumsumexp_into(Tensor result, const Tensor &self, int64_t dim) {
   c10::DeviceGuard guard(self.device());
   if (!result.defined()) result = at::empty({0}, self.options());
+  (void)at::maybe_wrap_dim(dim, self.dim());  // IndexError first, as ATen's logcumsumexp checks the dim
   check_floating(self, "logcumsumexp");
   at::native::resize_output(result, self.sizes());
   if (self.numel() == 0) return result;

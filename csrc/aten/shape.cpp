@@ -170,16 +170,21 @@ Tensor constant_pad_nd_fn(const Tensor &self, c10::IntArrayRef pad, const c10::S
   Tensor src = self;
   std::vector<int64_t> lo(l_inp, 0);
   bool any_positive = false;
+  // ATen's two passes: every output size checked first, then the crops of
+  // negative pads as its narrows (a crop longer than what the other side's
+  // pad leaves raises narrow's RuntimeError, as there).
   for (int64_t i = 0; i < l_pad; ++i) {
     int64_t d = l_inp - 1 - i, before = pad[2 * i], after = pad[2 * i + 1];
     int64_t n = shape[d] + before + after;
     TORCH_CHECK(n >= 0, "The input size ", shape[d], ", plus negative padding ", before, " and ", after,
                 " resulted in a negative output size, which is invalid. Check dimension ", d, " of your input.");
-    // crop the source where a pad is negative
-    int64_t start = before < 0 ? -before : 0, stop = shape[d] - (after < 0 ? -after : 0);
-    src = src.narrow(d, start, std::max<int64_t>(stop - start, 0));
+  }
+  for (int64_t d = l_inp - l_pad; d < l_inp; ++d) {
+    int64_t i = l_inp - 1 - d, before = pad[2 * i], after = pad[2 * i + 1];
+    if (before < 0) src = src.narrow(d, -before, src.size(d) + before);
+    if (after < 0) src = src.narrow(d, 0, src.size(d) + after);
     lo[d] = before > 0 ? before : 0;
-    shape[d] = n;
+    shape[d] += before + after;
     any_positive |= before > 0 || after > 0;
   }
   // Only crops: ATen returns a copy of the cropped input without filling
