@@ -11,7 +11,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 import torch_neuronx
-from helpers import assert_no_fallbacks, close_scaled, raises_like_cpu, run_both
+from helpers import TOL_ACCUMULATED, assert_no_fallbacks, close_scaled, raises_like_cpu, run_both, tol_kw
 
 
 # ---- batch norm -----------------------------------------------------------------------
@@ -267,4 +267,38 @@ def test_batch_norm_of_an_integer_input_raises_like_the_cpu(training):
     rm, rv, w = torch.zeros(3), torch.ones(3), torch.ones(3)
     raises_like_cpu(lambda d: F.batch_norm(x.to(d), rm.to(d), rv.to(d), w.to(d), training=training),
                     NotImplementedError)
+    assert_no_fallbacks()
+
+
+# Saved statistics follow the op's meta function (as on CUDA), which a
+# compiled graph is planned from: float32 for a 16-bit input, and in eval
+# mode batch norm's [C] running mean and 1/sqrt(running_var + eps) where the
+# CPU returns empty tensors. The normalised output is the CPU's either way.
+@pytest.mark.parametrize("dt", [torch.bfloat16, torch.float16, torch.float32])
+def test_saved_norm_statistics_follow_the_meta_function(dt):
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    g = torch.Generator().manual_seed(0)
+    x = torch.randn(4, 3, 5, generator=g).to(dt)
+    w, b = torch.randn(5, generator=g).to(dt), torch.randn(5, generator=g).to(dt)
+    rm, rv = torch.randn(3, generator=g), torch.rand(3, generator=g) + 0.5
+    calls = {
+        "layer_norm": lambda d: torch.native_layer_norm(x.to(d), [5], w.to(d), b.to(d), 1e-5),
+        "bn_train": lambda d: torch.native_batch_norm(x.to(d), None, None, rm.to(d), rv.to(d), True, 0.1, 1e-5),
+        "bn_eval": lambda d: torch.native_batch_norm(x.to(d), None, None, rm.to(d), rv.to(d), False, 0.1, 1e-5),
+    }
+    for name, call in calls.items():
+        got, want = call("neuron"), call("cpu")
+        with FakeTensorMode(allow_non_fake_inputs=True):
+            meta = call("neuron")
+        for t, m in zip(got, meta):
+            assert (t.dtype, t.shape) == (m.dtype, m.shape), name
+        torch.testing.assert_close(got[0].cpu(), want[0], **tol_kw(TOL_ACCUMULATED, dt))
+        if name == "bn_eval":
+            torch.testing.assert_close(got[1].cpu(), rm)
+            torch.testing.assert_close(got[2].cpu(), (rv + 1e-5).rsqrt())
+        else:
+            # the CPU's statistics are the float32 ones rounded to the input's dtype
+            torch.testing.assert_close(got[1].cpu().to(want[1].dtype), want[1], **tol_kw(TOL_ACCUMULATED, dt))
+            torch.testing.assert_close(got[2].cpu().to(want[2].dtype), want[2], **tol_kw(TOL_ACCUMULATED, dt))
     assert_no_fallbacks()

@@ -3,6 +3,7 @@
 // passes. Shapes, defaults and errors follow ATen's functions of the same
 // name; the runtime's NORM kernels compute the per-row and per-channel
 // parts, the device's reductions the rest.
+#include <ATen/OpMathType.h>
 #include <ATen/WrapDimUtils.h>
 #include <ATen/ops/empty.h>
 #include <ATen/ops/empty_like.h>
@@ -73,7 +74,10 @@ std::tuple<Tensor, Tensor, Tensor> layer_norm_fn(const Tensor &input, c10::IntAr
   for (int64_t i = axis; i < input.dim(); ++i) n *= input.size(i);
   Tensor x = input.contiguous().view({m, n});
   Tensor y = at::empty(input.sizes(), input.options());
-  at::ScalarType stat_t = input.scalar_type();  // as ATen's CPU kernel returns them
+  // float32 statistics for a 16-bit input, as the meta function and CUDA
+  // keep them (ATen's CPU kernel rounds them to the input's dtype; a
+  // compiled graph is planned from the meta function)
+  at::ScalarType stat_t = at::toOpMathType(input.scalar_type());
   std::vector<int64_t> stat_shape(input.sizes().begin(), input.sizes().begin() + axis);
   stat_shape.resize(input.dim(), 1);
   Tensor mean = at::empty(stat_shape, input.options().dtype(stat_t));
@@ -218,7 +222,9 @@ std::tuple<Tensor, Tensor, Tensor> bn_forward(const Tensor &input, const std::op
               input.sizes());
   c10::DeviceGuard guard(input.device());
   int64_t n = input.size(0), c = input.size(1), s = spatial(input);
-  at::ScalarType st = stat_type(input, {&weight, &bias, &running_mean, &running_var});
+  // Saved statistics in float32 for a 16-bit input whatever the parameters'
+  // dtype, as the meta function (and CUDA) return them.
+  at::ScalarType st = at::toOpMathType(input.scalar_type());
   Tensor x = ncs(input);
   Tensor y = at::empty_like(input, act_options(input));
   bool has_w = defined(weight), has_b = defined(bias);
@@ -249,8 +255,13 @@ std::tuple<Tensor, Tensor, Tensor> bn_forward(const Tensor &input, const std::op
   } else {
     TORCH_CHECK(defined(running_mean) && defined(running_var),
                 "batch_norm: running_mean and running_var must be defined in evaluation mode");
-    mean = at::empty({0}, input.options().dtype(st));
-    invstd = at::empty({0}, input.options().dtype(st));
+    // [C] saved statistics (the running mean and 1/sqrt(running_var +
+    // eps)) as the meta function returns them off the CPU; the CPU's
+    // kernel returns empty ones
+    mean = at::empty({c}, input.options().dtype(st));
+    invstd = at::empty({c}, input.options().dtype(st));
+    put_vec(d.operands[k++], mean);
+    put_vec(d.operands[k++], invstd);
     d.noutputs = k;
     put_ncs(d.operands[k++], x);
     put_vec(d.operands[k++], *running_mean);

@@ -138,6 +138,22 @@ static void run_bn(int64_t N, int64_t C, int64_t S, bool cl, nrt_dtype dt) {
       l.params[1] = 3;
     }
     compare(&l, &y, 1, NULL, 0, what);
+    /* eval with its saved statistics: y unchanged, save_mean = running_mean,
+     * save_invstd = 1/sqrt(running_var + eps) on both paths */
+    {
+      int64_t k = l.ninputs;
+      memmove(&l.operands[3], &l.operands[1], sizeof(nrt_operand) * (size_t)k);
+      op(&l.operands[1], &mean);
+      op(&l.operands[2], &invstd);
+      l.noutputs = 3;
+      buf outs[3] = {y, mean, invstd};
+      compare(&l, outs, 3, NULL, 0, what);
+      for (int64_t c = 0; c < C; c++) {
+        double rmv = nrt_test_get(rm.data, NRT_FLOAT32, c), rvv = nrt_test_get(rvar.data, NRT_FLOAT32, c);
+        CHECK(nrt_test_get(mean.data, NRT_FLOAT32, c) == (float)rmv);
+        CHECK(fabs(nrt_test_get(invstd.data, NRT_FLOAT32, c) - 1.0 / sqrt(rvv + 1e-5)) <= 1e-6);
+      }
+    }
     /* backward, training (batch stats) and eval (running stats), every mask */
     for (int train = 0; train < 2; train++)
       for (int mask = 1; mask < 8; mask++) {

@@ -26,10 +26,6 @@ ops that fell back for every OpInfo); one may say why it still falls back.
 
 _SPARSE = "unsupported: sparse tensors are not supported on the device (README, Not done yet)"
 
-_NORM_STATS = ("bug: meta dtype/shape: the saved mean/rstd of a 16-bit input are 16-bit (the meta function, as "
-               "CUDA, keeps them in float32), and batch_norm in eval mode returns empty saved statistics where "
-               "the meta gives [C]")
-
 KNOWN_GAPS: dict[str, str] = {
     # ---- sparse layouts ----------------------------------------------------------
     "to_sparse": _SPARSE, "sparse.mm.reduce": _SPARSE, "sparse.sampled_addmm": _SPARSE,
@@ -53,9 +49,6 @@ KNOWN_GAPS: dict[str, str] = {
     # ---- outputs whose layout differs from the op's meta function (torch_neuronx.meta_check) --------
     # Values match the CPU; a compiled graph that takes a view of such an output would compute it
     # from the meta layout. Found by the sweep's meta check; each entry is one glue root.
-    **{k: _NORM_STATS for k in ("native_layer_norm", "nn.functional.layer_norm", "nn.functional.instance_norm",
-                                "nn.functional.batch_norm", "native_batch_norm", "_native_batch_norm_legit",
-                                "_batch_norm_with_update")},
     "tensordot@bfloat16": ("bug: meta layout: in the gradient check of a 16-bit sample, a mul's output has "
                            "strides (1, 2) where the meta function gives (2, 1); the mul alone of those layouts "
                            "agrees, the root is not isolated yet"),

@@ -24,8 +24,9 @@
      save_mean[C], save_invstd[C] (1/sqrt(biased var + s0)) and, when       \
      noutputs = 5, running_mean[C], running_var[C] updated in place with   \
      momentum s1 (unbiased var); inputs x, weight?, bias? (1..3) */         \
-  X(BATCH_NORM_EVAL, NORM, 3, 5)      /* sizes {N, C, S}; output y; inputs  \
-     x, running_mean, running_var, weight?, bias? (3..5); s0 eps */         \
+  X(BATCH_NORM_EVAL, NORM, 3, 5)      /* sizes {N, C, S}; output y, or y,   \
+     save_mean[C], save_invstd[C] (running_mean, 1/sqrt(running_var + s0)); \
+     inputs x, running_mean, running_var, weight?, bias? (3..5); s0 eps */  \
   X(BATCH_NORM_BACKWARD, NORM, 4, 5)      /* sizes {N, C, S}; outputs by    \
      p0 mask, in order: bit0 grad_x, bit1 grad_weight (sum dy*xhat), bit2   \
      grad_bias (sum dy); inputs grad_y, x, mean, invstd, weight? (4..5).    \

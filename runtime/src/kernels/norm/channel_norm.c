@@ -741,8 +741,20 @@ nrt_status nrt_channel_norm_run(const nrt_launch *l) {
     if (m < 1 || m > 7 || j.nout != want) return bad(l, "outputs do not match the p0 mask");
   } else if (l->op == NRT_OP(BATCH_NORM) && j.nout != 3 && j.nout != 5) {
     return bad(l, "expected 3 outputs (5 with running statistics)");
-  } else if ((l->op == NRT_OP(GROUP_NORM) && j.nout != 3) || (l->op == NRT_OP(BATCH_NORM_EVAL) && j.nout != 1)) {
+  } else if ((l->op == NRT_OP(GROUP_NORM) && j.nout != 3) ||
+             (l->op == NRT_OP(BATCH_NORM_EVAL) && j.nout != 1 && j.nout != 3)) {
     return bad(l, "wrong number of outputs");
+  }
+  if (l->op == NRT_OP(BATCH_NORM_EVAL) && j.nout == 3) {
+    /* The saved statistics of an eval step are the running mean and
+     * 1/sqrt(running_var + eps): what the op's meta function (and CUDA)
+     * return, so a compiled graph sees the same [C] outputs. O(C), shared
+     * by the fast and reference paths. */
+    double eps = l->scalars[0].f;
+    for (int64_t c = 0; c < g->C; c++) {
+      vstore(j.out[1], c, vload(j.in[1], c));
+      vstore(j.out[2], c, 1.0 / sqrt((double)vload(j.in[2], c) + eps));
+    }
   }
   if (g->C == 0) return NRT_SUCCESS;
   if (nrt_kernels_reference()) return reference(&j);
