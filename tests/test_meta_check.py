@@ -61,3 +61,19 @@ def test_cat_of_channels_last_inputs_stays_channels_last():
     ref = torch.cat([x, x], 1)
     assert got.stride() == ref.stride()
     close(got, ref)
+
+
+# _cdist_backward returns the gradient of the broadcast x1 (autograd sums it
+# to x1's shape), and zeros of x1's own shape when there is nothing to compute,
+# as ATen's kernel and the meta function do; the gradients equal the CPU's.
+@pytest.mark.parametrize("shapes", [((1, 2, 2), (2, 1, 3, 2)), ((0, 4, 5), (3, 5)), ((4, 5), (0, 3, 5))],
+                         ids=["broadcast", "empty x1 batch", "empty x2 batch"])
+def test_cdist_backward_keeps_the_meta_shape(shapes):
+    g = torch.Generator().manual_seed(0)
+    a, b = (torch.randn(s, generator=g, requires_grad=True) for s in shapes)
+    want = torch.autograd.grad(torch.cdist(a, b).sum(), (a, b))
+    ad, bd = (t.detach().to(DEV).requires_grad_() for t in (a, b))
+    with meta_crossref():
+        got = torch.autograd.grad(torch.cdist(ad, bd).sum(), (ad, bd))
+    for gt, wt in zip(got, want):
+        close(gt, wt)

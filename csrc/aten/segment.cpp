@@ -22,6 +22,7 @@
 #include <ATen/ops/scatter_reduce.h>
 #include <ATen/ops/where.h>
 #include <ATen/ops/zeros.h>
+#include <ATen/ops/zeros_like.h>
 #include <c10/core/DeviceGuard.h>
 
 #include "launch/launch.h"
@@ -542,8 +543,11 @@ Tensor cdist_backward_fn(const Tensor &grad, const Tensor &x1, const Tensor &x2,
   TORCH_CHECK(grad.sizes() == c10::IntArrayRef(so) && cdist.sizes() == c10::IntArrayRef(so),
               "_cdist_backward: expected grad and cdist of shape ", c10::IntArrayRef(so), ", got ", grad.sizes(),
               " and ", cdist.sizes());
+  // The gradient of the broadcast x1 (as ATen's kernel and the meta
+  // function return it); autograd sums it to x1's shape. Nothing to
+  // compute: zeros of x1's own shape, as there.
+  if (P == 0 || R == 0 || M == 0 || B == 0) return at::zeros_like(x1);
   Tensor gx = at::empty(s1, x1.options());
-  if (gx.numel() == 0) return at::sum_to(gx, x1.sizes());
   Tensor a = x1.expand(s1).reshape({B, P, M}), b = x2.expand(s2).reshape({B, R, M});
   nrt_launch d = new_launch(NRT_OP(CDIST_BACKWARD), {B, P, R, M});
   d.noutputs = 1;
@@ -556,7 +560,7 @@ Tensor cdist_backward_fn(const Tensor &grad, const Tensor &x1, const Tensor &x2,
   d.compute_dtype = to_nrt_dtype(x1.scalar_type());
   d.scalars[0].f = p;
   launch(x1.device().index(), d);
-  return at::sum_to(gx, x1.sizes());
+  return gx;
 }
 
 Tensor pdist_forward_fn(const Tensor &self, double p) {

@@ -45,20 +45,6 @@ KNOWN_GAPS: dict[str, str] = {
         "other device it accumulates in float16, so the gradient is a few float16 ulps from float64 "
         "(0.0035 at -0.179 in sample 11) where the CPU's is not. Passing acc_dtype=torch.float32 gives "
         "the CPU's accuracy"),
-
-    # ---- outputs whose layout differs from the op's meta function (torch_neuronx.meta_check) --------
-    # Values match the CPU; a compiled graph that takes a view of such an output would compute it
-    # from the meta layout. Found by the sweep's meta check; each entry is one glue root.
-    "tensordot@bfloat16": ("bug: meta layout: in the gradient check of a 16-bit sample, a mul's output has "
-                           "strides (1, 2) where the meta function gives (2, 1); the mul alone of those layouts "
-                           "agrees, the root is not isolated yet"),
-    "tensordot@float16": ("bug: meta layout: in the gradient check of a 16-bit sample, a mul's output has "
-                          "strides (1, 2) where the meta function gives (2, 1); the mul alone of those layouts "
-                          "agrees, the root is not isolated yet"),
-    "cdist": ("bug: meta shape: _cdist_backward of a broadcast batch returns the unbroadcast input's shape "
-              "[1, 2, 2] where the meta function gives the broadcast [2, 1, 2, 2]"),
-    "nn.functional.bilinear": ("bug: meta aliasing: with an empty batch the result does not alias what the "
-                               "meta function's result aliases (outputs_alias_inputs check)"),
 }
 
 
