@@ -4,7 +4,7 @@ are in test_complex.py, addr in test_nn.py."""
 import pytest
 import torch
 
-from helpers import assert_no_fallbacks, close
+from helpers import assert_no_fallbacks, close, raises_like_cpu
 
 
 @pytest.mark.parametrize("m,k,n", [(1, 1, 1), (17, 33, 65), (128, 64, 256)])
@@ -51,3 +51,59 @@ def test_alpha_zero_ignores_the_product_where_the_cpu_does(dtype, n):
         ref = 2 * bc if (dtype == torch.bfloat16 and k == 3 and n == 40) else want
         torch.testing.assert_close(got[fin].float(), ref[fin].float(), rtol=1e-2, atol=1e-2, msg=str(k))
     assert_no_fallbacks()
+
+
+# bmm's meta checks shapes only and gives the result batch2's dtype; the
+# CPU's kernel compares the operands' dtypes only when it has products to
+# compute, so empty results and K = 0 take mixed dtypes (also through einsum
+# and matmul). baddbmm's meta first expands self, then wants self's dtype
+# to be batch1's.
+@pytest.mark.parametrize("case", [
+    ("bmm empty M", lambda d: torch.bmm(torch.ones(2, 0, 3, dtype=torch.double, device=d), torch.ones(2, 3, 4, device=d))),
+    ("bmm K=0", lambda d: torch.bmm(torch.ones(2, 3, 0, dtype=torch.uint8, device=d), torch.ones(2, 0, 4, device=d))),
+    ("bmm empty batch", lambda d: torch.bmm(torch.ones(0, 3, 2, dtype=torch.half, device=d),
+                                            torch.ones(0, 2, 4, device=d))),
+    ("baddbmm K=0", lambda d: torch.baddbmm(torch.ones(2, 3, 4, device=d), torch.ones(2, 3, 0, device=d),
+                                            torch.ones(2, 0, 4, dtype=torch.double, device=d), beta=0.5)),
+    ("einsum K=0", lambda d: torch.einsum("ij,jk->ik", torch.ones(2, 0, dtype=torch.double, device=d),
+                                          torch.ones(0, 8, device=d))),
+    ("bool empty", lambda d: torch.bmm(torch.ones(1, 0, 3, dtype=torch.bool, device=d),
+                                       torch.ones(1, 3, 4, dtype=torch.bool, device=d))),
+    ("addbmm no batch", lambda d: torch.addbmm(torch.ones(2, 4, device=d), torch.ones(0, 2, 3, dtype=torch.uint8,
+                                                                                     device=d),
+                                               torch.ones(0, 3, 4, device=d), beta=0.5)),
+], ids=lambda c: c[0])
+def test_bmm_of_mixed_dtypes_without_products_is_computed_like_the_cpu(case):
+    got, want = case[1]("neuron"), case[1]("cpu")
+    assert got.dtype == want.dtype
+    torch.testing.assert_close(got.cpu(), want)
+    assert_no_fallbacks()
+
+
+@pytest.mark.parametrize("case", [
+    ("bmm mixed", lambda d: torch.bmm(torch.ones(2, 3, 2, dtype=torch.uint8, device=d), torch.ones(2, 2, 4, device=d)),
+     RuntimeError),
+    ("baddbmm self dtype", lambda d: torch.baddbmm(torch.ones(2, 0, 4, device=d),
+                                                   torch.ones(2, 0, 2, dtype=torch.double, device=d),
+                                                   torch.ones(2, 2, 4, device=d)), RuntimeError),
+    ("baddbmm 1-d batch1", lambda d: torch.baddbmm(torch.ones(2, 0, 4, device=d), torch.ones(2, device=d),
+                                                   torch.ones(2, 2, 4, device=d)), IndexError),
+    ("baddbmm self shape", lambda d: torch.baddbmm(torch.ones(3, 3, 4, device=d), torch.ones(2, 3, 2, device=d),
+                                                   torch.ones(2, 2, 4, device=d)), RuntimeError),
+    ("bmm bool", lambda d: torch.bmm(torch.ones(1, 2, 3, dtype=torch.bool, device=d),
+                                     torch.ones(1, 3, 4, dtype=torch.int8, device=d)), NotImplementedError),
+    ("mm bool", lambda d: torch.mm(torch.ones(2, 3, dtype=torch.bool, device=d),
+                                   torch.ones(3, 4, dtype=torch.bool, device=d)), NotImplementedError),
+    ("addmm bool", lambda d: torch.addmm(torch.ones(2, 4, dtype=torch.bool, device=d),
+                                         torch.ones(2, 3, dtype=torch.bool, device=d),
+                                         torch.ones(3, 4, dtype=torch.bool, device=d)), NotImplementedError),
+    ("bmm out dtype", lambda d: torch.bmm(torch.ones(1, 0, 3, device=d), torch.ones(1, 3, 4, device=d),
+                                          out=torch.ones(1, 0, 4, dtype=torch.double, device=d)), RuntimeError),
+    ("baddbmm_ self dtype", lambda d: torch.ones(0, 1, 1, dtype=torch.bfloat16, device=d).baddbmm_(
+        torch.ones(0, 1, 1, dtype=torch.bfloat16, device=d), torch.ones(0, 1, 1, device=d)), RuntimeError),
+    ("addbmm no batch, int self, fractional beta", lambda d: torch.addbmm(
+        torch.ones(2, 4, dtype=torch.long, device=d), torch.ones(0, 2, 3, dtype=torch.long, device=d),
+        torch.ones(0, 3, 4, dtype=torch.long, device=d), beta=0.5), RuntimeError),
+], ids=lambda c: c[0] if isinstance(c, tuple) else "")
+def test_bmm_checks_in_the_cpus_order(case):
+    raises_like_cpu(case[1], case[2])

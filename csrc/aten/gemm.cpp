@@ -111,6 +111,27 @@ void launch_gemm(const Tensor &c, const Tensor &a, const Tensor &b, const Tensor
   launch(c.device().index(), d);
 }
 
+// The CPU's GEMM kernels dispatch over every dtype but bool, and only when
+// there are products to compute (an empty result or K = 0 returns first):
+// NotImplementedError naming the CPU's kernel, as there.
+void check_gemm_dtype(const Tensor &a, int64_t outputs, int64_t k, const char *cpu_kernel) {
+  if (outputs != 0 && k != 0)
+    TORCH_CHECK_NOT_IMPLEMENTED(a.scalar_type() != at::kBool, "\"", cpu_kernel, "\" not implemented for 'Bool'");
+}
+
+// A structured op's out= (or in-place self) must already have the result's
+// dtype, as ATen's generated wrappers check before the kernel runs.
+void check_out_dtype(const Tensor &out, const Tensor &self, const at::TensorOptions &result) {
+  if (!out.defined()) return;
+  if (self.defined() && out.is_same(self)) {
+    TORCH_CHECK(out.dtype() == result.dtype(), "Bad in-place call: input tensor dtype ", out.dtype(),
+                " and output tensor dtype ", result.dtype(), " should match");
+  } else {
+    TORCH_CHECK(out.dtype() == result.dtype(), "Expected out tensor to have dtype ", result.dtype(), ", but got ",
+                out.dtype(), " instead");
+  }
+}
+
 void check_mm(const Tensor &a, const Tensor &b, const char *an, const char *bn) {
   TORCH_CHECK(a.dim() == 2, an, " must be a matrix, got ", a.dim(), "-D tensor");
   TORCH_CHECK(b.dim() == 2, bn, " must be a matrix, got ", b.dim(), "-D tensor");
@@ -131,6 +152,7 @@ Tensor &mm_into(Tensor &out, const Tensor &a, const Tensor &b, const Tensor *bia
                 ", but got ", out.scalar_type(), " instead");
     out.resize_({a.size(0), b.size(1)});
   }
+  check_gemm_dtype(a, out.numel(), a.size(1), "addmm_impl_cpu_");
   Tensor bias3;
   if (bias && bias->defined() && !is_zero(beta)) {
     bias3 = bias->expand({a.size(0), b.size(1)}).unsqueeze(0);
@@ -175,27 +197,35 @@ Tensor addmm_into(Tensor out, const Tensor &self, const Tensor &m1, const Tensor
   return mm_into(out, m1, m2, &self, beta, alpha);
 }
 
+// ATen's bmm/baddbmm meta checks the shapes only; the result takes
+// batch2's dtype, and the CPU's kernel compares the operands' dtypes only
+// when it has products to compute (an empty result, or K = 0, takes mixed
+// dtypes: einsum and matmul of empty operands too).
 void check_bmm(const Tensor &a, const Tensor &b) {
   TORCH_CHECK(a.dim() == 3, "batch1 must be a 3D tensor");
   TORCH_CHECK(b.dim() == 3, "batch2 must be a 3D tensor");
-  TORCH_CHECK(a.size(0) == b.size(0), "batch1 and batch2 must have same number of batches, got ", a.size(0), " and ",
-              b.size(0));
-  TORCH_CHECK(a.size(2) == b.size(1), "Expected size for first two dimensions of batch2 tensor to be: [", a.size(0),
-              ", ", a.size(2), "] but got: [", b.size(0), ", ", b.size(1), "].");
-  check_same_dtype(a, b, "batch1 and batch2");
+  TORCH_CHECK(b.size(0) == a.size(0) && b.size(1) == a.size(2), "Expected size for first two dimensions of batch2 "
+              "tensor to be: [", a.size(0), ", ", a.size(2), "] but got: [", b.size(0), ", ", b.size(1), "].");
+  // the CPU's kernel dispatches on batch1's dtype, then reads batch2 as it
+  check_gemm_dtype(a, a.size(0) * a.size(1) * b.size(2), a.size(2), "bmm");
+  if (a.size(0) * a.size(1) * b.size(2) != 0 && a.size(2) != 0) check_same_dtype(a, b, "batch1 and batch2");
 }
 Tensor &bmm_into(Tensor &out, const Tensor &a, const Tensor &b, const Tensor *bias, const Scalar &beta,
                  const Scalar &alpha) {
   c10::DeviceGuard guard(a.device());
   std::vector<int64_t> shape{a.size(0), a.size(1), b.size(2)};
   if (!out.defined()) {
-    out = at::empty(shape, a.options());
+    out = at::empty(shape, b.options());
   } else {
     out.resize_(shape);
   }
   Tensor bias3;
   if (bias && bias->defined() && !is_zero(beta)) {
     bias3 = bias->expand(shape);
+  }
+  if (a.size(2) == 0 && a.scalar_type() != b.scalar_type()) {  // no product: mixed dtypes allowed
+    fill_without_product(out, bias3, beta);
+    return out;
   }
   if (cpu_skips_product(a, alpha, true, a.size(1) * a.size(2) * b.size(2))) {
     fill_without_product(out, bias3, beta);
@@ -210,11 +240,18 @@ Tensor &bmm_into(Tensor &out, const Tensor &a, const Tensor &b, const Tensor *bi
 }
 Tensor bmm_only_into(Tensor out, const Tensor &a, const Tensor &b) {
   check_bmm(a, b);
+  check_out_dtype(out, Tensor(), b.options());
   return bmm_into(out, a, b, nullptr, 0, 1);
 }
 Tensor baddbmm_into(Tensor out, const Tensor &self, const Tensor &a, const Tensor &b, const Scalar &beta,
                     const Scalar &alpha) {
+  // ATen's baddbmm meta: self must expand to the result, and have batch1's
+  // dtype, before the shape checks of the batches
+  (void)at::expand_size(self, {a.size(0), a.size(1), b.size(2)}, "baddbmm");
+  TORCH_CHECK(self.dtype() == a.dtype(), "Input dtypes must be the same, got: input ", self.dtype(), ", batch1: ",
+              a.dtype(), ", batch2: ", b.dtype());
   check_bmm(a, b);
+  check_out_dtype(out, self, b.options());
   return bmm_into(out, a, b, &self, beta, alpha);
 }
 

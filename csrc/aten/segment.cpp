@@ -225,8 +225,17 @@ void addbmm_check(const Tensor &b1, const Tensor &b2) {
               b2.size(1), "x", b2.size(2), ")");
 }
 Tensor addbmm_into(Tensor, const Tensor &self, const Tensor &b1, const Tensor &b2, const Scalar &beta, const Scalar &alpha) {
+  // ATen's addbmm_out: self expands to the result first; with no batch the
+  // result is beta * self in self's dtype (the batches' dtypes unread)
+  auto b_self = at::expand_size(self, {b1.size(1), b2.size(2)}, "addbmm_out");
   addbmm_check(b1, b2);
   int64_t bs = b1.size(0), n = b1.size(1), k = b1.size(2), p = b2.size(2);
+  if (bs == 0) {
+    Tensor r = b_self->clone(at::MemoryFormat::Contiguous);
+    bool zero_beta = beta.isComplex() ? beta.toComplexDouble() == c10::complex<double>(0, 0)
+                                      : beta.isIntegral(true) ? beta.toLong() == 0 : beta.toDouble() == 0.0;
+    return zero_beta ? r.zero_() : r.mul_(beta);
+  }
   Tensor a = b1.permute({1, 0, 2}).reshape({n, bs * k});
   Tensor b = b2.reshape({bs * k, p});
   return at::addmm(self.expand({n, p}), a, b, beta, alpha);
