@@ -448,3 +448,20 @@ def test_complex_from_parts_takes_a_0d_cpu_tensor_as_a_value(fn):
     want, got = fn(a, s), fn(a.to("neuron"), s)
     assert got.device.type == "neuron"
     torch.testing.assert_close(got.cpu(), want)
+
+
+# addr of complex operands (the scaled addcmul kernel is real): composed of
+# native complex ops, beta = 0 ignoring self, in place too.
+@pytest.mark.parametrize("kw", [{}, {"beta": 0}, {"beta": 2 - 1j, "alpha": 0.5j}], ids=["default", "beta0", "complex"])
+def test_addr_of_complex_operands_matches_the_cpu(kw):
+    g = torch.Generator().manual_seed(0)
+    s, v1, v2 = (torch.randn(*sh, dtype=torch.complex64, generator=g) for sh in ((3, 4), (3,), (4,)))
+    if "beta" in kw and kw["beta"] == 0:
+        s[0, 0] = complex(float("nan"), 0)
+    want = torch.addr(s, v1, v2, **kw)
+    got = torch.addr(s.to("neuron"), v1.to("neuron"), v2.to("neuron"), **kw)
+    torch.testing.assert_close(got.cpu(), want)
+    ref = s.clone().addr_(v1, v2, **kw)
+    dev = s.to("neuron").addr_(v1.to("neuron"), v2.to("neuron"), **kw)
+    torch.testing.assert_close(dev.cpu(), ref)
+    assert_no_fallbacks()

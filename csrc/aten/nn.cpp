@@ -346,6 +346,15 @@ Tensor addr_into(Tensor out, const Tensor &self, const Tensor &v1, const Tensor 
   // Converted to the result dtype itself, as the CPU's addr kernel does
   // (float16 refuses alpha=1e30, which addmm's float32 math type takes).
   nrt_scalar b = checked_scalar(beta, rt), a = checked_scalar(alpha, rt);
+  if (at::isComplexType(rt)) {
+    // The scaled addcmul kernel is real: complex composes the runtime's
+    // complex elementwise ops (beta == 0 still ignores self, NaN included)
+    bool ignore_self = beta.toComplexDouble() == c10::complex<double>(0, 0);
+    Tensor r = col.to(rt).mul(v2.to(rt)).mul(alpha);
+    if (!ignore_self) r = s.to(rt).mul(beta).add(r);
+    iter.output().copy_(r);
+    return iter.output();
+  }
   bool ignore_self = fdom ? beta.toDouble() == 0.0 : beta.toLong() == 0;
   launch_iter(iter, NRT_OP(SCALED_ADDCMUL), {b, a}, {ignore_self});
   return iter.output();
