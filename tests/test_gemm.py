@@ -104,6 +104,8 @@ def test_bmm_of_mixed_dtypes_without_products_is_computed_like_the_cpu(case):
     ("addbmm no batch, int self, fractional beta", lambda d: torch.addbmm(
         torch.ones(2, 4, dtype=torch.long, device=d), torch.ones(0, 2, 3, dtype=torch.long, device=d),
         torch.ones(0, 3, 4, dtype=torch.long, device=d), beta=0.5), RuntimeError),
+    ("addmm_ into an expanded self", lambda d: torch.ones(1, 2, device=d).expand(2, 2).addmm_(
+        torch.ones(2, 3, device=d), torch.ones(3, 2, device=d)), RuntimeError),
 ], ids=lambda c: c[0] if isinstance(c, tuple) else "")
 def test_bmm_checks_in_the_cpus_order(case):
     raises_like_cpu(case[1], case[2])

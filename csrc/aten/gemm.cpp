@@ -3,6 +3,7 @@
 // (transposed views need no copy: the runtime packs them).
 #include <ATen/OpMathType.h>
 #include <ATen/ExpandUtils.h>
+#include <ATen/MemoryOverlap.h>
 #include <ATen/TensorIterator.h>
 #include <ATen/native/Resize.h>
 #include <ATen/ops/bmm.h>
@@ -192,8 +193,10 @@ Tensor addmm_into(Tensor out, const Tensor &self, const Tensor &m1, const Tensor
   // In place the GEMM reads bias and writes C through the same memory,
   // element by element after the full dot product, which is safe; but self
   // cannot grow to the output shape.
-  if (out.is_same(self))
+  if (out.is_same(self)) {
     TORCH_CHECK(self.sizes() == c10::IntArrayRef({m1.size(0), m2.size(1)}), "addmm_: self must have the output shape");
+    at::assert_no_internal_overlap(self);  // as the CPU's addmm_ (an expanded self would alias its results)
+  }
   return mm_into(out, m1, m2, &self, beta, alpha);
 }
 
