@@ -67,6 +67,12 @@ def test_alpha_zero_ignores_the_product_where_the_cpu_does(dtype, n):
                                             torch.ones(2, 0, 4, dtype=torch.double, device=d), beta=0.5)),
     ("einsum K=0", lambda d: torch.einsum("ij,jk->ik", torch.ones(2, 0, dtype=torch.double, device=d),
                                           torch.ones(0, 8, device=d))),
+    ("addmm K=0 scales self in place", lambda d: torch.addmm(
+        torch.tensor([[3]], device=d), torch.empty(3, 0, dtype=torch.long, device=d),
+        torch.empty(0, 3, dtype=torch.long, device=d), beta=2)),
+    ("baddbmm_ K=0", lambda d: torch.ones(2, 3, 3, dtype=torch.bfloat16, device=d).baddbmm_(
+        torch.empty(2, 3, 0, dtype=torch.bfloat16, device=d), torch.empty(2, 0, 3, dtype=torch.bfloat16, device=d),
+        beta=0.3)),
     ("bool empty", lambda d: torch.bmm(torch.ones(1, 0, 3, dtype=torch.bool, device=d),
                                        torch.ones(1, 3, 4, dtype=torch.bool, device=d))),
     ("addbmm no batch", lambda d: torch.addbmm(torch.ones(2, 4, device=d), torch.ones(0, 2, 3, dtype=torch.uint8,
@@ -104,6 +110,12 @@ def test_bmm_of_mixed_dtypes_without_products_is_computed_like_the_cpu(case):
     ("addbmm no batch, int self, fractional beta", lambda d: torch.addbmm(
         torch.ones(2, 4, dtype=torch.long, device=d), torch.ones(0, 2, 3, dtype=torch.long, device=d),
         torch.ones(0, 3, 4, dtype=torch.long, device=d), beta=0.5), RuntimeError),
+    ("addmm K=0 int, fractional beta", lambda d: torch.addmm(
+        torch.tensor([[3]], device=d), torch.empty(3, 0, dtype=torch.long, device=d),
+        torch.empty(0, 3, dtype=torch.long, device=d), beta=0.5), RuntimeError),
+    ("linear bool K=0 with bias", lambda d: torch.nn.functional.linear(
+        torch.empty(2, 0, dtype=torch.bool, device=d), torch.empty(6, 0, dtype=torch.bool, device=d),
+        torch.ones(6, dtype=torch.bool, device=d)), RuntimeError),
     ("addmm_ into an expanded self", lambda d: torch.ones(1, 2, device=d).expand(2, 2).addmm_(
         torch.ones(2, 3, device=d), torch.ones(3, 2, device=d)), RuntimeError),
 ], ids=lambda c: c[0] if isinstance(c, tuple) else "")

@@ -83,6 +83,20 @@ void fill_without_product(Tensor &out, const Tensor &bias, const Scalar &beta) {
   else out.zero_();
 }
 
+// The CPU's GEMMs with K = 0 (nothing to multiply): an empty result is
+// returned as is; otherwise zeros (beta == 0, or no bias), or the bias
+// copied in and scaled in place by beta, so a fractional beta refuses an
+// integer result there as on the CPU (result.mul_(beta)).
+void fill_k0(Tensor &out, const Tensor &bias, const Scalar &beta) {
+  if (out.numel() == 0) return;
+  if (!bias.defined() || is_zero(beta)) {
+    out.zero_();
+    return;
+  }
+  if (!(bias.data_ptr() == out.data_ptr() && bias.strides() == out.strides())) out.copy_(bias);
+  out.mul_(beta);
+}
+
 // C[b] = alpha * A[b] @ B[b] + beta * bias[b]; all operands are 3-d views
 // (batch, rows, cols); `bias` may be undefined.
 void launch_gemm(const Tensor &c, const Tensor &a, const Tensor &b, const Tensor &bias, const Scalar &alpha,
@@ -158,12 +172,12 @@ Tensor &mm_into(Tensor &out, const Tensor &a, const Tensor &b, const Tensor *bia
   if (bias && bias->defined() && !is_zero(beta)) {
     bias3 = bias->expand({a.size(0), b.size(1)}).unsqueeze(0);
   }
-  if (cpu_skips_product(a, alpha, false, 0)) {
-    fill_without_product(out, bias3.defined() ? bias3.squeeze(0) : bias3, beta);
+  if (a.size(1) == 0) {
+    fill_k0(out, bias3.defined() ? bias3.squeeze(0) : bias3, beta);
     return out;
   }
-  if (a.size(1) == 0 && !bias3.defined()) {
-    out.zero_();
+  if (cpu_skips_product(a, alpha, false, 0)) {
+    fill_without_product(out, bias3.defined() ? bias3.squeeze(0) : bias3, beta);
     return out;
   }
   launch_gemm(out.unsqueeze(0), a.unsqueeze(0), b.unsqueeze(0), bias3, alpha, beta);
@@ -226,16 +240,12 @@ Tensor &bmm_into(Tensor &out, const Tensor &a, const Tensor &b, const Tensor *bi
   if (bias && bias->defined() && !is_zero(beta)) {
     bias3 = bias->expand(shape);
   }
-  if (a.size(2) == 0 && a.scalar_type() != b.scalar_type()) {  // no product: mixed dtypes allowed
-    fill_without_product(out, bias3, beta);
+  if (a.size(2) == 0) {  // no product (mixed dtypes allowed)
+    fill_k0(out, bias3, beta);
     return out;
   }
   if (cpu_skips_product(a, alpha, true, a.size(1) * a.size(2) * b.size(2))) {
     fill_without_product(out, bias3, beta);
-    return out;
-  }
-  if (a.size(2) == 0 && !bias3.defined()) {
-    out.zero_();
     return out;
   }
   launch_gemm(out, a, b, bias3, alpha, beta);
