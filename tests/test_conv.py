@@ -253,3 +253,68 @@ def test_conv_refuses_a_bool_input_before_comparing_dtypes():
     raises_like_cpu(lambda d: F.conv1d(x.to(d), w.to(d)), NotImplementedError)
     raises_like_cpu(lambda d: F.conv1d(x.float().to(d), w.to(d)), RuntimeError)
     assert_no_fallbacks()
+
+
+# A transposed convolution whose output would have a size below 1 is the
+# CPU's RuntimeError from its shape check, made before its kernel refuses
+# the dtype (a bool input too); 1-d reports itself as 2-d with height 1.
+@pytest.mark.parametrize("fn,xs,ws,kw", [
+    (F.conv_transpose1d, (1, 4, 1), (4, 1, 1), dict(padding=2)),
+    (F.conv_transpose2d, (1, 1, 2, 2), (1, 1, 1, 1), dict(padding=(2, 1))),
+    (F.conv_transpose3d, (1, 1, 2, 2, 2), (1, 1, 1, 1, 1), dict(padding=(0, 2, 0))),
+])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bool, torch.int32])
+def test_conv_transpose_refuses_an_output_below_one_like_the_cpu(fn, xs, ws, kw, dtype):
+    x, w = torch.ones(xs, dtype=dtype), torch.ones(ws, dtype=dtype)
+    cpu, dev = raises_like_cpu(lambda d: fn(x.to(d), w.to(d), **kw), RuntimeError)
+    assert str(dev) == str(cpu)
+    assert_no_fallbacks()
+
+
+# An output size of exactly 0: the CPU's native path refuses it (float16,
+# float64, integers), its oneDNN path (bfloat16 always) returns the empty
+# result, as neuron does for bfloat16 and float32.
+def test_conv_transpose_output_size_zero_follows_the_cpu_path():
+    x, w = torch.ones(2, 1, 2), torch.ones(1, 2, 2)
+    raises_like_cpu(lambda d: F.conv_transpose1d(x.double().to(d), w.double().to(d), padding=2, dilation=2),
+                    RuntimeError)
+    want = F.conv_transpose1d(x.bfloat16(), w.bfloat16(), padding=2, dilation=2)
+    got = F.conv_transpose1d(x.bfloat16().neuron(), w.bfloat16().neuron(), padding=2, dilation=2)
+    assert got.shape == want.shape == (2, 2, 0) and got.dtype == want.dtype
+    assert F.conv_transpose1d(x.neuron(), w.neuron(), padding=2, dilation=2).shape == (2, 2, 0)
+    assert_no_fallbacks()
+
+
+@pytest.mark.parametrize("fn,xs,ws", [(F.conv3d, (1, 1, 2, 2, 2), (1, 1, 1, 1, 1)),
+                                      (F.conv_transpose2d, (1, 1, 2, 2), (1, 1, 1, 1)),
+                                      (F.conv_transpose3d, (1, 1, 2, 2, 2), (1, 1, 1, 1, 1))])
+def test_conv_dtype_refusal_names_the_cpu_kernel(fn, xs, ws):
+    x, w = torch.ones(xs, dtype=torch.bool), torch.ones(ws, dtype=torch.bool)
+    cpu, dev = raises_like_cpu(lambda d: fn(x.to(d), w.to(d)), NotImplementedError)
+    assert str(dev).startswith(str(cpu))
+
+
+# The CPU's transposed and dilated kernels take int64 as their only integer
+# type (NotImplementedError at the op for int32 and the narrower ones); its
+# plain kernels convolve every integer type.
+@pytest.mark.parametrize("dtype", [torch.uint8, torch.int8, torch.int16, torch.int32, torch.int64])
+@pytest.mark.parametrize("fn,xs,ws,kw", [
+    (F.conv1d, (1, 1, 6), (1, 1, 2), dict(dilation=2)),
+    (F.conv2d, (1, 1, 5, 5), (1, 1, 2, 2), dict(dilation=(1, 2))),
+    (F.conv3d, (1, 1, 4, 4, 4), (1, 1, 2, 2, 2), dict(dilation=2)),
+    (F.conv_transpose1d, (1, 1, 4), (1, 1, 2), {}),
+    (F.conv_transpose2d, (1, 1, 3, 3), (1, 1, 2, 2), dict(stride=2)),
+    (F.conv_transpose3d, (1, 1, 2, 2, 2), (1, 1, 2, 2, 2), {}),
+    (F.conv2d, (1, 2, 5, 5), (2, 1, 2, 2), dict(groups=2, stride=2)),
+])
+def test_conv_integer_dtypes_as_the_cpu_kernels_take_them(dtype, fn, xs, ws, kw):
+    g = torch.Generator().manual_seed(0)
+    x, w = torch.randint(0, 4, xs, generator=g).to(dtype), torch.randint(0, 3, ws, generator=g).to(dtype)
+    try:
+        want = fn(x, w, **kw)
+    except NotImplementedError:
+        raises_like_cpu(lambda d: fn(x.to(d), w.to(d), **kw), NotImplementedError)
+    else:
+        got = fn(x.neuron(), w.neuron(), **kw)
+        assert got.dtype == want.dtype and torch.equal(got.cpu(), want)
+    assert_no_fallbacks()

@@ -150,3 +150,14 @@ def test_fill_value_out_of_range_raises_like_the_cpu(case):
         fn("cpu")
     with pytest.raises(type(cpu.value), match="without overflow"):
         fn("neuron")
+
+
+# fill_ and zero_ are idempotent, so the CPU allows an expanded self.
+def test_fill_and_zero_of_an_expanded_tensor():
+    for value in (7, 2.5):
+        x = torch.zeros(2, device="neuron")
+        x[:1].expand(3, 2).fill_(value)
+        assert torch.equal(x.cpu(), torch.tensor([float(value), 0.0]))
+    x.expand(4, 2).zero_()
+    assert torch.equal(x.cpu(), torch.zeros(2))
+    assert_no_fallbacks()

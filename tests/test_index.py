@@ -134,3 +134,21 @@ def test_index_put_checks_indices_before_the_value_dtype(case):
     cls = RuntimeError if case == "dtype only" else IndexError
     raises_like_cpu(lambda d: self_.to(d).index_put_(tuple(i.to(d) for i in idx), value.to(d)), cls)
     assert_no_fallbacks()
+
+
+# masked_fill_ on an expanded (internally overlapping) self: the CPU only
+# warns, and an element takes the value when any of its aliases is masked.
+@pytest.mark.parametrize("dtype", [torch.float32, torch.int16, torch.bool])
+def test_masked_fill_on_an_expanded_self_fills_where_any_alias_is_masked(dtype):
+    mask = torch.tensor([[True, False, False, False], [False] * 4, [False, False, True, False]])
+    got = {}
+    for dev in ("cpu", "neuron"):
+        base = torch.zeros(3, 1, dtype=dtype, device=dev)
+        with pytest.warns(UserWarning, match="expanded tensors is deprecated"):
+            base.expand(3, 4).masked_fill_(mask.to(dev), 1)
+        row = torch.zeros(4, dtype=dtype, device=dev)
+        row.expand(2, 4).masked_fill_(torch.tensor([True, False, False, True], device=dev), 1)
+        got[dev] = (base.cpu(), row.cpu())
+    for a, b in zip(got["neuron"], got["cpu"]):
+        assert torch.equal(a, b)
+    assert_no_fallbacks()

@@ -207,6 +207,38 @@ def test_reflection_replication_pad(mode, shape, pad):
     assert_no_fallbacks()
 
 
+# Reflection/replication padding checks its input and output sizes as the
+# CPU's meta functions do, in their order and with their class (negative
+# padding may crop; a 2-d/3-d output is refused only when every dim is < 1,
+# and then a negative dim is the allocation's error), then refuses bool as
+# its kernels do (NotImplementedError).
+@pytest.mark.parametrize("mode,shape,pad", [
+    ("replicate", (1, 2, 1), (-1, 0)),
+    ("reflect", (1, 2, 3), (-1, -2)),
+    ("reflect", (1, 2, 3), (3, 0)),
+    ("reflect", (1, 2, 3, 3), (0, 0, 1, 3)),
+    ("reflect", (1, 2, 3, 3), (-3, 0, 1, 1)),
+    ("replicate", (1, 2, 3, 3), (-3, -1, 0, 0)),
+    ("replicate", (1, 2, 3, 3), (-2, 0, -3, -1)),
+    ("replicate", (1, 2, 3, 3, 3), (-2, 0, -3, -1, 0, -3)),
+    ("reflect", (1, 2, 3, 3, 3), (-2, -1, -3, -1, 0, -3)),
+    ("reflect", (2, 0, 3), (1, 1)),
+    ("replicate", (0, 2, 3), (1, 1)),
+])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bool])
+def test_reflection_replication_pad_checks_sizes_like_the_cpu(mode, shape, pad, dtype):
+    x = torch.randn(*shape).to(dtype)
+    try:
+        want = F.pad(x, pad, mode=mode)
+    except (RuntimeError, NotImplementedError) as e:
+        raises_like_cpu(lambda d: F.pad(x.to(d), pad, mode=mode), type(e))
+    else:
+        got = F.pad(x.neuron(), pad, mode=mode)
+        assert got.shape == want.shape and torch.equal(got.cpu(), want)
+    assert_no_fallbacks()
+
+
+
 def _same_nonfinite(dev, ref):
     dev = dev.cpu()
     assert torch.equal(dev.isnan(), ref.isnan()), (dev, ref)

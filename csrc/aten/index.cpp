@@ -7,6 +7,7 @@
 #include <ATen/TensorUtils.h>
 #include <ATen/ops/aminmax.h>
 #include <ATen/ExpandUtils.h>
+#include <ATen/MemoryOverlap.h>
 #include <ATen/TensorIterator.h>
 #include <ATen/WrapDimUtils.h>
 #include <ATen/core/Reduction.h>
@@ -288,6 +289,26 @@ Tensor &masked_fill_scalar(Tensor &self, const Tensor &mask, const Scalar &value
   // converted (and range-checked) as the CPU's masked_fill kernel does; a
   // one-element fill alone would not check a float16 value
   Tensor v = at::empty({}, self.options()).fill_(converted_scalar(value, self.scalar_type()));
+  if (at::has_internal_overlap(self) == at::MemOverlap::Yes) {
+    // ATen's masked_fill_ only warns for an expanded self, and its kernel
+    // writes the value wherever the mask is set, so an element takes it when
+    // any of its aliases is masked: fill the distinct elements (stride-0
+    // dims collapsed) with the mask reduced over those dims, race-free.
+    TORCH_WARN("Use of masked_fill_ on expanded tensors is deprecated. Please clone() the tensor before performing "
+               "this operation. This also applies to advanced indexing e.g. tensor[mask] = scalar");
+    at::assert_no_partial_overlap(self, mask);
+    std::vector<int64_t> sizes = self.sizes().vec(), dims;
+    for (int64_t d = 0; d < self.dim(); ++d) {
+      if (self.stride(d) == 0 && sizes[d] > 1) {
+        sizes[d] = 1;
+        dims.push_back(d);
+      }
+    }
+    Tensor any = m.expand(self.sizes()).amax(dims, /*keepdim=*/true);
+    Tensor base = self.as_strided(sizes, self.strides(), self.storage_offset());
+    masked_fill_scalar(base, any, value);
+    return self;
+  }
   auto iter = at::TensorIteratorConfig()
                   .check_all_same_dtype(false)
                   .resize_outputs(false)

@@ -73,27 +73,66 @@ Tensor remap_backward(const Tensor &grad, c10::IntArrayRef input_size,
   return cur;
 }
 
+// ATen's checks of reflection_pad{1,2,3}d / replication_pad{1,2,3}d, in its
+// order (padding::check_valid_input, the reflection bounds from the last dim
+// out, then the output size: every dim too small in 1-d, all of them in 2-d
+// and 3-d), with its messages.
+void check_pad(const Tensor &self, c10::IntArrayRef padding, bool reflect) {
+  int64_t nd = static_cast<int64_t>(padding.size()) / 2;
+  int64_t ndim = self.dim();
+  bool batch = ndim == nd + 2, valid = batch || ndim == nd + 1;
+  for (int64_t d = batch ? 1 : 0; valid && d < ndim; ++d) valid = self.size(d) != 0;
+  TORCH_CHECK(valid, "Expected ", nd + 1, "D or ", nd + 2,
+              "D (batch mode) tensor with possibly 0 batch size and other non-zero dimensions for input, but got: ",
+              self.sizes());
+  std::vector<int64_t> in, out;  // the last dim first, as padding lists them
+  for (int64_t k = 0; k < nd; ++k) {
+    int64_t d = ndim - 1 - k;
+    int64_t before = padding[2 * k], after = padding[2 * k + 1];
+    in.push_back(self.size(d));
+    out.push_back(self.size(d) + before + after);
+    if (reflect) {
+      TORCH_CHECK(before < in[k] && after < in[k], "Argument #", 4 + 2 * k, ": Padding size should be less than the "
+                  "corresponding input dimension, but got: padding (", before, ", ", after, ") at dimension ",
+                  d, " of input ", self.sizes());
+    }
+  }
+  bool fits = false;
+  for (int64_t o : out) fits = fits || o >= 1;
+  if (nd == 1) {
+    TORCH_CHECK(fits, "input (W: ", in[0], ") is too small. Calculated output W: ", out[0]);
+  } else if (nd == 2) {
+    TORCH_CHECK(fits, "input (H: ", in[1], ", W: ", in[0], reflect ? ")" : " )",
+                " is too small. Calculated output H: ", out[1], " W: ", out[0]);
+  } else {
+    TORCH_CHECK(fits, "input (D: ", in[2], " H: ", in[1], ", W: ", in[0], ") is too small. Calculated output D: ",
+                out[2], " H: ", out[1], " W: ", out[0]);
+  }
+  // The CPU allocates that output: one dim may still be negative in 2-d and 3-d.
+  std::vector<int64_t> shape = self.sizes().vec();
+  for (int64_t k = 0; k < nd; ++k) shape[ndim - 1 - k] = out[k];
+  for (int64_t o : out) {
+    TORCH_CHECK(o >= 0, "Trying to create tensor with negative dimension ", o, ": ", c10::IntArrayRef(shape));
+  }
+  // then its kernel's dispatch: every dtype but bool
+  TORCH_CHECK_NOT_IMPLEMENTED(self.scalar_type() != at::kBool, "\"", reflect ? "reflection" : "replication", "_pad",
+                              nd, "d\" not implemented for '", self.scalar_type(), "'");
+}
+
 std::vector<std::vector<int64_t>> pad_maps(const Tensor &self, c10::IntArrayRef padding, bool reflect) {
   int64_t nd = static_cast<int64_t>(padding.size()) / 2;
-  TORCH_CHECK(self.dim() >= nd + 1, "padding needs a ", nd + 1, "-D or ", nd + 2, "-D input, got ", self.dim(), "-D");
   std::vector<std::vector<int64_t>> maps;
   for (int64_t k = 0; k < nd; ++k) {  // padding lists the last dim first
     int64_t d = self.dim() - nd + k;
     int64_t before = padding[2 * (nd - 1 - k)], after = padding[2 * (nd - 1 - k) + 1];
-    int64_t in = self.size(d);
-    if (reflect) {
-      TORCH_CHECK(before < in && after < in, "Argument #4: Padding size should be less than the corresponding input "
-                  "dimension, but got: padding (", before, ", ", after, ") at dimension ", d, " of input ", self.sizes());
-    } else {
-      TORCH_CHECK(in > 0, "replication padding needs a non-empty input dimension");
-    }
-    maps.push_back(pad_map(in, before, after, reflect));
+    maps.push_back(pad_map(self.size(d), before, after, reflect));
   }
   return maps;
 }
 
 #define DEFINE_PAD(name, REFLECT)                                                                   \
   Tensor name##_fn(const Tensor &self, c10::IntArrayRef padding) {                                 \
+    check_pad(self, padding, REFLECT);                                                             \
     return remap(self, pad_maps(self, padding, REFLECT));                                          \
   }                                                                                                \
   Tensor name##_backward_fn(const Tensor &grad, const Tensor &self, c10::IntArrayRef padding) {    \

@@ -325,7 +325,10 @@ Tensor &fill_scalar_(Tensor &self, const c10::Scalar &value) {
   }
   if (self.numel() == 0) return self;
   c10::DeviceGuard guard(self.device());
+  // Fill is idempotent: an expanded self (aliased elements) is allowed, as
+  // ATen's fill_ skips the overlap check; every alias gets the same value.
   auto iter = at::TensorIteratorConfig()
+                  .set_check_mem_overlap(false)
                   .add_output(self)
                   .resize_outputs(false)
                   .check_all_same_dtype(false)

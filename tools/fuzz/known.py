@@ -26,30 +26,29 @@ ALL_RAISE = DEV_RJ + CPU_RJ + EXC
 # Ops each op-specific group was seen on in today's runs (seeds 44, 55 and the smoke seed):
 # the same root on another op shows up as new.
 OPS_VALIDATED_AT_SYNC = (
-    "activation", "cross_entropy", "getitem", "index_put_", "index_select", "loss",
+    "activation", "cross_entropy", "getitem", "index_put_", "index_select",
 )
 OPS_SHAPE_VALIDATION_MISSING = (
-    "addmm", "clamp", "conv", "copy_", "index_select", "interpolate", "logcumsumexp", "pad", "pool",
+    "addmm", "clamp", "copy_", "index_select", "interpolate",
 )
 OPS_OUT_DTYPE_UNCHECKED = (
     "addmm", "all", "any", "clamp", "linear", "logaddexp", "where",
 )
 OPS_CPU_DTYPE_UNSUPPORTED = (
-    "activation", "addcmul", "addmm", "aminmax", "argmax", "argmin", "atan2", "bmm", "clamp", "conj_physical",
-    "conv", "copysign", "cross_entropy", "digamma", "erf", "erfc", "erfinv", "ge", "gt", "i0", "index_select", "le",
-    "lgamma", "linear", "logical_and", "logical_or", "logical_xor", "logit", "loss", "lt", "matmul", "maximum",
-    "median", "min", "mm", "nanmean", "nanmedian", "nansum", "pad", "pool", "pow", "relu", "sgn", "sort", "vecdot",
-    "xlogy",
+    "activation", "addcmul", "addmm", "aminmax", "bmm", "clamp", "conj_physical", "copysign", "cross_entropy",
+    "digamma", "erf", "erfc", "erfinv", "ge", "gt", "i0", "index_select", "le", "lgamma", "linear", "logical_and",
+    "logical_or", "logical_xor", "logit", "lt", "matmul", "maximum", "median", "min", "mm", "nanmean", "nanmedian",
+    "nansum", "pool", "pow", "relu", "sgn", "sort", "vecdot",
 )
 OPS_EXCEPTION_CLASS_NOTIMPLEMENTED = (
-    "addmm", "atan2", "batch_norm", "bmm", "ceil", "clamp", "conv", "cross_entropy", "index_select", "interpolate",
-    "loss", "matmul", "operator", "pool", "relu", "scatter", "sign", "signbit", "trunc", "xlogy",
+    "addmm", "bmm", "ceil", "clamp", "cross_entropy", "index_select", "matmul", "operator", "pool", "relu", "scatter",
+    "sign", "trunc",
 )
 OPS_EXCEPTION_CLASS_INDEX = (
-    "index_put_", "logcumsumexp", "sdpa",
+    "index_put_", "sdpa",
 )
 OPS_EXCEPTION_CLASS_OTHER = (
-    "argmax", "argmin", "index_select", "pad",
+    "index_select",
 )
 OPS_INPLACE_EXPANDED_SELF = (
     "addmm",
@@ -153,10 +152,6 @@ KNOWN: list[Group] = [
           "logaddexp with an out= the result cannot be cast to and integer inputs: the CPU's iterator refuses "
           "the out= first (RuntimeError), neuron's composed logaddexp the integer dtype first "
           "(NotImplementedError)."),
-    Group("complex-empty-meta-unchecked", ("signbit",), CPU_RJ, all_of(in_dtype("complex64"), zero_size),
-          "signbit of an empty complex tensor: the CPU's meta refuses complex (NotImplementedError), neuron "
-          "returns the empty result (a non-empty one raises)."),
-
     # ---- complex --------------------------------------------------------------------------------------------
     Group("complex-unsupported", ("*",), ALL_RAISE + ANY_DIFF,
           any_of(dev_msg("does not support complex tensors", "complex tensors are not supported on neuron",
@@ -178,7 +173,7 @@ KNOWN: list[Group] = [
           "A 0-d CPU tensor where PyTorch treats it as a scalar (where, mse/l1/huber/smooth_l1 loss targets, "
           "complex/polar, pow, clamp bounds, ...) is rejected as a device mismatch on neuron; the CPU (and "
           "CUDA) accept 0-d CPU tensors as scalars."),
-    Group("bool-fill-fractional", ("fill_", "masked_fill", "pad", "scatter", "index_select"), VAL,
+    Group("bool-fill-fractional", ("fill_", "masked_fill", "scatter", "index_select"), VAL,
           first_dtype("bool"),
           "Filling a bool tensor with a fractional or 0-d tensor value (fill_, masked_fill, constant pad): the "
           "CPU converts through the scalar's own type (0.5 -> True), neuron truncates to integer first "
@@ -199,7 +194,7 @@ KNOWN: list[Group] = [
     Group("complex-pow-special", ("pow", "operator"), VAL, any_of(in_dtype("complex64"), py_scalar_arg(complex)),
           "complex64 pow with a negative or zero real exponent at 0 or with inf/NaN parts: the CPU's cpow "
           "returns C99 special values, neuron's exp(y*log(x)) gives inf/NaN elsewhere."),
-    Group("int-loss-rejected", ("cross_entropy", "loss"), DEV_RJ, in_dtype("int", "bool"),
+    Group("int-loss-rejected", ("cross_entropy",), DEV_RJ, in_dtype("int", "bool"),
           "Losses of integer inputs the CPU computes (multi_margin_loss of uint8): neuron raises 'mean(): could "
           "not infer output dtype'."),
     Group("int-division-by-zero", ("remainder", "div", "floor_divide", "fmod", "operator"), CPU_RJ,
@@ -243,7 +238,7 @@ KNOWN: list[Group] = [
           "depends on where NaN sits: mode([15, nan]) is 15, mode([nan, 15]) nan, mode([2, nan, 2, nan, nan]) "
           "2 (float64 the same); neuron gives 15, 15, 2."),
     Group("nonfinite-reduce", ("var_mean", "std_mean", "var", "std", "mean", "sum", "prod", "cumprod", "cumsum",
-                               "logsumexp", "logcumsumexp", "mode", "median", "nanmedian", "vector_norm", "max",
+                               "logsumexp", "mode", "median", "nanmedian", "vector_norm", "max",
                                "min", "amax", "amin", "aminmax", "nansum", "nanmean", "softmax", "log_softmax"),
           VAL, nonfinite,
           "Reductions and scans with inf/NaN where the order of the operations decides: complex cumprod "
@@ -311,15 +306,15 @@ KNOWN: list[Group] = [
                   "but tensor has no dimensions", "Dimension out of range", "k out of range",
                   "Expected 3D or 4D", "Expected 2D or 3D", "Expected 4D", "must match the size of tensor",
                   "the number of sizes provided", "cannot compute the", "The expanded size of the tensor"),
-          "Shapes the CPU rejects (kernel larger than the padded input, out= with the wrong shape, 0-d attention "
-          "mask, copy_ from a larger source, index_add with a count mismatch, batch_norm of one value per "
-          "channel): neuron computes something instead of raising."),
+          "Shapes the CPU rejects (out= with the wrong shape, copy_ from a larger source, index_add with a count "
+          "mismatch, adaptive pooling's backward of an empty grad_output): neuron computes something instead of "
+          "raising. (Reflection/replication padding and transposed convolutions check sizes since seed 7002.)"),
     Group("out-dtype-unchecked", OPS_OUT_DTYPE_UNCHECKED, CPU_RJ,
           cpu_msg("can't be cast to the desired output type", "Expected out type", "only supports bool tensor for "
                   "result", "input types can't be cast"),
           "out= (or an in-place self) of a dtype the result cannot be cast to (float result into an int out, "
           "all/any into a non-bool out, where into a narrower out): the CPU raises, neuron casts silently."),
-    Group("internal-overlap-unchecked", ("scatter", "addmm", "index_put_", "index_select"), CPU_RJ,
+    Group("internal-overlap-unchecked", ("scatter", "addmm", "index_select"), CPU_RJ,
           cpu_msg("more than one element of the written-to tensor"),
           "In-place scatter_/scatter_add_/addmm_ into an expanded (internally overlapping) tensor: the CPU "
           "raises the internal-overlap error, neuron writes (the result depends on the write order)."),
@@ -350,12 +345,11 @@ KNOWN: list[Group] = [
           "CPU bug: antialiased bilinear/bicubic interpolation to an output width of 1 gives every output row "
           "the value of the first ([1, 10] -> 3 rows is [1, 1, 1], its float64 run too); the same "
           "computed transposed (output height 1) agrees with neuron ([1, 5.5, 10] for bilinear)."),
-    Group("internal-overlap-write", ("fill_", "masked_fill", "copy_", "index_put_", "scatter", "clamp", "addmm",
-                                     "nan_to_num", "relu"),
+    Group("internal-overlap-write", ("copy_", "index_put_", "scatter", "clamp", "addmm", "nan_to_num", "relu"),
           DEV_RJ + EXC,
           dev_msg("more than one element of the written-to tensor"),
-          "fill_/zero_/masked_fill_/nan_to_num_/relu_ on an expanded (internally overlapping) tensor: the CPU "
-          "allows it (every alias gets the same value), neuron raises the internal-overlap error."),
+          "nan_to_num_/relu_/addmv_/index_put_ on an expanded (internally overlapping) tensor: the CPU allows it, "
+          "neuron raises the internal-overlap error. (fill_, zero_ and masked_fill_ allow it since seed 7002.)"),
 
     # ---- dtypes the CPU refuses, neuron computes -----------------------------------------------------------
     Group("cpu-dtype-unsupported", OPS_CPU_DTYPE_UNSUPPORTED, CPU_RJ,
