@@ -1,6 +1,8 @@
 """INDEX family: index_put_ accumulation, scatter with a reduction, bincount,
 tril/triu_indices, integer linspace/logspace; one test also covers cross,
 gcd/lcm and bit shifts. Against PyTorch on the CPU with zero CPU fallbacks."""
+import warnings
+
 import pytest
 import torch
 
@@ -151,4 +153,34 @@ def test_masked_fill_on_an_expanded_self_fills_where_any_alias_is_masked(dtype):
         got[dev] = (base.cpu(), row.cpu())
     for a, b in zip(got["neuron"], got["cpu"]):
         assert torch.equal(a, b)
+    assert_no_fallbacks()
+
+
+# index_put_ validates its indices as ATen's make_info does (IndexError:
+# masks against the indexed shape, index tensors broadcast together, a
+# non-empty index into a dim of size 0) before its iterator compares the
+# value's dtype; a uint8 mask with a one-element CPU value takes ATen's
+# masked_fill_ shortcut, which refuses it (RuntimeError).
+@pytest.mark.parametrize("case", [
+    ("broadcast", lambda d: torch.zeros(3, 3, device=d).index_put_(
+        (torch.tensor([0, 1], device=d), torch.tensor([0, 1, 2], device=d)), torch.tensor(1.0, dtype=torch.float64,
+                                                                                          device=d)), IndexError),
+    ("broadcast with a mask", lambda d: torch.zeros(2, 3, device=d).index_put_(
+        (torch.tensor([True, True], device=d), torch.tensor([0, 1, 2], device=d)), torch.tensor(1, device=d)),
+     IndexError),
+    ("empty dim", lambda d: torch.zeros(3, 0, device=d).index_put_(
+        (torch.tensor([0, 1], device=d), torch.tensor([0, 0], device=d)), torch.tensor(1.0, dtype=torch.float64,
+                                                                                       device=d)), IndexError),
+    ("empty dim, empty index", lambda d: torch.zeros(0, 3, device=d).index_put_(
+        (torch.tensor([], dtype=torch.long, device=d),), torch.tensor(1, dtype=torch.int32, device=d)), RuntimeError),
+    ("dtype", lambda d: torch.zeros(2, 3, device=d).index_put_(
+        (torch.tensor([True, False], device=d), torch.tensor([0, 1], device=d)), torch.tensor(1, dtype=torch.int32,
+                                                                                              device=d)), RuntimeError),
+    ("uint8 mask shortcut", lambda d: torch.zeros(3, device=d).index_put_(
+        (torch.tensor([1, 0, 1], dtype=torch.uint8, device=d),), torch.tensor(1.0)), RuntimeError),
+], ids=lambda c: c[0] if isinstance(c, tuple) else None)
+def test_index_put_checks_indices_in_the_cpu_order(case):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        raises_like_cpu(case[1], case[2])
     assert_no_fallbacks()

@@ -220,6 +220,74 @@ bool masked_fill_shortcut(const Tensor &self, const c10::List<std::optional<Tens
   return masks == 1;
 }
 
+// ATen's canDispatchToMaskedFill check: each mask's shape against the dims
+// it indexes (IndexError).
+void check_mask_shapes(const Tensor &self, const c10::List<std::optional<Tensor>> &indices) {
+  int64_t dim = 0;
+  for (size_t k = 0; k < indices.size(); ++k) {
+    const std::optional<Tensor> &idx = indices.get(k);
+    if (idx && idx->defined() && (idx->scalar_type() == at::kBool || idx->scalar_type() == at::kByte)) {
+      for (int64_t j = 0; j < idx->dim(); ++j) {
+        int64_t src = dim + j;
+        TORCH_CHECK_INDEX(src < self.dim() && idx->size(j) == self.size(src), "The shape of the mask ", idx->sizes(),
+                          " at index ", j, " does not match the shape of the indexed tensor ", self.sizes(),
+                          " at index ", src);
+      }
+      dim += idx->dim();
+    } else {
+      dim++;
+    }
+  }
+}
+
+// The rest of ATen's make_info, in its order: the index tensors (a mask as
+// one [nonzeros] index per dim it covers) broadcast together, then an
+// indexed dim of size 0 with a non-empty index is out of bounds. A mask's
+// count is one read from the device; only the failing path calls this.
+void check_index_shapes(const Tensor &self, const c10::List<std::optional<Tensor>> &indices) {
+  std::vector<std::vector<int64_t>> shapes;
+  std::vector<int64_t> indexed_sizes;
+  int64_t dim = 0;
+  for (size_t k = 0; k < indices.size(); ++k) {
+    const std::optional<Tensor> &idx = indices.get(k);
+    if (!idx || !idx->defined()) {
+      dim++;
+      continue;
+    }
+    if (idx->scalar_type() == at::kBool || idx->scalar_type() == at::kByte) {
+      int64_t nnz = idx->numel() == 0 ? 0 : idx->count_nonzero().item<int64_t>();
+      for (int64_t j = 0; j < idx->dim(); ++j) {
+        shapes.push_back({nnz});
+        indexed_sizes.push_back(self.size(dim++));
+      }
+    } else {
+      shapes.push_back(idx->sizes().vec());
+      indexed_sizes.push_back(self.size(dim++));
+    }
+  }
+  std::vector<int64_t> shape;
+  bool fits = true;
+  for (const auto &sh : shapes) {
+    size_t n = std::max(shape.size(), sh.size());
+    std::vector<int64_t> out(n);
+    for (size_t j = 0; j < n && fits; ++j) {
+      int64_t a = j < n - shape.size() ? 1 : shape[j - (n - shape.size())];
+      int64_t b = j < n - sh.size() ? 1 : sh[j - (n - sh.size())];
+      fits = a == b || a == 1 || b == 1;
+      out[j] = a == 1 ? b : a;
+    }
+    shape = out;
+  }
+  if (!fits) {
+    std::ostringstream os;
+    for (size_t j = 0; j < shapes.size(); ++j) os << (j ? ", " : "") << c10::IntArrayRef(shapes[j]);
+    TORCH_CHECK_INDEX(false, "shape mismatch: indexing tensors could not be broadcast together with shapes ", os.str());
+  }
+  bool empty_dim = std::find(indexed_sizes.begin(), indexed_sizes.end(), 0) != indexed_sizes.end();
+  bool empty_index = std::find(shape.begin(), shape.end(), 0) != shape.end();
+  TORCH_CHECK_INDEX(!empty_dim || empty_index, "index is out of bounds for dimension with size 0");
+}
+
 // aten::_index_put_impl_ (index_put_, setitem): the value must have self's
 // dtype, as ATen's make_index_put_iterator requires; internal callers of
 // index_put_impl pass other dtypes on purpose.
@@ -227,26 +295,24 @@ Tensor &index_put_checked(Tensor &self, const c10::List<std::optional<Tensor>> &
                           bool accumulate, bool unsafe) {
   TORCH_CHECK_INDEX(indices.size() <= static_cast<size_t>(self.dim()), "too many indices for tensor of dimension ",
                     self.dim(), " (got ", indices.size(), ")");
-  if (values.scalar_type() != self.scalar_type() && (accumulate || !masked_fill_shortcut(self, indices, values))) {
-    // ATen's make_info validates the indices (IndexError) before its
-    // iterator compares the dtypes: the same order here, on the failing
-    // path only (masks checked by shape, without expanding them).
-    at::native::checkIndexTensorTypes(indices, /*allow_int=*/true);
-    int64_t dim = 0;
+  bool shortcut = !accumulate && masked_fill_shortcut(self, indices, values);
+  if (shortcut) {
+    // ATen's masked_fill_ shortcut: the mask's shape, then masked_fill_'s
+    // own refusal of a uint8 mask.
+    check_mask_shapes(self, indices);
     for (size_t k = 0; k < indices.size(); ++k) {
       const std::optional<Tensor> &idx = indices.get(k);
-      if (idx && idx->defined() && (idx->scalar_type() == at::kBool || idx->scalar_type() == at::kByte)) {
-        for (int64_t j = 0; j < idx->dim(); ++j) {
-          int64_t src = dim + j;
-          TORCH_CHECK_INDEX(src < self.dim() && idx->size(j) == self.size(src), "The shape of the mask ",
-                            idx->sizes(), " at index ", j, " does not match the shape of the indexed tensor ",
-                            self.sizes(), " at index ", src);
-        }
-        dim += idx->dim();
-      } else {
-        dim++;
-      }
+      TORCH_CHECK(!idx || !idx->defined() || idx->scalar_type() == at::kBool,
+                  "masked_fill_ only supports boolean masks, but got mask with dtype unsigned char");
     }
+  }
+  if (values.scalar_type() != self.scalar_type() && !shortcut) {
+    // ATen's make_info validates the indices (IndexError) before its
+    // iterator compares the dtypes: the same order here, on the failing
+    // path only.
+    at::native::checkIndexTensorTypes(indices, /*allow_int=*/true);
+    check_mask_shapes(self, indices);
+    check_index_shapes(self, indices);
     TORCH_CHECK(false, "Index put requires the source and destination dtypes match, got ", self.scalar_type(),
                 " for the destination and ", values.scalar_type(), " for the source.");
   }

@@ -45,7 +45,7 @@ OPS_EXCEPTION_CLASS_NOTIMPLEMENTED = (
     "sign", "trunc",
 )
 OPS_EXCEPTION_CLASS_INDEX = (
-    "index_put_", "sdpa",
+    "sdpa",
 )
 OPS_EXCEPTION_CLASS_OTHER = (
     "index_select",
@@ -104,6 +104,12 @@ KNOWN: list[Group] = [
           "same. neuron gives every element the vector body's value, what nearly every element of a large "
           "tensor gets. (The kinks themselves agree: relu6 at 0 and 6, hardtanh at its bounds, clamp at a "
           "bound.)"),
+    Group("index-put-duplicate-indices", ("index_put_",), VAL,
+          all_of(fn("Tensor.index_put_", "torch.index_put", "setitem"), not_(kwarg("accumulate", True)),
+                 not_(in_dtype("float64", "complex64")), not_(nonfinite)),
+          "index_put_/setitem without accumulate and with repeated indices: documented as undefined; the CPU's "
+          "serial loop keeps the last write in its iteration order, neuron's kernel writes in another order "
+          "(2 of 153,006 cases of seed 7006)."),
     Group("inplace-expanded-self", OPS_INPLACE_EXPANDED_SELF, VAL, all_of(fn_suffix("_"), layout("expanded")),
           "In-place ops (baddbmm_, addmv_, ...) on an expanded self: the CPU computes every alias from the "
           "original value; neuron's result depends on its write order."),
@@ -284,8 +290,8 @@ KNOWN: list[Group] = [
           "out-of-range indices or targets, huber/BCE on integers): neuron raises at synchronize, with "
           "RuntimeError instead of IndexError/NotImplementedError, as CUDA's device asserts. (The pointwise "
           "dtype checks are made at the call since seed 731947's fix.)"),
-    Group("index-out-of-range-unchecked", ("index_put_", "index_select", "gather", "scatter", "getitem",
-                                           "embedding", "cross_entropy"), CPU_RJ + EXC,
+    Group("index-out-of-range-unchecked", ("index_select", "gather", "scatter", "getitem", "embedding",
+                                           "cross_entropy"), CPU_RJ + EXC,
           cpu_msg("out of bounds", "index out of range", "out of range", "Target", "out of DATA bounds"),
           "Out-of-range indices: the CPU raises IndexError ('index N is out of bounds'); neuron writes or reads "
           "without checking (index_put_, setitem) or reports a different error."),
@@ -295,7 +301,7 @@ KNOWN: list[Group] = [
                   "Expected a long tensor for index", "Expected dtype int64 for index"),
           "index_copy/index_fill/scatter with a source (or index) of another dtype: the CPU requires matching "
           "dtypes and raises, neuron converts the source (index_put_ checks since seed 731947's fix)."),
-    Group("index-broadcast", ("index_put_", "getitem"), CPU_RJ + EXC + DEV_RJ,
+    Group("index-broadcast", ("getitem",), CPU_RJ + EXC + DEV_RJ,
           cpu_msg("shape mismatch: indexing tensors could not be broadcast", "must match the size"),
           "Index tensors that do not broadcast together: the CPU raises IndexError, neuron broadcasts what it "
           "can or raises RuntimeError."),
@@ -318,7 +324,7 @@ KNOWN: list[Group] = [
           cpu_msg("more than one element of the written-to tensor"),
           "In-place scatter_/scatter_add_/addmm_ into an expanded (internally overlapping) tensor: the CPU "
           "raises the internal-overlap error, neuron writes (the result depends on the write order)."),
-    Group("index-validation-missing", ("index_put_", "getitem"), CPU_RJ,
+    Group("index-validation-missing", ("getitem",), CPU_RJ,
           cpu_msg("tensors used as indices must be", "The shape of the mask", "shape mismatch: value tensor",
                   "masked_fill_ only supports boolean masks"),
           "index_put_/setitem with float index tensors, a mask of the wrong shape, or values that do not "
@@ -337,9 +343,10 @@ KNOWN: list[Group] = [
     Group("roll-empty-dims", ("flip",), DEV_RJ, zero_size,
           "roll of a 1-d empty tensor with dims out of range: the CPU returns the empty tensor, neuron raises "
           "IndexError."),
-    Group("int-interpolate-rejected", ("interpolate",), DEV_RJ, in_dtype("int", "bool"),
-          "Interpolation of integer inputs (antialiased, bicubic, area): the CPU computes some of them (for "
-          "0-size or channels-last inputs), neuron raises 'not implemented for Byte'."),
+    Group("int-interpolate-rejected", ("interpolate",), DEV_RJ + EXC, in_dtype("int", "bool"),
+          "Interpolation of integer inputs (antialiased, bicubic, area, uint8 bilinear): the CPU computes some of "
+          "them (for 0-size or channels-last inputs, uint8 bilinear through its AVX path, which for some shapes "
+          "fails its own INTERNAL ASSERT, a RuntimeError), neuron raises 'not implemented for Byte'."),
     Group("cpu-bug-antialias-output-width-1", ("interpolate",), VAL, all_of(kwarg("antialias", True),
                                                                            _aa_output_width_one),
           "CPU bug: antialiased bilinear/bicubic interpolation to an output width of 1 gives every output row "
