@@ -490,3 +490,19 @@ def test_atan2_xlogy_refuse_complex_like_the_cpu(fn):
     raises_like_cpu(lambda d: fn(f.to(d), c.to(d)), NotImplementedError)
     assert_no_fallbacks()
 
+
+
+# where with out=: the out must have the promoted dtype exactly (ATen's
+# where_self_out), checked before the condition's dtype.
+@pytest.mark.parametrize("out_dtype", [torch.float32, torch.float64, torch.int16])
+@pytest.mark.parametrize("cond_dtype", [torch.bool, torch.float32])
+def test_where_out_dtype_like_the_cpu(out_dtype, cond_dtype):
+    c, a, b = torch.tensor([True, False]), torch.tensor([1.0, 2.0]), torch.tensor([3, 4], dtype=torch.int16)
+    call = lambda d: torch.where(c.to(cond_dtype).to(d), a.to(d), b.to(d),  # noqa: E731
+                                 out=torch.empty(0, dtype=out_dtype, device=d))
+    if out_dtype == torch.float32 and cond_dtype == torch.bool:
+        assert torch.equal(call(DEV).cpu(), call("cpu"))
+    else:
+        cpu, dev = raises_like_cpu(call, RuntimeError)
+        assert str(dev) == str(cpu)
+    assert_no_fallbacks()

@@ -2,11 +2,13 @@
 and integer), cumsum, softmax and log_softmax forward and backward, against
 PyTorch on the CPU with zero CPU fallbacks. Tolerances: helpers.close
 (TOL_POINTWISE), wider atol where a sum grows."""
+import warnings
+
 import pytest
 import torch
 import torch.nn.functional as F
 
-from helpers import assert_no_fallbacks, close, raises_like_cpu
+from helpers import DEV, assert_no_fallbacks, close, raises_like_cpu
 
 
 @pytest.mark.parametrize("dim,keepdim", [(None, False), (0, False), (1, True), ((0, 2), False), (-1, True)])
@@ -123,4 +125,72 @@ def test_max_dim_of_an_empty_complex_input_raises_like_the_cpu():
 def test_argmax_refuses_bool_and_complex_first(fn, x):
     raises_like_cpu(lambda d: fn(x.to(d)), RuntimeError)
     raises_like_cpu(lambda d: fn(x.to(d), 0), RuntimeError)
+    assert_no_fallbacks()
+
+
+# dtype= on norms and scans, checked and applied as ATen does: vector_norm's
+# dtype may only widen and keeps the real/complex kind; a cumulative op's
+# kernel has no bool result (after the 0-d copy and the empty fill), and a
+# complex input with a real dtype= is cast first; nansum has no complex input
+# or complex dtype.
+_c = torch.tensor([1 + 2j, 3 - 1j, 0.5 + 0.5j])
+_f = torch.tensor([0.6, 0.6, 0.6, 1.5])
+
+
+@pytest.mark.parametrize("case", [
+    ("vector_norm complex input, real dtype", lambda d: torch.linalg.vector_norm(_c.to(d), dtype=torch.float32),
+     RuntimeError),
+    ("vector_norm narrowing dtype", lambda d: torch.linalg.vector_norm(_f.double().to(d), dtype=torch.float32),
+     RuntimeError),
+    ("vector_norm complex ord", lambda d: torch.linalg.vector_norm(_f.to(d), ord=1j), RuntimeError),
+    ("cumsum dtype=bool", lambda d: torch.cumsum(_f.to(d), 0, dtype=torch.bool), NotImplementedError),
+    ("cumprod dtype=bool", lambda d: torch.cumprod(_f.to(d), 0, dtype=torch.bool), NotImplementedError),
+    ("nansum complex", lambda d: torch.nansum(_c.to(d)), RuntimeError),
+    ("nanmean complex", lambda d: torch.nanmean(_c.to(d)), RuntimeError),
+    ("nansum dtype=complex", lambda d: torch.nansum(_f.to(d), dtype=torch.complex64), NotImplementedError),
+    ("nansum complex, dim out of range", lambda d: torch.nansum(_c.to(d), dim=2), IndexError),
+    ("cumsum_ of bool", lambda d: torch.tensor([True, True], device=d).cumsum_(0), NotImplementedError),
+    ("cumsum out= and another dtype=", lambda d: torch.cumsum(_f.to(d), 0, dtype=torch.float64,
+                                                           out=torch.empty(4, device=d)), RuntimeError),
+], ids=lambda c: c[0])
+def test_reduction_dtype_kwarg_checks_like_the_cpu(case):
+    raises_like_cpu(case[1], case[2])
+
+
+@pytest.mark.parametrize("case", [
+    ("cumsum complex, dtype=float32", lambda d: torch.cumsum(_c.to(d), 0, dtype=torch.float32)),
+    ("cumprod complex, dtype=float32", lambda d: torch.cumprod(_c.to(d), 0, dtype=torch.float32)),
+    ("cumsum complex, dtype=int32", lambda d: torch.cumsum(_c.to(d), 0, dtype=torch.int32)),
+    ("cumsum 0-d, dtype=bool", lambda d: torch.cumsum(torch.tensor(1.5, device=d), 0, dtype=torch.bool)),
+    ("cumsum empty, dtype=bool", lambda d: torch.cumsum(torch.empty(0, device=d), 0, dtype=torch.bool)),
+    ("vector_norm widening dtype", lambda d: torch.linalg.vector_norm(_f.to(d), dtype=torch.float64)),
+    ("cumsum float, dtype=complex64", lambda d: torch.cumsum(_f.to(d), 0, dtype=torch.complex64)),
+    ("cumsum out= int64 casts first", lambda d: torch.cumsum(_f.to(d), 0, out=torch.empty(4, dtype=torch.long,
+                                                                                           device=d))),
+    ("cumprod_ in place", lambda d: torch.tensor([2, 3, 4], device=d).cumprod_(0)),
+    ("nanmean empty, dtype=complex64", lambda d: torch.nanmean(torch.empty(6, 0, 2, dtype=torch.half, device=d),
+                                                               dtype=torch.complex64)),
+], ids=lambda c: c[0])
+def test_reduction_dtype_kwarg_computes_like_the_cpu(case):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # complex -> real casts warn on both sides
+        got, want = case[1]("neuron"), case[1]("cpu")
+    assert got.dtype == want.dtype
+    torch.testing.assert_close(got.cpu(), want)
+    assert_no_fallbacks()
+
+
+# all/any with out=: a bool or uint8 out keeps its dtype (native, no CPU
+# fallback); any other dtype is the CPU's RuntimeError at the op.
+@pytest.mark.parametrize("fn", [torch.any, torch.all])
+@pytest.mark.parametrize("kw", [{}, dict(dim=1), dict(dim=[0, 1])])
+@pytest.mark.parametrize("out_dtype", [torch.bool, torch.uint8, torch.float32, torch.int64])
+def test_all_any_out_dtype_like_the_cpu(fn, kw, out_dtype):
+    x = torch.tensor([[0.0, 1.0], [0.0, 0.0]])
+    if out_dtype in (torch.bool, torch.uint8):
+        want = fn(x, **kw, out=torch.empty(0, dtype=out_dtype))
+        got = fn(x.neuron(), **kw, out=torch.empty(0, dtype=out_dtype, device=DEV))
+        assert got.dtype == want.dtype and torch.equal(got.cpu(), want)
+    else:
+        raises_like_cpu(lambda d: fn(x.to(d), **kw, out=torch.empty(0, dtype=out_dtype, device=d)), RuntimeError)
     assert_no_fallbacks()

@@ -614,6 +614,12 @@ Tensor on_device(const Tensor &t, const Tensor &cond, const Tensor &a, const Ten
 }
 
 Tensor where_into(Tensor out, const Tensor &cond_in, const Tensor &a_in, const Tensor &b_in) {
+  // ATen's where_self_out: the out= must have the promoted type exactly,
+  // checked before the condition's dtype.
+  if (out.defined()) {
+    at::ScalarType rt = at::result_type(a_in, b_in);
+    TORCH_CHECK(out.scalar_type() == rt, "Expected out type to be ", rt, " but got ", out.scalar_type());
+  }
   TORCH_CHECK(cond_in.scalar_type() == at::kBool || cond_in.scalar_type() == at::kByte,
               "where expected condition to be a boolean tensor, but got a tensor with dtype ",
               cond_in.scalar_type());
@@ -626,7 +632,7 @@ Tensor where_into(Tensor out, const Tensor &cond_in, const Tensor &a_in, const T
       .add_const_input(a)
       .add_const_input(b)
       .promote_inputs_to_common_dtype(false);
-  // A new result takes PyTorch's promoted type; an out= tensor keeps its own.
+  // A new result takes PyTorch's promoted type (an out= has it).
   if (!out.defined()) config.declare_static_dtype(at::result_type(a, b));
   auto iter = config.build();
   launch_iter(iter, NRT_OP_WHERE);

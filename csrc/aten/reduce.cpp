@@ -11,6 +11,7 @@
 #include <ATen/native/ReduceOpsUtils.h>
 #include <ATen/ops/empty.h>
 #include <ATen/ops/empty_like.h>
+#include <ATen/ops/zeros.h>
 #include <c10/core/DeviceGuard.h>
 
 #include "launch/launch.h"
@@ -208,22 +209,30 @@ Tensor std_correction(const Tensor &self, at::OptionalIntArrayRef dim, const std
   return var_std(self, dim, correction, keepdim, true);
 }
 
-// all/any give bool, except uint8 inputs give uint8 (PyTorch's rule).
-ScalarType logical_reduce_dtype(const Tensor &self) {
+// all/any give bool, except uint8 inputs give uint8 (PyTorch's rule); an
+// out= must be bool or uint8 and keeps its dtype (ATen's allany_meta).
+ScalarType logical_reduce_dtype(const Tensor &self, const Tensor &out, const char *name) {
+  if (out.defined()) {
+    TORCH_CHECK(out.scalar_type() == at::kBool || out.scalar_type() == at::kByte, name,
+                " only supports bool tensor for result, got: ", out.scalar_type());
+    return out.scalar_type();
+  }
   return self.scalar_type() == at::kByte ? at::kByte : at::kBool;
 }
-Tensor all_dims(const Tensor &self, at::OptionalIntArrayRef dim, bool keepdim) {
-  Tensor r;
-  return reduce_into(r, self, dim, keepdim, logical_reduce_dtype(self), NRT_OP_ALL, "all", 1.0);
+Tensor all_dims_into(Tensor out, const Tensor &self, at::OptionalIntArrayRef dim, bool keepdim) {
+  return reduce_into(out, self, dim, keepdim, logical_reduce_dtype(self, out, "all"), NRT_OP_ALL, "all", 1.0);
 }
-Tensor any_dims(const Tensor &self, at::OptionalIntArrayRef dim, bool keepdim) {
-  Tensor r;
-  return reduce_into(r, self, dim, keepdim, logical_reduce_dtype(self), NRT_OP_ANY, "any", 0.0);
+Tensor any_dims_into(Tensor out, const Tensor &self, at::OptionalIntArrayRef dim, bool keepdim) {
+  return reduce_into(out, self, dim, keepdim, logical_reduce_dtype(self, out, "any"), NRT_OP_ANY, "any", 0.0);
 }
-Tensor all_dim(const Tensor &self, int64_t dim, bool keepdim) { return all_dims(self, c10::IntArrayRef{dim}, keepdim); }
-Tensor any_dim(const Tensor &self, int64_t dim, bool keepdim) { return any_dims(self, c10::IntArrayRef{dim}, keepdim); }
-Tensor all_all(const Tensor &self) { return all_dims(self, std::nullopt, false); }
-Tensor any_all(const Tensor &self) { return any_dims(self, std::nullopt, false); }
+Tensor all_dim_into(Tensor out, const Tensor &self, int64_t dim, bool keepdim) {
+  return all_dims_into(out, self, c10::IntArrayRef{dim}, keepdim);
+}
+Tensor any_dim_into(Tensor out, const Tensor &self, int64_t dim, bool keepdim) {
+  return any_dims_into(out, self, c10::IntArrayRef{dim}, keepdim);
+}
+Tensor all_all_into(Tensor out, const Tensor &self) { return all_dims_into(out, self, std::nullopt, false); }
+Tensor any_all_into(Tensor out, const Tensor &self) { return any_dims_into(out, self, std::nullopt, false); }
 
 Tensor prod_all(const Tensor &self, std::optional<ScalarType> dtype) {
   Tensor r;
@@ -234,27 +243,44 @@ Tensor prod_dim(const Tensor &self, int64_t dim, bool keepdim, std::optional<Sca
   return reduce_into(r, self, c10::IntArrayRef{dim}, keepdim, sum_dtype(self, dtype), NRT_OP_PROD, "prod", 1.0);
 }
 
+// ATen's check_linalg_norm_dtype: dtype= may only widen, and keeps the
+// input's real or complex kind.
+void check_norm_dtype(std::optional<ScalarType> dtype, ScalarType self_t, const char *name) {
+  if (!dtype) return;
+  ScalarType d = *dtype;
+  TORCH_CHECK(at::isFloatingType(d) || at::isComplexType(d), name, ": dtype should be floating point or complex, but "
+              "got ", d);
+  TORCH_CHECK(at::isComplexType(self_t) == at::isComplexType(d), name, ": dtype should be ",
+              at::isComplexType(self_t) ? "complex" : "real", " for ", at::isComplexType(self_t) ? "complex" : "real",
+              " inputs, but got ", d);
+  TORCH_CHECK(c10::promoteTypes(self_t, d) == d, name, ": the dtype of the input (", self_t, ") should be "
+              "convertible without narrowing to the specified dtype (", d, ")");
+}
+
 Tensor vector_norm(const Tensor &self, const Scalar &ord, at::OptionalIntArrayRef dim, bool keepdim,
                    std::optional<ScalarType> dtype) {
+  // ATen's linalg_vector_norm meta, in its order
   TORCH_CHECK(at::isFloatingType(self.scalar_type()) || at::isComplexType(self.scalar_type()),
               "linalg.vector_norm: Expected a floating point or complex tensor as input. Got ", self.scalar_type());
-  // A complex vector's norm is the norm of its elements' magnitudes.
-  if (self.is_complex()) {
-    ScalarType want = c10::toRealValueType(dtype ? *dtype : self.scalar_type());
-    return vector_norm(at::abs(self), ord, dim, keepdim, want);
-  }
-  ScalarType out = dtype ? *dtype : self.scalar_type();
+  TORCH_CHECK(!ord.isComplex(), "linalg.vector_norm: Expected a non-complex scalar as the order of norm.");
   double p = ord.toDouble();
-  std::optional<double> empty = 0.0;
-  if (p < 0 || std::isinf(p)) empty = std::nullopt;
   if (self.numel() == 0 && (p < 0 || p == INFINITY)) {
-    // ATen's linalg_vector_norm meta: no identity, a RuntimeError of its own.
+    // no identity: a RuntimeError of its own
     TORCH_CHECK(dim.has_value() && !dim->empty(), "linalg.vector_norm cannot compute the ", ord, " norm on an empty ",
                 "tensor because the operation does not have an identity");
     for (int64_t d : *dim)
       TORCH_CHECK(self.size(d) != 0, "linalg.vector_norm cannot compute the ", ord, " norm on the dimension ", d,
                   "because this dimension is empty and the operation does not have an identity");
   }
+  check_norm_dtype(dtype, self.scalar_type(), "linalg.vector_norm");
+  // A complex vector's norm is the norm of its elements' magnitudes.
+  if (self.is_complex()) {
+    ScalarType want = c10::toRealValueType(dtype ? *dtype : self.scalar_type());
+    return vector_norm(at::abs(self), ord, dim, keepdim, want);
+  }
+  ScalarType out = dtype ? *dtype : self.scalar_type();
+  std::optional<double> empty = 0.0;
+  if (p < 0 || std::isinf(p)) empty = std::nullopt;
   Tensor r;
   return reduce_into(r, self, dim, keepdim, out, NRT_OP_NORM, "linalg.vector_norm", empty, {fscalar(p)});
 }
@@ -340,14 +366,24 @@ Tensor log_softmax_backward_fn(const Tensor &g, const Tensor &o, int64_t dim, Sc
   return softmax_backward_common(g, o, dim, t, NRT_OP_LOG_SOFTMAX_BACKWARD);
 }
 
-Tensor cumulative(const Tensor &self, int64_t dim, std::optional<ScalarType> dtype, nrt_op op) {
-  c10::DeviceGuard guard(self.device());
-  dim = at::maybe_wrap_dim(dim, self.dim());
-  // A complex cumulative sum is one of each part (on the real view); a
-  // cumulative product mixes them and has no kernel yet.
+Tensor cumulative(const Tensor &input, int64_t dim, std::optional<ScalarType> dtype, nrt_op op) {
+  c10::DeviceGuard guard(input.device());
+  dim = at::maybe_wrap_dim(dim, input.dim());
+  ScalarType out_t = sum_dtype(input, dtype);
+  // ATen's cumulative ops: a 0-d input is copied in and an empty one
+  // zero-filled before the CPU's kernel dispatches on the result dtype
+  // (every type but bool) and reads the input cast to it (a complex input
+  // with a real dtype= drops its imaginary parts there).
+  if (input.dim() == 0) {
+    Tensor r = at::empty({}, input.options().dtype(out_t));
+    return r.fill_(input);
+  }
+  if (input.numel() == 0) return at::zeros(input.sizes(), input.options().dtype(out_t));
+  TORCH_CHECK_NOT_IMPLEMENTED(out_t != at::kBool, "\"", op == NRT_OP_CUMSUM ? "cumsum" : "cumprod",
+                              "_out_cpu\" not implemented for 'Bool'");
+  Tensor self = input.is_complex() != at::isComplexType(out_t) ? input.to(out_t) : input;
+  // A complex cumulative sum is one of each part (on the real view).
   if (self.is_complex() && op == NRT_OP_CUMSUM) {
-    ScalarType out_t = sum_dtype(self, dtype);
-    TORCH_CHECK(at::isComplexType(out_t), "cumsum: a complex input needs a complex dtype, got ", out_t);
     Tensor conv = self.resolve_conj().to(out_t);
     // a 0-d tensor is its own scan; its real view's one dim is the parts
     if (self.dim() == 0) return conv.clone();
@@ -358,8 +394,6 @@ Tensor cumulative(const Tensor &self, int64_t dim, std::optional<ScalarType> dty
   // steps of native complex multiplies, each position times the one 2^k
   // before it), so no complex scan kernel is needed.
   if (self.is_complex() && op == NRT_OP_CUMPROD) {
-    ScalarType out_t = sum_dtype(self, dtype);
-    TORCH_CHECK(at::isComplexType(out_t), "cumprod: a complex input needs a complex dtype, got ", out_t);
     Tensor acc = self.resolve_conj().to(out_t).clone(c10::MemoryFormat::Contiguous);
     if (acc.dim() == 0) return acc;
     int64_t n = acc.size(dim);
@@ -370,20 +404,25 @@ Tensor cumulative(const Tensor &self, int64_t dim, std::optional<ScalarType> dty
     }
     return acc;
   }
-  TORCH_CHECK_NOT_IMPLEMENTED(!self.is_complex(), "neuron: ", nrt_op_name(op), " of complex tensors is not ",
-                              "implemented on the neuron device");
-  ScalarType out_t = sum_dtype(self, dtype);
   Tensor out = at::empty_like(self, self.options().dtype(out_t), c10::MemoryFormat::Contiguous);
   ScalarType in_t = converted_input_dtype(self.scalar_type(), out_t);
   Tensor src = in_t == self.scalar_type() ? self : self.to(in_t);
   launch_row(op, dim, {&out}, {&src});
   return out;
 }
-Tensor cumsum_fn(const Tensor &self, int64_t dim, std::optional<ScalarType> dtype) {
-  return cumulative(self, dim, dtype, NRT_OP_CUMSUM);
+// With out= (or in place) the result dtype is out's unless dtype= names
+// one, which out must then have (ATen's cumulative meta).
+std::optional<ScalarType> cumulative_dtype(const Tensor &out, std::optional<ScalarType> dtype) {
+  if (!out.defined()) return dtype;
+  TORCH_CHECK(!dtype || *dtype == out.scalar_type(), "Expected out tensor to have dtype ",
+              c10::scalarTypeToTypeMeta(*dtype), ", but got ", out.dtype(), " instead");
+  return out.scalar_type();
 }
-Tensor cumprod_fn(const Tensor &self, int64_t dim, std::optional<ScalarType> dtype) {
-  return cumulative(self, dim, dtype, NRT_OP_CUMPROD);
+Tensor cumsum_into(Tensor out, const Tensor &self, int64_t dim, std::optional<ScalarType> dtype) {
+  return cumulative(self, dim, cumulative_dtype(out, dtype), NRT_OP_CUMSUM);
+}
+Tensor cumprod_into(Tensor out, const Tensor &self, int64_t dim, std::optional<ScalarType> dtype) {
+  return cumulative(self, dim, cumulative_dtype(out, dtype), NRT_OP_CUMPROD);
 }
 
 }  // namespace
@@ -401,12 +440,12 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   NEURON_IMPL(m, "argmin", argmin_fn);
   NEURON_IMPL(m, "var.correction", var_correction);
   NEURON_IMPL(m, "std.correction", std_correction);
-  NEURON_IMPL(m, "all.dims", all_dims);
-  NEURON_IMPL(m, "any.dims", any_dims);
-  NEURON_IMPL(m, "all.dim", all_dim);
-  NEURON_IMPL(m, "any.dim", any_dim);
-  NEURON_IMPL(m, "all", all_all);
-  NEURON_IMPL(m, "any", any_all);
+  NEURON_VARIANTS(m, all_dims_into, "all.dims", nullptr, "all.dims_out");
+  NEURON_VARIANTS(m, any_dims_into, "any.dims", nullptr, "any.dims_out");
+  NEURON_VARIANTS(m, all_dim_into, "all.dim", nullptr, "all.out");
+  NEURON_VARIANTS(m, any_dim_into, "any.dim", nullptr, "any.out");
+  NEURON_VARIANTS(m, all_all_into, "all", nullptr, "all.all_out");
+  NEURON_VARIANTS(m, any_all_into, "any", nullptr, "any.all_out");
   NEURON_IMPL(m, "prod", prod_all);
   NEURON_IMPL(m, "prod.dim_int", prod_dim);
   NEURON_IMPL(m, "linalg_vector_norm", vector_norm);
@@ -414,8 +453,8 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   NEURON_IMPL(m, "_log_softmax", log_softmax_fn);
   NEURON_IMPL(m, "_softmax_backward_data", softmax_backward_fn);
   NEURON_IMPL(m, "_log_softmax_backward_data", log_softmax_backward_fn);
-  NEURON_IMPL(m, "cumsum", cumsum_fn);
-  NEURON_IMPL(m, "cumprod", cumprod_fn);
+  NEURON_VARIANTS(m, cumsum_into, "cumsum", "cumsum_", "cumsum.out");
+  NEURON_VARIANTS(m, cumprod_into, "cumprod", "cumprod_", "cumprod.out");
 }
 
 }  // namespace torch_neuronx

@@ -32,7 +32,7 @@ OPS_SHAPE_VALIDATION_MISSING = (
     "addmm", "clamp", "copy_", "index_select", "interpolate",
 )
 OPS_OUT_DTYPE_UNCHECKED = (
-    "addmm", "all", "any", "clamp", "linear", "logaddexp", "where",
+    "addmm", "clamp", "linear", "logaddexp",
 )
 OPS_CPU_DTYPE_UNSUPPORTED = (
     "activation", "addcmul", "addmm", "aminmax", "bmm", "clamp", "conj_physical", "copysign", "cross_entropy",
@@ -318,8 +318,9 @@ KNOWN: list[Group] = [
     Group("out-dtype-unchecked", OPS_OUT_DTYPE_UNCHECKED, CPU_RJ,
           cpu_msg("can't be cast to the desired output type", "Expected out type", "only supports bool tensor for "
                   "result", "input types can't be cast"),
-          "out= (or an in-place self) of a dtype the result cannot be cast to (float result into an int out, "
-          "all/any into a non-bool out, where into a narrower out): the CPU raises, neuron casts silently."),
+          "out= (or an in-place self) of a dtype the result cannot be cast to (float result into an int out: "
+          "logaddexp, composed in composite.cpp; addmm in gemm.cpp): the CPU raises, neuron casts silently. "
+          "(all/any and where check their out= since seed 7002.)"),
     Group("internal-overlap-unchecked", ("scatter", "addmm", "index_select"), CPU_RJ,
           cpu_msg("more than one element of the written-to tensor"),
           "In-place scatter_/scatter_add_/addmm_ into an expanded (internally overlapping) tensor: the CPU "
