@@ -162,6 +162,16 @@ bool equal_fn(const Tensor &a, const Tensor &b) {
 }
 
 Tensor nansum_fn(const Tensor &self, at::OptionalIntArrayRef dim, bool keepdim, std::optional<c10::ScalarType> dtype) {
+  // ATen's nansum: the reduced dims are wrapped first (its result is made
+  // before anything else), no complex input (its CPU check), and its kernel
+  // has no complex result dtype, only reached with elements to sum (an
+  // integer input is a plain sum)
+  if (dim)
+    for (int64_t d : *dim) (void)at::maybe_wrap_dim(d, self.dim());
+  TORCH_CHECK(!self.is_complex(), "nansum does not support complex inputs");
+  if (!at::isIntegralType(self.scalar_type(), /*includeBool=*/true) && dtype && self.numel() > 0)
+    TORCH_CHECK_NOT_IMPLEMENTED(!at::isComplexType(*dtype), "\"nansum_cpu\" not implemented for '",
+                                c10::toString(*dtype), "'");
   Tensor x = at::isFloatingType(self.scalar_type()) ? at::where(self.isnan(), at::zeros_like(self), self) : self;
   return at::sum(x, dim, keepdim, dtype);
 }
