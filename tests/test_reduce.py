@@ -194,3 +194,13 @@ def test_all_any_out_dtype_like_the_cpu(fn, kw, out_dtype):
     else:
         raises_like_cpu(lambda d: fn(x.to(d), **kw, out=torch.empty(0, dtype=out_dtype, device=d)), RuntimeError)
     assert_no_fallbacks()
+
+
+# cumsum_/cumprod_ (and out=) wrap the dim first, as the CPU's meta does: a
+# bad dim is the IndexError even when dtype= differs from self's dtype.
+@pytest.mark.parametrize("op", ["cumsum_", "cumprod_"])
+def test_cumulative_inplace_checks_the_dim_before_the_dtype(op):
+    x = torch.ones(2, 3)
+    raises_like_cpu(lambda d: getattr(x.to(d), op)(2, dtype=torch.int64), IndexError)
+    raises_like_cpu(lambda d: getattr(x.to(d), op)(1, dtype=torch.int64), RuntimeError)
+    assert_no_fallbacks()

@@ -418,10 +418,13 @@ std::optional<ScalarType> cumulative_dtype(const Tensor &out, std::optional<Scal
               c10::scalarTypeToTypeMeta(*dtype), ", but got ", out.dtype(), " instead");
   return out.scalar_type();
 }
+// The meta wraps the dim (IndexError) before anything compares dtypes.
 Tensor cumsum_into(Tensor out, const Tensor &self, int64_t dim, std::optional<ScalarType> dtype) {
+  (void)at::maybe_wrap_dim(dim, self.dim());
   return cumulative(self, dim, cumulative_dtype(out, dtype), NRT_OP_CUMSUM);
 }
 Tensor cumprod_into(Tensor out, const Tensor &self, int64_t dim, std::optional<ScalarType> dtype) {
+  (void)at::maybe_wrap_dim(dim, self.dim());
   return cumulative(self, dim, cumulative_dtype(out, dtype), NRT_OP_CUMPROD);
 }
 
