@@ -8,6 +8,8 @@ import pytest
 import torch
 import torch.nn.functional as F
 
+import torch_neuronx
+
 from helpers import DEV, assert_no_fallbacks, close, raises_like_cpu
 
 
@@ -204,3 +206,43 @@ def test_cumulative_inplace_checks_the_dim_before_the_dtype(op):
     raises_like_cpu(lambda d: getattr(x.to(d), op)(2, dtype=torch.int64), IndexError)
     raises_like_cpu(lambda d: getattr(x.to(d), op)(1, dtype=torch.int64), RuntimeError)
     assert_no_fallbacks()
+
+
+# out= overloads of nansum, prod(dim), linalg.vector_norm and (log_)softmax
+# are native (they fell back to the CPU), with the out dtype rules of ATen's
+# meta functions: out's dtype unless dtype= names one it must then have.
+_x = torch.tensor([[0.7, float("nan"), 1.5], [2.0, 3.0, 0.5]])
+
+
+@pytest.mark.parametrize("case", [
+    ("nansum", lambda d, o: torch.nansum(_x.to(d), 1, out=o), torch.float32),
+    ("nansum into float64", lambda d, o: torch.nansum(_x.to(d), 1, out=o), torch.float64),
+    ("prod into int64", lambda d, o: torch.prod(_x.nan_to_num().to(d), 1, out=o), torch.int64),
+    ("vector_norm", lambda d, o: torch.linalg.vector_norm(_x.to(d), dim=1, out=o), torch.float32),
+    ("softmax", lambda d, o: torch._softmax(_x.to(d), 1, False, out=o), torch.float32),
+    ("log_softmax", lambda d, o: torch.log_softmax(_x.to(d), 1, out=o), torch.float32),
+], ids=lambda c: c[0])
+def test_reduction_out_overloads_are_native(case):
+    torch_neuronx.clear_op_tracking()
+    got = case[1]("neuron", torch.empty(0, dtype=case[2], device="neuron"))
+    want = case[1]("cpu", torch.empty(0, dtype=case[2]))
+    assert got.dtype == want.dtype
+    torch.testing.assert_close(got.cpu(), want, equal_nan=True)
+    assert_no_fallbacks()
+
+
+@pytest.mark.parametrize("case", [
+    ("nansum float into int8", lambda d: torch.nansum(_x.to(d), 1, out=torch.empty(0, dtype=torch.int8, device=d)),
+     NotImplementedError),
+    ("nansum dtype= other than out's", lambda d: torch.nansum(_x.to(d), 1, dtype=torch.float64,
+                                                               out=torch.empty(0, device=d)), RuntimeError),
+    ("prod dtype= other than out's", lambda d: torch.prod(_x.to(d), 1, dtype=torch.float64,
+                                                           out=torch.empty(0, device=d)), RuntimeError),
+    ("vector_norm out of another dtype", lambda d: torch.linalg.vector_norm(
+        _x.to(d), out=torch.empty(0, dtype=torch.float64, device=d)), RuntimeError),
+    ("softmax out of another dtype", lambda d: torch._softmax(_x.to(d), 1, False,
+                                                              out=torch.empty(0, dtype=torch.float64, device=d)),
+     RuntimeError),
+], ids=lambda c: c[0])
+def test_reduction_out_dtype_checks_like_the_cpu(case):
+    raises_like_cpu(case[1], case[2])

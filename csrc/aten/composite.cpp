@@ -161,6 +161,23 @@ bool equal_fn(const Tensor &a, const Tensor &b) {
   return a.eq(b).all().item<bool>();
 }
 
+Tensor nansum_fn(const Tensor &self, at::OptionalIntArrayRef dim, bool keepdim, std::optional<c10::ScalarType> dtype);
+// nansum.out: out's dtype unless dtype= names one, which must then be out's
+// (make_reduction's check)
+Tensor nansum_into(Tensor out, const Tensor &self, at::OptionalIntArrayRef dim, bool keepdim,
+                   std::optional<c10::ScalarType> dtype) {
+  if (out.defined()) {
+    TORCH_CHECK(!dtype || *dtype == out.scalar_type(), "nansum: provided dtype must match dtype of result. Got ",
+                c10::toString(out.scalar_type()), " and ", c10::toString(*dtype), ".");
+    dtype = out.scalar_type();
+    // the functional form casts a floating input to an integer dtype= first
+    // (a plain sum then); out= reaches the floating-only kernel with it
+    if (at::isFloatingType(self.scalar_type()) && self.numel() > 0)
+      TORCH_CHECK_NOT_IMPLEMENTED(at::isFloatingType(*dtype), "\"nansum_cpu\" not implemented for '",
+                                  c10::toString(*dtype), "'");
+  }
+  return nansum_fn(self, dim, keepdim, dtype);
+}
 Tensor nansum_fn(const Tensor &self, at::OptionalIntArrayRef dim, bool keepdim, std::optional<c10::ScalarType> dtype) {
   // ATen's nansum: the reduced dims are wrapped first (its result is made
   // before anything else), no complex input (its CPU check), and its kernel
@@ -243,7 +260,7 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   NEURON_IMPL(m, "rsub.Tensor", rsub_fn);
   NEURON_VARIANTS(m, logaddexp_into, "logaddexp", nullptr, "logaddexp.out");
   NEURON_IMPL(m, "equal", equal_fn);
-  NEURON_IMPL(m, "nansum", nansum_fn);
+  NEURON_VARIANTS(m, nansum_into, "nansum", nullptr, "nansum.out");
   NEURON_IMPL(m, "norm.ScalarOpt_dim", norm_dim);
   NEURON_IMPL(m, "norm.ScalarOpt_dim_dtype", norm_dim_dtype);
 }

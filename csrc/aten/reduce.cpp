@@ -31,6 +31,13 @@ ScalarType sum_dtype(const Tensor &self, std::optional<ScalarType> dtype) {
   return at::isIntegralType(self.scalar_type(), /*includeBool=*/true) ? at::kLong : self.scalar_type();
 }
 
+// A structured op's out= must already have the result's dtype (ATen's
+// generated out= wrappers check it before the kernel).
+void check_out_dtype(const Tensor &out, ScalarType want) {
+  TORCH_CHECK(!out.defined() || out.scalar_type() == want, "Expected out tensor to have dtype ",
+              c10::scalarTypeToTypeMeta(want), ", but got ", out.dtype(), " instead");
+}
+
 // Sums, means, products, norms and scans convert their input to the
 // result's dtype first, as ATen does (sum(dtype=int64) of [.6, .6, .6] is 0,
 // cumsum(dtype=int64) of [.7, .7] is [0, 0], the mean of int64 with
@@ -238,9 +245,11 @@ Tensor prod_all(const Tensor &self, std::optional<ScalarType> dtype) {
   Tensor r;
   return reduce_into(r, self, std::nullopt, false, sum_dtype(self, dtype), NRT_OP_PROD, "prod", 1.0);
 }
-Tensor prod_dim(const Tensor &self, int64_t dim, bool keepdim, std::optional<ScalarType> dtype) {
-  Tensor r;
-  return reduce_into(r, self, c10::IntArrayRef{dim}, keepdim, sum_dtype(self, dtype), NRT_OP_PROD, "prod", 1.0);
+// prod's meta: out= keeps its dtype unless dtype= names one, which it must have
+Tensor prod_dim_into(Tensor out, const Tensor &self, int64_t dim, bool keepdim, std::optional<ScalarType> dtype) {
+  ScalarType t = out.defined() && !dtype ? out.scalar_type() : sum_dtype(self, dtype);
+  check_out_dtype(out, t);
+  return reduce_into(out, self, c10::IntArrayRef{dim}, keepdim, t, NRT_OP_PROD, "prod", 1.0);
 }
 
 // ATen's check_linalg_norm_dtype: dtype= may only widen, and keeps the
@@ -257,6 +266,14 @@ void check_norm_dtype(std::optional<ScalarType> dtype, ScalarType self_t, const 
               "convertible without narrowing to the specified dtype (", d, ")");
 }
 
+Tensor vector_norm(const Tensor &self, const Scalar &ord, at::OptionalIntArrayRef dim, bool keepdim,
+                   std::optional<ScalarType> dtype);
+Tensor vector_norm_into(Tensor out, const Tensor &self, const Scalar &ord, at::OptionalIntArrayRef dim,
+                        bool keepdim, std::optional<ScalarType> dtype) {
+  Tensor r = vector_norm(self, ord, dim, keepdim, dtype);  // its checks first, as the meta function's
+  check_out_dtype(out, r.scalar_type());
+  return r;
+}
 Tensor vector_norm(const Tensor &self, const Scalar &ord, at::OptionalIntArrayRef dim, bool keepdim,
                    std::optional<ScalarType> dtype) {
   // ATen's linalg_vector_norm meta, in its order
@@ -347,8 +364,12 @@ Tensor softmax_common(const Tensor &self, int64_t dim, bool half_to_float, nrt_o
   launch_row(op, dim, {&out}, {&self});
   return out;
 }
-Tensor softmax_fn(const Tensor &self, int64_t dim, bool h2f) { return softmax_common(self, dim, h2f, NRT_OP_SOFTMAX); }
-Tensor log_softmax_fn(const Tensor &self, int64_t dim, bool h2f) {
+Tensor softmax_into(Tensor out, const Tensor &self, int64_t dim, bool h2f) {
+  check_out_dtype(out, h2f ? at::kFloat : self.scalar_type());
+  return softmax_common(self, dim, h2f, NRT_OP_SOFTMAX);
+}
+Tensor log_softmax_into(Tensor out, const Tensor &self, int64_t dim, bool h2f) {
+  check_out_dtype(out, h2f ? at::kFloat : self.scalar_type());
   return softmax_common(self, dim, h2f, NRT_OP_LOG_SOFTMAX);
 }
 Tensor softmax_backward_common(const Tensor &grad, const Tensor &output, int64_t dim, ScalarType input_dtype,
@@ -450,10 +471,10 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   NEURON_VARIANTS(m, all_all_into, "all", nullptr, "all.all_out");
   NEURON_VARIANTS(m, any_all_into, "any", nullptr, "any.all_out");
   NEURON_IMPL(m, "prod", prod_all);
-  NEURON_IMPL(m, "prod.dim_int", prod_dim);
-  NEURON_IMPL(m, "linalg_vector_norm", vector_norm);
-  NEURON_IMPL(m, "_softmax", softmax_fn);
-  NEURON_IMPL(m, "_log_softmax", log_softmax_fn);
+  NEURON_VARIANTS(m, prod_dim_into, "prod.dim_int", nullptr, "prod.int_out");
+  NEURON_VARIANTS(m, vector_norm_into, "linalg_vector_norm", nullptr, "linalg_vector_norm.out");
+  NEURON_VARIANTS(m, softmax_into, "_softmax", nullptr, "_softmax.out");
+  NEURON_VARIANTS(m, log_softmax_into, "_log_softmax", nullptr, "_log_softmax.out");
   NEURON_IMPL(m, "_softmax_backward_data", softmax_backward_fn);
   NEURON_IMPL(m, "_log_softmax_backward_data", log_softmax_backward_fn);
   NEURON_VARIANTS(m, cumsum_into, "cumsum", "cumsum_", "cumsum.out");
