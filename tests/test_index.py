@@ -6,7 +6,8 @@ import warnings
 import pytest
 import torch
 
-from helpers import assert_no_fallbacks, raises_like_cpu
+import torch_neuronx
+from helpers import DEV, assert_no_fallbacks, raises_like_cpu
 
 
 def test_bf16_index_put_accumulates_in_float32():
@@ -184,3 +185,19 @@ def test_index_put_checks_indices_in_the_cpu_order(case):
         warnings.simplefilter("ignore")
         raises_like_cpu(case[1], case[2])
     assert_no_fallbacks()
+
+
+# scatter_reduce's in-place and out= forms are native (out= fell back to the
+# CPU), out= needing self's dtype as on the CPU.
+@pytest.mark.parametrize("reduce", ["sum", "amax", "mean"])
+def test_scatter_reduce_inplace_and_out_are_native(reduce):
+    x, src = torch.tensor([[0.7, -1.0, 1.5], [2.0, 3.0, 0.5]]), torch.ones(2, 3)
+    idx = torch.tensor([[0, 1, 0], [1, 0, 1]])
+    torch_neuronx.clear_op_tracking()
+    got = torch.scatter_reduce(x.to(DEV), 0, idx.to(DEV), src.to(DEV), reduce, out=torch.empty(0, device=DEV))
+    torch.testing.assert_close(got.cpu(), torch.scatter_reduce(x, 0, idx, src, reduce))
+    got = x.to(DEV).scatter_reduce_(0, idx.to(DEV), src.to(DEV), reduce, include_self=False)
+    torch.testing.assert_close(got.cpu(), x.clone().scatter_reduce_(0, idx, src, reduce, include_self=False))
+    assert_no_fallbacks()
+    raises_like_cpu(lambda d: torch.scatter_reduce(x.to(d), 0, idx.to(d), src.to(d), reduce,
+                                                   out=torch.empty(0, dtype=torch.float64, device=d)), RuntimeError)

@@ -8,6 +8,8 @@ import pytest
 import torch
 import torch.nn.functional as F
 
+import torch_neuronx
+
 from helpers import DEV, assert_no_fallbacks, close, raises_like_cpu
 
 
@@ -505,4 +507,29 @@ def test_where_out_dtype_like_the_cpu(out_dtype, cond_dtype):
     else:
         cpu, dev = raises_like_cpu(call, RuntimeError)
         assert str(dev) == str(cpu)
+    assert_no_fallbacks()
+
+
+# out= of clamp_min/clamp_max/lerp and remainder(Scalar, Tensor) are native
+# (they fell back to the CPU), with the CPU's out dtype errors.
+@pytest.mark.parametrize("case", [
+    ("clamp_min", lambda d, o: torch.clamp_min(torch.tensor([0.7, -1.0, 1.5], device=d), 0.5, out=o)),
+    ("clamp_max", lambda d, o: torch.clamp_max(torch.tensor([0.7, -1.0, 1.5], device=d), 0.5, out=o)),
+    ("lerp scalar", lambda d, o: torch.lerp(torch.tensor([0.7, -1.0], device=d), torch.ones(2, device=d), 0.25,
+                                             out=o)),
+    ("lerp tensor", lambda d, o: torch.lerp(torch.tensor([0.7, -1.0], device=d), torch.ones(2, device=d),
+                                             torch.full((2,), 0.25, device=d), out=o)),
+], ids=lambda c: c[0])
+def test_out_overloads_of_clamp_bounds_and_lerp_are_native(case):
+    torch_neuronx.clear_op_tracking()
+    got = case[1](DEV, torch.empty(0, device=DEV))
+    torch.testing.assert_close(got.cpu(), case[1]("cpu", torch.empty(0)))
+    assert_no_fallbacks()
+    raises_like_cpu(lambda d: case[1](d, torch.empty(0, dtype=torch.int64, device=d)), RuntimeError)
+
+
+def test_remainder_of_a_python_scalar_by_a_tensor_is_native():
+    torch_neuronx.clear_op_tracking()
+    x = torch.tensor([0.7, -1.0, 1.5, 3.0])
+    torch.testing.assert_close(torch.remainder(5, x.to(DEV)).cpu(), torch.remainder(5, x))
     assert_no_fallbacks()

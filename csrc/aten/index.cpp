@@ -619,6 +619,14 @@ Tensor scatter_reduce_fn(const Tensor &self, int64_t dim, const Tensor &index, c
   }
   return out;
 }
+// Its in-place and out= forms (out must have self's dtype, as the structured
+// op's out= check).
+Tensor scatter_reduce_two_into(Tensor out, const Tensor &self, int64_t dim, const Tensor &index, const Tensor &src,
+                               c10::string_view reduce, bool include_self) {
+  TORCH_CHECK(!out.defined() || out.scalar_type() == self.scalar_type(), "Expected out tensor to have dtype ",
+              self.dtype(), ", but got ", out.dtype(), " instead");
+  return scatter_reduce_fn(self, dim, index, src, reduce, include_self);
+}
 
 Tensor embedding_dense_backward_fn(const Tensor &grad, const Tensor &indices, int64_t num_weights,
                                    int64_t padding_idx, bool scale_grad_by_freq) {
@@ -967,7 +975,7 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   NEURON_VARIANTS(m, scatter_reduce_value_into, "scatter.value_reduce", "scatter_.value_reduce",
                   "scatter.value_reduce_out");
   NEURON_VARIANTS(m, scatter_add_into, "scatter_add", "scatter_add_", nullptr);
-  NEURON_IMPL(m, "scatter_reduce.two", scatter_reduce_fn);
+  NEURON_VARIANTS(m, scatter_reduce_two_into, "scatter_reduce.two", "scatter_reduce_.two", "scatter_reduce.two_out");
   NEURON_IMPL(m, "embedding_dense_backward", embedding_dense_backward_fn);
   NEURON_IMPL(m, "sort.stable", sort_stable);
   NEURON_IMPL(m, "topk", topk_fn);

@@ -3,6 +3,7 @@
 // the runtime's pointwise kernels compute.
 #include <ATen/native/TypeProperties.h>
 #include <ATen/ScalarOps.h>
+#include <ATen/ops/remainder.h>
 #include <ATen/TensorIterator.h>
 #include <ATen/MemoryOverlap.h>
 #include <ATen/OpMathType.h>
@@ -710,6 +711,10 @@ Tensor lerp_t_into(Tensor out, const Tensor &s, const Tensor &e, const Tensor &w
   launch_iter(iter, NRT_OP_LERP);
   return iter.output();
 }
+// remainder(Scalar, Tensor): ATen's wraps the scalar as a CPU 0-d tensor
+Tensor remainder_scalar_tensor_fn(const Scalar &a, const Tensor &b) {
+  return at::remainder(at::native::wrapped_scalar_tensor(a), b);
+}
 Tensor lerp_s_into(Tensor out, const Tensor &s, const Tensor &e, const Scalar &w) {
   check_lerp_dtype(s, e, "end");
   if (!at::isFloatingType(s.scalar_type()) && !at::isComplexType(s.scalar_type())) {
@@ -761,8 +766,8 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   NEURON_VARIANTS(m, softplus_into, "softplus", nullptr, "softplus.out");
   NEURON_VARIANTS(m, hardtanh_into, "hardtanh", "hardtanh_", "hardtanh.out");
   NEURON_VARIANTS(m, clamp_into, "clamp", "clamp_", "clamp.out");
-  NEURON_VARIANTS(m, clamp_min_into, "clamp_min", "clamp_min_", nullptr);
-  NEURON_VARIANTS(m, clamp_max_into, "clamp_max", "clamp_max_", nullptr);
+  NEURON_VARIANTS(m, clamp_min_into, "clamp_min", "clamp_min_", "clamp_min.out");
+  NEURON_VARIANTS(m, clamp_max_into, "clamp_max", "clamp_max_", "clamp_max.out");
   NEURON_VARIANTS(m, clamp_t_into, "clamp.Tensor", "clamp_.Tensor", "clamp.Tensor_out");
   NEURON_VARIANTS(m, clamp_min_t_into, "clamp_min.Tensor", "clamp_min_.Tensor", "clamp_min.Tensor_out");
   NEURON_VARIANTS(m, clamp_max_t_into, "clamp_max.Tensor", "clamp_max_.Tensor", "clamp_max.Tensor_out");
@@ -780,8 +785,9 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   NEURON_VARIANTS(m, isneginf_into, "isneginf", nullptr, "isneginf.out");
   NEURON_VARIANTS(m, addcmul_into, "addcmul", "addcmul_", "addcmul.out");
   NEURON_VARIANTS(m, addcdiv_into, "addcdiv", "addcdiv_", "addcdiv.out");
-  NEURON_VARIANTS(m, lerp_t_into, "lerp.Tensor", "lerp_.Tensor", nullptr);
-  NEURON_VARIANTS(m, lerp_s_into, "lerp.Scalar", "lerp_.Scalar", nullptr);
+  NEURON_VARIANTS(m, lerp_t_into, "lerp.Tensor", "lerp_.Tensor", "lerp.Tensor_out");
+  NEURON_VARIANTS(m, lerp_s_into, "lerp.Scalar", "lerp_.Scalar", "lerp.Scalar_out");
+  NEURON_IMPL(m, "remainder.Scalar_Tensor", remainder_scalar_tensor_fn);
 }
 
 }  // namespace torch_neuronx
