@@ -6,6 +6,8 @@ Tolerances: helpers.TOL_ROUNDED_ONCE (float32 1e-5: one rounding of the same
 formula, or a mean in another summation order; bfloat16 2e-2: both sides
 compute in float32 and round the result; other dtypes exact).
 """
+import warnings
+
 import pytest
 import torch
 import torch.nn.functional as F
@@ -222,3 +224,38 @@ def test_signbit_refuses_complex_like_the_cpu(n):
                     NotImplementedError)
     assert_no_fallbacks()
 
+
+
+# F.mse_loss/huber_loss/smooth_l1_loss with a 0-d CPU target: F.* broadcasts
+# it to the input's shape first (a CPU tensor with zero strides), which the
+# CPU computes as a value; neuron reads that one element, forward and
+# backward, with the CPU's dtype.
+@pytest.mark.parametrize("fn", [F.mse_loss, F.huber_loss, F.smooth_l1_loss])
+@pytest.mark.parametrize("reduction", ["mean", "sum", "none"])
+def test_pointwise_loss_with_a_0d_cpu_target(fn, reduction):
+    got = {}
+    for dev in ("cpu", "neuron"):
+        x = torch.tensor([[0.5, -1.0, 2.0], [3.0, 0.0, -0.5]]).to(dev).requires_grad_()
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            y = fn(x, torch.tensor(0.25), reduction=reduction)
+        y.sum().backward()
+        got[dev] = (y.detach().cpu(), x.grad.cpu())
+    for a, b in zip(got["neuron"], got["cpu"]):
+        assert a.dtype == b.dtype and a.shape == b.shape
+        torch.testing.assert_close(a, b)
+    assert_no_fallbacks()
+
+
+# mse_loss reads both operands in the promoted dtype, as the CPU's iterator
+# does: a bool input beside a float16 target is a number, not a bool to
+# subtract; an empty input with a 0-d CPU target is the empty loss.
+def test_mse_loss_of_a_bool_input_and_an_empty_input():
+    x, t = torch.tensor([True, False, True]), torch.tensor([0.5, 1.0, 2.0], dtype=torch.float16)
+    for reduction in ("none", "sum"):
+        want = F.mse_loss(x, t, reduction=reduction)
+        got = F.mse_loss(x.neuron(), t.neuron(), reduction=reduction)
+        assert got.dtype == want.dtype and torch.equal(got.cpu(), want)
+    want = F.smooth_l1_loss(torch.ones(0, 1), torch.tensor(0.5), reduction="sum")
+    assert torch.equal(F.smooth_l1_loss(torch.ones(0, 1).neuron(), torch.tensor(0.5), reduction="sum").cpu(), want)
+    assert_no_fallbacks()

@@ -222,6 +222,20 @@ void check_loss_dtype(at::ScalarType t, const char *cpu_kernel) {
   TORCH_CHECK_NOT_IMPLEMENTED(at::isFloatingType(t), "\"", cpu_kernel, "\" not implemented for '", c10::toString(t),
                               "'");
 }
+// F.mse_loss/huber_loss/smooth_l1_loss broadcast the target to the input
+// first (broadcast_tensors), which turns a 0-d CPU target, a value to the
+// CPU and to ATen's iterators, into a CPU tensor whose every stride is 0.
+// That one element goes to the device and is expanded there again: the
+// same shape and dtype, so the same promotion, as the CPU computes.
+Tensor loss_operand(const Tensor &t, const Tensor &other) {
+  if (!t.is_cpu() || other.is_cpu()) return t;
+  if (t.dim() == 0) return t.to(other.device());  // the backward iterators take no CPU scalar
+  if (t.numel() == 0) return at::empty(t.sizes(), t.options().device(other.device()));
+  for (int64_t st : t.strides())
+    if (st != 0) return t;
+  return t.as_strided({}, {}, t.storage_offset()).to(other.device()).expand(t.sizes());
+}
+
 Tensor pointwise_loss_unchecked(const Tensor &self, const Tensor &target, nrt_op op, double param) {
   Tensor loss;
   return run(TensorIterator::borrowing_binary_op(loss, self, target), op, {fs(param)});
@@ -235,13 +249,16 @@ Tensor pointwise_loss(const Tensor &self, const Tensor &target, nrt_op op, doubl
 Tensor loss_backward(const Tensor &g, const Tensor &self, const Tensor &target, nrt_op op, double param,
                      int64_t reduction) {
   Tensor gi;
-  gi = run(ternary(gi, g, self, target), op, {fs(param), fs(norm_for(self, reduction))});
+  gi = run(ternary(gi, g, loss_operand(self, g), loss_operand(target, g)), op,
+           {fs(param), fs(norm_for(self, reduction))});
   return gi;
 }
 
 Tensor huber_into(Tensor, const Tensor &self, const Tensor &target, int64_t reduction, double delta) {
   TORCH_CHECK(delta > 0, "huber_loss does not support non-positive values for delta.");
-  return reduce_loss(pointwise_loss(self, target, NRT_OP(HUBER), delta, "huber_cpu"), reduction);
+  return reduce_loss(pointwise_loss(loss_operand(self, target), loss_operand(target, self), NRT_OP(HUBER), delta,
+                                    "huber_cpu"),
+                     reduction);
 }
 Tensor huber_backward_into(Tensor, const Tensor &g, const Tensor &self, const Tensor &target, int64_t reduction,
                           double delta) {
@@ -250,7 +267,9 @@ Tensor huber_backward_into(Tensor, const Tensor &g, const Tensor &self, const Te
 
 Tensor smooth_l1_into(Tensor, const Tensor &self, const Tensor &target, int64_t reduction, double beta) {
   TORCH_CHECK(beta >= 0, "smooth_l1_loss does not support negative values for beta.");
-  return reduce_loss(pointwise_loss(self, target, NRT_OP(SMOOTH_L1), beta, "smooth_l1_cpu"), reduction);
+  return reduce_loss(pointwise_loss(loss_operand(self, target), loss_operand(target, self), NRT_OP(SMOOTH_L1), beta,
+                                    "smooth_l1_cpu"),
+                     reduction);
 }
 Tensor smooth_l1_backward_into(Tensor, const Tensor &g, const Tensor &self, const Tensor &target,
                                int64_t reduction, double beta) {
@@ -289,8 +308,11 @@ Tensor bce_backward_into(Tensor, const Tensor &g, const Tensor &self, const Tens
 
 // ---- mse_loss ------------------------------------------------------------------
 Tensor mse_loss_fn(const Tensor &self, const Tensor &target, int64_t reduction) {
-  check_loss_dtype(at::result_type(self, target), "mse_cpu");
-  Tensor d = self.sub(target);
+  at::ScalarType rt = at::result_type(self, target);
+  check_loss_dtype(rt, "mse_cpu");
+  // in the promoted dtype, as the CPU's iterator reads both (a bool input
+  // beside a float target is a number there, not a bool to subtract)
+  Tensor d = loss_operand(self, target).to(rt).sub(loss_operand(target, self).to(rt));
   Tensor sq = d.mul(d);
   if (reduction == at::Reduction::Mean) return sq.mean();
   if (reduction == at::Reduction::Sum) return sq.sum();
@@ -298,7 +320,8 @@ Tensor mse_loss_fn(const Tensor &self, const Tensor &target, int64_t reduction) 
 }
 Tensor mse_loss_backward_fn(const Tensor &grad_output, const Tensor &self, const Tensor &target, int64_t reduction) {
   double norm = reduction == at::Reduction::Mean ? 2.0 / static_cast<double>(self.numel()) : 2.0;
-  return self.sub(target).mul(norm).mul(grad_output);
+  at::ScalarType rt = at::result_type(self, target);
+  return loss_operand(self, grad_output).to(rt).sub(loss_operand(target, grad_output).to(rt)).mul(norm).mul(grad_output);
 }
 
 // log_sigmoid = -softplus(-x); its backward grad * sigmoid(-x). The buffer

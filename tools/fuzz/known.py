@@ -176,9 +176,11 @@ KNOWN: list[Group] = [
     # ---- scalars and 0-d CPU tensors ------------------------------------------------------------------------
     Group("cpu-scalar-tensor", ("*",), DEV_RJ + EXC,
           all_of(cpu_scalar, dev_msg("Expected all tensors to be on the same device")),
-          "A 0-d CPU tensor where PyTorch treats it as a scalar (where, mse/l1/huber/smooth_l1 loss targets, "
-          "complex/polar, pow, clamp bounds, ...) is rejected as a device mismatch on neuron; the CPU (and "
-          "CUDA) accept 0-d CPU tensors as scalars."),
+          "A 0-d CPU target of F.l1_loss (and smooth_l1_loss with beta=0, which is l1_loss): F.* broadcasts it to "
+          "the input's shape first, and ATen's composite l1_loss subtracts that expanded CPU tensor, no longer "
+          "0-d, from the neuron input: the iterator's device check refuses it, as on CUDA; the CPU has one "
+          "device. (mse/huber/smooth_l1 read the element since seed 7009.) Other ops taking a 0-d CPU tensor "
+          "as a scalar (where, complex/polar, pow, clamp bounds) would land here too."),
     Group("bool-fill-fractional", ("fill_", "masked_fill", "scatter", "index_select"), VAL,
           first_dtype("bool"),
           "Filling a bool tensor with a fractional or 0-d tensor value (fill_, masked_fill, constant pad): the "
