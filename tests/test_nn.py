@@ -259,3 +259,20 @@ def test_mse_loss_of_a_bool_input_and_an_empty_input():
     want = F.smooth_l1_loss(torch.ones(0, 1), torch.tensor(0.5), reduction="sum")
     assert torch.equal(F.smooth_l1_loss(torch.ones(0, 1).neuron(), torch.tensor(0.5), reduction="sum").cpu(), want)
     assert_no_fallbacks()
+
+
+# hardshrink/softshrink/prelu and nll_loss of integer or bool inputs: the
+# CPU's kernels dispatch on floating dtypes only, NotImplementedError at the
+# op (neuron's kernels would refuse them only at synchronisation).
+@pytest.mark.parametrize("dtype", [torch.int16, torch.int64, torch.uint8, torch.bool])
+@pytest.mark.parametrize("name,call", [
+    ("hardshrink", lambda x, d: F.hardshrink(x)),
+    ("softshrink", lambda x, d: F.softshrink(x)),
+    ("prelu", lambda x, d: F.prelu(x, torch.ones(1, dtype=x.dtype, device=d))),
+    ("nll_loss", lambda x, d: F.nll_loss(x, torch.tensor([0, 1], device=d))),
+    ("glu", lambda x, d: F.glu(x, 0)),
+])
+def test_float_only_kernels_refuse_integers_at_the_op(dtype, name, call):
+    x = torch.ones(2, 3, dtype=dtype)
+    raises_like_cpu(lambda d: call(x.to(d), d), NotImplementedError)
+    assert_no_fallbacks()

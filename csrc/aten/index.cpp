@@ -842,6 +842,19 @@ Tensor triu_into(Tensor out, const Tensor &self, int64_t k) {
   triangle(out, self, 1, k);
   return out;
 }
+// Functional forms for the out= overloads (registry/variants.h's
+// NEURON_OUT_OF: computed fresh, then stored with ATen's out= dtype check).
+Tensor tril_fn(const Tensor &self, int64_t k) { return tril_into(Tensor(), self, k); }
+Tensor triu_fn(const Tensor &self, int64_t k) { return triu_into(Tensor(), self, k); }
+Tensor scatter_src_fn(const Tensor &self, int64_t dim, const Tensor &index, const Tensor &src) {
+  return scatter_src_into(Tensor(), self, dim, index, src);
+}
+Tensor scatter_value_fn(const Tensor &self, int64_t dim, const Tensor &index, const Scalar &value) {
+  return scatter_value_into(Tensor(), self, dim, index, value);
+}
+Tensor scatter_add_fn(const Tensor &self, int64_t dim, const Tensor &index, const Tensor &src) {
+  return scatter_add_into(Tensor(), self, dim, index, src);
+}
 
 // tril_indices / triu_indices: the coordinates of the triangle's elements in
 // row-major order, i.e. nonzero() of the triangular mask.
@@ -908,6 +921,9 @@ std::tuple<Tensor, Tensor> nll_loss_forward_fn(const Tensor &self, const Tensor 
                                                const std::optional<Tensor> &weight, int64_t reduction,
                                                int64_t ignore_index) {
   nll_check(self, target, weight);
+  // then the CPU kernel's dispatch: floating inputs only
+  TORCH_CHECK_NOT_IMPLEMENTED(at::isFloatingType(self.scalar_type()), "\"nll_loss_out_frame\" not implemented for '",
+                              self.scalar_type(), "'");
   c10::DeviceGuard guard(self.device());
   Tensor self2 = self.dim() == 1 ? self.unsqueeze(0) : self;
   Tensor target1 = target.dim() == 0 ? target.reshape({1}) : target;
@@ -964,6 +980,17 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   NEURON_VARIANTS(m, index_tensor_into, "index.Tensor", nullptr, "index.Tensor_out");
   NEURON_IMPL(m, "_index_put_impl_", index_put_checked);
   NEURON_IMPL(m, "index_select", index_select_fn);
+  NEURON_OUT_OF(m, index_select_fn, "index_select.out");
+  NEURON_OUT_OF(m, nonzero_fn, "nonzero.out");
+  NEURON_OUT_OF(m, masked_select_fn, "masked_select.out");
+  NEURON_OUT_OF(m, gather_fn, "gather.out");
+  NEURON_OUT_OF(m, sort_stable, "sort.values_stable");
+  NEURON_OUT_OF(m, topk_fn, "topk.values");
+  NEURON_OUT_OF(m, tril_fn, "tril.out");
+  NEURON_OUT_OF(m, triu_fn, "triu.out");
+  NEURON_OUT_OF(m, scatter_src_fn, "scatter.src_out");
+  NEURON_OUT_OF(m, scatter_value_fn, "scatter.value_out");
+  NEURON_OUT_OF(m, scatter_add_fn, "scatter_add.out");
   NEURON_IMPL(m, "masked_fill_.Scalar", masked_fill_scalar);
   NEURON_IMPL(m, "masked_fill_.Tensor", masked_fill_tensor);
   NEURON_IMPL(m, "nonzero", nonzero_fn);
@@ -987,6 +1014,8 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   NEURON_VARIANTS(m, triu_into, "triu", "triu_", nullptr);
   NEURON_IMPL(m, "nll_loss_forward", nll_loss_forward_fn);
   NEURON_IMPL(m, "nll_loss_backward", nll_loss_backward_fn);
+  NEURON_OUT_OF(m, nll_loss_forward_fn, "nll_loss_forward.output");
+  NEURON_OUT_OF(m, nll_loss_backward_fn, "nll_loss_backward.grad_input");
 }
 
 }  // namespace torch_neuronx

@@ -84,8 +84,17 @@ Tensor threshold_into(Tensor out, const Tensor &self, const Scalar &th, const Sc
   return run(iter, NRT_OP(THRESHOLD), {dom(iter, th), dom(iter, value)});
 }
 
+// The CPU kernels of these activations dispatch on floating dtypes only: an
+// integer or bool input is NotImplementedError naming the kernel, at the op
+// (complex inputs go to the complex family's own refusal).
+void check_activation_dtype(at::ScalarType t, const char *cpu_kernel) {
+  TORCH_CHECK_NOT_IMPLEMENTED(at::isFloatingType(t) || at::isComplexType(t), "\"", cpu_kernel,
+                              "\" not implemented for '", t, "'");
+}
+
 Tensor shrink_into(Tensor out, const Tensor &self, const Scalar &lambd, nrt_op op) {
   auto iter = TensorIterator::unary_op(out, self);
+  check_activation_dtype(iter.common_dtype(), op == NRT_OP(HARDSHRINK) ? "hardshrink_cpu" : "softshrink_check");
   // The CPU's hardshrink converts lambda to the dtype itself (float16
   // refuses 1e30); softshrink checks its own range above.
   bool hard = op == NRT_OP(HARDSHRINK) && at::isFloatingType(iter.common_dtype());
@@ -168,7 +177,9 @@ Tensor angle_into(Tensor out, const Tensor &self) {
 // ---- PReLU, RReLU, GLU -------------------------------------------------------------
 Tensor prelu_fn(const Tensor &self, const Tensor &weight) {
   Tensor out;
-  return run(TensorIterator::binary_op(out, self, weight), NRT_OP(PRELU));
+  auto iter = TensorIterator::binary_op(out, self, weight);
+  check_activation_dtype(iter.common_dtype(), "prelu_cpu");
+  return run(iter, NRT_OP(PRELU));
 }
 // grad_weight keeps the broadcast (input) shape, as ATen's kernel does;
 // autograd sums it to the weight's shape.
@@ -202,6 +213,7 @@ int64_t glu_dim(const Tensor &self, int64_t dim) {
 }
 Tensor glu_into(Tensor, const Tensor &self, int64_t dim) {
   int64_t d = glu_dim(self, dim), h = self.size(d) / 2;
+  check_activation_dtype(self.scalar_type(), "glu_cpu");
   return self.narrow(d, 0, h) * at::sigmoid(self.narrow(d, h, h));
 }
 Tensor glu_backward_into(Tensor, const Tensor &g, const Tensor &self, int64_t dim) {
@@ -412,6 +424,10 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   NEURON_IMPL(m, "mse_loss_backward", mse_loss_backward_fn);
   NEURON_IMPL(m, "log_sigmoid_forward", log_sigmoid_forward_fn);
   NEURON_IMPL(m, "log_sigmoid_backward", log_sigmoid_backward_fn);
+  NEURON_OUT_OF(m, log_sigmoid_forward_fn, "log_sigmoid_forward.output");
+  NEURON_OUT_OF(m, log_sigmoid_backward_fn, "log_sigmoid_backward.grad_input");
+  NEURON_OUT_OF(m, mse_loss_fn, "mse_loss.out");
+  NEURON_OUT_OF(m, mse_loss_backward_fn, "mse_loss_backward.grad_input");
   NEURON_VARIANTS(m, addr_into, "addr", nullptr, "addr.out");
 }
 

@@ -26,7 +26,7 @@ ALL_RAISE = DEV_RJ + CPU_RJ + EXC
 # Ops each op-specific group was seen on in today's runs (seeds 44, 55 and the smoke seed):
 # the same root on another op shows up as new.
 OPS_VALIDATED_AT_SYNC = (
-    "activation", "cross_entropy", "getitem", "index_put_", "index_select",
+    "cross_entropy", "getitem", "index_put_", "index_select",
 )
 OPS_SHAPE_VALIDATION_MISSING = (
     "addmm", "clamp", "copy_", "index_select", "interpolate",
@@ -289,9 +289,11 @@ KNOWN: list[Group] = [
     Group("validated-at-sync", OPS_VALIDATED_AT_SYNC, EXC,
           all_of(dev_stage("sync", "copy"), dev_msg("operation not supported", "invalid argument")),
           "Inputs the CPU rejects at the call that neuron can only see in the kernel (device-resident "
-          "out-of-range indices or targets, huber/BCE on integers): neuron raises at synchronize, with "
+          "out-of-range indices or targets: nll_loss/cross_entropy targets, index_select, index_put_, getitem; "
+          "the spatial nll_loss of an integer input, in segment.cpp): neuron raises at synchronize, with "
           "RuntimeError instead of IndexError/NotImplementedError, as CUDA's device asserts. (The pointwise "
-          "dtype checks are made at the call since seed 731947's fix.)"),
+          "dtype checks are made at the call since seed 731947's fix; prelu/hardshrink/softshrink/glu and "
+          "nll_loss refuse integer inputs at the call since seed 7002.)"),
     Group("index-out-of-range-unchecked", ("index_select", "gather", "scatter", "getitem", "embedding",
                                            "cross_entropy"), CPU_RJ + EXC,
           cpu_msg("out of bounds", "index out of range", "out of range", "Target", "out of DATA bounds"),
