@@ -119,3 +119,85 @@ def test_sparse_factories_raise_a_clear_error():
                  lambda: torch.sparse_coo_tensor(torch.tensor([[0, 1], [0, 1]]), values, device="neuron")):
         with pytest.raises(NotImplementedError, match=_SPARSE_ERROR):
             make()
+
+
+def _non_native_out_overloads() -> set[str]:
+    """out= overloads with no neuron kernel (and no composite one) whose op
+    has a functional overload with a neuron kernel: out= would quietly run
+    on the CPU fallback."""
+    import collections
+
+    def has(name, key="PrivateUse1"):
+        try:
+            return torch._C._dispatch_has_kernel_for_dispatch_key(name, key)
+        except RuntimeError:
+            return None
+
+    composite = ("CompositeImplicitAutograd", "CompositeExplicitAutograd", "CompositeExplicitAutogradNonFunctional")
+    schemas = {s.name + ("." + s.overload_name if s.overload_name else ""): s
+               for s in torch._C._jit_get_all_schemas() if s.name.startswith("aten::")}
+    by_op = collections.defaultdict(list)
+    for full in schemas:
+        by_op[full.partition(".")[0]].append(full)
+    missing = set()
+    for full, schema in schemas.items():
+        if not any(a.is_out for a in schema.arguments) or has(full) in (None, True):
+            continue
+        if any(has(full, k) for k in composite):
+            continue
+        if any(has(f) and not any(a.is_out for a in schemas[f].arguments) for f in by_op[full.partition(".")[0]]):
+            missing.add(full)
+    return missing
+
+
+def test_out_overloads_of_native_ops_are_native():
+    # Known exceptions are listed, with reasons, in known_gaps.OUT_OVERLOAD_GAPS; a
+    # fixed one must leave the list.
+    from conformance.known_gaps import OUT_OVERLOAD_GAPS
+
+    missing = _non_native_out_overloads()
+    assert missing - set(OUT_OVERLOAD_GAPS) == set(), "out= overloads that fall back to the CPU"
+    assert set(OUT_OVERLOAD_GAPS) - missing == set(), "listed in OUT_OVERLOAD_GAPS but native now"
+
+
+_g = torch.Generator().manual_seed(0)
+_x4, _x2 = torch.randn(2, 3, 4, 4, generator=_g), torch.randn(2, 3, generator=_g)
+_F = torch.float32
+
+
+def _e(dtype, dev):
+    return torch.empty(0, dtype=dtype, device=dev)
+
+
+# A sample of the out= overloads made native, one per registration form
+# (single result, a pair, three results, a loop over names), against the CPU.
+@pytest.mark.parametrize("case", [
+    ("max.dim_max", lambda d: torch.max(_x2.to(d), 1, out=(_e(_F, d), _e(torch.long, d)))),
+    ("native_batch_norm.out", lambda d: torch.ops.aten.native_batch_norm.out(
+        _x4.to(d), torch.ones(3, device=d), torch.zeros(3, device=d), None, None, True, 0.1, 1e-5,
+        out=_e(_F, d), save_mean=_e(_F, d), save_invstd=_e(_F, d))),
+    ("nll_loss_forward.output", lambda d: torch.ops.aten.nll_loss_forward.output(
+        _x2.log_softmax(1).to(d), torch.tensor([0, 2], device=d), None, 1, -100, output=_e(_F, d),
+        total_weight=_e(_F, d))),
+    ("reflection_pad2d.out", lambda d: torch.ops.aten.reflection_pad2d.out(_x4.to(d), [1, 1, 2, 0], out=_e(_F, d))),
+    ("gelu_backward.grad_input", lambda d: torch.ops.aten.gelu_backward.grad_input(
+        _x4.to(d), _x4.to(d), approximate="tanh", grad_input=_e(_F, d))),
+    ("topk.values", lambda d: torch.topk(_x2.to(d), 2, out=(_e(_F, d), _e(torch.long, d)))),
+    ("index_select.out", lambda d: torch.index_select(_x2.to(d), 1, torch.tensor([2, 0], device=d), out=_e(_F, d))),
+    ("pow.Scalar_out", lambda d: torch.pow(2, _x2.to(d), out=_e(_F, d))),
+], ids=lambda c: c[0])
+def test_out_overloads_compute_like_the_cpu(case):
+    torch_neuronx.clear_op_tracking()
+    got = case[1]("neuron")
+    assert torch_neuronx.get_fallback_ops() == []
+    want = case[1]("cpu")
+    got, want = (got, want) if isinstance(got, tuple) else ((got,), (want,))
+    for g, w in zip(got, want):
+        assert g.dtype == w.dtype
+        torch.testing.assert_close(g.cpu(), w, rtol=1e-5, atol=1e-5)
+
+
+def test_out_overload_dtype_must_be_the_results():
+    for dev in ("cpu", "neuron"):
+        with pytest.raises(RuntimeError):
+            torch.index_select(_x2.to(dev), 1, torch.tensor([2, 0], device=dev), out=_e(torch.float64, dev))

@@ -399,6 +399,15 @@ def generate(results_path: str | None, meta: dict | None = None, md_path: str | 
             stale = " *(stale: passes now)*"
         w(f"- `{gk}`: {_md(reason)}{stale}")
     w("")
+    out_gaps = getattr(known_gaps, "OUT_OVERLOAD_GAPS", {})
+    w("### out= overloads on the CPU fallback")
+    w("")
+    w("Every other out= overload of an op with a native kernel is native too (tests/test_fallback.py checks "
+      "it against the dispatcher); these are not (`OUT_OVERLOAD_GAPS`):")
+    w("")
+    for gk, reason in sorted(out_gaps.items()):
+        w(f"- `{gk}`: {_md(reason)}")
+    w("")
 
     w(f"## Native ATen ops ({len(native)})")
     w("")

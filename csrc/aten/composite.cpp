@@ -262,7 +262,9 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   NEURON_IMPL(m, "equal", equal_fn);
   NEURON_VARIANTS(m, nansum_into, "nansum", nullptr, "nansum.out");
   NEURON_IMPL(m, "norm.ScalarOpt_dim", norm_dim);
+  NEURON_OUT_OF(m, norm_dim, "norm.out");
   NEURON_IMPL(m, "norm.ScalarOpt_dim_dtype", norm_dim_dtype);
+  NEURON_OUT_OF(m, norm_dim_dtype, "norm.dtype_out");
 }
 
 }  // namespace torch_neuronx

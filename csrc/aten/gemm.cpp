@@ -274,7 +274,7 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   NEURON_VARIANTS(m, matmul_into, "mm", nullptr, "mm.out");
   NEURON_VARIANTS(m, addmm_into, "addmm", "addmm_", "addmm.out");
   NEURON_VARIANTS(m, bmm_only_into, "bmm", nullptr, "bmm.out");
-  NEURON_VARIANTS(m, baddbmm_into, "baddbmm", "baddbmm_", nullptr);
+  NEURON_VARIANTS(m, baddbmm_into, "baddbmm", "baddbmm_", "baddbmm.out");
 }
 
 }  // namespace torch_neuronx

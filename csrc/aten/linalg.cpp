@@ -1051,6 +1051,8 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   NEURON_IMPL(m, "linalg_lstsq.out", lstsq_out);
   NEURON_IMPL(m, "linalg_cholesky_ex", cholesky_ex_fn);
   NEURON_IMPL(m, "linalg_solve_triangular", solve_triangular_fn);
+  NEURON_OUT_OF(m, cholesky_ex_fn, "linalg_cholesky_ex.L");
+  NEURON_OUT_OF(m, solve_triangular_fn, "linalg_solve_triangular.out");
   NEURON_VARIANTS(m, cross_into, "linalg_cross", nullptr, "linalg_cross.out");
 }
 

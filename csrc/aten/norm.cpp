@@ -479,6 +479,10 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   NEURON_IMPL(m, "_native_batch_norm_legit.no_stats", bn_legit_no_stats_fn);
   NEURON_IMPL(m, "_native_batch_norm_legit_no_training", bn_legit_no_training_fn);
   NEURON_IMPL(m, "_batch_norm_with_update", bn_with_update_fn);
+  NEURON_OUT_OF(m, native_bn_fn, "native_batch_norm.out");
+  NEURON_OUT_OF(m, bn_legit_fn, "_native_batch_norm_legit.out");
+  NEURON_OUT_OF(m, bn_legit_no_stats_fn, "_native_batch_norm_legit.no_stats_out");
+  NEURON_OUT_OF(m, bn_with_update_fn, "_batch_norm_with_update.out");
   NEURON_IMPL(m, "native_batch_norm_backward", native_bn_backward_fn);
   NEURON_IMPL(m, "batch_norm_backward", bn_backward_fn);
   NEURON_IMPL(m, "native_group_norm", group_norm_fn);

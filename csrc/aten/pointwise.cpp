@@ -780,6 +780,17 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   NEURON_IMPL(m, "elu_backward", elu_backward_fn);
   NEURON_IMPL(m, "softplus_backward", softplus_backward_fn);
   NEURON_IMPL(m, "hardtanh_backward", hardtanh_backward_fn);
+  NEURON_OUT_OF(m, gelu_backward_fn, "gelu_backward.grad_input");
+  NEURON_OUT_OF(m, leaky_relu_backward_fn, "leaky_relu_backward.grad_input");
+  NEURON_OUT_OF(m, elu_backward_fn, "elu_backward.grad_input");
+  NEURON_OUT_OF(m, softplus_backward_fn, "softplus_backward.grad_input");
+  NEURON_OUT_OF(m, hardtanh_backward_fn, "hardtanh_backward.grad_input");
+  NEURON_OUT_OF(m, threshold_backward_fn, "threshold_backward.grad_input");
+  NEURON_OUT_OF(m, sigmoid_backward_fn, "sigmoid_backward.grad_input");
+  NEURON_OUT_OF(m, tanh_backward_fn, "tanh_backward.grad_input");
+  NEURON_OUT_OF(m, silu_backward_fn, "silu_backward.grad_input");
+  NEURON_OUT_OF(m, hardsigmoid_backward_fn, "hardsigmoid_backward.grad_input");
+  NEURON_OUT_OF(m, pow_st_fn, "pow.Scalar_out");
   NEURON_VARIANTS(m, where_into, "where.self", nullptr, "where.self_out");
   NEURON_VARIANTS(m, isposinf_into, "isposinf", nullptr, "isposinf.out");
   NEURON_VARIANTS(m, isneginf_into, "isneginf", nullptr, "isneginf.out");

@@ -233,6 +233,10 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   NEURON_IMPL(m, "normal.float_Tensor", normal_ft);
   NEURON_IMPL(m, "exponential_", exponential_fn);
   NEURON_IMPL(m, "multinomial", multinomial_fn);
+  NEURON_OUT_OF(m, multinomial_fn, "multinomial.out");
+  NEURON_OUT_OF(m, normal_tt, "normal.Tensor_Tensor_out");
+  NEURON_OUT_OF(m, normal_tf, "normal.Tensor_float_out");
+  NEURON_OUT_OF(m, normal_ft, "normal.float_Tensor_out");
   NEURON_IMPL(m, "uniform_", uniform_fn);
   NEURON_IMPL(m, "normal_", normal_fn);
   NEURON_IMPL(m, "bernoulli_.float", bernoulli_float);

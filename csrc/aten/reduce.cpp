@@ -464,6 +464,12 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   NEURON_IMPL(m, "argmin", argmin_fn);
   NEURON_IMPL(m, "var.correction", var_correction);
   NEURON_IMPL(m, "std.correction", std_correction);
+  NEURON_OUT_OF(m, max_dim, "max.dim_max");
+  NEURON_OUT_OF(m, min_dim, "min.dim_min");
+  NEURON_OUT_OF(m, argmax_fn, "argmax.out");
+  NEURON_OUT_OF(m, argmin_fn, "argmin.out");
+  NEURON_OUT_OF(m, var_correction, "var.correction_out");
+  NEURON_OUT_OF(m, std_correction, "std.correction_out");
   NEURON_VARIANTS(m, all_dims_into, "all.dims", nullptr, "all.dims_out");
   NEURON_VARIANTS(m, any_dims_into, "any.dims", nullptr, "any.dims_out");
   NEURON_VARIANTS(m, all_dim_into, "all.dim", nullptr, "all.out");
@@ -477,6 +483,10 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   NEURON_VARIANTS(m, log_softmax_into, "_log_softmax", nullptr, "_log_softmax.out");
   NEURON_IMPL(m, "_softmax_backward_data", softmax_backward_fn);
   NEURON_IMPL(m, "_log_softmax_backward_data", log_softmax_backward_fn);
+  NEURON_OUT_OF(m, softmax_backward_fn, "_softmax_backward_data.out");
+  NEURON_OUT_OF(m, log_softmax_backward_fn, "_log_softmax_backward_data.out");
+  NEURON_OUT_OF(m, max_all, "max.unary_out");
+  NEURON_OUT_OF(m, min_all, "min.unary_out");
   NEURON_VARIANTS(m, cumsum_into, "cumsum", "cumsum_", "cumsum.out");
   NEURON_VARIANTS(m, cumprod_into, "cumprod", "cumprod_", "cumprod.out");
 }

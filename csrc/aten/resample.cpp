@@ -813,6 +813,20 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   for (const char *n : {"replication_pad1d_backward", "replication_pad2d_backward", "replication_pad3d_backward"}) {
     NEURON_IMPL(m, n, replication_pad_backward_fn);
   }
+  for (const char *n : {"reflection_pad1d.out", "reflection_pad2d.out", "reflection_pad3d.out"}) {
+    NEURON_OUT_OF(m, reflection_pad_fn, n);
+  }
+  for (const char *n : {"reflection_pad1d_backward.grad_input", "reflection_pad2d_backward.grad_input",
+                        "reflection_pad3d_backward.grad_input"}) {
+    NEURON_OUT_OF(m, reflection_pad_backward_fn, n);
+  }
+  for (const char *n : {"replication_pad1d.out", "replication_pad2d.out", "replication_pad3d.out"}) {
+    NEURON_OUT_OF(m, replication_pad_fn, n);
+  }
+  for (const char *n : {"replication_pad1d_backward.grad_input", "replication_pad2d_backward.grad_input",
+                        "replication_pad3d_backward.grad_input"}) {
+    NEURON_OUT_OF(m, replication_pad_backward_fn, n);
+  }
 }
 
 }  // namespace torch_neuronx

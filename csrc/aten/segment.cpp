@@ -1039,6 +1039,8 @@ Tensor ctc_loss_backward_tensor_fn(const Tensor &grad, const Tensor &log_probs, 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   NEURON_IMPL(m, "nll_loss2d_forward", nll_loss2d_forward_fn);
   NEURON_IMPL(m, "nll_loss2d_backward", nll_loss2d_backward_fn);
+  NEURON_OUT_OF(m, nll_loss2d_forward_fn, "nll_loss2d_forward.output");
+  NEURON_OUT_OF(m, nll_loss2d_backward_fn, "nll_loss2d_backward.grad_input");
   NEURON_IMPL(m, "masked_scatter_", masked_scatter_ip);
   NEURON_VARIANTS(m, index_reduce_into, "index_reduce", "index_reduce_", "index_reduce.out");
   NEURON_VARIANTS(m, index_copy_into, "index_copy", "index_copy_", "index_copy.out");
@@ -1067,6 +1069,10 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   NEURON_IMPL(m, "multi_margin_loss_backward", multi_margin_loss_backward_fn);
   NEURON_IMPL(m, "multilabel_margin_loss_forward", multilabel_margin_loss_forward_fn);
   NEURON_IMPL(m, "multilabel_margin_loss_backward", multilabel_margin_loss_backward_fn);
+  NEURON_OUT_OF(m, multi_margin_loss_fn, "multi_margin_loss.out");
+  NEURON_OUT_OF(m, multi_margin_loss_backward_fn, "multi_margin_loss_backward.grad_input");
+  NEURON_OUT_OF(m, multilabel_margin_loss_forward_fn, "multilabel_margin_loss_forward.output");
+  NEURON_OUT_OF(m, multilabel_margin_loss_backward_fn, "multilabel_margin_loss_backward.grad_input");
   NEURON_VARIANTS(m, segment_reduce_into, "segment_reduce", nullptr, "segment_reduce.out");
   NEURON_VARIANTS(m, segment_reduce_backward_into, "_segment_reduce_backward", nullptr,
                   "_segment_reduce_backward.out");

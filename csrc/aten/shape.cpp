@@ -6,6 +6,7 @@
 #include <ATen/TensorIterator.h>
 #include <ATen/WrapDimUtils.h>
 #include <ATen/core/IListRef.h>
+#include <ATen/ops/scalar_tensor.h>
 #include <ATen/ops/empty.h>
 #include <ATen/native/Resize.h>
 #include <ATen/native/TensorShape.h>
@@ -210,6 +211,12 @@ Tensor isin_into(Tensor, const Tensor &elements, const Tensor &test, bool /*assu
 Tensor isin_ts(const Tensor &e, const c10::Scalar &t, bool /*assume_unique*/, bool invert) {
   return isin_into(Tensor(), e, at::empty({1}, e.options()).fill_(t), false, invert);
 }
+// isin(Scalar, Tensor): the scalar as a 0-d tensor of its own type on the
+// test set's device, as ATen's wraps it
+Tensor isin_st(const c10::Scalar &e, const Tensor &test, bool /*assume_unique*/, bool invert) {
+  Tensor elements = at::scalar_tensor(e, test.options().dtype(e.type()));
+  return isin_into(Tensor(), elements, test, false, invert);
+}
 
 }  // namespace
 
@@ -217,6 +224,9 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   NEURON_IMPL(m, "constant_pad_nd", constant_pad_nd_fn);
   NEURON_VARIANTS(m, isin_into, "isin.Tensor_Tensor", nullptr, "isin.Tensor_Tensor_out");
   NEURON_IMPL(m, "isin.Tensor_Scalar", isin_ts);
+  NEURON_OUT_OF(m, isin_ts, "isin.Tensor_Scalar_out");
+  NEURON_IMPL(m, "isin.Scalar_Tensor", isin_st);
+  NEURON_OUT_OF(m, isin_st, "isin.Scalar_Tensor_out");
   NEURON_VARIANTS(m, cat_into, "cat", nullptr, "cat.out");
   NEURON_IMPL(m, "flip", flip_fn);
   NEURON_IMPL(m, "roll", roll_fn);

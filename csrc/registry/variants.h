@@ -81,7 +81,67 @@ struct Variants<into, std::tuple<Tensor, Tensor> (*)(Tensor, Tensor, A...)> {
   static constexpr bool kHasSelf = false;
 };
 
+// The out= overload of an op whose kernel returns a fresh result (`Tensor
+// fn(Args...)`, or a pair): computed, then stored as ATen's out= wrappers
+// store it (each out must already have its result's dtype; it is resized).
+inline Tensor &store_checked(Tensor &out, const Tensor &result) {
+  TORCH_CHECK(out.scalar_type() == result.scalar_type(), "Expected out tensor to have dtype ", result.dtype(),
+              ", but got ", out.dtype(), " instead");
+  return store_out(out, result);
+}
+
+template <auto fn, typename Sig = decltype(fn)>
+struct OutOf;
+
+template <auto fn, typename... A>
+struct OutOf<fn, Tensor (*)(A...)> {
+  static Tensor &out(A... args, Tensor &out) { return store_checked(out, fn(args...)); }
+};
+
+template <auto fn, typename... A>
+struct OutOf<fn, std::tuple<Tensor, Tensor> (*)(A...)> {
+  static std::tuple<Tensor &, Tensor &> out(A... args, Tensor &out0, Tensor &out1) {
+    auto [r0, r1] = fn(args...);
+    store_checked(out0, r0);
+    store_checked(out1, r1);
+    return std::forward_as_tuple(out0, out1);
+  }
+};
+
+template <auto fn, typename... A>
+struct OutOf<fn, std::tuple<Tensor, Tensor, Tensor> (*)(A...)> {
+  static std::tuple<Tensor &, Tensor &, Tensor &> out(A... args, Tensor &out0, Tensor &out1, Tensor &out2) {
+    auto [r0, r1, r2] = fn(args...);
+    store_checked(out0, r0);
+    store_checked(out1, r1);
+    store_checked(out2, r2);
+    return std::forward_as_tuple(out0, out1, out2);
+  }
+};
+
+template <auto fn, typename... A>
+struct OutOf<fn, std::tuple<Tensor, Tensor, Tensor, Tensor> (*)(A...)> {
+  static std::tuple<Tensor &, Tensor &, Tensor &, Tensor &> out(A... args, Tensor &out0, Tensor &out1, Tensor &out2,
+                                                                Tensor &out3) {
+    auto [r0, r1, r2, r3] = fn(args...);
+    store_checked(out0, r0);
+    store_checked(out1, r1);
+    store_checked(out2, r2);
+    store_checked(out3, r3);
+    return std::forward_as_tuple(out0, out1, out2, out3);
+  }
+};
+
 }  // namespace variants
+
+// Registers the out= overload `out` of a kernel `fn` that returns a fresh
+// result (its functional overload is registered with NEURON_IMPL).
+template <auto fn>
+void register_out_of(torch::Library &m, const char *out) {
+  register_impl<&variants::OutOf<fn>::out>(m, out);
+}
+
+#define NEURON_OUT_OF(m, fn, out) ::torch_neuronx::register_out_of<&(fn)>((m), (out))
 
 // Registers the functional, in-place and out= overloads derived from
 // `into`; a nullptr name skips that overload.

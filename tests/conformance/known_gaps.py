@@ -48,6 +48,16 @@ KNOWN_GAPS: dict[str, str] = {
 }
 
 
+# ---- out= overloads without a native kernel (tests/test_fallback.py) ----------------------
+# An out= overload of an op whose functional form is native, that still runs on
+# the CPU fallback (counted and reported as such). Keys: "aten::name.overload".
+OUT_OVERLOAD_GAPS: dict[str, str] = {
+    **{f"aten::{op}.dtype_out": ("gap: the out_dtype GEMM overloads (mm/bmm/addmm/baddbmm .dtype and "
+                                 ".dtype_out, a 16-bit product into a float32 result) have no native kernel; "
+                                 "they run on the CPU fallback")
+       for op in ("mm", "bmm", "addmm", "baddbmm")},
+}
+
 # ---- the ModuleInfo sweep (tests/conformance/moduleinfo_sweep.py) ---------------------
 #
 # Keys: ModuleInfo name ("nn.LSTM"), optionally ".train"/".eval" and/or "@dtype"
