@@ -119,7 +119,9 @@ def test_noncontiguous():
     g = torch.Generator().manual_seed(3)
     q = torch.randn(2, 21, 3, 16, generator=g).transpose(1, 2)
     k = torch.randn(2, 40, 3, 16, generator=g).transpose(1, 2)
-    v = torch.randn(2, 3, 12, 40, generator=g).transpose(-1, -2)
+    # unit-stride last dims (a value whose last dim is strided takes the
+    # math path, as on the CPU: test_sdpa_nonfinite_follows_the_cpu_backend_choice)
+    v = torch.randn(2, 40, 3, 12, generator=g).transpose(1, 2)
     _check(q, k, v)
 
 
@@ -338,3 +340,24 @@ def test_errors():
     with pytest.raises(RuntimeError, match="is_causal"):
         m = torch.ones(4, 4, dtype=torch.bool, device="neuron")
         torch.ops.aten._scaled_dot_product_fused_attention_overrideable(q, k, v, m, is_causal=True)
+
+
+# The CPU takes its math decomposition, not its flash kernel, when a last
+# dim of query, key or value is not unit-stride; the two place NaN
+# differently (here: a row whose only visible score is -inf * 0.4 is 0 from
+# flash, NaN from math). neuron takes the CPU's path for the same layout.
+def test_sdpa_nonfinite_follows_the_cpu_backend_choice():
+    q = torch.tensor([[[[1.5410, -0.2934], [-2.1788, 0.5684], [-1.0845, -1.3986]]]])
+    k = torch.tensor([[[[0.4033, float("inf")], [float("inf"), -0.4033], [-0.5966, 0.1820]]]])
+    v = torch.tensor([[[[-0.8567, 1.1006], [-1.0712, 0.1227], [-0.5663, 0.3731]]]])
+    strided = lambda t: t.transpose(-1, -2).contiguous().transpose(-1, -2)  # noqa: E731
+    results = {}
+    for name, qq in (("flash", q), ("math", strided(q))):
+        want = F.scaled_dot_product_attention(qq, k, v, is_causal=True)
+        got = F.scaled_dot_product_attention(qq.neuron(), k.neuron(), v.neuron(), is_causal=True).cpu()
+        assert torch.equal(got.isnan(), want.isnan()), (name, got, want)
+        fin = want.isfinite()
+        torch.testing.assert_close(got[fin], want[fin], **tol_kw(TOL_ATTENTION, torch.float32))
+        results[name] = want
+    assert not torch.equal(results["flash"].isnan(), results["math"].isnan())  # the two CPU paths differ
+    assert_no_fallbacks()

@@ -73,6 +73,22 @@ bool fused_covers(const Tensor &q, const Tensor &k, const Tensor &v, const std::
   return true;
 }
 
+// Whether the CPU's backend selection (use_flash_attention_cpp) would take
+// its flash kernel rather than the math decomposition, as far as layout
+// decides: every last dim of unit stride (size-1 dims included). NaN and
+// infinities (fully masked rows, inf scores) propagate differently in the
+// two: the math path's softmax gives a fully -inf row NaN, flash gives it
+// 0. neuron's fused kernel follows flash, so those inputs go to math here
+// too (its matmul, softmax and matmul on neuron's kernels). The CPU also
+// takes math for a value head dim unlike the query's and for grouped
+// heads; neuron keeps its fused kernel there (CUDA's does the same), and
+// known.py lists what differs.
+bool cpu_takes_flash(const Tensor &q, const Tensor &k, const Tensor &v) {
+  for (const Tensor *t : {&q, &k, &v})
+    if (t->sym_stride(-1) != 1) return false;
+  return true;
+}
+
 }  // namespace
 
 int64_t fused_sdp_choice(const Tensor &q, const Tensor &k, const Tensor &v, const std::optional<Tensor> &mask,
@@ -84,7 +100,8 @@ int64_t fused_sdp_choice(const Tensor &q, const Tensor &k, const Tensor &v, cons
   bool has_mask = mask && mask->defined();
   bool fused_enabled = ctx.userEnabledOverrideableSDP() || ctx.userEnabledMemEfficientSDP() ||
                        (ctx.userEnabledFlashSDP() && !has_mask);
-  if (fused_enabled && fused_covers(q, k, v, mask, dropout_p, is_causal, enable_gqa))
+  if (fused_enabled && fused_covers(q, k, v, mask, dropout_p, is_causal, enable_gqa) &&
+      cpu_takes_flash(q, k, v))
     return static_cast<int64_t>(at::SDPBackend::overrideable);
   if (ctx.userEnabledMathSDP()) return static_cast<int64_t>(at::SDPBackend::math);
   return static_cast<int64_t>(at::SDPBackend::error);
