@@ -368,8 +368,13 @@ class NeuronWork final : public c10d::Work {
       while (!state_->done.load(std::memory_order_acquire) && std::chrono::steady_clock::now() < until)
         std::this_thread::yield();
     }
-    if (on_device_) blockCurrentStream();
+    // A failure already known is raised here, without making the current
+    // stream wait on it too: that wait would fail again, later, at an
+    // unrelated synchronising call (the flaky second error of a group whose
+    // peer left before the operation ran). One not known yet surfaces at
+    // the current stream's next synchronising call, once.
     if (state_->failed()) fail(state_->message);
+    if (on_device_) blockCurrentStream();
     return true;
   }
   void synchronize() override { blockCurrentStream(); }
