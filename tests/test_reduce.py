@@ -246,3 +246,13 @@ def test_reduction_out_overloads_are_native(case):
 ], ids=lambda c: c[0])
 def test_reduction_out_dtype_checks_like_the_cpu(case):
     raises_like_cpu(case[1], case[2])
+
+
+# max/min(dim) of an empty complex tensor: an empty reduced dim is the
+# IndexError of ATen's meta, checked before its refusal of complex inputs.
+@pytest.mark.parametrize("op", ["max", "min"])
+@pytest.mark.parametrize("shape,dim,exc", [((0, 5), 0, IndexError), ((0, 5), 1, RuntimeError),
+                                           ((2, 0), 1, IndexError), ((2, 3), 0, RuntimeError)])
+def test_max_min_dim_of_complex_checks_the_empty_dim_first(op, shape, dim, exc):
+    x = torch.empty(shape, dtype=torch.complex64)
+    raises_like_cpu(lambda d: getattr(x.to(d), op)(dim=dim), exc)

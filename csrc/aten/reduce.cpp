@@ -121,13 +121,14 @@ Tensor min_all(const Tensor &self) {
 std::tuple<Tensor, Tensor> extreme_dim(const Tensor &self, int64_t dim, bool keepdim, nrt_op op, const char *name) {
   c10::DeviceGuard guard(self.device());
   dim = at::maybe_wrap_dim(dim, self.dim());
-  TORCH_CHECK(!self.is_complex(), name, "(): does not support complex input");  // ATen's meta, even when empty
-  Tensor values = at::empty({0}, self.options());
-  Tensor indices = at::empty({0}, self.options().dtype(at::kLong));
   if (self.numel() == 0) {
-    // ATen's max.dim / min.dim meta: IndexError for an empty reduced dim.
+    // ATen's max.dim / min.dim meta: IndexError for an empty reduced dim,
+    // before its refusal of complex inputs (which holds for other empty ones).
     at::native::zero_numel_check_dims(self, dim, (std::string(name) + "()").c_str());
   }
+  TORCH_CHECK(!self.is_complex(), name, "(): does not support complex input");
+  Tensor values = at::empty({0}, self.options());
+  Tensor indices = at::empty({0}, self.options().dtype(at::kLong));
   auto iter = at::native::make_reduction(name, values, indices, self, dim, keepdim, self.scalar_type(), at::kLong);
   if (self.numel() > 0) launch_iter(iter, op);
   return {values, indices};
