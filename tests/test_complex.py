@@ -17,7 +17,7 @@ import torch.nn.functional as F
 
 import torch_neuronx  # noqa: F401
 import helpers
-from helpers import DEV, TOL_ACCUMULATED, assert_no_fallbacks, tol_kw
+from helpers import DEV, TOL_ACCUMULATED, assert_no_fallbacks, raises_like_cpu, tol_kw
 from helpers import seeded_randn as rrandn
 
 TOL = tol_kw(TOL_ACCUMULATED, torch.float32)
@@ -464,4 +464,20 @@ def test_addr_of_complex_operands_matches_the_cpu(kw):
     ref = s.clone().addr_(v1, v2, **kw)
     dev = s.to("neuron").addr_(v1.to("neuron"), v2.to("neuron"), **kw)
     torch.testing.assert_close(dev.cpu(), ref)
+    assert_no_fallbacks()
+
+
+# abs of a complex input with out=: a real out= the magnitude casts to takes
+# it, a complex one must have the input's dtype (ATen's
+# unary_op_impl_with_complex_to_float_out and its same-dtype iterator).
+@pytest.mark.parametrize("out_dtype", [torch.complex64, torch.complex128, torch.bfloat16, torch.float64, torch.int32])
+def test_complex_abs_out_dtypes_like_the_cpu(out_dtype):
+    x = torch.tensor([1 + 1j, -2 - 0.5j])
+    call = lambda d: torch.abs(x.to(d), out=torch.empty(0, dtype=out_dtype, device=d))  # noqa: E731
+    if out_dtype in (torch.complex128, torch.int32):
+        raises_like_cpu(call, RuntimeError)
+    else:
+        want, got = call("cpu"), call("neuron").cpu()
+        assert got.dtype == want.dtype
+        torch.testing.assert_close(got, want, atol=1e-2, rtol=1e-2)
     assert_no_fallbacks()

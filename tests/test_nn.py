@@ -276,3 +276,19 @@ def test_float_only_kernels_refuse_integers_at_the_op(dtype, name, call):
     x = torch.ones(2, 3, dtype=dtype)
     raises_like_cpu(lambda d: call(x.to(d), d), NotImplementedError)
     assert_no_fallbacks()
+
+
+# angle with out=: a complex input's angle goes to any real out= it can be
+# cast to and to a complex one (as the real part), as ATen's
+# unary_op_impl_with_complex_to_float_out; an integer out= is refused.
+@pytest.mark.parametrize("x", [torch.tensor([1.0, -2.0]), torch.tensor([1 + 1j, -2 - 0.5j])])
+@pytest.mark.parametrize("out_dtype", [torch.complex64, torch.complex128, torch.bfloat16, torch.float64, torch.int32])
+def test_angle_out_dtypes_like_the_cpu(x, out_dtype):
+    call = lambda d: torch.angle(x.to(d), out=torch.empty(0, dtype=out_dtype, device=d))  # noqa: E731
+    if out_dtype == torch.int32:
+        raises_like_cpu(call, RuntimeError)
+    else:
+        want, got = call("cpu"), call("neuron").cpu()
+        assert got.dtype == want.dtype
+        torch.testing.assert_close(got, want, atol=1e-2, rtol=1e-2)
+    assert_no_fallbacks()

@@ -166,9 +166,16 @@ Tensor angle_into(Tensor out, const Tensor &self) {
     // (re, im) views, so this file needs no COMPLEX-family kernel.
     at::ScalarType rt = c10::toRealValueType(self.scalar_type());
     if (!out.defined()) out = at::empty(self.sizes(), self.options().dtype(rt));
-    TORCH_CHECK(out.scalar_type() == rt, "angle: result type ", rt, " can't be cast to the desired output type ",
+    if (out.scalar_type() == rt) return at::atan2_out(out, at::imag(self), at::real(self));
+    // ATen's unary_op_impl_with_complex_to_float_out: a real out= the angle
+    // can be cast to takes it; a complex one any self's dtype casts to (the
+    // angle as its real part).
+    at::ScalarType from = out.is_complex() ? self.scalar_type() : rt;
+    TORCH_CHECK(at::canCast(from, out.scalar_type()), "result type ", from, " can't be cast to the desired output type ",
                 out.scalar_type());
-    return at::atan2_out(out, at::imag(self), at::real(self));
+    Tensor r = at::atan2(at::imag(self), at::real(self));
+    at::native::resize_output(out, r.sizes());
+    return out.copy_(r);
   }
   auto iter = TensorIterator::unary_float_op(out, self);
   return run(iter, NRT_OP(ANGLE));

@@ -249,9 +249,22 @@ Tensor abs_into(Tensor out, const Tensor &a) {
   at::ScalarType rt = c10::toRealValueType(a.scalar_type());
   // empty: the iterator sizes it in its layout (the meta function's), not contiguous
   if (!out.defined()) out = at::empty({0}, a.options().dtype(rt));
-  TORCH_CHECK(out.scalar_type() == rt || out.is_same(a), "abs: result type ", rt,
-              " can't be cast to the desired output type ", out.scalar_type());
   TORCH_CHECK(!out.is_same(a), "In-place abs is not supported for complex tensors.");
+  if (out.scalar_type() != rt) {
+    // ATen's unary_op_impl_with_complex_to_float_out: a real out= the
+    // magnitude can be cast to takes it; a complex one must be self's dtype
+    // (the complex iterator's same-dtype check) and gets it as its real part.
+    if (out.is_complex()) {
+      TORCH_CHECK(out.scalar_type() == a.scalar_type(), "Found dtype ", out.scalar_type(), " but expected ",
+                  a.scalar_type());
+    } else {
+      TORCH_CHECK(at::canCast(rt, out.scalar_type()), "result type ", rt, " can't be cast to the desired output type ",
+                  out.scalar_type());
+    }
+    Tensor r = abs_into(Tensor(), a);
+    at::native::resize_output(out, r.sizes());
+    return out.copy_(r);
+  }
   auto iter = at::TensorIteratorConfig().add_output(out).add_const_input(a).check_all_same_dtype(false).build();
   launch_iter(iter, NRT_OP_ABS);
   return iter.output();

@@ -343,9 +343,6 @@ KNOWN: list[Group] = [
           any_of(zero_size, dev_msg("non-batch dimensions to have positive length", "cannot reshape tensor of 0")),
           "0-size inputs the CPU accepts (adaptive pooling over a 0-size non-batch dim, embedding of an empty "
           "weight): neuron raises."),
-    Group("angle-abs-out-dtype", ("angle", "abs"), DEV_RJ, has_out,
-          "angle/abs with an out= of a complex or wider dtype: the CPU accepts it, neuron raises 'result type "
-          "Float can't be cast to the desired output type'."),
     Group("roll-empty-dims", ("flip",), DEV_RJ, zero_size,
           "roll of a 1-d empty tensor with dims out of range: the CPU returns the empty tensor, neuron raises "
           "IndexError."),
