@@ -377,3 +377,20 @@ def test_logcumsumexp_checks_the_dim_before_the_dtype():
     raises_like_cpu(lambda d: torch.logcumsumexp(x.to(d), 5), IndexError)
     raises_like_cpu(lambda d: torch.logcumsumexp(x.to(d), 0), NotImplementedError)
     assert_no_fallbacks()
+
+
+# Order statistics refuse the dtypes the CPU's kernels refuse, with its
+# classes: median/nanmedian/kthvalue of bool (NotImplementedError; mode and
+# sort take bool), topk of bool or complex and sort of complex (RuntimeError).
+@pytest.mark.parametrize("case", [
+    ("median bool", lambda d: torch.median(torch.tensor([True, False, True], device=d)), NotImplementedError),
+    ("median dim bool", lambda d: torch.median(torch.tensor([True, False, True], device=d), 0), NotImplementedError),
+    ("nanmedian bool", lambda d: torch.nanmedian(torch.tensor([True, False], device=d)), NotImplementedError),
+    ("kthvalue bool", lambda d: torch.kthvalue(torch.tensor([True, False], device=d), 1), NotImplementedError),
+    ("topk bool", lambda d: torch.topk(torch.tensor([True, False], device=d), 1), RuntimeError),
+    ("topk complex", lambda d: torch.topk(torch.tensor([1 + 1j, 2], device=d), 1), RuntimeError),
+    ("sort complex", lambda d: torch.sort(torch.tensor([1 + 1j, 2], device=d)), RuntimeError),
+    ("topk k out of range first", lambda d: torch.topk(torch.tensor([True, False], device=d), 3), RuntimeError),
+], ids=lambda c: c[0])
+def test_order_statistics_refuse_dtypes_like_the_cpu(case):
+    raises_like_cpu(case[1], case[2])

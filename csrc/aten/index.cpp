@@ -655,6 +655,8 @@ std::tuple<Tensor, Tensor> sort_stable(const Tensor &self, std::optional<bool> /
                                        bool descending) {
   c10::DeviceGuard guard(self.device());
   dim = at::maybe_wrap_dim(dim, self.dim());
+  // as the CPU's (and CUDA's) sort kernel refuses complex after the meta's dim check
+  TORCH_CHECK(!self.is_complex(), "Sort does not support complex dtypes");
   Tensor x = self.dim() == 0 ? self.reshape({1}) : self.transpose(dim, -1).contiguous();
   // The results take the layout sort's meta function gives (self's strides,
   // or dense strides inferred from them); the kernel writes them through a
@@ -690,6 +692,8 @@ std::tuple<Tensor, Tensor> topk_fn(const Tensor &self, int64_t k, int64_t dim, b
   dim = at::maybe_wrap_dim(dim, self.dim());
   int64_t n = self.dim() == 0 ? 1 : self.size(dim);
   TORCH_CHECK(k >= 0 && k <= n, "selected index k out of range");
+  TORCH_CHECK(!self.is_complex(), "topk does not support complex dtypes");
+  TORCH_CHECK(self.scalar_type() != at::kBool, "topk does not support bool dtypes");
   auto [v, i] = sort_stable(self, true, dim, largest);
   if (self.dim() == 0) return {v, i};
   return {v.narrow(dim, 0, k).contiguous(), i.narrow(dim, 0, k).contiguous()};

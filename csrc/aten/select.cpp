@@ -148,6 +148,9 @@ std::tuple<Tensor &, Tensor &> order_stat_dim(const Tensor &self, int64_t dim, b
     values.copy_(self);
     indices.fill_(0);
   } else if (values.numel() > 0) {
+    // The CPU's median and kthvalue kernels have no bool form (mode does)
+    TORCH_CHECK_NOT_IMPLEMENTED(self.scalar_type() != at::kBool || stat == OS_MODE, "\"",
+                                stat == OS_KTH ? "kthvalue_cpu" : "median_out", "\" not implemented for 'Bool'");
     // Write through the outputs' own strides (they may be user out= views).
     order_stat(self, dim, values, indices, stat, k);
   }
@@ -194,6 +197,7 @@ Tensor median_all(const Tensor &self, int64_t stat) {
   if (self.numel() == 0)
     return at::full({}, std::numeric_limits<double>::quiet_NaN(), self.options().dtype(at::kFloat))
         .to(self.scalar_type());
+  TORCH_CHECK_NOT_IMPLEMENTED(self.scalar_type() != at::kBool, "\"median_cpu\" not implemented for 'Bool'");
   Tensor x = self.reshape({self.numel()});
   Tensor values = at::empty({1}, self.options());
   Tensor indices = at::empty({1}, self.options().dtype(at::kLong));
