@@ -112,3 +112,50 @@ def test_pooling_refuses_dtypes_like_the_cpu_dispatch(call):
     x = torch.ones(1, 2, 4, 4, dtype=torch.int32)
     raises_like_cpu(lambda d: call(x.to(d)), NotImplementedError)
     assert_no_fallbacks()
+
+
+# Empty inputs to adaptive pooling as ATen's metas take them: the average
+# needs non-empty spatial dims only (its backward a grad_output with every
+# dim after the first non-empty), the max every dim after the first, so an
+# unbatched input may have no channels.
+@pytest.mark.parametrize("fn,shape,size", [
+    (F.adaptive_max_pool2d, (0, 6, 2), (2, 2)), (F.adaptive_avg_pool2d, (0, 6, 2), (2, 2)),
+    (F.adaptive_max_pool1d, (0, 6), 2), (F.adaptive_avg_pool3d, (0, 2, 2, 2), (1, 1, 1)),
+    (F.adaptive_max_pool3d, (0, 2, 2, 2), (1, 1, 1)), (F.adaptive_max_pool2d, (0, 3, 6, 2), (2, 2)),
+    (F.adaptive_avg_pool3d, (2, 0, 2, 2, 2), (1, 1, 1)),
+    (F.adaptive_max_pool2d, (2, 0, 6, 2), (2, 2)), (F.adaptive_avg_pool2d, (2, 3, 0, 2), (2, 2)),
+    (F.adaptive_max_pool2d, (0, 0, 2), (2, 2)), (F.adaptive_avg_pool2d, (2, 0, 6, 2), (2, 2)),
+])
+def test_adaptive_pooling_of_empty_inputs_like_the_cpu(fn, shape, size):
+    def call(d):
+        x = torch.ones(shape, device=d, requires_grad=True)
+        y = fn(x, size)
+        y = y[0] if isinstance(y, tuple) else y
+        y.sum().backward()
+        return y, x.grad
+    try:
+        want = call("cpu")
+    except RuntimeError:
+        raises_like_cpu(call, RuntimeError)
+    else:
+        got = call("neuron")
+        for a, b in zip(got, want):
+            assert a.shape == b.shape and a.dtype == b.dtype
+    assert_no_fallbacks()
+
+
+# An empty int64 input to adaptive average pooling is the empty result on
+# the CPU (its kernel returns before the dtype dispatch); a non-empty one,
+# and adaptive max pooling of either, is NotImplementedError.
+@pytest.mark.parametrize("shape", [(0, 3, 6), (2, 3, 6)])
+@pytest.mark.parametrize("fn", [F.adaptive_avg_pool1d, F.adaptive_max_pool1d])
+def test_adaptive_pooling_of_int64_like_the_cpu(shape, fn):
+    x = torch.ones(shape, dtype=torch.long)
+    try:
+        want = fn(x, 2)
+    except NotImplementedError:
+        raises_like_cpu(lambda d: fn(x.to(d), 2), NotImplementedError)
+    else:
+        got = fn(x.neuron(), 2)
+        assert got.shape == want.shape and got.dtype == want.dtype
+    assert_no_fallbacks()

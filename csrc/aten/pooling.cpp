@@ -82,6 +82,18 @@ Tensor batched_input(const Tensor &self, int64_t nsp, const char *op) {
   return self.dim() == nsp + 1 ? self.unsqueeze(0) : self;
 }
 
+// Adaptive pooling's own input check (ATen's adaptive pooling metas): the
+// average needs non-empty spatial dims only, the max every dim after the
+// first (so an unbatched input may have no channels, a batched one no batch).
+Tensor adaptive_input(const Tensor &self, int64_t nsp, bool max, const char *op) {
+  TORCH_CHECK(self.dim() == nsp + 1 || self.dim() == nsp + 2, op, ": Expected ", nsp + 1, "D or ", nsp + 2,
+              "D (batch mode) tensor for input, but got: ", self.sizes());
+  for (int64_t j = max ? 1 : self.dim() - nsp; j < self.dim(); ++j)
+    TORCH_CHECK(self.size(j) > 0, op, "(): Expected input to have non-zero size for non-batch dimensions, but input "
+                "has sizes ", self.sizes(), " with dimension ", j, " being empty");
+  return self.dim() == nsp + 1 ? self.unsqueeze(0) : self;
+}
+
 at::TensorOptions act_options(const Tensor &like) {
   return like.options().memory_format(like.suggest_memory_format());
 }
@@ -269,12 +281,15 @@ template <int nsp>
 Tensor adaptive_avg_into(Tensor out, const Tensor &self, IntArrayRef output_size) {
   const char *op = nsp == 2 ? "adaptive_avg_pool2d" : "adaptive_avg_pool3d";
   c10::DeviceGuard guard(self.device());
-  Tensor xb = batched_input(self, nsp, op);
+  Tensor xb = adaptive_input(self, nsp, false, op);
   bool unbatched = xb.dim() != self.dim();
   int64_t o[3];
   adaptive_shape(nsp, output_size, o, op);
-  check_dtype(self, Dtypes::kFloat, op);
-  Tensor result = output_for(out, out_shape(xb, nsp, o, unbatched), self, self.scalar_type());
+  // The CPU's kernel returns an empty result before it dispatches on the
+  // dtype (an empty int64 input is fine there); the max's dispatches first.
+  auto shape = out_shape(xb, nsp, o, unbatched);
+  if (c10::multiply_integers(shape) > 0) check_dtype(self, Dtypes::kFloat, op);
+  Tensor result = output_for(out, shape, self, self.scalar_type());
   Tensor yb = batch_view(result, unbatched);
   launch_pool(NRT_OP(AVG_POOL), Win(), true, xb, yb, {&yb}, {&xb});
   return result;
@@ -283,7 +298,12 @@ Tensor adaptive_avg_into(Tensor out, const Tensor &self, IntArrayRef output_size
 
 template <int nsp>
 Tensor adaptive_avg_backward(const Tensor &grad_output, const Tensor &self) {
-  check_dtype(self, Dtypes::kFloat, nsp == 2 ? "adaptive_avg_pool2d_backward" : "adaptive_avg_pool3d_backward");
+  const char *op = nsp == 2 ? "adaptive_avg_pool2d_backward" : "adaptive_avg_pool3d_backward";
+  // ATen's adaptive_pool_empty_output_check, before the kernel's dtypes
+  for (int64_t j = 1; j < grad_output.dim(); ++j)
+    TORCH_CHECK(grad_output.size(j) > 0, op, "(): Expected grad_output to have non-zero size for non-batch "
+                "dimensions, but grad_output has sizes ", grad_output.sizes(), " with dimension ", j, " being empty");
+  check_dtype(self, Dtypes::kFloat, op);
   c10::DeviceGuard guard(self.device());
   bool unbatched = self.dim() == nsp + 1;
   Tensor gi = at::empty(self.sizes(), act_options(self));
@@ -297,7 +317,7 @@ template <int nsp>
 std::tuple<Tensor, Tensor> adaptive_max_into(Tensor out, Tensor idx, const Tensor &self, IntArrayRef output_size) {
   const char *op = nsp == 2 ? "adaptive_max_pool2d" : "adaptive_max_pool3d";
   c10::DeviceGuard guard(self.device());
-  Tensor xb = batched_input(self, nsp, op);
+  Tensor xb = adaptive_input(self, nsp, true, op);
   bool unbatched = xb.dim() != self.dim();
   int64_t o[3];
   adaptive_shape(nsp, output_size, o, op);

@@ -46,7 +46,10 @@ ALLOWANCES: list[Group] = [
           "value is on another device (fill_out, which allows the overlap; neuron does this, as CUDA does), and "
           "copies when it is on the same device (copy_, which refuses it): the CPU reference has both on the "
           "CPU. A neuron value raises on neuron too."),
-    Group("cpu-memory-format-unsupported", ("pool",), CPU_RJ, cpu_msg("Unsupported memory format"),
+    Group("cpu-memory-format-unsupported", ("pool",), CPU_RJ + ("both-raise-different-class",),
+          cpu_msg("Unsupported memory format"),
           "max_pool3d of a tensor that is neither contiguous nor channels_last_3d: the CPU kernel refuses the "
-          "layout, neuron pools any strides (it copies to its own layout first)."),
+          "layout, neuron pools any strides (it copies to its own layout first); with a dtype neither pools "
+          "(bool), that refusal of the layout comes before the CPU's dtype check, neuron's dtype refusal is "
+          "its only one (NotImplementedError)."),
 ]

@@ -29,7 +29,7 @@ OPS_VALIDATED_AT_SYNC = (
     "cross_entropy", "getitem", "index_put_", "index_select",
 )
 OPS_SHAPE_VALIDATION_MISSING = (
-    "addmm", "clamp", "copy_", "index_select", "interpolate",
+    "addmm", "clamp", "copy_", "index_select",
 )
 OPS_OUT_DTYPE_UNCHECKED = (
     "addmm", "clamp", "linear", "logaddexp",
@@ -318,8 +318,8 @@ KNOWN: list[Group] = [
                   "Expected 3D or 4D", "Expected 2D or 3D", "Expected 4D", "must match the size of tensor",
                   "the number of sizes provided", "cannot compute the", "The expanded size of the tensor"),
           "Shapes the CPU rejects (out= with the wrong shape, copy_ from a larger source, index_add with a count "
-          "mismatch, adaptive pooling's backward of an empty grad_output): neuron computes something instead of "
-          "raising. (Reflection/replication padding and transposed convolutions check sizes since seed 7002.)"),
+          "mismatch): neuron computes something instead of raising. (Reflection/replication padding, transposed "
+          "convolutions and adaptive average pooling's backward check sizes since seed 7002.)"),
     Group("out-dtype-unchecked", OPS_OUT_DTYPE_UNCHECKED, CPU_RJ,
           cpu_msg("can't be cast to the desired output type", "Expected out type", "only supports bool tensor for "
                   "result", "input types can't be cast"),
@@ -339,10 +339,10 @@ KNOWN: list[Group] = [
           dev_msg("to have the same dtype"),
           "bmm/matmul/baddbmm/einsum with operands of different dtypes (half x float, float x int64): the CPU "
           "promotes or computes, neuron raises 'expected batch1 and batch2 to have the same dtype'."),
-    Group("empty-input-rejected", ("pool", "embedding", "sdpa"), DEV_RJ,
+    Group("empty-input-rejected", ("embedding", "sdpa"), DEV_RJ,
           any_of(zero_size, dev_msg("non-batch dimensions to have positive length", "cannot reshape tensor of 0")),
-          "0-size inputs the CPU accepts (adaptive pooling over a 0-size non-batch dim, embedding of an empty "
-          "weight): neuron raises."),
+          "0-size inputs the CPU accepts (embedding of an empty weight, in segment.cpp): neuron raises. "
+          "(Adaptive pooling checks empty dims as ATen's metas since seed 7014.)"),
     Group("roll-empty-dims", ("flip",), DEV_RJ, zero_size,
           "roll of a 1-d empty tensor with dims out of range: the CPU returns the empty tensor, neuron raises "
           "IndexError."),
