@@ -121,3 +121,20 @@ def test_bmm_of_mixed_dtypes_without_products_is_computed_like_the_cpu(case):
 ], ids=lambda c: c[0] if isinstance(c, tuple) else "")
 def test_bmm_checks_in_the_cpus_order(case):
     raises_like_cpu(case[1], case[2])
+
+
+# addmv of an empty matrix takes the CPU's shortcut: zeros for beta = 0,
+# else self times beta as a scalar tensor of self's dtype (an integer self
+# takes beta=2.0 as 2), into vec's dtype.
+@pytest.mark.parametrize("beta", [2.0, 0.5, 0, 3])
+def test_addmv_of_an_empty_matrix_like_the_cpu(beta):
+    def call(d):
+        return torch.addmv(torch.tensor([-1], device=d), torch.empty(1, 0, dtype=torch.long, device=d),
+                           torch.empty(0, dtype=torch.long, device=d), beta=beta)
+    got, want = call("neuron"), call("cpu")
+    assert got.dtype == want.dtype
+    torch.testing.assert_close(got.cpu(), want)
+    nan_self = torch.tensor([-1.5, float("nan")])
+    got = torch.addmv(nan_self.to("neuron"), torch.empty(2, 0, device="neuron"), torch.empty(0, device="neuron"), beta=0)
+    torch.testing.assert_close(got.cpu(), torch.addmv(nan_self, torch.empty(2, 0), torch.empty(0), beta=0))
+    assert_no_fallbacks()

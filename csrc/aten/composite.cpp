@@ -9,6 +9,8 @@
 #include <ATen/WrapDimUtils.h>
 #include <ATen/native/Resize.h>
 #include <ATen/native/TypeProperties.h>
+#include <ATen/ops/mul.h>
+#include <ATen/ops/scalar_tensor.h>
 #include <ATen/ops/result_type.h>
 #include <ATen/ops/_unique.h>
 #include <ATen/ops/_weight_norm_differentiable_backward.h>
@@ -56,6 +58,15 @@ Tensor addmv_into(Tensor, const Tensor &self, const Tensor &mat, const Tensor &v
   // refuses 1e30, which addmm's float32 math type would take).
   (void)converted_scalar(beta, mat.scalar_type());
   (void)converted_scalar(alpha, mat.scalar_type());
+  if (mat.numel() == 0) {
+    // The CPU's empty-matrix shortcut: zeros when beta == 0, else self times
+    // beta as a scalar tensor of self's dtype (an integer self takes beta=2.0
+    // as 2, where addmm's in-place scaling refuses it), into vec's dtype.
+    Tensor r = at::empty({mat.size(0)}, vec.options());
+    bool zero_beta = beta.isComplex() ? beta.toComplexDouble() == c10::complex<double>(0, 0) : beta.toDouble() == 0.0;
+    if (zero_beta) return r.zero_();
+    return at::mul_out(r, self, at::scalar_tensor(beta, self.options().dtype(self.scalar_type()).device(at::kCPU)));
+  }
   return at::addmm(self.dim() == 0 ? self : self.unsqueeze(1), mat, vec.unsqueeze(1), beta, alpha).squeeze(1);
 }
 
