@@ -134,6 +134,12 @@ KNOWN: list[Group] = [
     Group("loss-dtype-promotion", ("loss",), DTYPE + CPU_RJ, mixed_dtypes(),
           "Losses with input and target of different float dtypes: the CPU keeps the input's dtype (or raises "
           "'Found dtype Float but expected BFloat16'), neuron promotes to the wider dtype."),
+    Group("lerp-out-zero-dim-operands", ("lerp",), DEV_RJ + EXC, all_of(fn("torch.lerp"), has_out),
+          "lerp with out= of another dtype: on the CPU every 0-d operand is a CPU scalar to TensorIterator, so "
+          "a 0-d lerp casts into a complex or wider out= (and bool operands reach the kernel's "
+          "NotImplementedError); neuron's 0-d operands are device tensors, as CUDA's are, and its iterator "
+          "raises 'Found dtype ComplexFloat but expected Float' (RuntimeError). lerp's out= ran on the CPU "
+          "fallback before a13178e."),
     Group("nonfinite-pointwise", ("lerp", "addcmul", "masked_fill", "index_select", "clamp", "nan_to_num",
                                   "activation", "logit", "fill_"), VAL,
           any_of(nonfinite, all_of(phase("backward"), fill("edge"))),
@@ -335,10 +341,6 @@ KNOWN: list[Group] = [
                   "masked_fill_ only supports boolean masks"),
           "index_put_/setitem with float index tensors, a mask of the wrong shape, or values that do not "
           "broadcast to the indexed shape: the CPU raises IndexError/RuntimeError, neuron writes anyway."),
-    Group("bmm-mixed-dtype", ("bmm", "matmul", "addmm", "vecdot", "linear", "mm"), DEV_RJ,
-          dev_msg("to have the same dtype"),
-          "bmm/matmul/baddbmm/einsum with operands of different dtypes (half x float, float x int64): the CPU "
-          "promotes or computes, neuron raises 'expected batch1 and batch2 to have the same dtype'."),
     Group("empty-input-rejected", ("embedding", "sdpa"), DEV_RJ,
           any_of(zero_size, dev_msg("non-batch dimensions to have positive length", "cannot reshape tensor of 0")),
           "0-size inputs the CPU accepts (embedding of an empty weight, in segment.cpp): neuron raises. "
