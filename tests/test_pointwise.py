@@ -533,3 +533,24 @@ def test_remainder_of_a_python_scalar_by_a_tensor_is_native():
     x = torch.tensor([0.7, -1.0, 1.5, 3.0])
     torch.testing.assert_close(torch.remainder(5, x.to(DEV)).cpu(), torch.remainder(5, x))
     assert_no_fallbacks()
+
+
+# 16-bit trunc/floor division by a broadcast one-element divisor (stride 0,
+# a 0-d CPU tensor, a Python scalar, or a one-element tensor) divides in
+# float32 and rounds once, as ATen's *_cpu_reduced_float kernels; a full
+# divisor rounds each step in the 16-bit type.
+@pytest.mark.parametrize("mode", ["trunc", "floor"])
+@pytest.mark.parametrize("dt", [torch.bfloat16, torch.float16], ids=str)
+def test_16bit_rounding_division_by_a_broadcast_divisor_like_the_cpu(mode, dt):
+    a = torch.tensor([1.234375, -115.0, 111.0, -102.5], dtype=dt)
+    b = torch.tensor([-0.2470703125, 1.984375, 0.1396484375, 0.0293426513671875], dtype=dt)
+    calls = [
+        lambda d: torch.div(a.to(d), b[:1].to(d).expand(4), rounding_mode=mode),
+        lambda d: torch.div(a.to(d), b[1], rounding_mode=mode),
+        lambda d: torch.div(a.to(d), -0.2470703125, rounding_mode=mode),
+        lambda d: torch.div(a[:1].to(d), b[:1].to(d), rounding_mode=mode),
+        lambda d: torch.div(a.to(d), b.to(d), rounding_mode=mode),
+    ]
+    for call in calls:
+        torch.testing.assert_close(call(DEV).cpu(), call("cpu"), rtol=0, atol=0)
+    assert_no_fallbacks()

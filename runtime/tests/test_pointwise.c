@@ -890,35 +890,38 @@ static void test_copy_conversions(void) {
 
 /* bfloat16/float16 rounding divisions round each step in the 16-bit type,
  * as PyTorch's vectorised CPU kernels do (values printed by PyTorch 2.13
- * on 10000-element tensors). */
+ * on 4- and 10000-element tensors); a broadcast one-element divisor (a
+ * stride-0 operand, or a one-element launch: ATen's iter.is_scalar) is
+ * divided in float32 and rounded once, as its *_cpu_reduced_float path. */
 static void test_half_rounding_division(void) {
-  struct { nrt_op op; nrt_dtype dt; float a, b, want; } cases[] = {
-      {NRT_OP_DIV_TRUNC, NRT_BFLOAT16, -115.0f, 1.984375f, -58.0f},
-      {NRT_OP_DIV_FLOOR, NRT_BFLOAT16, 111.0f, 0.1396484375f, 796.0f},
-      {NRT_OP_DIV_FLOOR, NRT_FLOAT16, -102.5f, 0.0293426513671875f, -3496.0f},
-      {NRT_OP_DIV_TRUNC, NRT_FLOAT32, -115.0f, 1.984375f, -57.0f},
+  struct { nrt_op op; nrt_dtype dt; float a, b, stepwise, scalar; } cases[] = {
+      {NRT_OP_DIV_TRUNC, NRT_BFLOAT16, -115.0f, 1.984375f, -58.0f, -57.0f},
+      {NRT_OP_DIV_FLOOR, NRT_BFLOAT16, 111.0f, 0.1396484375f, 796.0f, 792.0f},
+      {NRT_OP_DIV_FLOOR, NRT_FLOAT16, -102.5f, 0.0293426513671875f, -3496.0f, -3494.0f},
+      {NRT_OP_DIV_TRUNC, NRT_FLOAT32, -115.0f, 1.984375f, -57.0f, -57.0f},
   };
-  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
-    uint16_t a16, b16, o16;
-    float a32 = cases[i].a, b32 = cases[i].b, o32;
-    bool half = cases[i].dt != NRT_FLOAT32;
-    if (cases[i].dt == NRT_BFLOAT16) {
-      a16 = nrt_f32_to_bf16(a32);
-      b16 = nrt_f32_to_bf16(b32);
-    } else {
-      a16 = nrt_f32_to_f16(a32);
-      b16 = nrt_f32_to_f16(b32);
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
+    for (int scalar = 0; scalar < 2; scalar++) {
+      uint16_t a16[2], b16[2], o16[2];
+      float a32[2] = {cases[i].a, cases[i].a}, b32[2] = {cases[i].b, cases[i].b}, o32[2];
+      bool half = cases[i].dt != NRT_FLOAT32;
+      for (int j = 0; j < 2; j++) {
+        a16[j] = cases[i].dt == NRT_BFLOAT16 ? nrt_f32_to_bf16(a32[j]) : nrt_f32_to_f16(a32[j]);
+        b16[j] = cases[i].dt == NRT_BFLOAT16 ? nrt_f32_to_bf16(b32[j]) : nrt_f32_to_f16(b32[j]);
+      }
+      int64_t sizes[1] = {2};
+      nrt_launch l = nrt_test_launch_op(cases[i].op, cases[i].dt, 1, sizes);
+      nrt_test_operand_1d(&l, 0, half ? (void *)o16 : (void *)o32, cases[i].dt, 1);
+      nrt_test_operand_1d(&l, 1, half ? (void *)a16 : (void *)a32, cases[i].dt, 1);
+      nrt_test_operand_1d(&l, 2, half ? (void *)b16 : (void *)b32, cases[i].dt, scalar ? 0 : 1);
+      nrt_status ref;
+      CHECK_OK(run_both(&l, &ref));
+      for (int j = 0; j < 2; j++) {
+        double got = !half ? o32[j]
+                           : (cases[i].dt == NRT_BFLOAT16 ? nrt_bf16_to_f32(o16[j]) : nrt_f16_to_f32(o16[j]));
+        CHECK(got == (scalar ? cases[i].scalar : cases[i].stepwise));
+      }
     }
-    int64_t sizes[1] = {1};
-    nrt_launch l = nrt_test_launch_op(cases[i].op, cases[i].dt, 1, sizes);
-    nrt_test_operand_1d(&l, 0, half ? (void *)&o16 : (void *)&o32, cases[i].dt, 1);
-    nrt_test_operand_1d(&l, 1, half ? (void *)&a16 : (void *)&a32, cases[i].dt, 1);
-    nrt_test_operand_1d(&l, 2, half ? (void *)&b16 : (void *)&b32, cases[i].dt, 1);
-    nrt_status ref;
-    CHECK_OK(run_both(&l, &ref));
-    double got = !half ? o32 : (cases[i].dt == NRT_BFLOAT16 ? nrt_bf16_to_f32(o16) : nrt_f16_to_f32(o16));
-    CHECK(got == cases[i].want);
-  }
 }
 
 static void test_comparisons_store_bool(void) {

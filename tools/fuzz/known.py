@@ -225,12 +225,6 @@ KNOWN: list[Group] = [
           "gradient summed over the expansion is 0 (float64: 1e-13), but each term is rstd = 1/sqrt(eps) = 316 "
           "times a gradient, rounded to 16 bits, so both sides return rounding noise of a few ulps at that "
           "magnitude (seed 90210: CPU -2.75, neuron 7.25 over 17 terms)."),
-    Group("div-trunc-16bit-broadcast", ("div", "operator"), VAL,
-          all_of(kwarg("rounding_mode", "trunc"), in_dtype("bfloat16", "float16"),
-                 any_of(layout("expanded"), cpu_scalar)),
-          "neuron's bug: bfloat16/float16 division with rounding_mode='trunc' by a broadcast (stride-0) or 0-d "
-          "CPU divisor rounds the quotient to 16 bits before truncating: 1.234375 / -0.2470703125 = -4.996 "
-          "truncates to -4 on the CPU and in float64, to -5 on neuron (seed 90210, 3 cases)."),
     Group("mixed-dtype-binary", ("*",), VAL + DTYPE,
           all_of(any_of(fn("operator.floordiv", "operator.ifloordiv", "torch.floor_divide", "torch.remainder",
                            "Tensor.remainder", "torch.fmod", "torch.div", "torch.pow", "Tensor.pow",

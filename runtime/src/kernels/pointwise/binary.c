@@ -23,16 +23,23 @@ PW_F32_MV(div, 2, x / y)
 /* Rounds to the compute dtype when it is a 16-bit float. PyTorch runs
  * the rounding divisions of bfloat16/float16 in that type, one rounded
  * step at a time (trunc(a / b) truncates the already rounded quotient);
- * DIV_TRUNC and DIV_FLOOR repeat those steps to give the same results. */
+ * DIV_TRUNC and DIV_FLOOR repeat those steps to give the same results.
+ * A broadcast one-element divisor takes ATen's *_cpu_reduced_float path
+ * instead: the whole division in float32, rounded once on the store
+ * (-115 / 1.984375 truncates to -57 there, to -58 stepwise). */
 static inline float round_to(float v, nrt_dtype dt) {
   if (dt == NRT_BFLOAT16) return nrt_k_bf16_to_f32(nrt_k_f32_to_bf16(v));
   if (dt == NRT_FLOAT16) return nrt_k_f16_to_f32(nrt_k_f32_to_f16(v));
   return v;
 }
 
+static nrt_dtype stepwise_dtype(const nrt_launch *l) {
+  return nrt_pw_broadcast_scalar(l, l->noutputs + 1) ? NRT_FLOAT32 : l->compute_dtype;
+}
+
 static void div_trunc_f32(float *out, const float *a, const float *b, const float *c, int64_t n,
                           const nrt_launch *l) {
-  nrt_dtype dt = l->compute_dtype;
+  nrt_dtype dt = stepwise_dtype(l);
   if (dt == NRT_BFLOAT16 || dt == NRT_FLOAT16)
     for (int64_t i = 0; i < n; i++) out[i] = truncf(round_to(a[i] / b[i], dt));
   else
@@ -57,7 +64,7 @@ static inline float div_floor_one(float a, float b, nrt_dtype dt) {
 }
 static void div_floor_f32(float *out, const float *a, const float *b, const float *c, int64_t n,
                           const nrt_launch *l) {
-  nrt_dtype dt = l->compute_dtype;
+  nrt_dtype dt = stepwise_dtype(l);
   for (int64_t i = 0; i < n; i++) out[i] = div_floor_one(a[i], b[i], dt);
 }
 

@@ -235,9 +235,7 @@ static bool opmath_scalar_operand(const nrt_launch *l, int o) {
   if (o != l->noutputs + 1 || (l->compute_dtype != NRT_FLOAT16 && l->compute_dtype != NRT_BFLOAT16)) return false;
   if (l->op != NRT_OP_MUL && l->op != NRT_OP_DIV && l->op != NRT_OP_DIV_TRUNC && l->op != NRT_OP_DIV_FLOOR)
     return false;
-  for (int d = 0; d < l->ndim; d++)
-    if (l->sizes[d] != 1 && l->operands[o].strides[d] != 0) return false;
-  return true;
+  return nrt_pw_broadcast_scalar(l, o);
 }
 
 static void round_to(float *v, int64_t m, nrt_dtype dt) {

@@ -40,6 +40,16 @@ typedef struct nrt_pw_kernel {
   nrt_pw_rng3_f32_fn rng3_f32; /* random, float domain, all inputs (else rng_f32) */
 } nrt_pw_kernel;
 /* The kernel draws random numbers (numbered by linear index, never fused). */
+/* Whether operand `o` is one element broadcast over the whole launch (every
+ * stride 0 where the size is not 1): ATen's iter.is_scalar(). Its reduced-
+ * float mul/div kernels take such a second input at its float32 value and
+ * compute in float32 (pointwise.c, binary.c). */
+static inline bool nrt_pw_broadcast_scalar(const nrt_launch *l, int o) {
+  for (int d = 0; d < l->ndim; d++)
+    if (l->sizes[d] != 1 && l->operands[o].strides[d] != 0) return false;
+  return true;
+}
+
 static inline bool nrt_pw_is_random(const nrt_pw_kernel *k) {
   return k && (k->rng_f32 || k->rng_i64 || k->rng3_f32);
 }
