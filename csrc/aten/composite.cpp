@@ -63,8 +63,7 @@ Tensor addmv_into(Tensor, const Tensor &self, const Tensor &mat, const Tensor &v
     // beta as a scalar tensor of self's dtype (an integer self takes beta=2.0
     // as 2, where addmm's in-place scaling refuses it), into vec's dtype.
     Tensor r = at::empty({mat.size(0)}, vec.options());
-    bool zero_beta = beta.isComplex() ? beta.toComplexDouble() == c10::complex<double>(0, 0) : beta.toDouble() == 0.0;
-    if (zero_beta) return r.zero_();
+    if (scalar_is_zero(beta)) return r.zero_();
     return at::mul_out(r, self, at::scalar_tensor(beta, self.options().dtype(self.scalar_type()).device(at::kCPU)));
   }
   return at::addmm(self.dim() == 0 ? self : self.unsqueeze(1), mat, vec.unsqueeze(1), beta, alpha).squeeze(1);

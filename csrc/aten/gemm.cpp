@@ -30,10 +30,6 @@ void check_same_dtype(const Tensor &a, const Tensor &b, const char *what) {
               a.scalar_type(), " != ", b.scalar_type());
 }
 
-bool is_zero(const Scalar &s) {
-  if (s.isComplex()) return s.toComplexDouble() == c10::complex<double>(0, 0);
-  return s.isIntegral(true) ? s.toLong() == 0 : s.toDouble() == 0.0;
-}
 
 // alpha and beta as the CPU's GEMMs convert them: to the math type of the
 // operands' dtype (float32 for float16/bfloat16), with its overflow check.
@@ -69,7 +65,7 @@ bool cpu_bf16_blas() {
 }
 
 bool cpu_skips_product(const Tensor &a, const Scalar &alpha, bool batched, int64_t macs) {
-  if (!is_zero(alpha) || a.is_complex()) return false;
+  if (!scalar_is_zero(alpha) || a.is_complex()) return false;
   at::ScalarType t = a.scalar_type();
   bool blas = t == at::kFloat || t == at::kDouble;
   if (!batched) return blas;
@@ -89,7 +85,7 @@ void fill_without_product(Tensor &out, const Tensor &bias, const Scalar &beta) {
 // integer result there as on the CPU (result.mul_(beta)).
 void fill_k0(Tensor &out, const Tensor &bias, const Scalar &beta) {
   if (out.numel() == 0) return;
-  if (!bias.defined() || is_zero(beta)) {
+  if (!bias.defined() || scalar_is_zero(beta)) {
     out.zero_();
     return;
   }
@@ -136,14 +132,12 @@ void check_gemm_dtype(const Tensor &a, int64_t outputs, int64_t k, const char *c
 
 // A structured op's out= (or in-place self) must already have the result's
 // dtype, as ATen's generated wrappers check before the kernel runs.
-void check_out_dtype(const Tensor &out, const Tensor &self, const at::TensorOptions &result) {
-  if (!out.defined()) return;
-  if (self.defined() && out.is_same(self)) {
-    TORCH_CHECK(out.dtype() == result.dtype(), "Bad in-place call: input tensor dtype ", out.dtype(),
-                " and output tensor dtype ", result.dtype(), " should match");
+void check_gemm_out(const Tensor &out, const Tensor &self, c10::ScalarType result) {
+  if (out.defined() && self.defined() && out.is_same(self)) {
+    TORCH_CHECK(out.scalar_type() == result, "Bad in-place call: input tensor dtype ", out.dtype(),
+                " and output tensor dtype ", c10::scalarTypeToTypeMeta(result), " should match");
   } else {
-    TORCH_CHECK(out.dtype() == result.dtype(), "Expected out tensor to have dtype ", result.dtype(), ", but got ",
-                out.dtype(), " instead");
+    check_out_dtype(out, result);
   }
 }
 
@@ -169,7 +163,7 @@ Tensor &mm_into(Tensor &out, const Tensor &a, const Tensor &b, const Tensor *bia
   }
   check_gemm_dtype(a, out.numel(), a.size(1), "addmm_impl_cpu_");
   Tensor bias3;
-  if (bias && bias->defined() && !is_zero(beta)) {
+  if (bias && bias->defined() && !scalar_is_zero(beta)) {
     bias3 = bias->expand({a.size(0), b.size(1)}).unsqueeze(0);
   }
   if (a.size(1) == 0) {
@@ -237,7 +231,7 @@ Tensor &bmm_into(Tensor &out, const Tensor &a, const Tensor &b, const Tensor *bi
     out.resize_(shape);
   }
   Tensor bias3;
-  if (bias && bias->defined() && !is_zero(beta)) {
+  if (bias && bias->defined() && !scalar_is_zero(beta)) {
     bias3 = bias->expand(shape);
   }
   if (a.size(2) == 0) {  // no product (mixed dtypes allowed)
@@ -253,7 +247,7 @@ Tensor &bmm_into(Tensor &out, const Tensor &a, const Tensor &b, const Tensor *bi
 }
 Tensor bmm_only_into(Tensor out, const Tensor &a, const Tensor &b) {
   check_bmm(a, b);
-  check_out_dtype(out, Tensor(), b.options());
+  check_gemm_out(out, Tensor(), b.scalar_type());
   return bmm_into(out, a, b, nullptr, 0, 1);
 }
 Tensor baddbmm_into(Tensor out, const Tensor &self, const Tensor &a, const Tensor &b, const Scalar &beta,
@@ -264,7 +258,7 @@ Tensor baddbmm_into(Tensor out, const Tensor &self, const Tensor &a, const Tenso
   TORCH_CHECK(self.dtype() == a.dtype(), "Input dtypes must be the same, got: input ", self.dtype(), ", batch1: ",
               a.dtype(), ", batch2: ", b.dtype());
   check_bmm(a, b);
-  check_out_dtype(out, self, b.options());
+  check_gemm_out(out, self, b.scalar_type());
   return bmm_into(out, a, b, &self, beta, alpha);
 }
 

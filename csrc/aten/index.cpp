@@ -623,8 +623,7 @@ Tensor scatter_reduce_fn(const Tensor &self, int64_t dim, const Tensor &index, c
 // op's out= check).
 Tensor scatter_reduce_two_into(Tensor out, const Tensor &self, int64_t dim, const Tensor &index, const Tensor &src,
                                c10::string_view reduce, bool include_self) {
-  TORCH_CHECK(!out.defined() || out.scalar_type() == self.scalar_type(), "Expected out tensor to have dtype ",
-              self.dtype(), ", but got ", out.dtype(), " instead");
+  check_out_dtype(out, self.scalar_type());
   return scatter_reduce_fn(self, dim, index, src, reduce, include_self);
 }
 

@@ -391,7 +391,7 @@ Tensor addr_into(Tensor out, const Tensor &self, const Tensor &v1, const Tensor 
   if (at::isComplexType(rt)) {
     // The scaled addcmul kernel is real: complex composes the runtime's
     // complex elementwise ops (beta == 0 still ignores self, NaN included)
-    bool ignore_self = beta.toComplexDouble() == c10::complex<double>(0, 0);
+    bool ignore_self = scalar_is_zero(beta);
     Tensor r = col.to(rt).mul(v2.to(rt)).mul(alpha);
     if (!ignore_self) r = s.to(rt).mul(beta).add(r);
     iter.output().copy_(r);

@@ -31,13 +31,6 @@ ScalarType sum_dtype(const Tensor &self, std::optional<ScalarType> dtype) {
   return at::isIntegralType(self.scalar_type(), /*includeBool=*/true) ? at::kLong : self.scalar_type();
 }
 
-// A structured op's out= must already have the result's dtype (ATen's
-// generated out= wrappers check it before the kernel).
-void check_out_dtype(const Tensor &out, ScalarType want) {
-  TORCH_CHECK(!out.defined() || out.scalar_type() == want, "Expected out tensor to have dtype ",
-              c10::scalarTypeToTypeMeta(want), ", but got ", out.dtype(), " instead");
-}
-
 // Sums, means, products, norms and scans convert their input to the
 // result's dtype first, as ATen does (sum(dtype=int64) of [.6, .6, .6] is 0,
 // cumsum(dtype=int64) of [.7, .7] is [0, 0], the mean of int64 with
@@ -436,8 +429,7 @@ Tensor cumulative(const Tensor &input, int64_t dim, std::optional<ScalarType> dt
 // one, which out must then have (ATen's cumulative meta).
 std::optional<ScalarType> cumulative_dtype(const Tensor &out, std::optional<ScalarType> dtype) {
   if (!out.defined()) return dtype;
-  TORCH_CHECK(!dtype || *dtype == out.scalar_type(), "Expected out tensor to have dtype ",
-              c10::scalarTypeToTypeMeta(*dtype), ", but got ", out.dtype(), " instead");
+  if (dtype) check_out_dtype(out, *dtype);
   return out.scalar_type();
 }
 // The meta wraps the dim (IndexError) before anything compares dtypes.

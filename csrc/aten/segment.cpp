@@ -26,6 +26,7 @@
 #include <c10/core/DeviceGuard.h>
 
 #include "launch/launch.h"
+#include "launch/scalar.h"
 #include "nrt/ops/segment.h"
 #include "registry/variants.h"
 
@@ -232,9 +233,7 @@ Tensor addbmm_into(Tensor, const Tensor &self, const Tensor &b1, const Tensor &b
   int64_t bs = b1.size(0), n = b1.size(1), k = b1.size(2), p = b2.size(2);
   if (bs == 0) {
     Tensor r = b_self->clone(at::MemoryFormat::Contiguous);
-    bool zero_beta = beta.isComplex() ? beta.toComplexDouble() == c10::complex<double>(0, 0)
-                                      : beta.isIntegral(true) ? beta.toLong() == 0 : beta.toDouble() == 0.0;
-    return zero_beta ? r.zero_() : r.mul_(beta);
+    return scalar_is_zero(beta) ? r.zero_() : r.mul_(beta);
   }
   Tensor a = b1.permute({1, 0, 2}).reshape({n, bs * k});
   Tensor b = b2.reshape({bs * k, p});

@@ -30,6 +30,13 @@ c10::Scalar converted_scalar(const c10::Scalar &s, c10::ScalarType as);
 // converted_scalar(s, as) in the field the kernels read: .f for a floating
 // or complex `as` (the real part; the imaginary part goes to *imag when
 // given, for the COMPLEX family's s0 + i s1), .i for integral and bool.
+// Whether a beta/alpha is zero (complex, integral or floating), which the
+// GEMM-like ops treat as "ignore that operand".
+inline bool scalar_is_zero(const c10::Scalar &s) {
+  if (s.isComplex()) return s.toComplexDouble() == c10::complex<double>(0, 0);
+  return s.isIntegral(true) ? s.toLong() == 0 : s.toDouble() == 0.0;
+}
+
 nrt_scalar checked_scalar(const c10::Scalar &s, c10::ScalarType as, nrt_scalar *imag = nullptr);
 
 }  // namespace torch_neuronx

@@ -32,6 +32,14 @@
 #include "registry/registry.h"
 
 namespace torch_neuronx {
+
+// A structured op's out= (when given) must already have the result's dtype,
+// as ATen's generated out= wrappers check before the kernel runs.
+inline void check_out_dtype(const at::Tensor &out, c10::ScalarType want) {
+  TORCH_CHECK(!out.defined() || out.scalar_type() == want, "Expected out tensor to have dtype ",
+              c10::scalarTypeToTypeMeta(want), ", but got ", out.dtype(), " instead");
+}
+
 namespace variants {
 
 using at::Tensor;
@@ -85,8 +93,7 @@ struct Variants<into, std::tuple<Tensor, Tensor> (*)(Tensor, Tensor, A...)> {
 // fn(Args...)`, or a pair): computed, then stored as ATen's out= wrappers
 // store it (each out must already have its result's dtype; it is resized).
 inline Tensor &store_checked(Tensor &out, const Tensor &result) {
-  TORCH_CHECK(out.scalar_type() == result.scalar_type(), "Expected out tensor to have dtype ", result.dtype(),
-              ", but got ", out.dtype(), " instead");
+  check_out_dtype(out, result.scalar_type());
   return store_out(out, result);
 }
 
