@@ -226,11 +226,14 @@ def test_signbit_refuses_complex_like_the_cpu(n):
 
 
 
-# F.mse_loss/huber_loss/smooth_l1_loss with a 0-d CPU target: F.* broadcasts
-# it to the input's shape first (a CPU tensor with zero strides), which the
-# CPU computes as a value; neuron reads that one element, forward and
-# backward, with the CPU's dtype.
-@pytest.mark.parametrize("fn", [F.mse_loss, F.huber_loss, F.smooth_l1_loss])
+# F.mse_loss/huber_loss/smooth_l1_loss/l1_loss with a 0-d CPU target: F.*
+# broadcasts it to the input's shape first (a CPU tensor with zero strides),
+# which the CPU computes as a value; neuron reads that one element, forward
+# and backward, with the CPU's dtype. (l1_loss is ATen's composite
+# (input - target).abs(): the binary ops take such an operand.)
+@pytest.mark.parametrize("fn", [F.mse_loss, F.huber_loss, F.smooth_l1_loss, F.l1_loss,
+                                lambda a, b, reduction: F.smooth_l1_loss(a, b, reduction=reduction, beta=0.0)],
+                         ids=["mse", "huber", "smooth_l1", "l1", "smooth_l1_beta0"])
 @pytest.mark.parametrize("reduction", ["mean", "sum", "none"])
 def test_pointwise_loss_with_a_0d_cpu_target(fn, reduction):
     got = {}
@@ -291,4 +294,41 @@ def test_angle_out_dtypes_like_the_cpu(x, out_dtype):
         want, got = call("cpu"), call("neuron").cpu()
         assert got.dtype == want.dtype
         torch.testing.assert_close(got, want, atol=1e-2, rtol=1e-2)
+    assert_no_fallbacks()
+
+
+# Huber and binary cross-entropy with input and target of different float
+# dtypes: the CPU's huber_loss computes in the promoted dtype into the
+# input's, its backward and binary_cross_entropy require one dtype
+# (RuntimeError "Found dtype Float but expected Half"), at the op.
+@pytest.mark.parametrize("da,db", [(torch.float16, torch.float32), (torch.float32, torch.float64),
+                                   (torch.float32, torch.bfloat16)], ids=str)
+def test_mixed_dtype_huber_and_bce_like_the_cpu(da, db):
+    x, t = rnd(2, 3).to(da), rnd(2, 3, seed=1).to(db)
+    for reduction in ("none", "mean"):
+        want = F.huber_loss(x, t, reduction=reduction)
+        got = F.huber_loss(x.neuron(), t.neuron(), reduction=reduction)
+        assert got.dtype == want.dtype == da
+        torch.testing.assert_close(got.cpu(), want, **tol_kw(TOL_ROUNDED_ONCE, da, (0, 0)))
+    raises_like_cpu(lambda d: F.huber_loss(x.to(d).requires_grad_(), t.to(d)).backward(), RuntimeError)
+    p, y = x.sigmoid(), t.sigmoid()
+    raises_like_cpu(lambda d: F.binary_cross_entropy(p.to(d), y.to(d)), RuntimeError)
+    assert_no_fallbacks()
+
+
+# nan_to_num of complex tensors: the real and imaginary parts are replaced
+# independently, with the limits of their own real dtype (functional,
+# in-place and out=).
+def test_nan_to_num_complex():
+    nan, inf = float("nan"), float("inf")
+    z = torch.tensor([complex(nan, inf), complex(-inf, 1.0), complex(2.0, -inf), complex(nan, nan)])
+    for kw in ({}, {"nan": 1.0, "posinf": 2.0, "neginf": -3.0}):
+        want = torch.nan_to_num(z, **kw)
+        assert torch.equal(torch.nan_to_num(z.neuron(), **kw).cpu(), want)
+        w = z.neuron()
+        w.nan_to_num_(**kw)
+        assert torch.equal(w.cpu(), want)
+        out = torch.empty(4, dtype=torch.complex64, device="neuron")
+        torch.nan_to_num(z.neuron(), out=out, **kw)
+        assert torch.equal(out.cpu(), want)
     assert_no_fallbacks()

@@ -137,6 +137,19 @@ Tensor logit_backward_into(Tensor out, const Tensor &g, const Tensor &self, std:
 
 Tensor nan_to_num_into(Tensor out, const Tensor &self, std::optional<double> nan, std::optional<double> posinf,
                        std::optional<double> neginf) {
+  if (self.is_complex()) {
+    // The CPU replaces non-finite real and imaginary parts independently,
+    // with the limits of the part's own (real) dtype.
+    Tensor res = out.defined() ? out : at::empty_like(self);
+    TORCH_CHECK(res.scalar_type() == self.scalar_type(), "nan_to_num: Expected out tensor to have dtype ",
+                self.scalar_type(), ", but got ", res.scalar_type(), " instead");
+    at::native::resize_output(res, self.sizes());
+    for (bool imag : {false, true}) {
+      Tensor part = imag ? at::imag(res) : at::real(res);
+      at::nan_to_num_out(part, imag ? at::imag(self) : at::real(self), nan, posinf, neginf);
+    }
+    return res;
+  }
   auto iter = TensorIterator::unary_op(out, self);
   double big = std::numeric_limits<double>::max(), low = std::numeric_limits<double>::lowest();
   switch (self.scalar_type()) {
@@ -250,15 +263,9 @@ Tensor loss_operand(const Tensor &t, const Tensor &other) {
   if (!t.is_cpu() || other.is_cpu()) return t;
   if (t.dim() == 0) return t.to(other.device());  // the backward iterators take no CPU scalar
   if (t.numel() == 0) return at::empty(t.sizes(), t.options().device(other.device()));
-  for (int64_t st : t.strides())
-    if (st != 0) return t;
-  return t.as_strided({}, {}, t.storage_offset()).to(other.device()).expand(t.sizes());
+  return broadcast_host_scalar(t, other);
 }
 
-Tensor pointwise_loss_unchecked(const Tensor &self, const Tensor &target, nrt_op op, double param) {
-  Tensor loss;
-  return run(TensorIterator::borrowing_binary_op(loss, self, target), op, {fs(param)});
-}
 Tensor pointwise_loss(const Tensor &self, const Tensor &target, nrt_op op, double param, const char *cpu_kernel) {
   Tensor loss;
   auto iter = TensorIterator::borrowing_binary_op(loss, self, target);
@@ -273,14 +280,30 @@ Tensor loss_backward(const Tensor &g, const Tensor &self, const Tensor &target, 
   return gi;
 }
 
+// The CPU's huber and binary cross-entropy kernels build their iterators
+// without promotion: every operand must have the first input's dtype
+// (RuntimeError "Found dtype Float but expected Half"), checked before the
+// kernel's own dtype support.
+void check_same_dtype(const Tensor &first, std::initializer_list<const Tensor *> others) {
+  for (const Tensor *t : others) {
+    if (t->defined())
+      TORCH_CHECK(t->scalar_type() == first.scalar_type(), "Found dtype ", t->scalar_type(), " but expected ",
+                  first.scalar_type());
+  }
+}
+
 Tensor huber_into(Tensor, const Tensor &self, const Tensor &target, int64_t reduction, double delta) {
   TORCH_CHECK(delta > 0, "huber_loss does not support non-positive values for delta.");
-  return reduce_loss(pointwise_loss(loss_operand(self, target), loss_operand(target, self), NRT_OP(HUBER), delta,
-                                    "huber_cpu"),
-                     reduction);
+  // ATen's huber_loss writes into empty_like(input): it computes in the
+  // promoted dtype and casts to the input's before reducing.
+  Tensor loss = pointwise_loss(loss_operand(self, target), loss_operand(target, self), NRT_OP(HUBER), delta,
+                               "huber_cpu");
+  if (loss.scalar_type() != self.scalar_type()) loss = loss.to(self.scalar_type());
+  return reduce_loss(loss, reduction);
 }
 Tensor huber_backward_into(Tensor, const Tensor &g, const Tensor &self, const Tensor &target, int64_t reduction,
                           double delta) {
+  check_same_dtype(self, {&target, &g});
   return loss_backward(g, self, target, NRT_OP(HUBER_BACKWARD), delta, reduction);
 }
 
@@ -305,19 +328,16 @@ void check_probabilities(const Tensor &self) {
 }
 Tensor bce_into(Tensor, const Tensor &self, const Tensor &target, const std::optional<Tensor> &weight,
                 int64_t reduction) {
-  // the CPU compares the target's dtype with the input's first
-  // (RuntimeError 'Found dtype Half but expected Bool'); left to the
-  // computation below, which promotes
-  if (target.scalar_type() == self.scalar_type()) check_loss_dtype(self.scalar_type(), "binary_cross_entropy");
+  check_same_dtype(self, {&target});
+  check_loss_dtype(self.scalar_type(), "binary_cross_entropy");
   check_probabilities(self);
-  Tensor loss = target.scalar_type() == self.scalar_type()
-                    ? pointwise_loss(self, target, NRT_OP(BCE), 0.0, "binary_cross_entropy")
-                    : pointwise_loss_unchecked(self, target, NRT_OP(BCE), 0.0);
+  Tensor loss = pointwise_loss(self, target, NRT_OP(BCE), 0.0, "binary_cross_entropy");
   if (weight.has_value() && weight->defined()) loss = loss * *weight;
   return reduce_loss(loss, reduction);
 }
 Tensor bce_backward_into(Tensor, const Tensor &g, const Tensor &self, const Tensor &target,
                          const std::optional<Tensor> &weight, int64_t reduction) {
+  check_same_dtype(g, {&self, &target});
   Tensor gi;
   gi = run(ternary(gi, g, self, target), NRT_OP(BCE_BACKWARD));
   if (weight.has_value() && weight->defined()) gi = gi * *weight;

@@ -176,8 +176,11 @@ Tensor unary(Tensor out, const Tensor &a, nrt_op op, Kind k, std::initializer_li
   return iter.output();
 }
 
-Tensor binary(Tensor out, const Tensor &a, const Tensor &b, nrt_op op, Kind k,
+Tensor binary(Tensor out, const Tensor &a_in, const Tensor &b_in, nrt_op op, Kind k,
               const Scalar *alpha = nullptr, std::initializer_list<int64_t> p = {}) {
+  // a broadcast CPU value beside a device tensor (F.l1_loss's expanded 0-d
+  // CPU target): computed as on the CPU
+  Tensor a = broadcast_host_scalar(a_in, b_in), b = broadcast_host_scalar(b_in, a_in);
   auto iter = build_binary(out, a, b, k);
   check_cpu_dtype(iter, op);
   if (alpha) {

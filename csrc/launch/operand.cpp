@@ -3,6 +3,7 @@
 #include <cstring>
 
 #include <ATen/core/Tensor.h>
+#include <ATen/ops/empty.h>
 
 namespace torch_neuronx {
 
@@ -71,6 +72,14 @@ bool same_layout(const at::Tensor &t, const at::Tensor &ref) {
   for (size_t d = 0; d < size.size(); ++d)
     if (size[d] != 1 && a[d] != b[d]) return false;
   return true;
+}
+
+at::Tensor broadcast_host_scalar(const at::Tensor &t, const at::Tensor &other) {
+  if (!t.defined() || !other.defined() || !t.is_cpu() || other.is_cpu() || t.dim() == 0 || t.numel() == 0) return t;
+  for (int64_t st : t.strides())
+    if (st != 0) return t;
+  // as_strided to 0-d keeps the element's storage offset
+  return t.as_strided({}, {}, t.storage_offset()).to(other.device()).expand(t.sizes());
 }
 
 }  // namespace torch_neuronx

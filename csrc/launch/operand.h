@@ -40,4 +40,12 @@ void set_operand_5d(nrt_operand &o, const at::Tensor &t);
 // (the FOREACH family's rows).
 bool same_layout(const at::Tensor &t, const at::Tensor &ref);
 
+// A CPU tensor with dims whose every stride is 0 (one value broadcast, as
+// torch.broadcast_tensors makes of a 0-d CPU tensor) beside a tensor `other`
+// on the device: that value copied to other's device and expanded there to
+// the same shape, so ATen's iterators (which take a 0-d CPU tensor as a
+// scalar but refuse any other CPU operand) compute what the CPU computes.
+// Any other `t` (device, 0-d, empty, or strided) is returned as is.
+at::Tensor broadcast_host_scalar(const at::Tensor &t, const at::Tensor &other);
+
 }  // namespace torch_neuronx
