@@ -304,3 +304,26 @@ def test_interpolate_refuses_integer_dtypes_like_the_cpu(mode):
     x = torch.ones(1, 1, 3, 3, dtype=torch.int32)
     raises_like_cpu(lambda d: F.interpolate(x.to(d), size=(5, 5), mode=mode), NotImplementedError)
     assert_no_fallbacks()
+
+
+@pytest.mark.parametrize("dtype", [torch.complex64, torch.complex128])
+def test_unfold_fold_complex(dtype):
+    # im2col moves complex elements as they are (zero padding 0 + 0i),
+    # col2im sums each part; backward of each is the other.
+    g = torch.Generator().manual_seed(0)
+    x = torch.randn(2, 3, 5, 6, dtype=dtype, generator=g)
+    args = dict(kernel_size=(2, 3), dilation=(1, 2), padding=1, stride=2)
+    xc, xd = x.clone().requires_grad_(), x.neuron().requires_grad_()
+    oc, od = F.unfold(xc, **args), F.unfold(xd, **args)
+    assert torch.equal(od.cpu(), oc)
+    w = torch.randn(oc.shape, dtype=dtype, generator=g)
+    (oc * w).sum().abs().backward()
+    (od * w.neuron()).sum().abs().backward()
+    torch.testing.assert_close(xd.grad.cpu(), xc.grad, rtol=1e-5, atol=1e-5)
+    cols = torch.randn(1, 12, 4, dtype=dtype, generator=g)
+    torch.testing.assert_close(F.fold(cols.neuron(), (3, 3), 2).cpu(), F.fold(cols, (3, 3), 2), rtol=1e-5, atol=1e-5)
+    raises_like_cpu(lambda d: F.unfold(torch.ones(1, 1, 3, 3, dtype=torch.complex32, device=d), 2),
+                    NotImplementedError)
+    raises_like_cpu(lambda d: F.fold(torch.ones(1, 4, 4, dtype=torch.complex32, device=d), (3, 3), 2),
+                    NotImplementedError)
+    assert_no_fallbacks()

@@ -188,7 +188,7 @@ nrt_launch resample_launch(nrt_op op, const Tensor &o_side, const Tensor &i_side
 }
 
 void warn_if_double(const Tensor &t) {
-  if (t.scalar_type() == at::kDouble) warn_float64_once();
+  if (t.scalar_type() == at::kDouble || t.scalar_type() == at::kComplexDouble) warn_float64_once();
 }
 
 // ---- interpolation -------------------------------------------------------------
@@ -468,7 +468,9 @@ void fold_launch(nrt_op op, const Fold &f, const Tensor &colb, const Tensor &imb
   d.compute_dtype = d.operands[0].dtype;
   (void)out_side;
   (void)in_side;
-  launch(imb.device().index(), d);
+  // Complex data: im2col moves element bits (its zero padding is 0 + 0i);
+  // col2im sums, which is a sum of each part on its own.
+  launch_complex_as(imb.device().index(), d, op == NRT_OP(IM2COL) ? ComplexAs::Bits : ComplexAs::Parts);
 }
 
 Tensor im2col_into(Tensor out, const Tensor &self, IntArrayRef kernel, IntArrayRef dilation, IntArrayRef padding,
@@ -478,7 +480,6 @@ Tensor im2col_into(Tensor out, const Tensor &self, IntArrayRef kernel, IntArrayR
                   (self.dim() == 4 && self.size(1) != 0 && self.size(2) != 0 && self.size(3) != 0),
               "Expected 3D or 4D (batch mode) tensor with possibly 0 batch size and other non-zero dimensions for "
               "input, but got: ", self.sizes());
-  TORCH_CHECK(!self.is_complex(), "im2col: complex tensors are not supported on neuron");
   c10::DeviceGuard guard(self.device());
   bool unbatched = self.dim() == 3;
   Tensor xb = unbatched ? self.unsqueeze(0) : self;
@@ -487,8 +488,10 @@ Tensor im2col_into(Tensor out, const Tensor &self, IntArrayRef kernel, IntArrayR
               "), kernel_size=(", f.kh, ", ", f.kw, "), dilation=(", f.dh, ", ", f.dw, "), padding=(", f.ph, ", ",
               f.pw, "), calculated shape of the array of sliding blocks as (", oh, ", ", ow,
               "), but its components must be at least one.");
-  // After the shape checks, as the CPU: its kernel covers floating, complex and bool dtypes.
-  TORCH_CHECK_NOT_IMPLEMENTED(!at::isIntegralType(self.scalar_type(), /*includeBool=*/false),
+  // After the shape checks, as the CPU: its kernel covers floating, complex
+  // (not complex32) and bool dtypes.
+  TORCH_CHECK_NOT_IMPLEMENTED(!at::isIntegralType(self.scalar_type(), /*includeBool=*/false) &&
+                                  self.scalar_type() != at::kComplexHalf,
                               "\"im2col_out_cpu\" not implemented for '", self.scalar_type(), "'");
   std::vector<int64_t> shape{xb.size(1) * f.kh * f.kw, oh * ow};
   if (!unbatched) shape.insert(shape.begin(), xb.size(0));
@@ -507,8 +510,9 @@ Tensor col2im_into(Tensor out, const Tensor &self, IntArrayRef output_size, IntA
                   (self.dim() == 3 && self.size(1) != 0 && self.size(2) != 0),
               "Expected 2D or 3D (batch mode) tensor for input with possibly 0 batch size and non-zero dimensions "
               "for input, but got: ", self.sizes());
-  TORCH_CHECK_NOT_IMPLEMENTED(!self.is_complex(), "col2im: complex tensors are not supported on neuron");
-  TORCH_CHECK_NOT_IMPLEMENTED(self.scalar_type() != at::kBool, "\"col2im_out_cpu\" not implemented for 'Bool'");
+  // the CPU's kernel: floating and complex dtypes (not complex32), no bool
+  TORCH_CHECK_NOT_IMPLEMENTED(self.scalar_type() != at::kBool && self.scalar_type() != at::kComplexHalf,
+                              "\"col2im_out_cpu\" not implemented for '", self.scalar_type(), "'");
   int64_t bd = self.dim() == 3 ? 1 : 0;
   int64_t n_in = self.size(bd), L = self.size(bd + 1);
   TORCH_CHECK(n_in % (f.kw * f.kh) == 0, "Expected size of input's dimension 1 to be divisible by the product of "
