@@ -147,3 +147,35 @@ def test_errors_match_cpu():
         torch.nextafter(torch.ones(3, dtype=torch.int64, device="neuron"), torch.ones(3, dtype=torch.int64, device="neuron"))
     with pytest.raises(NotImplementedError):
         torch.round(torch.ones(3, dtype=torch.int64, device="neuron"), decimals=2)
+
+
+@pytest.mark.parametrize("dtype", [torch.complex64, torch.complex128])
+def test_sinc_complex(dtype):
+    # The CPU's steps: (pi + 0i) * z as a full complex product, sin / product,
+    # 1 at z == 0; special values and near-integers included; backward too.
+    g = torch.Generator().manual_seed(0)
+    z = torch.complex(torch.randn(40, generator=g) * 3, torch.randn(40, generator=g))
+    edges = [0j, complex(-0.0, 0.0), 1 + 0j, -2 + 0j, complex(INF, 0), complex(0, INF), complex(NAN, 0),
+             complex(1, NAN), complex(-INF, 1), 1e-30 + 1e-30j, complex(0, 3)]
+    z = torch.cat([z, torch.tensor(edges)]).to(dtype)
+    cpu = torch.sinc(z)
+    torch.testing.assert_close(torch.sinc(z.to("neuron")).cpu(), cpu, rtol=1e-5, atol=1e-6, equal_nan=True)
+    zd = z.to("neuron")
+    zd.sinc_()
+    torch.testing.assert_close(zd.cpu(), cpu, rtol=1e-5, atol=1e-6, equal_nan=True)
+    out = torch.empty(0, dtype=torch.complex128, device="neuron")
+    torch.sinc(z.to("neuron"), out=out)
+    torch.testing.assert_close(out.cpu(), cpu.to(torch.complex128), rtol=1e-5, atol=1e-6, equal_nan=True)
+    x = z[:40].clone().requires_grad_()
+    xd = z[:40].to("neuron").requires_grad_()
+    (gc,) = torch.autograd.grad(torch.sinc(x).abs().sum(), x)
+    (gd,) = torch.autograd.grad(torch.sinc(xd).abs().sum(), xd)
+    torch.testing.assert_close(gd.cpu(), gc, rtol=1e-4, atol=1e-4)
+    assert_no_fallbacks()
+
+
+def test_sinc_complex_errors_match_cpu():
+    from helpers import raises_like_cpu
+    z = torch.ones(3, dtype=torch.complex64)
+    raises_like_cpu(lambda d: torch.sinc(z.to(d), out=torch.empty(3, device=d)), RuntimeError)
+    raises_like_cpu(lambda d: torch.sinc(z.to(d, torch.complex32)), NotImplementedError)

@@ -9,6 +9,8 @@
 #include <ATen/native/Resize.h>
 #include <ATen/ops/empty.h>
 #include <ATen/ops/empty_like.h>
+#include <ATen/ops/ones.h>
+#include <ATen/ops/where.h>
 
 #include "launch/launch.h"
 #include "nrt/ops/special.h"
@@ -38,7 +40,6 @@ Tensor unary_float(Tensor out, const Tensor &a, nrt_op op, std::initializer_list
   X(digamma, "digamma", "digamma_", "digamma.out", DIGAMMA)                                               \
   X(lgamma, "lgamma", "lgamma_", "lgamma.out", LGAMMA)                                                    \
   X(i0, "i0", "i0_", "i0.out", I0)                                                                        \
-  X(sinc, "sinc", "sinc_", "sinc.out", SINC)                                                              \
   X(i0e, "special_i0e", nullptr, "special_i0e.out", I0E)                                                  \
   X(i1, "special_i1", nullptr, "special_i1.out", I1)                                                      \
   X(i1e, "special_i1e", nullptr, "special_i1e.out", I1E)                                                  \
@@ -63,6 +64,20 @@ Tensor unary_float(Tensor out, const Tensor &a, nrt_op op, std::initializer_list
   Tensor name##_into(Tensor out, const Tensor &a) { return unary_float(out, a, NRT_OP(OP)); }
 NEURON_SPECIAL_UNARY_TABLE(DEFINE_UNARY)
 #undef DEFINE_UNARY
+
+// sinc: real dtypes run the SINC kernel. A complex input is composed of
+// native complex ops in the CPU kernel's own steps: product = pi * z as a
+// full complex product with (pi, 0) (so an infinite part meets 0 * inf as
+// on the CPU), sin(product) / product, and exactly 1 where z == 0.
+Tensor sinc_into(Tensor out, const Tensor &a) {
+  if (!a.is_complex()) return unary_float(out, a, NRT_OP(SINC));
+  TORCH_CHECK_NOT_IMPLEMENTED(a.scalar_type() != at::kComplexHalf, "\"sinc_cpu\" not implemented for '",
+                              a.scalar_type(), "'");
+  TORCH_CHECK(!out.defined() || at::canCast(a.scalar_type(), out.scalar_type()), "result type ", a.scalar_type(),
+              " can't be cast to the desired output type ", out.scalar_type());
+  Tensor product = a.mul(c10::Scalar(M_PI));
+  return at::where(a.eq(0), at::ones({}, a.options()), product.sin().div(product));
+}
 
 // polygamma(n, x): the order is an integer parameter of the kernel.
 void check_polygamma_order(int64_t n) {
@@ -213,6 +228,7 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   NEURON_SPECIAL_UNARY_TABLE(REG_TABLE)
   NEURON_SPECIAL_BINARY_TABLE(REG_TABLE)
 #undef REG_TABLE
+  NEURON_VARIANTS(m, sinc_into, "sinc", "sinc_", "sinc.out");
   NEURON_VARIANTS(m, logaddexp2_into, "logaddexp2", nullptr, "logaddexp2.out");
   NEURON_VARIANTS(m, nextafter_into, "nextafter", "nextafter_", "nextafter.out");
   NEURON_VARIANTS(m, heaviside_into, "heaviside", "heaviside_", "heaviside.out");
