@@ -481,3 +481,64 @@ def test_complex_abs_out_dtypes_like_the_cpu(out_dtype):
         assert got.dtype == want.dtype
         torch.testing.assert_close(got, want, atol=1e-2, rtol=1e-2)
     assert_no_fallbacks()
+
+
+# ---- logaddexp (CX_LOGADDEXP: the CPU's complex formula) ---------------------
+
+SPECIALS = [complex(float("inf"), 0), complex(float("-inf"), 1), complex(float("nan"), 0), complex(0, float("inf")),
+            complex(float("-inf"), float("-inf")), complex(float("inf"), 2), 0j, complex(1, float("-inf")),
+            complex(-3, 0.5)]
+
+
+def complex_and_grads(fn, *inputs):
+    """fn on CPU copies and neuron copies of `inputs` requiring grad: the
+    results and the gradients of |sum(out * w)| for a fixed complex w."""
+    got = []
+    for dev in ("cpu", DEV):
+        xs = [t.detach().clone().to(dev).requires_grad_() for t in inputs]
+        out = fn(*xs)
+        w = crandn(*out.shape, dtype=out.dtype, seed=5).to(dev)
+        (out * w).sum().abs().backward()
+        got.append((out, [x.grad for x in xs]))
+    return got
+
+
+@pytest.mark.parametrize("dtype", [torch.complex64, torch.complex128])
+def test_logaddexp_complex(dtype):
+    a, b = crandn(5, 7, dtype=dtype, seed=1) * 3, crandn(7, dtype=dtype, seed=2) * 3
+    (cpu_out, cpu_g), (dev_out, dev_g) = complex_and_grads(torch.logaddexp, a, b)
+    same(dev_out, cpu_out)
+    for g_dev, g_cpu in zip(dev_g, cpu_g):
+        same(g_dev, g_cpu)
+    # special values: every pair, in both orders (ties pick the second as min)
+    s = torch.tensor(SPECIALS, dtype=dtype)
+    x, y = s.repeat(len(SPECIALS)), s.repeat_interleave(len(SPECIALS))
+    same(torch.logaddexp(x.to(DEV), y.to(DEV)), torch.logaddexp(x, y))
+    # a real operand promotes to complex, as in the CPU's iterator
+    r = rrandn(7, seed=3)
+    same(torch.logaddexp(a.to(DEV), r.to(DEV)), torch.logaddexp(a, r))
+    same(torch.logaddexp(r.to(DEV), a.to(DEV)), torch.logaddexp(r, a))
+    assert_no_fallbacks()
+
+
+def test_logaddexp_complex_out_and_inplace_dtypes():
+    a, b = crandn(4), crandn(4, seed=1)
+    out = torch.empty(4, dtype=torch.complex128, device=DEV)
+    torch.logaddexp(a.to(DEV), b.to(DEV), out=out)
+    same(out, torch.logaddexp(a, b).to(torch.complex128))
+    # a complex result cannot be cast into a real out=
+    raises_like_cpu(lambda d: torch.logaddexp(a.to(d), b.to(d), out=torch.empty(4, device=d)), RuntimeError)
+    # complex32 is outside the CPU kernel's types
+    raises_like_cpu(lambda d: torch.logaddexp(a.to(d, torch.complex32), b.to(d, torch.complex32)),
+                    NotImplementedError)
+
+
+def test_conj_physical_out_needs_the_input_dtype():
+    x = crandn(3)
+    raises_like_cpu(lambda d: torch.conj_physical(x.to(d), out=torch.empty(3, device=d)), RuntimeError)
+    raises_like_cpu(lambda d: torch.conj_physical(x.real.to(d), out=torch.empty(3, dtype=torch.float64, device=d)),
+                    RuntimeError)
+    raises_like_cpu(lambda d: torch.conj_physical(x.real.to(d), out=torch.empty(3, dtype=torch.complex64, device=d)),
+                    RuntimeError)
+    out = torch.empty(0, dtype=torch.complex64, device=DEV)
+    same(torch.conj_physical(x.to(DEV), out=out), torch.conj_physical(x))

@@ -75,3 +75,46 @@ def test_index_add_checks_like_its_meta_function():
         assert str(dev) == str(cpu), k
     with pytest.raises(IndexError):
         cases[-1]("neuron")
+
+
+def test_logaddexp_out_must_take_the_result_type():
+    # the CPU's iterator: a floating result cannot be cast into an integer
+    # or bool out= (RuntimeError before computing); a wider out= is fine
+    x, y = torch.randn(3), torch.randn(3)
+    for dt in (torch.uint8, torch.int8, torch.int64, torch.bool):
+        raises_like_cpu(lambda d: torch.logaddexp(x.to(d), y.to(d), out=torch.empty(3, dtype=dt, device=d)),
+                        RuntimeError)
+    raises_like_cpu(lambda d: torch.logaddexp(x.to(d, torch.bfloat16), y.to(d, torch.int64),
+                                              out=torch.empty(3, dtype=torch.uint8, device=d)), RuntimeError)
+    for dt in (torch.float64, torch.complex64):
+        out = torch.empty(3, dtype=dt, device="neuron")
+        torch.logaddexp(x.neuron(), y.neuron(), out=out)
+        close(out, torch.logaddexp(x, y).to(dt))
+    raises_like_cpu(lambda d: torch.logaddexp(torch.ones(3, dtype=torch.int32, device=d), torch.ones(3, device=d, dtype=torch.int32)),
+                    NotImplementedError)
+    assert_no_fallbacks()
+
+
+def test_index_fill_checks_like_the_cpu():
+    """index_fill_'s checks in the CPU's order: an int64 index (IndexError,
+    even for an empty self or a bad dim), the dim, a vector/scalar index."""
+    i32 = torch.tensor([0, 2], dtype=torch.int32)
+    cases = [
+        (lambda d: torch.zeros(3, 4, device=d).index_fill(1, i32.to(d), 5), IndexError),
+        (lambda d: torch.zeros(3, 4, device=d).index_fill_(1, i32.to(d), torch.tensor(2.0)), IndexError),
+        (lambda d: torch.zeros(0, 4, device=d).index_fill(1, i32.to(d), 5), IndexError),
+        (lambda d: torch.zeros(3, 4, device=d).index_fill(5, i32.to(d), 5), IndexError),
+        (lambda d: torch.zeros(3, 4, device=d).index_fill(1, i32.to(d), 1e40), IndexError),
+        (lambda d: torch.zeros(3, 4, device=d).index_fill(1, torch.tensor([[0, 2]], device=d), 5), RuntimeError),
+        (lambda d: torch.zeros(3, 4, device=d).index_fill(2, torch.tensor([0], device=d), 5), IndexError),
+        (lambda d: torch.zeros(3, 4, device=d).index_fill(1, torch.tensor([0], device=d), torch.ones(2)),
+         RuntimeError),
+    ]
+    for call, cls in cases:
+        raises_like_cpu(call, cls)
+    # a 0-d self takes dim 0 or -1
+    s = torch.tensor(1.0)
+    for dim in (0, -1):
+        got = s.neuron().index_fill(dim, torch.tensor([0], device="neuron"), 7)
+        assert torch.equal(got.cpu(), s.index_fill(dim, torch.tensor([0]), 7))
+    assert_no_fallbacks()

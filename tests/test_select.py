@@ -394,3 +394,56 @@ def test_logcumsumexp_checks_the_dim_before_the_dtype():
 ], ids=lambda c: c[0])
 def test_order_statistics_refuse_dtypes_like_the_cpu(case):
     raises_like_cpu(case[1], case[2])
+
+
+@pytest.mark.parametrize("dtype", [torch.complex64, torch.complex128])
+def test_logcumsumexp_complex(dtype):
+    # The CPU's complex scan (its own formula from -inf + 0i) on random rows,
+    # a conjugate view, and special values whose results depend on the
+    # formula and the scan order.
+    g = torch.Generator().manual_seed(0)
+    x = torch.randn(5, 8, dtype=dtype, generator=g) * 4
+    for dim in (0, 1, -1):
+        same(torch.logcumsumexp(nz(x), dim), torch.logcumsumexp(x, dim))
+    same(torch.logcumsumexp(nz(x).conj(), 1), torch.logcumsumexp(x.conj(), 1))
+    same(torch.logcumsumexp(nz(x[0, 0]), 0), torch.logcumsumexp(x[0, 0], 0))  # 0-d
+    inf, nan = float("inf"), float("nan")
+    s = torch.tensor([complex(-inf, 3), complex(-inf, 1), complex(2, 0.5), complex(inf, 0.25), complex(1, inf),
+                      complex(nan, 0), complex(0, 1)], dtype=dtype)
+    for row in (s, s.flip(0), s[[0, 2, 1, 4, 3]]):
+        same(torch.logcumsumexp(nz(row), 0), torch.logcumsumexp(row, 0))
+    # backward: the CPU's complex formula, composed of native ops
+    xc = x.clone().requires_grad_()
+    xd = nz(x).requires_grad_()
+    w = torch.randn(5, 8, dtype=dtype, generator=g)
+    (torch.logcumsumexp(xc, 1) * w).sum().abs().backward()
+    (torch.logcumsumexp(xd, 1) * nz(w)).sum().abs().backward()
+    same(xd.grad, xc.grad, rtol=1e-4, atol=1e-5)
+    raises_like_cpu(lambda d: torch.logcumsumexp(torch.ones(3, dtype=torch.complex32, device=d), 0),
+                    NotImplementedError)
+    assert_no_fallbacks()
+
+
+def test_bool_searchsorted_and_complex_median_aminmax_raise_like_the_cpu():
+    b = torch.tensor([False, True])
+    raises_like_cpu(lambda d: torch.searchsorted(b.to(d), b.to(d)), NotImplementedError)
+    raises_like_cpu(lambda d: torch.searchsorted(b.to(d), True), NotImplementedError)
+    raises_like_cpu(lambda d: torch.bucketize(b.to(d), b.to(d)), NotImplementedError)
+    raises_like_cpu(lambda d: torch.searchsorted(torch.tensor([], dtype=torch.bool, device=d), b.to(d)),
+                    NotImplementedError)
+    # a promoted pair is searched
+    same(torch.searchsorted(nz(torch.tensor([0.5, 1.5])), nz(b)), torch.searchsorted(torch.tensor([0.5, 1.5]), b))
+    c = torch.ones(3, dtype=torch.complex64)
+    for call in (lambda d: torch.median(c.to(d)), lambda d: torch.nanmedian(c.to(d)),
+                 lambda d: torch.median(c.to(d), 0), lambda d: torch.median(c[0].to(d), 0),
+                 lambda d: torch.median(torch.ones(0, 3, dtype=torch.complex64, device=d), 1),
+                 lambda d: torch.nanmedian(torch.ones((), dtype=torch.bool, device=d), 0),
+                 lambda d: torch.median(torch.ones(0, 3, dtype=torch.bool, device=d), 1)):
+        raises_like_cpu(call, NotImplementedError)
+    # aminmax: the dim-wise kernel's own RuntimeError for a 0-d complex input
+    raises_like_cpu(lambda d: torch.aminmax(c[0].to(d), dim=0), RuntimeError)
+    raises_like_cpu(lambda d: torch.aminmax(c.to(d), dim=0), NotImplementedError)
+    raises_like_cpu(lambda d: torch.aminmax(c.to(d)), NotImplementedError)
+    raises_like_cpu(lambda d: torch.aminmax(torch.ones(0, 3, dtype=torch.complex64, device=d), dim=1),
+                    NotImplementedError)
+    raises_like_cpu(lambda d: torch.aminmax(torch.ones(0, dtype=torch.complex64, device=d)), RuntimeError)

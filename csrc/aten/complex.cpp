@@ -1,7 +1,8 @@
 // Complex tensors on the device: the COMPLEX kernel family behind the
 // general ops (registered with the launch layer as an extension, so
 // launch_iter hands it every iteration with a complex operand), the
-// complex-only ops (complex, polar, conj_physical, sgn), the view_as_real /
+// complex-only ops (complex, polar, conj_physical, sgn), logaddexp (whose
+// complex form is a kernel of the family), the view_as_real /
 // view_as_complex views, and the conjugate / negative bit plumbing of
 // copies.
 //
@@ -13,8 +14,13 @@
 // So _copy_from falls through those keys and our copy applies the bits
 // itself (the CX_COPY kernel conjugates / negates on the fly).
 #include <ATen/TensorIterator.h>
+#include <ATen/ExpandUtils.h>
 #include <ATen/native/Resize.h>
+#include <ATen/native/TypeProperties.h>
 #include <ATen/ops/empty.h>
+#include <ATen/ops/maximum.h>
+#include <ATen/ops/result_type.h>
+#include <ATen/ops/where.h>
 #include <ATen/ops/empty_strided.h>
 #include <ATen/ops/view_as_complex_native.h>
 #include <ATen/ops/view_as_real_native.h>
@@ -261,6 +267,9 @@ Tensor sgn_into(Tensor out, const Tensor &self) {
 
 // ---- conj_physical ---------------------------------------------------------
 Tensor &conj_physical_out(const Tensor &self, Tensor &out) {
+  // The CPU's iterator for it keeps one dtype: out= must have self's.
+  TORCH_CHECK(out.scalar_type() == self.scalar_type(), "Found dtype ", out.scalar_type(), " but expected ",
+              self.scalar_type());
   auto iter = at::TensorIteratorConfig()
                   .add_output(out)
                   .add_const_input(self)
@@ -274,6 +283,37 @@ Tensor &conj_physical_out(const Tensor &self, Tensor &out) {
     launch_iter_complex(iter, NRT_OP(CX_COPY), {}, {1, 0});
   }
   return out;
+}
+
+// ---- logaddexp -------------------------------------------------------------
+// Registered here because its complex form is this family's kernel
+// (CX_LOGADDEXP: the CPU's formula, so special values agree); real dtypes
+// are composed of native ops: max + log1p(exp(-|a - b|)), with equal
+// infinities handled as PyTorch does (log(2 * exp(inf)) = inf, -inf stays
+// -inf).
+Tensor logaddexp_into(Tensor out, const Tensor &a, const Tensor &b) {
+  // The CPU's iterator checks, in its order: the shapes broadcast, the
+  // result type casts into out=, then its kernel takes floating and complex
+  // dtypes only.
+  at::infer_size(a.sizes(), b.sizes());
+  at::ScalarType t = at::result_type(a, b);
+  TORCH_CHECK(!out.defined() || at::canCast(t, out.scalar_type()), "result type ", t,
+              " can't be cast to the desired output type ", out.scalar_type());
+  TORCH_CHECK_NOT_IMPLEMENTED(at::isFloatingType(t) || at::isComplexType(t), "\"logaddexp_cpu\" not implemented for '",
+                              t, "'");
+  if (at::isComplexType(t)) {
+    TORCH_CHECK_NOT_IMPLEMENTED(t != at::kComplexHalf, "\"logaddexp_cpu\" not implemented for '", t, "'");
+    auto iter = at::TensorIterator::binary_op(out, a, b);
+    c10::DeviceGuard guard(iter.device());
+    launch_iter_complex(iter, NRT_OP(CX_LOGADDEXP), {}, {});
+    return iter.output();
+  }
+  // in the result dtype first: a bool operand beside a float one is valid
+  // for the CPU's kernel, but not for sub
+  const Tensor x = a.scalar_type() == t ? a : a.to(t), y = b.scalar_type() == t ? b : b.to(t);
+  Tensor m = at::maximum(x, y);
+  Tensor r = m.add(x.sub(y).abs().neg().exp().log1p());
+  return at::where(x.eq(y).logical_and(x.isinf()), x, r);
 }
 
 // ---- constructors from real parts (complex, polar) -------------------------
@@ -321,6 +361,7 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   NEURON_IMPL(m, "view_as_real", view_as_real_fn);
   NEURON_IMPL(m, "view_as_complex", view_as_complex_fn);
   NEURON_IMPL(m, "conj_physical.out", conj_physical_out);
+  NEURON_VARIANTS(m, logaddexp_into, "logaddexp", nullptr, "logaddexp.out");
   NEURON_IMPL(m, "complex.out", complex_out);
   NEURON_IMPL(m, "polar.out", polar_out);
 }

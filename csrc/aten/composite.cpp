@@ -3,15 +3,13 @@
 // of native launches. Where one of these becomes hot, it earns a kernel.
 // Each op returns a fresh result; its out= and in-place overloads copy it
 // where asked (registry/variants.h), hence the unnamed `out` parameters.
+#include <algorithm>
 #include <vector>
 
-#include <ATen/ExpandUtils.h>
 #include <ATen/WrapDimUtils.h>
 #include <ATen/native/Resize.h>
-#include <ATen/native/TypeProperties.h>
 #include <ATen/ops/mul.h>
 #include <ATen/ops/scalar_tensor.h>
-#include <ATen/ops/result_type.h>
 #include <ATen/ops/_unique.h>
 #include <ATen/ops/_weight_norm_differentiable_backward.h>
 #include <ATen/ops/empty.h>
@@ -114,7 +112,12 @@ Tensor index_add_into(Tensor, const Tensor &self, int64_t dim, const Tensor &ind
   return out;
 }
 Tensor &index_fill_scalar(Tensor &self, int64_t dim, const Tensor &index, const Scalar &value) {
-  dim = at::maybe_wrap_dim(dim, self.dim());
+  // ATen's index_fill_, in its order: the index dtype (an IndexError, int32
+  // refused unlike index_add's), the dim (a 0-d self counts as 1-d), the
+  // index rank; all before an empty self returns.
+  TORCH_CHECK_INDEX(index.scalar_type() == at::kLong, "index_fill_(): Expected dtype int64 for index.");
+  dim = at::maybe_wrap_dim(dim, std::max<int64_t>(self.dim(), 1));
+  TORCH_CHECK(index.dim() <= 1, "Index has to be a vector/scalar");
   // converted (and range-checked) as the CPU's index_fill kernel does; a
   // one-element fill alone would not check a float16 value
   Tensor v = at::empty({}, self.options()).fill_(converted_scalar(value, self.scalar_type()));
@@ -127,8 +130,8 @@ Tensor &index_fill_scalar(Tensor &self, int64_t dim, const Tensor &index, const 
   return self;
 }
 Tensor &index_fill_tensor(Tensor &self, int64_t dim, const Tensor &index, const Tensor &value) {
-  TORCH_CHECK(value.dim() == 0, "Only supports 0-dimensional value tensor. Got a tensor with ", value.dim(),
-              " dimensions.");
+  TORCH_CHECK(value.dim() == 0, "index_fill_ only supports a 0-dimensional value tensor, but got tensor with ",
+              value.dim(), " dimension(s).");
   return index_fill_scalar(self, dim, index, value.item());
 }
 
@@ -143,25 +146,6 @@ std::tuple<Tensor, Tensor> std_mean_fn(const Tensor &self, at::OptionalIntArrayR
 
 Tensor rsub_fn(const Tensor &self, const Tensor &other, const Scalar &alpha) { return at::sub(other, self, alpha); }
 
-
-// logaddexp = max + log1p(exp(-|a - b|)), with equal infinities handled as
-// PyTorch does (log(2 * exp(inf)) = inf, -inf stays -inf).
-Tensor logaddexp_into(Tensor, const Tensor &a, const Tensor &b) {
-  // The CPU's kernel covers floating and complex dtypes; complex is not
-  // composed here (maximum has no complex form).
-  // the CPU's iterator checks the shapes before its kernel checks the dtype
-  at::infer_size(a.sizes(), b.sizes());
-  at::ScalarType t = at::result_type(a, b);
-  TORCH_CHECK_NOT_IMPLEMENTED(!at::isComplexType(t), "neuron: logaddexp does not support complex tensors (got ", t,
-                              ")");
-  TORCH_CHECK_NOT_IMPLEMENTED(at::isFloatingType(t), "\"logaddexp_cpu\" not implemented for '", t, "'");
-  // in the result dtype first: a bool operand beside a float one is valid
-  // for the CPU's kernel, but not for sub
-  const Tensor x = a.scalar_type() == t ? a : a.to(t), y = b.scalar_type() == t ? b : b.to(t);
-  Tensor m = at::maximum(x, y);
-  Tensor r = m.add(x.sub(y).abs().neg().exp().log1p());
-  return at::where(x.eq(y).logical_and(x.isinf()), x, r);
-}
 
 bool equal_fn(const Tensor &a, const Tensor &b) {
   TORCH_CHECK(a.device() == b.device(), "Cannot compare two tensors on different devices. Got: ", a.device(),
@@ -268,7 +252,6 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   NEURON_IMPL(m, "var_mean.correction", var_mean_fn);
   NEURON_IMPL(m, "std_mean.correction", std_mean_fn);
   NEURON_IMPL(m, "rsub.Tensor", rsub_fn);
-  NEURON_VARIANTS(m, logaddexp_into, "logaddexp", nullptr, "logaddexp.out");
   NEURON_IMPL(m, "equal", equal_fn);
   NEURON_VARIANTS(m, nansum_into, "nansum", nullptr, "nansum.out");
   NEURON_IMPL(m, "norm.ScalarOpt_dim", norm_dim);

@@ -100,7 +100,8 @@ Tensor logcumsumexp_into(Tensor result, const Tensor &self, int64_t dim) {
   c10::DeviceGuard guard(self.device());
   if (!result.defined()) result = at::empty({0}, self.options());
   (void)at::maybe_wrap_dim(dim, self.dim());  // IndexError first, as ATen's logcumsumexp checks the dim
-  check_floating(self, "logcumsumexp");
+  // the CPU's kernel: floating and complex dtypes, but no complex32
+  if (!self.is_complex() || self.scalar_type() == at::kComplexHalf) check_floating(self, "logcumsumexp");
   at::native::resize_output(result, self.sizes());
   if (self.numel() == 0) return result;
   Tensor x = self.dim() == 0 ? self.reshape({1}) : self;
@@ -111,8 +112,19 @@ Tensor logcumsumexp_into(Tensor result, const Tensor &self, int64_t dim) {
   auto dims = dim_last(x.dim(), dim);
   nrt_launch d = new_desc(NRT_OP(LOGCUMSUMEXP), 1, 1);
   set_sizes(d, x, dims);
-  set_op(d, 0, out, dims);
-  set_op(d, 1, src, dims);
+  Tensor resolved;  // alive until the launch is enqueued
+  if (x.is_complex()) {
+    // The kernel reads complex elements as (re, im) pairs through real
+    // views (p0 = 1); a conjugate view is materialised first, since its
+    // real view would not carry the sign.
+    resolved = src.resolve_conj();
+    set_op(d, 0, at::view_as_real(out), dims);
+    set_op(d, 1, at::view_as_real(resolved), dims);
+    d.params[0] = 1;
+  } else {
+    set_op(d, 0, out, dims);
+    set_op(d, 1, src, dims);
+  }
   d.compute_dtype = d.operands[1].dtype;
   launch(self.device().index(), d);
   return result;
@@ -144,6 +156,11 @@ std::tuple<Tensor &, Tensor &> order_stat_dim(const Tensor &self, int64_t dim, b
   c10::DeviceGuard guard(self.device());
   dim = at::maybe_wrap_dim(dim, self.dim(), /*wrap_scalar=*/true);
   at::native::_reduction_with_indices_allocate_or_resize_output(values, indices, self, dim, keepdim);
+  // The CPU's median kernel (nanmedian's too) dispatches on the dtype
+  // whatever the shape, a 0-d or empty input included: no bool or complex form.
+  if (stat == OS_MEDIAN || stat == OS_NANMEDIAN)
+    TORCH_CHECK_NOT_IMPLEMENTED(self.scalar_type() != at::kBool && !self.is_complex(),
+                                "\"median_out\" not implemented for '", self.scalar_type(), "'");
   if (self.dim() == 0) {
     values.copy_(self);
     indices.fill_(0);
@@ -197,7 +214,8 @@ Tensor median_all(const Tensor &self, int64_t stat) {
   if (self.numel() == 0)
     return at::full({}, std::numeric_limits<double>::quiet_NaN(), self.options().dtype(at::kFloat))
         .to(self.scalar_type());
-  TORCH_CHECK_NOT_IMPLEMENTED(self.scalar_type() != at::kBool, "\"median_cpu\" not implemented for 'Bool'");
+  TORCH_CHECK_NOT_IMPLEMENTED(self.scalar_type() != at::kBool && !self.is_complex(),
+                              "\"median_cpu\" not implemented for '", self.scalar_type(), "'");
   Tensor x = self.reshape({self.numel()});
   Tensor values = at::empty({1}, self.options());
   Tensor indices = at::empty({1}, self.options().dtype(at::kLong));
@@ -331,6 +349,10 @@ Tensor &searchsorted_into(Tensor &result, const Tensor &boundaries, const Tensor
   const Tensor &in = ti.defined() ? ti : input;
   const Tensor &bd = tb.defined() ? tb : boundaries;
   const Tensor &so = ts.defined() ? ts : sorter;
+  // The CPU's kernel dispatches on the (promoted) input dtype once there is
+  // something to search, even with no boundaries: no bool or complex form.
+  TORCH_CHECK_NOT_IMPLEMENTED(in.scalar_type() != at::kBool && !in.is_complex(),
+                              "\"searchsorted_out_cpu\" not implemented for '", in.scalar_type(), "'");
   int64_t nb = bd.size(-1);
   if (nb == 0) {
     result.zero_();
@@ -722,13 +744,23 @@ std::tuple<Tensor, Tensor> aminmax_into(Tensor min, Tensor max, const Tensor &se
     min = at::empty({0}, self.options());
     max = at::empty({0}, self.options());
   }
+  // After the meta's shape checks, the CPU's kernels refuse complex inputs:
+  // the dim-wise one with its own RuntimeError for a 0-d input, the
+  // dispatch (NotImplementedError) otherwise.
+  auto check_not_complex = [&] {
+    TORCH_CHECK(!(self.is_complex() && dim.has_value() && self.dim() == 0), "aminmax not implemented for ",
+                self.scalar_type());
+    TORCH_CHECK_NOT_IMPLEMENTED(!self.is_complex(), "\"aminmax_cpu\" not implemented for '", self.scalar_type(), "'");
+  };
   if (dim.has_value()) {
     at::native::zero_numel_check_dims(self, at::maybe_wrap_dim(*dim, self.dim(), true), "aminmax");
+    check_not_complex();
     at::amin_out(min, self, {*dim}, keepdim);
     at::amax_out(max, self, {*dim}, keepdim);
   } else {
     TORCH_CHECK(self.numel() > 0,
                 "aminmax(): cannot compute aminmax over an empty dimension as the operation has no identity.");
+    check_not_complex();
     at::amin_out(min, self, {}, keepdim);
     at::amax_out(max, self, {}, keepdim);
   }

@@ -324,6 +324,50 @@ static void test_math(void) {
   }
 }
 
+/* CX_LOGADDEXP: finite values against log(exp(a) + exp(b)) in double
+ * (angles modulo 2 pi), a complex64 a with a real float32 b (read as
+ * b + 0i), on both paths; then the CPU formula's special values, which are
+ * not the analytic limits: equal -inf real parts give the operand taken as
+ * min (b on a tie), a NaN in any part gives NaN in both, equal +inf real
+ * parts go through log(exp(min) + exp(max)). */
+static void test_logaddexp(void) {
+  enum { N = 23 };
+  float a[N][2], b[N], out[2][N][2];
+  for (int i = 0; i < N; i++) {
+    a[i][0] = (float)nrt_test_uniform(-5, 5), a[i][1] = (float)nrt_test_uniform(-3, 3);
+    b[i] = (float)nrt_test_uniform(-5, 5);
+  }
+  for (int ref = 0; ref < 2; ref++) {
+    nrt_launch l = nrt_test_launch(NRT_OP(CX_LOGADDEXP), NRT_COMPLEX64, 1, S(N), 1, 2);
+    nrt_test_operand_n(&l, 0, out[ref], NRT_COMPLEX64, S(8), 1);
+    nrt_test_operand_n(&l, 1, a, NRT_COMPLEX64, S(8), 1);
+    nrt_test_operand_n(&l, 2, b, NRT_FLOAT32, S(4), 1);
+    CHECK_OK(nrt_test_run(&l, ref));
+    for (int i = 0; i < N; i++) {
+      double complex want = clog(cexp(CMPLX(a[i][0], a[i][1])) + exp((double)b[i]));
+      CHECK_NEAR(out[ref][i][0], creal(want), 1e-5);
+      CHECK(fabs(remainder(out[ref][i][1] - cimag(want), 2 * M_PI)) < 1e-5);
+    }
+  }
+  CHECK(memcmp(out[0], out[1], sizeof out[0]) == 0);
+
+  enum { M = 5 };
+  double x[M][2] = {{-INFINITY, 1}, {1, NAN}, {2, 0}, {INFINITY, 0}, {0.5, 0.25}};
+  double y[M][2] = {{-INFINITY, 2}, {0, 0}, {NAN, 0}, {INFINITY, 0}, {0.5, -0.25}};
+  double r[M][2];
+  nrt_launch l = nrt_test_launch(NRT_OP(CX_LOGADDEXP), NRT_COMPLEX128, 1, S(M), 1, 2);
+  nrt_test_operand_n(&l, 0, r, NRT_COMPLEX128, S(16), 1);
+  nrt_test_operand_n(&l, 1, x, NRT_COMPLEX128, S(16), 1);
+  nrt_test_operand_n(&l, 2, y, NRT_COMPLEX128, S(16), 1);
+  CHECK_OK(nrt_test_run(&l, 0));
+  CHECK(r[0][0] == -INFINITY && r[0][1] == 2.0);
+  CHECK(isnan(r[1][0]) && isnan(r[1][1]) && isnan(r[2][0]) && isnan(r[2][1]));
+  CHECK(r[3][0] == INFINITY && r[3][1] == 0.0);
+  /* equal real parts: log(e^0.5 (e^0.25i + e^-0.25i)) = 0.5 + log(2 cos 0.25) */
+  CHECK_NEAR(r[4][0], 0.5 + log(2 * cos(0.25)), 1e-14);
+  CHECK(fabs(r[4][1]) < 1e-15);
+}
+
 /* prod / all / any over the inner dim of [3, 4]. */
 static void test_prod_all_any(void) {
   float x[3][4][2] = {{{1, 1}, {2, 0}, {0, -1}, {0.5f, 0.5f}},
@@ -412,6 +456,7 @@ int main(void) {
   RUN_TEST(test_unary_and_constructors);
   RUN_TEST(test_sum_mean);
   RUN_TEST(test_math);
+  RUN_TEST(test_logaddexp);
   RUN_TEST(test_prod_all_any);
   RUN_TEST(test_mean_of_infinite_parts);
   RUN_TEST(test_parallel_matches_reference);

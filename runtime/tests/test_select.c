@@ -2,6 +2,7 @@
  * CPU results (NaN and tie rules), double-precision references computed
  * here, and the fast paths against the reference paths on random inputs
  * with non-contiguous strides, in float32, bfloat16 and int64. */
+#include <complex.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -108,6 +109,61 @@ static void test_logcumsumexp(void) {
     CHECK_OK(nrt_test_run(&l, r));
     CHECK(eo[0] == -INFINITY && eo[1] == -INFINITY && eo[2] == INFINITY && isnan(eo[3]));
   }
+}
+
+/* Complex rows (p0 = 1) through float32 real views: finite rows against
+ * log(sum exp) in double, on both paths, with a row stride of two elements
+ * on input and output; then the CPU formula's special values: equal -inf
+ * real parts keep the running value's (-inf + 0i), a NaN part poisons both
+ * parts from there on, +inf takes the element's angle and keeps it. */
+static void test_logcumsumexp_complex(void) {
+  enum { R = 3, N = 9 };
+  float x[R][2 * N][2], out[2][R][2 * N][2];
+  for (int r = 0; r < R; r++)
+    for (int i = 0; i < 2 * N; i++) x[r][i][0] = (float)nrt_test_uniform(-4, 4), x[r][i][1] = (float)nrt_test_uniform(-3, 3);
+  for (int ref = 0; ref < 2; ref++) {
+    memset(out[ref], 0, sizeof out[ref]);
+    nrt_launch l = nrt_test_launch(NRT_OP(LOGCUMSUMEXP), NRT_FLOAT32, 2, S(R, N), 1, 1);
+    nrt_test_operand_n(&l, 0, out[ref], NRT_FLOAT32, S(2 * N * 8, 16), 2);
+    nrt_test_operand_n(&l, 1, x, NRT_FLOAT32, S(2 * N * 8, 16), 2);
+    l.params[0] = 1;
+    CHECK_OK(nrt_test_run(&l, ref));
+    for (int r = 0; r < R; r++) {
+      double complex s = 0;
+      for (int i = 0; i < N; i++) {
+        s += cexp(CMPLX(x[r][2 * i][0], x[r][2 * i][1]));
+        double complex want = clog(s);
+        /* the angle is defined modulo 2 pi */
+        double dphi = remainder(out[ref][r][2 * i][1] - cimag(want), 2 * M_PI);
+        CHECK_NEAR(out[ref][r][2 * i][0], creal(want), 1e-5);
+        CHECK(fabs(dphi) < 1e-5);
+        CHECK(out[ref][r][2 * i + 1][0] == 0.0f && out[ref][r][2 * i + 1][1] == 0.0f); /* gaps untouched */
+      }
+    }
+  }
+  CHECK(memcmp(out[0], out[1], sizeof out[0]) == 0);
+
+  double e[3][3][2] = {{{-INFINITY, 3}, {-INFINITY, 1}, {-INFINITY, -2}},
+                       {{1, NAN}, {2, 0}, {-1, 1}},
+                       {{INFINITY, 0.5}, {1, 1}, {-INFINITY, 0}}};
+  double eo[3][3][2];
+  for (int ref = 0; ref < 2; ref++) {
+    nrt_launch l = nrt_test_launch(NRT_OP(LOGCUMSUMEXP), NRT_FLOAT64, 2, S(3, 3), 1, 1);
+    nrt_test_operand_n(&l, 0, eo, NRT_FLOAT64, S(48, 16), 2);
+    nrt_test_operand_n(&l, 1, e, NRT_FLOAT64, S(48, 16), 2);
+    l.params[0] = 1;
+    CHECK_OK(nrt_test_run(&l, ref));
+    for (int i = 0; i < 3; i++) {
+      CHECK(eo[0][i][0] == -INFINITY && eo[0][i][1] == 0.0);
+      CHECK(isnan(eo[1][i][0]) && isnan(eo[1][i][1]));
+      CHECK(eo[2][i][0] == INFINITY && eo[2][i][1] == 0.5);
+    }
+  }
+  nrt_launch l = nrt_test_launch(NRT_OP(LOGCUMSUMEXP), NRT_FLOAT64, 2, S(3, 3), 1, 1);
+  nrt_test_operand_n(&l, 0, eo, NRT_FLOAT64, S(48, 16), 2);
+  nrt_test_operand_n(&l, 1, e, NRT_FLOAT64, S(48, 16), 2);
+  l.params[0] = 2;
+  CHECK_STATUS(nrt_test_run(&l, 0), NRT_ERROR_INVALID_ARGUMENT);
 }
 
 /* ---- ORDER_STAT --------------------------------------------------------------------- */
@@ -451,6 +507,7 @@ int main(void) {
   RUN_TEST(test_cummax_known);
   RUN_TEST(test_cummax_random);
   RUN_TEST(test_logcumsumexp);
+  RUN_TEST(test_logcumsumexp_complex);
   RUN_TEST(test_order_stat_known);
   RUN_TEST(test_order_stat_random);
   RUN_TEST(test_unique);

@@ -43,6 +43,11 @@
                                    -0.5, -1, -2 as PyTorch; 0 ** w = 0) */                  \
   X(CX_POW, COMPLEX, 2, 2)      /* a ** b = exp(b log a), 0 ** b = 0 */                     \
   X(CX_LOGICAL, COMPLEX, 2, 2)  /* bool out; p0 = 0 and, 1 or, 2 xor of (a != 0, b != 0) */ \
+  X(CX_LOGADDEXP, COMPLEX, 2, 2) /* log(exp(a) + exp(b)), PyTorch's complex formula: the     \
+                                   operand with the smaller real part is "min";             \
+                                   log1p(exp(min - max)) + max; NaN in either part of       \
+                                   either -> NaN + NaN i; equal infinite real parts: -inf   \
+                                   gives min, +inf log(exp(min) + exp(max)) */              \
   /* ternary */                                                                             \
   X(CX_ADDCMUL, COMPLEX, 3, 3)  /* self + (s0 + i s1) * t1 * t2 */                          \
   X(CX_ADDCDIV, COMPLEX, 3, 3)  /* self + (s0 + i s1) * t1 / t2 */                          \

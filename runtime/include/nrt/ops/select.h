@@ -23,7 +23,10 @@
      NaN is held only another NaN replaces it (PyTorch's rule) */            \
   X(CUMMIN, SELECT, 1, 1)        /* as CUMMAX with <= */                     \
   X(LOGCUMSUMEXP, SELECT, 1, 1)  /* row scan: output; input (floating).     \
-     out[j] = log(sum_{i<=j} exp(in[i])), accumulated in double */           \
+     out[j] = log(sum_{i<=j} exp(in[i])), accumulated in double. p0 = 1:    \
+     complex values, each element a (re, im) pair of the operand's real     \
+     dtype (im one part size after re; the operands describe real views),  \
+     scanned with PyTorch's complex step from -inf + 0i */                  \
   X(ORDER_STAT, SELECT, 1, 1)    /* per row: outputs value, int64 index     \
      (their strides along the last dim are ignored); input. p0 = statistic: \
      0 k-th smallest (p1 = k, 0-based, NaN largest), 1 median (the lower   \

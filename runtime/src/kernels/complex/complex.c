@@ -132,7 +132,7 @@ nrt_status nrt_complex_execute(const nrt_launch *l) {
     return nrt_cx_for_each(l, cx_element);
   case NRT_OP(CX_REDUCE): return nrt_cx_reduce(l);
   case NRT_OP(CX_MATH): case NRT_OP(CX_POW_SCALAR): case NRT_OP(CX_POW): case NRT_OP(CX_LOGICAL):
-  case NRT_OP(CX_ADDCMUL): case NRT_OP(CX_ADDCDIV): case NRT_OP(CX_LERP):
+  case NRT_OP(CX_ADDCMUL): case NRT_OP(CX_ADDCDIV): case NRT_OP(CX_LERP): case NRT_OP(CX_LOGADDEXP):
     return nrt_cx_math(l);
   case NRT_OP(FFT_C2C): case NRT_OP(FFT_R2C): case NRT_OP(FFT_C2R): return nrt_cx_fft(l);
   default: break;

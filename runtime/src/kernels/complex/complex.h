@@ -1,6 +1,7 @@
-/* Shared by the COMPLEX family's kernel files (complex.c, complex_reduce.c,
+/* Shared by the COMPLEX family's kernel files (complex.c, reduce.c, math.c,
  * fft.c, fft_plan.c): the (re, im) value type, element loads and stores
- * for every dtype, and the FFT plan interface. */
+ * for every dtype, and the FFT plan interface; select.c's complex
+ * LOGCUMSUMEXP takes the value type and nrt_cx_log_add_exp from here. */
 #ifndef NRT_COMPLEX_KERNELS_H
 #define NRT_COMPLEX_KERNELS_H
 
@@ -95,7 +96,13 @@ static inline void nrt_cx_store(char *p, nrt_dtype dt, nrt_cx v) {
 typedef void (*nrt_cx_element_fn)(const nrt_launch *l, char *const *p);
 nrt_status nrt_cx_for_each(const nrt_launch *l, nrt_cx_element_fn fn);
 nrt_status nrt_cx_reduce(const nrt_launch *l);
-nrt_status nrt_cx_math(const nrt_launch *l); /* complex_math.c: CX_MATH, CX_POW*, CX_LOGICAL, CX_ADDC*, CX_LERP */
+nrt_status nrt_cx_math(const nrt_launch *l); /* math.c: CX_MATH, CX_POW*, CX_LOGICAL, CX_ADDC*, CX_LERP, CX_LOGADDEXP */
+
+/* log(exp(x) + exp(y)) as PyTorch's CPU computes it for complex values
+ * (its logaddexp kernel and each step of its logcumsumexp scan, whose
+ * running value is y): special values follow that formula, not the
+ * analytic limit (math.c). SELECT's complex LOGCUMSUMEXP shares it. */
+nrt_cx nrt_cx_log_add_exp(nrt_cx x, nrt_cx y);
 nrt_status nrt_cx_fft(const nrt_launch *l); /* fft.c: FFT_C2C, FFT_R2C, FFT_C2R */
 
 /* ---- 1-d FFT plans (fft_plan.c) -------------------------------------------

@@ -1,6 +1,6 @@
 /* Complex elementary functions and the ternary ops (nrt/ops/complex.h):
  * CX_MATH (p0 names the base op), CX_POW_SCALAR, CX_POW, CX_LOGICAL,
- * CX_ADDCMUL, CX_ADDCDIV, CX_LERP.
+ * CX_LOGADDEXP, CX_ADDCMUL, CX_ADDCDIV, CX_LERP.
  *
  * The transcendental functions are C99's <complex.h> ones in double (their
  * branch cuts are the C/C++ standard's, which PyTorch's std::complex
@@ -86,6 +86,41 @@ static nrt_cx cx_pow_scalar(nrt_cx z, double e) {
 
 static bool nonzero(nrt_cx z) { return z.re != 0.0 || z.im != 0.0; }
 
+static bool cx_isnan(nrt_cx z) { return isnan(z.re) || isnan(z.im); }
+
+/* log(1 + z) the way PyTorch's CPU build of c10 computes it (not cx_log1p,
+ * which serves torch.log1p): exact for tiny z through the u - 1 == z test,
+ * else log(u) rescaled by z / (u - 1) for the rounding of u = 1 + z. The
+ * logaddexp formula below takes it, so its special values are the CPU's. */
+static nrt_cx cx_log1p_rescaled(nrt_cx z) {
+  nrt_cx u = nrt_cx_make(z.re + 1.0, z.im);
+  if (u.re == 1.0 && u.im == 0.0) return z;
+  nrt_cx log_u = from_c(clog(to_c(u)));
+  nrt_cx um1 = nrt_cx_make(u.re - 1.0, u.im);
+  if (um1.re == z.re && um1.im == z.im) return log_u;
+  return nrt_cx_mul(log_u, nrt_cx_div(z, um1));
+}
+
+nrt_cx nrt_cx_log_add_exp(nrt_cx x, nrt_cx y) {
+  nrt_cx mn, mx;
+  /* a NaN operand is both ends, y's first (the running value of a scan) */
+  if (cx_isnan(y)) mn = mx = y;
+  else if (cx_isnan(x)) mn = mx = x;
+  else if (x.re < y.re) mn = x, mx = y;
+  else mn = y, mx = x;
+  if (cx_isnan(mn)) return nrt_cx_make(NAN, NAN);
+  if (!isfinite(mn.re) && mn.re == mx.re) {
+    /* both -inf: the sum is 0 with no defined angle; the CPU keeps min.
+       Both +inf: min - max would be NaN, so the sum is formed directly. */
+    if (mn.re < 0) return mn;
+    return from_c(clog(cexp(to_c(mn)) + cexp(to_c(mx))));
+  }
+  /* parts subtract and add separately (c10's operators), so an infinite
+     imaginary part meets no 0 * inf */
+  nrt_cx d = from_c(cexp(to_c(nrt_cx_sub(mn, mx))));
+  return nrt_cx_add(cx_log1p_rescaled(d), mx);
+}
+
 static void cx_math_element(const nrt_launch *l, char *const *p) {
   const nrt_operand *o = l->operands;
   nrt_cx a = nrt_cx_load(p[1], o[1].dtype), r;
@@ -109,6 +144,7 @@ static void cx_math_element(const nrt_launch *l, char *const *p) {
     r = nrt_cx_add(a, v.im == 0.0 ? cx_scale(t, v.re) : nrt_cx_mul(t, v));
     break;
   }
+  case NRT_OP(CX_LOGADDEXP): r = nrt_cx_log_add_exp(a, nrt_cx_load(p[2], o[2].dtype)); break;
   case NRT_OP(CX_LERP): {
     nrt_cx end = nrt_cx_load(p[2], o[2].dtype), w = nrt_cx_load(p[3], o[3].dtype);
     nrt_cx diff = nrt_cx_sub(end, a);

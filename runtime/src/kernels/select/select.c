@@ -14,6 +14,7 @@
  * compare. */
 #include <stdlib.h>
 #include "kernels/common/common.h"
+#include "kernels/complex/complex.h" /* the complex LOGCUMSUMEXP step: PyTorch's complex formula, kept in one place */
 #include "nrt/ops/select.h"
 
 /* Rows per parallel chunk, at least, scaled by the row length. */
@@ -199,16 +200,53 @@ static void lcse_row(const nrt_rows_job *j, int64_t r, char *const *ptr, void *s
   }
 }
 
+/* Complex rows (p0 = 1): element i is the pair (re, im) at i * stride and
+ * one part size further. The CPU's scan is sequential from -inf + 0i,
+ * each step nrt_cx_log_add_exp(element, running value), accumulated in
+ * double (its accumulate type); both paths take that order, since the
+ * formula's special values depend on it. The fast path loads each part
+ * of the row as a block; the reference path an element at a time. */
+static void lcse_cx_row(const nrt_rows_job *j, int64_t r, char *const *ptr, void *scratch) {
+  const nrt_launch *l = j->l;
+  nrt_dtype in_dt = l->operands[1].dtype, out_dt = l->operands[0].dtype;
+  int64_t n = j->g.len, in_half = (int64_t)nrt_dtype_size(in_dt), out_half = (int64_t)nrt_dtype_size(out_dt);
+  double *re = scratch, *im = re + n;
+  nrt_cx acc = nrt_cx_make(-INFINITY, 0.0);
+  if (!job_ref(j)) {
+    nrt_load_f64(re, ptr[1], j->g.st[1], in_dt, n);
+    nrt_load_f64(im, ptr[1] + in_half, j->g.st[1], in_dt, n);
+    for (int64_t i = 0; i < n; i++) {
+      acc = nrt_cx_log_add_exp(nrt_cx_make(re[i], im[i]), acc);
+      re[i] = acc.re;
+      im[i] = acc.im;
+    }
+    nrt_store_f64(ptr[0], j->g.st[0], out_dt, re, n);
+    nrt_store_f64(ptr[0] + out_half, j->g.st[0], out_dt, im, n);
+    return;
+  }
+  for (int64_t i = 0; i < n; i++) {
+    const char *src = ptr[1] + i * j->g.st[1];
+    char *dst = ptr[0] + i * j->g.st[0];
+    acc = nrt_cx_log_add_exp(nrt_cx_make(nrt_ref_load_f64(src, in_dt), nrt_ref_load_f64(src + in_half, in_dt)), acc);
+    nrt_ref_store_f64(dst, out_dt, acc.re);
+    nrt_ref_store_f64(dst + out_half, out_dt, acc.im);
+  }
+}
+
 static nrt_status lcse_op(const nrt_launch *l) {
   nrt_status st = check_counts(l, 1);
   if (st != NRT_SUCCESS) return st;
   if (!nrt_dtype_is_floating(l->operands[1].dtype) || !nrt_dtype_is_floating(l->operands[0].dtype))
     return nrt_kernel_fail(NRT_ERROR_INVALID_ARGUMENT, "LOGCUMSUMEXP: operands must be floating");
+  if (l->params[0] != 0 && l->params[0] != 1)
+    return nrt_kernel_fail(NRT_ERROR_INVALID_ARGUMENT, "LOGCUMSUMEXP: p0 = %lld is neither 0 nor 1",
+                           (long long)l->params[0]);
+  bool complex = l->params[0] == 1;
   bool ref = nrt_kernels_reference();
-  nrt_rows_job j = {.l = l, .ctx = &ref, .nops = 2, .row = lcse_row};
+  nrt_rows_job j = {.l = l, .ctx = &ref, .nops = 2, .row = complex ? lcse_cx_row : lcse_row};
   nrt_rows_init(&j.g, l);
   if (j.g.len == 0) return NRT_SUCCESS;
-  j.scratch = (size_t)j.g.len * sizeof(double);
+  j.scratch = (size_t)j.g.len * sizeof(double) * (complex ? 2 : 1);
   return run_rows(&j);
 }
 
