@@ -256,3 +256,35 @@ def test_reduction_out_dtype_checks_like_the_cpu(case):
 def test_max_min_dim_of_complex_checks_the_empty_dim_first(op, shape, dim, exc):
     x = torch.empty(shape, dtype=torch.complex64)
     raises_like_cpu(lambda d: getattr(x.to(d), op)(dim=dim), exc)
+
+
+def test_nansum_out_with_an_integer_dtype_computes_like_the_functional_form():
+    # dtype= given with out=: NaN -> 0, the input cast to dtype, summed (as
+    # the CPU); out= alone with an integer dtype still refuses a float input
+    x = torch.tensor([[1.7, float("nan"), -2.6, 300.2], [0.5, 0.5, 0.5, 0.5], [0.6, 0.6, -0.6, 0.0]])
+    for src in (x, x.half(), x.bfloat16()):
+        for dt in (torch.int32, torch.uint8, torch.int8, torch.int16, torch.bool, torch.float16):
+            want = torch.nansum(src, 1, dtype=dt, out=torch.empty(0, dtype=dt))
+            got = torch.nansum(src.neuron(), 1, dtype=dt, out=torch.empty(0, dtype=dt, device="neuron"))
+            assert got.dtype == want.dtype and torch.equal(got.cpu(), want), (src.dtype, dt)
+    raises_like_cpu(lambda d: torch.nansum(x.to(d), 1, out=torch.empty(0, dtype=torch.int32, device=d)),
+                    NotImplementedError)
+    assert_no_fallbacks()
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+def test_mean_into_a_16bit_dtype_is_a_float32_mean_rounded_once(dtype):
+    # float32 3.4e38 and -3.4e38 would overflow if cast to the 16-bit dtype
+    # first; the CPU averages them in float32 (0) and rounds at the end
+    x = torch.tensor([[3.4e38, -3.4e38, 1.0], [1.0, 2.0, 4.5], [float("nan"), 1.0, 2.0]])
+    for src in (x, x.double(), torch.tensor([[70000, -70000, 3]], dtype=torch.int32)):
+        want = torch.mean(src, 1, dtype=dtype)
+        got = torch.mean(src.neuron(), 1, dtype=dtype)
+        assert got.dtype == want.dtype
+        torch.testing.assert_close(got.cpu(), want, equal_nan=True)
+        out = torch.empty(0, dtype=dtype, device="neuron")
+        torch.mean(src.neuron(), 1, dtype=dtype, out=out)
+        torch.testing.assert_close(out.cpu(), want, equal_nan=True)
+    torch.testing.assert_close(torch.mean(x[:, :0].neuron(), 1, dtype=dtype).cpu(), torch.mean(x[:, :0], 1, dtype=dtype),
+                               equal_nan=True)
+    assert_no_fallbacks()

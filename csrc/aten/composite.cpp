@@ -163,12 +163,13 @@ Tensor nansum_into(Tensor out, const Tensor &self, at::OptionalIntArrayRef dim, 
   if (out.defined()) {
     TORCH_CHECK(!dtype || *dtype == out.scalar_type(), "nansum: provided dtype must match dtype of result. Got ",
                 c10::toString(out.scalar_type()), " and ", c10::toString(*dtype), ".");
+    // An explicit dtype= computes as the functional form does, an integer or
+    // bool one too (NaN -> 0, then the input cast to it and summed); only an
+    // out= dtype alone reaches the CPU's floating-only kernel.
+    if (!dtype && at::isFloatingType(self.scalar_type()) && self.numel() > 0)
+      TORCH_CHECK_NOT_IMPLEMENTED(at::isFloatingType(out.scalar_type()), "\"nansum_cpu\" not implemented for '",
+                                  c10::toString(out.scalar_type()), "'");
     dtype = out.scalar_type();
-    // the functional form casts a floating input to an integer dtype= first
-    // (a plain sum then); out= reaches the floating-only kernel with it
-    if (at::isFloatingType(self.scalar_type()) && self.numel() > 0)
-      TORCH_CHECK_NOT_IMPLEMENTED(at::isFloatingType(*dtype), "\"nansum_cpu\" not implemented for '",
-                                  c10::toString(*dtype), "'");
   }
   return nansum_fn(self, dim, keepdim, dtype);
 }

@@ -89,8 +89,18 @@ ScalarType mean_dtype(const Tensor &self, std::optional<ScalarType> dtype) {
 
 Tensor mean_into(Tensor out, const Tensor &self, at::OptionalIntArrayRef dim, bool keepdim,
                  std::optional<ScalarType> dtype) {
-  return reduce_into(out, self, dim, keepdim, mean_dtype(self, dtype), NRT_OP_MEAN, "mean",
-                     std::numeric_limits<double>::quiet_NaN());
+  ScalarType t = mean_dtype(self, dtype);
+  // The CPU's mean into a 16-bit float dtype from another input dtype is a
+  // float32 mean of the input cast to float32, rounded once at the end (so
+  // float32 3.4e38 and -3.4e38 average to 0, not to inf - inf): converting
+  // the input to the 16-bit dtype first would overflow.
+  if (at::isReducedFloatingType(t) && self.scalar_type() != t && (!out.defined() || out.scalar_type() == t)) {
+    Tensor wide;
+    return reduce_into(wide, self, dim, keepdim, at::kFloat, NRT_OP_MEAN, "mean",
+                       std::numeric_limits<double>::quiet_NaN())
+        .to(t);
+  }
+  return reduce_into(out, self, dim, keepdim, t, NRT_OP_MEAN, "mean", std::numeric_limits<double>::quiet_NaN());
 }
 
 Tensor amax_into(Tensor out, const Tensor &self, c10::IntArrayRef dim, bool keepdim) {
