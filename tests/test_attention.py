@@ -35,7 +35,14 @@ def _cpu_math(q, k, v, grad, **kw):
     return out.detach(), [t.grad for t in leaves]
 
 
-def _neuron(q, k, v, grad, **kw):
+def _neuron(q, k, v, grad, fused=True, **kw):
+    """neuron's forward and gradients; fused: with math disabled, so that the
+    fused kernel also serves what the default selection sends to math (as
+    the CPU does: a value head dim unlike the query's, a mask that requires
+    grad)."""
+    if fused:
+        with sdpa_kernel([SDPBackend.EFFICIENT_ATTENTION]):
+            return _neuron(q, k, v, grad, fused=False, **kw)
     leaves = [t.detach().to("neuron").requires_grad_() for t in (q, k, v)]
     mask = kw.pop("attn_mask", None)
     if mask is not None:
@@ -283,23 +290,43 @@ def test_dropout_forward_backward_match_mask(causal):
 # ---- routing and errors --------------------------------------------------------
 
 def test_math_route_for_uncovered_cases():
-    """3-d inputs and float64 take the math decomposition (still native, still right)."""
+    """3-d inputs take the math decomposition (still native, still right);
+    float64 the fused kernel, at float32 precision (the CPU's flash kernel
+    takes float64 too)."""
     q, k, v = _qkv(1, 4, 4, 10, 12, 8, 8)
-    for args in ((q[0], k[0], v[0]), (q.double(), k.double(), v.double())):
+    for args, fused in (((q[0], k[0], v[0]), False), ((q.double(), k.double(), v.double()), True)):
         want = F.scaled_dot_product_attention(*args, is_causal=True)
         torch_neuronx.clear_op_tracking()
         got = F.scaled_dot_product_attention(*(t.to("neuron") for t in args), is_causal=True).cpu()
         torch.testing.assert_close(got, want, atol=1e-5, rtol=1e-4)
-        assert FWD not in torch_neuronx.get_executed_ops()
+        assert (FWD in torch_neuronx.get_executed_ops()) == fused
         assert_no_fallbacks()
 
 
 def test_choice():
     q, k, v = (t.to("neuron") for t in _qkv(1, 2, 2, 4, 4, 8, 8))
     assert torch._fused_sdp_choice(q, k, v) == SDPBackend.OVERRIDEABLE.value
-    assert torch._fused_sdp_choice(q.double(), k.double(), v.double()) == SDPBackend.MATH.value
+    assert torch._fused_sdp_choice(q.double(), k.double(), v.double()) == SDPBackend.OVERRIDEABLE.value
     with sdpa_kernel([SDPBackend.MATH]):
         assert torch._fused_sdp_choice(q, k, v) == SDPBackend.MATH.value
+    # Where the CPU's selection takes its math path, so does neuron's (their
+    # non-finite results differ from flash's); the fused kernel still serves
+    # them when math is disabled.
+    cpu_qkv = _qkv(1, 2, 2, 4, 4, 8, 8)
+    grad_mask = torch.zeros(4, 4, requires_grad=True)
+    for args, kw in (((q, k, v[..., :4]), {}), ((q, k, v), {"attn_mask": grad_mask.detach().to("neuron")
+                                                          .requires_grad_()})):
+        cpu_args = [t.cpu() for t in args]
+        cpu_kw = {"attn_mask": grad_mask} if kw else {}
+        assert torch._fused_sdp_choice(*cpu_args, **cpu_kw) == SDPBackend.MATH.value
+        assert torch._fused_sdp_choice(*args, **kw) == SDPBackend.MATH.value
+        with sdpa_kernel([SDPBackend.EFFICIENT_ATTENTION]):
+            assert torch._fused_sdp_choice(*args, **kw) == SDPBackend.OVERRIDEABLE.value
+    # grouped heads: flash on the CPU, the fused kernel here
+    kg, vg = k[:, :1], v[:, :1]
+    assert torch._fused_sdp_choice(cpu_qkv[0], cpu_qkv[1][:, :1], cpu_qkv[2][:, :1], enable_gqa=True) == \
+        SDPBackend.FLASH_ATTENTION.value
+    assert torch._fused_sdp_choice(q, kg, vg, enable_gqa=True) == SDPBackend.OVERRIDEABLE.value
 
 
 @pytest.mark.parametrize("backend", [SDPBackend.FLASH_ATTENTION, SDPBackend.EFFICIENT_ATTENTION])
@@ -310,7 +337,7 @@ def test_cuda_backend_names_select_the_fused_kernel(backend):
     grad = torch.randn(2, 4, 16, 8)
     want, want_grads = _cpu_math(q, k, v, grad, is_causal=True)
     with sdpa_kernel([backend]):
-        got, grads = _neuron(q, k, v, grad, is_causal=True)
+        got, grads = _neuron(q, k, v, grad, fused=False, is_causal=True)
     torch.testing.assert_close(got, want, **TOL[torch.float32])
     for g, w in zip(grads, want_grads):
         torch.testing.assert_close(g, w, **TOL[torch.float32])

@@ -37,7 +37,11 @@ using at::Tensor;
 
 namespace {
 
-bool fused_dtype(c10::ScalarType t) { return t == at::kFloat || t == at::kBFloat16 || t == at::kHalf; }
+// float64 too, at float32 precision like every float64 op here: the CPU takes
+// its flash kernel for it, whose non-finite semantics the fused kernel has.
+bool fused_dtype(c10::ScalarType t) {
+  return t == at::kFloat || t == at::kBFloat16 || t == at::kHalf || t == at::kDouble;
+}
 
 std::vector<int64_t> score_shape(const Tensor &q, const Tensor &k) {
   return {q.size(0), q.size(1), q.size(2), k.size(2)};
@@ -74,19 +78,20 @@ bool fused_covers(const Tensor &q, const Tensor &k, const Tensor &v, const std::
 }
 
 // Whether the CPU's backend selection (use_flash_attention_cpp) would take
-// its flash kernel rather than the math decomposition, as far as layout
-// decides: every last dim of unit stride (size-1 dims included). NaN and
-// infinities (fully masked rows, inf scores) propagate differently in the
-// two: the math path's softmax gives a fully -inf row NaN, flash gives it
-// 0. neuron's fused kernel follows flash, so those inputs go to math here
-// too (its matmul, softmax and matmul on neuron's kernels). The CPU also
-// takes math for a value head dim unlike the query's and for grouped
-// heads; neuron keeps its fused kernel there (CUDA's does the same), and
-// known.py lists what differs.
-bool cpu_takes_flash(const Tensor &q, const Tensor &k, const Tensor &v) {
+// its flash kernel rather than the math decomposition, as far as layout,
+// shapes and the mask decide: every last dim of unit stride (size-1 dims
+// included), one head dim for q, k and v, nonzero sequence lengths and a
+// mask that does not require grad (grouped heads are flash's too). NaN and
+// infinities propagate differently in the two (math scales q and k by
+// sqrt(scale) before their product, its safe softmax gives a fully -inf
+// row 0, flash's maximum ignores a NaN score without a mask), so neuron
+// takes math wherever the CPU does (its matmul, softmax and matmul on
+// neuron's kernels) and its fused kernel follows flash elsewhere.
+bool cpu_takes_flash(const Tensor &q, const Tensor &k, const Tensor &v, const std::optional<Tensor> &mask) {
   for (const Tensor *t : {&q, &k, &v})
     if (t->sym_stride(-1) != 1) return false;
-  return true;
+  if (v.sym_size(-1) != q.sym_size(-1) || q.sym_size(-2) == 0 || k.sym_size(-2) == 0) return false;
+  return !(mask && mask->defined() && mask->requires_grad());
 }
 
 }  // namespace
@@ -100,8 +105,10 @@ int64_t fused_sdp_choice(const Tensor &q, const Tensor &k, const Tensor &v, cons
   bool has_mask = mask && mask->defined();
   bool fused_enabled = ctx.userEnabledOverrideableSDP() || ctx.userEnabledMemEfficientSDP() ||
                        (ctx.userEnabledFlashSDP() && !has_mask);
+  // With math disabled (sdpa_kernel naming only fused backends) the fused
+  // kernel serves whatever it covers.
   if (fused_enabled && fused_covers(q, k, v, mask, dropout_p, is_causal, enable_gqa) &&
-      cpu_takes_flash(q, k, v))
+      (cpu_takes_flash(q, k, v, mask) || !ctx.userEnabledMathSDP()))
     return static_cast<int64_t>(at::SDPBackend::overrideable);
   if (ctx.userEnabledMathSDP()) return static_cast<int64_t>(at::SDPBackend::math);
   return static_cast<int64_t>(at::SDPBackend::error);

@@ -594,6 +594,67 @@ static void test_empty_keys(void) {
   free_results(&r);
 }
 
+/* Non-finite inputs as PyTorch's CPU flash kernel computes them, on both
+ * paths: (a) without a mask, a row whose scores are NaN and -inf only has
+ * all weights 0 (the maximum ignores NaN) and outputs 0; (b) a fully
+ * masked row outputs the sum of zero weights times v, NaN where v holds
+ * inf; (c) causal rows also multiply the keys they cannot see by 0, so an
+ * inf in the last value makes every row's column NaN. L = S = 3, E = 2. */
+static void test_nonfinite(void) {
+  for (int reference = 0; reference <= 1; reference++) {
+    for (int which = 0; which < 3; which++) {
+      cfg c = base_cfg(1, 1, 1, 3, 3, 2, 2);
+      c.causal = which == 2;
+      c.mask = which == 1 ? 2 : 0;
+      buf4 q = mkbuf(1, 1, 3, 2, NRT_FLOAT32, 0), k = mkbuf(1, 1, 3, 2, NRT_FLOAT32, 0),
+           v = mkbuf(1, 1, 3, 2, NRT_FLOAT32, 0), m = mkbuf(1, 1, 3, 3, NRT_FLOAT32, 0),
+           out = mkbuf(1, 1, 3, 2, NRT_FLOAT32, 0), lse = mkbuf(1, 1, 3, 1, NRT_FLOAT32, 0);
+      for (int64_t i = 0; i < 3; i++)
+        for (int64_t e = 0; e < 2; e++) {
+          *(float *)bptr(&q, 0, 0, i, e) = 1.0f;
+          *(float *)bptr(&k, 0, 0, i, e) = 0.5f;
+          *(float *)bptr(&v, 0, 0, i, e) = (float)(i + e);
+        }
+      if (which == 0) { /* row 0 has q = (NaN, -inf): every score NaN*0.5 + -inf*0.5 = NaN */
+        *(float *)bptr(&q, 0, 0, 0, 0) = NAN;
+        *(float *)bptr(&q, 0, 0, 0, 1) = -INFINITY;
+      }
+      if (which == 1) { /* row 1 fully masked, v[2][1] = inf */
+        for (int64_t j = 0; j < 3; j++) *(float *)bptr(&m, 0, 0, 1, j) = -INFINITY;
+        *(float *)bptr(&v, 0, 0, 2, 1) = INFINITY;
+      }
+      if (which == 2) *(float *)bptr(&v, 0, 0, 2, 0) = INFINITY;
+      nrt_kernels_set_reference(reference);
+      nrt_launch l = mk(NRT_OP(SDPA_FORWARD), &c, 2, 3 + (c.mask != 0));
+      set_op(&l, 0, &out);
+      set_op(&l, 1, &lse);
+      set_op(&l, 2, &q);
+      set_op(&l, 3, &k);
+      set_op(&l, 4, &v);
+      if (c.mask) set_op(&l, 5, &m);
+      CHECK_OK(nrt_launch_run(&l));
+      if (which == 0) {
+        CHECK(get(&out, 0, 0, 0, 0) == 0.0 && get(&out, 0, 0, 0, 1) == 0.0);
+        CHECK(fabs(get(&out, 0, 0, 1, 0) - 1.0) < 1e-6); /* equal weights: the mean of v's column 0 */
+      } else if (which == 1) {
+        CHECK(get(&out, 0, 0, 1, 0) == 0.0 && isnan(get(&out, 0, 0, 1, 1)));
+        CHECK(isinf(get(&out, 0, 0, 0, 1))); /* attended rows: inf times a positive weight */
+      } else {
+        for (int64_t i = 0; i < 2; i++) CHECK(isnan(get(&out, 0, 0, i, 0)));
+        CHECK(isinf(get(&out, 0, 0, 2, 0))); /* row 2 sees the inf with weight 1/3 */
+        CHECK(fabs(get(&out, 0, 0, 0, 1) - 1.0) < 1e-6); /* row 0 sees v[0] only */
+      }
+      free(q.data);
+      free(k.data);
+      free(v.data);
+      free(m.data);
+      free(out.data);
+      free(lse.data);
+    }
+  }
+  nrt_kernels_set_reference(0);
+}
+
 static void test_bad_args(void) {
   cfg c = base_cfg(1, 3, 2, 4, 4, 4, 4);
   nrt_launch l = mk(NRT_OP(SDPA_FORWARD), &c, 2, 3);
@@ -619,6 +680,7 @@ int main(void) {
   RUN_TEST(test_half);
   RUN_TEST(test_bf16_rounds_once);
   RUN_TEST(test_empty_keys);
+  RUN_TEST(test_nonfinite);
   RUN_TEST(test_bad_args);
   return TEST_RESULT();
 }

@@ -34,8 +34,10 @@ void nrt_attn_mask_scores(const nrt_attn_problem *p, int64_t b, int64_t h, int64
     const nrt_attn_view *m = &p->mask;
     const char *row = nrt_attn_at(m, b, h, i) + j0 * m->s[3];
     if (p->mask_bool) {
+      /* PyTorch turns a bool mask into an additive one (-inf where
+       * False) first: a NaN or +inf score under False stays NaN */
       for (int64_t j = 0; j < n; j++)
-        if (!row[j * m->s[3]]) s[j] = -INFINITY;
+        if (!row[j * m->s[3]]) s[j] += -INFINITY;
     } else {
       float buf[64];
       for (int64_t c = 0; c < n; c += 64) {
@@ -47,6 +49,22 @@ void nrt_attn_mask_scores(const nrt_attn_problem *p, int64_t b, int64_t h, int64
   }
   if (p->causal) /* top-left aligned: key j is visible to row i iff j <= i */
     for (int64_t j = i + 1 - j0 < 0 ? 0 : i + 1 - j0; j < n; j++) s[j] = -INFINITY;
+}
+
+bool nrt_attn_v_nonfinite(const nrt_attn_problem *p) {
+  float buf[64];
+  for (int64_t b = 0; b < p->B; b++)
+    for (int64_t h = 0; h < p->Hk; h++)
+      for (int64_t j = 0; j < p->S; j++) {
+        const char *row = nrt_attn_at(&p->v, b, h, j);
+        for (int64_t e = 0; e < p->Ev; e += 64) {
+          int64_t n = p->Ev - e < 64 ? p->Ev - e : 64;
+          nrt_load_f32(buf, row + e * p->v.s[3], p->v.s[3], p->v.dtype, n);
+          for (int64_t c = 0; c < n; c++)
+            if (!isfinite(buf[c])) return true;
+        }
+      }
+  return false;
 }
 
 /* ---- backward row statistics (SDPA_BACKWARD_PREP) ----------------------- */
@@ -128,7 +146,7 @@ static bool ref_row_probs(const nrt_attn_problem *p, int64_t b, int64_t h, int64
     if (p->has_mask) {
       const char *m = nrt_attn_at(&p->mask, b, h, i) + j * p->mask.s[3];
       if (p->mask_bool)
-        s = *m ? s : -INFINITY;
+        s = *m ? s : s + -INFINITY;
       else
         s += nrt_ref_load_f64(m, p->mask.dtype);
     }
@@ -139,7 +157,10 @@ static bool ref_row_probs(const nrt_attn_problem *p, int64_t b, int64_t h, int64
   }
   for (int64_t j = 0; j < p->S; j++) r->z[j] = 1.0f;
   if (p->dropout) nrt_attn_dropout(p, b, h, i, 0, p->S, r->z);
-  if (mx == -INFINITY && !nan) {
+  /* No finite or +inf score: every weight is 0. Without a mask the CPU's
+   * flash kernel takes its row maximum ignoring NaN, so a NaN score there
+   * is dropped too; with a mask NaN reaches the maximum and the row. */
+  if (mx == -INFINITY && (!nan || !p->has_mask)) {
     for (int64_t j = 0; j < p->S; j++) r->prob[j] = 0;
     return false;
   }
