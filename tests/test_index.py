@@ -87,11 +87,12 @@ def test_out_of_range_cpu_index_raises_index_error_at_the_op(idx):
 
 def test_output_of_a_failed_kernel_is_poisoned():
     # A device-side index error surfaces at the next synchronisation, naming
-    # the kernel (as CUDA's device asserts do); afterwards the failed output
-    # keeps raising instead of reading back garbage.
+    # the kernel (as CUDA's device asserts do) and with the CPU's class,
+    # IndexError; afterwards the failed output keeps raising instead of
+    # reading back garbage.
     x = torch.randn(3, device="neuron")
     y = x[torch.tensor([5], device="neuron")]
-    with pytest.raises(RuntimeError, match="INDEX_GATHER"):
+    with pytest.raises(IndexError, match="INDEX_GATHER.*index 5 is out of bounds for dimension 0 with size 3"):
         y.cpu()
     for _ in range(2):
         with pytest.raises(RuntimeError, match="failed earlier"):

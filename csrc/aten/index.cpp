@@ -142,8 +142,14 @@ void set_index_aux(nrt_launch &d, const IndexPlan &p) {
   }
 }
 
+// How the INDEX_GATHER kernel treats an index outside its dim (p2): advanced
+// indexing wraps negatives and raises IndexError; index_select wraps
+// nothing and raises IndexError, or the RuntimeError of the CPU's
+// check_indexarray_range where the CPU's kernel takes that path.
+enum class OutOfRange : int64_t { Advanced = 0, Select = 1, SelectBounds = 2 };
+
 Tensor &index_into(Tensor &out, const Tensor &self, const c10::List<std::optional<Tensor>> &indices,
-                   bool nowrap = false) {
+                   OutOfRange bad = OutOfRange::Advanced) {
   c10::DeviceGuard guard(self.device());
   IndexPlan p = plan_index(self, indices);
   auto cfg = at::TensorIteratorConfig();
@@ -160,7 +166,7 @@ Tensor &index_into(Tensor &out, const Tensor &self, const c10::List<std::optiona
     nrt_launch d;
     describe(d, iter, NRT_OP(INDEX_GATHER));
     set_index_aux(d, p);
-    d.params[2] = nowrap ? 1 : 0;
+    d.params[2] = static_cast<int64_t>(bad);
     launch_complex_as(self.device().index(), d, ComplexAs::Bits);
   }
   if (!out.defined()) out = iter.output();
@@ -327,23 +333,39 @@ Tensor index_select_fn(const Tensor &self, int64_t dim, const Tensor &index) {
   dim = at::maybe_wrap_dim(dim, self.dim());
 
   TORCH_CHECK_INDEX(index.dim() <= 1, "index_select(): Index is supposed to be a vector");
+  TORCH_CHECK(self.dim() > 0 || index.numel() == 1, "index_select(): Index to scalar can have only 1 value, got ",
+              index.numel(), " value(s)");
   TORCH_CHECK(index.scalar_type() == at::kLong || index.scalar_type() == at::kInt,
               "index_select(): Expected dtype int32 or int64 for index");
-  // The CPU's kernel: indices into an empty dim of a >1-d self are a RuntimeError of its own.
-  TORCH_CHECK(self.dim() <= 1 || index.numel() == 0 || self.size(dim) > 0,
-              "index_select(): self indexing axis dim should be positive");
   if (self.dim() == 0) {
     // A 0-dim input gives a 0-dim result (PyTorch treats it as size 1).
     c10::List<std::optional<Tensor>> l;
     l.push_back(index.reshape({-1}));
     Tensor out;
-    return index_into(out, self.reshape({1}), l, /*nowrap=*/true).reshape({});
+    return index_into(out, self.reshape({1}), l, OutOfRange::Select).reshape({});
   }
   c10::List<std::optional<Tensor>> l;
   for (int64_t d = 0; d < dim; ++d) l.push_back(std::nullopt);
   l.push_back(index.reshape({-1}));
   Tensor out;
-  return index_into(out, self, l, /*nowrap=*/true);
+  if (self.dim() == 1) return index_into(out, self, l, OutOfRange::Select);
+  // The CPU's kernel for a >1-d self: an empty index returns at once; an
+  // empty self has its indices checked all the same (RuntimeError, as its
+  // path along dim 1 reports them too); elsewhere an index out of range is
+  // an IndexError.
+  if (index.numel() == 0) return index_into(out, self, l);
+  if (self.numel() == 0) {
+    TORCH_CHECK(self.size(dim) > 0, "index_select(): self indexing axis dim should be positive");
+    // Nothing is read, so the kernel checks the indices against a stand-in
+    // of the dim's size whose elements all alias one byte.
+    Tensor stand_in = at::zeros({1}, self.options().dtype(at::kByte)).expand({self.size(dim)});
+    c10::List<std::optional<Tensor>> flat;
+    flat.push_back(index.reshape({-1}));
+    Tensor checked;
+    (void)index_into(checked, stand_in, flat, OutOfRange::SelectBounds);
+    return index_into(out, self, l);
+  }
+  return index_into(out, self, l, dim == 1 ? OutOfRange::SelectBounds : OutOfRange::Select);
 }
 
 // masked_fill_: where(mask, value, self) written into self.

@@ -17,6 +17,12 @@ namespace torch_neuronx {
   if (status == NRT_ERROR_TIMEOUT || status == NRT_ERROR_PEER_FAILED) {  // a collective (torch.distributed)
     TORCH_CHECK_WITH(DistBackendError, false, msg);
   }
+  if (status == NRT_ERROR_OUT_OF_RANGE) {
+    // A kernel found an index (or a class target) outside its dim: the CPU
+    // raises IndexError for these, so `except IndexError` works here too,
+    // even though a device-resident index is only seen at the next sync.
+    TORCH_CHECK_INDEX(false, msg);
+  }
   if (status == NRT_ERROR_INVALID_DEVICE) {
     TORCH_CHECK(false, msg);
   }

@@ -85,7 +85,7 @@ static void test_index_gather_errors(void) {
     l.params[0] = 1;
     l.aux[0] = 4;
     l.aux[1] = 4;
-    CHECK_STATUS(nrt_test_run(&l, r), NRT_ERROR_INVALID_ARGUMENT);
+    CHECK_STATUS(nrt_test_run(&l, r), NRT_ERROR_OUT_OF_RANGE);
     CHECK_MSG("index 5 is out of bounds for dimension 0 with size 4");
     /* x[[1], [-5]] */
     int64_t i0[1] = {1}, i1[1] = {-5};
@@ -99,7 +99,7 @@ static void test_index_gather_errors(void) {
     l.aux[1] = 16;
     l.aux[2] = 4;
     l.aux[3] = 4;
-    CHECK_STATUS(nrt_test_run(&l, r), NRT_ERROR_INVALID_ARGUMENT);
+    CHECK_STATUS(nrt_test_run(&l, r), NRT_ERROR_OUT_OF_RANGE);
     CHECK_MSG("index -5 is out of bounds for dimension 1 with size 4");
     /* -size is the last valid negative index */
     i1[0] = -4;
@@ -125,12 +125,46 @@ static void test_index_gather_errors(void) {
     l.params[0] = 1;
     l.aux[0] = V;
     l.aux[1] = 4;
-    CHECK_STATUS(nrt_test_run(&l, r), NRT_ERROR_INVALID_ARGUMENT);
+    CHECK_STATUS(nrt_test_run(&l, r), NRT_ERROR_OUT_OF_RANGE);
     CHECK_MSG("index 1000 is out of bounds for dimension 0 with size 1000");
   }
   free(idx);
   free(src);
   free(o);
+}
+
+/* index_select's two ways of failing, as on the CPU (p2): 1 = IndexError
+ * "index out of range in self", 2 = the RuntimeError of its dim-1 path
+ * ("INDICES element is out of DATA bounds"); neither wraps a negative
+ * index, on the fast path or the reference one. Advanced indexing (p2 = 0)
+ * wraps it and reports IndexError; gather stays a RuntimeError. */
+static void test_index_select_error_kinds(void) {
+  float x[4] = {1, 2, 3, 4}, out[2];
+  for (int r = 0; r < 2; r++) {
+    int64_t idx[2] = {1, -1};
+    nrt_launch l = nrt_test_launch(NRT_OP(INDEX_GATHER), NRT_FLOAT32, 1, S(2), 1, 2);
+    nrt_test_operand(&l, 0, out, NRT_FLOAT32, S(4));
+    nrt_test_operand(&l, 1, x, NRT_FLOAT32, S(0));
+    nrt_test_operand(&l, 2, idx, NRT_INT64, S(8));
+    l.params[0] = 1;
+    l.aux[0] = 4;
+    l.aux[1] = 4;
+    CHECK_OK(nrt_test_run(&l, r));
+    CHECK(out[0] == 2 && out[1] == 4);
+    l.params[2] = 1;
+    CHECK_STATUS(nrt_test_run(&l, r), NRT_ERROR_OUT_OF_RANGE);
+    CHECK_MSG("index out of range in self (index -1, size 4)");
+    l.params[2] = 2;
+    CHECK_STATUS(nrt_test_run(&l, r), NRT_ERROR_INVALID_ARGUMENT);
+    CHECK_MSG("INDICES element is out of DATA bounds, id=-1 axis_dim=4");
+    idx[1] = 4;
+    l.params[2] = 0;
+    CHECK_STATUS(nrt_test_run(&l, r), NRT_ERROR_OUT_OF_RANGE);
+    CHECK_MSG("index 4 is out of bounds for dimension 0 with size 4");
+    /* the status has a name and a sentence of its own */
+    CHECK(strcmp(nrt_status_name(NRT_ERROR_OUT_OF_RANGE), "NRT_ERROR_OUT_OF_RANGE") == 0);
+    CHECK(strcmp(nrt_status_string(NRT_ERROR_OUT_OF_RANGE), "index out of range") == 0);
+  }
 }
 
 static void test_index_exact(void) {
@@ -231,11 +265,11 @@ static void test_index_put_known(void) {
       CHECK_OK(nrt_test_run(&l, r));
       CHECK(y[0] == 7 && y[4] == 7 && y[1] == 0 && y[2] == 0 && y[3] == 0);
       ix[0] = 5;
-      CHECK_STATUS(nrt_test_run(&l, r), NRT_ERROR_INVALID_ARGUMENT);
+      CHECK_STATUS(nrt_test_run(&l, r), NRT_ERROR_OUT_OF_RANGE);
       CHECK_MSG("index 5 is out of bounds for dimension 0 with size 5");
       ix[0] = -6;
       l.params[1] = 1;
-      CHECK_STATUS(nrt_test_run(&l, r), NRT_ERROR_INVALID_ARGUMENT);
+      CHECK_STATUS(nrt_test_run(&l, r), NRT_ERROR_OUT_OF_RANGE);
       CHECK_MSG("index -6 is out of bounds for dimension 0 with size 5");
     }
     /* x[:, [0, 2]] = v (3x2) on a 3x4 float64 */
@@ -1082,10 +1116,10 @@ static void test_nll_loss(void) {
       CHECK(!signbit(loss[1]));
       /* PyTorch's messages: no wrap for targets, ignore_index exempt */
       target[2] = 4;
-      CHECK_STATUS(nrt_test_run(&l, r), NRT_ERROR_INVALID_ARGUMENT);
+      CHECK_STATUS(nrt_test_run(&l, r), NRT_ERROR_OUT_OF_RANGE);
       CHECK_MSG("Target 4 is out of bounds.");
       target[2] = -1;
-      CHECK_STATUS(nrt_test_run(&l, r), NRT_ERROR_INVALID_ARGUMENT);
+      CHECK_STATUS(nrt_test_run(&l, r), NRT_ERROR_OUT_OF_RANGE);
       CHECK_MSG("Target -1 is out of bounds.");
       target[2] = 3;
     }
@@ -1101,7 +1135,7 @@ static void test_nll_loss(void) {
     const float want[12] = {0, -0.5f, 0, 0, 0, 0, 0, 0, 0, 0, 0, -2};
     CHECK(floats_eq(gi, want, 12));
     target[0] = 5;
-    CHECK_STATUS(nrt_test_run(&l, r), NRT_ERROR_INVALID_ARGUMENT);
+    CHECK_STATUS(nrt_test_run(&l, r), NRT_ERROR_OUT_OF_RANGE);
     CHECK_MSG("Target 5 is out of bounds.");
     target[0] = 1;
   }
@@ -1197,6 +1231,7 @@ int main(void) {
   printf("test_kernels_index\n");
   RUN_TEST(test_index_gather_known);
   RUN_TEST(test_index_gather_errors);
+  RUN_TEST(test_index_select_error_kinds);
   RUN_TEST(test_index_exact);
   RUN_TEST(test_index_fastest_dim_first);
   RUN_TEST(test_index_put_known);

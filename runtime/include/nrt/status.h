@@ -21,6 +21,8 @@ typedef enum nrt_status {
   NRT_ERROR_INTERNAL,
   NRT_ERROR_TIMEOUT,        /* a wait ran out of time (a collective a peer never joined) */
   NRT_ERROR_PEER_FAILED,    /* another process of a communicator died or gave up */
+  NRT_ERROR_OUT_OF_RANGE,   /* a kernel read an index or class target outside its dim: PyTorch's
+                               IndexError, where a malformed launch is INVALID_ARGUMENT */
   NRT_STATUS_COUNT
 } nrt_status;
 

@@ -16,6 +16,7 @@ static const char *const status_names[] = {
     "NRT_ERROR_INTERNAL",
     "NRT_ERROR_TIMEOUT",
     "NRT_ERROR_PEER_FAILED",
+    "NRT_ERROR_OUT_OF_RANGE",
 };
 _Static_assert(sizeof(status_names) / sizeof(status_names[0]) == NRT_STATUS_COUNT,
                "status_names must list every nrt_status");
@@ -31,6 +32,7 @@ static const char *const status_strings[] = {
     "internal runtime error",
     "timed out",
     "a peer process failed",
+    "index out of range",
 };
 _Static_assert(sizeof(status_strings) / sizeof(status_strings[0]) == NRT_STATUS_COUNT,
                "status_strings must list every nrt_status");

@@ -233,17 +233,39 @@ static inline void reduce_elem(int red, bool fdomain, const mover *m, char *dst,
 
 /* ---- indices ---------------------------------------------------------------- */
 
+/* How an out-of-range index is reported: the CPU raises IndexError for
+ * advanced indexing, take/put and most of index_select, but RuntimeError
+ * (a plain TORCH_CHECK) for gather/scatter and for index_select along dim 1
+ * of a >1-d self (its check_indexarray_range path); the status says which
+ * (NRT_ERROR_OUT_OF_RANGE -> IndexError) and the message is the CPU's. */
+typedef enum bad_kind {
+  BAD_ADVANCED = 0,   /* IndexError "index i is out of bounds for dimension d with size s" */
+  BAD_SELECT,         /* IndexError "index out of range in self" (index_select, embedding) */
+  BAD_SELECT_BOUNDS,  /* RuntimeError "INDICES element is out of DATA bounds" */
+  BAD_GATHER_SCATTER, /* RuntimeError "index i is out of bounds for dimension d with size s" */
+} bad_kind;
+
 typedef struct bad_index {
   int64_t value, size;
   int dim;
+  bad_kind kind;
 } bad_index;
 
 static nrt_status bad_index_error(const bad_index *b) {
-  if (b->dim < 0) /* index_select's wording */
-    return nrt_kernel_fail(NRT_ERROR_INVALID_ARGUMENT, "index out of range in self (index %lld, size %lld)",
-                           (long long)b->value, (long long)b->size);
-  return nrt_kernel_fail(NRT_ERROR_INVALID_ARGUMENT, "index %lld is out of bounds for dimension %d with size %lld",
-                         (long long)b->value, b->dim, (long long)b->size);
+  long long v = (long long)b->value, n = (long long)b->size;
+  switch (b->kind) {
+  case BAD_SELECT:
+    return nrt_kernel_fail(NRT_ERROR_OUT_OF_RANGE, "index out of range in self (index %lld, size %lld)", v, n);
+  case BAD_SELECT_BOUNDS:
+    return nrt_kernel_fail(NRT_ERROR_INVALID_ARGUMENT, "INDICES element is out of DATA bounds, id=%lld axis_dim=%lld",
+                           v, n);
+  case BAD_GATHER_SCATTER:
+    return nrt_kernel_fail(NRT_ERROR_INVALID_ARGUMENT, "index %lld is out of bounds for dimension %d with size %lld", v,
+                           b->dim, n);
+  case BAD_ADVANCED: break;
+  }
+  return nrt_kernel_fail(NRT_ERROR_OUT_OF_RANGE, "index %lld is out of bounds for dimension %d with size %lld", v,
+                         b->dim, n);
 }
 
 static inline int64_t load_index(const char *p, nrt_dtype dt) {
@@ -304,7 +326,8 @@ typedef struct adv_plan {
   int64_t size[NRT_MAX_OPERANDS], stride[NRT_MAX_OPERANDS];
   mover mv;       /* out <- src (gather), self <- value (put) */
   bool accumulate, fdomain;
-  bool nowrap;    /* p2 = 1: negative indices are errors (index_select) */
+  bool nowrap;    /* p2 != 0: negative indices are errors (index_select) */
+  bad_kind kind;  /* p2 = 2: reported as the CPU's check_indexarray_range */
   bad_index bad;  /* the first bad index, filled by the serial passes */
 } adv_plan;
 
@@ -316,7 +339,7 @@ static inline bool adv_offset(const adv_plan *p, char *const *ptr, const int64_t
   for (int k = 0; k < p->nidx; k++) {
     int64_t v = load_index(ptr[ADV_IDX0 + k] + j * st[ADV_IDX0 + k], p->idt[k]), size = p->size[k];
     if (v < (p->nowrap ? 0 : -size) || v >= size) {
-      if (bad) *bad = (bad_index){v, size, p->nowrap ? -1 : k};
+      if (bad) *bad = (bad_index){v, size, k, p->kind};
       return false;
     }
     if (v < 0) v += size;
@@ -389,8 +412,8 @@ static nrt_status adv_reference(adv_plan *p, bool put) {
     int64_t off = 0;
     for (int k = 0; k < p->nidx; k++) {
       int64_t v = load_index(elem_ptr(l, ADV_IDX0 + k, i), p->idt[k]), size = p->size[k];
-      if (v < -size || v >= size) {
-        p->bad = (bad_index){v, size, k};
+      if (v < (p->nowrap ? 0 : -size) || v >= size) {
+        p->bad = (bad_index){v, size, k, p->kind};
         return bad_index_error(&p->bad);
       }
       off += (v < 0 ? v + size : v) * p->stride[k];
@@ -449,7 +472,10 @@ static nrt_status advanced_index(const nrt_launch *launch, bool put) {
   }
   p.mv = make_mover(l->operands[ADV_OUT].dtype, l->operands[ADV_SRC].dtype);
   p.accumulate = put && l->params[1] != 0;
+  /* p2: 0 = advanced indexing (negative indices wrap), 1 = index_select
+   * (no wrapping, IndexError), 2 = index_select reported as RuntimeError */
   p.nowrap = l->params[2] != 0;
+  p.kind = l->params[2] == 2 ? BAD_SELECT_BOUNDS : p.nowrap ? BAD_SELECT : BAD_ADVANCED;
   p.fdomain = nrt_dtype_is_floating(l->compute_dtype);
   if (launch_numel(l) == 0) return NRT_SUCCESS;
   if (nrt_kernels_reference()) return adv_reference(&p, put);
@@ -488,7 +514,7 @@ typedef struct gs_plan {
 static inline bool gs_offset(const gs_plan *p, const char *ip, int64_t *out, bad_index *bad) {
   int64_t v = load_index(ip, p->idt);
   if (v < 0 || v >= p->size) {
-    if (bad) *bad = (bad_index){v, p->size, p->dim};
+    if (bad) *bad = (bad_index){v, p->size, p->dim, BAD_GATHER_SCATTER};
     return false;
   }
   *out = v * p->stride;
@@ -528,7 +554,7 @@ static nrt_status gs_reference(gs_plan *p, bool scatter) {
   for (int64_t i = 0; i < numel; i++) {
     int64_t v = load_index(elem_ptr(l, iop, i), p->idt);
     if (v < 0 || v >= p->size) {
-      p->bad = (bad_index){v, p->size, p->dim};
+      p->bad = (bad_index){v, p->size, p->dim, BAD_GATHER_SCATTER};
       return bad_index_error(&p->bad);
     }
     if (scatter)
@@ -1149,7 +1175,7 @@ static nrt_status nll_check_targets(const nrt_launch *l, int tk) {
   for (int64_t n = 0; n < rows; n++) {
     int64_t t = nrt_ref_load_i64(at2(l, tk, n, 0), dt);
     if (t != ignore && (t < 0 || t >= classes))
-      return nrt_kernel_fail(NRT_ERROR_INVALID_ARGUMENT, "Target %lld is out of bounds.", (long long)t);
+      return nrt_kernel_fail(NRT_ERROR_OUT_OF_RANGE, "Target %lld is out of bounds.", (long long)t);
   }
   return NRT_SUCCESS;
 }
