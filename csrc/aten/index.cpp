@@ -180,7 +180,11 @@ Tensor index_tensor_into(Tensor out, const Tensor &self, const c10::List<std::op
 Tensor &index_put_impl(Tensor &self, const c10::List<std::optional<Tensor>> &indices, const Tensor &values,
                        bool accumulate, bool unsafe) {
   c10::DeviceGuard guard(self.device());
-  if (accumulate && (self.scalar_type() == at::kBFloat16 || self.scalar_type() == at::kHalf)) {
+  // An expanded self is written through its aliases, as on the CPU (each
+  // sum lands on the one shared element, in iteration order): the float32
+  // detour below would copy the distinct sums back into aliased memory.
+  bool aliased = at::has_internal_overlap(self) == at::MemOverlap::Yes;
+  if (accumulate && !aliased && (self.scalar_type() == at::kBFloat16 || self.scalar_type() == at::kHalf)) {
     // Duplicate indices add up in float32 and round once: summing in the
     // 16-bit type rounds after every addition, and the error grows with
     // the number of duplicates (the CPU does that; float32 sums stay
@@ -301,6 +305,11 @@ Tensor &index_put_checked(Tensor &self, const c10::List<std::optional<Tensor>> &
                           bool accumulate, bool unsafe) {
   TORCH_CHECK_INDEX(indices.size() <= static_cast<size_t>(self.dim()), "too many indices for tensor of dimension ",
                     self.dim(), " (got ", indices.size(), ")");
+  // ATen's _index_put_impl_ only warns for an expanded self and writes it.
+  if (at::has_internal_overlap(self) == at::MemOverlap::Yes) {
+    TORCH_WARN("Use of index_put_ on expanded tensors is deprecated. Please clone() the tensor before performing "
+               "this operation. This also applies to advanced indexing e.g. tensor[indices] = tensor");
+  }
   bool shortcut = !accumulate && masked_fill_shortcut(self, indices, values);
   if (shortcut) {
     // ATen's masked_fill_ shortcut: the mask's shape, then masked_fill_'s
@@ -513,21 +522,45 @@ Tensor gather_fn(const Tensor &self, int64_t dim, const Tensor &index, bool /*sp
 // reduce codes of the SCATTER kernel
 enum { kAssign = 0, kAdd = 1, kMul = 2, kMeanSum = 3, kAmax = 4, kAmin = 5 };
 
+// ATen's scatter_meta_impl, in its order, for every scatter overload: the
+// dtypes (an empty index may have any), the shapes (skipped for an empty
+// index), then, when the result is given (in-place, out=), its overlap with
+// itself and the inputs; scatter_launch relies on these.
+void scatter_meta(const Tensor &self, int64_t dim, const Tensor &index, const Tensor *src, const Tensor &out) {
+  check_index_dtype(index, "scatter");
+  TORCH_CHECK(!src || src->scalar_type() == self.scalar_type(), "scatter(): Expected self.dtype to be equal to src.dtype");
+  if (index.numel() != 0) {
+    int64_t nd = std::max<int64_t>(self.dim(), 1);
+    TORCH_CHECK(std::max<int64_t>(index.dim(), 1) == nd,
+                "Index tensor must have the same number of dimensions as self tensor");
+    auto size = [](const Tensor &t, int64_t d) { return t.dim() == 0 ? 1 : t.size(d); };
+    bool wrong = false;
+    for (int64_t d = 0; d < nd && !wrong; ++d) wrong = d != dim && size(index, d) > size(self, d);
+    for (int64_t d = 0; src && d < nd && !wrong; ++d) wrong = size(index, d) > size(*src, d);
+    if (src) {
+      TORCH_CHECK(!wrong, "Expected index ", index.sizes(), " to be no larger than self ", self.sizes(),
+                  " apart from dimension ", dim, " and to be no larger size than src ", src->sizes());
+    } else {
+      TORCH_CHECK(!wrong, "Expected index ", index.sizes(), " to be no larger than self ", self.sizes(),
+                  " apart from dimension ", dim);
+    }
+  }
+  if (out.defined()) {
+    at::assert_no_internal_overlap(out);
+    at::assert_no_overlap(out, index);
+    if (src) at::assert_no_overlap(out, *src);
+  }
+}
+
+// Runs after scatter_meta.
 void scatter_launch(const Tensor &self, int64_t dim, const Tensor &index, const Tensor *src, const Scalar *value,
                     int reduce) {
   if (index.numel() == 0) return;
-  TORCH_CHECK(std::max<int64_t>(index.dim(), 1) == std::max<int64_t>(self.dim(), 1),
-              "Index tensor must have the same number of dimensions as self tensor");
   Tensor s = self.dim() == 0 ? self.reshape({1}) : self;
   Tensor idx = index.dim() == 0 ? index.reshape({1}) : index;
   Tensor v;
   if (src) {
     Tensor sr = src->dim() == 0 ? src->reshape({1}) : *src;
-    TORCH_CHECK(sr.scalar_type() == self.scalar_type(), "scatter(): Expected self.dtype to be equal to src.dtype");
-    for (int64_t d = 0; d < idx.dim(); ++d) {
-      TORCH_CHECK(idx.size(d) <= sr.size(d), "Expected index ", index.sizes(), " to be no larger than src ",
-                  src->sizes());
-    }
     v = sr.as_strided(idx.sizes(), sr.strides());
   } else {
     v = at::empty({}, self.options()).fill_(converted_scalar(*value, self.scalar_type())).expand(idx.sizes());
@@ -561,13 +594,13 @@ Tensor scatter_target(const Tensor &out, const Tensor &self) {
   return out;
 }
 Tensor scatter_src_into(Tensor out, const Tensor &self, int64_t dim, const Tensor &index, const Tensor &src) {
-  check_index_dtype(index, out.is_same(self) ? "scatter_" : "scatter");
+  scatter_meta(self, at::maybe_wrap_dim(dim, self.dim()), index, &src, out);
   Tensor t = scatter_target(out, self);
   scatter_launch(t, at::maybe_wrap_dim(dim, self.dim()), index, &src, nullptr, kAssign);
   return t;
 }
 Tensor scatter_value_into(Tensor out, const Tensor &self, int64_t dim, const Tensor &index, const Scalar &value) {
-  check_index_dtype(index, out.is_same(self) ? "scatter_" : "scatter");
+  scatter_meta(self, at::maybe_wrap_dim(dim, self.dim()), index, nullptr, out);
   Tensor t = scatter_target(out, self);
   scatter_launch(t, at::maybe_wrap_dim(dim, self.dim()), index, nullptr, &value, kAssign);
   return t;
@@ -580,21 +613,23 @@ int scatter_reduce_code(c10::string_view reduce) {
 }
 Tensor scatter_reduce_src_into(Tensor out, const Tensor &self, int64_t dim, const Tensor &index, const Tensor &src,
                                c10::string_view reduce) {
-  check_index_dtype(index, "scatter_");
+  scatter_meta(self, at::maybe_wrap_dim(dim, self.dim()), index, &src, out);
+  int code = scatter_reduce_code(reduce);
   Tensor t = scatter_target(out, self);
-  scatter_launch(t, at::maybe_wrap_dim(dim, self.dim()), index, &src, nullptr, scatter_reduce_code(reduce));
+  scatter_launch(t, at::maybe_wrap_dim(dim, self.dim()), index, &src, nullptr, code);
   return t;
 }
 Tensor scatter_reduce_value_into(Tensor out, const Tensor &self, int64_t dim, const Tensor &index,
                                  const Scalar &value, c10::string_view reduce) {
-  check_index_dtype(index, "scatter_");
+  scatter_meta(self, at::maybe_wrap_dim(dim, self.dim()), index, nullptr, out);
+  int code = scatter_reduce_code(reduce);
   Tensor t = scatter_target(out, self);
-  scatter_launch(t, at::maybe_wrap_dim(dim, self.dim()), index, nullptr, &value, scatter_reduce_code(reduce));
+  scatter_launch(t, at::maybe_wrap_dim(dim, self.dim()), index, nullptr, &value, code);
   return t;
 }
 
 Tensor scatter_add_into(Tensor out, const Tensor &self, int64_t dim, const Tensor &index, const Tensor &src) {
-  check_index_dtype(index, out.is_same(self) ? "scatter_add_" : "scatter_add");
+  scatter_meta(self, at::maybe_wrap_dim(dim, self.dim()), index, &src, out);
   Tensor t = scatter_target(out, self);
   scatter_launch(t, at::maybe_wrap_dim(dim, self.dim()), index, &src, nullptr, kAdd);
   return t;
@@ -602,8 +637,8 @@ Tensor scatter_add_into(Tensor out, const Tensor &self, int64_t dim, const Tenso
 
 Tensor scatter_reduce_fn(const Tensor &self, int64_t dim, const Tensor &index, const Tensor &src,
                          c10::string_view reduce, bool include_self) {
-  check_index_dtype(index, "scatter_reduce");
   dim = at::maybe_wrap_dim(dim, self.dim());
+  scatter_meta(self, dim, index, &src, Tensor());
   int code;
   if (reduce == "sum") code = kAdd;
   else if (reduce == "prod") code = kMul;
@@ -645,6 +680,8 @@ Tensor scatter_reduce_fn(const Tensor &self, int64_t dim, const Tensor &index, c
 // op's out= check).
 Tensor scatter_reduce_two_into(Tensor out, const Tensor &self, int64_t dim, const Tensor &index, const Tensor &src,
                                c10::string_view reduce, bool include_self) {
+  // the in-place and out= results are checked before the reduction's name
+  scatter_meta(self, at::maybe_wrap_dim(dim, self.dim()), index, &src, out);
   check_out_dtype(out, self.scalar_type());
   return scatter_reduce_fn(self, dim, index, src, reduce, include_self);
 }
@@ -653,6 +690,8 @@ Tensor embedding_dense_backward_fn(const Tensor &grad, const Tensor &indices, in
                                    int64_t padding_idx, bool scale_grad_by_freq) {
   c10::DeviceGuard guard(grad.device());
   int64_t dim = grad.size(-1);
+  // Rows of width 0 hold no gradient (and cannot be reshaped to [-1, 0]).
+  if (dim == 0) return at::zeros({num_weights, 0}, grad.options());
   Tensor g = grad.reshape({-1, dim});
   Tensor idx = indices.reshape({-1});
   if (idx.scalar_type() != at::kLong) idx = idx.to(at::kLong);

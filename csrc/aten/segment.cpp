@@ -5,6 +5,7 @@
 // messages are PyTorch's; the work is either a SEGMENT kernel
 // (kernels/segment.c) or a chain of ops that already run natively.
 #include <ATen/ExpandUtils.h>
+#include <ATen/MemoryOverlap.h>
 #include <ATen/WrapDimUtils.h>
 #include <ATen/core/Reduction.h>
 #include <ATen/native/Resize.h>
@@ -13,6 +14,7 @@
 #include <ATen/ops/ones.h>
 #include <ATen/ops/empty.h>
 #include <ATen/ops/index.h>
+#include <ATen/ops/index_select.h>
 #include <ATen/ops/linalg_vector_norm.h>
 #include <ATen/ops/linspace.h>
 #include <ATen/ops/nll_loss_backward.h>
@@ -24,6 +26,8 @@
 #include <ATen/ops/zeros.h>
 #include <ATen/ops/zeros_like.h>
 #include <c10/core/DeviceGuard.h>
+
+#include <sstream>
 
 #include "launch/launch.h"
 #include "launch/scalar.h"
@@ -118,59 +122,135 @@ Tensor &masked_scatter_ip(Tensor &self, const Tensor &mask, const Tensor &source
 }
 
 // ---- index_reduce / index_copy ------------------------------------------------------
+// The CPU's kernels read every index against the dim, negative ones
+// included (IndexError), where the scatter and index_put_ these are built
+// from would wrap a negative index or report a RuntimeError: the indices
+// are checked first by an index_select from a stand-in of the dim's size
+// whose elements alias one byte. Its kernel reports the first bad index
+// at the next synchronisation, and the launches queued after it are not run.
+void check_index_values(const Tensor &index, int64_t size) {
+  if (index.numel() == 0) return;
+  Tensor stand_in = at::zeros({1}, index.options().dtype(at::kByte)).expand({size});
+  (void)at::index_select(stand_in, 0, index.reshape({-1}));
+}
+
+// The CPU's index_fill_ and index_copy kernels walk their result restrided
+// to index.numel() along dim with stride 0, a view that must fit the
+// result's storage: an empty dim with a non-empty index fails there
+// (RuntimeError "setStorage: ..."), before any index is read. Returns
+// whether the walk visits any element (and so reads the indices).
+bool restrided_walk(const Tensor &result, int64_t dim, int64_t n) {
+  Tensor r = result.dim() == 0 ? result.reshape({1}) : result;
+  std::vector<int64_t> sizes = r.sizes().vec(), strides = r.strides().vec();
+  sizes[dim] = n;
+  strides[dim] = 0;
+  return r.as_strided(sizes, strides).numel() > 0;
+}
+
 // index_reduce along dim is scatter_reduce with the index broadcast over
 // source's other dims (native SCATTER kernel, deterministic order).
 // Composed of other native ops: returns a fresh result, which the out= and
 // in-place overloads copy where asked (registry/variants.h).
-Tensor index_reduce_into(Tensor, const Tensor &self, int64_t dim, const Tensor &index, const Tensor &source,
-                       c10::string_view reduce, bool include_self) {
+Tensor index_reduce_into(Tensor out, const Tensor &self, int64_t dim, const Tensor &index, const Tensor &source,
+                         c10::string_view reduce, bool include_self) {
+  // ATen's index_reduce meta function (index_func_meta_impl), in its order
   TORCH_CHECK(reduce == "prod" || reduce == "mean" || reduce == "amax" || reduce == "amin",
               "index_reduce(): Expected reduce to be one of prod, mean, amax or amin but got ", reduce, ".");
   dim = at::maybe_wrap_dim(dim, self.dim());
-  TORCH_CHECK_INDEX(index.dim() <= 1, "index_reduce_(): Index is supposed to be a vector");
+  int64_t n = index.numel();
+  TORCH_CHECK_INDEX(index.dim() <= 1, "index_reduce_(): Index is supposed to be a vector, but got dim: ", index.dim(),
+                    " with type: ", index.scalar_type(), " and size: ", index.sizes());
   TORCH_CHECK(index.scalar_type() == at::kLong || index.scalar_type() == at::kInt,
-              "index_reduce_(): Expected dtype int32/int64 for index");
-  TORCH_CHECK(self.scalar_type() == source.scalar_type(),
-              "index_reduce_(): self and source must have the same scalar type");
+              "index_reduce_(): Expected dtype int32/int64 for index but got: ", index.scalar_type());
+  TORCH_CHECK(self.scalar_type() == source.scalar_type(), "index_reduce_(): self (", self.scalar_type(),
+              ") and source (", source.scalar_type(), ") must have the same scalar type");
+  TORCH_CHECK(dim == 0 || dim < source.dim(), "index_reduce_(): Indexing dim ", dim,
+              " is out of bounds of the source tensor with dim ", source.dim());
+  TORCH_CHECK(n == (source.dim() == 0 ? 1 : source.size(dim)), "index_reduce_(): Number of indices (", n,
+              ") should be equal to source.size(dim): (", source.size(dim), "), for dim: ", dim);
+  if (out.defined()) {
+    at::assert_no_internal_overlap(out);
+    at::assert_no_overlap(out, index);
+    at::assert_no_overlap(out, source);
+  }
+  // then the CPU kernel's dtype dispatch (real types but bool), whose name
+  // depends on the path: the identity fill that include_self=False starts with
+  TORCH_CHECK_NOT_IMPLEMENTED(self.scalar_type() != at::kBool && !self.is_complex(), "\"",
+                              include_self ? "index_func_" : "index_reduce_func_exclude_input_init",
+                              "\" not implemented for '", c10::toString(self.scalar_type()), "'");
   c10::DeviceGuard guard(self.device());
   Tensor s = self.dim() == 0 ? self.reshape({1}) : self;
   Tensor src = source.dim() == 0 ? source.reshape({1}) : source;
   TORCH_CHECK(s.dim() == src.dim(), "index_reduce_(): source and self must have the same number of dimensions");
-  int64_t n = index.numel();
-  TORCH_CHECK(src.size(dim) == n, "index_reduce_(): Number of indices (", n, ") should be equal to source.size(dim) (",
-              src.size(dim), ")");
   for (int64_t d = 0; d < s.dim(); ++d) {
     TORCH_CHECK(d == dim || s.size(d) == src.size(d), "index_reduce_(): self and source must have the same size at ",
                 "dimension ", d, ", got ", s.size(d), " and ", src.size(d));
   }
+  if (!include_self) {
+    // That fill is index_fill_ on the result (self in place, else a fresh
+    // contiguous tensor, which only an empty one cannot hold).
+    if (out.is_same(self)) (void)restrided_walk(out, dim, n);
+    else if (s.numel() == 0) (void)restrided_walk(at::empty(s.sizes(), s.options()), dim, n);
+  }
+  // The CPU's loop over a >1-d result starts from its first slice along dim.
+  if (s.dim() > 1 && n > 0) (void)s.select(dim, 0);
+  check_index_values(index, s.size(dim));
   std::vector<int64_t> shape(s.dim(), 1);
   shape[dim] = n;
   Tensor idx = index.to(at::kLong).reshape(shape).expand(src.sizes());
-  Tensor out = at::scatter_reduce(s, dim, idx, src, reduce, include_self);
-  return self.dim() == 0 ? out.reshape({}) : out;
+  Tensor result = at::scatter_reduce(s, dim, idx, src, reduce, include_self);
+  return self.dim() == 0 ? result.reshape({}) : result;
 }
 
+std::string spaced(c10::IntArrayRef sizes) {
+  std::ostringstream os;
+  for (size_t i = 0; i < sizes.size(); ++i) os << (i ? " " : "") << sizes[i];
+  return os.str();
+}
+
+// ATen's index_copy meta function, in its order.
 void index_copy_check(const Tensor &self, int64_t dim, const Tensor &index, const Tensor &source) {
   TORCH_CHECK_INDEX(index.dim() < 2, "index_copy_(): Index should have dimension 1 or 0 (got ", index.dim(), ")");
   int64_t n = index.numel();
-  TORCH_CHECK_INDEX(source.dim() == 0 || n == source.size(dim), "index_copy_(): Number of indices (", n,
-                    ") should be equal to source.size(dim) (", source.size(dim), ")");
-  TORCH_CHECK_INDEX(source.dim() != 0 || n == 1, "index_copy_(): When source is scalar, index should have one element (got ",
-                    n, ")");
+  if (source.dim() == 0) {
+    TORCH_CHECK_INDEX(n == 1, "index_copy_(): When source is scalar, index should have one element (got ", n, ")");
+  } else {
+    TORCH_CHECK_INDEX(source.dim() == self.dim() || self.dim() == 0,
+                      "index_copy_(): When source and destination are not scalars, their dimensionality must match. "
+                      "Source dimensionality (", source.dim(), "), destination dimensionality (", self.dim(), ")");
+  }
   TORCH_CHECK(index.scalar_type() == at::kLong, "index_copy_(): Expected a long tensor for index, but got ",
               index.scalar_type());
   TORCH_CHECK(self.scalar_type() == source.scalar_type(), "index_copy_(): self and source expected to have the same ",
               "dtype, but got (self) ", self.scalar_type(), " and (source) ", source.scalar_type());
+  TORCH_CHECK(self.device() == source.device() && self.device() == index.device(),
+              "index_copy_(): self, index and source expected to be in the same device, but got (self) ",
+              self.device(), ", (index) ", index.device(), ", and (source) ", source.device());
+  std::vector<int64_t> self_slice = self.sizes().vec(), source_slice = source.sizes().vec();
+  if (!self_slice.empty()) self_slice.erase(self_slice.begin() + dim);
+  if (!source_slice.empty()) source_slice.erase(source_slice.begin() + dim);
+  TORCH_CHECK(self_slice == source_slice, "index_copy_(): Source/destination tensor must have same slice shapes. ",
+              "Destination slice shape: ", spaced(self_slice), " at dimension ", dim, " and source slice shape: ",
+              spaced(source_slice), " at dimension 0.");
+  TORCH_CHECK_INDEX(source.dim() == 0 || n == source.size(dim), "index_copy_(): Number of indices (", n,
+                    ") should be equal to source.size(dim) (", source.size(dim), ")");
 }
 
 Tensor index_copy_into(Tensor out, const Tensor &self, int64_t dim, const Tensor &index, const Tensor &source) {
   dim = at::maybe_wrap_dim(dim, self.dim());
+  if (out.is_same(self)) {  // the meta function checks a given result first
+    at::assert_no_internal_overlap(out);
+    at::assert_no_overlap(out, index);
+    at::assert_no_overlap(out, source);
+  }
   index_copy_check(self, dim, index, source);
   c10::DeviceGuard guard(self.device());
   if (!out.defined()) out = at::empty({0}, self.options());
   if (!out.is_same(self)) write_out(out, self);
-  if (index.numel() == 0) return out;
+  // The kernel reads an index for each element it walks, and only then.
+  if (!restrided_walk(out, dim, index.numel())) return out;
   Tensor dst = out.dim() == 0 ? out.reshape({1}) : out;
+  check_index_values(index, dst.size(dim));
   Tensor src = source.dim() == 0 ? source.reshape({1}) : source;
   dst.index_put_(along(dim, index), src, /*accumulate=*/false);
   return out;
@@ -679,6 +759,11 @@ void multi_margin_dtype_check(const Tensor &self) {
                               c10::toString(self.scalar_type()), "'");
 }
 
+// The CPU's kernels then read the targets as int64 (data_ptr<int64_t>).
+void margin_target_check(const Tensor &target) {
+  TORCH_CHECK(target.scalar_type() == at::kLong, "expected scalar type Long but found ", target.scalar_type());
+}
+
 void multi_margin_check(const Scalar &p, const std::optional<Tensor> &weight, int64_t c) {
   TORCH_CHECK(p.toLong() == 1 || p.toLong() == 2, "only p == 1 and p == 2 supported");
   TORCH_CHECK(!weight || !weight->defined() || (weight->dim() <= 1 && weight->numel() == c),
@@ -692,6 +777,7 @@ Tensor multi_margin_loss_fn(const Tensor &self, const Tensor &target, const Scal
   multi_margin_check(p, weight, r.c);
   if (r.n == 0 || r.c == 0) return reduce_loss(at::zeros({r.n}, r.x.options()), reduction, self);
   multi_margin_dtype_check(self);
+  margin_target_check(target);
   auto [z, not_y] = multi_margin_terms(r, margin);
   // the CPU adds a term only `if (z > 0)`: a NaN term is skipped, not NaN
   Tensor h = at::where(z.gt(0), z, at::zeros({}, z.options()));
@@ -709,6 +795,7 @@ Tensor multi_margin_loss_backward_fn(const Tensor &grad_output, const Tensor &se
   multi_margin_check(p, weight, r.c);
   if (r.n == 0 || r.c == 0) return at::zeros(self.sizes(), self.options());
   multi_margin_dtype_check(self);
+  margin_target_check(target);
   auto [z, not_y] = multi_margin_terms(r, margin);
   Tensor active = not_y.logical_and(z.gt(0));
   Tensor d = p.toLong() == 2 ? z.mul(2.0) : at::ones_like(z);
