@@ -109,9 +109,16 @@ def test_index_fill_checks_like_the_cpu():
         (lambda d: torch.zeros(3, 4, device=d).index_fill(2, torch.tensor([0], device=d), 5), IndexError),
         (lambda d: torch.zeros(3, 4, device=d).index_fill(1, torch.tensor([0], device=d), torch.ones(2)),
          RuntimeError),
+        (lambda d: torch.zeros(3, 4, device=d).index_fill(1, torch.tensor([0], device=d), 1 + 2j), RuntimeError),
+        (lambda d: torch.zeros(0, 4, device=d).index_fill(1, torch.tensor([0], device=d), 1j), RuntimeError),
+        (lambda d: torch.zeros(3, 4, device=d).index_fill(1, i32.to(d), 1j), IndexError),
     ]
     for call, cls in cases:
         raises_like_cpu(call, cls)
+    # a complex self takes a complex value
+    c = torch.zeros(2, 3, dtype=torch.complex64)
+    got = c.neuron().index_fill(1, torch.tensor([2], device="neuron"), 1 + 2j)
+    assert torch.equal(got.cpu(), c.index_fill(1, torch.tensor([2]), 1 + 2j))
     # a 0-d self takes dim 0 or -1
     s = torch.tensor(1.0)
     for dim in (0, -1):

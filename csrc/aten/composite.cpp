@@ -113,9 +113,10 @@ Tensor index_add_into(Tensor, const Tensor &self, int64_t dim, const Tensor &ind
 }
 Tensor &index_fill_scalar(Tensor &self, int64_t dim, const Tensor &index, const Scalar &value) {
   // ATen's index_fill_, in its order: the index dtype (an IndexError, int32
-  // refused unlike index_add's), the dim (a 0-d self counts as 1-d), the
-  // index rank; all before an empty self returns.
+  // refused unlike index_add's), a complex value for a real self, the dim (a
+  // 0-d self counts as 1-d), the index rank; all before an empty self returns.
   TORCH_CHECK_INDEX(index.scalar_type() == at::kLong, "index_fill_(): Expected dtype int64 for index.");
+  TORCH_CHECK(self.is_complex() || !value.isComplex(), "index_fill_(): Converting complex Scalar to non-complex type");
   dim = at::maybe_wrap_dim(dim, std::max<int64_t>(self.dim(), 1));
   TORCH_CHECK(index.dim() <= 1, "Index has to be a vector/scalar");
   // converted (and range-checked) as the CPU's index_fill kernel does; a
