@@ -646,6 +646,16 @@ Tensor scatter_reduce_fn(const Tensor &self, int64_t dim, const Tensor &index, c
   else if (reduce == "amax") code = kAmax;
   else if (reduce == "amin") code = kAmin;
   else TORCH_CHECK(false, "reduce argument must be either sum, prod, mean, amax or amin, got ", reduce);
+  // The CPU kernel's dtype dispatch for the reduction (before it restrides
+  // self): no bool mean (with no index, its final floor division refuses
+  // bool), no complex amax/amin.
+  if (self.scalar_type() == at::kBool && code == kMeanSum) {
+    TORCH_CHECK_NOT_IMPLEMENTED(false, "\"", index.numel() > 0 ? "scatter_gather_tensor_cpu_reduce_mean" : "div_floor_cpu",
+                                "\" not implemented for 'Bool'");
+  }
+  TORCH_CHECK_NOT_IMPLEMENTED(!(self.is_complex() && (code == kAmax || code == kAmin) && index.numel() > 0),
+                              "\"scatter_gather_tensor_cpu_reduce_", reduce, "\" not implemented for '",
+                              c10::toString(self.scalar_type()), "'");
   bool is_float = at::isFloatingType(self.scalar_type());
   Tensor out = self.clone();
   if (!include_self) {
@@ -671,7 +681,8 @@ Tensor scatter_reduce_fn(const Tensor &self, int64_t dim, const Tensor &index, c
     Tensor ones = at::ones(index.sizes(), self.options());
     scatter_launch(counts, dim, index, &ones, nullptr, kAdd);
     counts.masked_fill_(counts.eq(0), 1);
-    if (is_float) out.div_(counts);
+    // integers floor, as the CPU's scatter mean; complex divides as floats do
+    if (is_float || self.is_complex()) out.div_(counts);
     else out.div_(counts, "floor");
   }
   return out;

@@ -173,9 +173,12 @@ Tensor index_reduce_into(Tensor out, const Tensor &self, int64_t dim, const Tens
     at::assert_no_overlap(out, index);
     at::assert_no_overlap(out, source);
   }
-  // then the CPU kernel's dtype dispatch (real types but bool), whose name
-  // depends on the path: the identity fill that include_self=False starts with
-  TORCH_CHECK_NOT_IMPLEMENTED(self.scalar_type() != at::kBool && !self.is_complex(), "\"",
+  // then the CPU kernel's dtype dispatch (real types but bool) on the
+  // paths that have one: the identity fill include_self=False starts with,
+  // and the loop over a 0-d or 1-d result. A >1-d result is reduced slice by
+  // slice with other ops instead, checked below.
+  bool bool_or_complex = self.scalar_type() == at::kBool || self.is_complex();
+  TORCH_CHECK_NOT_IMPLEMENTED(!bool_or_complex || (include_self && self.dim() > 1), "\"",
                               include_self ? "index_func_" : "index_reduce_func_exclude_input_init",
                               "\" not implemented for '", c10::toString(self.scalar_type()), "'");
   c10::DeviceGuard guard(self.device());
@@ -193,7 +196,18 @@ Tensor index_reduce_into(Tensor out, const Tensor &self, int64_t dim, const Tens
     else if (s.numel() == 0) (void)restrided_walk(at::empty(s.sizes(), s.options()), dim, n);
   }
   // The CPU's loop over a >1-d result starts from its first slice along dim.
-  if (s.dim() > 1 && n > 0) (void)s.select(dim, 0);
+  if (s.dim() > 1 && n > 0) {
+    (void)s.select(dim, 0);
+    // whose ops refuse what their CPU kernels lack: complex maximum/minimum
+    // and, for the mean's final division, bool
+    TORCH_CHECK_NOT_IMPLEMENTED(!(self.is_complex() && (reduce == "amax" || reduce == "amin")), "\"",
+                                reduce == "amax" ? "maximum_cpu" : "minimum_cpu", "\" not implemented for '",
+                                c10::toString(self.scalar_type()), "'");
+    TORCH_CHECK_NOT_IMPLEMENTED(!(self.scalar_type() == at::kBool && reduce == "mean"),
+                                "\"div_floor_cpu\" not implemented for 'Bool'");
+  }
+  // no index: self as it is (the CPU's >1-d path returns before its mean's division)
+  if (n == 0) return self.clone();
   check_index_values(index, s.size(dim));
   std::vector<int64_t> shape(s.dim(), 1);
   shape[dim] = n;
