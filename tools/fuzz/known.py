@@ -147,6 +147,13 @@ KNOWN: list[Group] = [
           "neuron (the CPU's formula stays at 1.7e38); addcmul/addcdiv products; activations' gradients at "
           "inf."),
 
+    Group("cpu-quirk-sdpa-zero-scale", ("sdpa",), VAL, kwarg("scale", 0.0),
+          "scaled_dot_product_attention with scale=0.0: the documented math (softmax(q k^T * 0 + bias)) gives "
+          "a causal row the mean of its visible values. The CPU's flash kernel fills the causal -inf before "
+          "scaling (-inf * 0 = NaN: every causal row is NaN) and multiplies an infinite q k^T by 0 (NaN) in "
+          "the forward, while its backward hands scale to the GEMM as alpha, which BLAS applies without "
+          "forming the product (no NaN there). neuron computes the documented formula for causal rows and "
+          "the flash forward's NaN for infinite products."),
     Group("cpu-bug-multi-margin-empty", ("cross_entropy",), VAL, all_of(fn("F.multi_margin_loss"), zero_size),
           "CPU bug: multi_margin_loss of an empty integer input with reduction='sum' returns an uninitialised "
           "value (116, 8 in the float64 run); neuron returns 0, the sum of nothing."),

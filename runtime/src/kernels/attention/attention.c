@@ -6,6 +6,7 @@
  * time in double: all S scores of the row, their softmax, then the
  * output (or the gradients). It ignores the forward's logsumexp and the
  * rowstat D so that it checks the blocked kernels independently. */
+#include <float.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include "kernels/attention/attention.h"
@@ -49,22 +50,6 @@ void nrt_attn_mask_scores(const nrt_attn_problem *p, int64_t b, int64_t h, int64
   }
   if (p->causal) /* top-left aligned: key j is visible to row i iff j <= i */
     for (int64_t j = i + 1 - j0 < 0 ? 0 : i + 1 - j0; j < n; j++) s[j] = -INFINITY;
-}
-
-bool nrt_attn_v_nonfinite(const nrt_attn_problem *p) {
-  float buf[64];
-  for (int64_t b = 0; b < p->B; b++)
-    for (int64_t h = 0; h < p->Hk; h++)
-      for (int64_t j = 0; j < p->S; j++) {
-        const char *row = nrt_attn_at(&p->v, b, h, j);
-        for (int64_t e = 0; e < p->Ev; e += 64) {
-          int64_t n = p->Ev - e < 64 ? p->Ev - e : 64;
-          nrt_load_f32(buf, row + e * p->v.s[3], p->v.s[3], p->v.dtype, n);
-          for (int64_t c = 0; c < n; c++)
-            if (!isfinite(buf[c])) return true;
-        }
-      }
-  return false;
 }
 
 /* ---- backward row statistics (SDPA_BACKWARD_PREP) ----------------------- */
@@ -126,6 +111,9 @@ static void ref_buf_free(ref_buf *r) {
   free(r->z);
 }
 
+/* x, or an infinity of its sign where x is past float32's range. */
+static double f32_range(double x) { return fabs(x) > FLT_MAX ? copysign(INFINITY, x) : x; }
+
 static double ref_load(const nrt_attn_view *t, const char *row, int64_t col) {
   return nrt_ref_load_f64(row + col * t->s[3], t->dtype);
 }
@@ -133,16 +121,20 @@ static double ref_load(const nrt_attn_view *t, const char *row, int64_t col) {
 /* Softmax probabilities of row (b, h, i) into r->prob (0 everywhere for a
  * fully masked row) and the dropout multipliers into r->z. Returns false
  * for a fully masked row. */
-static bool ref_row_probs(const nrt_attn_problem *p, int64_t b, int64_t h, int64_t i, ref_buf *r) {
+static bool ref_row_probs(const nrt_attn_problem *p, int64_t b, int64_t h, int64_t i, ref_buf *r,
+                          bool backward) {
   int64_t hk = h / p->group;
   const char *q = nrt_attn_at(&p->q, b, h, i);
   double mx = -INFINITY;
   bool nan = false;
   for (int64_t j = 0; j < p->S; j++) {
     const char *k = nrt_attn_at(&p->k, b, hk, j);
+    /* in double, but overflowing where float32 does (the fused kernel's and
+     * the CPU's GEMMs compute in float32): a product or a sum past its
+     * range is infinite, and opposite infinities make NaN */
     double dot = 0;
-    for (int64_t e = 0; e < p->E; e++) dot += ref_load(&p->q, q, e) * ref_load(&p->k, k, e);
-    double s = (double)p->scale * dot;
+    for (int64_t e = 0; e < p->E; e++) dot += f32_range(ref_load(&p->q, q, e) * ref_load(&p->k, k, e));
+    double s = f32_range((double)p->scale * f32_range(dot));
     if (p->has_mask) {
       const char *m = nrt_attn_at(&p->mask, b, h, i) + j * p->mask.s[3];
       if (p->mask_bool)
@@ -161,7 +153,9 @@ static bool ref_row_probs(const nrt_attn_problem *p, int64_t b, int64_t h, int64
    * flash kernel takes its row maximum ignoring NaN, so a NaN score there
    * is dropped too; with a mask NaN reaches the maximum and the row. */
   if (mx == -INFINITY && (!nan || !p->has_mask)) {
-    for (int64_t j = 0; j < p->S; j++) r->prob[j] = 0;
+    /* The CPU's backward recomputes the weights as exp(s - lse) with the
+     * lse such a row gets (0): NaN where the score is NaN. */
+    for (int64_t j = 0; j < p->S; j++) r->prob[j] = backward && isnan(r->s[j]) ? NAN : 0.0;
     return false;
   }
   double sum = 0;
@@ -170,6 +164,10 @@ static bool ref_row_probs(const nrt_attn_problem *p, int64_t b, int64_t h, int64
     sum += r->prob[j];
   }
   for (int64_t j = 0; j < p->S; j++) r->prob[j] /= sum;
+  /* keys a causal row cannot see weigh exactly 0 (the CPU zeroes them after
+   * the exponential), also in a row whose sum is NaN */
+  if (p->causal)
+    for (int64_t j = i + 1; j < p->S; j++) r->prob[j] = 0.0;
   r->acc[0] = mx + log(sum); /* the row's logsumexp, for the forward */
   return true;
 }
@@ -196,7 +194,7 @@ static void ref_rows(void *ctx, int64_t lo, int64_t hi, ref_row_fn fn) {
 
 static void ref_forward_row(const nrt_attn_problem *p, int64_t b, int64_t h, int64_t i, ref_buf *r) {
   int64_t hk = h / p->group;
-  bool live = ref_row_probs(p, b, h, i, r);
+  bool live = ref_row_probs(p, b, h, i, r, false);
   double lse = live ? r->acc[0] : -INFINITY;
   char *o = nrt_attn_at(&p->out, b, h, i);
   for (int64_t e = 0; e < p->Ev; e++) {
@@ -212,7 +210,7 @@ static void ref_forward_row(const nrt_attn_problem *p, int64_t b, int64_t h, int
  * given q, k, v). */
 static void ref_prep_row(const nrt_attn_problem *p, int64_t b, int64_t h, int64_t i, ref_buf *r) {
   int64_t hk = h / p->group;
-  ref_row_probs(p, b, h, i, r);
+  ref_row_probs(p, b, h, i, r, false);
   const char *g = nrt_attn_at(&p->dout, b, h, i);
   double d = 0;
   for (int64_t e = 0; e < p->Ev; e++) {
@@ -226,7 +224,7 @@ static void ref_prep_row(const nrt_attn_problem *p, int64_t b, int64_t h, int64_
 /* Gradient of the row's scores, r->ds (and r->prob, r->z) from dO. */
 static void ref_row_grad(const nrt_attn_problem *p, int64_t b, int64_t h, int64_t i, ref_buf *r) {
   int64_t hk = h / p->group;
-  ref_row_probs(p, b, h, i, r);
+  ref_row_probs(p, b, h, i, r, true);
   const char *g = nrt_attn_at(&p->dout, b, h, i);
   double dsum = 0;
   for (int64_t j = 0; j < p->S; j++) {
@@ -417,6 +415,38 @@ static nrt_status decode(const nrt_launch *l, nrt_attn_problem *p) {
   return NRT_SUCCESS;
 }
 
+/* Whether a [B, H, R, C] operand holds an inf or NaN. */
+static bool view_nonfinite(const nrt_attn_view *t, int64_t B, int64_t H, int64_t R, int64_t C) {
+  float buf[64];
+  if (!t->data) return false;
+  for (int64_t b = 0; b < B; b++)
+    for (int64_t h = 0; h < H; h++)
+      for (int64_t r = 0; r < R; r++) {
+        const char *row = nrt_attn_at(t, b, h, r);
+        for (int64_t c = 0; c < C; c += 64) {
+          int64_t n = C - c < 64 ? C - c : 64;
+          nrt_load_f32(buf, row + c * t->s[3], t->s[3], t->dtype, n);
+          for (int64_t x = 0; x < n; x++)
+            if (!isfinite(buf[x])) return true;
+        }
+      }
+  return false;
+}
+
+/* Inputs holding inf or NaN take the reference path, whatever the
+ * setting. It is PyTorch's arithmetic without shortcuts, as the CPU's flash
+ * kernel does it: every key of a row is multiplied by its weight, masked
+ * (0 x inf = NaN) or not, and every row of the backward contributes, a
+ * fully masked one too (0 times a NaN gradient). The blocked kernels skip
+ * the keys a causal row cannot see and the rows nothing reaches, which is
+ * exact only for finite values. One pass over the inputs decides; it costs
+ * about 1/S of the attention itself. */
+static bool inputs_nonfinite(const nrt_attn_problem *p, bool backward) {
+  return view_nonfinite(&p->q, p->B, p->Hq, p->L, p->E) || view_nonfinite(&p->k, p->B, p->Hk, p->S, p->E) ||
+         view_nonfinite(&p->v, p->B, p->Hk, p->S, p->Ev) ||
+         (backward && view_nonfinite(&p->dout, p->B, p->Hq, p->L, p->Ev));
+}
+
 nrt_status nrt_attention_execute(const nrt_launch *l) {
   /* Switch on (int)l->op: family ids are not enumerators of nrt_op. */
   int op = (int)l->op;
@@ -427,7 +457,8 @@ nrt_status nrt_attention_execute(const nrt_launch *l) {
   nrt_attn_problem p;
   nrt_status st = decode(l, &p);
   if (st != NRT_SUCCESS) return st;
-  bool ref = nrt_kernels_reference();
+  bool ref = nrt_kernels_reference() ||
+             inputs_nonfinite(&p, op == NRT_OP(SDPA_BACKWARD) || op == NRT_OP(SDPA_BACKWARD_DS));
   int64_t rows = p.B * p.Hq * p.L;
   switch ((int)op) {
   case NRT_OP(SDPA_FORWARD):

@@ -20,7 +20,6 @@ typedef struct nrt_attn_problem {
   bool causal;
   bool has_mask, mask_bool;
   bool dropout;      /* dropout_p > 0 */
-  bool all_keys;     /* forward: every key block reaches every row (see nrt_attn_v_nonfinite) */
   double keep_prob;  /* 1 - dropout_p */
   float keep_scale;  /* 1 / (1 - dropout_p) */
   uint64_t seed, offset;
@@ -44,13 +43,6 @@ void nrt_attn_dropout(const nrt_attn_problem *p, int64_t b, int64_t h, int64_t i
  * to scores s[0..n) (float32; -inf where not attended). */
 void nrt_attn_mask_scores(const nrt_attn_problem *p, int64_t b, int64_t h, int64_t i, int64_t j0,
                           int64_t n, float *s);
-
-/* Whether v holds an inf or NaN. A key's zero weight times such a value
- * is NaN (PyTorch's math backend and its CPU flash kernel multiply every
- * key of the row's block, masked or not), so the blocked forward then
- * visits every key block for every row instead of skipping the ones a
- * causal row cannot see. */
-bool nrt_attn_v_nonfinite(const nrt_attn_problem *p);
 
 /* PREP's row (b, h, i): dO in float32, lse and D into the rowstat. */
 void nrt_attn_store_rowstat(const nrt_attn_problem *p, int64_t b, int64_t h, int64_t i, float lse, float d);

@@ -150,15 +150,14 @@ INLINE void fwd_body(const nrt_attn_problem *p, int64_t task, int64_t blocks, fl
     m[r] = r < nq && prep ? *(const float *)nrt_attn_at(&p->lse, b, h, i0 + r) : -INFINITY;
     l[r] = 0.0f;
   }
-  /* Causal: keys past the block's last row are invisible to all its rows
-   * (unless v is not finite: all_keys, their zero weights make NaN). */
-  int64_t jend = p->causal && !p->all_keys && i0 + nq < p->S ? i0 + nq : p->S;
+  /* Causal: keys past the block's last row are invisible to all its rows. */
+  int64_t jend = p->causal && i0 + nq < p->S ? i0 + nq : p->S;
   for (int64_t j0 = 0; j0 < jend; j0 += BK) {
     int64_t n = nrt_min_i64(p->S - j0, BK);
     load_transposed(Kt, Ep, nrt_attn_at(&p->k, b, hk, j0), p->k.s[2], p->k.s[3], p->k.dtype, n, E);
     load_rows(Vb, Evp, BK, nrt_attn_at(&p->v, b, hk, j0), p->v.s[2], p->v.s[3], p->v.dtype, n, Ev);
     /* Causal: rows before j0 see nothing of the block. */
-    int64_t r0 = p->causal && !p->all_keys && j0 > i0 ? ((j0 - i0) & ~(int64_t)3) : 0;
+    int64_t r0 = p->causal && j0 > i0 ? ((j0 - i0) & ~(int64_t)3) : 0;
     if (r0 >= nq) continue;
     tile_mm(sb + r0 * BK, BK, BQ - r0, BK, Q + r0 * Ep, Ep, 1, Kt, BK, Ep, false, nv);
     for (int64_t r = r0; r < BQ; r++) {
@@ -216,7 +215,7 @@ INLINE void fwd_body(const nrt_attn_problem *p, int64_t task, int64_t blocks, fl
       continue;
     }
     float lse;
-    if (l[r] == 0.0f) { /* fully masked row: the sum of zero weights times v, 0 (NaN where v is not finite) */
+    if (l[r] == 0.0f) { /* fully masked row: the sum of its zero weights times v, 0 (v is finite here) */
       for (int64_t e = 0; e < Ev; e++) o[e] = acc[r * Evp + e];
       lse = -INFINITY;
     } else {
@@ -426,11 +425,7 @@ static nrt_status drive(const nrt_attn_problem *p, nrt_range_fn fn) {
   return tasks_status(&c);
 }
 
-nrt_status nrt_attn_forward_blocked(const nrt_attn_problem *p) {
-  nrt_attn_problem q = *p;
-  q.all_keys = p->causal && nrt_attn_v_nonfinite(p);
-  return drive(&q, fwd_range);
-}
+nrt_status nrt_attn_forward_blocked(const nrt_attn_problem *p) { return drive(p, fwd_range); }
 nrt_status nrt_attn_prep_blocked(const nrt_attn_problem *p) { return drive(p, prep_range); }
 
 static void bwd_range(void *ctx, int64_t lo, int64_t hi) {
