@@ -323,3 +323,15 @@ def test_multi_margin_loss_refuses_int32_targets():
         F.multi_margin_loss(torch.zeros(0, 4, device=DEV), torch.zeros(0, dtype=torch.int32, device=DEV),
                             reduction="sum").cpu(),
         F.multi_margin_loss(torch.zeros(0, 4), torch.zeros(0, dtype=torch.int32), reduction="sum"))
+
+
+# The same error read through torch.neuron.synchronize() (the module's own
+# translation, not autograd's or a copy's) keeps the class the CPU raises.
+def test_out_of_range_index_at_synchronize_is_index_error():
+    x, i = torch.randn(3), torch.tensor([5])
+    with pytest.raises(IndexError):
+        torch.index_select(x, 0, i)
+    torch.index_select(x.to("neuron"), 0, i.to("neuron"))
+    with pytest.raises(IndexError, match="index out of range in self"):
+        torch.neuron.synchronize()
+    torch.neuron.synchronize()  # the error is reported once

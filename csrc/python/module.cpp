@@ -23,13 +23,17 @@ using namespace torch_neuronx;
 
 namespace {
 
-// c10::Error -> RuntimeError keeping the message (pybind would print "Unknown").
+// c10::Error -> RuntimeError keeping the message (pybind would print "Unknown");
+// an out-of-range index a kernel found (torch.neuron.synchronize()) ->
+// IndexError, as the CPU raises for it at the op.
 template <typename F>
 auto translate(F &&f) -> decltype(f()) {
   try {
     return f();
   } catch (const c10::OutOfMemoryError &e) {
     throw py::value_error(e.what_without_backtrace());
+  } catch (const c10::IndexError &e) {
+    throw py::index_error(e.what_without_backtrace());
   } catch (const c10::Error &e) {
     throw std::runtime_error(e.what_without_backtrace());
   }

@@ -26,14 +26,20 @@ ALLOWANCES: list[Group] = [
           "The same extension with an input that is invalid for every dtype (multi_margin_loss with a target "
           "out of range): the CPU refuses the 16-bit dtype first (NotImplementedError), neuron, which computes "
           "that dtype, raises what the CPU raises for the input in float32 (RuntimeError 'target out of range')."),
-    Group("cpu-bug-sdpa-low-rank-mask", ("sdpa",), CPU_RJ,
+    Group("cpu-bug-sdpa-low-rank-mask", ("sdpa",), CPU_RJ + ("both-raise-different-class",),
           all_of(kwarg("attn_mask"), cpu_exc("IndexError"),
                  cpu_msg("but tensor has no dimensions", "Dimension out of range")),
           "scaled_dot_product_attention with a 0-d or 1-d attn_mask (documented: any mask broadcastable to "
           "(L, S)): the CPU's backend selection reads attn_mask.size(-2) (check_attn_mask_shape) before "
           "anything broadcasts it and raises IndexError; the same mask is computed when the check is skipped "
           "(a mask that requires grad, or sdpa_kernel(SDPBackend.MATH)). neuron broadcasts the mask as "
-          "documented."),
+          "documented (and with integer q, k, v then raises for the dtype, where the CPU's IndexError came "
+          "first)."),
+    Group("cpu-max-pool1d-integer", ("pool",), CPU_RJ,
+          all_of(fn("F.max_pool1d"), cpu_msg('"max_pool1d_impl" not implemented for'), in_dtype("int")),
+          "F.max_pool1d of an integer tensor without return_indices: the CPU's max_pool1d_impl shortcut has "
+          "floating kernels only, while its max_pool1d with return_indices=True, max_pool2d and max_pool3d pool "
+          "integers; neuron pools integers in every form, as CUDA (whose max_pool1d is max_pool2d's)."),
     Group("cpu-conv-transpose-empty-output", ("conv",), CPU_RJ,
           all_of(cpu_msg("Output size is too small"), first_dtype("float32", "complex64")),
           "A float32 transposed convolution whose output has a size of 0: the CPU's oneDNN path returns the "
