@@ -318,11 +318,13 @@ def test_multi_margin_loss_refuses_int32_targets():
     assert str(cpu) in str(dev)
     raises_like_cpu_by_sync(lambda d: torch.ops.aten.multi_margin_loss_backward(
         torch.ones((), device=d), x(d), t(d), 1, 1.0, None, 1))
-    # an empty input returns before the CPU reads the targets
-    torch.testing.assert_close(
-        F.multi_margin_loss(torch.zeros(0, 4, device=DEV), torch.zeros(0, dtype=torch.int32, device=DEV),
-                            reduction="sum").cpu(),
-        F.multi_margin_loss(torch.zeros(0, 4), torch.zeros(0, dtype=torch.int32), reduction="sum"))
+    # an empty input returns before the CPU reads the targets (no error on
+    # either side); its sum is 0 (the CPU's own sum of an empty batch is
+    # uninitialised memory: known.py cpu-bug-multi-margin-empty)
+    F.multi_margin_loss(torch.zeros(0, 4), torch.zeros(0, dtype=torch.int32), reduction="sum")
+    got = F.multi_margin_loss(torch.zeros(0, 4, device=DEV), torch.zeros(0, dtype=torch.int32, device=DEV),
+                              reduction="sum").cpu()
+    assert got.item() == 0.0
 
 
 # The same error read through torch.neuron.synchronize() (the module's own
