@@ -161,3 +161,33 @@ def test_fill_and_zero_of_an_expanded_tensor():
     x.expand(4, 2).zero_()
     assert torch.equal(x.cpu(), torch.zeros(2))
     assert_no_fallbacks()
+
+
+# copy_ with a PrivateUse1 tensor on either side reaches _copy_from before
+# ATen's copy builds its iterator, so the shape check is the backend's: a
+# source must broadcast to the destination (an empty one too), with the CPU's
+# messages, whichever side is on the device.
+@pytest.mark.parametrize("dst_dev,src_dev", [("neuron", "neuron"), ("neuron", "cpu"), ("cpu", "neuron")])
+@pytest.mark.parametrize("dst_shape,src_shape", [
+    ((0,), (1, 3)), ((0, 4, 2), (1, 0, 4, 1)), ((3, 0), (2, 3, 0)), ((3,), (0,)), ((0,), (2,)),
+    ((6,), (2,)), ((3,), (1, 3)), ((2, 3), (3, 3)), ((2, 3), (1, 1, 3)), ((), (1,)),
+])
+def test_copy_from_a_source_that_does_not_broadcast_raises_like_the_cpu(dst_dev, src_dev, dst_shape, src_shape):
+    src = torch.ones(src_shape, dtype=torch.float64)
+    with pytest.raises(RuntimeError) as cpu:
+        torch.zeros(dst_shape).copy_(src)
+    dst = torch.zeros(dst_shape, device=dst_dev)
+    with pytest.raises(RuntimeError) as dev:
+        dst.copy_(src.to(src_dev))
+    assert str(dev.value) == str(cpu.value)
+
+
+@pytest.mark.parametrize("dst_dev,src_dev", [("neuron", "neuron"), ("neuron", "cpu"), ("cpu", "neuron")])
+@pytest.mark.parametrize("dst_shape,src_shape", [((0,), (1,)), ((0, 3), (3,)), ((2, 0), (1, 1)), ((2, 3), (3,)),
+                                                 ((2, 3), (1, 3)), ((1,), ())])
+def test_copy_from_a_broadcastable_source_copies_like_the_cpu(dst_dev, src_dev, dst_shape, src_shape):
+    src = torch.arange(torch.Size(src_shape).numel(), dtype=torch.float32).reshape(src_shape)
+    want = torch.zeros(dst_shape).copy_(src)
+    got = torch.zeros(dst_shape, device=dst_dev).copy_(src.to(src_dev))
+    assert got.shape == want.shape and torch.equal(got.cpu(), want)
+    assert_no_fallbacks()

@@ -7,6 +7,7 @@
 #include <type_traits>
 
 #include <ATen/EmptyTensor.h>
+#include <ATen/ExpandUtils.h>
 #include <ATen/Dispatch.h>
 #include <ATen/TensorIterator.h>
 #include <ATen/native/Resize.h>
@@ -245,8 +246,20 @@ void copy_device_to_device(const Tensor &src, const Tensor &dst) {
   device_copy(dst, tmp);
 }
 
+// copy_ reaches _copy_from before ATen's copy builds its TensorIterator (a
+// PrivateUse1 tensor on either side), so the source must be checked to
+// broadcast to the destination here, with that iterator's messages: an empty
+// copy returns early below and would otherwise accept any source.
+void check_copy_shapes(const Tensor &dst, const Tensor &src) {
+  if (dst.sizes() == src.sizes()) return;
+  at::DimVector shape = at::infer_size_dimvector(dst.sizes(), src.sizes());
+  TORCH_CHECK(dst.sizes() == c10::IntArrayRef(shape), "output with shape ", dst.sizes(),
+              " doesn't match the broadcast shape ", c10::IntArrayRef(shape));
+}
+
 Tensor copy_from(const Tensor &self, const Tensor &dst, bool non_blocking) {
   TORCH_CHECK(self.defined() && dst.defined(), "copy_: tensors must be defined");
+  check_copy_shapes(dst, self);
   // Conjugate/negative bits reach here (ops_complex.cpp lets _copy_from
   // fall through those keys): copies compare the bits of source and
   // destination and the device copy conjugates/negates as needed.
