@@ -125,3 +125,139 @@ def test_index_fill_checks_like_the_cpu():
         got = s.neuron().index_fill(dim, torch.tensor([0], device="neuron"), 7)
         assert torch.equal(got.cpu(), s.index_fill(dim, torch.tensor([0]), 7))
     assert_no_fallbacks()
+
+
+def _raises_like_cpu_at_call_or_sync(call):
+    """call(dev) raises on the CPU; neuron raises the same class, at the call
+    or (an index only a kernel sees) at the next synchronisation, with the
+    CPU's message inside its own. Returns the two exceptions."""
+    with pytest.raises(Exception) as cpu:
+        call("cpu")
+    with pytest.raises(Exception) as dev:
+        call("neuron")
+        torch.neuron.synchronize()
+    torch.neuron.synchronize()  # nothing left behind on the stream
+    assert type(dev.value) is type(cpu.value), f"neuron: {dev.value!r}; the CPU: {cpu.value!r}"
+    assert str(cpu.value).split("\n")[0] in str(dev.value)
+    return cpu.value, dev.value
+
+
+def _index_add(self_shape, dim, index, source_shape, dtype=torch.float32, index_dtype=torch.long, alpha=1):
+    return lambda d: torch.index_add(torch.zeros(self_shape, dtype=dtype, device=d), dim,
+                                     torch.tensor(index, dtype=index_dtype, device=d),
+                                     torch.ones(source_shape, dtype=dtype, device=d), alpha=alpha)
+
+
+# The CPU's index_add checks every index (none negative): a 0-d or 1-d self
+# against its element count even when empty (IndexError); a >1-d self along
+# its first or last dim with an int64 index and alpha 1 through scatter_add_
+# (RuntimeError naming the dim), else in its own loop (IndexError).
+@pytest.mark.parametrize("case", [
+    ("1-d past the end", _index_add((3,), 0, [3], (1,)), IndexError),
+    ("1-d negative", _index_add((3,), 0, [1, -1], (2,)), IndexError),
+    ("1-d empty self", _index_add((0,), 0, [0], (1,)), IndexError),
+    ("0-d self", _index_add((), 0, 1, ()), IndexError),
+    ("0-d self negative", _index_add((), 0, [-1], ()), IndexError),
+    ("1-d int32 index", _index_add((3,), 0, [5], (1,), torch.int16, torch.int32), IndexError),
+    ("2-d first dim", _index_add((3, 2), 0, [3], (1, 2)), RuntimeError),
+    ("2-d first dim negative", _index_add((3, 2), 0, [0, -1], (2, 2)), RuntimeError),
+    ("2-d last dim negative", _index_add((3, 2), 1, [-3, 0], (3, 2), torch.int64), RuntimeError),
+    ("3-d last dim", _index_add((2, 3, 4), 2, [1, 7], (2, 3, 2), torch.bfloat16), RuntimeError),
+    ("3-d middle dim", _index_add((2, 3, 4), 1, [1, 7], (2, 2, 4)), IndexError),
+    ("3-d middle dim negative", _index_add((2, 3, 4), 1, [-1], (2, 1, 4)), IndexError),
+    ("2-d int32 index", _index_add((3, 2), 0, [4], (1, 2), index_dtype=torch.int32), IndexError),
+    ("2-d alpha 2", _index_add((3, 2), 0, [1, -1], (2, 2), alpha=2), IndexError),
+], ids=lambda c: c[0] if isinstance(c, tuple) else None)
+def test_index_add_checks_every_index_like_the_cpu(case):
+    _, call, cls = case
+    cpu, _ = _raises_like_cpu_at_call_or_sync(call)
+    assert type(cpu) is cls
+
+
+@pytest.mark.parametrize("case", [
+    ("empty self, no index", _index_add((0,), 0, [], (0,))),
+    ("2-d empty self", _index_add((0, 2), 1, [5], (0, 1))),
+    ("2-d empty self along its empty dim", _index_add((3, 0), 0, [5], (1, 0))),
+    ("2-d no index", _index_add((3, 2), 0, [], (0, 2))),
+    ("0-d self", _index_add((), 0, [0], ())),
+    ("first dim, repeated", _index_add((3, 2), 0, [1, 1, 2], (3, 2))),
+    ("last dim, alpha 2", _index_add((2, 3), 1, [2, 0], (2, 2), alpha=2)),
+    ("middle dim, int32 index", _index_add((2, 3, 2), 1, [2, 2], (2, 2, 2), index_dtype=torch.int32)),
+], ids=lambda c: c[0] if isinstance(c, tuple) else None)
+def test_index_add_in_range_or_unchecked_like_the_cpu(case):
+    _, call = case
+    want = call("cpu")
+    got = call("neuron")
+    assert got.shape == want.shape and torch.equal(got.cpu(), want)
+    assert_no_fallbacks()
+
+
+# ATen's index_fill_ restrides self (dim sized by the index, stride 0) before
+# it fills anything: an empty self whose storage cannot hold that view
+# raises setStorage's RuntimeError; one that can (a slice of a larger
+# tensor) has its indices checked against its size-0 dim.
+@pytest.mark.parametrize("case", [
+    ("empty 1-d self", lambda d: torch.zeros(0, device=d).index_fill_(0, torch.tensor([0, 1], device=d), 1.0),
+     RuntimeError),
+    ("empty dim beside the filled one",
+     lambda d: torch.zeros(6, 0, dtype=torch.bool, device=d).index_fill_(1, torch.tensor([0], device=d), True),
+     RuntimeError),
+    ("empty slice of a larger tensor",
+     lambda d: torch.zeros(4, device=d)[:0].index_fill_(0, torch.tensor([0, 1], device=d), 1.0), IndexError),
+], ids=lambda c: c[0] if isinstance(c, tuple) else None)
+def test_index_fill_of_an_empty_self_raises_like_the_cpu(case):
+    _, call, cls = case
+    cpu, _ = _raises_like_cpu_at_call_or_sync(call)
+    assert type(cpu) is cls
+
+
+def test_index_fill_with_nothing_to_iterate_or_negative_indices_like_the_cpu():
+    for call in (lambda d: torch.zeros(0, 3, device=d).index_fill_(1, torch.tensor([0], device=d), 1.0),
+                 lambda d: torch.zeros(0, device=d).index_fill_(0, torch.tensor([], dtype=torch.long, device=d), 1.0),
+                 lambda d: torch.zeros((), device=d).index_fill_(0, torch.tensor([0, -1], device=d), 2.0),
+                 lambda d: torch.zeros(2, 3, device=d).index_fill_(1, torch.tensor([-1, 0], device=d), 2.0)):
+        want, got = call("cpu"), call("neuron")
+        assert got.shape == want.shape and torch.equal(got.cpu(), want)
+    assert_no_fallbacks()
+
+
+# Tensor.addmv_ on an expanded self (one element seen m times): the CPU's
+# gemv loop updates that element row after row (beta * y + alpha * dot for
+# a row-major mat; beta^m scaling then every product for a column-major
+# one), and the result is what that sequence leaves.
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.int64, torch.complex64])
+@pytest.mark.parametrize("layout", ["row-major", "column-major", "strided", "one column"])
+@pytest.mark.parametrize("beta,alpha", [(0, 1), (1, 1), (2, 1), (0, 0), (2, 0), (0.5, 3), (-1, 2)])
+def test_addmv_into_an_expanded_self_like_the_cpu(dtype, layout, beta, alpha):
+    g = torch.Generator().manual_seed(0)
+    m, n = 5, (1 if layout == "one column" else 3)
+    mat = (torch.randn(m, n, generator=g) * 3).round().to(dtype)
+    if layout == "column-major":
+        mat = mat.t().contiguous().t()
+    elif layout == "strided":
+        mat = torch.cat([mat, mat], 1)[:, ::2]
+    vec = (torch.randn(mat.shape[1], generator=g) * 2).round().to(dtype)
+    y0 = torch.tensor([3.0]).to(dtype)
+
+    def call(d):
+        return y0.to(d, copy=True).expand(m).addmv_(mat.to(d), vec.to(d), beta=beta, alpha=alpha)
+
+    torch.set_num_threads(1)  # bfloat16/float16 aside, the CPU's loop is serial anyway
+    want, got = call("cpu"), call("neuron")
+    assert got.shape == want.shape
+    torch.testing.assert_close(got.cpu(), want, rtol=1e-5, atol=1e-4)
+    assert_no_fallbacks()
+
+
+def test_addmv_into_an_expanded_self_with_an_empty_matrix_like_the_cpu():
+    def call(beta):
+        return lambda d: torch.tensor([5.0], device=d).expand(4).addmv_(torch.ones(4, 0, device=d),
+                                                                         torch.ones(0, device=d), beta=beta)
+    assert torch.equal(call(0)("neuron").cpu(), call(0)("cpu"))
+    for beta in (1, 2):  # the CPU scales self into itself: its internal-overlap error
+        cpu, dev = raises_like_cpu(call(beta))
+        assert str(dev) == str(cpu)
+    # an expanded out= (not self) is refused as on the CPU
+    cpu, dev = raises_like_cpu(lambda d: torch.addmv(torch.ones(4, device=d), torch.ones(4, 3, device=d),
+                                                     torch.ones(3, device=d), out=torch.zeros(1, device=d).expand(4)))
+    assert str(dev) == str(cpu)

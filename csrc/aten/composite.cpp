@@ -6,6 +6,8 @@
 #include <algorithm>
 #include <vector>
 
+#include <ATen/MemoryOverlap.h>
+#include <ATen/OpMathType.h>
 #include <ATen/WrapDimUtils.h>
 #include <ATen/native/Resize.h>
 #include <ATen/ops/mul.h>
@@ -13,6 +15,11 @@
 #include <ATen/ops/_unique.h>
 #include <ATen/ops/_weight_norm_differentiable_backward.h>
 #include <ATen/ops/empty.h>
+#include <ATen/ops/full.h>
+#include <ATen/ops/gather.h>
+#include <ATen/ops/index_select.h>
+#include <ATen/ops/mm.h>
+#include <ATen/ops/zeros.h>
 #include <ATen/ops/norm_except_dim.h>
 #include <ATen/ops/ones.h>
 #include <ATen/ops/where.h>
@@ -46,7 +53,48 @@ Tensor vdot_fn(const Tensor &a, const Tensor &b) {
   return dot_fn(a.is_complex() ? a.conj() : a, b);
 }
 
-Tensor addmv_into(Tensor, const Tensor &self, const Tensor &mat, const Tensor &vec, const Scalar &beta,
+// Tensor.addmv_ on an expanded self (one element aliased m times): the CPU
+// allows it and its gemv loop (BLAS refuses a zero stride) updates that one
+// element row after row. Row-major mat (its 't' loop): y = beta * y + alpha
+// * dot(row i, vec) for each i, so y = beta^m y0 + sum_i beta^(m-1-i) c_i,
+// and with beta == 0 only the last row counts (y0 never read). Column-major
+// mat (its 'n' loop): y scaled by beta m times (skipped for 0 and 1), then
+// every product added; with beta == 0 each row of the first column zeroes y
+// before adding, so only the last row of column 0 survives. Composed from
+// native ops in the math type, rounded once where the CPU rounds per step.
+void addmv_into_aliased_self(const Tensor &self, const Tensor &mat, const Tensor &vec, const Scalar &beta,
+                             const Scalar &alpha) {
+  const int64_t m = mat.size(0), n = mat.size(1);
+  at::ScalarType math = at::toOpMathType(mat.scalar_type());
+  Tensor a = mat.to(math), z = vec.to(math).mul(alpha);  // z_j = alpha * vec_j, as the 'n' loop forms it
+  Tensor c = at::mm(a, z.unsqueeze(1)).squeeze(1);       // c_i = alpha * dot(row i, vec)
+  // the CPU's gemv choice (addmv_out_cpu): column-major when rows are unit-strided and columns far enough apart
+  bool column_major = mat.stride(0) == 1 && (n == 1 || mat.stride(1) >= std::max<int64_t>(1, m));
+  Tensor element = self.as_strided({}, {});
+  Tensor y;
+  if (scalar_is_zero(beta)) {
+    if (!column_major) {
+      y = c.select(0, m - 1);
+    } else {
+      y = z.select(0, 0).mul(a.select(0, m - 1).select(0, 0));
+      if (n > 1) y = y.add(at::mm(a.narrow(1, 1, n - 1), z.narrow(0, 1, n - 1).unsqueeze(1)).sum());
+    }
+  } else {
+    Tensor y0 = element.to(math);
+    if (beta.equal(1)) {
+      y = y0.add(c.sum());
+    } else {
+      // powers[k] = beta^(m-k): beta^m scales y0; row i < m-1 of the 't' loop is scaled m-1-i times
+      Tensor powers = at::full({m}, beta, a.options()).cumprod(0).flip({0});
+      Tensor rows = column_major ? c.sum()
+                                 : c.narrow(0, 0, m - 1).mul(powers.narrow(0, 1, m - 1)).sum().add(c.select(0, m - 1));
+      y = y0.mul(powers.select(0, 0)).add(rows);
+    }
+  }
+  element.copy_(y);
+}
+
+Tensor addmv_into(Tensor out, const Tensor &self, const Tensor &mat, const Tensor &vec, const Scalar &beta,
                   const Scalar &alpha) {
   TORCH_CHECK(mat.dim() == 2 && vec.dim() == 1, "vector + matrix @ vector expected, got ", self.dim(), ", ",
               mat.dim(), ", ", vec.dim());
@@ -54,8 +102,20 @@ Tensor addmv_into(Tensor, const Tensor &self, const Tensor &mat, const Tensor &v
               mat.size(1), "), vec (", vec.size(0), ")");
   // The CPU's addmv converts beta and alpha to the dtype itself (float16
   // refuses 1e30, which addmm's float32 math type would take).
-  (void)converted_scalar(beta, mat.scalar_type());
-  (void)converted_scalar(alpha, mat.scalar_type());
+  Scalar beta_t = converted_scalar(beta, mat.scalar_type());
+  Scalar alpha_t = converted_scalar(alpha, mat.scalar_type());
+  if (out.defined() && out.is_same(self) && self.dim() == 1 &&
+      at::has_internal_overlap(self) == at::MemOverlap::Yes && self.scalar_type() == mat.scalar_type() &&
+      vec.scalar_type() == mat.scalar_type() && mat.scalar_type() != at::kBool) {
+    if (mat.numel() == 0) {
+      // the CPU zeroes the result for beta == 0; otherwise its mul_out into
+      // the aliased self raises the internal-overlap error, as the copy below does
+      if (scalar_is_zero(beta_t)) return self.zero_();
+    } else {
+      addmv_into_aliased_self(self, mat, vec, beta_t, alpha_t);
+      return self;
+    }
+  }
   if (mat.numel() == 0) {
     // The CPU's empty-matrix shortcut: zeros when beta == 0, else self times
     // beta as a scalar tensor of self's dtype (an integer self takes beta=2.0
@@ -74,6 +134,37 @@ c10::List<std::optional<Tensor>> dim_index(int64_t dim, const Tensor &index) {
   l.push_back(index.reshape({-1}));
   return l;
 }
+// The CPU's index_add kernel checks every index (no negative one) as it
+// adds; here the indices stay on the device, so a kernel checks them: a
+// gather or index_select over a stand-in of the indexed size whose elements
+// all alias one byte (nothing is read), failing as the CPU fails. A 0-d or
+// 1-d self is checked against its element count, even when empty
+// (IndexError "index out of range in self"). A >1-d self goes through
+// scatter_add_ on the CPU along its first or last dim with an int64 index
+// and alpha 1 (RuntimeError "index i is out of bounds for dimension d with
+// size s", which gather reports alike), else through its own loop
+// (IndexError as above).
+void check_index_add_indices(const Tensor &self, int64_t dim, const Tensor &index, const Scalar &alpha) {
+  Tensor idx = index.reshape({-1}).to(self.device());
+  Tensor byte = at::zeros({1}, self.options().dtype(at::kByte));
+  if (self.dim() <= 1) {
+    // an empty self has no index in range: refused here, without a kernel
+    TORCH_CHECK_INDEX(self.numel() > 0 || idx.numel() == 0, "index out of range in self");
+    if (idx.numel() > 0) (void)at::index_select(byte.expand({self.numel()}), 0, idx);
+    return;
+  }
+  bool cpu_scatter_add = (dim == 0 || dim == self.dim() - 1) && alpha.equal(1.0) &&
+                         index.scalar_type() == at::kLong && self.scalar_type() != at::kComplexHalf;
+  if (!cpu_scatter_add) {
+    (void)at::index_select(byte.expand({self.size(dim)}), 0, idx);
+    return;
+  }
+  std::vector<int64_t> stand_in(self.dim(), 1), index_shape(self.dim(), 1);
+  stand_in[dim] = self.size(dim);
+  index_shape[dim] = idx.numel();
+  (void)at::gather(byte.expand(stand_in), dim, idx.reshape(index_shape));
+}
+
 Tensor index_add_into(Tensor, const Tensor &self, int64_t dim, const Tensor &index, const Tensor &source,
                       const Scalar &alpha) {
   dim = at::maybe_wrap_dim(dim, self.dim());
@@ -97,7 +188,9 @@ Tensor index_add_into(Tensor, const Tensor &self, int64_t dim, const Tensor &ind
   TORCH_CHECK(self_sizes == source_sizes, "source tensor shape must match self tensor shape, excluding the specified "
               "dimension. Got self.shape = ", self.sizes(), " source.shape = ", source.sizes());
   Tensor out = self.clone();
-  if (self.numel() == 0) return out;  // as the CPU's kernel: nothing to add into, no index checked
+  if (self.dim() > 1 && (index.numel() == 0 || self.numel() == 0)) return out;  // the CPU's kernel checks nothing then
+  check_index_add_indices(self, dim, index, alpha);
+  if (self.numel() == 0) return out;
   // index_put_ requires self's dtype. The CPU converts alpha to self's dtype first (Scalar::to<T>): 1000
   // overflows int8, and a fractional alpha truncates (0.5 adds nothing to
   // an integer tensor).
@@ -119,10 +212,24 @@ Tensor &index_fill_scalar(Tensor &self, int64_t dim, const Tensor &index, const 
   TORCH_CHECK(self.is_complex() || !value.isComplex(), "index_fill_(): Converting complex Scalar to non-complex type");
   dim = at::maybe_wrap_dim(dim, std::max<int64_t>(self.dim(), 1));
   TORCH_CHECK(index.dim() <= 1, "Index has to be a vector/scalar");
+  // ATen restrides self for its iterator (dim `dim` sized index.numel(),
+  // stride 0) before anything is filled, and as_strided refuses that view
+  // where self's storage cannot hold it (an empty self given indices): the
+  // CPU's setStorage RuntimeError, even with nothing to fill.
+  Tensor self_nonzero_dim = self.dim() == 0 ? self.unsqueeze(-1) : self;
+  std::vector<int64_t> sizes = self_nonzero_dim.sizes().vec(), strides = self_nonzero_dim.strides().vec();
+  sizes[dim] = index.numel();
+  strides[dim] = 0;
+  Tensor restrided = self_nonzero_dim.as_strided(sizes, strides);
   // converted (and range-checked) as the CPU's index_fill kernel does; a
   // one-element fill alone would not check a float16 value
   Tensor v = at::empty({}, self.options()).fill_(converted_scalar(value, self.scalar_type()));
-  if (self.numel() == 0) return self;  // as the CPU's kernel: nothing to fill, no index checked
+  // Nothing to iterate: no index checked. An empty self whose storage holds
+  // the view (a slice of a larger tensor) iterates its indices all the same,
+  // and its first is out of range of the size-0 dim (read back to name it).
+  if (restrided.numel() == 0) return self;
+  TORCH_CHECK_INDEX(self.numel() > 0, "index ", index.reshape({-1})[0].item<int64_t>(),
+                    " is out of bounds for dimension ", dim, " with size 0");
   if (self.dim() == 0) {
     self.reshape({1}).index_put_(dim_index(0, index), v, false);
     return self;

@@ -10,16 +10,23 @@
 
 #define NRT_OPS_INDEX(X)                                                      \
   /* Index operands are int64 (or int32 \
-     where noted); a negative index counts from the end; an index outside \
-     [-size, size) fails the launch with "index I is out of bounds for     \
-     dimension D with size N" (NRT_ERROR_INVALID_ARGUMENT). aux[] holds the \
-     per-index sizes and byte strides described with each op. */            \
+     where noted); a negative index counts from the end unless the op says \
+     otherwise; an index outside its range fails the launch with the        \
+     CPU's message, NRT_ERROR_OUT_OF_RANGE where the CPU raises IndexError  \
+     and NRT_ERROR_INVALID_ARGUMENT where it raises RuntimeError. aux[]     \
+     holds the per-index sizes and byte strides described with each op. */  \
   X(INDEX_GATHER, INDEX, 1, 1)   /* advanced indexing (ATen's AdvancedIndex \
      layout): operands out, src, idx_0..idx_{K-1} (ninputs = 1 + K), all    \
      iterated over sizes; src has stride 0 along the indexed dims. p0 = K;  \
      aux[2k] = size of indexed dim k, aux[2k+1] = its byte stride in src.   \
-     out[i] = *(src_ptr(i) + sum_k idx_k(i) * aux[2k+1]); p2 = 1: negative  \
-     indices are out of range ("index out of range in self", index_select) */ \
+     out[i] = *(src_ptr(i) + sum_k idx_k(i) * aux[2k+1]). p2 = how an     \
+     index outside its dim is treated, as the CPU's kernel for the caller:  \
+     0 = advanced indexing: [-size, size) valid, negatives wrap, else        \
+     OUT_OF_RANGE "index I is out of bounds for dimension D with size N";   \
+     1 = index_select (and index_add's own loop): [0, size) valid,          \
+     OUT_OF_RANGE "index out of range in self"; 2 = index_select's          \
+     check_indexarray_range path: [0, size) valid, INVALID_ARGUMENT         \
+     "INDICES element is out of DATA bounds, id=I axis_dim=N" */            \
   X(INDEX_PUT, INDEX, 1, 1)      /* the inverse: operands out (= self        \
      restrided, written), value, idx_0..idx_{K-1}; p0 = K; aux as above;    \
      p1 = accumulate (deterministic: duplicates summed in iteration order) */ \
@@ -27,7 +34,8 @@
      iterated over index's shape; src has stride 0 along dim.               \
      aux[0] = src size along dim, aux[1] = src byte stride along dim,      \
      aux[2] = dim (named in out-of-bounds errors); indices must lie in     \
-     [0, size) as in PyTorch (no wrapping for gather/scatter). */   \
+     [0, size) as in PyTorch (no wrapping for gather/scatter), else         \
+     INVALID_ARGUMENT "index I is out of bounds for dimension D with size N" */ \
   X(SCATTER, INDEX, 2, 2)        /* scatter/scatter_add/scatter_reduce:      \
      operands self (written, stride 0 along dim), index, src (stride 0     \
      when p1 says src is a scalar s0), iterated over index's shape.         \
