@@ -288,3 +288,88 @@ def test_mean_into_a_16bit_dtype_is_a_float32_mean_rounded_once(dtype):
     torch.testing.assert_close(torch.mean(x[:, :0].neuron(), 1, dtype=dtype).cpu(), torch.mean(x[:, :0], 1, dtype=dtype),
                                equal_nan=True)
     assert_no_fallbacks()
+
+
+def _bitwise(got, want):
+    """Equal values, NaN where NaN (complex: part by part)."""
+    got = got.cpu()
+    assert got.dtype == want.dtype
+    if want.is_complex():
+        got, want = torch.view_as_real(got), torch.view_as_real(want)
+    g, w = got.double(), want.double()
+    assert bool(((g == w) | (g.isnan() & w.isnan())).all()), (got, want)
+
+
+def test_prod_rounds_every_step_in_its_dtype_like_the_cpu():
+    # float16 32767 * 32767 is inf and inf * 0 NaN on the CPU; a float32
+    # product overflows where float32 does
+    _bitwise(torch.prod(torch.tensor([32767, 32767, 0], dtype=torch.int16).neuron(), dtype=torch.float16),
+             torch.prod(torch.tensor([32767, 32767, 0], dtype=torch.int16), dtype=torch.float16))
+    x = torch.tensor([3.4e38, 2, 0.5])
+    _bitwise(torch.prod(x.neuron()), torch.prod(x))
+    # the CPU's vectorised order: from 32 float32 elements on, lanes 0 and 8
+    # are multiplied first (1e30 * 1e-30 before 1e30 * 1e30); shorter or
+    # strided rows run in order
+    for n in (31, 32, 64, 100):
+        v = torch.ones(n)
+        v[0] = v[1] = 1e30
+        v[8] = v[9] = 1e-30
+        _bitwise(torch.prod(v.neuron()), torch.prod(v))
+        _bitwise(torch.prod(v.view(1, n).neuron(), 1), torch.prod(v.view(1, n), 1))
+    torch.manual_seed(0)
+    for dtype in (torch.float16, torch.bfloat16, torch.float32):
+        for n in (5, 63, 64, 200, 1000):
+            y = (torch.rand(3, n, 5) * 0.6 + 0.7).to(dtype)
+            for fn in (lambda t: t.prod(), lambda t: t.prod(1), lambda t: t.prod(0), lambda t: t.prod(2),
+                       lambda t: t.transpose(0, 1).prod(0), lambda t: t[:, ::2].prod(1),
+                       lambda t: t.prod(1, dtype=torch.float16), lambda t: t.prod(dtype=torch.bfloat16),
+                       lambda t: t.prod(2, dtype=torch.float32)):
+                _bitwise(fn(y.neuron()), fn(y))
+    assert_no_fallbacks()
+
+
+def test_prod_backward_in_bfloat16_like_the_cpu():
+    torch.manual_seed(1)
+    x = torch.randn(6, 6).t()
+    grads = []
+    for dev in ("cpu", "neuron"):
+        leaf = x.to(dev).detach().clone().requires_grad_()
+        torch.prod(leaf, -1, dtype=torch.bfloat16).float().sum().backward()
+        grads.append(leaf.grad.cpu())
+    _bitwise(grads[1], grads[0])
+
+
+def test_complex_cumprod_is_the_cpus_sequential_scan():
+    inf = float("inf")
+    # (1 + 0i)(inf + 0i) = inf + NaN i, even for one element
+    for x in (torch.tensor([complex(inf, 0)]), torch.tensor([[complex(inf, 0), 2 + 1j]]).t()):
+        _bitwise(torch.cumprod(x.neuron(), 0), torch.cumprod(x, 0))
+    # a complex double running value: 1e30 * 1e30 overflows only the stored prefix
+    x = torch.tensor([1e30, 1e30, 1e-30], dtype=torch.complex64)
+    _bitwise(torch.cumprod(x.neuron(), 0), torch.cumprod(x, 0))
+    torch.manual_seed(0)
+    for dtype in (torch.complex64, torch.complex128):
+        y = torch.randn(4, 9, 3, dtype=dtype) * 2
+        y[1, 2, 0] = complex(inf, 0)
+        y[2, 0, 1] = complex(float("nan"), 1)
+        for d in range(3):
+            _bitwise(torch.cumprod(y.neuron(), d), torch.cumprod(y, d))
+            _bitwise(torch.cumprod(y.neuron().conj(), d), torch.cumprod(y.conj(), d))
+            _bitwise(torch.cumprod(y.neuron().transpose(0, 2), d), torch.cumprod(y.transpose(0, 2), d))
+    # real inputs with a complex dtype=
+    for src in (torch.randn(5, 4).half(), torch.randn(5, 4).bfloat16(), torch.randn(5, 4)):
+        _bitwise(torch.cumprod(src.neuron(), 0, dtype=torch.complex64), torch.cumprod(src, 0, dtype=torch.complex64))
+    # no complex32 kernel on the CPU
+    raises_like_cpu(lambda d: torch.cumprod(torch.ones(3, dtype=torch.complex32, device=d), 0), NotImplementedError)
+    assert_no_fallbacks()
+
+
+def test_complex_cumprod_backward_like_the_cpu():
+    torch.manual_seed(2)
+    x = torch.randn(5, 3, dtype=torch.complex128)
+    grads = []
+    for dev in ("cpu", "neuron"):
+        leaf = x.to(dev).detach().clone().requires_grad_()
+        torch.view_as_real(torch.cumprod(leaf, 0)).sum().backward()
+        grads.append(leaf.grad.cpu())
+    torch.testing.assert_close(grads[1], grads[0], rtol=1e-5, atol=1e-6)

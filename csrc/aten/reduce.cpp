@@ -50,6 +50,9 @@ Tensor &reduce_into(Tensor &result, const Tensor &self, at::OptionalIntArrayRef 
   if (!result.defined()) result = at::empty({0}, self.options().dtype(out_dtype));
   bool converts = op == NRT_OP_SUM || op == NRT_OP_MEAN || op == NRT_OP_PROD || op == NRT_OP_NORM;
   ScalarType in_dtype = converts ? converted_input_dtype(self.scalar_type(), out_dtype) : self.scalar_type();
+  // The CPU's prod always reads its input converted to the result dtype
+  // (make_reduction_from_out_ty); its layout after .to() decides the order.
+  if (op == NRT_OP_PROD) in_dtype = out_dtype;
   auto iter = at::native::make_reduction(name, result, self, dims, keepdim, in_dtype, out_dtype);
   if (self.numel() == 0) {
     // Reductions with no identity (amax, amin) check as ATen's meta does: an
@@ -245,15 +248,28 @@ Tensor any_dim_into(Tensor out, const Tensor &self, int64_t dim, bool keepdim) {
 Tensor all_all_into(Tensor out, const Tensor &self) { return all_dims_into(out, self, std::nullopt, false); }
 Tensor any_all_into(Tensor out, const Tensor &self) { return any_dims_into(out, self, std::nullopt, false); }
 
+// The CPU multiplies a float16, bfloat16 or float32 product in that dtype,
+// rounding every step, in an order set by its vectorised reduction (PROD
+// p0 = 1; p1 = its vector width in bytes): float16 32768 * 32768 * 0 is NaN
+// there, not 0. The width is 32 even under AVX-512: prod_stub is registered
+// with REGISTER_DISPATCH, which leaves AVX-512 machines the AVX2 kernel
+// (float32 [1e30, 1e30, 1 x 6, 1e-30, 1e-30, 1 x 22] is 1 there, a 31-long
+// row inf). Float64 and the rest keep the double (or wrapping int64)
+// accumulation.
+Tensor &prod_into(Tensor &out, const Tensor &self, at::OptionalIntArrayRef dims, bool keepdim, ScalarType t) {
+  if (t == at::kHalf || t == at::kBFloat16 || t == at::kFloat)
+    return reduce_into(out, self, dims, keepdim, t, NRT_OP_PROD, "prod", 1.0, {}, {1, 32});
+  return reduce_into(out, self, dims, keepdim, t, NRT_OP_PROD, "prod", 1.0);
+}
 Tensor prod_all(const Tensor &self, std::optional<ScalarType> dtype) {
   Tensor r;
-  return reduce_into(r, self, std::nullopt, false, sum_dtype(self, dtype), NRT_OP_PROD, "prod", 1.0);
+  return prod_into(r, self, std::nullopt, false, sum_dtype(self, dtype));
 }
 // prod's meta: out= keeps its dtype unless dtype= names one, which it must have
 Tensor prod_dim_into(Tensor out, const Tensor &self, int64_t dim, bool keepdim, std::optional<ScalarType> dtype) {
   ScalarType t = out.defined() && !dtype ? out.scalar_type() : sum_dtype(self, dtype);
   check_out_dtype(out, t);
-  return reduce_into(out, self, c10::IntArrayRef{dim}, keepdim, t, NRT_OP_PROD, "prod", 1.0);
+  return prod_into(out, self, c10::IntArrayRef{dim}, keepdim, t);
 }
 
 // ATen's check_linalg_norm_dtype: dtype= may only widen, and keeps the
@@ -310,7 +326,7 @@ Tensor vector_norm(const Tensor &self, const Scalar &ord, at::OptionalIntArrayRe
 // Describes same-shaped tensors with `dim` moved last, so the runtime sees
 // independent rows along the last dimension.
 void launch_row(nrt_op op, int64_t dim, std::initializer_list<const Tensor *> outs,
-                std::initializer_list<const Tensor *> ins) {
+                std::initializer_list<const Tensor *> ins, int64_t p0 = 0) {
   const Tensor &ref = **outs.begin();
   if (ref.numel() == 0) return;
   int64_t nd = ref.dim();
@@ -319,6 +335,7 @@ void launch_row(nrt_op op, int64_t dim, std::initializer_list<const Tensor *> ou
   d.noutputs = static_cast<int>(outs.size());
   d.ninputs = static_cast<int>(ins.size());
   d.compute_dtype = to_nrt_dtype((*ins.begin())->scalar_type());
+  d.params[0] = p0;
   if (nd == 0) {
     d.ndim = 1;
     d.sizes[0] = 1;
@@ -415,19 +432,18 @@ Tensor cumulative(const Tensor &input, int64_t dim, std::optional<ScalarType> dt
     Tensor parts = at::view_as_real(conv);
     return at::view_as_complex(cumulative(parts, dim, c10::toRealValueType(out_t), op));
   }
-  // A complex cumulative product: a parallel prefix over the row (log2(n)
-  // steps of native complex multiplies, each position times the one 2^k
-  // before it), so no complex scan kernel is needed.
+  // A complex cumulative product: the CPU's sequential scan in complex
+  // double (CUMPROD p0 = 1), which reads and writes each element's parts
+  // through real views of the same shape (a conjugate view materialised
+  // first, its real view not carrying the sign). Like the CPU's kernel, it
+  // has no complex32 version.
   if (self.is_complex() && op == NRT_OP_CUMPROD) {
-    Tensor acc = self.resolve_conj().to(out_t).clone(c10::MemoryFormat::Contiguous);
-    if (acc.dim() == 0) return acc;
-    int64_t n = acc.size(dim);
-    for (int64_t step = 1; step < n; step <<= 1) {
-      Tensor next = acc.clone();
-      next.narrow(dim, step, n - step).copy_(acc.narrow(dim, step, n - step).mul(acc.narrow(dim, 0, n - step)));
-      acc = next;
-    }
-    return acc;
+    TORCH_CHECK_NOT_IMPLEMENTED(out_t != at::kComplexHalf, "\"cumprod_out_cpu\" not implemented for 'ComplexHalf'");
+    Tensor src = self.resolve_conj().to(out_t);
+    Tensor out = at::empty_like(src, src.options(), c10::MemoryFormat::Contiguous);
+    Tensor out_re = at::view_as_real(out).select(-1, 0), src_re = at::view_as_real(src).select(-1, 0);
+    launch_row(op, dim, {&out_re}, {&src_re}, /*p0=*/1);
+    return out;
   }
   Tensor out = at::empty_like(self, self.options().dtype(out_t), c10::MemoryFormat::Contiguous);
   ScalarType in_t = converted_input_dtype(self.scalar_type(), out_t);

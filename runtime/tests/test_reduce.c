@@ -26,7 +26,7 @@ typedef struct rcase {
   unsigned mask;
   bool transposed, reverse;
   double s0;
-  int64_t p0;
+  int64_t p0, p1;
   double lo, hi;
   bool ints; /* integral input values */
   bool specials; /* about 1 in 2003 values NaN, +-inf, -0.0 or 0.0 */
@@ -69,6 +69,7 @@ static int run_rcase(const rcase *c, bool *out_ok_fast_equals_ref) {
   l.compute_dtype = c->compute;
   l.scalars[0].f = c->s0;
   l.params[0] = c->p0;
+  l.params[1] = c->p1;
   bool two = c->op == NRT_OP_MAX_WITH_INDEX || c->op == NRT_OP_MIN_WITH_INDEX;
   bool idx_only = c->op == NRT_OP_ARGMAX || c->op == NRT_OP_ARGMIN;
   l.noutputs = two ? 2 : 1;
@@ -110,7 +111,9 @@ static int run_rcase(const rcase *c, bool *out_ok_fast_equals_ref) {
     /* logsumexp = max + log(sum) cancels near 0: error relative to the max */
     double atol = c->op == NRT_OP_LOGSUMEXP ? 2e-5 : 1e-9;
     bool ok = got == want || (want != want && got != got) || fabs(got - want) <= tol * fabs(want) + atol;
-    if (is_index_op(c->op) || !nrt_dtype_is_floating(c->compute)) ok = got == want || (want != want && got != got);
+    /* the stepwise product has one order on both paths: bit for bit */
+    bool exact = is_index_op(c->op) || !nrt_dtype_is_floating(c->compute) || (c->op == NRT_OP_PROD && c->p0 == 1);
+    if (exact) ok = got == want || (want != want && got != got);
     if (two) ok = ok && nrt_test_get(o[0][1], NRT_INT64, i) == nrt_test_get(o[1][1], NRT_INT64, i);
     if (!ok) {
       fprintf(stderr, "%s in %s dims %lld,%lld,%lld mask %u tr %d rev %d [%lld]: fast %.9g ref %.9g\n",
@@ -239,6 +242,157 @@ static void test_columns(void) {
     failures += run_rcase(&c, NULL);
   }
   CHECK(failures == 0);
+}
+
+/* PROD p0 = 1 (the CPU's stepwise product): fast path against the
+ * reference bit for bit, over runs grouped by vectors (unit stride, at
+ * least 4 vectors long) and not, several reduced dims, and values whose
+ * products overflow and underflow, with specials. */
+static void test_prod_stepwise_layouts(void) {
+  nrt_dtype dts[3] = {NRT_FLOAT32, NRT_FLOAT16, NRT_BFLOAT16};
+  struct { int nd; int64_t s[3]; unsigned mask; } shapes[] = {
+      {1, {1000, 1, 1}, 1}, {1, {31, 1, 1}, 1},   {1, {32, 1, 1}, 1},    {1, {63, 1, 1}, 1},
+      {1, {64, 1, 1}, 1},   {1, {5000, 1, 1}, 1}, {2, {33, 257, 1}, 2},  {2, {257, 33, 1}, 1},
+      {3, {5, 70, 9}, 2},   {3, {6, 7, 130}, 5},  {3, {3, 40, 50}, 7},   {2, {7, 1, 1}, 1}};
+  int failures = 0;
+  for (int t = 0; t < 3; t++)
+    for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++)
+      for (int layout = 0; layout < 3; layout++)
+        for (int sp = 0; sp < 2; sp++) {
+          rcase c = {.op = NRT_OP_PROD, .in_dt = dts[t], .out_dt = dts[t], .compute = dts[t],
+                     .ndim = shapes[s].nd, .mask = shapes[s].mask, .transposed = layout == 1,
+                     .reverse = layout == 2, .p0 = 1, .p1 = 32, .lo = 0.5, .hi = 1.7, .specials = sp};
+          memcpy(c.sizes, shapes[s].s, sizeof shapes[s].s);
+          failures += run_rcase(&c, NULL);
+          c.p1 = 64;
+          failures += run_rcase(&c, NULL);
+        }
+  CHECK(failures == 0);
+}
+
+/* A full stepwise product of n values of dtype dt, stride_e elements apart. */
+static double prod_step(nrt_dtype dt, const double *v, int64_t n, int64_t stride_e, int64_t vbytes, bool ref,
+                        nrt_status *st) {
+  size_t es = nrt_dtype_size(dt);
+  char *in = calloc((size_t)(n * stride_e + 1), es);
+  for (int64_t i = 0; i < n; i++) nrt_test_put(in, dt, i * stride_e, v[i]);
+  double out_buf = 0;
+  nrt_launch l;
+  memset(&l, 0, sizeof l);
+  l.op = NRT_OP_PROD;
+  l.ndim = 1;
+  l.sizes[0] = n;
+  l.compute_dtype = dt;
+  l.params[0] = 1;
+  l.params[1] = vbytes;
+  l.noutputs = l.ninputs = 1;
+  l.operands[0] = (nrt_operand){.data = &out_buf, .dtype = dt};
+  l.operands[1] = (nrt_operand){.data = in, .dtype = dt, .strides = {stride_e * (int64_t)es}};
+  *st = nrt_test_run(&l, ref);
+  double r = nrt_test_get(&out_buf, dt, 0);
+  free(in);
+  return r;
+}
+
+static void test_prod_stepwise_values(void) {
+  nrt_status st;
+  double v[128];
+  for (int r = 0; r < 2; r++) {
+    /* float16 rounds every step: 32768 * 32768 is inf, and inf * 0 NaN
+     * (the double accumulation gives 0) */
+    double h[3] = {32767, 32767, 0};
+    CHECK(isnan(prod_step(NRT_FLOAT16, h, 3, 1, 32, r, &st)));
+    CHECK_OK(st);
+    /* float32 overflows where float32 does */
+    double f[3] = {3.4e38, 2, 0.5};
+    CHECK(isinf(prod_step(NRT_FLOAT32, f, 3, 1, 32, r, &st)));
+    /* 32-byte vectors of float32: from 32 elements on, lanes 0 and 8 are
+     * multiplied before lane 1, so 1e30 * 1e-30 comes first and nothing
+     * overflows; 31 elements run in order and 1e30 * 1e30 is inf */
+    for (int i = 0; i < 128; i++) v[i] = 1;
+    v[0] = v[1] = 1e30;
+    v[8] = v[9] = 1e-30;
+    double g = prod_step(NRT_FLOAT32, v, 32, 1, 32, r, &st);
+    CHECK(isfinite(g) && fabs(g - 1) < 1e-5);
+    CHECK(isinf(prod_step(NRT_FLOAT32, v, 31, 1, 32, r, &st)));
+    CHECK(isinf(prod_step(NRT_FLOAT32, v, 32, 2, 32, r, &st))); /* strided: in order */
+    CHECK(isinf(prod_step(NRT_FLOAT32, v, 32, 1, 64, r, &st))); /* 64-byte vectors need 64 */
+    /* float16: 16 lanes of 32 bytes */
+    for (int i = 0; i < 128; i++) v[i] = 1;
+    v[0] = v[1] = 300;
+    v[16] = v[17] = 1.0 / 300;
+    g = prod_step(NRT_FLOAT16, v, 64, 1, 32, r, &st);
+    CHECK(isfinite(g) && fabs(g - 1) < 1e-2);
+    CHECK(isinf(prod_step(NRT_FLOAT16, v, 63, 1, 32, r, &st)));
+    CHECK_OK(st);
+  }
+  /* refused: an input dtype other than the output's, a bad width */
+  double one = 1;
+  (void)prod_step(NRT_FLOAT64, &one, 1, 1, 32, false, &st);
+  CHECK(st == NRT_ERROR_INVALID_ARGUMENT);
+  (void)prod_step(NRT_FLOAT32, &one, 1, 1, 48, false, &st);
+  CHECK(st == NRT_ERROR_INVALID_ARGUMENT);
+}
+
+/* Complex CUMPROD (ROW, p0 = 1) over rows of n complex values given as
+ * (re, im) pairs of part dtype dt; the operands describe the real parts. */
+static nrt_status cx_cumprod(nrt_dtype dt, const double *in, double *out, int64_t rows, int64_t n, bool ref,
+                             int64_t p0) {
+  size_t es = nrt_dtype_size(dt);
+  char *a = calloc((size_t)(2 * rows * n + 1), es), *b = calloc((size_t)(2 * rows * n + 1), es);
+  for (int64_t i = 0; i < 2 * rows * n; i++) nrt_test_put(a, dt, i, in[i]);
+  nrt_launch l;
+  memset(&l, 0, sizeof l);
+  l.op = NRT_OP_CUMPROD;
+  l.ndim = 2;
+  l.sizes[0] = rows;
+  l.sizes[1] = n;
+  l.compute_dtype = dt;
+  l.params[0] = p0;
+  l.noutputs = l.ninputs = 1;
+  int64_t st[2] = {2 * n * (int64_t)es, 2 * (int64_t)es};
+  l.operands[0] = (nrt_operand){.data = b, .dtype = dt, .strides = {st[0], st[1]}};
+  l.operands[1] = (nrt_operand){.data = a, .dtype = dt, .strides = {st[0], st[1]}};
+  nrt_status s = nrt_test_run(&l, ref);
+  for (int64_t i = 0; i < 2 * rows * n; i++) out[i] = nrt_test_get(b, dt, i);
+  free(a);
+  free(b);
+  return s;
+}
+
+static void test_cumprod_complex(void) {
+  double out[2 * 64];
+  for (int r = 0; r < 2; r++) {
+    /* (1 + 0i)(inf + 0i) = inf + NaN i: a one-element row is a product too */
+    double one[2] = {INFINITY, 0};
+    CHECK_OK(cx_cumprod(NRT_FLOAT32, one, out, 1, 1, r, 1));
+    CHECK(out[0] == INFINITY && isnan(out[1]));
+    /* the running value is double: 1e30 * 1e30 overflows only the stored complex64 prefix */
+    double big[6] = {1e30, 0, 1e30, 0, 1e-30, 0};
+    CHECK_OK(cx_cumprod(NRT_FLOAT32, big, out, 1, 3, r, 1));
+    CHECK(nrt_test_near(out[0], 1e30, 1e-6) && isinf(out[2]) && nrt_test_near(out[4], 1e30, 1e-6));
+    CHECK(out[1] == 0 && out[3] == 0 && out[5] == 0);
+  }
+  /* complex128: in order from 1 + 0i with the CPU's contracted product,
+   * fast and reference paths bit for bit; two rows of 32 */
+  double in[2 * 64], want[2 * 64], got[2][2 * 64];
+  for (int i = 0; i < 2 * 64; i++) in[i] = nrt_test_uniform(-1.6, 1.6);
+  for (int row = 0; row < 2; row++) {
+    double re = 1, im = 0;
+    for (int k = 0; k < 32; k++) {
+      double c = in[row * 64 + 2 * k], d = in[row * 64 + 2 * k + 1], a = re, b = im;
+      re = fma(a, c, -(b * d));
+      im = fma(a, d, b * c);
+      want[row * 64 + 2 * k] = re;
+      want[row * 64 + 2 * k + 1] = im;
+    }
+  }
+  for (int r = 0; r < 2; r++) CHECK_OK(cx_cumprod(NRT_FLOAT64, in, got[r], 2, 32, r, 1));
+  int bad = 0;
+  for (int i = 0; i < 2 * 64; i++) bad += got[0][i] != want[i] || got[1][i] != want[i];
+  CHECK(bad == 0);
+  /* p0 is a complex mode of CUMPROD only */
+  CHECK(cx_cumprod(NRT_FLOAT32, in, out, 1, 4, false, 2) == NRT_ERROR_INVALID_ARGUMENT);
 }
 
 /* ---- known values ------------------------------------------------------------------ */
@@ -408,6 +562,9 @@ int main(void) {
   RUN_TEST(test_fast_vs_reference);
   RUN_TEST(test_dtypes);
   RUN_TEST(test_columns);
+  RUN_TEST(test_prod_stepwise_layouts);
+  RUN_TEST(test_prod_stepwise_values);
+  RUN_TEST(test_cumprod_complex);
   RUN_TEST(test_extremes_nan_and_ties);
   RUN_TEST(test_sums_and_moments);
   RUN_TEST(test_empty);

@@ -951,6 +951,189 @@ static nrt_status reduce_reference(const red_plan *p, const int *kd, int nkd, co
   return NRT_SUCCESS;
 }
 
+/* ---- PROD p0 = 1: in the output dtype, in the CPU's order -------------------
+ * PyTorch's CPU multiplies a product in its result dtype, rounding after
+ * every multiply (float16 32768 * 32768 is inf there, and inf * 0 NaN),
+ * in the order of ATen's binary_kernel_reduce_vec over the TensorIterator
+ * this launch was built from (the descriptor's dim 0 is the iterator's,
+ * the fastest; reduced dims come first). Each output starts at 1 and takes
+ * its reduced elements with dim 0 fastest; a run along dim 0 that is
+ * unit-stride and at least 4 vectors long (p1 = the CPU kernel's vector width in
+ * bytes, 32 for its AVX2 and default builds) is grouped as that kernel groups
+ * it: four vector accumulators loaded from the first 4 * lanes elements,
+ * each later block of 4 * lanes multiplied lane-wise into them, then
+ * (a0 * a1) * (a2 * a3) lane-wise, its lanes multiplied left to right, that
+ * into the output, and the run's tail one element at a time. Rounding and
+ * overflow depend on exactly that sequence, so both paths follow it: the
+ * fast one over converted blocks, the reference one element at a time.
+ * Input and output share a float16, bfloat16 or float32 dtype (the glue
+ * converts first, as the CPU does). One thread per output: a split would
+ * change the sequence. */
+#define STEP_BLOCK 4096 /* elements converted at a time, a multiple of every 4 * lanes */
+#define STEP_MAX_WIDTH 128 /* 4 * lanes for 16-bit elements in 64-byte vectors */
+
+typedef struct step_plan {
+  const nrt_launch *l;
+  nrt_dtype dt;
+  int in_op;
+  int kd[NRT_MAX_DIMS], rd[NRT_MAX_DIMS], nkd, nrd;
+  int64_t n0, st0; /* the innermost reduced dim's size and input stride (1, 0 when nothing is reduced) */
+  int64_t width;   /* 4 * lanes; 0 when the innermost run is not grouped */
+} step_plan;
+
+static inline float step_round(nrt_dtype dt, float v) {
+  switch (dt) {
+  case NRT_FLOAT16: return nrt_k_f16_to_f32(nrt_k_f32_to_f16(v));
+  case NRT_BFLOAT16: return nrt_k_bf16_to_f32(nrt_k_f32_to_bf16(v));
+  default: return v;
+  }
+}
+
+/* Byte offsets of output g's first input element and of the output. */
+static void step_offsets(const step_plan *sp, int64_t g, int64_t *in_off, int64_t *out_off) {
+  const nrt_launch *l = sp->l;
+  *in_off = *out_off = 0;
+  for (int i = sp->nkd - 1; i >= 0; i--) {
+    int d = sp->kd[i];
+    int64_t idx = g % l->sizes[d];
+    g /= l->sizes[d];
+    *in_off += idx * l->operands[sp->in_op].strides[d];
+    *out_off += idx * l->operands[0].strides[d];
+  }
+}
+
+/* Byte offset of the start of outer run r (dims rd[1..], rd[1] fastest). */
+static int64_t step_run_offset(const step_plan *sp, int64_t r) {
+  const nrt_launch *l = sp->l;
+  int64_t off = 0;
+  for (int i = 1; i < sp->nrd; i++) {
+    int d = sp->rd[i];
+    off += (r % l->sizes[d]) * l->operands[sp->in_op].strides[d];
+    r /= l->sizes[d];
+  }
+  return off;
+}
+
+static int64_t step_runs(const step_plan *sp) {
+  int64_t runs = 1;
+  for (int i = 1; i < sp->nrd; i++) runs *= sp->l->sizes[sp->rd[i]];
+  return runs;
+}
+
+/* Fast path: each run converted in blocks. */
+static void step_range(void *ctx, int64_t begin, int64_t end) {
+  const step_plan *sp = ctx;
+  const nrt_launch *l = sp->l;
+  nrt_dtype dt = sp->dt;
+  int64_t n0 = sp->n0, st0 = sp->st0, runs = step_runs(sp);
+  int64_t w = sp->width, lanes = w / 4;
+  float buf[STEP_BLOCK], acc4[STEP_MAX_WIDTH];
+  for (int64_t g = begin; g < end; g++) {
+    int64_t in_off, out_off;
+    step_offsets(sp, g, &in_off, &out_off);
+    float acc = 1.0f;
+    for (int64_t r = 0; r < runs; r++) {
+      const char *src = (const char *)l->operands[sp->in_op].data + in_off + step_run_offset(sp, r);
+      int64_t count = w ? n0 / w : 0, grouped = count * w;
+      for (int64_t b = 0; b < grouped; b += STEP_BLOCK) {
+        int64_t m = grouped - b < STEP_BLOCK ? grouped - b : STEP_BLOCK;
+        nrt_load_f32(buf, src + b * st0, st0, dt, m);
+        int64_t c0 = 0;
+        if (b == 0) {
+          for (int64_t k = 0; k < w; k++) acc4[k] = buf[k];
+          c0 = w;
+        }
+        for (int64_t c = c0; c < m; c += w)
+          for (int64_t k = 0; k < w; k++) acc4[k] = step_round(dt, acc4[k] * buf[c + k]);
+      }
+      if (count > 0) {
+        for (int64_t k = 0; k < lanes; k++)
+          acc4[k] = step_round(dt, step_round(dt, acc4[k] * acc4[lanes + k]) *
+                                       step_round(dt, acc4[2 * lanes + k] * acc4[3 * lanes + k]));
+        float lane = acc4[0];
+        for (int64_t k = 1; k < lanes; k++) lane = step_round(dt, lane * acc4[k]);
+        acc = step_round(dt, acc * lane);
+      }
+      for (int64_t b = grouped; b < n0; b += STEP_BLOCK) {
+        int64_t m = n0 - b < STEP_BLOCK ? n0 - b : STEP_BLOCK;
+        nrt_load_f32(buf, src + b * st0, st0, dt, m);
+        for (int64_t i = 0; i < m; i++) acc = step_round(dt, acc * buf[i]);
+      }
+    }
+    nrt_ref_store_f64((char *)l->operands[0].data + out_off, dt, acc);
+  }
+}
+
+/* Reference: an element at a time, the same sequence written plainly. */
+static void step_reference(const step_plan *sp, int64_t nkept) {
+  const nrt_launch *l = sp->l;
+  nrt_dtype dt = sp->dt;
+  int64_t n0 = sp->n0, st0 = sp->st0, runs = step_runs(sp);
+  int64_t w = sp->width, lanes = w / 4;
+  for (int64_t g = 0; g < nkept; g++) {
+    int64_t in_off, out_off;
+    step_offsets(sp, g, &in_off, &out_off);
+    float acc = 1.0f;
+    for (int64_t r = 0; r < runs; r++) {
+      const char *src = (const char *)l->operands[sp->in_op].data + in_off + step_run_offset(sp, r);
+#define X(i) ((float)nrt_ref_load_f64(src + (i) * st0, dt))
+      int64_t count = w ? n0 / w : 0;
+      if (count > 0) {
+        float a[STEP_MAX_WIDTH];
+        for (int64_t k = 0; k < w; k++) a[k] = X(k);
+        for (int64_t c = 1; c < count; c++)
+          for (int64_t k = 0; k < w; k++) a[k] = step_round(dt, a[k] * X(c * w + k));
+        float v[STEP_MAX_WIDTH / 4] = {0};
+        for (int64_t k = 0; k < lanes; k++) {
+          float lo = step_round(dt, a[k] * a[lanes + k]), hi = step_round(dt, a[2 * lanes + k] * a[3 * lanes + k]);
+          v[k] = step_round(dt, lo * hi);
+        }
+        for (int64_t k = 1; k < lanes; k++) v[0] = step_round(dt, v[0] * v[k]);
+        acc = step_round(dt, acc * v[0]);
+      }
+      for (int64_t i = count * w; i < n0; i++) acc = step_round(dt, acc * X(i));
+#undef X
+    }
+    nrt_ref_store_f64((char *)l->operands[0].data + out_off, dt, acc);
+  }
+}
+
+static nrt_status prod_stepwise(const red_plan *p, const int *kd, int nkd, const int *rd, int nrd) {
+  const nrt_launch *l = p->l;
+  nrt_dtype dt = p->out_dt[0];
+  if (dt != NRT_FLOAT16 && dt != NRT_BFLOAT16 && dt != NRT_FLOAT32)
+    return nrt_kernel_fail(NRT_ERROR_INVALID_ARGUMENT, "PROD: p0 = 1 needs a float16, bfloat16 or float32 output, "
+                           "got %s", nrt_dtype_name(dt));
+  if (p->in_dt != dt)
+    return nrt_kernel_fail(NRT_ERROR_INVALID_ARGUMENT, "PROD: p0 = 1 needs the input in the output's dtype %s, got %s",
+                           nrt_dtype_name(dt), nrt_dtype_name(p->in_dt));
+  int64_t vbytes = l->params[1], es = (int64_t)nrt_dtype_size(dt);
+  if (vbytes != 16 && vbytes != 32 && vbytes != 64)
+    return nrt_kernel_fail(NRT_ERROR_INVALID_ARGUMENT, "PROD: p1 = %lld is not a vector width of 16, 32 or 64 bytes",
+                           (long long)vbytes);
+  step_plan sp = {.l = l, .dt = dt, .in_op = l->noutputs, .nkd = nkd, .nrd = nrd};
+  memcpy(sp.kd, kd, sizeof(int) * (size_t)nkd);
+  memcpy(sp.rd, rd, sizeof(int) * (size_t)nrd);
+  /* Grouped only when the iterator's dim 0 itself is the unit-stride run
+   * (dims before the first reduced one can only be of size 1). */
+  sp.n0 = 1;
+  if (nrd > 0) {
+    sp.n0 = l->sizes[rd[0]];
+    sp.st0 = l->operands[sp.in_op].strides[rd[0]];
+    bool dim0 = true;
+    for (int d = 0; d < rd[0]; d++) dim0 = dim0 && l->sizes[d] == 1;
+    int64_t width = 4 * (vbytes / es);
+    if (dim0 && sp.st0 == es && sp.n0 >= width) sp.width = width;
+  }
+  if (nrt_kernels_reference()) {
+    step_reference(&sp, p->nkept);
+    return NRT_SUCCESS;
+  }
+  int64_t grain = p->nred >= RED_GRAIN ? 1 : RED_GRAIN / p->nred;
+  nrt_parallel_for(p->nkept, grain, step_range, &sp);
+  return NRT_SUCCESS;
+}
+
 /* ---- entry --------------------------------------------------------------------- */
 
 nrt_status nrt_reduce_execute(const nrt_launch *l) {
@@ -1002,6 +1185,9 @@ nrt_status nrt_reduce_execute(const nrt_launch *l) {
       return nrt_kernel_fail(NRT_ERROR_INVALID_ARGUMENT, "%s: reduction over zero elements has no identity",
                              nrt_op_name(l->op));
   }
+  if (l->op == NRT_OP_PROD && (l->params[0] != 0 && l->params[0] != 1))
+    return nrt_kernel_fail(NRT_ERROR_INVALID_ARGUMENT, "PROD: p0 = %lld is neither 0 nor 1", (long long)l->params[0]);
+  if (l->op == NRT_OP_PROD && l->params[0] == 1 && p.nred > 0) return prod_stepwise(&p, kd, nkd, rd, nrd);
   if (nrt_kernels_reference() || p.nred == 0) {
     /* With nothing to reduce, every output is the fresh state. */
     if (p.nred == 0) {

@@ -5,7 +5,11 @@
  *
  * Each row is converted into float (int64 for integer cumulative ops)
  * buffers, or used in place when it is unit-stride float32, computed, and
- * converted out. Softmax is max-shifted; sums accumulate in double. */
+ * converted out. Softmax is max-shifted; sums accumulate in double.
+ *
+ * CUMPROD with p0 = 1 is a complex product: the operands describe real
+ * views (each element a (re, im) pair of the operand's real dtype, im one
+ * part size after re, as SELECT's complex LOGCUMSUMEXP reads them). */
 #pragma GCC optimize("O3,no-trapping-math,no-math-errno")
 #include <immintrin.h>
 #include <stdlib.h>
@@ -103,6 +107,51 @@ ROW_INLINE void cumprod_row(float *out, const float *x, int64_t n) {
   }
 COMPUTE_ROW(compute_row, )
 COMPUTE_ROW(compute_row_avx512, NRT_TARGET_AVX512)
+
+/* ---- complex CUMPROD (p0 = 1) ------------------------------------------------
+ * PyTorch's CPU multiplies one element at a time into a running
+ * complex<double> that starts at 1 + 0i, with the textbook product (no
+ * Annex G recovery), and rounds each prefix on store. That order is the
+ * result: (1 + 0i)(inf + 0i) is inf + NaN i (inf * 0), so even a one-element
+ * row is not a copy, and 1e30 * 1e30 stays finite in double until the
+ * store. Its x86 build (AVX2, with FMA) contracts the product into
+ * re = fma(a, c, -(b d)), im = fma(a, d, b c), running value (a, b) times
+ * element (c, d): complex128 prefixes match it bit for bit only that way.
+ * Both paths share the sequence; the fast one loads and stores each part
+ * of the row as a block, the reference one an element at a time. */
+static inline void cx_mul_acc(double *re, double *im, double c, double d) {
+  double a = *re, b = *im;
+  *re = fma(a, c, -(b * d));
+  *im = fma(a, d, b * c);
+}
+
+static void cumprod_cx_row(const nrt_rows_job *j, int64_t r, char *const *ptr, void *scratch) {
+  const nrt_launch *l = j->l;
+  nrt_dtype in_dt = l->operands[1].dtype, out_dt = l->operands[0].dtype;
+  int64_t n = j->g.len, in_half = (int64_t)nrt_dtype_size(in_dt), out_half = (int64_t)nrt_dtype_size(out_dt);
+  double acc_re = 1.0, acc_im = 0.0;
+  (void)r;
+  if (!nrt_kernels_reference()) {
+    double *re = scratch, *im = re + n;
+    nrt_load_f64(re, ptr[1], j->g.st[1], in_dt, n);
+    nrt_load_f64(im, ptr[1] + in_half, j->g.st[1], in_dt, n);
+    for (int64_t i = 0; i < n; i++) {
+      cx_mul_acc(&acc_re, &acc_im, re[i], im[i]);
+      re[i] = acc_re;
+      im[i] = acc_im;
+    }
+    nrt_store_f64(ptr[0], j->g.st[0], out_dt, re, n);
+    nrt_store_f64(ptr[0] + out_half, j->g.st[0], out_dt, im, n);
+    return;
+  }
+  for (int64_t i = 0; i < n; i++) {
+    const char *src = ptr[1] + i * j->g.st[1];
+    char *dst = ptr[0] + i * j->g.st[0];
+    cx_mul_acc(&acc_re, &acc_im, nrt_ref_load_f64(src, in_dt), nrt_ref_load_f64(src + in_half, in_dt));
+    nrt_ref_store_f64(dst, out_dt, acc_re);
+    nrt_ref_store_f64(dst + out_half, out_dt, acc_im);
+  }
+}
 
 /* ---- traversal ---------------------------------------------------------------- */
 
@@ -213,10 +262,24 @@ nrt_status nrt_row_execute(const nrt_launch *l) {
   if (!p.fdomain && l->op != NRT_OP_CUMSUM && l->op != NRT_OP_CUMPROD)
     return nrt_kernel_fail(NRT_ERROR_UNSUPPORTED, "%s: not supported for %s", nrt_op_name(l->op),
                            nrt_dtype_name(l->compute_dtype));
+  if (l->params[0] != 0 && !(l->params[0] == 1 && l->op == NRT_OP_CUMPROD))
+    return nrt_kernel_fail(NRT_ERROR_INVALID_ARGUMENT, "%s: p0 = %lld is not a mode of this op", nrt_op_name(l->op),
+                           (long long)l->params[0]);
   nrt_rows_job j = {.l = l, .ctx = &p, .nops = p.nops, .range = row_range};
   nrt_rows_init(&j.g, l);
   if (j.g.count == 0 || j.g.len == 0) return NRT_SUCCESS;
   bool ref = nrt_kernels_reference();
+  if (l->params[0] == 1) {
+    if (!nrt_dtype_is_floating(l->operands[0].dtype) || !nrt_dtype_is_floating(l->operands[1].dtype))
+      return nrt_kernel_fail(NRT_ERROR_INVALID_ARGUMENT, "CUMPROD: complex parts (p0 = 1) must be floating");
+    j.range = NULL;
+    j.row = cumprod_cx_row;
+    j.scratch = 2 * (size_t)j.g.len * sizeof(double);
+    if (!nrt_rows_run(&j, ROW_GRAIN, !ref))
+      return nrt_kernel_fail(NRT_ERROR_OUT_OF_MEMORY, "CUMPROD: out of host memory for a row of %lld",
+                             (long long)j.g.len);
+    return NRT_SUCCESS;
+  }
   if (ref) { /* one row at a time on this thread */
     j.range = NULL;
     j.row = row_reference;
