@@ -175,3 +175,42 @@ def test_scalar_converted_as_the_cpu_converts_it(case):
     want, got = case[1]("cpu"), case[1](DEV)
     assert got.dtype == want.dtype
     close(got, want, want.dtype, equal_nan=True)
+
+
+# A Python number or 0-d CPU tensor beside a float16/bfloat16 tensor: most
+# CPU kernels read it in the iterator's common dtype, so it is rounded to
+# the 16-bit type first (bf16 + 0.3 adds 0.30078125; bf16 <= 2.1247 compares
+# with 2.125; x ** 0.3 raises to 0.30078125); mul, the divisions and lerp's
+# weight keep it in float32. Their log-based kernels (xlogy, xlog1py) also
+# round log(y) to the 16-bit type, and logaddexp computes in float32 and
+# rounds once. Exact equality, over enough elements to see one ulp.
+REDUCED_SCALAR_OPS = [
+    ("add", lambda x, s: x + s), ("sub", lambda x, s: x - s), ("rsub", lambda x, s: s - x),
+    ("mul", lambda x, s: x * s), ("div", lambda x, s: x / s),
+    ("div trunc", lambda x, s: torch.div(x, s, rounding_mode="trunc")),
+    ("fmod", torch.fmod), ("remainder", torch.remainder), ("pow", torch.pow), ("rpow", lambda x, s: s ** x),
+    ("le", torch.le), ("eq", torch.eq), ("gt", torch.gt),
+    ("xlogy", torch.xlogy), ("xlog1py", torch.special.xlog1py),
+    ("atan2 0-d", lambda x, s: torch.atan2(x, torch.tensor(s))),
+    ("hypot 0-d", lambda x, s: torch.hypot(x, torch.tensor(s))),
+    ("nextafter 0-d", lambda x, s: torch.nextafter(x, torch.tensor(s))),
+    ("logaddexp 0-d", lambda x, s: torch.logaddexp(x, torch.tensor(s))),
+    ("logaddexp tensors", lambda x, s: torch.logaddexp(x, x.flip(0) * s)),
+    ("lerp weight", lambda x, s: torch.lerp(x, x.flip(0), s)),
+    ("foreach add", lambda x, s: torch._foreach_add([x], s)[0]),
+    ("foreach pow", lambda x, s: torch._foreach_pow([x], s)[0]),
+    ("foreach rpow", lambda x, s: torch._foreach_pow(s, [x])[0]),
+    ("foreach mul", lambda x, s: torch._foreach_mul([x], s)[0]),
+    ("foreach clamp_min", lambda x, s: torch._foreach_clamp_min([x], s)[0]),
+]
+
+
+@pytest.mark.parametrize("dtype", [BF, H], ids=str)
+@pytest.mark.parametrize("name,fn", REDUCED_SCALAR_OPS, ids=[n for n, _ in REDUCED_SCALAR_OPS])
+def test_reduced_float_scalar_read_as_the_cpu_reads_it(dtype, name, fn):
+    x = (torch.rand(2048, generator=torch.Generator().manual_seed(1)) * 4 + 0.1).to(dtype)
+    for s in (0.3, 2.1247, 1.7):
+        want = fn(x, s)
+        got = fn(x.to(DEV), s).cpu()
+        assert got.dtype == want.dtype
+        torch.testing.assert_close(got, want, rtol=0, atol=0, equal_nan=True, msg=lambda m: f"scalar {s}: {m}")

@@ -309,11 +309,15 @@ Tensor logaddexp_into(Tensor out, const Tensor &a, const Tensor &b) {
     return iter.output();
   }
   // in the result dtype first: a bool operand beside a float one is valid
-  // for the CPU's kernel, but not for sub
-  const Tensor x = a.scalar_type() == t ? a : a.to(t), y = b.scalar_type() == t ? b : b.to(t);
+  // for the CPU's kernel, but not for sub; float16/bfloat16 operands are
+  // then computed in float32 and rounded once, as the CPU's kernel does
+  // (composed in 16-bit, each step would round)
+  at::ScalarType ct = t == at::kBFloat16 || t == at::kHalf ? at::kFloat : t;
+  const Tensor x = (a.scalar_type() == t ? a : a.to(t)).to(ct), y = (b.scalar_type() == t ? b : b.to(t)).to(ct);
   Tensor m = at::maximum(x, y);
   Tensor r = m.add(x.sub(y).abs().neg().exp().log1p());
-  return at::where(x.eq(y).logical_and(x.isinf()), x, r);
+  Tensor res = at::where(x.eq(y).logical_and(x.isinf()), x, r);
+  return ct == t ? res : res.to(t);
 }
 
 // ---- constructors from real parts (complex, polar) -------------------------

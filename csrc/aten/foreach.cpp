@@ -184,9 +184,24 @@ int64_t double_bits(double v) {
   return b;
 }
 
+// The scalar operand of a float16/bfloat16 list as the CPU's per-tensor op
+// computes with it: add, sub, clamp_min/max and pow (either side) round it to the dtype
+// (their kernels read it in the iterator's common dtype or as scalar_t), mul,
+// div, lerp and addcmul/addcdiv keep it in float32 (launch/iter_launch.cpp's
+// reduced_float_scalar has the single-tensor side).
+double list_scalar(nrt_op op, ScalarType dt, double v) {
+  bool rounds = op == NRT_OP(FOREACH_ADD) || op == NRT_OP(FOREACH_SUB) || op == NRT_OP(FOREACH_MAXIMUM) ||
+                op == NRT_OP(FOREACH_MINIMUM) || op == NRT_OP(FOREACH_POW) || op == NRT_OP(FOREACH_RPOW);
+  if (!rounds) return v;
+  if (dt == at::kBFloat16) return static_cast<float>(c10::BFloat16(static_cast<float>(v)));
+  if (dt == at::kHalf) return static_cast<float>(c10::Half(static_cast<float>(v)));
+  return v;
+}
+
 // Launches the indices `idx` (one device, one dtype) with outputs outs[i].
 void launch_group(const Spec &s, const Index &idx, const std::vector<Tensor> &outs) {
   bool norm = s.op == NRT_OP(FOREACH_NORM);
+  const ScalarType in_dt = s.in[0][idx[0]].scalar_type();
   std::vector<int64_t> table;
   table.reserve(idx.size() * NRT_FOREACH_ROW);
   for (size_t i : idx) {
@@ -196,7 +211,8 @@ void launch_group(const Spec &s, const Index &idx, const std::vector<Tensor> &ou
     size_t nk = s.table_inputs < 0 ? s.in.size() : static_cast<size_t>(s.table_inputs);
     if (n > 0)
       for (size_t k = 0; k < nk; ++k) row[NRT_FOREACH_IN0 + k] = pointer_bits(s.in[k][i]);
-    if (s.mode == NRT_FOREACH_MODE_ROW) row[NRT_FOREACH_SCALAR] = double_bits(s.row[i].toDouble());
+    if (s.mode == NRT_FOREACH_MODE_ROW)
+      row[NRT_FOREACH_SCALAR] = double_bits(list_scalar(s.op, in_dt, s.row[i].toDouble()));
     table.insert(table.end(), row, row + NRT_FOREACH_ROW);
   }
   int64_t rows = static_cast<int64_t>(table.size() / NRT_FOREACH_ROW);
@@ -211,7 +227,7 @@ void launch_group(const Spec &s, const Index &idx, const std::vector<Tensor> &ou
   d.params[0] = s.mode;
   d.params[1] = to_nrt_dtype(norm ? outs[idx[0]].scalar_type() : x.scalar_type());
   d.scalars[0].f = s.s0;
-  d.scalars[1].f = s.value;
+  d.scalars[1].f = list_scalar(s.op, in_dt, s.value);
   if (s.mode == NRT_FOREACH_MODE_TENSOR) {
     d.ninputs = 1;
     d.operands[1].data = const_cast<void *>(s.tensor->const_data_ptr());

@@ -418,7 +418,11 @@ Tensor pow_ts_into(Tensor out, const Tensor &a, const Scalar &e) {
     if (e.isComplex()) {
       v.f = e.toComplexDouble().real();
     } else {
-      v = at::isFloatingType(rt) ? checked_scalar(e, at::kDouble) : scalar_for(iter, e);
+      // the exponent the CPU's kernel computes with: a double for float32
+      // and float64, rounded to the dtype for float16/bfloat16 (x ** 0.3
+      // raises to 0.30078125 in bfloat16)
+      bool reduced = rt == at::kBFloat16 || rt == at::kHalf;
+      v = at::isFloatingType(rt) ? checked_scalar(e, reduced ? rt : at::kDouble) : scalar_for(iter, e);
     }
     launch_iter(iter, NRT_OP_POW_SCALAR, {v});
     return iter.output();

@@ -7,6 +7,8 @@
 #include <ATen/TensorIterator.h>
 #include <ATen/ops/empty.h>
 #include <c10/core/DeviceGuard.h>
+#include <c10/util/BFloat16.h>
+#include <c10/util/Half.h>
 #include <c10/util/SmallVector.h>
 
 namespace torch_neuronx {
@@ -31,6 +33,22 @@ void put(nrt_inline_value &slot, T v) {
 }
 
 }  // namespace
+
+// A CPU scalar operand of a float16/bfloat16 op as the CPU's kernel reads it.
+// TensorIterator hands every operand over in the common dtype, so the value
+// is rounded to it first (bf16 + 0.3 adds 0.30078125, bf16 <= 2.1247
+// compares with 2.125, pow/fmod/atan2/hypot/xlogy take the rounded value);
+// only mul and the divisions read the original value in float32
+// (ATen's original_scalar_value: bf16 * 0.3 multiplies by 0.3f), and
+// lerp its Scalar weight (Scalar::to<opmath_t>; its Tensor weight has the
+// inputs' dtype already).
+double reduced_float_scalar(nrt_op op, at::ScalarType common, double v) {
+  if (op == NRT_OP_MUL || op == NRT_OP_DIV || op == NRT_OP_DIV_TRUNC || op == NRT_OP_DIV_FLOOR || op == NRT_OP_LERP)
+    return v;
+  if (common == at::kBFloat16) return static_cast<float>(c10::BFloat16(static_cast<float>(v)));
+  if (common == at::kHalf) return static_cast<float>(c10::Half(static_cast<float>(v)));
+  return v;
+}
 
 bool store_inline(nrt_inline_value &slot, c10::ScalarType st, nrt_scalar v) {
   // The FILL kernel's conversions: floating values from .f, integers
@@ -145,13 +163,13 @@ void launch_iter(at::TensorIteratorBase &iter, nrt_op op, std::initializer_list<
     if (iter.device(i).is_cpu()) {
       // A wrapped number or CPU 0-dim tensor: its value lives on the host.
       TORCH_INTERNAL_ASSERT(i >= iter.noutputs(), "CPU output in a neuron kernel");
-      // PyTorch computes with the scalar's value in the compute type (float32
-      // for bfloat16/float16 ops), not rounded to the tensor's low precision.
+      // Carried as float32 for bfloat16/float16 ops, with the value the
+      // CPU's kernel computes with (reduced_float_scalar).
       at::ScalarType st = common;
       if (common == at::kBFloat16 || common == at::kHalf) st = at::kFloat;
       nrt_scalar v;
       if (at::isFloatingType(common)) {
-        v.f = iter.scalar_value<double>(i);
+        v.f = reduced_float_scalar(op, common, iter.scalar_value<double>(i));
       } else if (at::isFloatingType(iter.dtype(i))) {
         v.i = static_cast<int64_t>(iter.scalar_value<double>(i));
       } else {

@@ -108,8 +108,10 @@ PW_I64(pow, 2, nrt_ipow(x, y))
 PW_F32(atan2, 2, atan2f(x, y))
 PW_F32(hypot, 2, hypotf(x, y))
 PW_F32_MV(copysign, 2, copysignf(x, y))
-/* xlogy: NaN y wins even over x == 0 (ATen's order of tests). */
-PW_F32(xlogy, 2, y != y ? y : (x == 0.0f ? 0.0f : x * logf(y)))
+/* xlogy: NaN y wins even over x == 0 (ATen's order of tests). In float16
+ * and bfloat16 the CPU's kernel takes log(y) in the 16-bit type (c10's
+ * log of a reduced float returns one) before multiplying: two roundings. */
+PW_F32(xlogy, 2, y != y ? y : (x == 0.0f ? 0.0f : x * nrt_pw_round16(logf(y), l->compute_dtype)))
 
 PW_F32_MV(maximum, 2, pw_maxf(x, y))
 PW_I64(maximum, 2, x > y ? x : y)

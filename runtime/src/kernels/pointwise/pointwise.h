@@ -152,6 +152,15 @@ nrt_status nrt_pw_ref_element(const nrt_pw_row *row, char *const *ptr, int64_t l
     return 0;                                                                    \
   }
 
+/* v rounded to a float16/bfloat16 compute dtype d (else v): for the CPU
+ * kernels that round an intermediate to the 16-bit type (c10's math
+ * functions of a reduced float return one). */
+static inline float nrt_pw_round16(float v, nrt_dtype d) {
+  if (d == NRT_BFLOAT16) return nrt_k_bf16_to_f32(nrt_k_f32_to_bf16(v));
+  if (d == NRT_FLOAT16) return nrt_k_f16_to_f32(nrt_k_f32_to_f16(v));
+  return v;
+}
+
 /* Table entries: `PW_CASE(NEG, .f32 = neg_f32, .i64 = neg_i64)`. */
 #define PW_CASE(OP, ...)                                \
   case NRT_OP_##OP: {                                   \

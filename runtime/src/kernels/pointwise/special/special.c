@@ -122,8 +122,9 @@ static void round_decimals_f32(float *out, const float *a, const float *b, const
 SP_BINARY(igamma, nrt_sf_igamma(x, y))
 SP_BINARY(igammac, nrt_sf_igammac(x, y))
 SP_BINARY(zeta, nrt_sf_zeta(x, y))
-/* xlog1py: 0 where x == 0 unless y is NaN. */
-SP_BINARY(xlog1py, y != y ? y : (x == 0 ? 0.0 : x * log1p(y)))
+/* xlog1py: 0 where x == 0 unless y is NaN; log1p(y) rounded to a 16-bit
+ * compute dtype first, as the CPU's kernel (see xlogy in binary.c). */
+SP_BINARY(xlog1py, y != y ? y : (x == 0 ? 0.0 : x * (double)nrt_pw_round16((float)log1p(y), l->compute_dtype)))
 
 static double logaddexp2_one(double x, double y) {
   /* Equal infinities would give inf - inf below. */
