@@ -261,3 +261,47 @@ def test_addmv_into_an_expanded_self_with_an_empty_matrix_like_the_cpu():
     cpu, dev = raises_like_cpu(lambda d: torch.addmv(torch.ones(4, device=d), torch.ones(4, 3, device=d),
                                                      torch.ones(3, device=d), out=torch.zeros(1, device=d).expand(4)))
     assert str(dev) == str(cpu)
+
+
+def _addmv(self_shape, mat_shape, vec_shape, dtypes=(torch.float32,) * 3, out=None, **kw):
+    def call(d):
+        shapes = (self_shape, mat_shape, vec_shape)
+        s, m, v = (torch.ones(shape, dtype=dt, device=d) for shape, dt in zip(shapes, dtypes))
+        if out is None:
+            return torch.addmv(s, m, v, **kw)
+        return torch.addmv(s, m, v, out=torch.empty(out[0], dtype=out[1], device=d), **kw)
+    return call
+
+
+F32, F64, I16 = torch.float32, torch.float64, torch.int16
+
+
+# addmv's meta checks, made for an empty matrix too (whose shortcut skips
+# the GEMM's own checks), in ATen's order and with its messages.
+@pytest.mark.parametrize("case", [
+    ("2-d self, empty matrix", _addmv((1, 4), (4, 0), (0,))),
+    ("2-d self", _addmv((1, 4), (4, 2), (2,))),
+    ("2-d self before the dtypes", _addmv((1, 4), (4, 2), (2,), (F64, F32, F32))),
+    ("self of the wrong size, empty matrix", _addmv((3,), (6, 0), (0,))),
+    ("self of the wrong size", _addmv((3,), (6, 2), (2,))),
+    ("self of the wrong size, no rows", _addmv((5,), (0, 3), (3,))),
+    ("empty self, rows", _addmv((0,), (2, 3), (3,))),
+    ("0-d self, vec of the wrong size", _addmv((), (2, 3), (2,))),
+    ("mixed dtypes, empty matrix", _addmv((0,), (0, 1), (1,), (F32, F32, I16), beta=0)),
+    ("mixed dtypes", _addmv((2,), (2, 1), (1,), (F32, F32, I16))),
+    ("self's dtype", _addmv((2,), (2, 0), (0,), (F64, F32, F32))),
+    ("out's dtype", _addmv((2,), (2, 3), (3,), out=((2,), torch.int32))),
+    ("out's dtype, empty matrix", _addmv((2,), (2, 0), (0,), out=((2,), torch.int32))),
+    ("bool", _addmv((2,), (2, 3), (3,), (torch.bool,) * 3)),
+], ids=lambda c: c[0] if isinstance(c, tuple) else None)
+def test_addmv_checks_like_its_meta_function(case):
+    cpu, dev = raises_like_cpu(case[1])
+    assert str(cpu).split("\n")[0] in str(dev)
+
+
+def test_addmv_empty_matrix_shortcut_takes_what_the_cpu_takes():
+    for call in (_addmv((1,), (0, 3), (3,)), _addmv((0,), (0, 3), (3,)), _addmv((2,), (2, 0), (0,), beta=2),
+                 _addmv((4,), (4, 0), (0,), (torch.bool,) * 3),
+                 _addmv((4,), (4, 0), (0,), (torch.float16,) * 3, beta=1e30)):
+        want, got = call("cpu"), call("neuron")
+        assert got.shape == want.shape and torch.equal(got.cpu(), want)

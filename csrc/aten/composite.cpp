@@ -96,25 +96,35 @@ void addmv_into_aliased_self(const Tensor &self, const Tensor &mat, const Tensor
 
 Tensor addmv_into(Tensor out, const Tensor &self, const Tensor &mat, const Tensor &vec, const Scalar &beta,
                   const Scalar &alpha) {
-  TORCH_CHECK(mat.dim() == 2 && vec.dim() == 1, "vector + matrix @ vector expected, got ", self.dim(), ", ",
-              mat.dim(), ", ", vec.dim());
-  TORCH_CHECK(mat.size(1) == vec.size(0), "size mismatch, got input (", self.size(0), "), mat (", mat.size(0), "x",
-              mat.size(1), "), vec (", vec.size(0), ")");
-  // The CPU's addmv converts beta and alpha to the dtype itself (float16
-  // refuses 1e30, which addmm's float32 math type would take).
-  Scalar beta_t = converted_scalar(beta, mat.scalar_type());
-  Scalar alpha_t = converted_scalar(alpha, mat.scalar_type());
-  if (out.defined() && out.is_same(self) && self.dim() == 1 &&
-      at::has_internal_overlap(self) == at::MemOverlap::Yes && self.scalar_type() == mat.scalar_type() &&
-      vec.scalar_type() == mat.scalar_type() && mat.scalar_type() != at::kBool) {
-    if (mat.numel() == 0) {
-      // the CPU zeroes the result for beta == 0; otherwise its mul_out into
-      // the aliased self raises the internal-overlap error, as the copy below does
-      if (scalar_is_zero(beta_t)) return self.zero_();
-    } else {
+  // ATen's addmv meta, in its order (the empty-matrix shortcut below needs
+  // them as much as addmm's checks do): self at most 1-d, with mat.size(0)
+  // elements or one (the message reads self.size(0), so a 0-d self raises
+  // its IndexError there), one dtype for all three, then out='s dtype.
+  TORCH_CHECK(mat.dim() == 2 && vec.dim() == 1 && self.dim() <= 1, "vector + matrix @ vector expected, got ",
+              self.dim(), ", ", mat.dim(), ", ", vec.dim());
+  if (!(mat.size(1) == vec.size(0) && (mat.size(0) == self.numel() || self.numel() == 1)))
+    TORCH_CHECK(false, "size mismatch, got input (", self.size(0), "), mat (", mat.size(0), "x", mat.size(1),
+                "), vec (", vec.size(0), ")");
+  TORCH_CHECK(self.scalar_type() == mat.scalar_type() && mat.scalar_type() == vec.scalar_type(),
+              "addmv input tensors must have the same dtype, but got ", self.scalar_type(), ", ", mat.scalar_type(),
+              ", and ", vec.scalar_type());
+  if (out.defined() && !out.is_same(self)) check_out_dtype(out, vec.scalar_type());
+  if (mat.numel() != 0) {
+    // The CPU's kernel dispatches on the dtype, then converts beta and
+    // alpha to it (float16 refuses 1e30, which addmm's float32 math type
+    // would take); its empty-matrix shortcut does neither.
+    TORCH_CHECK_NOT_IMPLEMENTED(mat.scalar_type() != at::kBool, "\"addmv_impl_cpu\" not implemented for 'Bool'");
+    Scalar beta_t = converted_scalar(beta, mat.scalar_type());
+    Scalar alpha_t = converted_scalar(alpha, mat.scalar_type());
+    if (out.defined() && out.is_same(self) && at::has_internal_overlap(self) == at::MemOverlap::Yes) {
       addmv_into_aliased_self(self, mat, vec, beta_t, alpha_t);
       return self;
     }
+  } else if (out.defined() && out.is_same(self) && at::has_internal_overlap(self) == at::MemOverlap::Yes &&
+             scalar_is_zero(beta)) {
+    // the CPU zeroes its result; with another beta its mul_out into the
+    // aliased self raises the internal-overlap error, as the copy below does
+    return self.zero_();
   }
   if (mat.numel() == 0) {
     // The CPU's empty-matrix shortcut: zeros when beta == 0, else self times
