@@ -542,3 +542,24 @@ def test_conj_physical_out_needs_the_input_dtype():
                     RuntimeError)
     out = torch.empty(0, dtype=torch.complex64, device=DEV)
     same(torch.conj_physical(x.to(DEV), out=out), torch.conj_physical(x))
+
+
+# An op without a complex kernel refuses an empty complex tensor too, as the
+# CPU's dispatch does (nothing would be launched for it); sgn's out= must
+# have the input's dtype, also when empty.
+@pytest.mark.parametrize("name,call", [
+    ("lt", lambda x: torch.lt(x, x)),
+    ("digamma", torch.digamma),
+    ("erfc", torch.erfc),
+    ("copysign", lambda x: torch.copysign(x, x)),
+])
+def test_empty_complex_refused_like_the_cpu(name, call):
+    raises_like_cpu(lambda d: call(torch.ones(0, 3, dtype=torch.complex64, device=d)), NotImplementedError)
+
+
+@pytest.mark.parametrize("n", [0, 3])
+def test_sgn_out_dtype_checked_like_the_cpu(n):
+    raises_like_cpu(lambda d: torch.sgn(torch.ones(n, dtype=torch.bfloat16, device=d),
+                                        out=torch.empty(n, device=d)), RuntimeError)
+    raises_like_cpu(lambda d: torch.sgn(torch.ones(n, dtype=torch.complex64, device=d),
+                                        out=torch.empty(n, dtype=torch.complex128, device=d)), RuntimeError)

@@ -261,6 +261,9 @@ def test_mse_loss_of_a_bool_input_and_an_empty_input():
         assert got.dtype == want.dtype and torch.equal(got.cpu(), want)
     want = F.smooth_l1_loss(torch.ones(0, 1), torch.tensor(0.5), reduction="sum")
     assert torch.equal(F.smooth_l1_loss(torch.ones(0, 1).neuron(), torch.tensor(0.5), reduction="sum").cpu(), want)
+    want = F.l1_loss(torch.ones(3, 0), torch.tensor(0.5))  # NaN, the mean of nothing
+    got = F.l1_loss(torch.ones(3, 0).neuron(), torch.tensor(0.5)).cpu()
+    assert got.isnan() and want.isnan()
     assert_no_fallbacks()
 
 

@@ -258,6 +258,11 @@ Tensor view_as_complex_fn(const Tensor &self) { return at::native::view_as_compl
 // sign for real tensors, z / |z| (0 at 0) for complex ones; the composed
 // result is copied into out= / self by Variants.
 Tensor sgn_into(Tensor out, const Tensor &self) {
+  // The CPU's sgn iterator keeps one dtype: an out= of another is refused,
+  // also when empty.
+  if (out.defined() && !out.is_same(self))
+    TORCH_CHECK(out.scalar_type() == self.scalar_type(), "Found dtype ", out.scalar_type(), " but expected ",
+                self.scalar_type());
   if (!self.is_complex()) return out.is_same(self) ? self.sign_() : self.sign();
   Tensor result;
   auto iter = at::TensorIterator::unary_op(result, self);

@@ -128,14 +128,17 @@ void launch_complex_as(c10::DeviceIndex device, const nrt_launch &desc, ComplexA
 
 void launch_iter(at::TensorIteratorBase &iter, nrt_op op, std::initializer_list<nrt_scalar> scalars,
                  std::initializer_list<int64_t> params) {
+  // The extensions see empty iterations too: an op the complex family has
+  // no kernel for raises for an empty complex tensor as the CPU's dispatch
+  // does (they launch nothing for it).
+  for (const LaunchExtension &e : extensions())
+    if (e.launch_iter && e.launch_iter(iter, op, scalars, params)) return;
   if (iter.numel() == 0) return;
   TORCH_CHECK(iter.ndim() <= NRT_MAX_DIMS, "neuron kernels support at most ", NRT_MAX_DIMS,
               " dimensions after coalescing, got ", iter.ndim());
   TORCH_CHECK(iter.ntensors() <= NRT_MAX_OPERANDS, "too many operands for a neuron kernel");
   c10::Device device = iter.device();
   TORCH_CHECK(device.type() == kNeuron, "internal: neuron kernel launched for ", device);
-  for (const LaunchExtension &e : extensions())
-    if (e.launch_iter && e.launch_iter(iter, op, scalars, params)) return;
   c10::DeviceGuard guard(device);
 
   nrt_launch d = iter_desc(iter, op);

@@ -75,9 +75,10 @@ bool same_layout(const at::Tensor &t, const at::Tensor &ref) {
 }
 
 at::Tensor broadcast_host_scalar(const at::Tensor &t, const at::Tensor &other) {
-  if (!t.defined() || !other.defined() || !t.is_cpu() || other.is_cpu() || t.dim() == 0 || t.numel() == 0) return t;
+  if (!t.defined() || !other.defined() || !t.is_cpu() || other.is_cpu() || t.dim() == 0) return t;
   for (int64_t st : t.strides())
     if (st != 0) return t;
+  if (t.numel() == 0) return at::empty(t.sizes(), t.options().device(other.device()));  // nothing to read
   // as_strided to 0-d keeps the element's storage offset
   return t.as_strided({}, {}, t.storage_offset()).to(other.device()).expand(t.sizes());
 }

@@ -45,7 +45,8 @@ bool same_layout(const at::Tensor &t, const at::Tensor &ref);
 // on the device: that value copied to other's device and expanded there to
 // the same shape, so ATen's iterators (which take a 0-d CPU tensor as a
 // scalar but refuse any other CPU operand) compute what the CPU computes.
-// Any other `t` (device, 0-d, empty, or strided) is returned as is.
+// (An empty one becomes an empty device tensor.) Any other `t` (device,
+// 0-d, or strided) is returned as is.
 at::Tensor broadcast_host_scalar(const at::Tensor &t, const at::Tensor &other);
 
 }  // namespace torch_neuronx
