@@ -382,7 +382,12 @@ Tensor softmax_common(const Tensor &self, int64_t dim, bool half_to_float, nrt_o
   TORCH_CHECK_NOT_IMPLEMENTED(at::isFloatingType(self.scalar_type()), "\"", op == NRT_OP_LOG_SOFTMAX ? "log_" : "",
                               "softmax_", last ? "lastdim_" : "", "kernel_impl\" not implemented for '",
                               self.scalar_type(), "'");
-  launch_row(op, dim, {&out}, {&self});
+  // The CPU's 16-bit kernels round some intermediates to the 16-bit type:
+  // softmax's exps over a dim other than the last, log_softmax's sum and
+  // its log over the last (row ops p0 = 1).
+  bool sixteen = out_t == at::kHalf || out_t == at::kBFloat16;
+  bool rounds = sixteen && (op == NRT_OP_SOFTMAX ? !last : last);
+  launch_row(op, dim, {&out}, {&self}, rounds ? 1 : 0);
   return out;
 }
 Tensor softmax_into(Tensor out, const Tensor &self, int64_t dim, bool h2f) {

@@ -395,6 +395,65 @@ static void test_cumprod_complex(void) {
   CHECK(cx_cumprod(NRT_FLOAT32, in, out, 1, 4, false, 2) == NRT_ERROR_INVALID_ARGUMENT);
 }
 
+/* SOFTMAX / LOG_SOFTMAX p0 = 1: the CPU's 16-bit intermediates. One row of
+ * n float16/bfloat16 values; returns the status, fills out. */
+static nrt_status softmax16(nrt_op op, nrt_dtype dt, const double *v, int64_t n, int64_t p0, bool ref, double *out) {
+  uint16_t in[64], o[64];
+  for (int64_t i = 0; i < n; i++) nrt_test_put(in, dt, i, v[i]);
+  nrt_launch l;
+  memset(&l, 0, sizeof l);
+  l.op = op;
+  l.ndim = 1;
+  l.sizes[0] = n;
+  l.compute_dtype = dt;
+  l.params[0] = p0;
+  l.noutputs = l.ninputs = 1;
+  l.operands[0] = (nrt_operand){.data = o, .dtype = dt, .strides = {2}};
+  l.operands[1] = (nrt_operand){.data = in, .dtype = dt, .strides = {2}};
+  nrt_status st = nrt_test_run(&l, ref);
+  for (int64_t i = 0; i < n; i++) out[i] = nrt_test_get(o, dt, i);
+  return st;
+}
+
+static void test_softmax_16bit_rounding(void) {
+  /* log_softmax of float16 [2, -3, -2]: the sum 1.02506 is kept as float16
+   * 1.0254 and its log as float16, so element 0 is -0.02507 as on the CPU
+   * (rounding only the result gives -0.02475) */
+  double v[3] = {2, -3, -2}, o[64], f[64];
+  for (int r = 0; r < 2; r++) {
+    CHECK_OK(softmax16(NRT_OP_LOG_SOFTMAX, NRT_FLOAT16, v, 3, 1, r, o));
+    CHECK_OK(softmax16(NRT_OP_LOG_SOFTMAX, NRT_FLOAT16, v, 3, 0, r, f));
+    CHECK(o[0] == -0.0250701904296875 && fabs(f[0] + 0.024745) < 1e-5);
+  }
+  /* fast and reference paths bit for bit; softmax rounds each exp first */
+  double w[64];
+  int bad = 0;
+  for (int t = 0; t < 2; t++) {
+    nrt_dtype dt = t ? NRT_BFLOAT16 : NRT_FLOAT16;
+    for (int i = 0; i < 64; i++) w[i] = nrt_test_uniform(-6, 6);
+    for (int k = 0; k < 2; k++) {
+      nrt_op op = k ? NRT_OP_LOG_SOFTMAX : NRT_OP_SOFTMAX;
+      CHECK_OK(softmax16(op, dt, w, 61, 1, false, o));
+      CHECK_OK(softmax16(op, dt, w, 61, 1, true, f));
+      for (int i = 0; i < 61; i++) bad += o[i] != f[i];
+    }
+  }
+  CHECK(bad == 0);
+  /* p0 = 1 needs a 16-bit output */
+  float x[2] = {1, 2}, y[2];
+  nrt_launch l;
+  memset(&l, 0, sizeof l);
+  l.op = NRT_OP_SOFTMAX;
+  l.ndim = 1;
+  l.sizes[0] = 2;
+  l.compute_dtype = NRT_FLOAT32;
+  l.params[0] = 1;
+  l.noutputs = l.ninputs = 1;
+  l.operands[0] = (nrt_operand){.data = y, .dtype = NRT_FLOAT32, .strides = {4}};
+  l.operands[1] = (nrt_operand){.data = x, .dtype = NRT_FLOAT32, .strides = {4}};
+  CHECK(nrt_test_run(&l, false) == NRT_ERROR_INVALID_ARGUMENT);
+}
+
 /* ---- known values ------------------------------------------------------------------ */
 
 typedef struct res {
@@ -565,6 +624,7 @@ int main(void) {
   RUN_TEST(test_prod_stepwise_layouts);
   RUN_TEST(test_prod_stepwise_values);
   RUN_TEST(test_cumprod_complex);
+  RUN_TEST(test_softmax_16bit_rounding);
   RUN_TEST(test_extremes_nan_and_ties);
   RUN_TEST(test_sums_and_moments);
   RUN_TEST(test_empty);

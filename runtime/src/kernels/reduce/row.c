@@ -21,6 +21,7 @@ typedef struct row_plan {
   nrt_op op;
   bool fdomain;
   int nops;
+  nrt_dtype round_to; /* SOFTMAX / LOG_SOFTMAX p0 = 1: the 16-bit output dtype the CPU rounds within; else FLOAT32 */
 } row_plan;
 
 /* Row helpers are inlined into both builds of compute_row (baseline and
@@ -50,19 +51,37 @@ ROW_INLINE float row_max(const float *x, int64_t n) {
   return r;
 }
 
+/* PyTorch's CPU kernels for float16/bfloat16 softmax keep some
+ * intermediates in the 16-bit type (p0 = 1, chosen by the glue, which
+ * knows which of its kernels the CPU runs): softmax over a dim other than
+ * the last stores each exp(x - max) in the output before dividing it by
+ * the float sum of the unrounded exps; log_softmax over the last dim keeps
+ * the row's sum, and then its log, in the 16-bit type. Everything else
+ * stays in float, rounded once on store. */
+ROW_INLINE float round_to(nrt_dtype dt, float v) {
+  switch (dt) {
+  case NRT_FLOAT16: return nrt_k_f16_to_f32(nrt_k_f32_to_f16(v));
+  case NRT_BFLOAT16: return nrt_k_bf16_to_f32(nrt_k_f32_to_bf16(v));
+  default: return v;
+  }
+}
+
 /* ---- fast row functions ---------------------------------------------------- */
 
-ROW_INLINE void softmax_row(float *out, const float *x, int64_t n) {
+ROW_INLINE void softmax_row(float *out, const float *x, int64_t n, nrt_dtype rd) {
   float m = row_max(x, n);
   for (int64_t i = 0; i < n; i++) out[i] = nrt_vexpf(x[i] - m);
   float s = (float)nrt_sum_f64(out, n);
+  if (rd != NRT_FLOAT32)
+    for (int64_t i = 0; i < n; i++) out[i] = round_to(rd, out[i]);
   for (int64_t i = 0; i < n; i++) out[i] = out[i] / s;
 }
 
-ROW_INLINE void log_softmax_row(float *out, const float *x, int64_t n, float *tmp) {
+ROW_INLINE void log_softmax_row(float *out, const float *x, int64_t n, float *tmp, nrt_dtype rd) {
   float m = row_max(x, n);
   for (int64_t i = 0; i < n; i++) tmp[i] = nrt_vexpf(x[i] - m);
   float lse = (float)log(nrt_sum_f64(tmp, n));
+  if (rd != NRT_FLOAT32) lse = round_to(rd, logf(round_to(rd, (float)nrt_sum_f64(tmp, n))));
   for (int64_t i = 0; i < n; i++) out[i] = (x[i] - m) - lse;
 }
 
@@ -94,10 +113,10 @@ ROW_INLINE void cumprod_row(float *out, const float *x, int64_t n) {
 
 #define COMPUTE_ROW(fname, ATTR)                                                          \
   ATTR static void fname(nrt_op op, float *out, const float *a, const float *b, int64_t n, \
-                         float *tmp) {                                                   \
+                         float *tmp, nrt_dtype rd) {                                     \
     switch (op) {                                                                        \
-    case NRT_OP_SOFTMAX: softmax_row(out, a, n); break;                                  \
-    case NRT_OP_LOG_SOFTMAX: log_softmax_row(out, a, n, tmp); break;                     \
+    case NRT_OP_SOFTMAX: softmax_row(out, a, n, rd); break;                              \
+    case NRT_OP_LOG_SOFTMAX: log_softmax_row(out, a, n, tmp, rd); break;                 \
     case NRT_OP_SOFTMAX_BACKWARD: softmax_backward_row(out, a, b, n); break;             \
     case NRT_OP_LOG_SOFTMAX_BACKWARD: log_softmax_backward_row(out, a, b, n); break;     \
     case NRT_OP_CUMSUM: cumsum_row(out, a, n); break;                                    \
@@ -188,8 +207,8 @@ static void row_range(const nrt_rows_job *j, int64_t begin, int64_t end, void *m
     }
     bool direct = odt == NRT_FLOAT32 && rs[0] == 4;
     float *out = direct ? (float *)ptr[0] : buf;
-    if (avx512) compute_row_avx512(p->op, out, in[0], in[1], n, buf + 3 * n);
-    else compute_row(p->op, out, in[0], in[1], n, buf + 3 * n);
+    if (avx512) compute_row_avx512(p->op, out, in[0], in[1], n, buf + 3 * n, p->round_to);
+    else compute_row(p->op, out, in[0], in[1], n, buf + 3 * n, p->round_to);
     if (!direct) nrt_store_f32(ptr[0], rs[0], odt, out, n);
   }
 }
@@ -220,9 +239,11 @@ static void row_reference(const nrt_rows_job *j, int64_t r, char *const *ptr, vo
     for (int64_t i = 0; i < n; i++) m = LD(1, i) > m ? LD(1, i) : m;
     double s = 0;
     for (int64_t i = 0; i < n; i++) s += expf(LD(1, i) - m);
+    float lse = (float)log(s);
+    if (p->round_to != NRT_FLOAT32) lse = round_to(p->round_to, logf(round_to(p->round_to, (float)s)));
     for (int64_t i = 0; i < n; i++) {
-      if (p->op == NRT_OP_SOFTMAX) ST(i, expf(LD(1, i) - m) / (float)s);
-      else ST(i, (LD(1, i) - m) - (float)log(s));
+      if (p->op == NRT_OP_SOFTMAX) ST(i, round_to(p->round_to, expf(LD(1, i) - m)) / (float)s);
+      else ST(i, (LD(1, i) - m) - lse);
     }
     break;
   }
@@ -255,21 +276,29 @@ static void row_reference(const nrt_rows_job *j, int64_t r, char *const *ptr, vo
 }
 
 nrt_status nrt_row_execute(const nrt_launch *l) {
-  row_plan p = {.op = l->op, .fdomain = nrt_dtype_is_floating(l->compute_dtype), .nops = l->noutputs + l->ninputs};
+  row_plan p = {.op = l->op, .fdomain = nrt_dtype_is_floating(l->compute_dtype), .nops = l->noutputs + l->ninputs,
+                .round_to = NRT_FLOAT32};
   if (l->noutputs != 1)
     return nrt_kernel_fail(NRT_ERROR_INVALID_ARGUMENT, "%s: expected 1 output, got %d", nrt_op_name(l->op),
                            l->noutputs);
   if (!p.fdomain && l->op != NRT_OP_CUMSUM && l->op != NRT_OP_CUMPROD)
     return nrt_kernel_fail(NRT_ERROR_UNSUPPORTED, "%s: not supported for %s", nrt_op_name(l->op),
                            nrt_dtype_name(l->compute_dtype));
-  if (l->params[0] != 0 && !(l->params[0] == 1 && l->op == NRT_OP_CUMPROD))
+  bool softmax = l->op == NRT_OP_SOFTMAX || l->op == NRT_OP_LOG_SOFTMAX;
+  if (l->params[0] != 0 && !(l->params[0] == 1 && (l->op == NRT_OP_CUMPROD || softmax)))
     return nrt_kernel_fail(NRT_ERROR_INVALID_ARGUMENT, "%s: p0 = %lld is not a mode of this op", nrt_op_name(l->op),
                            (long long)l->params[0]);
+  if (softmax && l->params[0] == 1) {
+    p.round_to = l->operands[0].dtype;
+    if (p.round_to != NRT_FLOAT16 && p.round_to != NRT_BFLOAT16)
+      return nrt_kernel_fail(NRT_ERROR_INVALID_ARGUMENT, "%s: p0 = 1 needs a float16 or bfloat16 output, got %s",
+                             nrt_op_name(l->op), nrt_dtype_name(p.round_to));
+  }
   nrt_rows_job j = {.l = l, .ctx = &p, .nops = p.nops, .range = row_range};
   nrt_rows_init(&j.g, l);
   if (j.g.count == 0 || j.g.len == 0) return NRT_SUCCESS;
   bool ref = nrt_kernels_reference();
-  if (l->params[0] == 1) {
+  if (l->params[0] == 1 && l->op == NRT_OP_CUMPROD) {
     if (!nrt_dtype_is_floating(l->operands[0].dtype) || !nrt_dtype_is_floating(l->operands[1].dtype))
       return nrt_kernel_fail(NRT_ERROR_INVALID_ARGUMENT, "CUMPROD: complex parts (p0 = 1) must be floating");
     j.range = NULL;
