@@ -1,44 +1,14 @@
 /* Shared by the COMPLEX family's kernel files (complex.c, reduce.c, math.c,
- * fft.c, fft_plan.c): the (re, im) value type, element loads and stores
- * for every dtype, and the FFT plan interface; select.c's complex
- * LOGCUMSUMEXP takes the value type and nrt_cx_log_add_exp from here. */
+ * fft.c, fft_plan.c): element loads and stores for every dtype and the FFT
+ * plan interface. The (re, im) value type, its arithmetic and the
+ * logaddexp step live in kernels/common/cx.h (select.c's complex
+ * LOGCUMSUMEXP shares them). */
 #ifndef NRT_COMPLEX_KERNELS_H
 #define NRT_COMPLEX_KERNELS_H
 
 #include "kernels/common/common.h"
+#include "kernels/common/cx.h"
 #include "nrt/ops/complex.h"
-
-/* Values compute in double: complex products and FFT twiddles lose less
- * that way, and the result is rounded once on store. */
-typedef struct nrt_cx {
-  double re, im;
-} nrt_cx;
-
-static inline nrt_cx nrt_cx_make(double re, double im) {
-  nrt_cx z = {re, im};
-  return z;
-}
-static inline nrt_cx nrt_cx_add(nrt_cx a, nrt_cx b) { return nrt_cx_make(a.re + b.re, a.im + b.im); }
-static inline nrt_cx nrt_cx_sub(nrt_cx a, nrt_cx b) { return nrt_cx_make(a.re - b.re, a.im - b.im); }
-/* The textbook product (no C99 Annex G NaN/inf recovery, like PyTorch's
- * c10::complex operator*). */
-static inline nrt_cx nrt_cx_mul(nrt_cx a, nrt_cx b) {
-  return nrt_cx_make(a.re * b.re - a.im * b.im, a.re * b.im + a.im * b.re);
-}
-static inline nrt_cx nrt_cx_conj(nrt_cx a) { return nrt_cx_make(a.re, -a.im); }
-/* PyTorch's c10::complex division: Smith's scaling keeps c^2 + d^2 from
- * overflowing; a zero divisor gives inf/NaN parts as a / 0 and b / 0. */
-static inline nrt_cx nrt_cx_div(nrt_cx x, nrt_cx y) {
-  double a = x.re, b = x.im, c = y.re, d = y.im;
-  double ac = fabs(c), ad = fabs(d);
-  if (ac >= ad) {
-    if (ac == 0.0 && ad == 0.0) return nrt_cx_make(a / ac, b / ad);
-    double rat = d / c, scl = 1.0 / (c + d * rat);
-    return nrt_cx_make((a + b * rat) * scl, (b - a * rat) * scl);
-  }
-  double rat = c / d, scl = 1.0 / (d + c * rat);
-  return nrt_cx_make((a * rat + b) * scl, (b * rat - a) * scl);
-}
 
 /* A real dtype reads as (x, 0). Integers go through int64 so that the
  * only rounding is the one to double. */
@@ -102,7 +72,6 @@ nrt_status nrt_cx_math(const nrt_launch *l); /* math.c: CX_MATH, CX_POW*, CX_LOG
  * (its logaddexp kernel and each step of its logcumsumexp scan, whose
  * running value is y): special values follow that formula, not the
  * analytic limit (math.c). SELECT's complex LOGCUMSUMEXP shares it. */
-nrt_cx nrt_cx_log_add_exp(nrt_cx x, nrt_cx y);
 nrt_status nrt_cx_fft(const nrt_launch *l); /* fft.c: FFT_C2C, FFT_R2C, FFT_C2R */
 
 /* ---- 1-d FFT plans (fft_plan.c) -------------------------------------------

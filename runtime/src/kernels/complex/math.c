@@ -12,8 +12,6 @@
 
 #include "kernels/complex/complex.h"
 
-static inline double complex to_c(nrt_cx z) { return CMPLX(z.re, z.im); }
-static inline nrt_cx from_c(double complex z) { return nrt_cx_make(creal(z), cimag(z)); }
 
 static const double LN2 = 0.69314718055994530942, LN10 = 2.30258509299404568402;
 
@@ -36,29 +34,29 @@ static nrt_cx cx_scale(nrt_cx z, double s) { return nrt_cx_make(z.re * s, z.im *
 static nrt_cx cx_unary(int op, nrt_cx z) {
   const nrt_cx one = nrt_cx_make(1.0, 0.0);
   switch (op) {
-  case NRT_OP_EXP: return from_c(cexp(to_c(z)));
-  case NRT_OP_EXP2: return from_c(cexp(to_c(cx_scale(z, LN2))));
+  case NRT_OP_EXP: return nrt_cx_from_c(cexp(nrt_cx_to_c(z)));
+  case NRT_OP_EXP2: return nrt_cx_from_c(cexp(nrt_cx_to_c(cx_scale(z, LN2))));
   case NRT_OP_EXPM1: return cx_expm1(z);
-  case NRT_OP_LOG: return from_c(clog(to_c(z)));
-  case NRT_OP_LOG2: return cx_scale(from_c(clog(to_c(z))), 1.0 / LN2);
-  case NRT_OP_LOG10: return cx_scale(from_c(clog(to_c(z))), 1.0 / LN10);
+  case NRT_OP_LOG: return nrt_cx_from_c(clog(nrt_cx_to_c(z)));
+  case NRT_OP_LOG2: return cx_scale(nrt_cx_from_c(clog(nrt_cx_to_c(z))), 1.0 / LN2);
+  case NRT_OP_LOG10: return cx_scale(nrt_cx_from_c(clog(nrt_cx_to_c(z))), 1.0 / LN10);
   case NRT_OP_LOG1P: return cx_log1p(z);
-  case NRT_OP_SQRT: return from_c(csqrt(to_c(z)));
-  case NRT_OP_RSQRT: return nrt_cx_div(one, from_c(csqrt(to_c(z))));
+  case NRT_OP_SQRT: return nrt_cx_from_c(csqrt(nrt_cx_to_c(z)));
+  case NRT_OP_RSQRT: return nrt_cx_div(one, nrt_cx_from_c(csqrt(nrt_cx_to_c(z))));
   case NRT_OP_RECIPROCAL: return nrt_cx_div(one, z);
-  case NRT_OP_SIN: return from_c(csin(to_c(z)));
-  case NRT_OP_COS: return from_c(ccos(to_c(z)));
-  case NRT_OP_TAN: return from_c(ctan(to_c(z)));
-  case NRT_OP_SINH: return from_c(csinh(to_c(z)));
-  case NRT_OP_COSH: return from_c(ccosh(to_c(z)));
-  case NRT_OP_TANH: return from_c(ctanh(to_c(z)));
-  case NRT_OP_ASIN: return from_c(casin(to_c(z)));
-  case NRT_OP_ACOS: return from_c(cacos(to_c(z)));
-  case NRT_OP_ATAN: return from_c(catan(to_c(z)));
-  case NRT_OP_ASINH: return from_c(casinh(to_c(z)));
-  case NRT_OP_ACOSH: return from_c(cacosh(to_c(z)));
-  case NRT_OP_ATANH: return from_c(catanh(to_c(z)));
-  case NRT_OP_SIGMOID: return nrt_cx_div(one, nrt_cx_add(one, from_c(cexp(to_c(nrt_cx_make(-z.re, -z.im))))));
+  case NRT_OP_SIN: return nrt_cx_from_c(csin(nrt_cx_to_c(z)));
+  case NRT_OP_COS: return nrt_cx_from_c(ccos(nrt_cx_to_c(z)));
+  case NRT_OP_TAN: return nrt_cx_from_c(ctan(nrt_cx_to_c(z)));
+  case NRT_OP_SINH: return nrt_cx_from_c(csinh(nrt_cx_to_c(z)));
+  case NRT_OP_COSH: return nrt_cx_from_c(ccosh(nrt_cx_to_c(z)));
+  case NRT_OP_TANH: return nrt_cx_from_c(ctanh(nrt_cx_to_c(z)));
+  case NRT_OP_ASIN: return nrt_cx_from_c(casin(nrt_cx_to_c(z)));
+  case NRT_OP_ACOS: return nrt_cx_from_c(cacos(nrt_cx_to_c(z)));
+  case NRT_OP_ATAN: return nrt_cx_from_c(catan(nrt_cx_to_c(z)));
+  case NRT_OP_ASINH: return nrt_cx_from_c(casinh(nrt_cx_to_c(z)));
+  case NRT_OP_ACOSH: return nrt_cx_from_c(cacosh(nrt_cx_to_c(z)));
+  case NRT_OP_ATANH: return nrt_cx_from_c(catanh(nrt_cx_to_c(z)));
+  case NRT_OP_SIGMOID: return nrt_cx_div(one, nrt_cx_add(one, nrt_cx_from_c(cexp(nrt_cx_to_c(nrt_cx_make(-z.re, -z.im))))));
   case NRT_OP_ISNAN: return nrt_cx_make(isnan(z.re) || isnan(z.im), 0.0);
   case NRT_OP_LOGICAL_NOT: return nrt_cx_make(z.re == 0.0 && z.im == 0.0, 0.0);
   default: return nrt_cx_make(NAN, NAN); /* not reached: nrt_cx_math checks p0 */
@@ -69,7 +67,7 @@ static nrt_cx cx_unary(int op, nrt_cx z) {
  * a zero base, else exp(w log z). */
 static nrt_cx cx_pow(nrt_cx z, nrt_cx w) {
   if (z.re == 0.0 && z.im == 0.0) return nrt_cx_make(0.0, 0.0);
-  return from_c(cexp(to_c(nrt_cx_mul(w, from_c(clog(to_c(z)))))));
+  return nrt_cx_from_c(cexp(nrt_cx_to_c(nrt_cx_mul(w, nrt_cx_from_c(clog(nrt_cx_to_c(z)))))));
 }
 
 /* PyTorch's special exponents use products and square roots, not exp/log. */
@@ -77,8 +75,8 @@ static nrt_cx cx_pow_scalar(nrt_cx z, double e) {
   const nrt_cx one = nrt_cx_make(1.0, 0.0);
   if (e == 2.0) return nrt_cx_mul(z, z);
   if (e == 3.0) return nrt_cx_mul(nrt_cx_mul(z, z), z);
-  if (e == 0.5) return from_c(csqrt(to_c(z)));
-  if (e == -0.5) return nrt_cx_div(one, from_c(csqrt(to_c(z))));
+  if (e == 0.5) return nrt_cx_from_c(csqrt(nrt_cx_to_c(z)));
+  if (e == -0.5) return nrt_cx_div(one, nrt_cx_from_c(csqrt(nrt_cx_to_c(z))));
   if (e == -1.0) return nrt_cx_div(one, z);
   if (e == -2.0) return nrt_cx_div(one, nrt_cx_mul(z, z));
   return cx_pow(z, nrt_cx_make(e, 0.0));
@@ -86,40 +84,6 @@ static nrt_cx cx_pow_scalar(nrt_cx z, double e) {
 
 static bool nonzero(nrt_cx z) { return z.re != 0.0 || z.im != 0.0; }
 
-static bool cx_isnan(nrt_cx z) { return isnan(z.re) || isnan(z.im); }
-
-/* log(1 + z) the way PyTorch's CPU build of c10 computes it (not cx_log1p,
- * which serves torch.log1p): exact for tiny z through the u - 1 == z test,
- * else log(u) rescaled by z / (u - 1) for the rounding of u = 1 + z. The
- * logaddexp formula below takes it, so its special values are the CPU's. */
-static nrt_cx cx_log1p_rescaled(nrt_cx z) {
-  nrt_cx u = nrt_cx_make(z.re + 1.0, z.im);
-  if (u.re == 1.0 && u.im == 0.0) return z;
-  nrt_cx log_u = from_c(clog(to_c(u)));
-  nrt_cx um1 = nrt_cx_make(u.re - 1.0, u.im);
-  if (um1.re == z.re && um1.im == z.im) return log_u;
-  return nrt_cx_mul(log_u, nrt_cx_div(z, um1));
-}
-
-nrt_cx nrt_cx_log_add_exp(nrt_cx x, nrt_cx y) {
-  nrt_cx mn, mx;
-  /* a NaN operand is both ends, y's first (the running value of a scan) */
-  if (cx_isnan(y)) mn = mx = y;
-  else if (cx_isnan(x)) mn = mx = x;
-  else if (x.re < y.re) mn = x, mx = y;
-  else mn = y, mx = x;
-  if (cx_isnan(mn)) return nrt_cx_make(NAN, NAN);
-  if (!isfinite(mn.re) && mn.re == mx.re) {
-    /* both -inf: the sum is 0 with no defined angle; the CPU keeps min.
-       Both +inf: min - max would be NaN, so the sum is formed directly. */
-    if (mn.re < 0) return mn;
-    return from_c(clog(cexp(to_c(mn)) + cexp(to_c(mx))));
-  }
-  /* parts subtract and add separately (c10's operators), so an infinite
-     imaginary part meets no 0 * inf */
-  nrt_cx d = from_c(cexp(to_c(nrt_cx_sub(mn, mx))));
-  return nrt_cx_add(cx_log1p_rescaled(d), mx);
-}
 
 static void cx_math_element(const nrt_launch *l, char *const *p) {
   const nrt_operand *o = l->operands;

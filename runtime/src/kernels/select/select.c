@@ -14,7 +14,7 @@
  * compare. */
 #include <stdlib.h>
 #include "kernels/common/common.h"
-#include "kernels/complex/complex.h" /* the complex LOGCUMSUMEXP step: PyTorch's complex formula, kept in one place */
+#include "kernels/common/cx.h" /* the complex LOGCUMSUMEXP step: PyTorch's complex formula, kept in one place */
 #include "nrt/ops/select.h"
 
 /* Rows per parallel chunk, at least, scaled by the row length. */
@@ -241,12 +241,12 @@ static nrt_status lcse_op(const nrt_launch *l) {
   if (l->params[0] != 0 && l->params[0] != 1)
     return nrt_kernel_fail(NRT_ERROR_INVALID_ARGUMENT, "LOGCUMSUMEXP: p0 = %lld is neither 0 nor 1",
                            (long long)l->params[0]);
-  bool complex = l->params[0] == 1;
+  bool cx = l->params[0] == 1;
   bool ref = nrt_kernels_reference();
-  nrt_rows_job j = {.l = l, .ctx = &ref, .nops = 2, .row = complex ? lcse_cx_row : lcse_row};
+  nrt_rows_job j = {.l = l, .ctx = &ref, .nops = 2, .row = cx ? lcse_cx_row : lcse_row};
   nrt_rows_init(&j.g, l);
   if (j.g.len == 0) return NRT_SUCCESS;
-  j.scratch = (size_t)j.g.len * sizeof(double) * (complex ? 2 : 1);
+  j.scratch = (size_t)j.g.len * sizeof(double) * (cx ? 2 : 1);
   return run_rows(&j);
 }
 

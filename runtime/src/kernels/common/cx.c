@@ -1,0 +1,35 @@
+/* The logaddexp step of complex values (kernels/common/cx.h). */
+#include "kernels/common/cx.h"
+
+/* log(1 + z) the way PyTorch's CPU build of c10 computes it (not cx_log1p,
+ * which serves torch.log1p): exact for tiny z through the u - 1 == z test,
+ * else log(u) rescaled by z / (u - 1) for the rounding of u = 1 + z. The
+ * logaddexp formula below takes it, so its special values are the CPU's. */
+static nrt_cx cx_log1p_rescaled(nrt_cx z) {
+  nrt_cx u = nrt_cx_make(z.re + 1.0, z.im);
+  if (u.re == 1.0 && u.im == 0.0) return z;
+  nrt_cx log_u = nrt_cx_from_c(clog(nrt_cx_to_c(u)));
+  nrt_cx um1 = nrt_cx_make(u.re - 1.0, u.im);
+  if (um1.re == z.re && um1.im == z.im) return log_u;
+  return nrt_cx_mul(log_u, nrt_cx_div(z, um1));
+}
+
+nrt_cx nrt_cx_log_add_exp(nrt_cx x, nrt_cx y) {
+  nrt_cx mn, mx;
+  /* a NaN operand is both ends, y's first (the running value of a scan) */
+  if (nrt_cx_isnan(y)) mn = mx = y;
+  else if (nrt_cx_isnan(x)) mn = mx = x;
+  else if (x.re < y.re) mn = x, mx = y;
+  else mn = y, mx = x;
+  if (nrt_cx_isnan(mn)) return nrt_cx_make(NAN, NAN);
+  if (!isfinite(mn.re) && mn.re == mx.re) {
+    /* both -inf: the sum is 0 with no defined angle; the CPU keeps min.
+       Both +inf: min - max would be NaN, so the sum is formed directly. */
+    if (mn.re < 0) return mn;
+    return nrt_cx_from_c(clog(cexp(nrt_cx_to_c(mn)) + cexp(nrt_cx_to_c(mx))));
+  }
+  /* parts subtract and add separately (c10's operators), so an infinite
+     imaginary part meets no 0 * inf */
+  nrt_cx d = nrt_cx_from_c(cexp(nrt_cx_to_c(nrt_cx_sub(mn, mx))));
+  return nrt_cx_add(cx_log1p_rescaled(d), mx);
+}

@@ -1,0 +1,53 @@
+/* The complex value type of the kernels: (re, im) in double, its
+ * arithmetic as PyTorch's c10::complex defines it, and the logaddexp step
+ * of the CPU's complex formula. Shared by the COMPLEX family and the
+ * SELECT family's complex LOGCUMSUMEXP. */
+#ifndef NRT_KERNELS_COMMON_CX_H
+#define NRT_KERNELS_COMMON_CX_H
+
+#include <complex.h>
+#include <math.h>
+#include <stdbool.h>
+
+/* Values compute in double: complex products and FFT twiddles lose less
+ * that way, and the result is rounded once on store. */
+typedef struct nrt_cx {
+  double re, im;
+} nrt_cx;
+
+static inline nrt_cx nrt_cx_make(double re, double im) {
+  nrt_cx z = {re, im};
+  return z;
+}
+static inline nrt_cx nrt_cx_add(nrt_cx a, nrt_cx b) { return nrt_cx_make(a.re + b.re, a.im + b.im); }
+static inline nrt_cx nrt_cx_sub(nrt_cx a, nrt_cx b) { return nrt_cx_make(a.re - b.re, a.im - b.im); }
+/* The textbook product (no C99 Annex G NaN/inf recovery, like PyTorch's
+ * c10::complex operator*). */
+static inline nrt_cx nrt_cx_mul(nrt_cx a, nrt_cx b) {
+  return nrt_cx_make(a.re * b.re - a.im * b.im, a.re * b.im + a.im * b.re);
+}
+static inline nrt_cx nrt_cx_conj(nrt_cx a) { return nrt_cx_make(a.re, -a.im); }
+/* PyTorch's c10::complex division: Smith's scaling keeps c^2 + d^2 from
+ * overflowing; a zero divisor gives inf/NaN parts as a / 0 and b / 0. */
+static inline nrt_cx nrt_cx_div(nrt_cx x, nrt_cx y) {
+  double a = x.re, b = x.im, c = y.re, d = y.im;
+  double ac = fabs(c), ad = fabs(d);
+  if (ac >= ad) {
+    if (ac == 0.0 && ad == 0.0) return nrt_cx_make(a / ac, b / ad);
+    double rat = d / c, scl = 1.0 / (c + d * rat);
+    return nrt_cx_make((a + b * rat) * scl, (b - a * rat) * scl);
+  }
+  double rat = c / d, scl = 1.0 / (d + c * rat);
+  return nrt_cx_make((a * rat + b) * scl, (b * rat - a) * scl);
+}
+
+static inline double complex nrt_cx_to_c(nrt_cx z) { return CMPLX(z.re, z.im); }
+static inline nrt_cx nrt_cx_from_c(double complex z) { return nrt_cx_make(creal(z), cimag(z)); }
+static inline bool nrt_cx_isnan(nrt_cx z) { return isnan(z.re) || isnan(z.im); }
+
+/* log(exp(x) + exp(y)) by the CPU's complex formula (ATen's LogAddExp.h):
+ * min and max by real part, NaN in either part, the equal-infinity
+ * branches, and c10's log1p. */
+nrt_cx nrt_cx_log_add_exp(nrt_cx x, nrt_cx y);
+
+#endif
