@@ -192,9 +192,12 @@ KNOWN: list[Group] = [
     Group("reduce-dtype-kwarg", ("sum", "nansum", "mean", "nanmean", "prod", "cumsum", "cumprod", "softmax",
                                  "log_softmax", "vector_norm"), VAL + DTYPE + CPU_RJ + DEV_RJ + EXC,
           kwarg("dtype"),
-          "Reductions and scans with dtype=: the CPU casts the input to dtype before reducing (sum(dtype=int64) "
-          "of floats truncates every element, mean(dim, dtype=float32) of int64 works), neuron reduces in the "
-          "input dtype and casts the result, or rejects the combination."),
+          "Reductions and scans with dtype= where the order of the arithmetic decides: sums and means of huge "
+          "cancelling values (summation order), float64 dtype= computed at float32 precision (cumsum/cumprod "
+          "dtype=float64 overflows where float64 would not), complex64 prod (the CPU multiplies in complex64 "
+          "per step, neuron in complex double). (dtype= casts first as the CPU since seed 7002; 16-bit prod "
+          "rounds per step, complex cumprod is sequential and 16-bit softmax rounds as the CPU since seed "
+          "4711.)"),
     Group("scalar-compare-wrap", ("eq", "ne", "lt", "le", "gt", "ge", "operator"), VAL,
           all_of(first_dtype("int", "bool", "float16", "bfloat16"), py_scalar_arg((int, float))),
           "Comparing an integer or 16-bit tensor with a Python scalar outside its range (int8 <= 100000, "
@@ -240,9 +243,10 @@ KNOWN: list[Group] = [
           "bmm, the flash GEMM's blocking), and the CPU's own blocking of keys beyond 512."),
     Group("nonfinite-matmul", ("mm", "bmm", "matmul", "addmm", "vecdot", "linear"), VAL,
           all_of(nonfinite, in_dtype("complex64")),
-          "Complex GEMMs with inf/NaN parts: neuron combines four real GEMMs (re = ar br - ai bi, ...), the "
-          "CPU's complex BLAS its own way, so infinities cancel into NaN in different places ([[0.67-0.58j]] "
-          "@ [[infj]] is nan+nanj on the CPU, inf+infj on neuron, as the elementwise product on the CPU)."),
+          "Complex GEMMs with inf/NaN parts: the CPU's result depends on the path it picks by size (measured: "
+          "a 1x1x1 mm multiplies the sum by alpha = 1+0i, so inf+infj becomes nan+nanj, while 4x4 and larger "
+          "go to BLAS and keep inf+infj; bmm of 1x1x1 keeps it too). neuron combines four real GEMMs (re = ar "
+          "br - ai bi, ...) and keeps the sum, so infinities cancel into NaN in different places."),
     Group("cpu-bug-var-mean-welford-inf", ("var_mean", "std_mean"), VAL,
           all_of(nonfinite, phase("forward"), lambda c, r: set(r.get("detail", {}).get("names", {})) == {"out[1]"}),
           "CPU quirk: the mean output of var_mean/std_mean comes from Welford's update, so a group with an inf "
