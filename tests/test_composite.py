@@ -242,8 +242,12 @@ def test_addmv_into_an_expanded_self_like_the_cpu(dtype, layout, beta, alpha):
     def call(d):
         return y0.to(d, copy=True).expand(m).addmv_(mat.to(d), vec.to(d), beta=beta, alpha=alpha)
 
+    threads = torch.get_num_threads()
     torch.set_num_threads(1)  # bfloat16/float16 aside, the CPU's loop is serial anyway
-    want, got = call("cpu"), call("neuron")
+    try:
+        want, got = call("cpu"), call("neuron")
+    finally:
+        torch.set_num_threads(threads)  # later tests keep the default
     assert got.shape == want.shape
     torch.testing.assert_close(got.cpu(), want, rtol=1e-5, atol=1e-4)
     assert_no_fallbacks()
