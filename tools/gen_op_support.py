@@ -34,6 +34,16 @@ CELL = {"native-pass": "native", "fallback-pass": "fallback", "mismatch": "**MIS
         "crash": "**CRASH**", "skipped-cpu": "skip-cpu", "skipped": "skipped"}
 
 
+def fuzz_allowances() -> list:
+    """The fuzzer's allowance groups (tools/fuzz/allowances.py)."""
+    sys.path.insert(0, os.path.join(ROOT, "tools", "fuzz"))
+    try:
+        from allowances import ALLOWANCES
+    finally:
+        sys.path.pop(0)
+    return ALLOWANCES
+
+
 def _key(r: dict) -> str:
     return r["op"] + ("." + r["variant"] if r["variant"] else "")
 
@@ -407,6 +417,17 @@ def generate(results_path: str | None, meta: dict | None = None, md_path: str | 
     w("")
     for gk, reason in sorted(out_gaps.items()):
         w(f"- `{gk}`: {_md(reason)}")
+    w("")
+
+    w("## Deliberate extensions")
+    w("")
+    w("Inputs neuron computes where PyTorch's CPU build raises, on purpose (usually as CUDA does). The "
+      "differential fuzzer (`make fuzz`) reads the same list, `tools/fuzz/allowances.py`, and counts these "
+      "cases as allowed rather than as disagreements.")
+    w("")
+    for g in fuzz_allowances():
+        ops_ = "any op" if "*" in g.ops else ", ".join(f"`{o}`" for o in g.ops)
+        w(f"- `{g.id}` ({ops_}): {_md(g.reason)}")
     w("")
 
     w(f"## Native ATen ops ({len(native)})")
