@@ -2,11 +2,14 @@
 // shapes and dtypes come from ATen's reduction helpers (make_reduction);
 // the runtime reduces over TensorIterator's layout (outputs stride 0 along
 // the reduced dimensions).
+#include <array>
 #include <cmath>
 #include <ATen/ops/abs.h>
 #include <ATen/ops/view_as_complex.h>
 #include <ATen/ops/view_as_real.h>
+#include <ATen/Parallel.h>
 #include <ATen/TensorIterator.h>
+#include <ATen/Version.h>
 #include <ATen/WrapDimUtils.h>
 #include <ATen/native/ReduceOpsUtils.h>
 #include <ATen/ops/empty.h>
@@ -326,7 +329,8 @@ Tensor vector_norm(const Tensor &self, const Scalar &ord, at::OptionalIntArrayRe
 // Describes same-shaped tensors with `dim` moved last, so the runtime sees
 // independent rows along the last dimension.
 void launch_row(nrt_op op, int64_t dim, std::initializer_list<const Tensor *> outs,
-                std::initializer_list<const Tensor *> ins, int64_t p0 = 0) {
+                std::initializer_list<const Tensor *> ins, int64_t p0 = 0,
+                std::array<int64_t, 3> p123 = {0, 0, 0}) {
   const Tensor &ref = **outs.begin();
   if (ref.numel() == 0) return;
   int64_t nd = ref.dim();
@@ -336,6 +340,7 @@ void launch_row(nrt_op op, int64_t dim, std::initializer_list<const Tensor *> ou
   d.ninputs = static_cast<int>(ins.size());
   d.compute_dtype = to_nrt_dtype((*ins.begin())->scalar_type());
   d.params[0] = p0;
+  for (int i = 0; i < 3; ++i) d.params[i + 1] = p123[i];
   if (nd == 0) {
     d.ndim = 1;
     d.sizes[0] = 1;
@@ -370,6 +375,14 @@ void launch_row(nrt_op op, int64_t dim, std::initializer_list<const Tensor *> ou
   launch(ref.device().index(), d);
 }
 
+// Lanes of the CPU's float16/bfloat16 vectors (at::vec::Vectorized<Half>):
+// 64-byte registers under its AVX512 kernels, 32 bytes under AVX2 and the
+// default build. x86 only, as is the runtime.
+int64_t cpu_16bit_lanes() {
+  static const int64_t lanes = at::get_cpu_capability() == "AVX512" ? 32 : 16;
+  return lanes;
+}
+
 Tensor softmax_common(const Tensor &self, int64_t dim, bool half_to_float, nrt_op op) {
   c10::DeviceGuard guard(self.device());
   dim = at::maybe_wrap_dim(dim, self.dim());
@@ -387,7 +400,17 @@ Tensor softmax_common(const Tensor &self, int64_t dim, bool half_to_float, nrt_o
   // its log over the last (row ops p0 = 1).
   bool sixteen = out_t == at::kHalf || out_t == at::kBFloat16;
   bool rounds = sixteen && (op == NRT_OP_SOFTMAX ? !last : last);
-  launch_row(op, dim, {&out}, {&self}, rounds ? 1 : 0);
+  // Softmax over another dim rounds only the columns its CPU kernel sends
+  // down its scalar path, which depends on its vector width and on how
+  // parallel_for splits the columns over the threads it would use now
+  // (one inside a parallel region); the row kernel applies the rule.
+  std::array<int64_t, 3> split = {0, 0, 0};
+  if (rounds && op == NRT_OP_SOFTMAX) {
+    int64_t inner = 1;
+    for (int64_t i = dim + 1; i < self.dim(); ++i) inner *= self.size(i);
+    split = {cpu_16bit_lanes(), inner, at::in_parallel_region() ? 1 : at::get_num_threads()};
+  }
+  launch_row(op, dim, {&out}, {&self}, rounds ? 1 : 0, split);
   return out;
 }
 Tensor softmax_into(Tensor out, const Tensor &self, int64_t dim, bool h2f) {

@@ -454,6 +454,112 @@ static void test_softmax_16bit_rounding(void) {
   CHECK(nrt_test_run(&l, false) == NRT_ERROR_INVALID_ARGUMENT);
 }
 
+/* SOFTMAX p0 = 1 over `rows` rows of n float16 values (dim-major, as the
+ * glue lays out a softmax over a non-last dim: element i of row r at
+ * r + i * rows), with the CPU's split p1..p3. */
+static nrt_status softmax16_split(const uint16_t *in, uint16_t *out, int64_t rows, int64_t n, int64_t lanes,
+                                  int64_t inner, int64_t threads, bool ref) {
+  nrt_launch l;
+  memset(&l, 0, sizeof l);
+  l.op = NRT_OP_SOFTMAX;
+  l.ndim = 2;
+  l.sizes[0] = rows;
+  l.sizes[1] = n;
+  l.compute_dtype = NRT_FLOAT16;
+  l.params[0] = 1;
+  l.params[1] = lanes;
+  l.params[2] = inner;
+  l.params[3] = threads;
+  l.noutputs = l.ninputs = 1;
+  l.operands[0] = (nrt_operand){.data = out, .dtype = NRT_FLOAT16, .strides = {2, 2 * rows}};
+  l.operands[1] = (nrt_operand){.data = (void *)in, .dtype = NRT_FLOAT16, .strides = {2, 2 * rows}};
+  return nrt_test_run(&l, ref);
+}
+
+/* Which of `count` columns PyTorch's non-last-dim 16-bit softmax computes
+ * on its vector path, by walking its loop as written (the kernel uses a
+ * closed form): parallel_for with grain 0 gives each of t threads
+ * ceil(count / t) columns (one task when t == 1 or count == 1); a task
+ * takes `lanes` columns while they fit in the inner run and the task,
+ * else finishes the task (if fewer than lanes remain in it) or the inner
+ * run on the scalar path. */
+static void cpu_vector_columns(int64_t count, int64_t inner, int64_t lanes, int64_t threads, bool *vec) {
+  int64_t chunk = threads > 1 && count > 1 ? (count + threads - 1) / threads : count;
+  for (int64_t b = 0; b < count; b += chunk) {
+    int64_t end = b + chunk < count ? b + chunk : count, idx = b;
+    while (idx < end) {
+      int64_t ii = idx % inner;
+      if (ii + lanes <= inner && idx + lanes <= end) {
+        for (int64_t k = 0; k < lanes; k++) vec[idx + k] = true;
+        idx += lanes;
+      } else {
+        int64_t tail = idx + lanes > end ? end - idx : inner - ii;
+        for (int64_t k = 0; k < tail; k++) vec[idx + k] = false;
+        idx += tail;
+      }
+    }
+  }
+}
+
+static void test_softmax_16bit_cpu_split(void) {
+  /* Rows on the CPU's vector path round once; the others round each exp
+   * first (as lanes = 0 does for every row). 50 values in [-3, 3] a row
+   * make the two differ somewhere in every row (a wider range flushes most
+   * exps to zero either way), so each row shows which path it took. */
+  enum { N = 50, MAXROWS = 210 };
+  static uint16_t in[N * MAXROWS], all[N * MAXROWS], got[N * MAXROWS], ref[N * MAXROWS];
+  static const struct {
+    int64_t count, inner, lanes, threads;
+  } cases[] = {
+      {37, 37, 32, 1},  /* 1 x 37 columns, one task: 0..31 vector, 32..36 scalar */
+      {37, 37, 32, 2},  /* two tasks of 19 and 18: all scalar */
+      {210, 70, 32, 1}, /* 3 x 70 */
+      {210, 70, 32, 4}, /* tasks of 53 cut the inner runs */
+      {210, 70, 16, 3}, /* AVX2's 16 lanes, tasks of 70 */
+      {210, 210, 32, 2},
+      {64, 1, 32, 1}, /* inner 1: never vectorised */
+  };
+  for (int64_t i = 0; i < N * MAXROWS; i++) nrt_test_put(in, NRT_FLOAT16, i, nrt_test_uniform(-3, 3));
+  for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+    int64_t count = cases[c].count;
+    bool vec[MAXROWS];
+    cpu_vector_columns(count, cases[c].inner, cases[c].lanes, cases[c].threads, vec);
+    CHECK_OK(softmax16_split(in, all, count, N, 0, 0, 0, false));
+    CHECK_OK(softmax16_split(in, got, count, N, cases[c].lanes, cases[c].inner, cases[c].threads, false));
+    CHECK_OK(softmax16_split(in, ref, count, N, cases[c].lanes, cases[c].inner, cases[c].threads, true));
+    int wrong = 0, mismatch = 0;
+    for (int64_t r = 0; r < count; r++) {
+      bool differs = false;
+      for (int64_t i = 0; i < N; i++) {
+        differs |= got[r + i * count] != all[r + i * count];
+        mismatch += got[r + i * count] != ref[r + i * count];
+      }
+      wrong += differs != vec[r];
+    }
+    CHECK(wrong == 0);
+    CHECK(mismatch == 0);
+  }
+  /* p1..p3 belong to SOFTMAX p0 = 1 and must describe the rows */
+  CHECK(softmax16_split(in, got, 37, N, 32, 5, 1, false) == NRT_ERROR_INVALID_ARGUMENT);
+  CHECK(softmax16_split(in, got, 37, N, 0, 37, 1, false) == NRT_ERROR_INVALID_ARGUMENT);
+  CHECK(softmax16_split(in, got, 37, N, 32, 37, 0, false) == NRT_ERROR_INVALID_ARGUMENT);
+  double v[3] = {2, -3, -2};
+  nrt_launch l;
+  memset(&l, 0, sizeof l);
+  l.op = NRT_OP_LOG_SOFTMAX;
+  l.ndim = 1;
+  l.sizes[0] = 3;
+  l.compute_dtype = NRT_FLOAT16;
+  l.params[0] = 1;
+  l.params[1] = 32;
+  l.params[2] = l.params[3] = 1;
+  l.noutputs = l.ninputs = 1;
+  for (int i = 0; i < 3; i++) nrt_test_put(in, NRT_FLOAT16, i, v[i]);
+  l.operands[0] = (nrt_operand){.data = got, .dtype = NRT_FLOAT16, .strides = {2}};
+  l.operands[1] = (nrt_operand){.data = in, .dtype = NRT_FLOAT16, .strides = {2}};
+  CHECK(nrt_test_run(&l, false) == NRT_ERROR_INVALID_ARGUMENT);
+}
+
 /* ---- known values ------------------------------------------------------------------ */
 
 typedef struct res {
@@ -625,6 +731,7 @@ int main(void) {
   RUN_TEST(test_prod_stepwise_values);
   RUN_TEST(test_cumprod_complex);
   RUN_TEST(test_softmax_16bit_rounding);
+  RUN_TEST(test_softmax_16bit_cpu_split);
   RUN_TEST(test_extremes_nan_and_ties);
   RUN_TEST(test_sums_and_moments);
   RUN_TEST(test_empty);

@@ -7,6 +7,12 @@
  * buffers, or used in place when it is unit-stride float32, computed, and
  * converted out. Softmax is max-shifted; sums accumulate in double.
  *
+ * SOFTMAX / LOG_SOFTMAX with p0 = 1 follow the CPU's float16/bfloat16
+ * kernels (see round_to below); for SOFTMAX, p1 > 0 also gives the CPU's
+ * split of its non-last-dim kernel between a vectorised and a scalar path:
+ * p1 its vector lanes, p2 the inner size (product of the sizes after the
+ * softmax dim), p3 its thread count (see cpu_scalar_row).
+ *
  * CUMPROD with p0 = 1 is a complex product: the operands describe real
  * views (each element a (re, im) pair of the operand's real dtype, im one
  * part size after re, as SELECT's complex LOGCUMSUMEXP reads them). */
@@ -22,6 +28,9 @@ typedef struct row_plan {
   bool fdomain;
   int nops;
   nrt_dtype round_to; /* SOFTMAX / LOG_SOFTMAX p0 = 1: the 16-bit output dtype the CPU rounds within; else FLOAT32 */
+  bool fsum;          /* SOFTMAX p0 = 1: the exps are summed in float, in order, as the CPU's kernel does */
+  int64_t lanes, inner, threads; /* SOFTMAX p0 = 1, p1..p3: which rows the CPU rounds (0 lanes: all) */
+  int64_t count;                 /* rows in the launch */
 } row_plan;
 
 /* Row helpers are inlined into both builds of compute_row (baseline and
@@ -68,10 +77,14 @@ ROW_INLINE float round_to(nrt_dtype dt, float v) {
 
 /* ---- fast row functions ---------------------------------------------------- */
 
-ROW_INLINE void softmax_row(float *out, const float *x, int64_t n, nrt_dtype rd) {
+ROW_INLINE void softmax_row(float *out, const float *x, int64_t n, nrt_dtype rd, bool fsum) {
   float m = row_max(x, n);
   for (int64_t i = 0; i < n; i++) out[i] = nrt_vexpf(x[i] - m);
-  float s = (float)nrt_sum_f64(out, n);
+  float s = 0;
+  if (fsum)
+    for (int64_t i = 0; i < n; i++) s += out[i];
+  else
+    s = (float)nrt_sum_f64(out, n);
   if (rd != NRT_FLOAT32)
     for (int64_t i = 0; i < n; i++) out[i] = round_to(rd, out[i]);
   for (int64_t i = 0; i < n; i++) out[i] = out[i] / s;
@@ -113,9 +126,9 @@ ROW_INLINE void cumprod_row(float *out, const float *x, int64_t n) {
 
 #define COMPUTE_ROW(fname, ATTR)                                                          \
   ATTR static void fname(nrt_op op, float *out, const float *a, const float *b, int64_t n, \
-                         float *tmp, nrt_dtype rd) {                                     \
+                         float *tmp, nrt_dtype rd, bool fsum) {                          \
     switch (op) {                                                                        \
-    case NRT_OP_SOFTMAX: softmax_row(out, a, n, rd); break;                              \
+    case NRT_OP_SOFTMAX: softmax_row(out, a, n, rd, fsum); break;                        \
     case NRT_OP_LOG_SOFTMAX: log_softmax_row(out, a, n, tmp, rd); break;                 \
     case NRT_OP_SOFTMAX_BACKWARD: softmax_backward_row(out, a, b, n); break;             \
     case NRT_OP_LOG_SOFTMAX_BACKWARD: log_softmax_backward_row(out, a, b, n); break;     \
@@ -172,6 +185,38 @@ static void cumprod_cx_row(const nrt_rows_job *j, int64_t r, char *const *ptr, v
   }
 }
 
+/* ---- the CPU's split of non-last-dim 16-bit softmax ------------------------------
+ * PyTorch's CPU kernel for float16/bfloat16 softmax over a dim other than
+ * the last (_vec_softmax in SoftMaxKernel.cpp) walks the outer * inner
+ * columns (our rows, counted row-major, so row r is inner position
+ * r % inner) with parallel_for(0, count, grain 0): with t > 1 threads and
+ * count > 1 each thread gets ceil(count / t) consecutive columns, else one
+ * task has them all. A task takes `lanes` columns at a time (its 16-bit
+ * vector width) while they fit both before the end of the current inner
+ * run and before the end of the task; those columns are computed in
+ * float and rounded once. Every other column (the rest of an inner run,
+ * or of the task) takes its scalar path, which stores each exp in the
+ * 16-bit output before dividing. So the result depends on the thread
+ * count, and which columns are scalar follows from it in closed form:
+ * inside the task [b, e) and the inner run starting at rs, the segment
+ * starts at s = max(b, rs) and ends at min(e, rs + inner); the block of r
+ * is vectorised iff it ends by the segment's end. */
+static bool cpu_scalar_row(const row_plan *p, int64_t r) {
+  if (p->lanes == 0) return true;
+  int64_t chunk = p->threads > 1 && p->count > 1 ? (p->count + p->threads - 1) / p->threads : p->count;
+  int64_t b = r / chunk * chunk, e = b + chunk < p->count ? b + chunk : p->count;
+  int64_t rs = r - r % p->inner, re = rs + p->inner;
+  int64_t s = b > rs ? b : rs, end = e < re ? e : re;
+  int64_t block_end = s + ((r - s) / p->lanes + 1) * p->lanes;
+  return block_end > end;
+}
+
+/* The 16-bit type row r rounds its intermediates to (FLOAT32: none). */
+static nrt_dtype row_round(const row_plan *p, int64_t r) {
+  if (p->round_to == NRT_FLOAT32 || p->op != NRT_OP_SOFTMAX) return p->round_to;
+  return cpu_scalar_row(p, r) ? p->round_to : NRT_FLOAT32;
+}
+
 /* ---- traversal ---------------------------------------------------------------- */
 
 /* A task's rows; scratch holds an output, two input and a scratch row. */
@@ -207,8 +252,9 @@ static void row_range(const nrt_rows_job *j, int64_t begin, int64_t end, void *m
     }
     bool direct = odt == NRT_FLOAT32 && rs[0] == 4;
     float *out = direct ? (float *)ptr[0] : buf;
-    if (avx512) compute_row_avx512(p->op, out, in[0], in[1], n, buf + 3 * n, p->round_to);
-    else compute_row(p->op, out, in[0], in[1], n, buf + 3 * n, p->round_to);
+    nrt_dtype rd = row_round(p, r);
+    if (avx512) compute_row_avx512(p->op, out, in[0], in[1], n, buf + 3 * n, rd, p->fsum);
+    else compute_row(p->op, out, in[0], in[1], n, buf + 3 * n, rd, p->fsum);
     if (!direct) nrt_store_f32(ptr[0], rs[0], odt, out, n);
   }
 }
@@ -238,11 +284,17 @@ static void row_reference(const nrt_rows_job *j, int64_t r, char *const *ptr, vo
     float m = -INFINITY;
     for (int64_t i = 0; i < n; i++) m = LD(1, i) > m ? LD(1, i) : m;
     double s = 0;
-    for (int64_t i = 0; i < n; i++) s += expf(LD(1, i) - m);
+    float fs = 0;
+    for (int64_t i = 0; i < n; i++) {
+      s += expf(LD(1, i) - m);
+      fs += expf(LD(1, i) - m);
+    }
+    if (p->fsum) s = fs;
     float lse = (float)log(s);
     if (p->round_to != NRT_FLOAT32) lse = round_to(p->round_to, logf(round_to(p->round_to, (float)s)));
+    nrt_dtype rd = row_round(p, r);
     for (int64_t i = 0; i < n; i++) {
-      if (p->op == NRT_OP_SOFTMAX) ST(i, round_to(p->round_to, expf(LD(1, i) - m)) / (float)s);
+      if (p->op == NRT_OP_SOFTMAX) ST(i, round_to(rd, expf(LD(1, i) - m)) / (float)s);
       else ST(i, (LD(1, i) - m) - lse);
     }
     break;
@@ -293,9 +345,21 @@ nrt_status nrt_row_execute(const nrt_launch *l) {
     if (p.round_to != NRT_FLOAT16 && p.round_to != NRT_BFLOAT16)
       return nrt_kernel_fail(NRT_ERROR_INVALID_ARGUMENT, "%s: p0 = 1 needs a float16 or bfloat16 output, got %s",
                              nrt_op_name(l->op), nrt_dtype_name(p.round_to));
+    p.fsum = l->op == NRT_OP_SOFTMAX;
+    p.lanes = l->params[1];
+    p.inner = l->params[2];
+    p.threads = l->params[3];
   }
+  bool split = l->params[1] != 0 || l->params[2] != 0 || l->params[3] != 0;
+  if (split && !(l->op == NRT_OP_SOFTMAX && l->params[0] == 1))
+    return nrt_kernel_fail(NRT_ERROR_INVALID_ARGUMENT, "%s: p1..p3 are only for SOFTMAX p0 = 1", nrt_op_name(l->op));
   nrt_rows_job j = {.l = l, .ctx = &p, .nops = p.nops, .range = row_range};
   nrt_rows_init(&j.g, l);
+  p.count = j.g.count;
+  if (split && (p.lanes < 1 || p.inner < 1 || p.threads < 1 || j.g.count % p.inner != 0))
+    return nrt_kernel_fail(NRT_ERROR_INVALID_ARGUMENT,
+                           "SOFTMAX: lanes %lld, inner %lld, threads %lld do not describe %lld rows",
+                           (long long)p.lanes, (long long)p.inner, (long long)p.threads, (long long)j.g.count);
   if (j.g.count == 0 || j.g.len == 0) return NRT_SUCCESS;
   bool ref = nrt_kernels_reference();
   if (l->params[0] == 1 && l->op == NRT_OP_CUMPROD) {
