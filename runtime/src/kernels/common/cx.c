@@ -1,5 +1,7 @@
-/* The logaddexp step of complex values (kernels/common/cx.h). */
+/* The logaddexp step and the row scan of complex values (kernels/common/cx.h). */
 #include "kernels/common/cx.h"
+
+#include "kernels/common/convert.h"
 
 /* log(1 + z) the way PyTorch's CPU build of c10 computes it (not cx_log1p,
  * which serves torch.log1p): exact for tiny z through the u - 1 == z test,
@@ -32,4 +34,30 @@ nrt_cx nrt_cx_log_add_exp(nrt_cx x, nrt_cx y) {
      imaginary part meets no 0 * inf */
   nrt_cx d = nrt_cx_from_c(cexp(nrt_cx_to_c(nrt_cx_sub(mn, mx))));
   return nrt_cx_add(cx_log1p_rescaled(d), mx);
+}
+
+void nrt_cx_scan_row(char *dst, int64_t dst_stride, nrt_dtype out_dt, const char *src, int64_t src_stride,
+                     nrt_dtype in_dt, int64_t n, nrt_cx init, nrt_cx_step_fn step, bool reference, double *scratch) {
+  int64_t in_half = (int64_t)nrt_dtype_size(in_dt), out_half = (int64_t)nrt_dtype_size(out_dt);
+  nrt_cx acc = init;
+  if (!reference) {
+    double *re = scratch, *im = re + n;
+    nrt_load_f64(re, src, src_stride, in_dt, n);
+    nrt_load_f64(im, src + in_half, src_stride, in_dt, n);
+    for (int64_t i = 0; i < n; i++) {
+      acc = step(acc, nrt_cx_make(re[i], im[i]));
+      re[i] = acc.re;
+      im[i] = acc.im;
+    }
+    nrt_store_f64(dst, dst_stride, out_dt, re, n);
+    nrt_store_f64(dst + out_half, dst_stride, out_dt, im, n);
+    return;
+  }
+  for (int64_t i = 0; i < n; i++) {
+    const char *x = src + i * src_stride;
+    char *y = dst + i * dst_stride;
+    acc = step(acc, nrt_cx_make(nrt_ref_load_f64(x, in_dt), nrt_ref_load_f64(x + in_half, in_dt)));
+    nrt_ref_store_f64(y, out_dt, acc.re);
+    nrt_ref_store_f64(y + out_half, out_dt, acc.im);
+  }
 }

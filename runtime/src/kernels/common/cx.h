@@ -8,6 +8,9 @@
 #include <complex.h>
 #include <math.h>
 #include <stdbool.h>
+#include <stdint.h>
+
+#include "nrt/dtype.h"
 
 /* Values compute in double: complex products and FFT twiddles lose less
  * that way, and the result is rounded once on store. */
@@ -49,5 +52,15 @@ static inline bool nrt_cx_isnan(nrt_cx z) { return isnan(z.re) || isnan(z.im); }
  * min and max by real part, NaN in either part, the equal-infinity
  * branches, and c10's log1p. */
 nrt_cx nrt_cx_log_add_exp(nrt_cx x, nrt_cx y);
+
+/* One complex scan along a row, in the CPU's sequential order and in
+ * double: acc = step(acc, x_i) from `init`, y_i = acc, rounded on store.
+ * src and dst are real views (dtype = a part's; the imaginary part one
+ * element size further). The fast path loads and stores each part of the
+ * row as a block (scratch: 2n doubles), the reference path goes an element
+ * at a time. */
+typedef nrt_cx (*nrt_cx_step_fn)(nrt_cx acc, nrt_cx x);
+void nrt_cx_scan_row(char *dst, int64_t dst_stride, nrt_dtype out_dt, const char *src, int64_t src_stride,
+                     nrt_dtype in_dt, int64_t n, nrt_cx init, nrt_cx_step_fn step, bool reference, double *scratch);
 
 #endif

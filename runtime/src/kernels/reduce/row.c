@@ -19,6 +19,7 @@
 #pragma GCC optimize("O3,no-trapping-math,no-math-errno")
 #include <immintrin.h>
 #include <stdlib.h>
+#include "kernels/common/cx.h"
 #include "kernels/common/common.h"
 
 #define ROW_GRAIN 32768
@@ -149,40 +150,16 @@ COMPUTE_ROW(compute_row_avx512, NRT_TARGET_AVX512)
  * store. Its x86 build (AVX2, with FMA) contracts the product into
  * re = fma(a, c, -(b d)), im = fma(a, d, b c), running value (a, b) times
  * element (c, d): complex128 prefixes match it bit for bit only that way.
- * Both paths share the sequence; the fast one loads and stores each part
- * of the row as a block, the reference one an element at a time. */
-static inline void cx_mul_acc(double *re, double *im, double c, double d) {
-  double a = *re, b = *im;
-  *re = fma(a, c, -(b * d));
-  *im = fma(a, d, b * c);
+ * Both paths share the sequence (nrt_cx_scan_row). */
+static nrt_cx cx_mul_step(nrt_cx acc, nrt_cx x) {
+  return nrt_cx_make(fma(acc.re, x.re, -(acc.im * x.im)), fma(acc.re, x.im, acc.im * x.re));
 }
 
 static void cumprod_cx_row(const nrt_rows_job *j, int64_t r, char *const *ptr, void *scratch) {
   const nrt_launch *l = j->l;
-  nrt_dtype in_dt = l->operands[1].dtype, out_dt = l->operands[0].dtype;
-  int64_t n = j->g.len, in_half = (int64_t)nrt_dtype_size(in_dt), out_half = (int64_t)nrt_dtype_size(out_dt);
-  double acc_re = 1.0, acc_im = 0.0;
   (void)r;
-  if (!nrt_kernels_reference()) {
-    double *re = scratch, *im = re + n;
-    nrt_load_f64(re, ptr[1], j->g.st[1], in_dt, n);
-    nrt_load_f64(im, ptr[1] + in_half, j->g.st[1], in_dt, n);
-    for (int64_t i = 0; i < n; i++) {
-      cx_mul_acc(&acc_re, &acc_im, re[i], im[i]);
-      re[i] = acc_re;
-      im[i] = acc_im;
-    }
-    nrt_store_f64(ptr[0], j->g.st[0], out_dt, re, n);
-    nrt_store_f64(ptr[0] + out_half, j->g.st[0], out_dt, im, n);
-    return;
-  }
-  for (int64_t i = 0; i < n; i++) {
-    const char *src = ptr[1] + i * j->g.st[1];
-    char *dst = ptr[0] + i * j->g.st[0];
-    cx_mul_acc(&acc_re, &acc_im, nrt_ref_load_f64(src, in_dt), nrt_ref_load_f64(src + in_half, in_dt));
-    nrt_ref_store_f64(dst, out_dt, acc_re);
-    nrt_ref_store_f64(dst + out_half, out_dt, acc_im);
-  }
+  nrt_cx_scan_row(ptr[0], j->g.st[0], l->operands[0].dtype, ptr[1], j->g.st[1], l->operands[1].dtype, j->g.len,
+                  nrt_cx_make(1.0, 0.0), cx_mul_step, nrt_kernels_reference(), scratch);
 }
 
 /* ---- the CPU's split of non-last-dim 16-bit softmax ------------------------------

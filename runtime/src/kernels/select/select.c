@@ -203,34 +203,15 @@ static void lcse_row(const nrt_rows_job *j, int64_t r, char *const *ptr, void *s
 /* Complex rows (p0 = 1): element i is the pair (re, im) at i * stride and
  * one part size further. The CPU's scan is sequential from -inf + 0i,
  * each step nrt_cx_log_add_exp(element, running value), accumulated in
- * double (its accumulate type); both paths take that order, since the
- * formula's special values depend on it. The fast path loads each part
- * of the row as a block; the reference path an element at a time. */
+ * double (its accumulate type); both paths take that order (nrt_cx_scan_row),
+ * since the formula's special values depend on it. */
+static nrt_cx lcse_step(nrt_cx acc, nrt_cx x) { return nrt_cx_log_add_exp(x, acc); }
+
 static void lcse_cx_row(const nrt_rows_job *j, int64_t r, char *const *ptr, void *scratch) {
   const nrt_launch *l = j->l;
-  nrt_dtype in_dt = l->operands[1].dtype, out_dt = l->operands[0].dtype;
-  int64_t n = j->g.len, in_half = (int64_t)nrt_dtype_size(in_dt), out_half = (int64_t)nrt_dtype_size(out_dt);
-  double *re = scratch, *im = re + n;
-  nrt_cx acc = nrt_cx_make(-INFINITY, 0.0);
-  if (!job_ref(j)) {
-    nrt_load_f64(re, ptr[1], j->g.st[1], in_dt, n);
-    nrt_load_f64(im, ptr[1] + in_half, j->g.st[1], in_dt, n);
-    for (int64_t i = 0; i < n; i++) {
-      acc = nrt_cx_log_add_exp(nrt_cx_make(re[i], im[i]), acc);
-      re[i] = acc.re;
-      im[i] = acc.im;
-    }
-    nrt_store_f64(ptr[0], j->g.st[0], out_dt, re, n);
-    nrt_store_f64(ptr[0] + out_half, j->g.st[0], out_dt, im, n);
-    return;
-  }
-  for (int64_t i = 0; i < n; i++) {
-    const char *src = ptr[1] + i * j->g.st[1];
-    char *dst = ptr[0] + i * j->g.st[0];
-    acc = nrt_cx_log_add_exp(nrt_cx_make(nrt_ref_load_f64(src, in_dt), nrt_ref_load_f64(src + in_half, in_dt)), acc);
-    nrt_ref_store_f64(dst, out_dt, acc.re);
-    nrt_ref_store_f64(dst + out_half, out_dt, acc.im);
-  }
+  (void)r;
+  nrt_cx_scan_row(ptr[0], j->g.st[0], l->operands[0].dtype, ptr[1], j->g.st[1], l->operands[1].dtype, j->g.len,
+                  nrt_cx_make(-INFINITY, 0.0), lcse_step, job_ref(j), scratch);
 }
 
 static nrt_status lcse_op(const nrt_launch *l) {
