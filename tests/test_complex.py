@@ -563,3 +563,11 @@ def test_sgn_out_dtype_checked_like_the_cpu(n):
                                         out=torch.empty(n, device=d)), RuntimeError)
     raises_like_cpu(lambda d: torch.sgn(torch.ones(n, dtype=torch.complex64, device=d),
                                         out=torch.empty(n, dtype=torch.complex128, device=d)), RuntimeError)
+
+
+# A float16 tensor beside a 0-d complex one promotes to complex32, which the
+# CPU's logical kernels do not cover: NotImplementedError at the op.
+@pytest.mark.parametrize("fn", [torch.logical_and, torch.logical_or, torch.logical_xor])
+def test_logical_ops_refuse_complex32_like_the_cpu(fn):
+    raises_like_cpu(lambda d: fn(torch.ones(3, dtype=torch.float16, device=d), torch.tensor(1 + 1j, device=d)),
+                    NotImplementedError)

@@ -113,6 +113,9 @@ std::optional<CpuKernel> cpu_kernel(nrt_op op) {
     case NRT_OP_ELU: return CpuKernel{"elu_cpu", Dtypes::Floating};
     case NRT_OP_SOFTPLUS: return CpuKernel{"softplus_cpu", Dtypes::Floating};
     case NRT_OP_ADDCMUL: return CpuKernel{"addcmul_cpu_out", Dtypes::NoBool};
+    case NRT_OP_LOGICAL_AND: return CpuKernel{"logical_and_cpu", Dtypes::NoComplexHalf};
+    case NRT_OP_LOGICAL_OR: return CpuKernel{"logical_or_cpu", Dtypes::NoComplexHalf};
+    case NRT_OP_LOGICAL_XOR: return CpuKernel{"logical_xor_cpu", Dtypes::NoComplexHalf};
     default: return std::nullopt;
   }
 }
