@@ -335,3 +335,12 @@ def test_nan_to_num_complex():
         torch.nan_to_num(z.neuron(), out=out, **kw)
         assert torch.equal(out.cpu(), want)
     assert_no_fallbacks()
+
+
+# An integer input beside a float target: huber_loss's iterator writes into
+# the input's dtype and refuses the float result first (RuntimeError), empty
+# or not.
+@pytest.mark.parametrize("n", [0, 3])
+def test_huber_integer_input_float_target_like_the_cpu(n):
+    raises_like_cpu(lambda d: F.huber_loss(torch.ones(n, dtype=torch.int32, device=d), torch.ones(n, device=d)),
+                    RuntimeError)

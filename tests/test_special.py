@@ -6,7 +6,7 @@ device computes these in double inside)."""
 import pytest
 import torch
 import torch_neuronx
-from helpers import assert_no_fallbacks
+from helpers import DEV, assert_no_fallbacks
 
 S = torch.special
 INF, NAN = float("inf"), float("nan")
@@ -179,3 +179,15 @@ def test_sinc_complex_errors_match_cpu():
     z = torch.ones(3, dtype=torch.complex64)
     raises_like_cpu(lambda d: torch.sinc(z.to(d), out=torch.empty(3, device=d)), RuntimeError)
     raises_like_cpu(lambda d: torch.sinc(z.to(d, torch.complex32)), NotImplementedError)
+
+
+# nextafter steps in the promoted dtype: an in-place bfloat16 self beside a
+# float32 other steps by a float32 unit, then rounds back to bfloat16 (the
+# most negative bfloat16 toward -inf stays finite).
+def test_nextafter_inplace_steps_in_the_promoted_dtype():
+    x = torch.tensor([-3.3895313892515355e+38, 1.0, 0.0], dtype=torch.bfloat16)
+    y = torch.tensor([float("-inf"), 2.0, -1.0])
+    want = x.clone().nextafter_(y)
+    got = x.to(DEV).nextafter_(y.to(DEV)).cpu()
+    assert torch.equal(got, want)
+    assert torch.equal(torch.nextafter(x.to(DEV), x.to(DEV) * 0).cpu(), torch.nextafter(x, x * 0))

@@ -295,7 +295,12 @@ void check_same_dtype(const Tensor &first, std::initializer_list<const Tensor *>
 Tensor huber_into(Tensor, const Tensor &self, const Tensor &target, int64_t reduction, double delta) {
   TORCH_CHECK(delta > 0, "huber_loss does not support non-positive values for delta.");
   // ATen's huber_loss writes into empty_like(input): it computes in the
-  // promoted dtype and casts to the input's before reducing.
+  // promoted dtype and casts to the input's before reducing, so its
+  // iterator first refuses a promoted dtype the input's cannot hold (an
+  // integer input beside a float target), before the kernel's dtype check.
+  at::ScalarType common = at::result_type(self, target);
+  TORCH_CHECK(at::canCast(common, self.scalar_type()), "result type ", common,
+              " can't be cast to the desired output type ", self.scalar_type());
   Tensor loss = pointwise_loss(loss_operand(self, target), loss_operand(target, self), NRT_OP(HUBER), delta,
                                "huber_cpu");
   if (loss.scalar_type() != self.scalar_type()) loss = loss.to(self.scalar_type());

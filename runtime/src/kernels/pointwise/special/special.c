@@ -135,7 +135,8 @@ static double logaddexp2_one(double x, double y) {
 }
 SP_BINARY(logaddexp2, logaddexp2_one(x, y))
 
-/* nextafter steps in the output's own dtype: for bfloat16 and float16
+/* nextafter steps in the compute dtype (the operands' promoted one, which
+ * an in-place bfloat16 self beside a float32 other is not): for bfloat16 and float16
  * the neighbour is one unit of the 16-bit format, computed on its bit
  * pattern (the value is exact in float, so the store does not round). */
 static float nextafter16(float x, float y, bool bf16) {
@@ -149,7 +150,7 @@ static float nextafter16(float x, float y, bool bf16) {
 }
 static void nextafter_f32(float *out, const float *a, const float *b, const float *c, int64_t n,
                           const nrt_launch *l) {
-  nrt_dtype dt = l->operands[0].dtype;
+  nrt_dtype dt = l->compute_dtype;
   if (dt == NRT_BFLOAT16 || dt == NRT_FLOAT16)
     for (int64_t i = 0; i < n; i++) out[i] = nextafter16(a[i], b[i], dt == NRT_BFLOAT16);
   else
