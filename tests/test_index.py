@@ -202,3 +202,30 @@ def test_scatter_reduce_inplace_and_out_are_native(reduce):
     assert_no_fallbacks()
     raises_like_cpu(lambda d: torch.scatter_reduce(x.to(d), 0, idx.to(d), src.to(d), reduce,
                                                    out=torch.empty(0, dtype=torch.float64, device=d)), RuntimeError)
+
+
+# Complex scatter "multiply"/"prod" (the textbook complex product, in index
+# order, as c10::complex) and "mean" (the parts' sum, divided), for
+# scatter_reduce with and without self, scatter(reduce=) and index_reduce.
+@pytest.mark.parametrize("dtype", [torch.complex64, torch.complex128], ids=str)
+def test_complex_scatter_prod_and_mean_like_the_cpu(dtype):
+    g = torch.Generator().manual_seed(0)
+    s = torch.randn(3, 4, dtype=dtype, generator=g)
+    src = torch.randn(3, 5, dtype=dtype, generator=g)
+    idx = torch.randint(0, 4, (3, 5), generator=g)
+    d = "neuron"
+    for red in ("prod", "mean"):
+        for inc in (True, False):
+            torch.testing.assert_close(s.to(d).scatter_reduce(1, idx.to(d), src.to(d), red, include_self=inc).cpu(),
+                                       s.scatter_reduce(1, idx, src, red, include_self=inc))
+        torch.testing.assert_close(s.to(d).index_reduce(0, torch.tensor([0, 2, 0], device=d), s.to(d), red).cpu(),
+                                   s.index_reduce(0, torch.tensor([0, 2, 0]), s, red))
+    torch.testing.assert_close(s.to(d).scatter(1, idx.to(d), src.to(d), reduce="multiply").cpu(),
+                               s.scatter(1, idx, src, reduce="multiply"))
+    torch.testing.assert_close(s.to(d).scatter(1, idx.to(d), 2 + 1j, reduce="multiply").cpu(),
+                               s.scatter(1, idx, 2 + 1j, reduce="multiply"))
+    one, inf = torch.ones(1, dtype=dtype), torch.tensor([complex(float("inf"), 0)], dtype=dtype)
+    want = one.scatter_reduce(0, torch.tensor([0]), inf, "prod")  # inf+nan j: 0 * inf
+    got = one.to(d).scatter_reduce(0, torch.tensor([0], device=d), inf.to(d), "prod").cpu()
+    torch.testing.assert_close(got, want, equal_nan=True)
+    assert_no_fallbacks()

@@ -579,9 +579,15 @@ void scatter_launch(const Tensor &self, int64_t dim, const Tensor &index, const 
   d.aux[1] = s.stride(dim) * static_cast<int64_t>(s.element_size());
   d.aux[2] = dim;  // named in out-of-bounds errors
   d.params[0] = reduce;
-  // assign moves bits, add sums parts; the other reductions reject complex
-  if (reduce <= 1) launch_complex_as(self.device().index(), d, reduce == 0 ? ComplexAs::Bits : ComplexAs::Parts);
-  else launch(self.device().index(), d);
+  // assign moves bits, add and mean's sum add parts, multiply has the
+  // kernel's own complex product (its element dtype is the launch's); amax
+  // and amin refuse complex (checked above, as the CPU)
+  if (reduce <= 1 || reduce == kMeanSum)
+    launch_complex_as(self.device().index(), d, reduce == 0 ? ComplexAs::Bits : ComplexAs::Parts);
+  else if (reduce == kMul && self.is_complex() && self.scalar_type() != at::kComplexHalf)
+    enqueue(self.device().index(), d);
+  else
+    launch(self.device().index(), d);
 }
 
 // The scatter family writes into a copy of self (functional, out=: resized

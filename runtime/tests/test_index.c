@@ -589,6 +589,17 @@ static void test_scatter_known(void) {
     CHECK(pf[0] == 24 && pf[1] == 15);
     CHECK_OK(scatter1(pi, NRT_INT64, 2, pidx, pis, 3, 2, r));
     CHECK(pi[0] == 24 && pi[1] == 15);
+    /* complex prod, the textbook product in index order: [1+1i, 2] with
+     * [0, 0, 1] <- [i, 2, inf] -> [(1+1i) i 2, 2 inf] = [-2+2i, inf+nan i]
+     * (0 * inf in the imaginary part, as c10::complex); complex64 and
+     * complex128; other complex reductions are refused */
+    float c64[4] = {1, 1, 2, 0}, c64s[6] = {0, 1, 2, 0, INFINITY, 0};
+    CHECK_OK(scatter1(c64, NRT_COMPLEX64, 2, pidx, c64s, 3, 2, r));
+    CHECK(c64[0] == -2 && c64[1] == 2 && isinf(c64[2]) && isnan(c64[3]));
+    double c128[4] = {1, 1, 2, 0}, c128s[6] = {0, 1, 2, 0, 3, 0};
+    CHECK_OK(scatter1(c128, NRT_COMPLEX128, 2, pidx, c128s, 3, 2, r));
+    CHECK(c128[0] == -2 && c128[1] == 2 && c128[2] == 6 && c128[3] == 0);
+    CHECK_STATUS(scatter1(c128, NRT_COMPLEX128, 2, pidx, c128s, 3, 1, r), NRT_ERROR_UNSUPPORTED);
     /* amax / amin propagate NaN (PyTorch values):
      * [1, 5].amax([0, 0, 1] <- [3, nan, 2]) = [nan, 5]
      * [1, 5].amin([0, 0, 1] <- [3, nan, 2]) = [nan, 2]

@@ -42,7 +42,9 @@
      aux[0] = self size along dim, aux[1] = self byte stride along dim,     \
      aux[2] = dim (for errors);                                             \
      p0 = reduce: 0 assign, 1 add, 2 multiply, 3 mean-sum, 4 amax, 5 amin;  \
-     duplicates applied in iteration order (serial where they may collide) */ \
+     duplicates applied in iteration order (serial where they may collide); \
+     complex64/complex128 self and src (alike) only with 2 (the textbook   \
+     product); other complex reductions run over real views */             \
   X(NONZERO, INDEX, 1, 1)        /* out int64 [count, ndim] row-major coords \
      of nonzero elements of the input (row-major order), sizes = input's   \
      shape; p0 = count (computed before by the caller) */                  \

@@ -507,6 +507,7 @@ typedef struct gs_plan {
   int dim;
   int red;
   bool fdomain;
+  nrt_dtype cx; /* SCATTER multiply of complex64/complex128 (else NRT_DTYPE_COUNT) */
   mover mv;
   bad_index bad;
 } gs_plan;
@@ -536,13 +537,39 @@ static int gather_check_run(void *ctx, char *const *ptr, const int64_t *st, int6
   return gather_elems(p, gs_elem_offset, false, &p->bad, &p->mv, ptr, st, GS_OUT, GS_SRC, n);
 }
 
+/* *dst *= *src for complex elements, the textbook product in the
+ * element's own precision, as c10::complex's operator*= (which the CPU's
+ * scatter "multiply"/"prod" applies in index order). Other complex
+ * reductions are launched over real views (sum, mean) or refused. */
+static inline void cx_mul_elem(char *dst, const char *src, nrt_dtype dt) {
+  if (dt == NRT_COMPLEX64) {
+    float a[2], b[2], r[2];
+    memcpy(a, dst, sizeof a);
+    memcpy(b, src, sizeof b);
+    r[0] = a[0] * b[0] - a[1] * b[1];
+    r[1] = a[0] * b[1] + a[1] * b[0];
+    memcpy(dst, r, sizeof r);
+  } else {
+    double a[2], b[2], r[2];
+    memcpy(a, dst, sizeof a);
+    memcpy(b, src, sizeof b);
+    r[0] = a[0] * b[0] - a[1] * b[1];
+    r[1] = a[0] * b[1] + a[1] * b[0];
+    memcpy(dst, r, sizeof r);
+  }
+}
+
+static inline void scatter_elem(const gs_plan *p, char *dst, const char *src) {
+  if (p->cx != NRT_DTYPE_COUNT) cx_mul_elem(dst, src, p->cx);
+  else reduce_elem(p->red, p->fdomain, &p->mv, dst, src);
+}
+
 static int scatter_run(void *ctx, char *const *ptr, const int64_t *st, int64_t n, int64_t linear) {
   gs_plan *p = ctx;
   int64_t off;
   for (int64_t j = 0; j < n; j++) {
     if (!gs_offset(p, ptr[SC_IDX] + j * st[SC_IDX], &off, &p->bad)) return 1;
-    reduce_elem(p->red, p->fdomain, &p->mv, ptr[SC_SELF] + j * st[SC_SELF] + off,
-                ptr[SC_SRC] + j * st[SC_SRC]);
+    scatter_elem(p, ptr[SC_SELF] + j * st[SC_SELF] + off, ptr[SC_SRC] + j * st[SC_SRC]);
   }
   return 0;
 }
@@ -558,8 +585,7 @@ static nrt_status gs_reference(gs_plan *p, bool scatter) {
       return bad_index_error(&p->bad);
     }
     if (scatter)
-      reduce_elem(p->red, p->fdomain, &p->mv, elem_ptr(l, SC_SELF, i) + v * p->stride,
-                  elem_ptr(l, SC_SRC, i));
+      scatter_elem(p, elem_ptr(l, SC_SELF, i) + v * p->stride, elem_ptr(l, SC_SRC, i));
     else
       convert_elem(elem_ptr(l, GS_OUT, i), l->operands[GS_OUT].dtype,
                    elem_ptr(l, GS_SRC, i) + v * p->stride, l->operands[GS_SRC].dtype);
@@ -575,7 +601,7 @@ static nrt_status gather_scatter(const nrt_launch *launch, bool scatter) {
   int iop = scatter ? SC_IDX : GS_GIDX;
   st = check_index_operand(l, iop, "index");
   if (st != NRT_SUCCESS) return st;
-  gs_plan p = {.l = l};
+  gs_plan p = {.l = l, .cx = NRT_DTYPE_COUNT};
   p.idt = l->operands[iop].dtype;
   p.size = l->aux[0];
   p.stride = l->aux[1];
@@ -609,7 +635,15 @@ static nrt_status gather_scatter(const nrt_launch *launch, bool scatter) {
     patched.operands[SC_SRC].dtype = self_dt;
     p.l = &patched;
   }
-  p.mv = make_mover(self_dt, p.l->operands[SC_SRC].dtype);
+  if (nrt_dtype_is_complex(self_dt) || nrt_dtype_is_complex(p.l->operands[SC_SRC].dtype)) {
+    if (p.red != RED_MUL || l->params[1] || p.l->operands[SC_SRC].dtype != self_dt ||
+        (self_dt != NRT_COMPLEX64 && self_dt != NRT_COMPLEX128))
+      return nrt_kernel_fail(NRT_ERROR_UNSUPPORTED,
+                             "SCATTER: complex operands only for multiply, complex64/128 self and source alike");
+    p.cx = self_dt;
+  } else {
+    p.mv = make_mover(self_dt, p.l->operands[SC_SRC].dtype);
+  }
   if (nrt_kernels_reference()) return gs_reference(&p, true);
   /* serial: colliding indices apply in iteration order */
   if (for_each_run(p.l, 0, 3, 0, launch_numel(l), scatter_run, &p)) return bad_index_error(&p.bad);
