@@ -571,3 +571,17 @@ def test_sgn_out_dtype_checked_like_the_cpu(n):
 def test_logical_ops_refuse_complex32_like_the_cpu(fn):
     raises_like_cpu(lambda d: fn(torch.ones(3, dtype=torch.float16, device=d), torch.tensor(1 + 1j, device=d)),
                     NotImplementedError)
+
+
+# silu of complex: the CPU's x / (1 + exp(-x)), functional, in-place, out=.
+def test_silu_complex_like_the_cpu():
+    z = torch.randn(6, dtype=torch.complex64, generator=torch.Generator().manual_seed(3))
+    want = F.silu(z)
+    torch.testing.assert_close(F.silu(z.to(DEV)).cpu(), want)
+    w = z.to(DEV)
+    F.silu(w, inplace=True)
+    torch.testing.assert_close(w.cpu(), want)
+    out = torch.empty(6, dtype=torch.complex64, device=DEV)
+    torch.ops.aten.silu.out(z.to(DEV), out=out)
+    torch.testing.assert_close(out.cpu(), want)
+    assert_no_fallbacks()

@@ -167,6 +167,16 @@ TensorIterator build_binary(Tensor &out, const Tensor &a, const Tensor &b, Kind 
 
 Tensor unary(Tensor out, const Tensor &a, nrt_op op, Kind k, std::initializer_list<nrt_scalar> s = {},
              std::initializer_list<int64_t> p = {}) {
+  if (a.is_complex() && op == NRT_OP_SILU) {
+    // the CPU's complex silu is x / (1 + exp(-x)), composed here of the
+    // complex family's native ops
+    Tensor r = a.div(a.neg().exp().add_(1));
+    if (!out.defined()) return r;
+    TORCH_CHECK(at::canCast(r.scalar_type(), out.scalar_type()), "result type ", r.scalar_type(),
+                " can't be cast to the desired output type ", out.scalar_type());
+    at::native::resize_output(out, r.sizes());
+    return out.copy_(r);
+  }
   if (a.is_complex()) {  // ATen's meta functions, before the iterator's dtype checks
     const char *name = op == NRT_OP_CEIL ? "ceil" : op == NRT_OP_FLOOR ? "floor" : op == NRT_OP_TRUNC ? "trunc" : nullptr;
     TORCH_CHECK_NOT_IMPLEMENTED(!name, name, " is not supported for complex inputs");

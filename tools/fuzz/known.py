@@ -166,10 +166,11 @@ KNOWN: list[Group] = [
                          "not implemented for 'ComplexFloat'", "only supports floating point and complex dtypes, "
                          "got ComplexFloat"), dev_msg("dtype, but got: ComplexFloat")),
           "Some neuron kernels reject complex64/complex128 (NotImplementedError 'neuron: X does not support "
-          "complex tensors'): cumprod, sort/order statistics, comparisons, logaddexp, some activations... "
-          "(gathers/scatters/index_put, masks, tril/triu, nonzero, cumsum, norms, var/std and randn are "
-          "native now). The CPU computes them, or raises NotImplementedError where it has no complex kernel "
-          "either (then the exception class differs)."),
+          "complex tensors'): scatter_reduce amax/amin of an empty complex dim where the CPU's identity fill "
+          "raises its own RuntimeError first, and ops outside the fuzz's reach so far. (Indexing, scatters and "
+          "their prod/mean, masks, triangles, nonzero, cumsum/cumprod, logcumsumexp, logaddexp, sinc, silu, "
+          "unfold, nan_to_num, norms, var/std and randn are native; seed 20261204.) The CPU computes them, or "
+          "raises NotImplementedError where it has no complex kernel either (then the exception class differs)."),
     Group("complex-norm-dtype", ("vector_norm", "cdist"), DTYPE, in_dtype("complex64"),
           "vector_norm/norm of a complex input (or with a complex dtype=) returns complex64 on neuron; the CPU "
           "returns the real dtype (float32), as documented for norms."),
