@@ -71,6 +71,9 @@ def test_autocast_defaults_to_bfloat16():
 
 def test_memory_snapshot_lists_live_blocks():
     x = torch.empty(3 << 20, dtype=torch.uint8, device="neuron")  # a large-pool block
+    # earlier tests' temporaries are freed in stream order: let them go
+    # first, so that the two snapshots below see the same blocks
+    torch.neuron.synchronize()
     snap = torch.neuron.memory_snapshot()
     segs = [s for s in snap if s["device"] == x.device.index]
     blocks = [b for s in segs for b in s["blocks"]]
