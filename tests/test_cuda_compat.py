@@ -1,6 +1,8 @@
 """The torch.cuda names that ported code calls, on torch.neuron: each behaves
 as its torch.cuda counterpart does (or, where the device has nothing to
 report, says so plainly)."""
+import gc
+
 import pytest
 import torch
 
@@ -71,8 +73,12 @@ def test_autocast_defaults_to_bfloat16():
 
 def test_memory_snapshot_lists_live_blocks():
     x = torch.empty(3 << 20, dtype=torch.uint8, device="neuron")  # a large-pool block
-    # earlier tests' temporaries are freed in stream order: let them go
-    # first, so that the two snapshots below see the same blocks
+    # earlier tests' tensors still held by reference cycles (an exception's
+    # traceback keeps its frames) would be freed by a garbage collection
+    # that the snapshots' own allocations may trigger, and temporaries are
+    # freed in stream order: both go first, so that the two snapshots below
+    # see the same blocks
+    gc.collect()
     torch.neuron.synchronize()
     snap = torch.neuron.memory_snapshot()
     segs = [s for s in snap if s["device"] == x.device.index]
