@@ -191,3 +191,61 @@ def test_copy_from_a_broadcastable_source_copies_like_the_cpu(dst_dev, src_dev, 
     got = torch.zeros(dst_shape, device=dst_dev).copy_(src.to(src_dev))
     assert got.shape == want.shape and torch.equal(got.cpu(), want)
     assert_no_fallbacks()
+
+
+def _shift_right(y):
+    y[:, 1:] = y[:, :-1]  # rows of strided views: ATen cannot prove the overlap partial, the order decides
+
+
+def _shift_left(y):
+    y[:, :40] = y[:, 1:41]
+
+
+def _shift_right_block(y):
+    y[:, 1:41] = y[:, :40]
+
+
+def _transpose_in_place(y):
+    y.copy_(y.t())
+
+
+def _broadcast_first_column(y):
+    y[:, 1:].copy_(y[:, :1].expand(-1, y.shape[1] - 1))
+
+
+def _contiguous_shift(y):
+    y[1:] = y[:-1]  # dense and partially overlapping: refused on both
+
+
+def _circular_pad_negative(y):
+    return torch.nn.functional.pad(y[None, :3, :2], [-1, 2], mode="circular")
+
+
+def _circular_pad_wide(y):
+    return torch.nn.functional.pad(y[None, :4, :5], [3, 2], mode="circular")
+
+
+@pytest.mark.parametrize("dtype", DTYPES + [torch.complex64, torch.complex32])
+@pytest.mark.parametrize("fn", [_shift_right, _shift_left, _shift_right_block, _transpose_in_place,
+                                _broadcast_first_column, _contiguous_shift, _circular_pad_negative,
+                                _circular_pad_wide])
+def test_copy_between_overlapping_views_reads_and_writes_in_the_cpus_order(dtype, fn):
+    """A copy whose source overlaps its destination: the CPU's result depends
+    on its loop's order (64-byte blocks along a contiguous row, then one
+    element at a time); neuron copies in that order (COPY_ORDERED). F.pad
+    circular copies its wraps out of the output it is filling."""
+    base = (torch.arange(50 * 50) % 97).to(dtype).view(50, 50)
+    results = []
+    for dev in ("cpu", "neuron"):
+        y = base.clone().to(dev)
+        try:
+            r = fn(y)
+            results.append((r if r is not None else y).cpu())
+        except RuntimeError as e:
+            results.append(type(e))
+    cpu, dev = results
+    if isinstance(cpu, type):
+        assert dev is cpu
+    else:
+        view = (lambda t: t.view(torch.uint8)) if dtype == torch.complex32 else (lambda t: t)
+        assert torch.equal(view(dev), view(cpu))

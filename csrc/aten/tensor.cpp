@@ -19,8 +19,10 @@
 #include <c10/core/DeviceGuard.h>
 #include <c10/core/StorageImpl.h>
 
+#include "launch/iter.h"
 #include "launch/launch.h"
 #include "launch/scalar.h"
+#include "nrt/ops/index.h"
 #include "registry/variants.h"
 
 namespace torch_neuronx {
@@ -135,7 +137,35 @@ void keep_math_bits(const Tensor &staging, const Tensor &like) {
   staging._set_neg(like.is_neg());
 }
 
+// The bytes [first, last] a tensor's elements span (no negative strides in
+// PyTorch).
+std::pair<uintptr_t, uintptr_t> byte_span(const Tensor &t) {
+  uintptr_t first = reinterpret_cast<uintptr_t>(t.const_data_ptr());
+  uintptr_t last = first + t.itemsize() - 1;
+  for (int64_t d = 0; d < t.dim(); ++d) last += static_cast<uintptr_t>((t.size(d) - 1) * t.stride(d)) * t.itemsize();
+  return {first, last};
+}
+
+// Whether a copy reads memory it writes: then its result depends on the
+// order of the element copies.
+bool copy_overlaps(const Tensor &dst, const Tensor &src) {
+  if (!dst.storage().is_alias_of(src.storage())) return false;
+  auto [a0, a1] = byte_span(dst);
+  auto [b0, b1] = byte_span(src);
+  return a0 <= b1 && b0 <= a1;
+}
+
+// The bytes ATen's CPU copy loop moves at once along a contiguous row: two
+// 32-byte vectors, loaded before they are stored (its copy kernel has no
+// AVX-512 build, so 64 bytes under every CPU capability, measured);
+// ComplexHalf copies element by element.
+int64_t cpu_copy_block(const Tensor &t) { return t.scalar_type() == at::kComplexHalf ? 0 : 64; }
+
 // Device-side copy with broadcasting and dtype conversion (both on one device).
+// TensorIterator refuses the overlaps it can prove partial, as on the CPU;
+// an overlap it lets through (strided views of one buffer) is copied in the
+// CPU's element order (COPY_ORDERED), so x[:, 1:] = x[:, :-1] smears as
+// there.
 void device_copy(const Tensor &dst, const Tensor &src) {
   auto iter = at::TensorIteratorConfig()
                   .add_output(dst)
@@ -144,6 +174,16 @@ void device_copy(const Tensor &dst, const Tensor &src) {
                   .check_all_same_dtype(false)
                   .set_check_mem_overlap(true)
                   .build();
+  if (iter.numel() > 0 && src.device() == dst.device() && dst.scalar_type() == src.scalar_type() &&
+      dst.is_conj() == src.is_conj() && dst.is_neg() == src.is_neg() && copy_overlaps(dst, src)) {
+    c10::DeviceGuard guard(dst.device());
+    nrt_launch d = iter_desc(iter, NRT_OP(COPY_ORDERED));
+    d.compute_dtype = to_nrt_dtype(dst.scalar_type());
+    set_iter_operand(d.operands[0], iter, 0);
+    set_iter_operand(d.operands[1], iter, 1);
+    d.params[0] = cpu_copy_block(dst);
+    return enqueue(dst.device().index(), d);
+  }
   launch_iter(iter, NRT_OP_COPY);
 }
 

@@ -1237,6 +1237,44 @@ static void test_validation(void) {
   CHECK_STATUS(nrt_launch_run(&n), NRT_ERROR_INVALID_ARGUMENT);
 }
 
+/* COPY_ORDERED: x[1:] = x[:-1] within one buffer reads what it wrote, in the
+ * CPU's order: 64-byte blocks loaded before they are stored, then one element
+ * at a time; sizes[0] is the fastest dim; a stride-0 source is read once per
+ * row for the blocks. */
+static void test_copy_ordered(void) {
+  for (int r = 0; r < 2; r++) {
+    float buf[20];
+    for (int i = 0; i < 20; i++) buf[i] = (float)i;
+    nrt_launch l = nrt_test_launch(NRT_OP(COPY_ORDERED), NRT_FLOAT32, 1, S(19), 1, 1);
+    nrt_test_operand(&l, 0, buf + 1, NRT_FLOAT32, S(4));
+    nrt_test_operand(&l, 1, buf, NRT_FLOAT32, S(4));
+    l.params[0] = 64;
+    CHECK_OK(nrt_test_run(&l, r));
+    for (int i = 0; i < 20; i++) {
+      float want = i == 0 ? 0.0f : i <= 16 ? (float)(i - 1) : 15.0f;
+      CHECK(buf[i] == want);
+    }
+    /* no blocks: every element reads its neighbour's new value */
+    for (int i = 0; i < 20; i++) buf[i] = (float)i;
+    l.params[0] = 0;
+    CHECK_OK(nrt_test_run(&l, r));
+    for (int i = 0; i < 20; i++) CHECK(buf[i] == 0.0f);
+    /* two rows of 3 (byte stride 16 between rows), sizes[0] fastest; then a
+     * broadcast source: the first element of each row copied along it */
+    int64_t m[8] = {0, 1, 2, 3, 4, 5, 6, 7};
+    nrt_launch l2 = nrt_test_launch(NRT_OP(COPY_ORDERED), NRT_INT64, 2, S(3, 2), 1, 1);
+    nrt_test_operand(&l2, 0, m + 1, NRT_INT64, S(8, 32));
+    nrt_test_operand(&l2, 1, m, NRT_INT64, S(8, 32));
+    l2.params[0] = 64;
+    CHECK_OK(nrt_test_run(&l2, r));
+    int64_t want2[8] = {0, 0, 0, 0, 4, 4, 4, 4};
+    CHECK(memcmp(m, want2, sizeof m) == 0);
+    nrt_launch bad = l2;
+    bad.operands[1].dtype = NRT_INT32;
+    CHECK(nrt_test_run(&bad, r) == NRT_ERROR_INVALID_ARGUMENT);
+  }
+}
+
 int main(void) {
   nrt_test_seed(0x2545F4914F6CDD1Dull);
   printf("test_kernels_index\n");
@@ -1259,5 +1297,6 @@ int main(void) {
   RUN_TEST(test_sort_random);
   RUN_TEST(test_nll_loss);
   RUN_TEST(test_validation);
+  RUN_TEST(test_copy_ordered);
   return TEST_RESULT();
 }

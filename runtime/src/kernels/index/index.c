@@ -20,6 +20,7 @@
 #include <stdatomic.h>
 #include <stdlib.h>
 #include "kernels/common/common.h"
+#include "kernels/index/index.h"
 #include "nrt/ops/index.h"
 
 /* Elements per parallel chunk, at least: below this the pool's hand-off
@@ -1295,6 +1296,7 @@ nrt_status nrt_index_execute(const nrt_launch *l) {
   case NRT_OP(SORT): return sort_op(l);
   case NRT_OP(NLL_LOSS): return nll_loss(l);
   case NRT_OP(NLL_LOSS_BACKWARD): return nll_loss_backward(l);
+  case NRT_OP(COPY_ORDERED): return nrt_index_copy_ordered(l);
   default: break;
   }
   return nrt_kernel_fail(NRT_ERROR_UNSUPPORTED, "kernel %s: not an index op", nrt_op_name(l->op));
