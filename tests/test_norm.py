@@ -270,6 +270,47 @@ def test_batch_norm_of_an_integer_input_raises_like_the_cpu(training):
     assert_no_fallbacks()
 
 
+# In training, with no mixed-type parameters, the CPU takes the mean of a
+# non-contiguous input with at::mean before its kernel dispatches on the
+# dtype: an integer or bool input is then refused by mean() (RuntimeError);
+# a contiguous one, or one with float parameters first, by the dispatch
+# (NotImplementedError). Then a 1-d input is an IndexError and unpaired
+# running stats a ValueError, before the dispatch.
+def _bn_int(x_dt, layout, w_dt, rs_dt, training=True):
+    def call(d):
+        x = torch.ones(2, 4, 3, dtype=x_dt, device=d)
+        x = {"contiguous": x.transpose(1, 2).contiguous(), "transposed": x.transpose(1, 2),
+             "strided": torch.ones(2, 3, 8, dtype=x_dt, device=d)[..., ::2]}[layout]
+        w = None if w_dt is None else torch.ones(3, dtype=w_dt, device=d)
+        rm = None if rs_dt is None else torch.zeros(3, dtype=rs_dt, device=d)
+        rv = None if rs_dt is None else torch.ones(3, dtype=rs_dt, device=d)
+        return F.batch_norm(x, rm, rv, w, training=training)
+    return call
+
+
+@pytest.mark.parametrize("x_dt", [torch.int32, torch.uint8, torch.bool])
+@pytest.mark.parametrize("layout", ["contiguous", "transposed", "strided"])
+@pytest.mark.parametrize("w_dt,rs_dt", [(None, None), (torch.float32, None), ("x", None), (None, torch.float32),
+                                        (None, "x"), ("x", torch.float32), (torch.float32, "x")])
+@pytest.mark.parametrize("training", [True, False])
+def test_batch_norm_of_an_integer_input_raises_in_the_cpu_order(x_dt, layout, w_dt, rs_dt, training):
+    w_dt = x_dt if w_dt == "x" else w_dt
+    rs_dt = x_dt if rs_dt == "x" else rs_dt
+    cpu, dev = raises_like_cpu(_bn_int(x_dt, layout, w_dt, rs_dt, training))
+    assert str(dev).split(" (in the neuron")[0] == str(cpu)
+    assert_no_fallbacks()
+
+
+def test_batch_norm_1d_input_and_unpaired_running_stats_raise_like_the_cpu():
+    for x_dt in (torch.float32, torch.int32):
+        raises_like_cpu(lambda d: F.batch_norm(torch.ones(3, dtype=x_dt, device=d), None, None, training=True),
+                        IndexError)
+        for rm, rv in ((torch.zeros(3), None), (None, torch.ones(3))):
+            raises_like_cpu(lambda d: F.batch_norm(torch.ones(2, 3, 4, dtype=x_dt, device=d),
+                                                   None if rm is None else rm.to(d),
+                                                   None if rv is None else rv.to(d), training=True), ValueError)
+
+
 # Saved statistics follow the op's meta function (as on CUDA), which a
 # compiled graph is planned from: float32 for a 16-bit input, and in eval
 # mode batch norm's [C] running mean and 1/sqrt(running_var + eps) where the

@@ -467,3 +467,22 @@ def test_multi_margin_loss_refuses_integers_before_reading_targets():
     x, t = torch.ones(3, 4, dtype=torch.int32), torch.tensor([0, 9, 1])
     raises_like_cpu(lambda d: F.multi_margin_loss(x.to(d), t.to(d)), NotImplementedError)
     assert_no_fallbacks()
+
+
+# ... but returns before its dispatch for an empty one: a result in the
+# input's dtype (its value uninitialised on the CPU for 'mean' and 'sum';
+# neuron's is 0, the sum of nothing), whatever the weight's dtype.
+@pytest.mark.parametrize("dt", [torch.int64, torch.int8, torch.uint8, torch.bool])
+@pytest.mark.parametrize("red", ["mean", "sum", "none"])
+def test_margin_losses_of_an_empty_integer_input_compute_like_the_cpu(dt, red):
+    x, t = torch.empty(0, 3, dtype=dt), torch.empty(0, dtype=torch.int64)
+    for w in (None, torch.ones(3), torch.ones(3, dtype=torch.int32)):
+        want = F.multi_margin_loss(x, t, weight=w, reduction=red)
+        got = F.multi_margin_loss(x.to(DEV), t.to(DEV), weight=None if w is None else w.to(DEV), reduction=red)
+        assert (got.dtype, got.shape) == (want.dtype, want.shape)
+        if red != "none":
+            assert got.cpu().item() == 0
+    want = F.multilabel_margin_loss(x, torch.empty(0, 3, dtype=torch.int64), reduction=red)
+    got = F.multilabel_margin_loss(x.to(DEV), torch.empty(0, 3, dtype=torch.int64, device=DEV), reduction=red)
+    assert (got.dtype, got.shape) == (want.dtype, want.shape)
+    assert_no_fallbacks()

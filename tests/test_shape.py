@@ -55,3 +55,17 @@ def test_constant_pad_crop_past_the_input_raises_like_the_cpu():
     raises_like_cpu(lambda d: F.pad(x.to(d), [0, 0, -1, 2], value=1.0), RuntimeError)
     assert_no_fallbacks()
 
+
+
+# The CPU rolls one dim at a time and returns a copy of an empty tensor
+# before it reads the dim, so out-of-range dims of an empty tensor are not
+# an error there (a non-empty one still raises IndexError).
+@pytest.mark.parametrize("shape,shifts,dims", [((0,), 5, 2), ((0, 3), (1, 2), (5, -7)), ((3, 0), 1, None),
+                                               ((0,), (1, 2), (0, 3))])
+def test_roll_of_an_empty_tensor_ignores_its_dims_like_the_cpu(shape, shifts, dims):
+    x = torch.empty(shape)
+    want = torch.roll(x, shifts, dims) if dims is not None else torch.roll(x, shifts)
+    got = torch.roll(x.neuron(), shifts, dims) if dims is not None else torch.roll(x.neuron(), shifts)
+    assert (got.shape, got.stride(), got.dtype) == (want.shape, want.stride(), want.dtype)
+    raises_like_cpu(lambda d: torch.roll(torch.ones(3, device=d), 1, 2), IndexError)
+    assert_no_fallbacks()

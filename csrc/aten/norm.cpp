@@ -213,8 +213,31 @@ std::tuple<Tensor, Tensor, Tensor> bn_forward(const Tensor &input, const std::op
                                               const std::optional<Tensor> &running_mean,
                                               const std::optional<Tensor> &running_var, bool training,
                                               double momentum, double eps) {
-  // The CPU's batch_norm dispatches on the input's dtype before its mixed-
-  // type checks of the parameters (layer norm checks them first).
+  // The CPU's batch_norm_cpu checks in this order. In training, with no
+  // mixed-type parameters (the first defined one has the input's dtype, or
+  // none is given), a non-contiguous input has its mean taken by at::mean
+  // before anything else, which refuses an integer or bool input; then the
+  // channel dim is read (IndexError for a 1-d input); then the running
+  // stats must come in pairs (ValueError); then its kernel dispatches on
+  // the input's dtype, before its mixed-type checks of the parameters
+  // (layer norm checks them first).
+  if (training && !at::isFloatingType(input.scalar_type()) && !at::isComplexType(input.scalar_type()) &&
+      !input.is_contiguous() && !input.is_contiguous(at::MemoryFormat::ChannelsLast)) {
+    const Tensor *first = nullptr;
+    for (const auto *p : {&weight, &bias, &running_mean, &running_var})
+      if (defined(*p)) {
+        first = &**p;
+        break;
+      }
+    TORCH_CHECK(first && first->scalar_type() != input.scalar_type(),
+                "mean(): could not infer output dtype. Input dtype must be either a floating point or complex "
+                "dtype. Got: ", c10::toString(input.scalar_type()));
+  }
+  if (training) {
+    (void)input.size(1);
+    TORCH_CHECK_VALUE(defined(running_mean) == defined(running_var),
+                      "running_mean and running_var must either both be None or neither be None");
+  }
   check_float(input, "batch_norm");
   check_param_dtypes(input, {&weight, &bias, &running_mean, &running_var});
   TORCH_CHECK(input.dim() >= 2, "batch_norm: expected at least 2-D input, got ", input.dim(), "-D");
@@ -240,8 +263,6 @@ std::tuple<Tensor, Tensor, Tensor> bn_forward(const Tensor &input, const std::op
   int k = 0;
   put_ncs(d.operands[k++], y);
   if (training) {
-    TORCH_CHECK(defined(running_mean) == defined(running_var),
-                "batch_norm: running_mean and running_var must both be given or both be None");
     mean = at::empty({c}, input.options().dtype(st));
     invstd = at::empty({c}, input.options().dtype(st));
     put_vec(d.operands[k++], mean);

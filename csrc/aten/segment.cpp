@@ -739,7 +739,12 @@ MarginRows margin_rows(const Tensor &self, const Tensor &target, bool multilabel
 
 Tensor reduce_loss(const Tensor &per_sample, int64_t reduction, const Tensor &self) {
   Tensor out;
-  if (reduction == at::Reduction::Mean) out = per_sample.mean();
+  // An integer or bool input reaches here only empty (the CPU's kernel
+  // refuses it otherwise, and returns its output uninitialised for an empty
+  // one, in the input's dtype): the mean of nothing has no integer value,
+  // so it is the sum, 0.
+  bool exact = at::isFloatingType(per_sample.scalar_type()) || at::isComplexType(per_sample.scalar_type());
+  if (reduction == at::Reduction::Mean) out = exact ? per_sample.mean() : per_sample.sum();
   else if (reduction == at::Reduction::Sum) out = per_sample.sum();
   else out = self.dim() <= 1 ? per_sample.reshape({}) : per_sample;
   return out.to(self.scalar_type());

@@ -137,6 +137,9 @@ Tensor roll_fn(const Tensor &self, c10::IntArrayRef shifts, c10::IntArrayRef dim
   }
   TORCH_CHECK(shifts.size() == dims.size(), "shifts and dimensions must align. shifts: ", shifts.size(),
               ", dims:", dims.size());
+  // The CPU rolls one dim at a time and returns a copy of an empty tensor
+  // before it reads the dim: out-of-range dims are not checked then.
+  if (self.numel() == 0) return self.clone(at::MemoryFormat::Preserve);
   c10::DeviceGuard guard(self.device());
   Tensor cur = self;
   for (size_t k = 0; k < dims.size(); ++k) {
