@@ -138,3 +138,56 @@ def test_addmv_of_an_empty_matrix_like_the_cpu(beta):
     got = torch.addmv(nan_self.to("neuron"), torch.empty(2, 0, device="neuron"), torch.empty(0, device="neuron"), beta=0)
     torch.testing.assert_close(got.cpu(), torch.addmv(nan_self, torch.empty(2, 0), torch.empty(0), beta=0))
     assert_no_fallbacks()
+
+
+def _nonfinite_complex(shape, seed, transposed=False):
+    """Small integers with about a quarter of the parts inf, -inf or NaN."""
+    g = torch.Generator().manual_seed(seed)
+    if transposed:
+        return _nonfinite_complex(shape[::-1], seed).t()
+    parts = torch.randint(-3, 4, (*shape, 2), generator=g).float()
+    special = torch.tensor([float("inf"), float("-inf"), float("nan")])
+    pick = torch.rand(parts.shape, generator=g) < 0.25
+    parts[pick] = special[torch.randint(0, 3, (int(pick.sum()),), generator=g)]
+    return torch.view_as_complex(parts.contiguous())
+
+
+@pytest.mark.parametrize("m,k,n", [(1, 1, 1), (1, 3, 1), (3, 5, 1), (2, 3, 4), (5, 2, 3), (4, 4, 4), (8, 8, 8),
+                                   (2, 6, 9)])
+@pytest.mark.parametrize("ta,tb", [(False, False), (True, False), (False, True), (True, True)])
+def test_complex_gemm_inf_nan_like_the_cpu(m, k, n, ta, tb):
+    """Complex products with inf/NaN parts: where infinities cancel into NaN
+    depends on the CPU's path (MKL's reference loops below m 4, n 2, k 4 in
+    BLAS terms scale one operand's element or the sum by alpha, even alpha
+    == 1; its blocked kernel keeps the plain sum; ATen's own small-batch
+    loop), which neuron follows element for element."""
+    failures = []
+    for seed in range(6):
+        a = _nonfinite_complex((m, k), 100 * seed + 1, ta)
+        b = _nonfinite_complex((k, n), 100 * seed + 2, tb)
+        bias = _nonfinite_complex((m, n), 100 * seed + 3)
+        cases = {
+            "mm": lambda d: torch.mm(a.to(d), b.to(d)),
+            "addmm": lambda d: torch.addmm(bias.to(d), a.to(d), b.to(d), beta=0.5, alpha=2),
+            "addmm_beta0": lambda d: torch.addmm(bias.to(d), a.to(d), b.to(d), beta=0, alpha=1j),
+            "bmm": lambda d: torch.bmm(a.expand(2, m, k).to(d), b.expand(2, k, n).to(d)),
+            "baddbmm": lambda d: torch.baddbmm(bias.expand(2, m, n).to(d), a.expand(2, m, k).to(d),
+                                               b.expand(2, k, n).to(d), beta=0.5, alpha=1),
+        }
+        for name, fn in cases.items():
+            try:
+                torch.testing.assert_close(fn("neuron").cpu(), fn("cpu"), equal_nan=True, rtol=1e-5, atol=1e-5)
+            except AssertionError as e:
+                failures.append(f"{name} seed {seed}: {str(e).splitlines()[-1]}")
+    assert not failures, failures
+    assert_no_fallbacks()
+
+
+@pytest.mark.parametrize("m,n", [(2, 3), (3, 7), (9, 2), (40, 33)])
+def test_complex_mv_inf_nan_like_the_cpu(m, n):
+    """mv/addmv take BLAS's gemv 'T' loop on a row-major matrix: the sum,
+    then times alpha (inf + inf i becomes NaN + NaN i even for alpha 1)."""
+    for seed in range(6):
+        a, v = _nonfinite_complex((m, n), seed), _nonfinite_complex((n,), seed + 50)
+        torch.testing.assert_close(torch.mv(a.neuron(), v.neuron()).cpu(), torch.mv(a, v), equal_nan=True)
+    assert_no_fallbacks()

@@ -38,17 +38,112 @@ nrt_scalar scalar_in(const Tensor &t, const Scalar &s) { return checked_scalar(s
 // Complex C = alpha * A @ B + beta * bias from four real GEMMs over the
 // (re, im) planes of A and B (strided views of the same memory: no copies
 // beyond resolving conjugate/negative bits), combined by native complex
-// elementwise ops. The GEMM kernel itself is real-only.
-void complex_gemm(const Tensor &c, const Tensor &a, const Tensor &b, const Tensor &bias, const Scalar &alpha,
-                  const Scalar &beta) {
-  Tensor ar = at::view_as_real(a.resolve_conj().resolve_neg()), br = at::view_as_real(b.resolve_conj().resolve_neg());
-  Tensor a0 = ar.select(-1, 0), a1 = ar.select(-1, 1), b0 = br.select(-1, 0), b1 = br.select(-1, 1);
-  Tensor re = at::bmm(a0, b0).sub_(at::bmm(a1, b1));
-  Tensor im = at::bmm(a0, b1).add_(at::bmm(a1, b0));
+// elementwise ops: the shapes where the CPU's BLAS kernel keeps the plain
+// sum of the products (the same inf/NaN pattern as these four sums). That
+// kernel scales one operand by alpha (measured: the one it gets as BLAS's
+// 'a', alpha_on_b: our B) unless alpha == 1, and adds a bias it scales
+// unless beta == 1.
+void complex_gemm_blas(const Tensor &c, const Tensor &a, const Tensor &b, const Tensor &bias, const Scalar &alpha,
+                       const Scalar &beta, bool alpha_on_b) {
+  Tensor a1 = a.resolve_conj().resolve_neg(), b1 = b.resolve_conj().resolve_neg();
+  bool alpha_one = !alpha.isComplex() ? alpha.toDouble() == 1.0 : alpha.toComplexDouble() == c10::complex<double>(1, 0);
+  if (!alpha_one) {
+    if (alpha_on_b) b1 = b1.mul(alpha);
+    else a1 = a1.mul(alpha);
+  }
+  Tensor ar = at::view_as_real(a1), br = at::view_as_real(b1);
+  Tensor a0 = ar.select(-1, 0), ai = ar.select(-1, 1), b0 = br.select(-1, 0), bi = br.select(-1, 1);
+  Tensor re = at::bmm(a0, b0).sub_(at::bmm(ai, bi));
+  Tensor im = at::bmm(a0, bi).add_(at::bmm(ai, b0));
   Tensor t = at::complex(re, im);
-  if (!(alpha.isIntegral(false) && alpha.toLong() == 1)) t = t.mul(alpha);
-  if (bias.defined()) t = t.add(bias.mul(beta));
+  if (bias.defined()) {
+    bool beta_one = !beta.isComplex() ? beta.toDouble() == 1.0 : beta.toComplexDouble() == c10::complex<double>(1, 0);
+    t = t.add(beta_one ? bias : bias.mul(beta));
+  }
   c.copy_(t);
+}
+
+// Which of the CPU's complex GEMM paths a product takes (its BLAS kernel:
+// CX_BLAS_ALPHA_A / _B, by the operand it scales; otherwise where alpha
+// goes, nrt_cgemm_alpha),
+// as ATen hands it to MKL's cgemm and as MKL then splits by size (measured:
+// complex64 mm of every shape up to 8 in each dim and both layouts of each
+// operand, against inf/NaN parts). ATen's addmm_impl_cpu_ picks the
+// column-major problem: C^T = B^T A^T (a row-major result: 'a' is our B, m
+// = N) unless the result is a column (N == 1), and an operand's 'T' flag
+// from its strides. MKL takes its blocked kernel from m >= 4, n >= 2, k >= 4;
+// below that it runs the reference BLAS loops: 'a' transposed sums the
+// products and multiplies by alpha (even alpha == 1, so inf + inf i turns
+// into NaN + NaN i), 'a' not transposed adds (alpha * b_lj) * a_il for
+// each l. Two measured exceptions: k == 1 with a row-major result scales
+// 'b' whatever 'a' is, and m == n == 1 follows 'b' instead of 'a' (its 'T'
+// scales 'a'). 2-d views (one batch entry).
+constexpr int CX_BLAS_ALPHA_A = -1, CX_BLAS_ALPHA_B = -2;
+int cpu_complex_mm_path(const Tensor &c, const Tensor &a, const Tensor &b) {
+  const int64_t M = c.size(0), N = c.size(1), K = a.size(1);
+  auto cs = c.strides();
+  bool tc;
+  if (cs[0] == 1 && (N == 1 || cs[1] >= std::max<int64_t>(1, M))) tc = false;
+  else if (cs[1] == 1 && (M == 1 || cs[0] >= std::max<int64_t>(1, N))) tc = true;
+  else tc = false;
+  const int64_t m = tc ? N : M, n = tc ? M : N, k = K;
+  const Tensor &m1 = tc ? b : a, &m2 = tc ? a : b;  // BLAS's 'a' and 'b'
+  int r = tc ? 1 : 0, q = tc ? 0 : 1;                // their (row, col) stride in BLAS's column-major terms
+  auto s1 = m1.strides(), s2 = m2.strides();
+  bool ta, tb;
+  if (s1[r] == 1 && s1[q] >= std::max<int64_t>(1, m)) ta = false;
+  else if (s1[q] == 1 && s1[r] >= std::max<int64_t>(1, k)) ta = true;
+  else ta = !tc;  // ATen copies it contiguous
+  if (s2[r] == 1 && s2[q] >= std::max<int64_t>(1, k)) tb = false;
+  else if (s2[q] == 1 && s2[r] >= std::max<int64_t>(1, n)) tb = true;
+  else tb = !tc;
+  if (m >= 4 && n >= 2 && k >= 4) return tc ? CX_BLAS_ALPHA_B : CX_BLAS_ALPHA_A;
+  // alpha on BLAS's 'b' / 'a' element, in our operands' names
+  const int on_b = tc ? NRT_CGEMM_ALPHA_A : NRT_CGEMM_ALPHA_B, on_a = tc ? NRT_CGEMM_ALPHA_B : NRT_CGEMM_ALPHA_A;
+  if (m == 1 && n == 1) return tb ? on_a : NRT_CGEMM_ALPHA_AFTER;
+  if (k == 1 && tc) return on_b;
+  return ta ? NRT_CGEMM_ALPHA_AFTER : on_b;
+}
+
+// The CPU's path for a batched product (bmm_out_or_baddbmm_): ATen's own
+// loop below 400 multiply-adds per batch entry (the plain sum for bmm,
+// alpha * sum + beta * self for baddbmm), else the 2-d choice per entry.
+int cpu_complex_path(const Tensor &c, const Tensor &a, const Tensor &b, bool batched, bool has_self) {
+  if (batched && a.size(1) * a.size(2) * b.size(2) < 400)
+    return has_self ? NRT_CGEMM_ALPHA_AFTER : NRT_CGEMM_ALPHA_NONE;
+  return cpu_complex_mm_path(c.select(0, 0), a.select(0, 0), b.select(0, 0));
+}
+
+// Complex C = A @ B with alpha/beta where the CPU's path puts them: its
+// BLAS kernel as four real GEMMs, its other loops in the CGEMM kernel.
+void complex_gemm(const Tensor &c, const Tensor &a, const Tensor &b, const Tensor &bias, const Scalar &alpha,
+                  const Scalar &beta, bool batched, bool has_self) {
+  int path = cpu_complex_path(c, a, b, batched, has_self);
+  if (path < 0) return complex_gemm_blas(c, a, b, bias, alpha, beta, path == CX_BLAS_ALPHA_B);
+  Tensor ar = a.resolve_conj().resolve_neg(), br = b.resolve_conj().resolve_neg();
+  // an out= that shares memory with A or B gets the result after the
+  // launch (the kernel stores each element once it has read its row and
+  // column, so a bias at C's own place is fine)
+  bool aliased = at::get_overlap_status(c, ar) != at::MemOverlapStatus::No ||
+                 at::get_overlap_status(c, br) != at::MemOverlapStatus::No;
+  Tensor out = aliased ? at::empty_like(c, at::MemoryFormat::Contiguous) : c;
+  nrt_launch d = new_launch(NRT_OP(CGEMM), {c.size(0), c.size(1), c.size(2), a.size(2)});
+  d.noutputs = 1;
+  d.ninputs = bias.defined() ? 3 : 2;
+  d.compute_dtype = to_nrt_dtype(a.scalar_type());
+  set_operand(d.operands[0], out, {0, 1, 2});
+  set_operand(d.operands[1], ar, {0, 1, 2});
+  set_operand(d.operands[2], br, {0, 1, 2});
+  Tensor bias_r;
+  if (bias.defined()) {
+    bias_r = bias.resolve_conj().resolve_neg();
+    set_operand(d.operands[3], bias_r, {0, 1, 2});
+  }
+  d.scalars[0] = checked_scalar(alpha, a.scalar_type(), &d.scalars[1]);
+  d.scalars[2] = checked_scalar(beta, a.scalar_type(), &d.scalars[3]);
+  d.params[0] = path;
+  enqueue(c.device().index(), d);  // as is: CGEMM reads complex operands itself
+  if (aliased) c.copy_(out);
 }
 
 // alpha == 0: BLAS does not read A and B, so a NaN or inf in them stays out
@@ -95,13 +190,15 @@ void fill_k0(Tensor &out, const Tensor &bias, const Scalar &beta) {
 
 // C[b] = alpha * A[b] @ B[b] + beta * bias[b]; all operands are 3-d views
 // (batch, rows, cols); `bias` may be undefined.
+// batched: bmm/baddbmm (the CPU's small-batch loop applies), has_self:
+// baddbmm, whose loop scales the sum by alpha.
 void launch_gemm(const Tensor &c, const Tensor &a, const Tensor &b, const Tensor &bias, const Scalar &alpha,
-                 const Scalar &beta) {
+                 const Scalar &beta, bool batched = false, bool has_self = false) {
   if (c.numel() == 0) return;
   if (a.is_complex()) {
     (void)scalar_in(a, alpha);
     (void)scalar_in(a, beta);
-    return complex_gemm(c, a, b, bias, alpha, beta);
+    return complex_gemm(c, a, b, bias, alpha, beta, batched, has_self);
   }
   nrt_launch d = new_launch(NRT_OP(GEMM), {c.size(0), c.size(1), c.size(2), a.size(2)});
   d.noutputs = 1;
@@ -242,7 +339,7 @@ Tensor &bmm_into(Tensor &out, const Tensor &a, const Tensor &b, const Tensor *bi
     fill_without_product(out, bias3, beta);
     return out;
   }
-  launch_gemm(out, a, b, bias3, alpha, beta);
+  launch_gemm(out, a, b, bias3, alpha, beta, true, bias != nullptr);
   return out;
 }
 Tensor bmm_only_into(Tensor out, const Tensor &a, const Tensor &b) {

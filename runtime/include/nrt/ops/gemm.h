@@ -12,8 +12,18 @@
 #include "nrt/launch.h"
 
 #define NRT_OPS_GEMM(X)                                                      \
-  X(GEMM, GEMM, 2, 3)            /* s0 alpha, s1 beta; 3 inputs with bias */
+  X(GEMM, GEMM, 2, 3)            /* s0 alpha, s1 beta; 3 inputs with bias */ \
+  X(CGEMM, GEMM, 2, 3)           /* complex: s0+s1 i alpha, s2+s3 i beta, p0 */
 
 NRT_OP_FAMILY_ENUM(GEMM, NRT_OPS_GEMM);
+
+/* Where CGEMM applies alpha: the CPU's complex GEMM paths differ in it, and
+ * so in where inf/NaN parts cancel (kernels/gemm/cgemm.c). */
+typedef enum nrt_cgemm_alpha {
+  NRT_CGEMM_ALPHA_NONE = 0,  /* C = A @ B (alpha, beta, bias unused) */
+  NRT_CGEMM_ALPHA_AFTER = 1, /* C = alpha * (A @ B) + beta * bias */
+  NRT_CGEMM_ALPHA_A = 2,     /* C = beta * bias, then += (alpha * a_k) * b_k */
+  NRT_CGEMM_ALPHA_B = 3,     /* C = beta * bias, then += a_k * (alpha * b_k) */
+} nrt_cgemm_alpha;
 
 #endif

@@ -22,6 +22,8 @@
 #include <stdatomic.h>
 #include <stdlib.h>
 #include "kernels/common/gemm_ukernel.h"
+#include "kernels/gemm/cgemm.h"
+#include "nrt/ops/gemm.h"
 
 /* ---- plan ------------------------------------------------------------------ */
 
@@ -654,6 +656,7 @@ static bool spread_rows(int64_t stride) {
 /* ---- entry ------------------------------------------------------------------------- */
 
 nrt_status nrt_gemm_execute(const nrt_launch *l) {
+  if (l->op == NRT_OP(CGEMM)) return nrt_cgemm_execute(l);
   gemm_plan p = {.l = l};
   p.batch = l->sizes[0];
   p.M = l->sizes[1];
