@@ -2,6 +2,7 @@
  * can run) against the reference triple loop, over shapes that exercise
  * edges, transposed and broadcast operands, batches, bias, alpha/beta and
  * the low-precision dtypes; plus exact known results. */
+#include <math.h>
 #include <stdint.h>
 #include <string.h>
 #include "testing.h"
@@ -380,6 +381,47 @@ static void test_gemm_bf16_store_rounding(void) {
   CHECK(want[0] == 0x437f && want[N] == 0x4380 && want[N + 1] == 0x4400 && want[2 * N] == 0x7fc0);
 }
 
+/* CGEMM: finite values exactly (alpha * A @ B + beta * bias in every alpha
+ * placement, the plain sum for ALPHA_NONE), then where an infinity turns
+ * into NaN: (1 + i) * (inf + 0i) = inf + inf i kept by the plain sum and by
+ * alpha on A, made NaN + NaN i by alpha (even 1) times the sum or times B. */
+static void cgemm_run(int mode, const float *a, const float *b, const float *bias, float ar, float br, float *c,
+                      int64_t m, int64_t n, int64_t k) {
+  nrt_launch l;
+  memset(&l, 0, sizeof l);
+  l.op = NRT_OP(CGEMM);
+  l.ndim = 4;
+  l.sizes[0] = 1; l.sizes[1] = m; l.sizes[2] = n; l.sizes[3] = k;
+  l.noutputs = 1;
+  l.ninputs = bias ? 3 : 2;
+  l.compute_dtype = NRT_COMPLEX64;
+  l.scalars[0].f = ar;
+  l.scalars[2].f = br;
+  l.params[0] = mode;
+  l.operands[0] = (nrt_operand){.data = c, .dtype = NRT_COMPLEX64, .strides = {0, n * 8, 8}};
+  l.operands[1] = (nrt_operand){.data = (void *)a, .dtype = NRT_COMPLEX64, .strides = {0, k * 8, 8}};
+  l.operands[2] = (nrt_operand){.data = (void *)b, .dtype = NRT_COMPLEX64, .strides = {0, n * 8, 8}};
+  if (bias) l.operands[3] = (nrt_operand){.data = (void *)bias, .dtype = NRT_COMPLEX64, .strides = {0, n * 8, 8}};
+  CHECK_OK(nrt_launch_run(&l));
+}
+
+static void test_cgemm_alpha_placement(void) {
+  const float a[4] = {1, 2, 3, -1}, b[4] = {2, -1, 1, 1}, bias[2] = {1, 1};
+  for (int mode = NRT_CGEMM_ALPHA_NONE; mode <= NRT_CGEMM_ALPHA_B; mode++) {
+    float c[2] = {0, 0};
+    cgemm_run(mode, a, b, bias, 2.0f, 0.5f, c, 1, 1, 2);
+    /* (1+2i)(2-i) + (3-i)(1+i) = 8 + 5i; 2 (8 + 5i) + 0.5 (1 + i) */
+    CHECK(mode == NRT_CGEMM_ALPHA_NONE ? c[0] == 8 && c[1] == 5 : c[0] == 16.5f && c[1] == 10.5f);
+  }
+  const float inf = INFINITY, x[2] = {1, 1}, y[2] = {inf, 0};
+  for (int mode = NRT_CGEMM_ALPHA_NONE; mode <= NRT_CGEMM_ALPHA_B; mode++) {
+    float c[2] = {0, 0};
+    cgemm_run(mode, x, y, NULL, 1.0f, 0.0f, c, 1, 1, 1);
+    bool kept = mode == NRT_CGEMM_ALPHA_NONE || mode == NRT_CGEMM_ALPHA_A;
+    CHECK(kept ? c[0] == inf && c[1] == inf : isnan(c[0]) && isnan(c[1]));
+  }
+}
+
 int main(void) {
   RUN_TEST(test_gemm_shapes);
   RUN_TEST(test_gemm_bias_alpha_beta);
@@ -391,5 +433,6 @@ int main(void) {
   RUN_TEST(test_gemm_strided_kernel);
   RUN_TEST(test_gemm_direct_operands);
   RUN_TEST(test_gemm_bf16_store_rounding);
+  RUN_TEST(test_cgemm_alpha_placement);
   return TEST_RESULT();
 }
