@@ -309,3 +309,22 @@ def test_addmv_empty_matrix_shortcut_takes_what_the_cpu_takes():
                  _addmv((4,), (4, 0), (0,), (torch.float16,) * 3, beta=1e30)):
         want, got = call("cpu"), call("neuron")
         assert got.shape == want.shape and torch.equal(got.cpu(), want)
+
+
+# dot (and vdot of real tensors, which is dot on the CPU) checks dims, then
+# dtypes, then sizes, then dispatches on the dtype, an empty input included:
+# no bool form.
+@pytest.mark.parametrize("case", [
+    ("dot bool", lambda d: torch.dot(torch.ones(2, dtype=torch.bool, device=d), torch.ones(2, dtype=torch.bool, device=d))),
+    ("dot bool empty", lambda d: torch.dot(torch.empty(0, dtype=torch.bool, device=d),
+                                           torch.empty(0, dtype=torch.bool, device=d))),
+    ("vdot bool empty", lambda d: torch.vdot(torch.empty(0, dtype=torch.bool, device=d),
+                                             torch.empty(0, dtype=torch.bool, device=d))),
+    ("vdot dtypes differ", lambda d: torch.vdot(torch.ones(2, device=d), torch.ones(3, dtype=torch.int32, device=d))),
+    ("dot dtypes and sizes differ", lambda d: torch.dot(torch.ones(2, device=d),
+                                                        torch.ones(3, dtype=torch.int32, device=d))),
+], ids=lambda c: c[0])
+def test_dot_and_real_vdot_refuse_like_the_cpu(case):
+    cpu, dev = raises_like_cpu(case[1])
+    assert str(dev).split(" (in the neuron")[0] == str(cpu)
+    assert_no_fallbacks()

@@ -337,3 +337,28 @@ def test_out_of_range_index_at_synchronize_is_index_error():
     with pytest.raises(IndexError, match="index out of range in self"):
         torch.neuron.synchronize()
     torch.neuron.synchronize()  # the error is reported once
+
+
+# scatter_reduce with include_self=False fills the positions it reduces into
+# with the reduction's identity first (a scatter_ of a value, which checks
+# the indices), then dispatches on the dtype: an index out of range is the
+# CPU's RuntimeError before bool 'mean' or complex 'amax'/'amin' are refused
+# (NotImplementedError), also on an empty dim; with include_self the dtype
+# comes first. neuron reports it at the call, and nothing is left pending.
+@pytest.mark.parametrize("dt,reduce", [(torch.bool, "mean"), (torch.complex64, "amax"), (torch.complex64, "amin")])
+@pytest.mark.parametrize("rows,fill", [(0, 0), (3, 5), (3, 0)])
+@pytest.mark.parametrize("include_self", [False, True])
+def test_scatter_reduce_checks_indices_before_the_dtype_like_the_cpu(dt, reduce, rows, fill, include_self):
+    from helpers import raises_like_cpu
+    self_, src = torch.ones(rows, 2).to(dt), torch.ones(2, 2).to(dt)
+    idx = torch.full((1, 2), fill)
+    for inplace in (False, True):
+        def call(d):
+            s = self_.to(d)
+            f = s.scatter_reduce_ if inplace else s.scatter_reduce
+            return f(0, idx.to(d), src.to(d), reduce, include_self=include_self)
+        cpu, dev = raises_like_cpu(call)
+        torch.neuron.synchronize()
+    x = torch.zeros(3, device=DEV)
+    assert x.add(1).cpu().tolist() == [1.0] * 3  # no error left for a later op
+    assert_no_fallbacks()

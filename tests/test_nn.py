@@ -344,3 +344,45 @@ def test_nan_to_num_complex():
 def test_huber_integer_input_float_target_like_the_cpu(n):
     raises_like_cpu(lambda d: F.huber_loss(torch.ones(n, dtype=torch.int32, device=d), torch.ones(n, device=d)),
                     RuntimeError)
+
+
+# threshold dispatches on the result's dtype (no bool, no complex, empty
+# or not) and, like the CPU's iterator, does not refuse an in-place call on
+# an expanded tensor; nan_to_num of an integer or bool tensor is a copy
+# (in place: nothing to do, so an expanded one is fine too), and its out=
+# must have the input's dtype; glu has no complex form.
+@pytest.mark.parametrize("case", [
+    ("threshold bool", lambda d: F.threshold(torch.tensor([True, False], device=d), 0.0, 2.0)),
+    ("threshold_ bool empty", lambda d: F.threshold_(torch.empty(0, dtype=torch.bool, device=d), 0, 1)),
+    ("threshold complex", lambda d: F.threshold(torch.ones(3, dtype=torch.complex64, device=d), 0.0, 2.0)),
+    ("threshold out of another dtype", lambda d: torch.threshold(torch.ones(3, device=d), 0.0, 2.0,
+                                                                 out=torch.empty(3, dtype=torch.bool, device=d))),
+    ("glu complex", lambda d: F.glu(torch.ones(4, dtype=torch.complex64, device=d), 0)),
+    ("glu complex empty", lambda d: F.glu(torch.ones(0, 2, dtype=torch.complex64, device=d), 1)),
+    ("glu_backward complex", lambda d: torch.ops.aten.glu_backward(torch.ones(2, dtype=torch.complex64, device=d),
+                                                                   torch.ones(4, dtype=torch.complex64, device=d), 0)),
+    ("nan_to_num int out float", lambda d: torch.nan_to_num(torch.ones(3, dtype=torch.int64, device=d),
+                                                            out=torch.empty(3, device=d))),
+    ("nan_to_num complex out float", lambda d: torch.nan_to_num(torch.ones(3, dtype=torch.complex64, device=d),
+                                                                out=torch.empty(3, device=d))),
+], ids=lambda c: c[0])
+def test_threshold_glu_nan_to_num_refuse_like_the_cpu(case):
+    cpu, dev = raises_like_cpu(case[1])
+    assert str(dev).split(" (in the neuron")[0].split("\n")[0] == str(cpu).split("\n")[0]
+    assert_no_fallbacks()
+
+
+@pytest.mark.parametrize("dt", [torch.int64, torch.uint8, torch.bool, torch.float32])
+def test_inplace_threshold_and_integer_nan_to_num_of_an_expanded_tensor(dt):
+    base = torch.tensor([[1, 0, 3]]).to(dt)
+    if dt.is_floating_point:  # the iterator refuses the overlap there
+        raises_like_cpu(lambda d: base.to(d).expand(3, 3).nan_to_num_(), RuntimeError)
+    else:
+        want = base.clone().expand(3, 3).nan_to_num_()
+        got = base.neuron().expand(3, 3).nan_to_num_()
+        assert torch.equal(got.cpu(), want)
+    if dt in (torch.int64, torch.float32):
+        want = F.threshold_(base.clone().expand(3, 3), 0, 7)
+        got = F.threshold_(base.neuron().expand(3, 3), 0, 7)
+        assert torch.equal(got.cpu(), want)
+    assert_no_fallbacks()

@@ -486,3 +486,39 @@ def test_margin_losses_of_an_empty_integer_input_compute_like_the_cpu(dt, red):
     got = F.multilabel_margin_loss(x.to(DEV), torch.empty(0, 3, dtype=torch.int64, device=DEV), reduction=red)
     assert (got.dtype, got.shape) == (want.dtype, want.shape)
     assert_no_fallbacks()
+
+
+# index_reduce 'prod' of float16/bfloat16 over a >1-d result: the CPU
+# multiplies slice by slice with one iterator, and when each source slice is
+# one element broadcast its 16-bit mul kernel drops that operand from the
+# shared iterator, so the second index fails an internal assert
+# (RuntimeError), after the first two indices are checked (IndexError).
+@pytest.mark.parametrize("dt", [torch.float16, torch.bfloat16])
+@pytest.mark.parametrize("case", [
+    ("source [1, n]", (1, 6), (1, 4), 1, [1, 0, 1, 0], "prod", True),
+    ("expanded source", (17, 6), None, 1, [1, 0, 1, 0], "prod", True),
+    ("dim 0", (6, 1), (2, 1), 0, [0, 1], "prod", False),
+    ("second index out of range", (1, 6), (1, 3), 1, [0, 9, 1], "prod", True),
+    ("third index out of range", (1, 6), (1, 3), 1, [0, 1, 9], "prod", True),
+    ("third index out of range, without self", (1, 6), (1, 3), 1, [0, 1, 9], "prod", False),
+    ("one index computes", (1, 6), (1, 1), 1, [2], "prod", True),
+    ("dense source computes", (3, 6), (3, 2), 1, [2, 2], "prod", True),
+    ("mean computes", (1, 6), (1, 4), 1, [1, 0, 1, 0], "mean", True),
+], ids=lambda c: c[0] if isinstance(c, tuple) else str(c))
+def test_index_reduce_16bit_prod_of_one_element_slices_like_the_cpu(dt, case):
+    _, shape, src_shape, dim, index, reduce, include_self = case
+    def call(d):
+        s = torch.arange(1, 7, dtype=dt, device=d).reshape(1, 6) if shape == (17, 6) else torch.ones(shape, dtype=dt,
+                                                                                                     device=d)
+        if shape == (17, 6):
+            s, src = s.expand(17, 6), torch.full((1, 4), 2.0, dtype=dt, device=d).expand(17, 4)
+        else:
+            src = torch.full(src_shape, 2.0, dtype=dt, device=d)
+        return s.index_reduce(dim, torch.tensor(index, device=d), src, reduce, include_self=include_self)
+    try:
+        want = call("cpu")
+    except Exception:  # noqa: BLE001 - the class is what is compared
+        raises_like_cpu(call)
+    else:
+        assert torch.equal(call(DEV).cpu(), want)
+    assert_no_fallbacks()

@@ -447,3 +447,28 @@ def test_bool_searchsorted_and_complex_median_aminmax_raise_like_the_cpu():
     raises_like_cpu(lambda d: torch.aminmax(torch.ones(0, 3, dtype=torch.complex64, device=d), dim=1),
                     NotImplementedError)
     raises_like_cpu(lambda d: torch.aminmax(torch.ones(0, dtype=torch.complex64, device=d)), RuntimeError)
+
+
+# kthvalue's CPU kernel dispatches for any input of at least one dim, an
+# empty one included (no bool or complex form; a 0-d one is copied); the
+# unique kernels dispatch first of all (no complex form, empty or not).
+@pytest.mark.parametrize("case", [
+    ("kthvalue bool empty", lambda d: torch.kthvalue(torch.empty(6, 4, 0, dtype=torch.bool, device=d), 4, dim=-2)),
+    ("kthvalue complex empty", lambda d: torch.kthvalue(torch.empty(6, 4, 0, dtype=torch.complex64, device=d), 4, 1)),
+    ("kthvalue complex", lambda d: torch.kthvalue(torch.ones(3, dtype=torch.complex64, device=d), 1)),
+    ("unique complex empty", lambda d: torch.unique(torch.empty(0, dtype=torch.complex64, device=d),
+                                                    return_inverse=True, return_counts=True)),
+    ("unique complex", lambda d: torch.unique(torch.ones(3, dtype=torch.complex64, device=d), sorted=False)),
+    ("unique complex dim", lambda d: torch.unique(torch.empty(0, 2, dtype=torch.complex64, device=d), dim=0)),
+    ("unique_consecutive complex", lambda d: torch.unique_consecutive(torch.empty(0, dtype=torch.complex64,
+                                                                                  device=d))),
+    ("unique_consecutive complex dim", lambda d: torch.unique_consecutive(torch.ones(2, 2, dtype=torch.complex64,
+                                                                                     device=d), dim=1)),
+], ids=lambda c: c[0])
+def test_kthvalue_and_unique_refuse_dtypes_like_the_cpu(case):
+    cpu, dev = raises_like_cpu(case[1], NotImplementedError)
+    assert str(dev).split(" (in the neuron")[0] == str(cpu)
+    want = torch.kthvalue(torch.tensor(True), 1)
+    got = torch.kthvalue(torch.tensor(True, device=DEV), 1)
+    assert got.values.item() == want.values.item() and got.indices.item() == want.indices.item()
+    assert_no_fallbacks()

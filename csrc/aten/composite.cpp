@@ -36,18 +36,24 @@ namespace {
 using at::Tensor;
 using c10::Scalar;
 
+// The CPU's dot checks in this order, then dispatches on the dtype, an empty
+// input included: no bool or complex32 form.
 Tensor dot_fn(const Tensor &a, const Tensor &b) {
   TORCH_CHECK(a.dim() == 1 && b.dim() == 1, "1D tensors expected, but got ", a.dim(), "D and ", b.dim(), "D tensors");
+  TORCH_CHECK(a.scalar_type() == b.scalar_type(), "dot : expected both vectors to have same dtype, but found ",
+              a.scalar_type(), " and ", b.scalar_type());
   TORCH_CHECK(a.numel() == b.numel(), "inconsistent tensor size, expected tensor [", a.numel(),
               "] and src [", b.numel(), "] to have the same number of elements, but got ", a.numel(), " and ",
               b.numel(), " elements respectively");
-  TORCH_CHECK(a.scalar_type() == b.scalar_type(), "dot : expected both vectors to have same dtype, but found ",
-              a.scalar_type(), " and ", b.scalar_type());
+  TORCH_CHECK_NOT_IMPLEMENTED(a.scalar_type() != at::kBool && a.scalar_type() != at::kComplexHalf,
+                              "\"dot\" not implemented for '", a.scalar_type(), "'");
   return a.unsqueeze(0).mm(b.unsqueeze(1)).reshape({});
 }
 
-// vdot conjugates its first argument (a no-op for real tensors).
+// vdot conjugates its first argument; the CPU's is dot for real tensors
+// (its checks and messages too).
 Tensor vdot_fn(const Tensor &a, const Tensor &b) {
+  if (!a.is_complex()) return dot_fn(a, b);
   TORCH_CHECK(a.scalar_type() == b.scalar_type(), "vdot : expected both vectors to have same dtype, but found ",
               a.scalar_type(), " and ", b.scalar_type());
   return dot_fn(a.is_complex() ? a.conj() : a, b);

@@ -24,6 +24,7 @@
 #include "launch/launch.h"
 #include "launch/scalar.h"
 #include "nrt/ops/index.h"
+#include "nrt/stream.h"
 #include "registry/variants.h"
 
 namespace torch_neuronx {
@@ -652,24 +653,18 @@ Tensor scatter_reduce_fn(const Tensor &self, int64_t dim, const Tensor &index, c
   else if (reduce == "amax") code = kAmax;
   else if (reduce == "amin") code = kAmin;
   else TORCH_CHECK(false, "reduce argument must be either sum, prod, mean, amax or amin, got ", reduce);
-  // The CPU kernel's dtype dispatch for the reduction (before it restrides
-  // self): no bool mean (with no index, its final floor division refuses
-  // bool), no complex amax/amin.
-  if (self.scalar_type() == at::kBool && code == kMeanSum) {
-    TORCH_CHECK_NOT_IMPLEMENTED(false, "\"", index.numel() > 0 ? "scatter_gather_tensor_cpu_reduce_mean" : "div_floor_cpu",
-                                "\" not implemented for 'Bool'");
-  }
-  TORCH_CHECK_NOT_IMPLEMENTED(!(self.is_complex() && (code == kAmax || code == kAmin) && index.numel() > 0),
-                              "\"scatter_gather_tensor_cpu_reduce_", reduce, "\" not implemented for '",
-                              c10::toString(self.scalar_type()), "'");
   bool is_float = at::isFloatingType(self.scalar_type());
   Tensor out = self.clone();
   if (!include_self) {
     // Positions that receive values start from the reduction's identity.
+    // The CPU fills them (scatter_ of a value, which checks the indices)
+    // before its reduction dispatches on the dtype below, so an index out
+    // of range is reported first. Complex amax/amin are refused below
+    // whatever is filled.
     Scalar id;
     if (code == kAdd || code == kMeanSum) id = 0;
     else if (code == kMul) id = 1;
-    else if (is_float) id = code == kAmax ? -INFINITY : INFINITY;
+    else if (is_float || self.is_complex()) id = code == kAmax ? -INFINITY : INFINITY;
     else {
       int bits = 8 * static_cast<int>(self.element_size());
       bool is_unsigned = self.scalar_type() == at::kByte || self.scalar_type() == at::kBool;
@@ -681,6 +676,22 @@ Tensor scatter_reduce_fn(const Tensor &self, int64_t dim, const Tensor &index, c
     }
     scatter_launch(out, dim, index, nullptr, &id, kAssign);
   }
+  // The CPU kernel's dtype dispatch for the reduction (before it restrides
+  // self): no bool mean (with no index, its final floor division refuses
+  // bool), no complex amax/amin. The fill's kernel reports an index out of
+  // range at the stream's next synchronisation: wait for it here, so that
+  // error comes first, as on the CPU, and does not surface at a later op.
+  bool refused = (self.scalar_type() == at::kBool && code == kMeanSum) ||
+                 (self.is_complex() && (code == kAmax || code == kAmin) && index.numel() > 0);
+  if (refused && !include_self && index.numel() > 0)
+    check(nrt_stream_synchronize(current_nrt_stream(self.device().index())), "neuron scatter_reduce");
+  if (self.scalar_type() == at::kBool && code == kMeanSum) {
+    TORCH_CHECK_NOT_IMPLEMENTED(false, "\"", index.numel() > 0 ? "scatter_gather_tensor_cpu_reduce_mean" : "div_floor_cpu",
+                                "\" not implemented for 'Bool'");
+  }
+  TORCH_CHECK_NOT_IMPLEMENTED(!(self.is_complex() && (code == kAmax || code == kAmin) && index.numel() > 0),
+                              "\"scatter_gather_tensor_cpu_reduce_", reduce, "\" not implemented for '",
+                              c10::toString(self.scalar_type()), "'");
   scatter_launch(out, dim, index, &src, nullptr, code);
   if (reduce == "mean") {
     Tensor counts = include_self ? at::ones(self.sizes(), self.options()) : at::zeros(self.sizes(), self.options());

@@ -79,8 +79,22 @@ double norm_for(const Tensor &self, int64_t reduction) {
 }
 
 // ---- threshold, shrink ---------------------------------------------------------
+// The CPU's threshold iterator does not check for internal overlap (an
+// in-place threshold of an expanded tensor computes: every copy of an
+// element gets the same value), and its kernel dispatches on the result's
+// dtype, all but bool and complex, before it converts the scalars.
 Tensor threshold_into(Tensor out, const Tensor &self, const Scalar &th, const Scalar &value) {
-  auto iter = TensorIterator::unary_op(out, self);
+  auto iter = at::TensorIteratorConfig()
+                  .set_check_mem_overlap(false)
+                  .add_output(out)
+                  .add_const_input(self)
+                  .promote_inputs_to_common_dtype(true)
+                  .cast_common_dtype_to_outputs(true)
+                  .enforce_safe_casting_to_output(true)
+                  .build();
+  at::ScalarType t = iter.dtype();
+  TORCH_CHECK_NOT_IMPLEMENTED(t != at::kBool && !at::isComplexType(t), "\"threshold_cpu\" not implemented for '",
+                              c10::toString(t), "'");
   return run(iter, NRT_OP(THRESHOLD), {dom(iter, th), dom(iter, value)});
 }
 
@@ -137,12 +151,21 @@ Tensor logit_backward_into(Tensor out, const Tensor &g, const Tensor &self, std:
 
 Tensor nan_to_num_into(Tensor out, const Tensor &self, std::optional<double> nan, std::optional<double> posinf,
                        std::optional<double> neginf) {
+  TORCH_CHECK(!out.defined() || out.scalar_type() == self.scalar_type(), "nan_to_num: dtype of out: ",
+              out.scalar_type(), " should be same as input: ", self.scalar_type());
+  if (at::isIntegralType(self.scalar_type(), /*includeBool=*/true)) {
+    // Integer and bool tensors hold no NaN or infinity: the CPU copies them
+    // without an iterator, so an in-place call on an expanded tensor is not
+    // refused as overlapping (it leaves it as it is).
+    if (out.is_same(self)) return out;
+    if (!out.defined()) return self.clone();
+    at::native::resize_output(out, self.sizes());
+    return out.copy_(self);
+  }
   if (self.is_complex()) {
     // The CPU replaces non-finite real and imaginary parts independently,
     // with the limits of the part's own (real) dtype.
     Tensor res = out.defined() ? out : at::empty_like(self);
-    TORCH_CHECK(res.scalar_type() == self.scalar_type(), "nan_to_num: Expected out tensor to have dtype ",
-                self.scalar_type(), ", but got ", res.scalar_type(), " instead");
     at::native::resize_output(res, self.sizes());
     for (bool imag : {false, true}) {
       Tensor part = imag ? at::imag(res) : at::real(res);
@@ -158,7 +181,6 @@ Tensor nan_to_num_into(Tensor out, const Tensor &self, std::optional<double> nan
     case at::kHalf: big = std::numeric_limits<c10::Half>::max(); low = std::numeric_limits<c10::Half>::lowest(); break;
     default: break;
   }
-  // Integer and bool tensors hold no NaN or infinity: the kernel copies.
   return run(iter, NRT_OP_NAN_TO_NUM, {fs(nan.value_or(0.0)), fs(posinf.value_or(big)), fs(neginf.value_or(low))});
 }
 
@@ -233,11 +255,16 @@ int64_t glu_dim(const Tensor &self, int64_t dim) {
 }
 Tensor glu_into(Tensor, const Tensor &self, int64_t dim) {
   int64_t d = glu_dim(self, dim), h = self.size(d) / 2;
-  check_activation_dtype(self.scalar_type(), "glu_cpu");
+  // The CPU's glu kernel has floating dtypes only (no complex, unlike the
+  // activations above), empty or not.
+  TORCH_CHECK_NOT_IMPLEMENTED(at::isFloatingType(self.scalar_type()), "\"glu_cpu\" not implemented for '",
+                              c10::toString(self.scalar_type()), "'");
   return self.narrow(d, 0, h) * at::sigmoid(self.narrow(d, h, h));
 }
 Tensor glu_backward_into(Tensor, const Tensor &g, const Tensor &self, int64_t dim) {
   int64_t d = glu_dim(self, dim), h = self.size(d) / 2;
+  TORCH_CHECK_NOT_IMPLEMENTED(at::isFloatingType(self.scalar_type()), "\"glu_backward_cpu\" not implemented for '",
+                              c10::toString(self.scalar_type()), "'");
   Tensor a = self.narrow(d, 0, h), s = at::sigmoid(self.narrow(d, h, h));
   Tensor ga = s * g;
   Tensor gb = (1.0 - s) * s * a * g;

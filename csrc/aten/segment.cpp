@@ -32,6 +32,7 @@
 #include "launch/launch.h"
 #include "launch/scalar.h"
 #include "nrt/ops/segment.h"
+#include "nrt/stream.h"
 #include "registry/variants.h"
 
 namespace torch_neuronx {
@@ -147,6 +148,15 @@ bool restrided_walk(const Tensor &result, int64_t dim, int64_t n) {
   return r.as_strided(sizes, strides).numel() > 0;
 }
 
+// Whether an iterator over this slice sees one element (TensorIterator's
+// is_scalar): non-empty, every dim of size > 1 with stride 0.
+bool one_element_slice(const Tensor &slice) {
+  if (slice.numel() == 0) return false;
+  for (int64_t d = 0; d < slice.dim(); ++d)
+    if (slice.size(d) != 1 && slice.stride(d) != 0) return false;
+  return true;
+}
+
 // index_reduce along dim is scatter_reduce with the index broadcast over
 // source's other dims (native SCATTER kernel, deterministic order).
 // Composed of other native ops: returns a fresh result, which the out= and
@@ -208,7 +218,22 @@ Tensor index_reduce_into(Tensor out, const Tensor &self, int64_t dim, const Tens
   }
   // no index: self as it is (the CPU's >1-d path returns before its mean's division)
   if (n == 0) return self.clone();
-  check_index_values(index, s.size(dim));
+  if (!include_self) check_index_values(index, s.size(dim));  // index_fill_ reads them all first
+  if (reduce == "prod" && at::isReducedFloatingType(self.scalar_type()) && s.dim() > 1 && n >= 2 &&
+      one_element_slice(src.select(dim, 0))) {
+    // The CPU multiplies slice by slice with one iterator. When the source
+    // slice is one element broadcast, its 16-bit mul kernel takes it as a
+    // scalar and removes that operand from the shared iterator, so the
+    // second slice fails an internal assert (a RuntimeError), after the
+    // first two indices are checked (IndexError for either; that check
+    // reports at the stream's next synchronisation, awaited here so it is
+    // not left for a later op).
+    check_index_values(index.narrow(0, 0, 2), s.size(dim));
+    check(nrt_stream_synchronize(current_nrt_stream(self.device().index())), "neuron index_reduce");
+    TORCH_CHECK(false, "iter.ninputs() == traits::arity INTERNAL ASSERT FAILED (as the CPU's index_reduce 'prod' of ",
+                self.scalar_type(), " when each source slice is one element broadcast, and more than one index)");
+  }
+  if (include_self) check_index_values(index, s.size(dim));
   std::vector<int64_t> shape(s.dim(), 1);
   shape[dim] = n;
   Tensor idx = index.to(at::kLong).reshape(shape).expand(src.sizes());

@@ -161,13 +161,15 @@ std::tuple<Tensor &, Tensor &> order_stat_dim(const Tensor &self, int64_t dim, b
   if (stat == OS_MEDIAN || stat == OS_NANMEDIAN)
     TORCH_CHECK_NOT_IMPLEMENTED(self.scalar_type() != at::kBool && !self.is_complex(),
                                 "\"median_out\" not implemented for '", self.scalar_type(), "'");
+  // kthvalue's kernel dispatches for any input of at least one dim, an
+  // empty one included (a 0-d one is copied): no bool or complex form.
+  if (stat == OS_KTH && self.dim() > 0)
+    TORCH_CHECK_NOT_IMPLEMENTED(self.scalar_type() != at::kBool && !self.is_complex(),
+                                "\"kthvalue_cpu\" not implemented for '", self.scalar_type(), "'");
   if (self.dim() == 0) {
     values.copy_(self);
     indices.fill_(0);
   } else if (values.numel() > 0) {
-    // The CPU's median and kthvalue kernels have no bool form (mode does)
-    TORCH_CHECK_NOT_IMPLEMENTED(self.scalar_type() != at::kBool || stat == OS_MODE, "\"",
-                                stat == OS_KTH ? "kthvalue_cpu" : "median_out", "\" not implemented for 'Bool'");
     // Write through the outputs' own strides (they may be user out= views).
     order_stat(self, dim, values, indices, stat, k);
   }
@@ -284,12 +286,22 @@ std::tuple<Tensor, Tensor, Tensor> unique_flat(const Tensor &self, bool sort, bo
   return {output, inv, counts};
 }
 
+// The CPU's unique kernels dispatch on the dtype before anything else, an
+// empty input included: no complex form ("unique" flat, "unique_dim" along
+// a dim).
+void check_unique_dtype(const Tensor &self, const char *cpu_kernel) {
+  TORCH_CHECK_NOT_IMPLEMENTED(!self.is_complex(), "\"", cpu_kernel, "\" not implemented for '", self.scalar_type(),
+                              "'");
+}
+
 std::tuple<Tensor, Tensor, Tensor> unique2_fn(const Tensor &self, bool /*sorted*/, bool return_inverse,
                                               bool return_counts) {
+  check_unique_dtype(self, "unique");
   // Like the CPU, always sorted.
   return unique_flat(self, true, return_inverse, return_counts);
 }
 std::tuple<Tensor, Tensor> unique_fn(const Tensor &self, bool /*sorted*/, bool return_inverse) {
+  check_unique_dtype(self, "unique");
   auto [o, i, c] = unique_flat(self, true, return_inverse, false);
   return {o, i};
 }
@@ -320,17 +332,21 @@ std::tuple<Tensor, Tensor, Tensor> unique_dim_impl(const Tensor &self, int64_t d
 
 std::tuple<Tensor, Tensor, Tensor> unique_dim_fn(const Tensor &self, int64_t dim, bool /*sorted*/,
                                                  bool return_inverse, bool return_counts) {
+  check_unique_dtype(self, "unique_dim");
   return unique_dim_impl(self, dim, true, return_inverse, return_counts);
 }
 std::tuple<Tensor, Tensor, Tensor> unique_dim_consecutive_fn(const Tensor &self, int64_t dim, bool return_inverse,
                                                              bool return_counts) {
+  check_unique_dtype(self, "unique_dim");
   return unique_dim_impl(self, dim, false, return_inverse, return_counts);
 }
 std::tuple<Tensor, Tensor, Tensor> unique_consecutive_fn(const Tensor &self, bool return_inverse, bool return_counts,
                                                          std::optional<int64_t> dim) {
   if (!dim.has_value() || (*dim == 0 && self.dim() == 1)) {
+    check_unique_dtype(self, "unique");
     return unique_flat(self, false, return_inverse, return_counts);
   }
+  check_unique_dtype(self, "unique_dim");
   return unique_dim_impl(self, *dim, false, return_inverse, return_counts);
 }
 
