@@ -153,10 +153,6 @@ KNOWN: list[Group] = [
                     "Tensor.floor_divide_", "operator.floordiv", "operator.ifloordiv"), in_dtype("int")),
           "CPU bug: integer division of the type's minimum by -1 (int32 -2147483648 // -1, rounding_mode='trunc') "
           "traps: SIGFPE in the CPU's kernel kills the worker; neuron wraps, as two's complement does."),
-    Group("cpu-order-batch-norm-int-stats", ("batch_norm",), EXC, cpu_msg("could not infer output dtype"),
-          "batch_norm of an integer input with integer running stats, non-contiguous, in training: the CPU's "
-          "stats path calls mean() first (RuntimeError 'could not infer output dtype'); neuron rejects the "
-          "integer input first (NotImplementedError, the CPU's own class for a contiguous input)."),
     Group("cpu-order-out-cast-first", ("logaddexp",), EXC, all_of(has_out, cpu_msg("can't be cast to the desired")),
           "logaddexp with an out= the result cannot be cast to and integer inputs: the CPU's iterator refuses "
           "the out= first (RuntimeError), neuron's composed logaddexp the integer dtype first "
@@ -168,8 +164,7 @@ KNOWN: list[Group] = [
                          "not implemented for 'ComplexFloat'", "only supports floating point and complex dtypes, "
                          "got ComplexFloat"), dev_msg("dtype, but got: ComplexFloat")),
           "Some neuron kernels reject complex64/complex128 (NotImplementedError 'neuron: X does not support "
-          "complex tensors'): scatter_reduce amax/amin of an empty complex dim where the CPU's identity fill "
-          "raises its own RuntimeError first, and ops outside the fuzz's reach so far. (Indexing, scatters and "
+          "complex tensors'), for ops outside the fuzz's reach so far. (Indexing, scatters and "
           "their prod/mean, masks, triangles, nonzero, cumsum/cumprod, logcumsumexp, logaddexp, sinc, silu, "
           "unfold, nan_to_num, norms, var/std and randn are native; seed 20261204.) The CPU computes them, or "
           "raises NotImplementedError where it has no complex kernel either (then the exception class differs)."),
@@ -209,9 +204,6 @@ KNOWN: list[Group] = [
     Group("complex-pow-special", ("pow", "operator"), VAL, any_of(in_dtype("complex64"), py_scalar_arg(complex)),
           "complex64 pow with a negative or zero real exponent at 0 or with inf/NaN parts: the CPU's cpow "
           "returns C99 special values, neuron's exp(y*log(x)) gives inf/NaN elsewhere."),
-    Group("int-loss-rejected", ("cross_entropy",), DEV_RJ, in_dtype("int", "bool"),
-          "Losses of integer inputs the CPU computes (multi_margin_loss of uint8): neuron raises 'mean(): could "
-          "not infer output dtype'."),
     Group("int-division-by-zero", ("remainder", "div", "floor_divide", "fmod", "operator"), CPU_RJ,
           cpu_msg("ZeroDivisionError"),
           "Integer remainder/division by zero: the CPU raises ZeroDivisionError, neuron returns a value."),
@@ -317,9 +309,6 @@ KNOWN: list[Group] = [
                   "masked_fill_ only supports boolean masks"),
           "index_put_/setitem with float index tensors, a mask of the wrong shape, or values that do not "
           "broadcast to the indexed shape: the CPU raises IndexError/RuntimeError, neuron writes anyway."),
-    Group("roll-empty-dims", ("flip",), DEV_RJ, zero_size,
-          "roll of a 1-d empty tensor with dims out of range: the CPU returns the empty tensor, neuron raises "
-          "IndexError."),
     Group("int-interpolate-rejected", ("interpolate",), DEV_RJ + EXC, in_dtype("int", "bool"),
           "Interpolation of integer inputs (antialiased, bicubic, area, uint8 bilinear): the CPU computes some of "
           "them (for 0-size or channels-last inputs, uint8 bilinear through its AVX path, which for some shapes "
@@ -329,22 +318,28 @@ KNOWN: list[Group] = [
           "CPU bug: antialiased bilinear/bicubic interpolation to an output width of 1 gives every output row "
           "the value of the first ([1, 10] -> 3 rows is [1, 1, 1], its float64 run too); the same "
           "computed transposed (output height 1) agrees with neuron ([1, 5.5, 10] for bilinear)."),
-    Group("internal-overlap-write", ("copy_", "scatter", "clamp", "addmm", "nan_to_num", "relu"),
+    Group("internal-overlap-write", ("copy_", "scatter", "clamp", "addmm", "relu"),
           DEV_RJ + EXC,
           dev_msg("more than one element of the written-to tensor"),
-          "nan_to_num_/relu_/baddbmm_/addbmm_ on an expanded (internally overlapping) tensor: the CPU allows it, "
-          "neuron raises the internal-overlap error. (fill_, zero_ and masked_fill_ allow it since seed 7002; "
-          "index_put_ and addmv_ compute what the CPU computes since seed 31337.)"),
+          "relu_ (complex: the CPU's clamp refuses complex first, NotImplementedError)/baddbmm_/addbmm_ on an "
+          "expanded (internally overlapping) tensor: the CPU allows it, neuron raises the internal-overlap "
+          "error. (fill_, zero_ and masked_fill_ allow it since seed 7002; index_put_ and addmv_ compute what "
+          "the CPU computes since seed 31337; nan_to_num_ of integers and threshold_ since seed 4242.)"),
 
     # ---- dtypes the CPU refuses, neuron computes -----------------------------------------------------------
     Group("cpu-dtype-unsupported", OPS_CPU_DTYPE_UNSUPPORTED, CPU_RJ,
+          all_of(
+          # checked as the CPU since seed 4242 (empty inputs included): the fuzz guards them
+          not_(fn("F.threshold", "F.glu", "torch.kthvalue", "torch.unique", "torch.dot", "torch.vdot",
+                  "Tensor.index_reduce")),
           any_of(cpu_msg("not implemented for", "does not support bool", "not supported for", "is not supported",
                          "no longer supported", "expected scalar type", "mixed dtype (CPU)", "expected dtype",
                          "INTERNAL ASSERT FAILED", "must have the same dtype", "Found dtype",
                          "does not support", "should be convertible", "expected both inputs", "unsigned type"),
-                 cpu_exc("NotImplementedError")),
+                 cpu_exc("NotImplementedError"))),
           "Dtypes (and dtype combinations) the CPU has no kernel for, or rejects on purpose, outside the "
-          "pointwise and norm families (which check them since seed 731947's fix): cumsum/cumprod, "
+          "pointwise and norm families (which check them since seed 731947's fix; threshold, glu, kthvalue, "
+          "unique, dot/vdot and index_reduce's 16-bit prod assert since seed 4242): cumsum/cumprod, "
           "argmax/topk/median on bool, integer pooling and GEMMs on bool, mixed-dtype losses, bmm half x float. "
           "neuron computes them (in float32) instead of raising."),
     Group("exception-class-index", OPS_EXCEPTION_CLASS_INDEX, EXC, cpu_exc("IndexError"),
