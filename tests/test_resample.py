@@ -327,3 +327,71 @@ def test_unfold_fold_complex(dtype):
     raises_like_cpu(lambda d: F.fold(torch.ones(1, 4, 4, dtype=torch.complex32, device=d), (3, 3), 2),
                     NotImplementedError)
     assert_no_fallbacks()
+
+
+# uint8 bilinear/bicubic (plain and antialiased): the CPU's fixed-point
+# separable passes (w then h, each rounded to uint8), reproduced bit for bit.
+def _layout(t, how):
+    if how == "channels_last":
+        return t.contiguous(memory_format=torch.channels_last)
+    if how == "transposed":
+        return t.transpose(2, 3).contiguous().transpose(2, 3)
+    if how == "strided":
+        return torch.cat([t, t], 3)[..., ::2]
+    return t
+
+
+U8_RESIZES = [dict(size=(9, 7)), dict(size=(3, 2)), dict(size=(1, 5)), dict(size=(4, 11)), dict(scale_factor=1.5),
+              dict(scale_factor=0.5), dict(scale_factor=2.6, recompute_scale_factor=True), dict(size=(6, 1))]
+
+
+@pytest.mark.parametrize("mode", ["bilinear", "bicubic"])
+@pytest.mark.parametrize("antialias", [False, True])
+@pytest.mark.parametrize("layout", ["contiguous", "channels_last", "transposed", "strided"])
+@pytest.mark.parametrize("channels", [1, 3, 4, 6])
+def test_interpolate_uint8_matches_cpu_exactly(mode, antialias, layout, channels):
+    g = torch.Generator().manual_seed(channels)
+    x = torch.randint(0, 256, (2, channels, 6, 5), dtype=torch.uint8, generator=g)
+    x[1] = torch.randint(0, 2, x[1].shape, dtype=torch.uint8, generator=g) * 255  # hard edges: cubic overshoot
+    for kw in U8_RESIZES:
+        if channels > 4 and layout != "channels_last" and kw.get("size", (0, 0))[1] == 1:
+            continue  # known CPU bug (tools/fuzz/known.py cpu-bug-antialias-output-width-1)
+        for align in (False, True):
+            def fn(d):
+                return F.interpolate(_layout(x.to(d), layout), mode=mode, antialias=antialias, align_corners=align, **kw)
+            want, got = fn("cpu"), fn("neuron")
+            assert got.dtype == torch.uint8 and got.shape == want.shape and got.stride() == want.stride(), (kw, align)
+            assert torch.equal(got.cpu(), want), (kw, align, (got.cpu().int() - want.int()).abs().max())
+    assert_no_fallbacks()
+
+
+def test_interpolate_uint8_edge_cases_like_the_cpu():
+    x = torch.randint(0, 256, (1, 3, 2, 2), dtype=torch.uint8)
+    # the CPU's AVX2 kernel fails its internal assert for 3 channels-first
+    # channels resized to 1x1 with a new height: RuntimeError on both sides
+    raises_like_cpu(lambda d: F.interpolate(x.to(d), scale_factor=0.5, mode="bilinear"), RuntimeError)
+    # ... but not channels-last, nor with 4 channels
+    for t in (x.contiguous(memory_format=torch.channels_last), torch.cat([x, x[:, :1]], 1)):
+        want = F.interpolate(t, size=(1, 1), mode="bicubic", antialias=True)
+        assert torch.equal(F.interpolate(t.neuron(), size=(1, 1), mode="bicubic", antialias=True).cpu(), want)
+    # an empty batch computes nothing; same-size input is copied
+    e = torch.zeros(0, 2, 3, 3, dtype=torch.uint8)
+    assert F.interpolate(e.neuron(), size=(5, 4), mode="bilinear").shape == (0, 2, 5, 4)
+    assert torch.equal(F.interpolate(x.neuron(), size=(2, 2), mode="bicubic").cpu(), x)
+    # uint8 has no linear1d/trilinear kernel on the CPU either
+    raises_like_cpu(lambda d: F.interpolate(x[0].to(d), size=5, mode="linear"), NotImplementedError)
+    raises_like_cpu(lambda d: F.interpolate(x[None].to(d), size=(2, 3, 3), mode="trilinear"), NotImplementedError)
+    assert_no_fallbacks()
+
+
+@pytest.mark.parametrize("dtype", [torch.int32, torch.int64, torch.int8, torch.bool])
+@pytest.mark.parametrize("mode", ["bilinear", "bicubic"])
+def test_interpolate_antialias_same_size_copies_any_dtype(dtype, mode):
+    # the CPU's antialiased kernels copy an unchanged size before their
+    # dtype dispatch; any other size of a non-uint8 integer is refused
+    x = torch.randint(0, 2, (2, 3, 4, 5)).to(dtype)
+    y = F.interpolate(x.neuron(), size=(4, 5), mode=mode, antialias=True)
+    assert y.dtype == dtype and torch.equal(y.cpu(), F.interpolate(x, size=(4, 5), mode=mode, antialias=True))
+    raises_like_cpu(lambda d: F.interpolate(x.to(d), size=(4, 6), mode=mode, antialias=True), NotImplementedError)
+    raises_like_cpu(lambda d: F.interpolate(x.to(d), size=(4, 5), mode=mode), NotImplementedError)
+    assert_no_fallbacks()

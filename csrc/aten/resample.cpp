@@ -237,10 +237,28 @@ void set_interp_params(nrt_launch &d, int mode, bool align, int64_t nsp, const S
   }
 }
 
-bool interp_dtype_ok(int mode, at::ScalarType st) {
+bool interp_dtype_ok(int mode, int64_t nsp, at::ScalarType st) {
   if (at::isFloatingType(st)) return true;
-  // the CPU's nearest kernels also take uint8; the rest are float-only here
-  return (mode == NRT_INTERP_NEAREST || mode == NRT_INTERP_NEAREST_EXACT) && st == at::kByte;
+  if (st != at::kByte) return false;
+  // the CPU's nearest kernels take uint8, and its fixed-point image kernels
+  // 2-d bilinear and bicubic (plain or antialiased); not linear1d/trilinear
+  return mode == NRT_INTERP_NEAREST || mode == NRT_INTERP_NEAREST_EXACT || nsp == 2;
+}
+
+bool is_antialiased(int mode) { return mode == NRT_INTERP_AA_LINEAR || mode == NRT_INTERP_AA_CUBIC; }
+
+// The CPU's uint8 bilinear/bicubic kernel for up to 4 channels (the AVX2
+// one, which x86 builds of PyTorch run on any AVX2 host) unpacks a channels-first input to 4 channels
+// but writes straight into an output that is also channels-last contiguous;
+// with 3 channels the vertical pass then fails its own internal assert. A
+// contiguous 3-channel input resized to 1x1 with a new height is that case.
+void check_uint8_avx_assert(const char *op, const Tensor &self, const Tensor &result) {
+  bool unpacked = self.is_contiguous() && !self.is_contiguous(at::MemoryFormat::ChannelsLast);
+  bool packed_out = result.is_contiguous(at::MemoryFormat::ChannelsLast);
+  bool vertical = result.size(2) != self.size(2);
+  TORCH_CHECK(!(self.size(1) == 3 && unpacked && packed_out && vertical),
+              "num_channels == unpacked_output.size(0) INTERNAL ASSERT FAILED (as the CPU's uint8 ", op,
+              " kernel fails it for a 3-channel channels-first input resized to ", result.sizes(), ")");
 }
 
 Tensor interp_forward(int mode, int64_t nsp, const Tensor &self, IntArrayRef output_size, bool align,
@@ -252,14 +270,21 @@ Tensor interp_forward(int mode, int64_t nsp, const Tensor &self, IntArrayRef out
       if (self.size(j) == 0) return false;
     return true;
   }(), "Non-empty ", nsp + 2, "D data tensor expected but got a tensor with sizes ", self.sizes());
-  TORCH_CHECK_NOT_IMPLEMENTED(interp_dtype_ok(mode, self.scalar_type()), "\"", op, "\" not implemented for '", self.scalar_type(),
-              "'");
-  warn_if_double(self);
-  c10::DeviceGuard guard(self.device());
   std::vector<int64_t> shape{self.size(0), self.size(1)};
   for (int64_t v : output_size) shape.push_back(v);
+  // The CPU's antialiased kernels copy an input whose size does not change
+  // before looking at its dtype, so every dtype passes there.
+  bool same_size = IntArrayRef(shape) == self.sizes();
+  TORCH_CHECK_NOT_IMPLEMENTED(interp_dtype_ok(mode, nsp, self.scalar_type()) || (is_antialiased(mode) && same_size),
+                              "\"", op, "\" not implemented for '", self.scalar_type(), "'");
+  warn_if_double(self);
+  c10::DeviceGuard guard(self.device());
   Tensor result = new_result(out, shape, self, self.scalar_type(), self.suggest_memory_format());
   if (result.numel() == 0) return result;
+  if (self.scalar_type() == at::kByte && !same_size && mode != NRT_INTERP_NEAREST && mode != NRT_INTERP_NEAREST_EXACT &&
+      self.size(1) <= 4)
+    check_uint8_avx_assert(op, self, result);
+  if (is_antialiased(mode) && same_size) return result.copy_(self);
   nrt_launch d = resample_launch(NRT_OP(INTERP), result, self, 1, 1, self);
   set_operand_5d(d.operands[0], result);
   set_operand_5d(d.operands[1], self);

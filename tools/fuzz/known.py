@@ -58,6 +58,23 @@ def _aa_output_width_one(c: dict, r: dict) -> bool:
     return int(w * sf) == 1
 
 
+def _in_size(c: dict, dim: int) -> int:
+    s = c["tensors"][0]["shape"][dim]
+    return c["sizes"].get(s, 1) if isinstance(s, str) else s
+
+
+def _uint8_generic_interp(c: dict, r: dict) -> bool:
+    """uint8 bilinear/bicubic through the CPU's generic separable kernel (more than 4 channels, not channels-last)."""
+    return c["tensors"][0]["dtype"] == "uint8" and _in_size(c, 1) > 4 and c["tensors"][0]["layout"] != "channels_last"
+
+
+def _uint8_interp_width_one_view(c: dict, r: dict) -> bool:
+    """uint8 bilinear/bicubic of a transposed [N, C <= 4, H > 1, 1] view (W stride != H stride)."""
+    return (c["tensors"][0]["dtype"] == "uint8" and c["kwargs"].get("mode") in ("bilinear", "bicubic")
+            and c["tensors"][0]["layout"] == "transposed" and _in_size(c, -1) == 1 and _in_size(c, -2) > 1
+            and _in_size(c, 1) <= 4)
+
+
 KNOWN: list[Group] = [
     # ---- the CPU's own bugs (checked against float64 / the documented semantics) ----------------------
     Group("cpu-bug-median-expanded", ("median", "nanmedian"), VAL, layout("expanded"),
@@ -309,15 +326,19 @@ KNOWN: list[Group] = [
                   "masked_fill_ only supports boolean masks"),
           "index_put_/setitem with float index tensors, a mask of the wrong shape, or values that do not "
           "broadcast to the indexed shape: the CPU raises IndexError/RuntimeError, neuron writes anyway."),
-    Group("int-interpolate-rejected", ("interpolate",), DEV_RJ + EXC, in_dtype("int", "bool"),
-          "Interpolation of integer inputs (antialiased, bicubic, area, uint8 bilinear): the CPU computes some of "
-          "them (for 0-size or channels-last inputs, uint8 bilinear through its AVX path, which for some shapes "
-          "fails its own INTERNAL ASSERT, a RuntimeError), neuron raises 'not implemented for Byte'."),
-    Group("cpu-bug-antialias-output-width-1", ("interpolate",), VAL, all_of(kwarg("antialias", True),
-                                                                           _aa_output_width_one),
+    Group("cpu-bug-antialias-output-width-1", ("interpolate",), VAL,
+          all_of(any_of(kwarg("antialias", True), _uint8_generic_interp), _aa_output_width_one),
           "CPU bug: antialiased bilinear/bicubic interpolation to an output width of 1 gives every output row "
           "the value of the first ([1, 10] -> 3 rows is [1, 1, 1], its float64 run too); the same "
-          "computed transposed (output height 1) agrees with neuron ([1, 5.5, 10] for bilinear)."),
+          "computed transposed (output height 1) agrees with neuron ([1, 5.5, 10] for bilinear). The same "
+          "separable kernel computes uint8 bilinear/bicubic with more than 4 channels (not channels-last), "
+          "antialiased or not: a [1, 5, 4, 3] ramp to (3, 1) is [6, 6, 6] per channel, [6, 22, 38] in float "
+          "and on neuron. (uint8 with up to 4 channels takes the AVX2 kernel and agrees with neuron.)"),
+    Group("cpu-bug-uint8-interpolate-width-1-view", ("interpolate",), VAL, _uint8_interp_width_one_view,
+          "CPU bug: the AVX2 uint8 bilinear/bicubic kernel (up to 4 channels) repacks a 'contiguous' input "
+          "reading pixel i at i * stride(W); a [N, C, H, 1] transposed view has stride(W) = H, so it reads "
+          "other pixels or past the storage (2 -> 3 rows of [0, 3] gives [0, 71, 153], varying run to run). "
+          "neuron reads the view's elements."),
     Group("internal-overlap-write", ("copy_", "scatter", "clamp", "addmm", "relu"),
           DEV_RJ + EXC,
           dev_msg("more than one element of the written-to tensor"),

@@ -41,7 +41,9 @@ enum { NRT_GRID_PAD_ZEROS = 0, NRT_GRID_PAD_BORDER = 1, NRT_GRID_PAD_REFLECTION 
      (no zero-weight tap that would make an inf NaN); s0..s2 (.f) = the   \
      scales argument for d, h, w                                          \
      (0 or negative: none). Float dtypes compute in float32; integer      \
-     dtypes only for the nearest modes (exact copies). */                  \
+     dtypes only for the nearest modes (exact copies), and uint8 in the    \
+     other forward modes with the depth unchanged: the CPU's fixed-point   \
+     separable passes (w, then h, each rounded to uint8; interp_u8.c). */  \
   X(INTERP, RESAMPLE, 1, 1)          /* output y [N,C,O*]; input x [N,C,I*] */ \
   X(INTERP_BACKWARD, RESAMPLE, 1, 1) /* output grad_x [N,C,I*] (fully      \
      written, sums in float32 per (n, c) plane in a fixed order); input    \

@@ -407,6 +407,8 @@ nrt_status nrt_resample_interp(const nrt_launch *l) {
   if (l->operands[0].dtype != l->operands[1].dtype)
     return nrt_kernel_fail(NRT_ERROR_INVALID_ARGUMENT, "%s: output dtype %s differs from input dtype %s", op,
                            nrt_dtype_name(l->operands[0].dtype), nrt_dtype_name(l->operands[1].dtype));
+  /* uint8 images have their own fixed-point arithmetic (the CPU's) */
+  if (fwd && !j.nearest && l->operands[0].dtype == NRT_UINT8) return nrt_resample_interp_u8(l, &j.g);
   if (!j.nearest && !nrt_dtype_is_floating(l->operands[0].dtype))
     return nrt_kernel_fail(NRT_ERROR_UNSUPPORTED, "%s: mode %d not implemented for %s", op, mode,
                            nrt_dtype_name(l->operands[0].dtype));

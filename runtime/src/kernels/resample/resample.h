@@ -21,4 +21,7 @@ typedef struct nrt_resample_geom {
 /* Reads sizes (ndim 8) into g; fails on a wrong ndim or negative extent. */
 nrt_status nrt_resample_geom_init(const nrt_launch *l, nrt_resample_geom *g);
 
+/* interp_u8.c: INTERP of uint8 in the linear, cubic and antialiased modes. */
+nrt_status nrt_resample_interp_u8(const nrt_launch *l, const nrt_resample_geom *g);
+
 #endif
