@@ -152,8 +152,8 @@ def _nonfinite_complex(shape, seed, transposed=False):
     return torch.view_as_complex(parts.contiguous())
 
 
-@pytest.mark.parametrize("m,k,n", [(1, 1, 1), (1, 3, 1), (3, 5, 1), (2, 3, 4), (5, 2, 3), (4, 4, 4), (8, 8, 8),
-                                   (2, 6, 9)])
+@pytest.mark.parametrize("m,k,n", [(1, 1, 1), (1, 3, 1), (3, 5, 1), (1, 1, 5), (3, 1, 4), (2, 3, 4), (5, 2, 3),
+                                   (4, 4, 4), (8, 8, 8), (2, 6, 9)])
 @pytest.mark.parametrize("ta,tb", [(False, False), (True, False), (False, True), (True, True)])
 def test_complex_gemm_inf_nan_like_the_cpu(m, k, n, ta, tb):
     """Complex products with inf/NaN parts: where infinities cancel into NaN
@@ -170,6 +170,8 @@ def test_complex_gemm_inf_nan_like_the_cpu(m, k, n, ta, tb):
             "mm": lambda d: torch.mm(a.to(d), b.to(d)),
             "addmm": lambda d: torch.addmm(bias.to(d), a.to(d), b.to(d), beta=0.5, alpha=2),
             "addmm_beta0": lambda d: torch.addmm(bias.to(d), a.to(d), b.to(d), beta=0, alpha=1j),
+            # alpha == 0: BLAS reads neither A nor B
+            "addmm_alpha0": lambda d: torch.addmm(bias.to(d), a.to(d), b.to(d), beta=0.5, alpha=0),
             "bmm": lambda d: torch.bmm(a.expand(2, m, k).to(d), b.expand(2, k, n).to(d)),
             "baddbmm": lambda d: torch.baddbmm(bias.expand(2, m, n).to(d), a.expand(2, m, k).to(d),
                                                b.expand(2, k, n).to(d), beta=0.5, alpha=1),

@@ -75,8 +75,8 @@ void complex_gemm_blas(const Tensor &c, const Tensor &a, const Tensor &b, const 
 // below that it runs the reference BLAS loops: 'a' transposed sums the
 // products and multiplies by alpha (even alpha == 1, so inf + inf i turns
 // into NaN + NaN i), 'a' not transposed adds (alpha * b_lj) * a_il for
-// each l. Two measured exceptions: k == 1 with a row-major result scales
-// 'b' whatever 'a' is, and m == n == 1 follows 'b' instead of 'a' (its 'T'
+// each l. Two measured exceptions: k == 1 with a row-major result and n >= 2
+// scales 'b' whatever 'a' is, and m == n == 1 follows 'b' instead of 'a' (its 'T'
 // scales 'a'). 2-d views (one batch entry).
 constexpr int CX_BLAS_ALPHA_A = -1, CX_BLAS_ALPHA_B = -2;
 int cpu_complex_mm_path(const Tensor &c, const Tensor &a, const Tensor &b) {
@@ -101,7 +101,7 @@ int cpu_complex_mm_path(const Tensor &c, const Tensor &a, const Tensor &b) {
   // alpha on BLAS's 'b' / 'a' element, in our operands' names
   const int on_b = tc ? NRT_CGEMM_ALPHA_A : NRT_CGEMM_ALPHA_B, on_a = tc ? NRT_CGEMM_ALPHA_B : NRT_CGEMM_ALPHA_A;
   if (m == 1 && n == 1) return tb ? on_a : NRT_CGEMM_ALPHA_AFTER;
-  if (k == 1 && tc) return on_b;
+  if (k == 1 && tc && n >= 2) return on_b;
   return ta ? NRT_CGEMM_ALPHA_AFTER : on_b;
 }
 
@@ -147,7 +147,7 @@ void complex_gemm(const Tensor &c, const Tensor &a, const Tensor &b, const Tenso
 }
 
 // alpha == 0: BLAS does not read A and B, so a NaN or inf in them stays out
-// of the result (C = beta * bias). The CPU calls BLAS for float32/float64
+// of the result (C = beta * bias). The CPU calls BLAS for float32/float64/complex
 // addmm (so addmv and addbmm too) and for baddbmm from 400 multiply-adds
 // per batch (bfloat16 there too, where oneDNN takes bfloat16: a CPU with
 // AVX-512 BW/VL/DQ, ATen's mkldnn_bf16_device_check); its own loops (16-bit
@@ -160,9 +160,9 @@ bool cpu_bf16_blas() {
 }
 
 bool cpu_skips_product(const Tensor &a, const Scalar &alpha, bool batched, int64_t macs) {
-  if (!scalar_is_zero(alpha) || a.is_complex()) return false;
+  if (!scalar_is_zero(alpha)) return false;
   at::ScalarType t = a.scalar_type();
-  bool blas = t == at::kFloat || t == at::kDouble;
+  bool blas = t == at::kFloat || t == at::kDouble || t == at::kComplexFloat || t == at::kComplexDouble;
   if (!batched) return blas;
   return macs >= 400 && (blas || (t == at::kBFloat16 && cpu_bf16_blas()));
 }
@@ -170,7 +170,9 @@ bool cpu_skips_product(const Tensor &a, const Scalar &alpha, bool batched, int64
 // C = beta * bias (bias undefined: beta is 0 or there is none), the result of
 // a product the CPU skips.
 void fill_without_product(Tensor &out, const Tensor &bias, const Scalar &beta) {
-  if (bias.defined()) out.copy_(bias.mul(beta));
+  // BLAS leaves C alone for beta == 1 (a complex 1 * (inf + inf i) would be NaN)
+  bool beta_one = !beta.isComplex() ? beta.toDouble() == 1.0 : beta.toComplexDouble() == c10::complex<double>(1, 0);
+  if (bias.defined()) out.copy_(beta_one ? bias : bias.mul(beta));
   else out.zero_();
 }
 
