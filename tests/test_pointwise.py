@@ -554,3 +554,103 @@ def test_16bit_rounding_division_by_a_broadcast_divisor_like_the_cpu(mode, dt):
     for call in calls:
         torch.testing.assert_close(call(DEV).cpu(), call("cpu"), rtol=0, atol=0)
     assert_no_fallbacks()
+
+
+# lerp with a 0-d weight: ATen's meta lets the weight take part in type
+# promotion and casts the result into any out= it safely can (the weight
+# of another dtype too); integer inputs reach the kernel's
+# NotImplementedError, a float result into an integer out= the cast error.
+_LERP_0D_WEIGHT = [
+    (torch.float32, (), torch.bfloat16, torch.float32),
+    (torch.float32, (5,), torch.float64, torch.float32),
+    (torch.bfloat16, (5,), torch.float32, torch.bfloat16),
+    (torch.float16, (), torch.bfloat16, torch.float16),
+    (torch.float16, (5,), torch.complex64, torch.float16),
+    (torch.float32, (5,), torch.complex64, torch.float32),
+    (torch.bfloat16, (5,), torch.float32, torch.float32),   # the weight rounds to bfloat16 first
+    (torch.float32, (5,), torch.float32, torch.float64),
+    (torch.int32, (), torch.float32, torch.int32),
+    (torch.int16, (5,), torch.int64, torch.int16),
+    (torch.bool, (5,), torch.int16, torch.bool),
+    (torch.float32, (5,), torch.int32, torch.float32),
+    (torch.float32, (5,), torch.float32, torch.complex64),
+]
+
+
+@pytest.mark.parametrize("case", _LERP_0D_WEIGHT, ids=lambda c: "-".join(map(str, c)))
+@pytest.mark.parametrize("weight_on", ["neuron", "cpu"])
+def test_lerp_with_a_0d_weight_casts_into_any_out_like_the_cpu(case, weight_on):
+    dt, shape, out_dt, w_dt = case
+    s = torch.tensor([-1.5, 0.3067, 2.0, -0.0078125, 7.0]).to(dt)[: (shape[0] if shape else 1)].reshape(shape)
+    e = torch.tensor([3.3, -1.1, 0.0, 5.25, 1.001]).to(dt)[: (shape[0] if shape else 1)].reshape(shape)
+    w = torch.tensor(0.3 if w_dt.is_floating_point or w_dt.is_complex else 1, dtype=w_dt)
+
+    def call(d):
+        return torch.lerp(s.to(d), e.to(d), w.to(d if weight_on == "neuron" else "cpu"),
+                          out=torch.empty(shape, dtype=out_dt, device=d))
+
+    try:
+        ref = call("cpu")
+    except Exception:  # noqa: BLE001 - the class is what raises_like_cpu compares
+        cpu, dev = raises_like_cpu(call)
+        assert str(cpu) in str(dev)
+        return
+    got = call(DEV)
+    assert got.dtype == ref.dtype and got.shape == ref.shape
+    if dt == torch.float32 and w_dt == torch.float32:
+        torch.testing.assert_close(got.cpu(), ref, rtol=0, atol=0)
+    else:  # 16-bit or float64 inputs: float32 compute, rounded as the CPU rounds
+        torch.testing.assert_close(got.cpu(), ref)
+    assert_no_fallbacks()
+
+
+# lerp is one fused multiply-add on the CPU (vector body and contracted
+# scalar tail): the product is not rounded, so a far end does not overflow.
+@pytest.mark.parametrize("dt", [torch.float32, torch.bfloat16, torch.float16], ids=str)
+@pytest.mark.parametrize("n", [1, 37, 64])
+def test_lerp_fuses_its_multiply_add_like_the_cpu(dt, n):
+    big = torch.finfo(dt).max
+    s = torch.linspace(-3, 3, n).to(dt)
+    e = torch.where(torch.arange(n) % 2 == 0, torch.tensor(-big), torch.tensor(big)).to(dt)
+    e[::3] = 1.7
+    for w in (-0.5, 0.25, 1.5, 0.1234567):
+        torch.testing.assert_close(torch.lerp(s.to(DEV), e.to(DEV), w).cpu(), torch.lerp(s, e, w), rtol=0, atol=0)
+        wt = torch.full((n,), w).to(dt)
+        torch.testing.assert_close(torch.lerp(s.to(DEV), e.to(DEV), wt.to(DEV)).cpu(), torch.lerp(s, e, wt),
+                                   rtol=0, atol=0)
+    x = torch.tensor(0.3067312240600586)
+    assert torch.lerp(x.to(DEV), torch.tensor(-big).to(DEV), -0.5).item() == torch.lerp(x, torch.tensor(-big), -0.5).item()
+    assert_no_fallbacks()
+
+
+# TensorIterator computes in the common dtype and casts that into the out=:
+# a bfloat16 sum stored into a float32 out= is a bfloat16 value.
+@pytest.mark.parametrize("dt", [torch.bfloat16, torch.float16], ids=str)
+@pytest.mark.parametrize("out_dt", [torch.float32, torch.float64], ids=str)
+def test_16bit_result_rounds_before_an_out_of_another_dtype(dt, out_dt):
+    a = torch.tensor([1.0, 3.0, 1000.0, -2.5]).to(dt)
+    b = torch.tensor([0.005859375, 0.01171875, 0.3, 1e-3]).to(dt)
+    calls = [
+        lambda d: torch.add(a.to(d), b.to(d), out=torch.empty(4, dtype=out_dt, device=d)),
+        lambda d: torch.addcmul(a.to(d), b.to(d), b.to(d), value=3, out=torch.empty(4, dtype=out_dt, device=d)),
+        lambda d: torch.lerp(a.to(d), b.to(d), 0.3, out=torch.empty(4, dtype=out_dt, device=d)),
+    ]
+    for call in calls:
+        torch.testing.assert_close(call(DEV).cpu(), call("cpu"), rtol=0, atol=0)
+    assert_no_fallbacks()
+
+
+# logit's gradient as ATen's vectorised kernel gives it (64 elements: every
+# one in its vector body): with eps a NaN input is outside [eps, 1 - eps]
+# (0); at x = 0 or 1 it multiplies by inf (x = -0.0 gives +inf).
+@pytest.mark.parametrize("dt", [torch.float32, torch.bfloat16, torch.float16], ids=str)
+@pytest.mark.parametrize("eps", [None, 0.0, 0.1, 1e-6])
+def test_logit_gradient_at_nan_and_at_zero_like_the_cpu(dt, eps):
+    vals = torch.tensor([float("nan"), -0.0, 0.0, 1.0, 0.05, 0.5, 0.95, float("inf"), -float("inf"), -0.25, 1.5, 0.3,
+                         1e-7, 0.9999999, 0.75, 0.2])
+    x = vals.repeat(4).to(dt)
+    g = torch.tensor([1.0, -1.0, 0.0, 0.5]).repeat_interleave(16).to(dt)
+    ref = torch.ops.aten.logit_backward(g, x, eps)
+    got = torch.ops.aten.logit_backward(g.to(DEV), x.to(DEV), eps)
+    torch.testing.assert_close(got.cpu(), ref, equal_nan=True, **({"rtol": 0, "atol": 0} if dt == torch.float32 else {}))
+    assert_no_fallbacks()

@@ -719,9 +719,13 @@ DEFINE_ADDC(addcmul, ADDCMUL)
 DEFINE_ADDC(addcdiv, ADDCDIV)
 #undef DEFINE_ADDC
 
-// lerp: ATen's meta functions require one dtype for self, end and a tensor
-// weight (no promotion; an out= must match too), and its kernels cover
-// floating and complex dtypes only.
+// lerp: ATen's meta functions require one dtype for self and end, and for a
+// tensor weight of one or more dims (no promotion; an out= must match too);
+// a 0-d weight takes part in type promotion (as a dim-0 tensor, on every
+// device) and the result casts into any out= it safely can, as a binary
+// op's does. Its kernels cover floating and complex dtypes only, checked
+// after the iterator (an integer lerp into a float out= reaches the
+// kernel's NotImplementedError, into a narrower one the cast error).
 void check_lerp_dtype(const Tensor &s, const Tensor &other, const char *what) {
   TORCH_CHECK(s.dtype() == other.dtype(), "expected dtype ", s.dtype(), " for `", what, "` but got dtype ",
               other.dtype());
@@ -732,9 +736,13 @@ void check_lerp_kernel(at::ScalarType t, const char *kernel) {
 }
 Tensor lerp_t_into(Tensor out, const Tensor &s, const Tensor &e, const Tensor &w) {
   check_lerp_dtype(s, e, "end");
-  check_lerp_dtype(s, w, "weight");
+  bool promote_weight = w.dim() == 0;
+  if (!promote_weight) check_lerp_dtype(s, w, "weight");
   auto iter = at::TensorIteratorConfig()
                   .allow_cpu_scalars(true)
+                  .promote_inputs_to_common_dtype(promote_weight)
+                  .enforce_safe_casting_to_output(promote_weight)
+                  .cast_common_dtype_to_outputs(promote_weight)
                   .add_output(out)
                   .add_const_input(s)
                   .add_const_input(e)

@@ -40,10 +40,12 @@ void put(nrt_inline_value &slot, T v) {
 // compares with 2.125, pow/fmod/atan2/hypot/xlogy take the rounded value);
 // only mul and the divisions read the original value in float32
 // (ATen's original_scalar_value: bf16 * 0.3 multiplies by 0.3f), and
-// lerp its Scalar weight (Scalar::to<opmath_t>; its Tensor weight has the
-// inputs' dtype already).
-double reduced_float_scalar(nrt_op op, at::ScalarType common, double v) {
-  if (op == NRT_OP_MUL || op == NRT_OP_DIV || op == NRT_OP_DIV_TRUNC || op == NRT_OP_DIV_FLOOR || op == NRT_OP_LERP)
+// lerp its Scalar weight (Scalar::to<opmath_t>, wrapped: `wrapped`); a
+// 0-d Tensor weight is an iterator input, cast to the common dtype (a
+// float32 0.3 weight of a bfloat16 lerp is 0.30078125).
+double reduced_float_scalar(nrt_op op, at::ScalarType common, double v, bool wrapped) {
+  if (op == NRT_OP_MUL || op == NRT_OP_DIV || op == NRT_OP_DIV_TRUNC || op == NRT_OP_DIV_FLOOR ||
+      (op == NRT_OP_LERP && wrapped))
     return v;
   if (common == at::kBFloat16) return static_cast<float>(c10::BFloat16(static_cast<float>(v)));
   if (common == at::kHalf) return static_cast<float>(c10::Half(static_cast<float>(v)));
@@ -172,7 +174,8 @@ void launch_iter(at::TensorIteratorBase &iter, nrt_op op, std::initializer_list<
       if (common == at::kBFloat16 || common == at::kHalf) st = at::kFloat;
       nrt_scalar v;
       if (at::isFloatingType(common)) {
-        v.f = reduced_float_scalar(op, common, iter.scalar_value<double>(i));
+        v.f = reduced_float_scalar(op, common, iter.scalar_value<double>(i),
+                                   iter.tensor_base(i).unsafeGetTensorImpl()->is_wrapped_number());
       } else if (at::isFloatingType(iter.dtype(i))) {
         v.i = static_cast<int64_t>(iter.scalar_value<double>(i));
       } else {

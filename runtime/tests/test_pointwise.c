@@ -200,12 +200,14 @@ static view make_view(nrt_dtype dt, int ndim, const int64_t *sizes, int layout, 
   return v;
 }
 
-static bool close_enough(double got, double want, double rtol, nrt_dtype out) {
+/* A 16-bit compute dtype rounds the result before a wider output too, so
+ * two paths a few float32 ulps apart can land one 16-bit step apart. */
+static bool close_enough(double got, double want, double rtol, nrt_dtype out, nrt_dtype compute) {
   if (got != got && want != want) return true;
   if (got == want) return true;
   if (rtol == 0) return false;
-  if (out == NRT_BFLOAT16) rtol += 1.0 / 128;
-  if (out == NRT_FLOAT16) rtol += 1.0 / 1024;
+  if (out == NRT_BFLOAT16 || compute == NRT_BFLOAT16) rtol += 1.0 / 128;
+  if (out == NRT_FLOAT16 || compute == NRT_FLOAT16) rtol += 1.0 / 1024;
   return fabs(got - want) <= rtol * fabs(want) + 10 * rtol;
 }
 
@@ -255,7 +257,7 @@ static int sweep_one(const op_spec *s, nrt_dtype compute, nrt_dtype in_dt, nrt_d
     }
     for (int64_t i = 0; i < span && !bad; i++) {
       double want = nrt_test_get(o1.alloc, out_dt, i), got = nrt_test_get(o2.alloc, out_dt, i);
-      if (!close_enough(got, want, s->rtol, out_dt)) {
+      if (!close_enough(got, want, s->rtol, out_dt, compute)) {
         fprintf(stderr, "%s (compute %s, in %s, out %s, ndim %d, layout %d, isa %d) [%lld]: fast %.9g ref %.9g\n",
                 nrt_op_name(s->op), nrt_dtype_name(compute), nrt_dtype_name(in_dt),
                 nrt_dtype_name(out_dt), ndim, layout, isa, (long long)i, got, want);
@@ -399,7 +401,8 @@ static void test_transposed_tiles(void) {
     }
     for (int64_t i = 0; i < numel; i++) {
       double want = nrt_test_get(out[0], cases[ci].out, i), got = nrt_test_get(out[1], cases[ci].out, i);
-      if (!close_enough(got, want, cases[ci].op == NRT_OP_GELU ? 1e-5 : 0, cases[ci].out)) {
+      if (!close_enough(got, want, cases[ci].op == NRT_OP_GELU ? 1e-5 : 0, cases[ci].out,
+                        cases[ci].compute)) {
         fprintf(stderr, "%s tiles case %zu [%lld]: fast %.9g ref %.9g\n", nrt_op_name(cases[ci].op), ci,
                 (long long)i, got, want);
         failures++;
@@ -1012,6 +1015,49 @@ static void test_unsigned_dtypes(void) {
   CHECK(back[0] == 65535 && back[1] == 3); /* negative values wrap, as static_cast on x86 */
 }
 
+/* LERP is one fused multiply-add, as the CPU's (numbers from PyTorch 2.13):
+ * a far end does not overflow the unrounded product. And a float16/bfloat16
+ * result rounds to its compute dtype before it is stored into a wider
+ * output, as TensorIterator's cast of the computed value does. */
+static void test_lerp_fused_and_16bit_results_into_wider_outputs(void) {
+  const float M = 3.40282347e+38f;
+  float a[6] = {0.3067312240600586f, -2.0f, 1.5f, 0.1f, 1.0f, -3.0f};
+  float b[6] = {-M, M, -M, 3.0e38f, 2.0f, INFINITY};
+  float c[6] = {-0.5f, 0.25f, 1.5f, 0.1234567f, 0.5f, 0.75f};
+  float want[6] = {1.70141173e+38f, 8.50705867e+37f, -INFINITY, 3.7037011e+37f, 1.5f, NAN};
+  float out[6];
+  int64_t s6[1] = {6}, s2[1] = {2};
+  nrt_launch l = nrt_test_launch_op(NRT_OP_LERP, NRT_FLOAT32, 1, s6);
+  nrt_test_operand_1d(&l, 0, out, NRT_FLOAT32, 1);
+  nrt_test_operand_1d(&l, 1, a, NRT_FLOAT32, 1);
+  nrt_test_operand_1d(&l, 2, b, NRT_FLOAT32, 1);
+  nrt_test_operand_1d(&l, 3, c, NRT_FLOAT32, 1);
+  for (int r = 0; r < 2; r++) {
+    nrt_kernels_set_reference(r);
+    CHECK_OK(nrt_launch_run(&l));
+    for (int i = 0; i < 6; i++) {
+      bool ok = want[i] != want[i] ? out[i] != out[i] : out[i] == want[i];
+      if (!ok) fprintf(stderr, "LERP%s [%d]: got %.9g want %.9g\n", r ? " (ref)" : "", i, out[i], want[i]);
+      CHECK(ok);
+    }
+  }
+  /* bfloat16 1 + 0.005859375 is 1.0078125 (1.005859375 unrounded) */
+  uint16_t x[2] = {nrt_f32_to_bf16(1.0f), nrt_f32_to_bf16(3.0f)};
+  uint16_t y[2] = {nrt_f32_to_bf16(0.005859375f), nrt_f32_to_bf16(0.01171875f)};
+  float sum[2];
+  l = nrt_test_launch_op(NRT_OP_ADD, NRT_BFLOAT16, 1, s2);
+  l.scalars[0].f = 1.0;
+  nrt_test_operand_1d(&l, 0, sum, NRT_FLOAT32, 1);
+  nrt_test_operand_1d(&l, 1, x, NRT_BFLOAT16, 1);
+  nrt_test_operand_1d(&l, 2, y, NRT_BFLOAT16, 1);
+  for (int r = 0; r < 2; r++) {
+    nrt_kernels_set_reference(r);
+    CHECK_OK(nrt_launch_run(&l));
+    CHECK(sum[0] == 1.0078125f && sum[1] == 3.015625f);
+  }
+  nrt_kernels_set_reference(false);
+}
+
 int main(void) {
   nrt_test_seed(0x2545F4914F6CDD1Dull);
   RUN_TEST(test_sweep_fast_vs_reference);
@@ -1032,5 +1078,6 @@ int main(void) {
   RUN_TEST(test_half_rounding_division);
   RUN_TEST(test_comparisons_store_bool);
   RUN_TEST(test_unsupported_and_empty);
+  RUN_TEST(test_lerp_fused_and_16bit_results_into_wider_outputs);
   return TEST_RESULT();
 }

@@ -103,7 +103,7 @@ KNOWN: list[Group] = [
           "CPU bug: gather with an expanded (stride-0) int32 index reads the wrong rows: gather(arange(38.)"
           ".view(19, 2), 0, tensor([[1], [9], [6]], dtype=int32).expand(3, 2)) is [[2, 3], [2, 3], [18, 19]] on "
           "the CPU, [[2, 3], [18, 19], [12, 13]] with an int64 or contiguous index and on neuron."),
-    Group("cpu-bug-activation-nan-grad", ("activation", "relu", "clamp"), VAL,
+    Group("cpu-bug-activation-nan-grad", ("activation", "relu", "clamp", "logit"), VAL,
           all_of(phase("backward"), fill("edge"), in_dtype("float")),
           "CPU bug: the gradient of hardtanh/relu6, hardshrink/softshrink, elu/celu/selu and hardswish at a NaN "
           "input depends on where the element sits: ATen's vectorised loop gives 0 (hardtanh, shrink: their masks "
@@ -111,7 +111,9 @@ KNOWN: list[Group] = [
           "numel % vector-width elements, and float16 throughout) passes the incoming gradient; float64 the "
           "same. neuron gives every element the vector body's value, what nearly every element of a large "
           "tensor gets. (The kinks themselves agree: relu6 at 0 and 6, hardtanh at its bounds, clamp at a "
-          "bound.)"),
+          "bound.) logit's gradient too: with eps its vector body gives a NaN input 0 (outside [eps, 1 - eps]), "
+          "its scalar tail NaN; at x = -0.0 the body divides (dy / -0: -inf for dy = 1), the tail multiplies by "
+          "inf (+inf); neuron gives the body's."),
     Group("index-put-duplicate-indices", ("index_put_",), VAL,
           all_of(fn("Tensor.index_put_", "torch.index_put", "setitem"), not_(kwarg("accumulate", True)),
                  not_(in_dtype("float64", "complex64")), not_(nonfinite)),
@@ -141,18 +143,15 @@ KNOWN: list[Group] = [
           "neuron's fresh block held zeros. Every written element agrees: the wraps copied from the output "
           "itself follow the CPU's copy order since COPY_ORDERED (a 90 s pad fuzz of seed 8675309: the 43 cases left "
           "are all of this kind)."),
-    Group("lerp-out-zero-dim-operands", ("lerp",), DEV_RJ + EXC, all_of(fn("torch.lerp"), has_out),
-          "lerp with out= of another dtype: on the CPU every 0-d operand is a CPU scalar to TensorIterator, so "
-          "a 0-d lerp casts into a complex or wider out= (and bool operands reach the kernel's "
-          "NotImplementedError); neuron's 0-d operands are device tensors, as CUDA's are, and its iterator "
-          "raises 'Found dtype ComplexFloat but expected Float' (RuntimeError). lerp's out= ran on the CPU "
-          "fallback before a13178e."),
-    Group("nonfinite-pointwise", ("lerp", "addcmul", "masked_fill", "index_select", "clamp", "nan_to_num",
-                                  "activation", "logit", "fill_"), VAL,
-          any_of(nonfinite, all_of(phase("backward"), fill("edge"))),
-          "Pointwise ops whose intermediate overflows: lerp with weight < 0.5 and a far end gives +-inf on "
-          "neuron (the CPU's formula stays at 1.7e38); addcmul/addcdiv products; activations' gradients at "
-          "inf."),
+    Group("nonfinite-pointwise", ("lerp", "addcmul", "index_select"), VAL,
+          any_of(all_of(in_dtype("complex64", "complex128"), any_of(nonfinite, all_of(phase("backward"),
+                                                                                      fill("edge")))),
+                 all_of(fn("torch.lerp", "Tensor.lerp", "Tensor.lerp_"), phase("backward"), fill("edge"))),
+          "What is left of the pointwise ops' non-finite cases (real lerp now fuses its multiply-add as the "
+          "CPU does, logit's gradient follows the CPU's vector body, and float64 ones are float64-beyond-"
+          "float32): complex addcmul/addcdiv/index_add with inf or NaN parts (the complex family's products "
+          "and quotients), and lerp's gradients for a broadcast end or weight, sums of terms of +-3.4e38 or "
+          "inf that cancel in the CPU's summation order and not in neuron's (or the other way)."),
 
     Group("cpu-quirk-sdpa-zero-scale", ("sdpa",), VAL, kwarg("scale", 0.0),
           "scaled_dot_product_attention with scale=0.0: the documented math (softmax(q k^T * 0 + bias)) gives "

@@ -44,8 +44,10 @@ FE_F32(rpow, 2, powf(y, x))
 /* ATen's association: self + (value * t1) * t2, self + (value * t1) / t2. */
 FE_MV(addcmul, 3, x + v * y * z)
 FE_MV(addcdiv, 3, x + v * y / z)
-/* ATen's lerp switches formula at |w| = 0.5 so that w = 1 gives end exactly. */
-FE_MV(lerp, 3, fabsf(z) < 0.5f ? x + z * (y - x) : y - (y - x) * (1.0f - z))
+/* ATen's lerp switches formula at |w| = 0.5 so that w = 1 gives end exactly;
+ * each form is one fused multiply-add, as the single-tensor LERP (its
+ * _foreach_lerp runs at::lerp per tensor). */
+FE_MV(lerp, 3, fabsf(z) < 0.5f ? fmaf(z, y - x, x) : fmaf(z - 1.0f, y - x, y))
 FE_MV(neg, 1, -x)
 FE_MV(reciprocal, 1, 1.0f / x)
 FE_MV(abs, 1, fabsf(x))

@@ -154,8 +154,12 @@ PW_F32_MV(addcmul, 3, x + s0 * y * z)
 PW_I64(addcmul, 3, nrt_wadd(x, nrt_wmul(nrt_wmul(s0, y), z)))
 PW_F32_MV(addcdiv, 3, x + s0 * y / z)
 /* ATen's lerp switches formula at |w| = 0.5 so that w = 1 gives end
- * exactly. */
-PW_F32_MV(lerp, 3, fabsf(z) < 0.5f ? x + z * (y - x) : y - (y - x) * (1.0f - z))
+ * exactly. Both forms are one fused multiply-add on the CPU (its vector
+ * lerp_vec is fmadd(w < 0.5 ? w : w - 1, end - self, w < 0.5 ? self :
+ * end), and its scalar lerp is contracted to the same): the product is
+ * not rounded, so self 0.3, end -FLT_MAX, w -0.5 gives 1.7e38 where the
+ * rounded product overflows to inf. */
+PW_F32_MV(lerp, 3, fabsf(z) < 0.5f ? fmaf(z, y - x, x) : fmaf(z - 1.0f, y - x, y))
 PW_F32_MV(clamp, 3, pw_minf(pw_maxf(x, y), z))
 PW_I64(clamp, 3, (x < y ? y : x) > z ? z : (x < y ? y : x))
 

@@ -185,6 +185,14 @@ static bool wraps_to_compute(const nrt_launch *l, nrt_dtype out) {
   }
 }
 
+/* The same for float16/bfloat16 results: TensorIterator computes in the
+ * common dtype and casts that into an out= of another dtype, so a bfloat16
+ * add into a float32 out= gives bfloat16 values (1 + 0.005859375 is
+ * 1.0078125, not 1.005859375). */
+static bool rounds_to_compute(const nrt_launch *l, nrt_dtype out) {
+  return (l->compute_dtype == NRT_FLOAT16 || l->compute_dtype == NRT_BFLOAT16) && out != l->compute_dtype;
+}
+
 static void wrap_to(int64_t *v, int64_t m, nrt_dtype dt) {
   switch (dt) {
   case NRT_BOOL: for (int64_t i = 0; i < m; i++) v[i] = v[i] != 0; break; /* True + True is True */
@@ -257,6 +265,7 @@ static int compute_row(const nrt_pw_row *p, char *const *ptr, int64_t n, int64_t
   const int64_t *st = p->st;
   bool out_direct = p->dt[0] == own && st[0] == es;
   bool wrap = !fl && wraps_to_compute(p->l, p->dt[0]);
+  bool round_out = fl && rounds_to_compute(p->l, p->dt[0]);
   for (int64_t j = 0; j < n; j += NRT_BLOCK) {
     int64_t m = n - j < NRT_BLOCK ? n - j : NRT_BLOCK;
     const void *in[3] = {NULL, NULL, NULL};
@@ -281,6 +290,7 @@ static int compute_row(const nrt_pw_row *p, char *const *ptr, int64_t n, int64_t
       if (p->k->rng3_f32) p->k->rng3_f32(out, in[0], in[1], in[2], m, index + j, p->l);
       else if (p->k->rng_f32) p->k->rng_f32(out, in[0], m, index + j, p->l);
       else p->f32(out, in[0], in[1], in[2], m, p->l);
+      if (round_out) round_to(out, m, p->l->compute_dtype);
       if (!out_direct) nrt_store_f32(dst, st[0], p->dt[0], out, m);
       continue;
     }
@@ -479,6 +489,7 @@ nrt_status nrt_pw_ref_element(const nrt_pw_row *r, char *const *ptr, int64_t lin
     if (k->rng3_f32) k->rng3_f32(&out, &in[0], &in[1], &in[2], 1, lin, l);
     else if (k->rng_f32) k->rng_f32(&out, &in[0], 1, lin, l);
     else f32(&out, &in[0], &in[1], &in[2], 1, l);
+    if (rounds_to_compute(l, odt)) round_to(&out, 1, l->compute_dtype);
     nrt_ref_store_f64(ptr[0], odt, out);
   } else {
     int64_t in[3] = {0, 0, 0}, out = 0;

@@ -24,15 +24,20 @@ PW_F32(softshrink, 1, x > s0 ? x - s0 : (x < -s0 ? x + s0 : x * 0.0f))
  * passes the gradient). */
 PW_F32(shrink_backward, 2, (y < -s0 || y > s0) ? x : 0.0f)
 
+/* As ATen's vectorised kernel computes it, which every element but the
+ * last numel % (2 * vector width) of a contiguous row takes; its scalar
+ * tail differs in two places: with eps a NaN input is outside [lo, hi]
+ * for the vector body (0) and not for the tail (NaN), and at x = 0 or 1
+ * the tail multiplies dy by inf where the body divides by x (1 - x)
+ * (x = -0.0: -inf for dy = 1, the tail +inf). */
+static inline float logit_grad(float dy, float x) { return dy / (x * (1.0f - x)); }
 static void logit_backward_f32(float *out, const float *a, const float *b, const float *c,
                                int64_t n, const nrt_launch *l) {
   if (l->params[0]) {
     float lo = (float)l->scalars[0].f, hi = (float)l->scalars[1].f;
-    for (int64_t i = 0; i < n; i++)
-      out[i] = (b[i] < lo || b[i] > hi) ? 0.0f : a[i] / (b[i] * (1.0f - b[i]));
+    for (int64_t i = 0; i < n; i++) out[i] = (b[i] >= lo && b[i] <= hi) ? logit_grad(a[i], b[i]) : 0.0f;
   } else {
-    for (int64_t i = 0; i < n; i++)
-      out[i] = (b[i] < 0.0f || b[i] > 1.0f) ? NAN : a[i] / (b[i] * (1.0f - b[i]));
+    for (int64_t i = 0; i < n; i++) out[i] = (b[i] < 0.0f || b[i] > 1.0f) ? NAN : logit_grad(a[i], b[i]);
   }
 }
 
