@@ -585,3 +585,56 @@ def test_silu_complex_like_the_cpu():
     torch.ops.aten.silu.out(z.to(DEV), out=out)
     torch.testing.assert_close(out.cpu(), want)
     assert_no_fallbacks()
+
+
+# pow of complex64 special values as the CPU computes it: C99's cpowf (0 ** w
+# is inf + NaN i for Re w < 0, NaN + NaN i for w = 0 or NaN; Annex G's
+# infinities), in float (cpowf's rounding, (-3) ** 5 = -243.00003 - 0.00016i),
+# pow.Tensor_Scalar's special forms (x*x for 2, sqrt for 0.5, ...) also for a
+# real tensor with a complex exponent, and pow.Scalar's fill for a base of 1.
+# Bit for bit: both sides call glibc's functions.
+_CX_PARTS = [0.0, -0.0, 1e-30, 0.5, 1.0, -1.0, 2.0, -3.0, 1e18, 3.4e38, float("inf"), float("-inf"), float("nan")]
+_CX_EXPS = [complex(a, b) for a in (0.0, 0.5, -0.5, -1.0, 2.0, -2.0, 3.0, -1.3, 5.0, float("inf"), float("nan"))
+            for b in (0.0, -0.5, float("inf"))]
+
+
+def _cx_grid(parts):
+    return torch.tensor([complex(a, b) for a in parts for b in parts], dtype=torch.complex64)
+
+
+def _bitwise(dev, ref):
+    torch.testing.assert_close(torch.view_as_real(dev.cpu()), torch.view_as_real(ref), rtol=0, atol=0,
+                               equal_nan=True)
+
+
+def test_pow_complex64_special_values_like_the_cpu():
+    x = _cx_grid(_CX_PARTS)
+    y = torch.tensor(_CX_EXPS, dtype=torch.complex64)[:, None]
+    _bitwise(torch.pow(x.to(DEV), y.to(DEV)), torch.pow(x, y))
+    for e in _CX_EXPS + [2, 3, -2, 0.5, -0.5, -1, 1.5]:
+        _bitwise(torch.pow(x.to(DEV), e), torch.pow(x, e))
+    for dt in (torch.float32, torch.uint8, torch.bool):
+        r = torch.tensor([0.0, -0.0, 1.0, 3.0, -3.0, 1e-30, float("inf"), float("nan")]).to(dt)
+        for e in _CX_EXPS:
+            _bitwise(torch.pow(r.to(DEV), e), torch.pow(r, e))
+    for b in (0, False, True, 1, 2.0, 0j, 1 + 0j, 1j):
+        _bitwise(torch.pow(b, y.flatten().to(DEV)), torch.pow(b, y.flatten()))
+    assert_no_fallbacks()
+
+
+# sgn of complex64 as the CPU's kernel: its vector body divides each part by
+# |z| (0 at 0, so -0 - inf i gives -0 + NaN i, and |3.4e38 + 3.4e38i|
+# overflows float to give 0), its scalar function (the rest of a row past
+# the last block of 16, and non-contiguous rows) is z / complex(|z|, 0),
+# NaN + NaN i for any infinite part. Several lengths put the special values
+# in both; log1p is c10's rescaled formula in float (1e-30 + inf i gives
+# NaN + NaN i), exp2 scales by ln 2 in float (2 ** 1e18i).
+@pytest.mark.parametrize("n", [1, 5, 16, 17, 40])
+@pytest.mark.parametrize("fn", ["sgn", "log1p", "exp2"])
+def test_complex64_special_values_by_cpu_path(fn, n):
+    x = _cx_grid(_CX_PARTS)
+    x = torch.cat([x, x.flip(0)])[: (x.numel() * 2 // n) * n].view(-1, n)
+    f = getattr(torch, fn)
+    for t in (x, x.t()):  # rows of n contiguous elements, then strided ones
+        torch.testing.assert_close(torch.view_as_real(f(t.to(DEV)).cpu()), torch.view_as_real(f(t)), equal_nan=True)
+    assert_no_fallbacks()

@@ -15,6 +15,7 @@
 // itself (the CX_COPY kernel conjugates / negates on the fly).
 #include <ATen/TensorIterator.h>
 #include <ATen/ExpandUtils.h>
+#include <ATen/Version.h>
 #include <ATen/native/Resize.h>
 #include <ATen/native/TypeProperties.h>
 #include <ATen/ops/empty.h>
@@ -66,7 +67,18 @@ bool complex_op_for(at::TensorIteratorBase &iter, nrt_op op, nrt_op *out, int64_
     case NRT_OP_PROD: *out = NRT_OP(CX_REDUCE); *p0 = 2; return true;
     case NRT_OP_ALL: *out = NRT_OP(CX_REDUCE); *p0 = 3; return true;
     case NRT_OP_ANY: *out = NRT_OP(CX_REDUCE); *p0 = 4; return true;
-    case NRT_OP_POW: *out = NRT_OP(CX_POW); return true;
+    case NRT_OP_POW:
+      // A wrapped-number exponent is pow.Tensor_Scalar's (its kernel has
+      // special forms for 2, 3, -2, 0.5, -0.5, -1), a wrapped-number base
+      // pow.Scalar's (a base of 1 is a fill of 1): the glue reaches both as
+      // a ** b with the scalar wrapped. (A bool base never equals 1 for
+      // Scalar::equal: True ** nan is NaN.)
+      *out = NRT_OP(CX_POW);
+      if (iter.ntensors() == 3 && iter.tensor_base(2).unsafeGetTensorImpl()->is_wrapped_number()) *p0 = 1;
+      else if (iter.ntensors() == 3 && iter.tensor_base(1).unsafeGetTensorImpl()->is_wrapped_number() &&
+               iter.tensor_base(1).scalar_type() != at::kBool)
+        *p0 = 2;
+      return true;
     case NRT_OP_POW_SCALAR: *out = NRT_OP(CX_POW_SCALAR); return true;
     case NRT_OP_LOGICAL_AND: *out = NRT_OP(CX_LOGICAL); return true;
     case NRT_OP_LOGICAL_OR: *out = NRT_OP(CX_LOGICAL); *p0 = 1; return true;
@@ -89,6 +101,17 @@ bool complex_op_for(at::TensorIteratorBase &iter, nrt_op op, nrt_op *out, int64_
       return true;
     default: return false;
   }
+}
+
+// How many elements of a row ATen's cpu_kernel_vec computes in its vector
+// body per step (two vectors of the dispatched CPU capability: 16 complex64
+// with AVX-512, 8 with AVX2), the rest of a row going through the scalar
+// function; sgn and pow's products give other special values in each
+// (nrt_cx_for_each_split). 0 for complex32, which has no vector kernel.
+int64_t cpu_vector_block(at::ScalarType t) {
+  if (!at::isComplexType(t) || t == at::kComplexHalf) return 0;
+  static const int64_t bytes = at::get_cpu_capability() == "AVX512" ? 64 : 32;
+  return 2 * bytes / static_cast<int64_t>(c10::elementSize(t));
 }
 
 void launch_iter_complex(at::TensorIteratorBase &iter, nrt_op op, std::initializer_list<nrt_scalar> scalars,
@@ -118,6 +141,7 @@ void launch_iter_complex(at::TensorIteratorBase &iter, nrt_op op, std::initializ
   } else {
     d.params[0] = p0;
     d.params[1] = p1;
+    if (op == NRT_OP_POW || op == NRT_OP_POW_SCALAR) d.params[1] = cpu_vector_block(iter.dtype(0));
   }
 
   c10::SmallVector<at::Tensor, 1> temps;  // device copies of CPU scalars, freed in stream order
@@ -266,7 +290,7 @@ Tensor sgn_into(Tensor out, const Tensor &self) {
   if (!self.is_complex()) return out.is_same(self) ? self.sign_() : self.sign();
   Tensor result;
   auto iter = at::TensorIterator::unary_op(result, self);
-  launch_iter_complex(iter, NRT_OP(CX_SGN), {}, {});
+  launch_iter_complex(iter, NRT_OP(CX_SGN), {}, {cpu_vector_block(self.scalar_type())});
   return iter.output();
 }
 

@@ -265,20 +265,62 @@ static void test_math(void) {
   double nanv[1][2] = {{0.0, NAN}};
   cx_math_run(NRT_OP_ISNAN, (const double (*)[2])nanv, a, 1, 0);
   CHECK(a[0][0] == 1.0);
-  /* pow: z ** 2 is z * z exactly; z ** 1.5 = exp(1.5 log z); 0 ** w = 0 */
-  float z[3][2] = {{1.5f, -0.5f}, {0.0f, 0.0f}, {-2.0f, 0.25f}}, out[3][2];
-  double es[3] = {2.0, 1.5, 0.0};
-  for (int k = 0; k < 3; k++) {
-    nrt_launch l = nrt_test_launch(NRT_OP(CX_POW_SCALAR), NRT_COMPLEX64, 1, S(3), 1, 1);
-    nrt_test_operand_n(&l, 0, out, NRT_COMPLEX64, S(8), 1);
-    nrt_test_operand_n(&l, 1, z, NRT_COMPLEX64, S(8), 1);
-    l.scalars[0].f = es[k];
-    CHECK_OK(nrt_test_run(&l, 0));
-    for (int i = 0; i < 3; i++) {
-      double complex w = z[i][0] + I * z[i][1];
-      double complex want = (i == 1) ? 0.0 : (k == 0 ? w * w : cexp(es[k] * clog(w)));
-      CHECK(nrt_test_near(out[i][0], creal(want), 1e-6) && nrt_test_near(out[i][1], cimag(want), 1e-6));
+  /* pow of complex64 as the CPU: z ** 2 is the float product z * z
+     exactly; any other exponent is glibc's cpowf bit for bit (its float
+     rounding and C99's special values: 0 ** 1.5 = 0, 0 ** 0 = NaN + NaN i,
+     0 ** -1.3 = inf + NaN i), also through CX_POW with a Tensor_Scalar
+     exponent (p0 = 1); a Scalar_Tensor base of 1 (p0 = 2) gives 1 */
+  float z[4][2] = {{1.5f, -0.5f}, {0.0f, 0.0f}, {-3.0f, 0.0f}, {3.4e38f, 3.4e38f}}, out[4][2];
+  double es[4] = {2.0, 1.5, 0.0, -1.3};
+  for (int k = 0; k < 4; k++) {
+    for (int via = 0; via < 2; via++) {
+      double e[1][2] = {{es[k], 0.0}};
+      nrt_launch l = nrt_test_launch(via ? NRT_OP(CX_POW) : NRT_OP(CX_POW_SCALAR), NRT_COMPLEX64, 1, S(4), 1,
+                                     1 + via);
+      nrt_test_operand_n(&l, 0, out, NRT_COMPLEX64, S(8), 1);
+      nrt_test_operand_n(&l, 1, z, NRT_COMPLEX64, S(8), 1);
+      if (via) nrt_test_operand_n(&l, 2, e, NRT_COMPLEX128, S(0), 1), l.params[0] = 1;
+      l.scalars[0].f = es[k];
+      CHECK_OK(nrt_test_run(&l, 0));
+      for (int i = 0; i < 4; i++) {
+        float a = z[i][0], b = z[i][1];
+        /* no vector block (p1 = 0): the CPU's scalar function, whose
+           product is fused */
+        float complex want = k == 0 ? CMPLXF(fmaf(a, a, -(b * b)), a * b + b * a) : cpowf(CMPLXF(a, b), (float)es[k]);
+        CHECK((out[i][0] == crealf(want) || (isnan(out[i][0]) && isnan(crealf(want)))) &&
+              (out[i][1] == cimagf(want) || (isnan(out[i][1]) && isnan(cimagf(want)))));
+      }
     }
+  }
+  CHECK(out[1][0] == INFINITY && isnan(out[1][1])); /* the last, k = 3: 0 ** -1.3 */
+  {
+    /* (3.4e38 + 3.4e38i)^2: -inf + inf i from the CPU's scalar function
+       (fused), NaN + inf i in its vector body (p1 = 4: a block of 4 takes
+       the whole row); both paths, both kernel paths */
+    for (int block = 0; block <= 4; block += 4)
+      for (int ref = 0; ref < 2; ref++) {
+        nrt_launch l = nrt_test_launch(NRT_OP(CX_POW_SCALAR), NRT_COMPLEX64, 1, S(4), 1, 1);
+        nrt_test_operand_n(&l, 0, out, NRT_COMPLEX64, S(8), 1);
+        nrt_test_operand_n(&l, 1, z, NRT_COMPLEX64, S(8), 1);
+        l.scalars[0].f = 2.0;
+        l.params[1] = block;
+        CHECK_OK(nrt_test_run(&l, ref));
+        CHECK(block ? isnan(out[3][0]) : out[3][0] == -INFINITY);
+        CHECK(out[3][1] == INFINITY && out[0][0] == 2.0f && out[0][1] == -1.5f);
+      }
+  }
+  {
+    double one[1][2] = {{1.0, 0.0}}, w[2][2] = {{NAN, 0.0}, {0.0, INFINITY}}, r[2][2];
+    nrt_launch l = nrt_test_launch(NRT_OP(CX_POW), NRT_COMPLEX128, 1, S(2), 1, 2);
+    nrt_test_operand_n(&l, 0, r, NRT_COMPLEX128, S(16), 1);
+    nrt_test_operand_n(&l, 1, one, NRT_COMPLEX128, S(0), 1);
+    nrt_test_operand_n(&l, 2, w, NRT_COMPLEX128, S(16), 1);
+    l.params[0] = 2;
+    CHECK_OK(nrt_test_run(&l, 1));
+    CHECK(r[0][0] == 1.0 && r[0][1] == 0.0 && r[1][0] == 1.0 && r[1][1] == 0.0);
+    l.params[0] = 0; /* a tensor base of 1: cpow(1, NaN) is NaN */
+    CHECK_OK(nrt_test_run(&l, 1));
+    CHECK(isnan(r[0][0]));
   }
   /* logical and/or/xor on (nonzero?) */
   float p[4][2] = {{0, 0}, {0, 1}, {2, 0}, {0, 0}}, q[4][2] = {{0, 0}, {0, 0}, {1, 1}, {0, 3}};

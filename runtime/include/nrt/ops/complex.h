@@ -10,7 +10,9 @@
  * complex tensors). Any operand may be complex32/64/128 or real (a real
  * input reads as (x, 0); a real output stores the real part, which is
  * PyTorch's complex -> real cast). Values compute in double and round once
- * on store; compute_dtype is ignored. */
+ * on store, except where a complex64 result's special values or rounding
+ * depend on the CPU's float arithmetic (pow, sqrt, rsqrt, reciprocal,
+ * exp2, log1p, sgn: kernels/complex/math.c); compute_dtype is ignored. */
 #ifndef NRT_OPS_COMPLEX_H
 #define NRT_OPS_COMPLEX_H
 
@@ -34,14 +36,18 @@
   /* unary */                                                                               \
   X(CX_ABS, COMPLEX, 1, 1)      /* |z| (hypot; the output is real) */                       \
   X(CX_ANGLE, COMPLEX, 1, 1)    /* atan2(im, re) (real output) */                           \
-  X(CX_SGN, COMPLEX, 1, 1)      /* z / |z|, 0 at 0 */                                       \
+  X(CX_SGN, COMPLEX, 1, 1)      /* z / |z|, 0 at 0; p0 = the CPU's vector block (elements   \
+                                   of a row its vector body takes, 0: none) */              \
   X(CX_MATH, COMPLEX, 1, 1)     /* p0 = the base op computed on z: EXP, EXP2, EXPM1, LOG,   \
                                    LOG2, LOG10, LOG1P, SQRT, RSQRT, RECIPROCAL, SIN, COS,   \
                                    TAN, SINH, COSH, TANH, ASIN, ACOS, ATAN, ASINH, ACOSH,   \
                                    ATANH, SIGMOID; ISNAN, LOGICAL_NOT (bool outputs) */     \
-  X(CX_POW_SCALAR, COMPLEX, 1, 1) /* z ** s0 (real s0; x*x, sqrt, 1/x... for 2, 3, 0.5,     \
-                                   -0.5, -1, -2 as PyTorch; 0 ** w = 0) */                  \
-  X(CX_POW, COMPLEX, 2, 2)      /* a ** b = exp(b log a), 0 ** b = 0 */                     \
+  X(CX_POW_SCALAR, COMPLEX, 1, 1) /* z ** (s0 + s1 i) as pow.Tensor_Scalar: x*x, sqrt,      \
+                                   1/x... for 2, 3, 0.5, -0.5, -1, -2, else cpow */         \
+  X(CX_POW, COMPLEX, 2, 2)      /* a ** b = C99 cpow (cpowf for complex64 results); p0 = 1: \
+                                   b is a Tensor_Scalar exponent (as CX_POW_SCALAR), 2: a   \
+                                   is a Scalar_Tensor base (1 ** b = 1); p1 (also of        \
+                                   CX_POW_SCALAR) = the CPU's vector block, as CX_SGN's p0 */ \
   X(CX_LOGICAL, COMPLEX, 2, 2)  /* bool out; p0 = 0 and, 1 or, 2 xor of (a != 0, b != 0) */ \
   X(CX_LOGADDEXP, COMPLEX, 2, 2) /* log(exp(a) + exp(b)), PyTorch's complex formula: the     \
                                    operand with the smaller real part is "min";             \

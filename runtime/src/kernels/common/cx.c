@@ -3,11 +3,7 @@
 
 #include "kernels/common/convert.h"
 
-/* log(1 + z) the way PyTorch's CPU build of c10 computes it (not cx_log1p,
- * which serves torch.log1p): exact for tiny z through the u - 1 == z test,
- * else log(u) rescaled by z / (u - 1) for the rounding of u = 1 + z. The
- * logaddexp formula below takes it, so its special values are the CPU's. */
-static nrt_cx cx_log1p_rescaled(nrt_cx z) {
+nrt_cx nrt_cx_log1p(nrt_cx z) {
   nrt_cx u = nrt_cx_make(z.re + 1.0, z.im);
   if (u.re == 1.0 && u.im == 0.0) return z;
   nrt_cx log_u = nrt_cx_from_c(clog(nrt_cx_to_c(u)));
@@ -33,7 +29,7 @@ nrt_cx nrt_cx_log_add_exp(nrt_cx x, nrt_cx y) {
   /* parts subtract and add separately (c10's operators), so an infinite
      imaginary part meets no 0 * inf */
   nrt_cx d = nrt_cx_from_c(cexp(nrt_cx_to_c(nrt_cx_sub(mn, mx))));
-  return nrt_cx_add(cx_log1p_rescaled(d), mx);
+  return nrt_cx_add(nrt_cx_log1p(d), mx);
 }
 
 void nrt_cx_scan_row(char *dst, int64_t dst_stride, nrt_dtype out_dt, const char *src, int64_t src_stride,

@@ -48,6 +48,14 @@ static inline double complex nrt_cx_to_c(nrt_cx z) { return CMPLX(z.re, z.im); }
 static inline nrt_cx nrt_cx_from_c(double complex z) { return nrt_cx_make(creal(z), cimag(z)); }
 static inline bool nrt_cx_isnan(nrt_cx z) { return isnan(z.re) || isnan(z.im); }
 
+/* log(1 + z) the way PyTorch's CPU build of c10 computes it (torch.log1p
+ * and the logaddexp step): z itself when u = 1 + z rounds to 1, log(u)
+ * when u - 1 == z, else log(u) rescaled by z / (u - 1) for the rounding of
+ * u. Its special values follow that formula: an infinite imaginary part
+ * with a nonzero real part gives NaN + NaN i (inf i / inf i), not the
+ * analytic inf + pi/2 i. In double (complex<double>). */
+nrt_cx nrt_cx_log1p(nrt_cx z);
+
 /* log(exp(x) + exp(y)) by the CPU's complex formula (ATen's LogAddExp.h):
  * min and max by real part, NaN in either part, the equal-infinity
  * branches, and c10's log1p. */

@@ -67,13 +67,29 @@ static void cx_element(const nrt_launch *l, char *const *p) {
     r = nrt_cx_make(atan2(z.im, z.re), 0.0);
     break;
   }
-  case NRT_OP(CX_SGN): {
-    nrt_cx z = nrt_cx_load(p[1], o[1].dtype);
-    double m = hypot(z.re, z.im);
-    r = m == 0.0 ? nrt_cx_make(0.0, 0.0) : nrt_cx_make(z.re / m, z.im / m);
-    break;
-  }
   default: return; /* not reached: nrt_complex_execute picks the op */
+  }
+  nrt_cx_store(p[0], o[0].dtype, r);
+}
+
+/* sgn as ATen's kernel computes it, which differs between its paths once
+ * a part is infinite or NaN, or |z| overflows: the vector body divides each
+ * part by |z| (0 where |z| is 0: (-0 - inf i) gives -0 + NaN i), the scalar
+ * function is z / complex(|z|, 0) after a z == 0 test, whose scaled
+ * division makes any infinite part NaN + NaN i. complex64 rounds in float,
+ * so |3.4e38 + 3.4e38i| overflows there as on the CPU. */
+static void cx_sgn_element(const nrt_launch *l, char *const *p, bool vec) {
+  const nrt_operand *o = l->operands;
+  nrt_cx z = nrt_cx_load(p[1], o[1].dtype), r;
+  if (o[0].dtype == NRT_COMPLEX64 || o[0].dtype == NRT_COMPLEX32) {
+    cxf f = cxf_of(z);
+    float m = hypotf(f.re, f.im);
+    if (vec) r = m == 0.0f ? nrt_cx_make(0.0, 0.0) : nrt_cx_make(f.re / m, f.im / m);
+    else r = f.re == 0.0f && f.im == 0.0f ? nrt_cx_make(0.0, 0.0) : cxf_to(cxf_div(f, (cxf){m, 0.0f}));
+  } else {
+    double m = hypot(z.re, z.im);
+    if (vec) r = m == 0.0 ? nrt_cx_make(0.0, 0.0) : nrt_cx_make(z.re / m, z.im / m);
+    else r = z.re == 0.0 && z.im == 0.0 ? nrt_cx_make(0.0, 0.0) : nrt_cx_div(z, nrt_cx_make(m, 0.0));
   }
   nrt_cx_store(p[0], o[0].dtype, r);
 }
@@ -81,7 +97,25 @@ static void cx_element(const nrt_launch *l, char *const *p) {
 typedef struct cx_job {
   const nrt_launch *l;
   nrt_cx_element_fn fn;
+  nrt_cx_element_split_fn split; /* instead of fn: told the CPU's path */
+  int64_t block;
 } cx_job;
+
+/* Whether ATen's cpu_kernel_vec runs rows of this iteration through its
+ * vectorized_loop (Loops.h): the output and every input contiguous along
+ * the innermost dim (sizes[0]), or exactly one input broadcast (stride 0)
+ * and the others contiguous. Otherwise its basic_loop computes every
+ * element with the scalar function. */
+static bool cx_rows_vectorised(const nrt_launch *l) {
+  if (l->ndim == 0) return false;
+  int nops = l->noutputs + l->ninputs, broadcast = 0;
+  for (int k = 0; k < nops; k++) {
+    int64_t st = l->operands[k].strides[0], esz = (int64_t)nrt_dtype_size(l->operands[k].dtype);
+    if (st == esz) continue;
+    if (st != 0 || k < l->noutputs || ++broadcast > 1) return false;
+  }
+  return true;
+}
 
 static void cx_range(void *ctx, int64_t begin, int64_t end) {
   const cx_job *job = ctx;
@@ -98,8 +132,13 @@ static void cx_range(void *ctx, int64_t begin, int64_t end) {
     ptr[k] = l->operands[k].data;
     for (int d = 0; d < nd; d++) ptr[k] += idx[d] * l->operands[k].strides[d];
   }
+  /* vectorized_loop takes blocks of `block` elements while a whole one is
+     left in the row; the rest of the row goes through the scalar function */
+  bool rows_vec = job->split && job->block > 0 && cx_rows_vectorised(l);
+  int64_t vec_end = nd > 0 && rows_vec ? l->sizes[0] / job->block * job->block : 0;
   for (int64_t i = begin; i < end; i++) {
-    job->fn(l, ptr);
+    if (job->split) job->split(l, ptr, nd > 0 && idx[0] < vec_end);
+    else job->fn(l, ptr);
     for (int d = nd - 1; d >= 0; d--) { /* odometer step, innermost dim first */
       for (int k = 0; k < nops; k++) ptr[k] += l->operands[k].strides[d];
       if (++idx[d] < l->sizes[d]) break;
@@ -109,17 +148,30 @@ static void cx_range(void *ctx, int64_t begin, int64_t end) {
   }
 }
 
-nrt_status nrt_cx_for_each(const nrt_launch *l, nrt_cx_element_fn fn) {
+static nrt_status cx_run(const cx_job *job) {
+  const nrt_launch *l = job->l;
   if (l->noutputs != 1)
     return nrt_kernel_fail(NRT_ERROR_INVALID_ARGUMENT,
                            "%s: expected 1 output, got %d", nrt_op_name(l->op), l->noutputs);
   int64_t numel = 1;
   for (int d = 0; d < l->ndim; d++) numel *= l->sizes[d];
   if (numel == 0) return NRT_SUCCESS;
-  cx_job job = {l, fn};
-  if (nrt_kernels_reference()) cx_range(&job, 0, numel);
-  else nrt_parallel_for(numel, CX_GRAIN, cx_range, &job);
+  if (nrt_kernels_reference()) cx_range((void *)job, 0, numel);
+  else nrt_parallel_for(numel, CX_GRAIN, cx_range, (void *)job);
   return NRT_SUCCESS;
+}
+
+nrt_status nrt_cx_for_each(const nrt_launch *l, nrt_cx_element_fn fn) {
+  cx_job job = {l, fn, NULL, 0};
+  return cx_run(&job);
+}
+
+nrt_status nrt_cx_for_each_split(const nrt_launch *l, nrt_cx_element_split_fn fn, int64_t block) {
+  if (block < 0)
+    return nrt_kernel_fail(NRT_ERROR_INVALID_ARGUMENT, "%s: a vector block of %lld elements",
+                           nrt_op_name(l->op), (long long)block);
+  cx_job job = {l, NULL, fn, block};
+  return cx_run(&job);
 }
 
 nrt_status nrt_complex_execute(const nrt_launch *l) {
@@ -128,8 +180,9 @@ nrt_status nrt_complex_execute(const nrt_launch *l) {
   case NRT_OP(CX_COPY): case NRT_OP(CX_FILL): case NRT_OP(CX_ADD): case NRT_OP(CX_SUB):
   case NRT_OP(CX_MUL): case NRT_OP(CX_DIV): case NRT_OP(CX_EQ): case NRT_OP(CX_NE):
   case NRT_OP(CX_WHERE): case NRT_OP(CX_COMPLEX): case NRT_OP(CX_POLAR): case NRT_OP(CX_ABS):
-  case NRT_OP(CX_ANGLE): case NRT_OP(CX_SGN):
+  case NRT_OP(CX_ANGLE):
     return nrt_cx_for_each(l, cx_element);
+  case NRT_OP(CX_SGN): return nrt_cx_for_each_split(l, cx_sgn_element, l->params[0]);
   case NRT_OP(CX_REDUCE): return nrt_cx_reduce(l);
   case NRT_OP(CX_MATH): case NRT_OP(CX_POW_SCALAR): case NRT_OP(CX_POW): case NRT_OP(CX_LOGICAL):
   case NRT_OP(CX_ADDCMUL): case NRT_OP(CX_ADDCDIV): case NRT_OP(CX_LERP): case NRT_OP(CX_LOGADDEXP):

@@ -60,11 +60,48 @@ static inline void nrt_cx_store(char *p, nrt_dtype dt, nrt_cx v) {
   }
 }
 
+/* complex64 in float: the CPU computes complex64 with c10::complex<float>,
+ * whose products and quotients round in float (math.c, complex.c). */
+typedef struct cxf {
+  float re, im;
+} cxf;
+
+static inline cxf cxf_of(nrt_cx z) { return (cxf){(float)z.re, (float)z.im}; }
+static inline nrt_cx cxf_to(cxf z) { return nrt_cx_make(z.re, z.im); }
+/* c10::complex<float>'s operator* as ATen's vector body computes it
+ * (textbook, separate products, no NaN recovery); its scalar function's
+ * contracted form is cxf_mul_fma */
+static inline cxf cxf_mul(cxf a, cxf b) { return (cxf){a.re * b.re - a.im * b.im, a.re * b.im + a.im * b.re}; }
+static inline cxf cxf_mul_fma(cxf a, cxf b) {
+  return (cxf){fmaf(a.re, b.re, -(a.im * b.im)), fmaf(a.re, b.im, a.im * b.re)};
+}
+/* c10::complex<float>'s operator/ (nrt_cx_div's scaling, in float), with
+ * the fused multiply-adds GCC contracts it into in ATen's AVX-512 build
+ * (bit for bit: 1 / csqrtf(z) is the CPU's rsqrt) */
+static inline cxf cxf_div(cxf x, cxf y) {
+  float a = x.re, b = x.im, c = y.re, d = y.im;
+  float ac = fabsf(c), ad = fabsf(d);
+  if (ac >= ad) {
+    if (ac == 0.0f && ad == 0.0f) return (cxf){a / ac, b / ad};
+    float rat = d / c, scl = 1.0f / fmaf(d, rat, c);
+    return (cxf){fmaf(b, rat, a) * scl, fmaf(-a, rat, b) * scl};
+  }
+  float rat = c / d, scl = 1.0f / fmaf(c, rat, d);
+  return (cxf){fmaf(a, rat, b) * scl, fmaf(b, rat, -a) * scl};
+}
+
 /* Runs fn on every element of the launch's N-d iteration (POINTWISE
  * layout; p[k] points at operand k's element), split over the pool unless
  * the reference path is on (complex.c). */
 typedef void (*nrt_cx_element_fn)(const nrt_launch *l, char *const *p);
 nrt_status nrt_cx_for_each(const nrt_launch *l, nrt_cx_element_fn fn);
+/* The same walk for ops whose CPU kernel computes special values
+ * differently in its vector body and in its scalar function (sgn, pow's
+ * products): fn is told which one the CPU uses for the element, as ATen's
+ * cpu_kernel_vec splits each row into blocks of `block` elements (two
+ * vectors: 16 complex64 with AVX-512) and a scalar rest; 0: all scalar. */
+typedef void (*nrt_cx_element_split_fn)(const nrt_launch *l, char *const *p, bool vec);
+nrt_status nrt_cx_for_each_split(const nrt_launch *l, nrt_cx_element_split_fn fn, int64_t block);
 nrt_status nrt_cx_reduce(const nrt_launch *l);
 nrt_status nrt_cx_math(const nrt_launch *l); /* math.c: CX_MATH, CX_POW*, CX_LOGICAL, CX_ADDC*, CX_LERP, CX_LOGADDEXP */
 
