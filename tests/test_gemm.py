@@ -193,3 +193,22 @@ def test_complex_mv_inf_nan_like_the_cpu(m, n):
         a, v = _nonfinite_complex((m, n), seed), _nonfinite_complex((n,), seed + 50)
         torch.testing.assert_close(torch.mv(a.neuron(), v.neuron()).cpu(), torch.mv(a, v), equal_nan=True)
     assert_no_fallbacks()
+
+
+@pytest.mark.parametrize("beta", [0, 1, 2.0])
+def test_complex_baddbmm_inplace_on_an_expanded_self_like_the_cpu(beta):
+    """Tensor.baddbmm_ on an expanded self: below 400 multiply-adds per batch
+    entry the CPU's loop reads and writes the shared element in (batch, row,
+    column) order, each step seeing the last; from 400 it goes through
+    addmm_ per entry, which refuses the overlapping self."""
+    g = torch.Generator().manual_seed(3)
+    a, b = torch.randn(2, 3, 5, generator=g, dtype=torch.complex64), torch.randn(2, 5, 4, generator=g,
+                                                                                dtype=torch.complex64)
+    s = torch.randn(1, 1, 1, generator=g, dtype=torch.complex64)
+    ref = s.clone().expand(2, 3, 4).baddbmm_(a, b, beta=beta, alpha=0.5)
+    dev = s.neuron().expand(2, 3, 4).baddbmm_(a.neuron(), b.neuron(), beta=beta, alpha=0.5)
+    torch.testing.assert_close(dev.cpu(), ref)
+    big_a, big_b = torch.randn(2, 15, 2), torch.randn(2, 2, 14)
+    raises_like_cpu(lambda d: torch.zeros(1, 1, 1).to(d).expand(2, 15, 14).baddbmm_(big_a.to(d), big_b.to(d)),
+                    RuntimeError)
+    assert_no_fallbacks()

@@ -124,8 +124,7 @@ void complex_gemm(const Tensor &c, const Tensor &a, const Tensor &b, const Tenso
   // an out= that shares memory with A or B gets the result after the
   // launch (the kernel stores each element once it has read its row and
   // column, so a bias at C's own place is fine)
-  bool aliased = at::get_overlap_status(c, ar) != at::MemOverlapStatus::No ||
-                 at::get_overlap_status(c, br) != at::MemOverlapStatus::No;
+  bool aliased = c.is_alias_of(ar) || c.is_alias_of(br);
   Tensor out = aliased ? at::empty_like(c, at::MemoryFormat::Contiguous) : c;
   nrt_launch d = new_launch(NRT_OP(CGEMM), {c.size(0), c.size(1), c.size(2), a.size(2)});
   d.noutputs = 1;
@@ -142,6 +141,10 @@ void complex_gemm(const Tensor &c, const Tensor &a, const Tensor &b, const Tenso
   d.scalars[0] = checked_scalar(alpha, a.scalar_type(), &d.scalars[1]);
   d.scalars[2] = checked_scalar(beta, a.scalar_type(), &d.scalars[3]);
   d.params[0] = path;
+  // an expanded in-place self (baddbmm_, below 400 multiply-adds: ATen's
+  // loop) is read and written through its aliases in (batch, row, column)
+  // order, each step seeing the last one's value: one thread, in that order
+  d.params[1] = at::has_internal_overlap(out) == at::MemOverlap::Yes;
   enqueue(c.device().index(), d);  // as is: CGEMM reads complex operands itself
   if (aliased) c.copy_(out);
 }
@@ -337,6 +340,10 @@ Tensor &bmm_into(Tensor &out, const Tensor &a, const Tensor &b, const Tensor *bi
     fill_k0(out, bias3, beta);
     return out;
   }
+  // From 400 multiply-adds the CPU computes an in-place self that is not
+  // contiguous one batch entry at a time with addmm_, which refuses an
+  // internally overlapping (expanded) self; below, its loop takes it.
+  if (a.size(1) * a.size(2) * b.size(2) >= 400 && bias && bias->is_same(out)) at::assert_no_internal_overlap(out);
   if (cpu_skips_product(a, alpha, true, a.size(1) * a.size(2) * b.size(2))) {
     fill_without_product(out, bias3, beta);
     return out;

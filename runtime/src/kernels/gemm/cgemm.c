@@ -18,7 +18,10 @@
  *                     itself when beta == 1) and adds (alpha * a) * b or
  *                     a * (alpha * b) for each k (the reference BLAS 'N'
  *                     loops, which scale one operand's element by alpha)
- * s0/s1: alpha (re, im), s2/s3: beta (re, im). Scalar loop only: these
+ * s0/s1: alpha (re, im), s2/s3: beta (re, im); p1 != 0: C's elements share
+ * memory (an expanded in-place self), so the outputs are computed on one
+ * thread in (batch, row, column) order, each reading the bias (C itself)
+ * just before its store, as the CPU's loop does. Scalar loop only: these
  * shapes are small in at least one dimension (the glue sends the rest to
  * the real GEMM), so the loop is both the kernel and its reference. */
 #include <string.h>
@@ -172,6 +175,7 @@ nrt_status nrt_cgemm_execute(const nrt_launch *l) {
   /* about 8 flops per multiply-add: a thread's share from ~32k of them */
   int64_t per_task = nrt_min_i64(jb.N, CGEMM_NB) * (jb.K > 0 ? jb.K : 1);
   int64_t grain = nrt_max_i64(1, 32768 / per_task);
-  nrt_parallel_for(tasks, grain, cgemm_range, &jb);
+  if (l->params[1]) cgemm_range(&jb, 0, tasks); /* C aliases itself: in order, one thread */
+  else nrt_parallel_for(tasks, grain, cgemm_range, &jb);
   return NRT_SUCCESS;
 }
