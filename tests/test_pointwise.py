@@ -654,3 +654,26 @@ def test_logit_gradient_at_nan_and_at_zero_like_the_cpu(dt, eps):
     got = torch.ops.aten.logit_backward(g.to(DEV), x.to(DEV), eps)
     torch.testing.assert_close(got.cpu(), ref, equal_nan=True, **({"rtol": 0, "atol": 0} if dt == torch.float32 else {}))
     assert_no_fallbacks()
+
+
+# add/sub with alpha and addcmul are one fused multiply-add on the CPU (and
+# _foreach_add/_foreach_addcmul run those kernels per tensor): bit for bit
+# in float32, and a product past float32's range does not overflow.
+def test_alpha_add_sub_and_addcmul_fuse_like_the_cpu():
+    g = torch.Generator().manual_seed(5)
+    a, b, c = (torch.randn(4109, generator=g) * 3 for _ in range(3))
+    calls = [
+        lambda d: torch.add(a.to(d), b.to(d), alpha=0.37),
+        lambda d: torch.sub(a.to(d), b.to(d), alpha=1.7),
+        lambda d: torch.add(a.to(d), 2.5, alpha=0.37),
+        lambda d: torch.addcmul(a.to(d), b.to(d), c.to(d), value=0.37),
+        lambda d: torch.addcmul(a.to(d), b.to(d), c.to(d)),
+        lambda d: torch._foreach_add([a.to(d)], [b.to(d)], alpha=0.37)[0],
+        lambda d: torch._foreach_addcmul([a.to(d)], [b.to(d)], [c.to(d)], value=0.37)[0],
+        lambda d: torch.add(torch.tensor([-3e38, 3e38], device=d), torch.tensor([3e38, -3e38], device=d), alpha=2),
+        lambda d: torch.addcmul(torch.tensor([-3e38], device=d), torch.tensor([3e38], device=d),
+                                torch.tensor([2.0], device=d)),
+    ]
+    for call in calls:
+        torch.testing.assert_close(call(DEV).cpu(), call("cpu"), rtol=0, atol=0)
+    assert_no_fallbacks()

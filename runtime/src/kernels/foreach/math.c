@@ -33,8 +33,10 @@
 static inline float fe_maxf(float a, float b) { return a != a ? a : (b != b ? b : (a > b ? a : b)); }
 static inline float fe_minf(float a, float b) { return a != a ? a : (b != b ? b : (a < b ? a : b)); }
 
-FE_MV(add, 2, x + alpha * y)
-FE_MV(sub, 2, x - alpha * y)
+/* One fused multiply-add each, as the single-tensor ADD/SUB/ADDCMUL/LERP
+ * (the CPU's _foreach_ ops run the single-tensor kernels per tensor). */
+FE_MV(add, 2, alpha == 1.0f ? x + y : fmaf(alpha, y, x))
+FE_MV(sub, 2, alpha == 1.0f ? x - y : fmaf(-alpha, y, x))
 FE_MV(mul, 2, x * y)
 FE_MV(div, 2, x / y)
 FE_MV(maximum, 2, fe_maxf(x, y))
@@ -42,11 +44,9 @@ FE_MV(minimum, 2, fe_minf(x, y))
 FE_F32(pow, 2, powf(x, y))
 FE_F32(rpow, 2, powf(y, x))
 /* ATen's association: self + (value * t1) * t2, self + (value * t1) / t2. */
-FE_MV(addcmul, 3, x + v * y * z)
+FE_MV(addcmul, 3, fmaf(v * y, z, x))
 FE_MV(addcdiv, 3, x + v * y / z)
-/* ATen's lerp switches formula at |w| = 0.5 so that w = 1 gives end exactly;
- * each form is one fused multiply-add, as the single-tensor LERP (its
- * _foreach_lerp runs at::lerp per tensor). */
+/* ATen's lerp switches formula at |w| = 0.5 so that w = 1 gives end exactly. */
 FE_MV(lerp, 3, fabsf(z) < 0.5f ? fmaf(z, y - x, x) : fmaf(z - 1.0f, y - x, y))
 FE_MV(neg, 1, -x)
 FE_MV(reciprocal, 1, 1.0f / x)
