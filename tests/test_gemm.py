@@ -170,6 +170,7 @@ def test_complex_gemm_inf_nan_like_the_cpu(m, k, n, ta, tb):
             "mm": lambda d: torch.mm(a.to(d), b.to(d)),
             "addmm": lambda d: torch.addmm(bias.to(d), a.to(d), b.to(d), beta=0.5, alpha=2),
             "addmm_beta0": lambda d: torch.addmm(bias.to(d), a.to(d), b.to(d), beta=0, alpha=1j),
+            "addmm_alpha_minus1": lambda d: torch.addmm(bias.to(d), a.to(d), b.to(d), beta=2, alpha=-1),
             # alpha == 0: BLAS reads neither A nor B
             "addmm_alpha0": lambda d: torch.addmm(bias.to(d), a.to(d), b.to(d), beta=0.5, alpha=0),
             "bmm": lambda d: torch.bmm(a.expand(2, m, k).to(d), b.expand(2, k, n).to(d)),

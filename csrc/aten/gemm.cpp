@@ -41,13 +41,14 @@ nrt_scalar scalar_in(const Tensor &t, const Scalar &s) { return checked_scalar(s
 // elementwise ops: the shapes where the CPU's BLAS kernel keeps the plain
 // sum of the products (the same inf/NaN pattern as these four sums). That
 // kernel scales one operand by alpha (measured: the one it gets as BLAS's
-// 'a', alpha_on_b: our B) unless alpha == 1, and adds a bias it scales
+// 'a', alpha_on_b: our B) unless alpha is 1 or -1, and adds a bias it scales
 // unless beta == 1.
 void complex_gemm_blas(const Tensor &c, const Tensor &a, const Tensor &b, const Tensor &bias, const Scalar &alpha,
                        const Scalar &beta, bool alpha_on_b) {
   Tensor a1 = a.resolve_conj().resolve_neg(), b1 = b.resolve_conj().resolve_neg();
-  bool alpha_one = !alpha.isComplex() ? alpha.toDouble() == 1.0 : alpha.toComplexDouble() == c10::complex<double>(1, 0);
-  if (!alpha_one) {
+  c10::complex<double> al = alpha.toComplexDouble();
+  bool alpha_one = al == c10::complex<double>(1, 0), alpha_minus_one = al == c10::complex<double>(-1, 0);
+  if (!alpha_one && !alpha_minus_one) {
     if (alpha_on_b) b1 = b1.mul(alpha);
     else a1 = a1.mul(alpha);
   }
@@ -56,6 +57,7 @@ void complex_gemm_blas(const Tensor &c, const Tensor &a, const Tensor &b, const 
   Tensor re = at::bmm(a0, b0).sub_(at::bmm(ai, bi));
   Tensor im = at::bmm(a0, bi).add_(at::bmm(ai, b0));
   Tensor t = at::complex(re, im);
+  if (alpha_minus_one) t = t.neg();  // MKL negates the sum (measured) rather than scaling an operand
   if (bias.defined()) {
     bool beta_one = !beta.isComplex() ? beta.toDouble() == 1.0 : beta.toComplexDouble() == c10::complex<double>(1, 0);
     t = t.add(beta_one ? bias : bias.mul(beta));
