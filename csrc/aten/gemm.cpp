@@ -79,9 +79,10 @@ void complex_gemm_blas(const Tensor &c, const Tensor &a, const Tensor &b, const 
 // into NaN + NaN i), 'a' not transposed adds (alpha * b_lj) * a_il for
 // each l. Two measured exceptions: k == 1 with a row-major result and n >= 2
 // scales 'b' whatever 'a' is, and m == n == 1 follows 'b' instead of 'a' (its 'T'
-// scales 'a'). 2-d views (one batch entry).
+// scales 'a'). With n == 1 (*gemv) MKL's loop adds a beta == 1 bias as
+// is (measured; as its gemv). 2-d views (one batch entry).
 constexpr int CX_BLAS_ALPHA_A = -1, CX_BLAS_ALPHA_B = -2;
-int cpu_complex_mm_path(const Tensor &c, const Tensor &a, const Tensor &b) {
+int cpu_complex_mm_path(const Tensor &c, const Tensor &a, const Tensor &b, bool *gemv) {
   const int64_t M = c.size(0), N = c.size(1), K = a.size(1);
   auto cs = c.strides();
   bool tc;
@@ -99,6 +100,7 @@ int cpu_complex_mm_path(const Tensor &c, const Tensor &a, const Tensor &b) {
   if (s2[r] == 1 && s2[q] >= std::max<int64_t>(1, k)) tb = false;
   else if (s2[q] == 1 && s2[r] >= std::max<int64_t>(1, n)) tb = true;
   else tb = !tc;
+  *gemv = n == 1;
   if (m >= 4 && n >= 2 && k >= 4) return tc ? CX_BLAS_ALPHA_B : CX_BLAS_ALPHA_A;
   // alpha on BLAS's 'b' / 'a' element, in our operands' names
   const int on_b = tc ? NRT_CGEMM_ALPHA_A : NRT_CGEMM_ALPHA_B, on_a = tc ? NRT_CGEMM_ALPHA_B : NRT_CGEMM_ALPHA_A;
@@ -110,17 +112,19 @@ int cpu_complex_mm_path(const Tensor &c, const Tensor &a, const Tensor &b) {
 // The CPU's path for a batched product (bmm_out_or_baddbmm_): ATen's own
 // loop below 400 multiply-adds per batch entry (the plain sum for bmm,
 // alpha * sum + beta * self for baddbmm), else the 2-d choice per entry.
-int cpu_complex_path(const Tensor &c, const Tensor &a, const Tensor &b, bool batched, bool has_self) {
+int cpu_complex_path(const Tensor &c, const Tensor &a, const Tensor &b, bool batched, bool has_self, bool *gemv) {
+  *gemv = false;
   if (batched && a.size(1) * a.size(2) * b.size(2) < 400)
     return has_self ? NRT_CGEMM_ALPHA_AFTER : NRT_CGEMM_ALPHA_NONE;
-  return cpu_complex_mm_path(c.select(0, 0), a.select(0, 0), b.select(0, 0));
+  return cpu_complex_mm_path(c.select(0, 0), a.select(0, 0), b.select(0, 0), gemv);
 }
 
 // Complex C = A @ B with alpha/beta where the CPU's path puts them: its
 // BLAS kernel as four real GEMMs, its other loops in the CGEMM kernel.
 void complex_gemm(const Tensor &c, const Tensor &a, const Tensor &b, const Tensor &bias, const Scalar &alpha,
                   const Scalar &beta, bool batched, bool has_self) {
-  int path = cpu_complex_path(c, a, b, batched, has_self);
+  bool gemv;
+  int path = cpu_complex_path(c, a, b, batched, has_self, &gemv);
   if (path < 0) return complex_gemm_blas(c, a, b, bias, alpha, beta, path == CX_BLAS_ALPHA_B);
   Tensor ar = a.resolve_conj().resolve_neg(), br = b.resolve_conj().resolve_neg();
   // an out= that shares memory with A or B gets the result after the
@@ -147,6 +151,7 @@ void complex_gemm(const Tensor &c, const Tensor &a, const Tensor &b, const Tenso
   // loop) is read and written through its aliases in (batch, row, column)
   // order, each step seeing the last one's value: one thread, in that order
   d.params[1] = at::has_internal_overlap(out) == at::MemOverlap::Yes;
+  d.params[2] = gemv;
   enqueue(c.device().index(), d);  // as is: CGEMM reads complex operands itself
   if (aliased) c.copy_(out);
 }

@@ -13,7 +13,7 @@
 
 #define NRT_OPS_GEMM(X)                                                      \
   X(GEMM, GEMM, 2, 3)            /* s0 alpha, s1 beta; 3 inputs with bias */ \
-  X(CGEMM, GEMM, 2, 3)           /* complex: s0+s1 i alpha, s2+s3 i beta, p0, p1 */
+  X(CGEMM, GEMM, 2, 3)           /* complex: s0+s1 i alpha, s2+s3 i beta, p0..p2 */
 
 NRT_OP_FAMILY_ENUM(GEMM, NRT_OPS_GEMM);
 
@@ -24,6 +24,7 @@ typedef enum nrt_cgemm_alpha {
   NRT_CGEMM_ALPHA_AFTER = 1, /* C = alpha * (A @ B) + beta * bias */
   NRT_CGEMM_ALPHA_A = 2,     /* C = beta * bias, then += (alpha * a_k) * b_k */
   NRT_CGEMM_ALPHA_B = 3,     /* C = beta * bias, then += a_k * (alpha * b_k) */
-} nrt_cgemm_alpha; /* p1 != 0: C aliases itself, computed in order on one thread */
+} nrt_cgemm_alpha; /* p1 != 0: C aliases itself, computed in order on one thread;
+                     p2 != 0: ALPHA_AFTER adds the bias as is for beta == 1 */
 
 #endif

@@ -21,7 +21,9 @@
  * s0/s1: alpha (re, im), s2/s3: beta (re, im); p1 != 0: C's elements share
  * memory (an expanded in-place self), so the outputs are computed on one
  * thread in (batch, row, column) order, each reading the bias (C itself)
- * just before its store, as the CPU's loop does. Scalar loop only: these
+ * just before its store, as the CPU's loop does. p2 != 0: CGEMM_ALPHA_AFTER
+ * adds the bias as is when beta == 1 (BLAS's gemv leaves y alone there; its
+ * gemm loops multiply). Scalar loop only: these
  * shapes are small in at least one dimension (the glue sends the rest to
  * the real GEMM), so the loop is both the kernel and its reference. */
 #include <string.h>
@@ -33,7 +35,7 @@ typedef struct cgemm_job {
   const nrt_launch *l;
   int64_t M, N, K, nblocks;
   int mode;
-  bool bias;
+  bool bias, beta_one_as_is;
 } cgemm_job;
 
 /* Columns per task: the row's partial sums stay in L1 while B is read a
@@ -126,8 +128,13 @@ typedef struct cgemm_job {
         m = ar_ * si[j] + ai_ * sr[j];                                                                      \
         if (jb->bias) {                                                                                     \
           const T *y = (const T *)AT(Y, b, i, j0 + j);                                                      \
-          r += br_ * y[0] - bi_ * y[1];                                                                     \
-          m += br_ * y[1] + bi_ * y[0];                                                                     \
+          if (jb->beta_one_as_is && br_ == 1 && bi_ == 0) {                                                 \
+            r += y[0];                                                                                      \
+            m += y[1];                                                                                      \
+          } else {                                                                                          \
+            r += br_ * y[0] - bi_ * y[1];                                                                   \
+            m += br_ * y[1] + bi_ * y[0];                                                                   \
+          }                                                                                                 \
         }                                                                                                   \
       }                                                                                                     \
       T *out = (T *)AT(C, b, i, j0 + j);                                                                    \
@@ -168,6 +175,7 @@ nrt_status nrt_cgemm_execute(const nrt_launch *l) {
       return nrt_kernel_fail(NRT_ERROR_INVALID_ARGUMENT, "CGEMM: every operand must have the output's dtype");
   if (jb.mode < NRT_CGEMM_ALPHA_NONE || jb.mode > NRT_CGEMM_ALPHA_B)
     return nrt_kernel_fail(NRT_ERROR_INVALID_ARGUMENT, "CGEMM: p0 = %d is no alpha placement", jb.mode);
+  jb.beta_one_as_is = l->params[2] != 0;
   jb.bias = l->ninputs == 3 && jb.mode != NRT_CGEMM_ALPHA_NONE && (l->scalars[2].f != 0.0 || l->scalars[3].f != 0.0);
   if (l->sizes[0] == 0 || jb.M == 0 || jb.N == 0) return NRT_SUCCESS;
   jb.nblocks = nrt_cdiv(jb.N, CGEMM_NB);
