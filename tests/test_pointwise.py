@@ -677,3 +677,24 @@ def test_alpha_add_sub_and_addcmul_fuse_like_the_cpu():
     for call in calls:
         torch.testing.assert_close(call(DEV).cpu(), call("cpu"), rtol=0, atol=0)
     assert_no_fallbacks()
+
+
+# The CPU's operation order in hardswish (x * relu6(x + 3) / 6), hardsigmoid's
+# gradient (times a float 1/6) and tanh's gradient (1 - y * y fused):
+# bit for bit in every float dtype.
+@pytest.mark.parametrize("dt", [torch.float32, torch.bfloat16, torch.float16], ids=str)
+def test_hard_activations_and_tanh_gradient_in_the_cpus_order(dt):
+    g = torch.Generator().manual_seed(3)
+    x = (torch.randn(4109, generator=g) * 3).to(dt)
+    gr = torch.randn(4109, generator=g).to(dt)
+    y = torch.tanh(x)
+    calls = [
+        lambda d: F.hardswish(x.to(d)),
+        lambda d: F.hardsigmoid(x.to(d)),
+        lambda d: torch.ops.aten.hardsigmoid_backward(gr.to(d), x.to(d)),
+        lambda d: torch.ops.aten.hardswish_backward(gr.to(d), x.to(d)),
+        lambda d: torch.ops.aten.tanh_backward(gr.to(d), y.to(d)),
+    ]
+    for call in calls:
+        torch.testing.assert_close(call(DEV).cpu(), call("cpu"), rtol=0, atol=0)
+    assert_no_fallbacks()

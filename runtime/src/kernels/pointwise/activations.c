@@ -73,14 +73,15 @@ PW_F32(softplus, 1, x * s0 > s1 ? x : log1pf(expf(x * s0)) / s0)
 /* s0 alpha, s1 scale, s2 input_scale. */
 PW_F32(elu, 1, x <= 0.0f ? expm1f(x * s2) * (s0 * s1) : x * s1)
 PW_F32_MV(leaky_relu, 1, x > 0.0f ? x : x * s0)
-static inline float hardsigmoid_one(float x) {
+static inline float relu6_of_x_plus_3(float x) {
   float t = x + 3.0f;
   t = t < 0.0f ? 0.0f : t;
-  t = t > 6.0f ? 6.0f : t;
-  return t / 6.0f;
+  return t > 6.0f ? 6.0f : t;
 }
-PW_F32_MV(hardsigmoid, 1, hardsigmoid_one(x))
-PW_F32_MV(hardswish, 1, x * hardsigmoid_one(x))
+/* ATen's order: hardswish is x * relu6(x + 3) / 6, the product divided
+ * (x * (relu6(x + 3) / 6) differs in about 1 element in 4). */
+PW_F32_MV(hardsigmoid, 1, relu6_of_x_plus_3(x) / 6.0f)
+PW_F32_MV(hardswish, 1, x * relu6_of_x_plus_3(x) / 6.0f)
 PW_F32_MV(hardtanh, 1, x < s0 ? s0 : (x > s1 ? s1 : x))
 PW_I64(hardtanh, 1, x < s0 ? s0 : (x > s1 ? s1 : x))
 
@@ -88,7 +89,9 @@ PW_I64(hardtanh, 1, x < s0 ? s0 : (x > s1 ? s1 : x))
 PW_F32_MV(threshold_backward, 2, y <= s0 ? 0.0f : x)
 PW_I64(threshold_backward, 2, y <= s0 ? 0 : x)
 PW_F32_MV(sigmoid_backward, 2, x * (1.0f - y) * y)
-PW_F32_MV(tanh_backward, 2, x * (1.0f - y * y))
+/* 1 - y * y is one fused multiply-add on the CPU (x * (1 - y * y) rounded
+ * twice differs in 2 elements in 3). */
+PW_F32_MV(tanh_backward, 2, x * fmaf(-y, y, 1.0f))
 
 static inline float gelu_tanh_backward_v(float dy, float x, float t) {
   float inner_derivative = GELU_TANH_BETA * (1.0f + 3.0f * GELU_KAPPA * x * x);
@@ -155,7 +158,8 @@ static void elu_backward_f32(float *out, const float *a, const float *b, const f
       out[i] = b[i] > 0.0f ? a[i] * poscoef : a[i] * negiptcoef * negcoef * expf(b[i] * negiptcoef);
 }
 PW_F32_MV(leaky_relu_backward, 2, y > 0.0f ? x : x * s0)
-PW_F32_MV(hardsigmoid_backward, 2, (y > -3.0f && y < 3.0f) ? x / 6.0f : 0.0f)
+/* ATen multiplies by a float 1/6 here (x / 6 differs in 1 element in 3). */
+PW_F32_MV(hardsigmoid_backward, 2, (y > -3.0f && y < 3.0f) ? x * (1.0f / 6.0f) : 0.0f)
 /* At a NaN input these follow ATen's vectorised CPU kernels (which
  * nearly every element goes through; the scalar tail differs): the
  * gradient of hardswish is NaN, that of hardtanh (relu6) 0. */
