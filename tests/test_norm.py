@@ -144,21 +144,23 @@ def test_norms_of_a_group_with_inf_are_nan():
 
 
 def test_batch_norm_infinite_or_huge_weight():
-    """((x - mean) * invstd) * w + b, as the CPU's strided kernel: w = -inf
-    gives -inf * sign(x - mean) (the contiguous kernel's x * a + (b - mean * a)
-    gives NaN), w = 2e38 stays finite where |xhat| < 1.7, as in float64."""
+    """A strided weight sends the CPU to its strided kernel, ((x - mean) *
+    invstd) * w + b: w = -inf gives -inf * sign(x - mean), w = 2e38 stays
+    finite where |xhat| < 1.7, as in float64. A contiguous one to its
+    folded fma(x, a, b - mean * a): NaN for w = -inf. Neuron follows each."""
     x = torch.arange(1.0, 9.0).view(4, 2) / 10 + torch.tensor([0.0, 1.0])
-    w = torch.tensor([-INF, 1.0, 2e38, 1.0])[::2]   # strided: the CPU takes its strided kernel
+    w4 = torch.tensor([-INF, 1.0, 2e38, 1.0])
     b = torch.tensor([0.5, -1.0])
     for training in (True, False):
         rm, rv = torch.tensor([0.45, 1.45]), torch.tensor([1.0, 0.25])
-        want = F.batch_norm(x, rm.clone(), rv.clone(), w, b, training)
-        want64 = F.batch_norm(x.double(), rm.double(), rv.double(), w.double(), b.double(), training)
-        assert not want.isnan().any()
-        for ww in (w.neuron(), w.contiguous().neuron()):
-            got = F.batch_norm(x.neuron(), rm.neuron(), rv.neuron(), ww, b.neuron(), training)
+        want64 = F.batch_norm(x.double(), rm.double(), rv.double(), w4[::2].double(), b.double(), training)
+        for w, wd in ((w4[::2], w4.neuron()[::2]), (w4[::2].contiguous(), w4[::2].contiguous().neuron())):
+            want = F.batch_norm(x, rm.clone(), rv.clone(), w, b, training)
+            assert want.isnan().any() == w.is_contiguous()
+            got = F.batch_norm(x.neuron(), rm.neuron(), rv.neuron(), wd, b.neuron(), training)
             _same_nonfinite(got, want)
-            close_scaled(got[:, 1].cpu(), want64[:, 1].float())
+            if not w.is_contiguous():
+                close_scaled(got[:, 1].cpu(), want64[:, 1].float())
     assert_no_fallbacks()
 
 
@@ -343,3 +345,85 @@ def test_saved_norm_statistics_follow_the_meta_function(dt):
             torch.testing.assert_close(got[1].cpu().to(want[1].dtype), want[1], **tol_kw(TOL_ACCUMULATED, dt))
             torch.testing.assert_close(got[2].cpu().to(want[2].dtype), want[2], **tol_kw(TOL_ACCUMULATED, dt))
     assert_no_fallbacks()
+
+
+# ---- batch norm at the float limits: ATen's CPU kernels' arithmetic -----------------------
+
+_EDGE = torch.tensor([3.4028235e38, -3.4028235e38, 3e38, -2e38, 1.0, -1.0, 0.0, 1e-38, 1.5, INF, -INF])
+
+
+def _edge_tensor(shape, g, p=0.3):
+    x = torch.randn(shape, generator=g)
+    pick = torch.rand(shape, generator=g) < p
+    return torch.where(pick, _EDGE[torch.randint(len(_EDGE), shape, generator=g)], x)
+
+
+def _bitwise(dev, ref):
+    dev = dev.cpu()
+    return bool(((dev == ref) | (dev.isnan() & ref.isnan())).all())
+
+
+@pytest.mark.parametrize("layout", ["contiguous", "channels_last", "2d", "strided_weight"])
+@pytest.mark.parametrize("training", [True, False])
+def test_batch_norm_at_the_float_limits_matches_the_cpu_bitwise(layout, training):
+    """Inputs, weights and biases near +-3.4e38 and inf: y and the running
+    stats equal the CPU's bit for bit (NaN where it has NaN). The CPU's
+    contiguous kernel sums a channel in double in (n, s) order (a mean of
+    [3.4e38, 1.5, -3.4e38, ...] keeps what that order keeps), its
+    channels-last kernel in float per thread chunk (3e38 + 3e38 overflows),
+    and it folds y = fma(x, a, b - mean * a) (w = inf gives NaN); a strided
+    weight gives ((x - mean) * invstd) * w + b."""
+    g = torch.Generator().manual_seed(8675309)
+    mismatches = []
+    for trial in range(60):
+        n, c = int(torch.randint(2, 5, (1,), generator=g)), int(torch.randint(1, 5, (1,), generator=g))
+        shape = (n, c) if layout == "2d" else (n, c, int(torch.randint(1, 4, (1,), generator=g)), 3)
+        x = _edge_tensor(shape, g, 0.3 if trial % 2 else 0.0)
+        w, b = _edge_tensor((c,), g), _edge_tensor((c,), g)
+        if layout == "channels_last":
+            x = x.contiguous(memory_format=torch.channels_last)
+        rm, rv = torch.randn(c, generator=g), torch.rand(c, generator=g) + 0.5
+        outs = []
+        for dev in ("cpu", "neuron"):
+            wd, bd = w.to(dev), b.to(dev)
+            if layout == "strided_weight":
+                wd = torch.stack([wd, wd], 1).view(-1)[::2]
+            rmd, rvd = rm.clone().to(dev), rv.clone().to(dev)
+            xd = x.to(dev) if dev == "cpu" else x.neuron()
+            y = F.batch_norm(xd, rmd, rvd, wd, bd, training, momentum=0.3)
+            outs.append((y, rmd, rvd))
+        if layout == "strided_weight" and not training:
+            # the strided eval invstd is the CPU's tensor 1 / sqrt(rv + eps), whose
+            # vectorised sqrt is 1 ulp off the correctly rounded one for ~18% of floats
+            _same_nonfinite(outs[1][0], outs[0][0])
+        elif not all(_bitwise(d, r) for d, r in zip(outs[1], outs[0])):
+            mismatches.append((trial, shape))
+    assert not mismatches, mismatches
+    assert_no_fallbacks()
+
+
+def test_instance_norm_at_the_float_limits_matches_the_cpu_bitwise():
+    """instance_norm is batch_norm over [1, N*C, ...] (contiguous): a weight of
+    -3.4e38 gives the CPU's NaN where its folded fma overflows, and the
+    16-bit statistics round to the input dtype before the fold."""
+    g = torch.Generator().manual_seed(600293)
+    for dt in (torch.float32, torch.float16):
+        for trial in range(40):
+            shape = (int(torch.randint(1, 4, (1,), generator=g)), int(torch.randint(1, 5, (1,), generator=g)), 3)
+            x = torch.randn(shape, generator=g).to(dt)
+            w, b = _edge_tensor(shape[1:2], g).to(dt), _edge_tensor(shape[1:2], g).to(dt)
+            want = F.instance_norm(x, weight=w, bias=b)
+            got = F.instance_norm(x.neuron(), weight=w.neuron(), bias=b.neuron())
+            assert _bitwise(got, want), (dt, trial, got, want)
+    assert_no_fallbacks()
+
+
+def test_batch_norm_folded_normalisation_is_an_fma_like_the_cpu():
+    """Eval, contiguous: the CPU computes x * a + beta as one fused multiply-add
+    (2e38 * 2 - 3e38 = 1e38, not inf) and beta = b - mean * a as another."""
+    x = torch.tensor([[2e38], [1.0]])
+    for rm, b in ((0.0, -3e38), (2e38, 3e38)):
+        args = (torch.tensor([rm]), torch.tensor([1.0]), torch.tensor([2.0]), torch.tensor([b]))
+        want = F.batch_norm(x, *args, training=False, eps=0.0)
+        got = F.batch_norm(x.neuron(), *[t.neuron() for t in args], training=False, eps=0.0)
+        assert want.isfinite().all() and torch.equal(got.cpu(), want)

@@ -4,6 +4,7 @@
 // name; the runtime's NORM kernels compute the per-row and per-channel
 // parts, the device's reductions the rest.
 #include <ATen/OpMathType.h>
+#include <ATen/Parallel.h>
 #include <ATen/WrapDimUtils.h>
 #include <ATen/ops/empty.h>
 #include <ATen/ops/empty_like.h>
@@ -259,6 +260,26 @@ std::tuple<Tensor, Tensor, Tensor> bn_forward(const Tensor &input, const std::op
   d.scalars[0].f = eps;
   d.scalars[1].f = momentum;
   d.params[1] = (has_w ? 1 : 0) | (has_b ? 2 : 0);
+  // Which of ATen's CPU kernels the CPU runs for these tensors (its
+  // batch_norm_cpu): the kernel follows that one's arithmetic and order, so
+  // that sums at the float limits and infinite weights give the CPU's
+  // values (channel_norm.c). The channels-last statistics split the rows
+  // by the CPU's thread count.
+  auto any_contig = [](const Tensor &t) {
+    return t.is_contiguous() || t.is_contiguous(at::MemoryFormat::ChannelsLast) ||
+           t.is_contiguous(at::MemoryFormat::ChannelsLast3d);
+  };
+  bool all_contig = any_contig(input);
+  for (const auto *p : {&weight, &bias, &running_mean, &running_var})
+    all_contig = all_contig && (!defined(*p) || (*p)->is_contiguous());
+  if (!all_contig) d.params[1] |= NRT_BN_STRIDED;
+  if (at::isReducedFloatingType(input.scalar_type()) &&
+      stat_type(input, {&weight, &bias, &running_mean, &running_var}) != at::kFloat)
+    d.params[1] |= NRT_BN_ROUND16;
+  d.params[2] = !any_contig(input) ? NRT_BN_STATS_STRIDED
+                : input.suggest_memory_format() == at::MemoryFormat::Contiguous && s > 1 ? NRT_BN_STATS_PLANES
+                                                                                        : NRT_BN_STATS_ROWS;
+  d.params[3] = at::get_num_threads();
   Tensor mean, invstd;
   int k = 0;
   put_ncs(d.operands[k++], y);

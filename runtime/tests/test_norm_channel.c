@@ -304,11 +304,11 @@ static void test_batch_norm_known(void) {
   CHECK_STATUS(nrt_launch_run(&l), NRT_ERROR_INVALID_ARGUMENT);
 }
 
-/* Batch norm with an infinite or huge weight: ATen's strided kernel (and
- * float64) compute ((x - mean) * invstd) * w + b, which gives -inf * sign
- * for w = -inf and stays finite for w = 2e38 with |xhat| < 1; the
- * x * (invstd w) + (b - mean invstd w) form would give NaN and inf. Both
- * layouts, fast path and reference, training and eval. */
+/* Batch norm with an infinite or huge weight, NRT_BN_STRIDED: ATen's
+ * strided kernel (and float64) compute ((x - mean) * invstd) * w + b,
+ * which gives -inf * sign for w = -inf and stays finite for w = 2e38 with
+ * |xhat| < 1; the x * (invstd w) + (b - mean invstd w) form would give NaN
+ * and inf. Both layouts, fast path and reference, training and eval. */
 static void check_bn_wide(const buf *y, const buf *x, const double *mean, const double *invstd, const float *w,
                           const float *b, int64_t N, int64_t C, int64_t S, const char *what) {
   for (int64_t n = 0; n < N; n++)
@@ -359,7 +359,7 @@ static void test_batch_norm_wide_weight(void) {
       l.scalars[0].f = 1e-5;
       l.noutputs = 3;
       l.ninputs = 3;
-      l.params[1] = 3;
+      l.params[1] = 3 | NRT_BN_STRIDED;
       op(&l.operands[0], &y);
       op(&l.operands[1], &mv);
       op(&l.operands[2], &iv);
@@ -376,7 +376,7 @@ static void test_batch_norm_wide_weight(void) {
       l.scalars[0].f = 1e-5;
       l.noutputs = 1;
       l.ninputs = 5;
-      l.params[1] = 3;
+      l.params[1] = 3 | NRT_BN_STRIDED;
       op(&l.operands[0], &y);
       op(&l.operands[1], &x);
       op(&l.operands[2], &rmv);
@@ -390,6 +390,56 @@ static void test_batch_norm_wide_weight(void) {
     free(x.data);
     free(y.data);
   }
+}
+
+/* Without NRT_BN_STRIDED the forward is ATen's contiguous kernel: y =
+ * fma(x, a, fma(-mean, a, b)), a = invstd * w, as its vectorised code is
+ * contracted: x = 2e38, w = 2, b = -3e38 gives 1e38 (x * a overflows
+ * alone); w = inf gives NaN for x > 0 (inf - inf), the strided formula +-inf. Eval
+ * with eps 0 and running_var 1 (invstd exactly 1), both layouts. */
+static void test_batch_norm_folded_fma(void) {
+  const int64_t N = 2, C = 2, S = 2;
+  float w[2] = {2, INFINITY}, b[2] = {-3e38f, 0.5f}, rm[2] = {0, 1}, rv[2] = {1, 1};
+  float xs[2][4] = {{2e38f, 1, -1e38f, 0}, {3, -1, 1, 2}}; /* channel c: (n, s) in order */
+  for (int cl = 0; cl < 2; cl++)
+    for (int strided = 0; strided < 2; strided++) {
+      buf x = act(N, C, S, cl, NRT_FLOAT32, 0), y = act(N, C, S, cl, NRT_FLOAT32, 0);
+      for (int64_t n = 0; n < N; n++)
+        for (int64_t c = 0; c < C; c++)
+          for (int64_t s = 0; s < S; s++)
+            nrt_test_put(x.data, x.dt, n * x.st[0] + c * x.st[1] + s * x.st[2], xs[c][n * S + s]);
+      buf wv = {.data = w, .numel = 2, .st = {1}, .dt = NRT_FLOAT32}, bv = {.data = b, .numel = 2, .st = {1}, .dt = NRT_FLOAT32};
+      buf rmv = {.data = rm, .numel = 2, .st = {1}, .dt = NRT_FLOAT32}, rvv = {.data = rv, .numel = 2, .st = {1}, .dt = NRT_FLOAT32};
+      nrt_launch l;
+      memset(&l, 0, sizeof l);
+      l.op = NRT_OP(BATCH_NORM_EVAL);
+      l.ndim = 3;
+      l.sizes[0] = N; l.sizes[1] = C; l.sizes[2] = S;
+      l.compute_dtype = NRT_FLOAT32;
+      l.scalars[0].f = 0;
+      l.noutputs = 1;
+      l.ninputs = 5;
+      l.params[1] = 3 | (strided ? NRT_BN_STRIDED : 0);
+      op(&l.operands[0], &y);
+      op(&l.operands[1], &x);
+      op(&l.operands[2], &rmv);
+      op(&l.operands[3], &rvv);
+      op(&l.operands[4], &wv);
+      op(&l.operands[5], &bv);
+      CHECK_OK(nrt_launch_run(&l));
+      for (int64_t n = 0; n < N; n++)
+        for (int64_t s = 0; s < S; s++) {
+          float x0 = xs[0][n * S + s], x1 = xs[1][n * S + s];
+          float y0 = (float)nrt_test_get(y.data, y.dt, n * y.st[0] + s * y.st[2]);
+          float y1 = (float)nrt_test_get(y.data, y.dt, n * y.st[0] + y.st[1] + s * y.st[2]);
+          float want0 = strided ? (x0 * 2.0f) + -3e38f : (float)fma(x0, 2.0, -3e38);
+          CHECK(y0 == want0);
+          if (strided) CHECK(x1 == 1 ? isnan(y1) : y1 == (x1 > 1 ? INFINITY : -INFINITY));
+          else CHECK(x1 < 0 ? y1 == -INFINITY : isnan(y1)); /* fma(x, inf, -inf) */
+        }
+      free(x.data);
+      free(y.data);
+    }
 }
 
 /* An inf in a group makes the group's variance NaN and all of it NaN, as
@@ -430,6 +480,7 @@ int main(void) {
   RUN_TEST(test_batch_norm);
   RUN_TEST(test_group_norm);
   RUN_TEST(test_batch_norm_wide_weight);
+  RUN_TEST(test_batch_norm_folded_fma);
   RUN_TEST(test_group_norm_nonfinite);
   return TEST_RESULT();
 }

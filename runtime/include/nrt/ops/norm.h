@@ -40,4 +40,18 @@
 
 NRT_OP_FAMILY_ENUM(NORM, NRT_OPS_NORM);
 
+/* BATCH_NORM / BATCH_NORM_EVAL: which of ATen's CPU kernels the forward
+ * follows, so that results at the float limits match the CPU's
+ * (kernels/norm/channel_norm.c). p1 bit2: its TensorIterator formula
+ * ((x - mean) * invstd) * w + b (a non-contiguous input, weight, bias or
+ * running stat), else its folded fma(x, a, b - mean * a); p1 bit3: the
+ * statistics are kept in the 16-bit input dtype (no float32 parameter).
+ * BATCH_NORM p2: the statistics' order and types, p3: the CPU's thread
+ * count (ROWS splits the rows in that many chunks). */
+#define NRT_BN_STRIDED 4
+#define NRT_BN_ROUND16 8
+#define NRT_BN_STATS_PLANES 0  /* contiguous NCHW with S > 1 */
+#define NRT_BN_STATS_ROWS 1    /* channels-last, or S == 1 */
+#define NRT_BN_STATS_STRIDED 2 /* any other input */
+
 #endif

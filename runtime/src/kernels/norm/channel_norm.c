@@ -39,12 +39,28 @@ typedef struct cn_geom {
   bool has_w, has_b;
 } cn_geom;
 
+/* A channel's normalisation y = fma(x, a, bb), or the strided formula
+ * from mean, invstd, w, b (see "batch norm forward" below). */
+typedef struct bn_coef {
+  float a, bb, mean, invstd, w, b;
+} bn_coef;
+
+/* Which of ATen's CPU kernels a batch norm forward follows (p1, p2, p3). */
+typedef struct bn_mode {
+  bool strided;  /* its TensorIterator formula */
+  nrt_dtype r16; /* the 16-bit dtype the CPU keeps the statistics in, else float32 */
+  int stats;     /* NRT_BN_STATS_* */
+  int64_t threads;
+} bn_mode;
+
 typedef struct cn_job {
   const nrt_launch *l;
   cn_geom g;
   const nrt_operand *out[5], *in[5];
   int nout, nin;
   double *ds, *db; /* group norm backward: per (n, c) sums */
+  bn_mode mode;     /* batch norm forward */
+  bn_coef *coef;    /* batch norm forward: per channel, when normalised after the statistics */
   _Atomic int failed;
 } cn_job;
 
@@ -136,88 +152,373 @@ static void seg_sums(const nrt_operand *x, int64_t n, int64_t c, int64_t S, cons
   }
 }
 
-/* A channel's normalisation. ATen's contiguous kernels compute y = x * a +
- * bb with a = invstd * w, bb = bias - mean * a; where that overflows or
- * meets an infinity (a huge or infinite weight or bias: inf * x - inf is
- * NaN) its strided kernel's ((x - mean) * invstd) * w + bias, which float64
- * agrees with, keeps the signs and stays finite while the result is. The
- * second form runs only for such channels (`exact`), so finite ones keep
- * the one-multiply-add loop. */
-typedef struct bn_affine {
-  float a, bb, mean, invstd, w, b;
-  bool exact;
-} bn_affine;
+/* ---- batch norm forward: ATen's CPU arithmetic --------------------------------
+ * The glue says which of ATen's CPU kernels the CPU runs for the same
+ * tensors (p2 NRT_BN_STATS_*, p3 its thread count, p1 NRT_BN_STRIDED /
+ * NRT_BN_ROUND16), and the statistics and the normalisation follow that
+ * kernel's formulas in its order: at the float limits (a sum of +-3.4e38
+ * that overflows or cancels, an infinite weight) the rounding, inf and NaN
+ * then come out as the CPU's, not merely as close to float64.
+ *   PLANES  (contiguous NCHW, S > 1; ROWS with N*S <= threads): per
+ *           channel a sequential double sum of x over (n, s), mean =
+ *           (float)(sum / count); var_sum = the sequential double sum of
+ *           the float (x - mean)^2 (squared in double for ROWS), rounded
+ *           to float;
+ *   ROWS    (channels-last, or S == 1): the N*S rows (n, s) split in
+ *           `threads` chunks of ceil(rows / threads); per chunk and channel
+ *           a float sum (the variance's as fma(d, d, acc): ATen's vectorised
+ *           acc + d * d is contracted), the chunks added in double;
+ *   STRIDED (any other input): at::mean's mean (here the PLANES sum);
+ *           var_sum in double of ((double)x - mean)^2.
+ * invstd = 1/sqrt(var + eps) in double (0 when both are 0), var =
+ * var_sum / count in float for PLANES/ROWS (ATen keeps var_sum in float).
+ * y: ATen's contiguous kernels fold it as fma(x, a, fma(-mean, a, b)),
+ * a = invstd * w (2e38 * 2 - 3e38 gives 1e38, an infinite w gives NaN);
+ * its TensorIterator kernel (a strided input, weight, bias or running
+ * stat) computes ((x - mean) * invstd) * w + b rounding each step, in the
+ * 16-bit dtype when the parameters are 16-bit too. */
 
-static bn_affine bn_affine_of(float mean, double invstd, float w, float b) {
-  bn_affine f = {.mean = mean, .invstd = (float)invstd, .w = w, .b = b};
+#define KCH 4    /* channels summed side by side: independent add chains */
+#define SBLK 256 /* their block length */
+#define RCB 512  /* channels per rows task */
+
+static inline float round_to(float v, nrt_dtype d) {
+  if (d == NRT_BFLOAT16) return nrt_k_bf16_to_f32(nrt_k_f32_to_bf16(v));
+  if (d == NRT_FLOAT16) return nrt_k_f16_to_f32(nrt_k_f32_to_f16(v));
+  return v;
+}
+
+static bn_mode bn_mode_of(const nrt_launch *l) {
+  bn_mode m = {.strided = (l->params[1] & NRT_BN_STRIDED) != 0, .r16 = NRT_FLOAT32, .stats = (int)l->params[2],
+               .threads = l->params[3] > 0 ? l->params[3] : 1};
+  if ((l->params[1] & NRT_BN_ROUND16) && (l->compute_dtype == NRT_BFLOAT16 || l->compute_dtype == NRT_FLOAT16))
+    m.r16 = l->compute_dtype;
+  return m;
+}
+
+static bn_coef bn_coef_of(const bn_mode *m, float mean, float invstd, float w, float b) {
+  bn_coef f = {.mean = round_to(mean, m->r16), .invstd = round_to(invstd, m->r16), .w = w, .b = b};
   f.a = f.invstd * w;
-  f.bb = b - mean * f.a;
-  f.exact = !isfinite(f.a) || !isfinite(f.bb);
+  f.bb = fmaf(-f.mean, f.a, b);
   return f;
 }
 
-/* Segment (n, c) of y = the affine map of that of x, a block at a time. */
-static void seg_affine(const nrt_operand *x, const nrt_operand *y, int64_t n, int64_t c, int64_t S,
-                       const bn_affine *f, float *buf) {
+/* The eval invstd: 1/sqrt(running_var + eps) in float (the strided
+ * kernel's tensor ops round each step to a 16-bit dtype). */
+static float bn_eval_invstd(const bn_mode *m, float rv, double eps) {
+  if (m->strided && m->r16 != NRT_FLOAT32)
+    return round_to(1.0f / round_to(sqrtf(round_to(rv + (float)eps, m->r16)), m->r16), m->r16);
+  return 1.0f / sqrtf(rv + (float)eps);
+}
+
+/* v[i] = fma(v[i], a, bb): baseline (fmaf is a library call there) and a
+ * build with FMA, picked by the ISA. */
+static void fold_base(float *v, int64_t n, const float *a, const float *bb, int64_t as) {
+  for (int64_t i = 0; i < n; i++) v[i] = fmaf(v[i], a[i * as], bb[i * as]);
+}
+NRT_TARGET_AVX2 static void fold_fma1(float *v, int64_t n, float a, float bb) {
+  for (int64_t i = 0; i < n; i++) v[i] = __builtin_fmaf(v[i], a, bb);
+}
+NRT_TARGET_AVX2 static void fold_fmav(float *v, int64_t n, const float *a, const float *bb) {
+  for (int64_t i = 0; i < n; i++) v[i] = __builtin_fmaf(v[i], a[i], bb[i]);
+}
+static bool have_fma(void) { return nrt_kernels_isa() >= NRT_ISA_AVX2; }
+
+/* The TensorIterator kernel's formula over n values of one channel. */
+static void strided_apply(float *v, int64_t n, const bn_coef *f, nrt_dtype r16) {
+  if (r16 == NRT_FLOAT32) {
+    for (int64_t i = 0; i < n; i++) v[i] = ((v[i] - f->mean) * f->invstd) * f->w + f->b;
+  } else {
+    for (int64_t i = 0; i < n; i++) {
+      float t = round_to(round_to(v[i] - f->mean, r16) * f->invstd, r16);
+      v[i] = round_to(t * f->w, r16) + f->b;
+    }
+  }
+}
+
+static void coef_apply(float *v, int64_t n, const bn_coef *f, const bn_mode *m) {
+  if (m->strided) strided_apply(v, n, f, m->r16);
+  else if (have_fma()) fold_fma1(v, n, f->a, f->bb);
+  else fold_base(v, n, &f->a, &f->bb, 0);
+}
+
+/* Segment (n, c) of y = the normalisation of that of x, a block at a time. */
+static void seg_apply(const nrt_operand *x, const nrt_operand *y, int64_t n, int64_t c, int64_t S,
+                      const bn_coef *f, const bn_mode *m, float *buf) {
   FOR_BLOCKS(S, b0, bn) {
     seg_load(x, n, c, b0, bn, buf);
-    if (f->exact)
-      for (int64_t i = 0; i < bn; i++) buf[i] = ((buf[i] - f->mean) * f->invstd) * f->w + f->b;
-    else
-      for (int64_t i = 0; i < bn; i++) buf[i] = buf[i] * f->a + f->bb;
+    coef_apply(buf, bn, f, m);
     seg_store(y, n, c, b0, bn, buf);
   }
 }
 
+/* PLANES order for channels c0 .. c0+kc-1 (kc <= KCH), side by side:
+ * kind 0 sums x, kind 1 the float (x - mean)^2, kind 2 the double
+ * ((double)x - mean)^2, kind 3 the float x - mean squared in double (ATen's
+ * channels-last kernel with no more rows than threads: its compiler widens
+ * the float product into a double fma); each channel's order is (n, s). */
+static void planes_sums(const nrt_operand *x, const cn_geom *g, int64_t c0, int kc, int kind, const float *mean,
+                        double *out) {
+  float buf[KCH][SBLK];
+  double acc[KCH] = {0};
+  float mf[KCH] = {0};
+  memset(buf, 0, sizeof buf);
+  for (int k = 0; k < kc; k++) mf[k] = mean ? mean[k] : 0.0f;
+  for (int64_t n = 0; n < g->N; n++)
+    for (int64_t b0 = 0; b0 < g->S; b0 += SBLK) {
+      int64_t bn = g->S - b0 < SBLK ? g->S - b0 : SBLK;
+      for (int k = 0; k < kc; k++) seg_load(x, n, c0 + k, b0, bn, buf[k]);
+      if (kind == 0) {
+        for (int64_t i = 0; i < bn; i++)
+          for (int k = 0; k < KCH; k++) acc[k] += buf[k][i];
+      } else if (kind == 1) {
+        for (int64_t i = 0; i < bn; i++)
+          for (int k = 0; k < KCH; k++) {
+            float d = buf[k][i] - mf[k];
+            acc[k] += d * d;
+          }
+      } else if (kind == 2) {
+        for (int64_t i = 0; i < bn; i++)
+          for (int k = 0; k < KCH; k++) {
+            double d = (double)buf[k][i] - mf[k];
+            acc[k] += d * d;
+          }
+      } else {
+        for (int64_t i = 0; i < bn; i++)
+          for (int k = 0; k < KCH; k++) {
+            double d = buf[k][i] - mf[k];
+            acc[k] += d * d;
+          }
+      }
+    }
+  for (int k = 0; k < kc; k++) out[k] = acc[k];
+}
+
+/* Channel c's saved statistics and running-stat update from its mean and
+ * var_sum, in ATen's arithmetic for the stats mode; returns invstd. */
+static float bn_save(cn_job *j, const bn_mode *m, int64_t c, float mean, double var_sum) {
+  const cn_geom *g = &j->g;
+  double count = (double)(g->N * g->S), eps = j->l->scalars[0].f, mom = j->l->scalars[1].f;
+  bool contig = m->stats != NRT_BN_STATS_STRIDED;
+  double var, unbiased;
+  if (contig) {
+    /* ATen's var_sum tensor is float (bfloat16 when the statistics are) */
+    float vs = m->r16 == NRT_BFLOAT16 ? round_to((float)var_sum, NRT_BFLOAT16) : (float)var_sum;
+    if (m->r16 == NRT_BFLOAT16) {
+      var = round_to(vs / round_to((float)count, NRT_BFLOAT16), NRT_BFLOAT16);
+      unbiased = round_to(vs / round_to((float)(count - 1), NRT_BFLOAT16), NRT_BFLOAT16);
+    } else {
+      var = vs / (float)count;
+      unbiased = vs / (float)(count - 1);
+    }
+  } else {
+    var = var_sum / count;
+    unbiased = var_sum / (count - 1);
+  }
+  float invstd = (float)(var == 0.0 && eps == 0.0 ? 0.0 : 1.0 / sqrt(var + eps));
+  vstore(j->out[1], c, mean);
+  vstore(j->out[2], c, invstd);
+  if (j->nout == 5) {
+    float rm = vload(j->out[3], c), rv = vload(j->out[4], c);
+    if (contig) {
+      float mf = (float)mom, om = 1.0f - mf, t = mf * mean, u = om * rm;
+      vstore(j->out[3], c, t + u);
+      vstore(j->out[4], c, (double)mf * (double)(float)unbiased + (double)(om * rv));
+    } else {
+      vstore(j->out[3], c, mom * (double)mean + (1.0 - mom) * rm);
+      vstore(j->out[4], c, mom * unbiased + (1.0 - mom) * rv);
+    }
+  }
+  return invstd;
+}
+
 /* ---- batch norm (fast) -------------------------------------------------------- */
 
-static void bn_train_channels(void *ctx, int64_t begin, int64_t end) {
+/* Training, PLANES / STRIDED stats (and ROWS with few rows): units of KCH
+ * channels; stats, then the normalisation while the planes are cached. */
+static void bn_train_planes(void *ctx, int64_t begin, int64_t end) {
   cn_job *j = ctx;
   const cn_geom *g = &j->g;
   const nrt_launch *l = j->l;
+  bn_mode m = bn_mode_of(l);
   const nrt_operand *x = j->in[0], *y = j->out[0];
   const nrt_operand *w = g->has_w ? j->in[1] : NULL, *b = g->has_b ? j->in[g->has_w ? 2 : 1] : NULL;
-  double count = (double)(g->N * g->S), eps = l->scalars[0].f, mom = l->scalars[1].f;
+  double count = (double)(g->N * g->S);
   float buf[BLK];
-  for (int64_t c = begin; c < end; c++) {
-    double s = 0.0;
-    for (int64_t n = 0; n < g->N; n++) seg_sums(x, n, c, g->S, NULL, &s, buf);
-    double mean = s / count;
-    double ss = 0.0;
-    float mf = (float)mean;
-    for (int64_t n = 0; n < g->N; n++) seg_sums(x, n, c, g->S, &mf, &ss, buf);
-    double var = ss / count, invstd = 1.0 / sqrt(var + eps);
-    vstore(j->out[1], c, mean);
-    vstore(j->out[2], c, invstd);
-    if (j->nout == 5) {
-      double unbiased = ss / (count - 1.0);
-      vstore(j->out[3], c, mom * mean + (1.0 - mom) * vload(j->out[3], c));
-      vstore(j->out[4], c, mom * unbiased + (1.0 - mom) * vload(j->out[4], c));
+  for (int64_t u = begin; u < end; u++) {
+    int64_t c0 = u * KCH;
+    int kc = (int)(g->C - c0 < KCH ? g->C - c0 : KCH);
+    double s[KCH], ss[KCH];
+    float mean[KCH];
+    planes_sums(x, g, c0, kc, 0, NULL, s);
+    for (int k = 0; k < kc; k++) mean[k] = (float)(s[k] / count);
+    planes_sums(x, g, c0, kc, m.stats == NRT_BN_STATS_STRIDED ? 2 : m.stats == NRT_BN_STATS_ROWS ? 3 : 1, mean, ss);
+    for (int k = 0; k < kc; k++) {
+      int64_t c = c0 + k;
+      float invstd = bn_save(j, &m, c, mean[k], ss[k]);
+      bn_coef f = bn_coef_of(&m, mean[k], invstd, w ? vload(w, c) : 1.0f, b ? vload(b, c) : 0.0f);
+      for (int64_t n = 0; n < g->N; n++) seg_apply(x, y, n, c, g->S, &f, &m, buf);
     }
-    bn_affine f = bn_affine_of((float)mean, invstd, w ? vload(w, c) : 1.0f, b ? vload(b, c) : 0.0f);
-    for (int64_t n = 0; n < g->N; n++) seg_affine(x, y, n, c, g->S, &f, buf);
   }
 }
 
-/* Eval: units are (channel, image) segments. */
-static void bn_eval_segments(void *ctx, int64_t begin, int64_t end) {
+/* ---- batch norm: ROWS statistics, and the normalisation by rows ------------------- */
+
+typedef struct rows_job {
+  cn_job *j;
+  int pass;                          /* 0: sum x; 1: fma(d, d, acc), d = x - mean */
+  int64_t chunk_rows, blocks;        /* ATen's per-thread chunks; RCB-channel blocks */
+  float *part;                       /* [chunks][C] */
+  const float *mean;
+} rows_job;
+
+static inline char *row_ptr(const nrt_operand *o, const cn_geom *g, int64_t r) {
+  int64_t n = r / g->S, s = r - n * g->S;
+  return (char *)o->data + n * o->strides[0] + s * o->strides[2];
+}
+
+static void rows_var_base(float *acc, const float *x, const float *mean, int64_t n) {
+  for (int64_t i = 0; i < n; i++) {
+    float d = x[i] - mean[i];
+    acc[i] = fmaf(d, d, acc[i]);
+  }
+}
+NRT_TARGET_AVX2 static void rows_var_fma(float *acc, const float *x, const float *mean, int64_t n) {
+  for (int64_t i = 0; i < n; i++) {
+    float d = x[i] - mean[i];
+    acc[i] = __builtin_fmaf(d, d, acc[i]);
+  }
+}
+
+/* Units (chunk t, channel block): a float sum per channel over the chunk's
+ * rows in order. */
+static void rows_range(void *ctx, int64_t begin, int64_t end) {
+  rows_job *rj = ctx;
+  cn_job *j = rj->j;
+  const cn_geom *g = &j->g;
+  const nrt_operand *x = j->in[0];
+  int64_t R = g->N * g->S;
+  bool fma = have_fma();
+  float bx[RCB];
+  for (int64_t u = begin; u < end; u++) {
+    int64_t t = u / rj->blocks, c0 = (u % rj->blocks) * RCB, cn = g->C - c0 < RCB ? g->C - c0 : RCB;
+    float *acc = rj->part + t * g->C + c0;
+    for (int64_t c = 0; c < cn; c++) acc[c] = 0.0f;
+    int64_t r0 = t * rj->chunk_rows, r1 = r0 + rj->chunk_rows < R ? r0 + rj->chunk_rows : R;
+    for (int64_t r = r0; r < r1; r++) {
+      nrt_load_f32(bx, row_ptr(x, g, r) + c0 * x->strides[1], x->strides[1], x->dtype, cn);
+      if (rj->pass == 0)
+        for (int64_t c = 0; c < cn; c++) acc[c] += bx[c];
+      else if (fma)
+        rows_var_fma(acc, bx, rj->mean + c0, cn);
+      else
+        rows_var_base(acc, bx, rj->mean + c0, cn);
+    }
+  }
+}
+
+/* Chunk partials added in chunk order: in double for float32 (ATen's
+ * accumulate type), in float for a 16-bit input (its opmath type). */
+static void rows_combine(const rows_job *rj, int64_t chunks, int64_t C, bool in_float, double *out) {
+  for (int64_t c = 0; c < C; c++) {
+    double s = 0.0;
+    float sf = 0.0f;
+    for (int64_t t = 0; t < chunks; t++) {
+      s += rj->part[t * C + c];
+      sf += rj->part[t * C + c];
+    }
+    out[c] = in_float ? sf : s;
+  }
+}
+
+static nrt_status bn_train_rows(cn_job *j) {
+  const cn_geom *g = &j->g;
+  const bn_mode *m = &j->mode;
+  const nrt_operand *w = g->has_w ? j->in[1] : NULL, *b = g->has_b ? j->in[g->has_w ? 2 : 1] : NULL;
+  int64_t C = g->C, R = g->N * g->S, T = m->threads;
+  rows_job rj = {.j = j, .chunk_rows = (R + T - 1) / T, .blocks = (C + RCB - 1) / RCB};
+  rj.part = malloc(sizeof(float) * (size_t)(T * C));
+  float *mean = malloc(sizeof(float) * (size_t)C);
+  double *sums = malloc(sizeof(double) * (size_t)C);
+  if (!rj.part || !mean || !sums) {
+    free(rj.part);
+    free(mean);
+    free(sums);
+    return NRT_ERROR_OUT_OF_MEMORY;
+  }
+  bool in_float = j->l->compute_dtype != NRT_FLOAT32 && j->l->compute_dtype != NRT_FLOAT64;
+  nrt_parallel_for(T * rj.blocks, 1, rows_range, &rj);
+  rows_combine(&rj, T, C, in_float, sums);
+  for (int64_t c = 0; c < C; c++) mean[c] = in_float ? (float)sums[c] / (float)R : (float)(sums[c] / (double)R);
+  rj.pass = 1;
+  rj.mean = mean;
+  nrt_parallel_for(T * rj.blocks, 1, rows_range, &rj);
+  rows_combine(&rj, T, C, in_float, sums);
+  for (int64_t c = 0; c < C; c++) {
+    float invstd = bn_save(j, m, c, mean[c], sums[c]);
+    j->coef[c] = bn_coef_of(m, mean[c], invstd, w ? vload(w, c) : 1.0f, b ? vload(b, c) : 0.0f);
+  }
+  free(rj.part);
+  free(mean);
+  free(sums);
+  return NRT_SUCCESS;
+}
+
+/* Units (channel, image) segments, normalised with j->coef. */
+static void bn_apply_segments(void *ctx, int64_t begin, int64_t end) {
   cn_job *j = ctx;
   const cn_geom *g = &j->g;
-  const nrt_operand *x = j->in[0], *y = j->out[0];
-  const nrt_operand *w = g->has_w ? j->in[3] : NULL, *b = g->has_b ? j->in[g->has_w ? 4 : 3] : NULL;
-  double eps = j->l->scalars[0].f;
   float buf[BLK];
-  int64_t cur = -1;
-  bn_affine f = {0};
   for (int64_t u = begin; u < end; u++) {
     int64_t c = u / g->N, n = u % g->N;
-    if (c != cur) {
-      double invstd = 1.0 / sqrt((double)vload(j->in[2], c) + eps);
-      f = bn_affine_of(vload(j->in[1], c), invstd, w ? vload(w, c) : 1.0f, b ? vload(b, c) : 0.0f);
-      cur = c;
-    }
-    seg_affine(x, y, n, c, g->S, &f, buf);
+    seg_apply(j->in[0], j->out[0], n, c, g->S, &j->coef[c], &j->mode, buf);
   }
+}
+
+#define CL_CHUNKS 64
+
+/* Units are fixed chunks of rows (channels innermost), normalised whole. */
+static void bn_apply_rows(void *ctx, int64_t begin, int64_t end) {
+  cn_job *j = ctx;
+  const cn_geom *g = &j->g;
+  const int64_t C = g->C, R = g->N * g->S;
+  const nrt_operand *x = j->in[0], *y = j->out[0];
+  float *bx = malloc(sizeof(float) * (size_t)(3 * C + 1)), *a = bx + C, *bb = a + C;
+  if (!bx) {
+    j->failed = 1;
+    return;
+  }
+  for (int64_t c = 0; c < C; c++) {
+    a[c] = j->coef[c].a;
+    bb[c] = j->coef[c].bb;
+  }
+  bool fma = have_fma();
+  for (int64_t chunk = begin; chunk < end; chunk++)
+    for (int64_t r = chunk * R / CL_CHUNKS; r < (chunk + 1) * R / CL_CHUNKS; r++) {
+      nrt_load_f32(bx, row_ptr(x, g, r), x->strides[1], x->dtype, C);
+      if (j->mode.strided)
+        for (int64_t c = 0; c < C; c++) strided_apply(&bx[c], 1, &j->coef[c], j->mode.r16);
+      else if (fma)
+        fold_fmav(bx, C, a, bb);
+      else
+        fold_base(bx, C, a, bb, 1);
+      nrt_store_f32(row_ptr(y, g, r), y->strides[1], y->dtype, bx, C);
+    }
+  free(bx);
+}
+
+static bool channels_inner(const nrt_operand *o) {
+  return o->strides[1] == (int64_t)nrt_dtype_size(o->dtype);
+}
+
+/* y from x with j->coef: by rows when the channels are innermost, else by segments. */
+static void bn_apply_all(cn_job *j) {
+  const cn_geom *g = &j->g;
+  int64_t R = g->N * g->S;
+  if (g->C > 1 && R >= CL_CHUNKS && channels_inner(j->in[0]) && channels_inner(j->out[0]))
+    nrt_parallel_for(CL_CHUNKS, 1, bn_apply_rows, j);
+  else if (g->N > 0)
+    nrt_parallel_for(g->C * g->N, g->S >= 8192 ? 1 : 8192 / (g->S + 1) + 1, bn_apply_segments, j);
 }
 
 /* Backward outputs by mask: index of grad_x / grad_w / grad_b in out[], or -1. */
@@ -270,29 +571,20 @@ static void bn_backward_channels(void *ctx, int64_t begin, int64_t end) {
   }
 }
 
-/* ---- batch norm, channels innermost (channels-last) ------------------------------
+/* ---- batch norm backward, channels innermost (channels-last) ----------------------
  * With the channels contiguous, a per-channel sweep would touch every cache
  * line once per channel; instead rows of C channels (one per (n, s)) are
  * processed whole: per-channel partial sums per chunk of rows (fixed
  * chunks, so results do not depend on the thread count), combined in chunk
- * order, then a pass over the rows normalises. */
-
-#define CL_CHUNKS 64
+ * order, then a pass over the rows computes grad_x. */
 
 typedef struct cl_job {
   cn_job *j;
-  int phase;       /* 0: sum x, 1: sum (x-mean)^2, 2: normalise, 3: backward sums, 4: grad_x */
+  int phase;       /* 3: backward sums, 4: grad_x */
   double *part;    /* [CL_CHUNKS][2][C] */
   float *mean, *a, *b, *k, *gm; /* per channel */
-  bn_affine *aff;  /* normalise: per channel; any_exact: some channel needs the exact form */
-  bool any_exact;
   int64_t rows;
 } cl_job;
-
-static inline char *row_ptr(const nrt_operand *o, const cn_geom *g, int64_t r) {
-  int64_t n = r / g->S, s = r - n * g->S;
-  return (char *)o->data + n * o->strides[0] + s * o->strides[2];
-}
 
 static void cl_range(void *ctx, int64_t begin, int64_t end) {
   cl_job *cj = ctx;
@@ -310,32 +602,11 @@ static void cl_range(void *ctx, int64_t begin, int64_t end) {
   for (int64_t chunk = begin; chunk < end; chunk++) {
     int64_t r0 = chunk * cj->rows / CL_CHUNKS, r1 = (chunk + 1) * cj->rows / CL_CHUNKS;
     double *p0 = cj->part + chunk * 2 * C, *p1 = p0 + C;
-    if (cj->phase <= 1 || cj->phase == 3)
+    if (cj->phase == 3)
       for (int64_t c = 0; c < C; c++) p0[c] = p1[c] = 0.0;
     for (int64_t r = r0; r < r1; r++) {
       nrt_load_f32(bx, row_ptr(x, g, r), x->strides[1], x->dtype, C);
       switch (cj->phase) {
-      case 0:
-        for (int64_t c = 0; c < C; c++) p0[c] += bx[c];
-        break;
-      case 1:
-        for (int64_t c = 0; c < C; c++) {
-          float d = bx[c] - cj->mean[c];
-          p0[c] += d * d;
-        }
-        break;
-      case 2: {
-        const nrt_operand *y = j->out[0];
-        if (cj->any_exact)
-          for (int64_t c = 0; c < C; c++) {
-            const bn_affine *f = &cj->aff[c];
-            bx[c] = f->exact ? ((bx[c] - f->mean) * f->invstd) * f->w + f->b : bx[c] * f->a + f->bb;
-          }
-        else
-          for (int64_t c = 0; c < C; c++) bx[c] = bx[c] * cj->a[c] + cj->b[c];
-        nrt_store_f32(row_ptr(y, g, r), y->strides[1], y->dtype, bx, C);
-        break;
-      }
       case 3: {
         const nrt_operand *gy = j->in[0];
         nrt_load_f32(by, row_ptr(gy, g, r), gy->strides[1], gy->dtype, C);
@@ -371,22 +642,17 @@ static void cl_combine(const cl_job *cj, int which, int64_t C, double *out) {
     for (int64_t c = 0; c < C; c++) out[c] += cj->part[(k * 2 + which) * C + c];
 }
 
-static bool channels_inner(const nrt_operand *o) {
-  return o->strides[1] == (int64_t)nrt_dtype_size(o->dtype);
-}
 
-static nrt_status bn_channels_last(cn_job *j) {
+static nrt_status bn_backward_channels_last(cn_job *j) {
   const cn_geom *g = &j->g;
   const nrt_launch *l = j->l;
   const int64_t C = g->C;
   cl_job cj = {.j = j, .rows = g->N * g->S};
   cj.part = malloc(sizeof(double) * (size_t)(CL_CHUNKS * 2 * C + 2 * C));
   float *vecs = malloc(sizeof(float) * (size_t)(5 * C));
-  cj.aff = malloc(sizeof(bn_affine) * (size_t)(C + 1));
-  if (!cj.part || !vecs || !cj.aff) {
+  if (!cj.part || !vecs) {
     free(cj.part);
     free(vecs);
-    free(cj.aff);
     return NRT_ERROR_OUT_OF_MEMORY;
   }
   double *s0 = cj.part + CL_CHUNKS * 2 * C, *s1 = s0 + C;
@@ -396,41 +662,7 @@ static nrt_status bn_channels_last(cn_job *j) {
   cj.k = vecs + 3 * C;
   cj.gm = vecs + 4 * C;
   double count = (double)(g->N * g->S), eps = l->scalars[0].f;
-  if (l->op == NRT_OP(BATCH_NORM)) {
-    const nrt_operand *w = g->has_w ? j->in[1] : NULL, *b = g->has_b ? j->in[g->has_w ? 2 : 1] : NULL;
-    double mom = l->scalars[1].f;
-    cj.phase = 0;
-    nrt_parallel_for(CL_CHUNKS, 1, cl_range, &cj);
-    cl_combine(&cj, 0, C, s0);
-    for (int64_t c = 0; c < C; c++) cj.mean[c] = (float)(s0[c] / count);
-    cj.phase = 1;
-    nrt_parallel_for(CL_CHUNKS, 1, cl_range, &cj);
-    cl_combine(&cj, 0, C, s1);
-    for (int64_t c = 0; c < C; c++) {
-      double mean = s0[c] / count, invstd = 1.0 / sqrt(s1[c] / count + eps);
-      vstore(j->out[1], c, mean);
-      vstore(j->out[2], c, invstd);
-      if (j->nout == 5) {
-        vstore(j->out[3], c, mom * mean + (1.0 - mom) * vload(j->out[3], c));
-        vstore(j->out[4], c, mom * s1[c] / (count - 1.0) + (1.0 - mom) * vload(j->out[4], c));
-      }
-      cj.aff[c] = bn_affine_of((float)mean, invstd, w ? vload(w, c) : 1.0f, b ? vload(b, c) : 0.0f);
-      cj.a[c] = cj.aff[c].a;
-      cj.b[c] = cj.aff[c].bb;
-      cj.any_exact |= cj.aff[c].exact;
-    }
-    cj.phase = 2;
-  } else if (l->op == NRT_OP(BATCH_NORM_EVAL)) {
-    const nrt_operand *w = g->has_w ? j->in[3] : NULL, *b = g->has_b ? j->in[g->has_w ? 4 : 3] : NULL;
-    for (int64_t c = 0; c < C; c++) {
-      double invstd = 1.0 / sqrt((double)vload(j->in[2], c) + eps);
-      cj.aff[c] = bn_affine_of(vload(j->in[1], c), invstd, w ? vload(w, c) : 1.0f, b ? vload(b, c) : 0.0f);
-      cj.a[c] = cj.aff[c].a;
-      cj.b[c] = cj.aff[c].bb;
-      cj.any_exact |= cj.aff[c].exact;
-    }
-    cj.phase = 2;
-  } else { /* BATCH_NORM_BACKWARD */
+  {
     const nrt_operand *w = g->has_w ? j->in[4] : NULL;
     bool train = l->params[2] != 0;
     int slot[3];
@@ -453,7 +685,6 @@ static nrt_status bn_channels_last(cn_job *j) {
   if (cj.phase >= 0) nrt_parallel_for(CL_CHUNKS, 1, cl_range, &cj);
   free(cj.part);
   free(vecs);
-  free(cj.aff);
   return j->failed ? NRT_ERROR_OUT_OF_MEMORY : NRT_SUCCESS;
 }
 
@@ -480,9 +711,12 @@ static void gn_rows(void *ctx, int64_t begin, int64_t end) {
     nrt_store_f32(stat2(j->out[2], n, grp), 0, j->out[2]->dtype, &rf, 1);
     for (int64_t c = c0; c < c0 + g->Cg; c++) {
       /* ATen's group norm has only the x * a + bb form, non-finite weights included */
-      bn_affine f = {.a = rf * (w ? vload(w, c) : 1.0f)};
-      f.bb = (b ? vload(b, c) : 0.0f) - mf * f.a;
-      seg_affine(x, y, n, c, g->S, &f, buf);
+      float a = rf * (w ? vload(w, c) : 1.0f), bb = (b ? vload(b, c) : 0.0f) - mf * a;
+      FOR_BLOCKS(g->S, b0, bn) {
+        seg_load(x, n, c, b0, bn, buf);
+        for (int64_t i = 0; i < bn; i++) buf[i] = buf[i] * a + bb;
+        seg_store(y, n, c, b0, bn, buf);
+      }
     }
   }
 }
@@ -759,21 +993,36 @@ nrt_status nrt_channel_norm_run(const nrt_launch *l) {
   if (g->C == 0) return NRT_SUCCESS;
   if (nrt_kernels_reference()) return reference(&j);
   int64_t per_channel = g->N * g->S;
-  if (!group && g->C > 1 && per_channel >= CL_CHUNKS) {
+  if (l->op == NRT_OP(BATCH_NORM_BACKWARD) && g->C > 1 && per_channel >= CL_CHUNKS) {
     /* every activation operand channels-innermost: the row path */
-    bool act_out = !backward || (l->params[0] & 1);
-    bool cl = !act_out || channels_inner(j.out[0]);
-    int nact = backward ? 2 : 1;
-    for (int i = 0; i < nact; i++) cl = cl && channels_inner(j.in[i]);
-    if (cl) return bn_channels_last(&j);
+    bool cl = !(l->params[0] & 1) || channels_inner(j.out[0]);
+    for (int i = 0; i < 2; i++) cl = cl && channels_inner(j.in[i]);
+    if (cl) return bn_backward_channels_last(&j);
+  }
+  if (l->op == NRT_OP(BATCH_NORM) || l->op == NRT_OP(BATCH_NORM_EVAL)) {
+    j.mode = bn_mode_of(l);
+    bool rows = l->op == NRT_OP(BATCH_NORM) && j.mode.stats == NRT_BN_STATS_ROWS && per_channel > j.mode.threads;
+    if (l->op == NRT_OP(BATCH_NORM) && !rows) {
+      nrt_parallel_for((g->C + KCH - 1) / KCH, per_channel >= 2048 ? 1 : 2048 / (per_channel + 1) + 1,
+                       bn_train_planes, &j);
+      return NRT_SUCCESS;
+    }
+    j.coef = malloc(sizeof(bn_coef) * (size_t)g->C);
+    if (!j.coef) return NRT_ERROR_OUT_OF_MEMORY;
+    nrt_status st = NRT_SUCCESS;
+    if (rows) {
+      st = bn_train_rows(&j);
+    } else {
+      const nrt_operand *w = g->has_w ? j.in[3] : NULL, *b = g->has_b ? j.in[g->has_w ? 4 : 3] : NULL;
+      for (int64_t c = 0; c < g->C; c++)
+        j.coef[c] = bn_coef_of(&j.mode, vload(j.in[1], c), bn_eval_invstd(&j.mode, vload(j.in[2], c), l->scalars[0].f),
+                               w ? vload(w, c) : 1.0f, b ? vload(b, c) : 0.0f);
+    }
+    if (st == NRT_SUCCESS) bn_apply_all(&j);
+    free(j.coef);
+    return st != NRT_SUCCESS ? st : j.failed ? NRT_ERROR_OUT_OF_MEMORY : NRT_SUCCESS;
   }
   switch ((int)l->op) {
-  case NRT_OP(BATCH_NORM):
-    nrt_parallel_for(g->C, per_channel >= 8192 ? 1 : 8192 / (per_channel + 1) + 1, bn_train_channels, &j);
-    break;
-  case NRT_OP(BATCH_NORM_EVAL):
-    if (g->N > 0) nrt_parallel_for(g->C * g->N, g->S >= 8192 ? 1 : 8192 / (g->S + 1) + 1, bn_eval_segments, &j);
-    break;
   case NRT_OP(BATCH_NORM_BACKWARD):
     nrt_parallel_for(g->C, per_channel >= 8192 ? 1 : 8192 / (per_channel + 1) + 1, bn_backward_channels, &j);
     break;
