@@ -22,7 +22,6 @@
 #include "launch/iter.h"
 #include "launch/launch.h"
 #include "launch/scalar.h"
-#include "nrt/ops/index.h"
 #include "registry/variants.h"
 
 namespace torch_neuronx {

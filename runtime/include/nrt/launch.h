@@ -255,7 +255,13 @@ enum {
   X(SOFTMAX_BACKWARD, ROW, 2, 2) /* in: grad, output */                       \
   X(LOG_SOFTMAX_BACKWARD, ROW, 2, 2) /* in: grad, output */                       \
   X(CUMSUM, ROW, 1, 1)                                                        \
-  X(CUMPROD, ROW, 1, 1)
+  X(CUMPROD, ROW, 1, 1)                                                       \
+  /* data movement whose order is defined (kernels/index/copy_ordered.c) */ \
+  X(COPY_ORDERED, INDEX, 1, 1)   /* out = in (one dtype) where the two       \
+     share memory: element by element in the iterator's order (sizes[0]    \
+     fastest), as the CPU's copy loop reads and writes; p0 = the bytes the \
+     CPU's copy loop moves at once (2 vectors) along a contiguous row.     \
+     COPY's order is its own (parallel, blocked). */
 
 typedef enum nrt_op {
 #define NRT_X(name, kind, lo, hi) NRT_OP_##name,

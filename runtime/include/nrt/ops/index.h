@@ -64,12 +64,7 @@
      (ninputs 3); p0 = ignore_index. loss = -w * self[n, target[n]] */      \
   X(NLL_LOSS_BACKWARD, INDEX, 2, 2) /* output grad_input [N,C] (fully written); \
      inputs target [N], gscale [N] (grad * w / denominator, computed by the \
-     caller); p0 = ignore_index. grad_input[n,t] = -gscale[n] at t = target */ \
-  X(COPY_ORDERED, INDEX, 1, 1)   /* out = in (one dtype), where the two      \
-     share memory: element by element in the iterator's order (sizes[0]    \
-     fastest), as the CPU's copy loop reads and writes; p0 = the bytes the \
-     CPU's copy loop moves at once (2 vectors) along a contiguous row.     \
-     Plain COPY's order is its own (parallel, blocked). */
+     caller); p0 = ignore_index. grad_input[n,t] = -gscale[n] at t = target */
 
 NRT_OP_FAMILY_ENUM(INDEX, NRT_OPS_INDEX);
 
