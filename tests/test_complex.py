@@ -638,3 +638,22 @@ def test_complex64_special_values_by_cpu_path(fn, n):
     for t in (x, x.t()):  # rows of n contiguous elements, then strided ones
         torch.testing.assert_close(torch.view_as_real(f(t.to(DEV)).cpu()), torch.view_as_real(f(t)), equal_nan=True)
     assert_no_fallbacks()
+
+
+def test_relu_of_complex_refused_as_clamp_before_the_overlap_check():
+    """The CPU's relu is clamp_min(0): complex is refused by clamp's meta
+    function, before relu_'s iterator would refuse an expanded self."""
+    for dev in ("cpu", "neuron"):
+        x = torch.ones(1, dtype=torch.complex64, device=dev).expand(3)
+        with pytest.raises(NotImplementedError, match="clamp is not supported for complex types"):
+            x.relu_()
+
+
+def test_complex_pow_of_a_real_exponent_beyond_complex64():
+    """The CPU converts a real exponent to complex<double>: 3.5e38 is not an
+    overflow there (it was 'cannot be converted to c10::complex<float>')."""
+    x = torch.tensor([1 + 1j, 0.5, 2j, -1, 0], dtype=torch.complex64)
+    for e in (3.5e38, -3.5e38, 2.5):
+        got = torch.pow(x.to("neuron"), e).cpu()
+        want = torch.pow(x, e)
+        assert torch.equal(torch.view_as_real(got).nan_to_num(7.0), torch.view_as_real(want).nan_to_num(7.0)), e

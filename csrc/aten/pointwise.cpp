@@ -180,6 +180,9 @@ Tensor unary(Tensor out, const Tensor &a, nrt_op op, Kind k, std::initializer_li
   if (a.is_complex()) {  // ATen's meta functions, before the iterator's dtype checks
     const char *name = op == NRT_OP_CEIL ? "ceil" : op == NRT_OP_FLOOR ? "floor" : op == NRT_OP_TRUNC ? "trunc" : nullptr;
     TORCH_CHECK_NOT_IMPLEMENTED(!name, name, " is not supported for complex inputs");
+    // the CPU's relu is clamp_min(0), whose meta function refuses complex
+    // before any iterator (an expanded relu_ raises this, not the overlap error)
+    TORCH_CHECK_NOT_IMPLEMENTED(op != NRT_OP_RELU, "clamp is not supported for complex types");
     TORCH_CHECK_NOT_IMPLEMENTED(op != NRT_OP_SIGN, "Unlike NumPy, torch.sign is not intended to support complex "
                                 "numbers. Please use torch.sgn instead.");
   }
@@ -430,6 +433,8 @@ Tensor pow_ts_into(Tensor out, const Tensor &a, const Scalar &e) {
     nrt_scalar v;
     if (e.isComplex()) {
       v.f = e.toComplexDouble().real();
+    } else if (at::isComplexType(rt)) {
+      v.f = e.toDouble();  // complex<double> on the CPU holds any real exponent (3.5e38 too)
     } else {
       // the exponent the CPU's kernel computes with: a double for float32
       // and float64, rounded to the dtype for float16/bfloat16 (x ** 0.3

@@ -359,14 +359,14 @@ KNOWN: list[Group] = [
           "reading pixel i at i * stride(W); a [N, C, H, 1] transposed view has stride(W) = H, so it reads "
           "other pixels or past the storage (2 -> 3 rows of [0, 3] gives [0, 71, 153], varying run to run). "
           "neuron reads the view's elements."),
-    Group("internal-overlap-write", ("copy_", "scatter", "clamp", "addmm", "relu"),
+    Group("internal-overlap-write", ("copy_", "scatter", "clamp", "addmm"),
           DEV_RJ + EXC,
           all_of(dev_msg("more than one element of the written-to tensor"), not_(fn("Tensor.baddbmm_"))),
-          "relu_ (complex: the CPU's clamp refuses complex first, NotImplementedError)/addbmm_ on an "
-          "expanded (internally overlapping) tensor: the CPU allows it, neuron raises the internal-overlap "
-          "error. (fill_, zero_ and masked_fill_ allow it since seed 7002; index_put_ and addmv_ compute what "
-          "the CPU computes since seed 31337; nan_to_num_ of integers and threshold_ since seed 4242; baddbmm_ "
-          "computes below 400 multiply-adds per batch entry and refuses from there, as the CPU, since seed 4242.)"),
+          "addbmm_ on an expanded (internally overlapping) tensor: the CPU allows it, neuron raises the "
+          "internal-overlap error. (fill_, zero_ and masked_fill_ allow it since seed 7002; index_put_ and addmv_ "
+          "compute what the CPU computes since seed 31337; nan_to_num_ of integers and threshold_ since seed "
+          "4242; baddbmm_ computes below 400 multiply-adds per batch entry and refuses from there, as the CPU, "
+          "since seed 4242; complex relu_ raises the CPU's clamp refusal first since seed 8675309.)"),
 
     # ---- dtypes the CPU refuses, neuron computes -----------------------------------------------------------
     Group("cpu-dtype-unsupported", OPS_CPU_DTYPE_UNSUPPORTED, CPU_RJ,
