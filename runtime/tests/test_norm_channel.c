@@ -396,13 +396,15 @@ static void test_batch_norm_wide_weight(void) {
  * fma(x, a, fma(-mean, a, b)), a = invstd * w, as its vectorised code is
  * contracted: x = 2e38, w = 2, b = -3e38 gives 1e38 (x * a overflows
  * alone); w = inf gives NaN for x > 0 (inf - inf), the strided formula +-inf. Eval
- * with eps 0 and running_var 1 (invstd exactly 1), both layouts. */
+ * with eps 0 and running_var 1 (invstd exactly 1), both layouts, each ISA. */
 static void test_batch_norm_folded_fma(void) {
   const int64_t N = 2, C = 2, S = 2;
   float w[2] = {2, INFINITY}, b[2] = {-3e38f, 0.5f}, rm[2] = {0, 1}, rv[2] = {1, 1};
   float xs[2][4] = {{2e38f, 1, -1e38f, 0}, {3, -1, 1, 2}}; /* channel c: (n, s) in order */
+  for (int isa = 0; isa < 4; isa++) /* the baseline build calls fmaf, the others use the instruction */
   for (int cl = 0; cl < 2; cl++)
     for (int strided = 0; strided < 2; strided++) {
+      nrt_kernels_limit_isa(isa == 0 ? NRT_ISA_BASELINE : isa == 1 ? NRT_ISA_AVX2 : NRT_ISA_BEST);
       buf x = act(N, C, S, cl, NRT_FLOAT32, 0), y = act(N, C, S, cl, NRT_FLOAT32, 0);
       for (int64_t n = 0; n < N; n++)
         for (int64_t c = 0; c < C; c++)
@@ -440,6 +442,7 @@ static void test_batch_norm_folded_fma(void) {
       free(x.data);
       free(y.data);
     }
+  nrt_kernels_limit_isa(NRT_ISA_BEST);
 }
 
 /* An inf in a group makes the group's variance NaN and all of it NaN, as

@@ -5,11 +5,12 @@
  *
  * The formulas are ATen's CPU ones:
  *   batch norm    mean, biased var over (N, S) per channel; invstd =
- *                 1/sqrt(var + eps); y = x * a + b with a = invstd * w,
- *                 b = bias - mean * a (channels where a or b is not
- *                 finite: ((x - mean) * invstd) * w + bias, see
- *                 bn_affine); running = (1 - m) * running + m * stat with
- *                 the unbiased variance;
+ *                 1/sqrt(var + eps); y = fma(x, a, fma(-mean, a, bias))
+ *                 with a = invstd * w, or ((x - mean) * invstd) * w + bias
+ *                 where the CPU takes its strided kernel; running = (1 -
+ *                 m) * running + m * stat with the unbiased variance; the
+ *                 order and types of each step are those of the ATen
+ *                 kernel the CPU runs (see "batch norm forward" below);
  *   its backward  sum_dy, dot = sum (x - mean) dy; training: dx = (dy -
  *                 sum_dy/M - (x - mean) dot invstd^2 / M) invstd w; eval:
  *                 dx = dy invstd w; dw = dot invstd, db = sum_dy;
@@ -19,14 +20,16 @@
  *                 - ds_g) rstd^3 / M, c3 = -c2 mean - db_g rstd / M; dx =
  *                 rstd w dy + c2 x + c3; dw = sum_n (ds - db mean) rstd,
  *                 dbias = sum_n db.
- * Statistics accumulate in double (blocks of float32 partial sums on the
- * fast path); the normalisation itself runs in float32.
+ * Batch norm forward statistics follow the CPU's kernel; the others
+ * accumulate in double (blocks of float32 partial sums on the fast path);
+ * the normalisation itself runs in float32.
  *
- * Work split: batch norm by channel (each channel's N segments of S are
- * read by one thread, which keeps them in its cache across passes), or, for
- * channels-innermost (channels-last) activations, by fixed chunks of
- * (n, s) rows whose per-channel partial sums are combined in chunk order;
- * group norm by (n, group) row. The reference path is plain double loops. */
+ * Work split: batch norm forward by groups of 4 channels (their planes
+ * summed side by side, then normalised), or with channels-last statistics
+ * by (CPU thread chunk, channel block), normalising by rows; backward by
+ * channel, or for channels-innermost activations by fixed chunks of (n, s)
+ * rows whose per-channel partial sums are combined in chunk order; group
+ * norm by (n, group) row. The reference path is plain double loops. */
 #pragma GCC optimize("O3,no-trapping-math,no-math-errno")
 #include <stdlib.h>
 #include "kernels/norm/norm.h"
