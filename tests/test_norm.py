@@ -427,3 +427,22 @@ def test_batch_norm_folded_normalisation_is_an_fma_like_the_cpu():
         want = F.batch_norm(x, *args, training=False, eps=0.0)
         got = F.batch_norm(x.neuron(), *[t.neuron() for t in args], training=False, eps=0.0)
         assert want.isfinite().all() and torch.equal(got.cpu(), want)
+
+
+@pytest.mark.parametrize("dt", [torch.bfloat16, torch.float16])
+@pytest.mark.parametrize("training", [True, False])
+@pytest.mark.parametrize("param_dt", ["same", "float32"])
+def test_batch_norm_16bit_rounds_statistics_where_the_cpu_does(dt, training, param_dt):
+    """16-bit batch norm equals the CPU's bit for bit: with 16-bit parameters
+    the CPU keeps the batch statistics in the 16-bit dtype before folding
+    them (training), but folds the running stats' float invstd (eval); with
+    float32 parameters nothing is rounded."""
+    g = torch.Generator().manual_seed(16)
+    x = (torch.randn(4, 3, 5, generator=g) * 3 + 1).to(dt)
+    pdt = dt if param_dt == "same" else torch.float32
+    w, b = torch.randn(3, generator=g).to(pdt), torch.randn(3, generator=g).to(pdt)
+    rm, rv = torch.randn(3, generator=g).to(pdt), (torch.rand(3, generator=g) + 0.5).to(pdt)
+    want = F.batch_norm(x, rm.clone(), rv.clone(), w, b, training)
+    got = F.batch_norm(x.neuron(), rm.neuron(), rv.neuron(), w.neuron(), b.neuron(), training)
+    assert torch.equal(got.cpu(), want)
+    assert_no_fallbacks()

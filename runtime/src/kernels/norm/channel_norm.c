@@ -199,8 +199,11 @@ static bn_mode bn_mode_of(const nrt_launch *l) {
   return m;
 }
 
-static bn_coef bn_coef_of(const bn_mode *m, float mean, float invstd, float w, float b) {
-  bn_coef f = {.mean = round_to(mean, m->r16), .invstd = round_to(invstd, m->r16), .w = w, .b = b};
+/* Training: the saved statistics are rounded to the 16-bit dtype the CPU
+ * keeps them in; eval folds the running stats' float invstd directly. */
+static bn_coef bn_coef_of(const bn_mode *m, bool train, float mean, float invstd, float w, float b) {
+  nrt_dtype r = train ? m->r16 : NRT_FLOAT32;
+  bn_coef f = {.mean = round_to(mean, r), .invstd = round_to(invstd, r), .w = w, .b = b};
   f.a = f.invstd * w;
   f.bb = fmaf(-f.mean, f.a, b);
   return f;
@@ -359,7 +362,7 @@ static void bn_train_planes(void *ctx, int64_t begin, int64_t end) {
     for (int k = 0; k < kc; k++) {
       int64_t c = c0 + k;
       float invstd = bn_save(j, &m, c, mean[k], ss[k]);
-      bn_coef f = bn_coef_of(&m, mean[k], invstd, w ? vload(w, c) : 1.0f, b ? vload(b, c) : 0.0f);
+      bn_coef f = bn_coef_of(&m, true, mean[k], invstd, w ? vload(w, c) : 1.0f, b ? vload(b, c) : 0.0f);
       for (int64_t n = 0; n < g->N; n++) seg_apply(x, y, n, c, g->S, &f, &m, buf);
     }
   }
@@ -459,7 +462,7 @@ static nrt_status bn_train_rows(cn_job *j) {
   rows_combine(&rj, T, C, in_float, sums);
   for (int64_t c = 0; c < C; c++) {
     float invstd = bn_save(j, m, c, mean[c], sums[c]);
-    j->coef[c] = bn_coef_of(m, mean[c], invstd, w ? vload(w, c) : 1.0f, b ? vload(b, c) : 0.0f);
+    j->coef[c] = bn_coef_of(m, true, mean[c], invstd, w ? vload(w, c) : 1.0f, b ? vload(b, c) : 0.0f);
   }
   free(rj.part);
   free(mean);
@@ -1018,7 +1021,7 @@ nrt_status nrt_channel_norm_run(const nrt_launch *l) {
     } else {
       const nrt_operand *w = g->has_w ? j.in[3] : NULL, *b = g->has_b ? j.in[g->has_w ? 4 : 3] : NULL;
       for (int64_t c = 0; c < g->C; c++)
-        j.coef[c] = bn_coef_of(&j.mode, vload(j.in[1], c), bn_eval_invstd(&j.mode, vload(j.in[2], c), l->scalars[0].f),
+        j.coef[c] = bn_coef_of(&j.mode, false, vload(j.in[1], c), bn_eval_invstd(&j.mode, vload(j.in[2], c), l->scalars[0].f),
                                w ? vload(w, c) : 1.0f, b ? vload(b, c) : 0.0f);
     }
     if (st == NRT_SUCCESS) bn_apply_all(&j);
