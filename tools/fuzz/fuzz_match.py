@@ -154,6 +154,19 @@ def py_scalar_arg(kind: type | tuple) -> Pred:
     return lambda c, r: walk(c["args"]) or walk(list(c["kwargs"].values()))
 
 
+def py_scalar_beyond(limit: float) -> Pred:
+    """A real Python scalar argument of magnitude `limit` or more (inf too)."""
+    def walk(x: Any) -> bool:
+        if isinstance(x, dict):
+            if "f" in x:  # a non-finite float spelled as a string
+                return str(x["f"]).lstrip("+-") == "inf"
+            return any(walk(v) for v in x.values()) if "t" not in x and "c" not in x else False
+        if isinstance(x, list):
+            return any(walk(v) for v in x)
+        return isinstance(x, (int, float)) and not isinstance(x, bool) and abs(x) >= limit
+    return lambda c, r: walk(c["args"]) or walk(list(c["kwargs"].values()))
+
+
 def zero_size(c: dict, r: dict) -> bool:
     """Some tensor has a 0-size dimension."""
     return any(any((c["sizes"].get(s, 1) if isinstance(s, str) else s) == 0 for s in t["shape"])

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from fuzz_match import (Group, all_of, always, any_of, cpu_exc, cpu_msg, cpu_scalar, dev_msg, dev_stage, fill,
                         first_dtype, fn, fn_suffix, has_out, in_dtype, kwarg, layout, maxdiff_below, mixed_dtypes,
-                        nonfinite, not_, phase, py_scalar_arg, zero_size)
+                        nonfinite, not_, phase, py_scalar_arg, py_scalar_beyond, zero_size)
 
 VAL = ("value-mismatch",)
 DTYPE = ("dtype-mismatch",)
@@ -324,10 +324,13 @@ KNOWN: list[Group] = [
           "partial sums, the CPU in float in its own order; seed 90210: 0.219 on the CPU, -0.055 on neuron for "
           "13 terms of +-1.7e38 and small values). The forward is exact on both."),
     Group("float64-beyond-float32", ("*",), VAL,
-          all_of(in_dtype("float64"), any_of(nonfinite, fill("edge"), maxdiff_below(1e-3), kwarg("eps"))),
+          all_of(in_dtype("float64"), any_of(nonfinite, fill("edge"), maxdiff_below(1e-3), kwarg("eps"),
+                                             py_scalar_beyond(1e18))),
           "float64 is computed at float32 precision on neuron (documented): values past float32's range "
           "become inf (fill_(3.5e38), nan_to_num's default posinf, 1e18 products), parameters round to float32 "
           "(logit's clamp at 1 - 1e-6 is 0.99999899: 13.802 where float64 gives 13.8155), and sums of +-1e18 cancel "
+          "(a Python scalar of 1e30 as lerp's weight or add's alpha: the CPU's float64 gradient keeps a rounding "
+          "residual of -1.4e14, float32's cancels to 0) "
           "at float32 resolution; gradients that should cancel to ~1e-13 come out ~1e-4."),
 
     # ---- validation done late or not at all ----------------------------------------------------------------
