@@ -215,3 +215,17 @@ def test_complex_baddbmm_inplace_on_an_expanded_self_like_the_cpu(beta):
     raises_like_cpu(lambda d: torch.zeros(1, 1, 1).to(d).expand(2, 15, 14).baddbmm_(big_a.to(d), big_b.to(d)),
                     RuntimeError)
     assert_no_fallbacks()
+
+
+@pytest.mark.parametrize("m,k,n", [(5, 14, 6), (2, 3, 4)])
+def test_bmm_of_bool_beside_another_dtype_raises_what_the_cpu_raises(m, k, n):
+    """From 400 multiply-adds per batch entry the CPU's bmm compares the
+    dtypes first (RuntimeError); below, its kernel refuses bool first
+    (NotImplementedError)."""
+    a, b = torch.ones(2, m, k, dtype=torch.bool), torch.ones(2, k, n, dtype=torch.int16)
+    with pytest.raises(Exception) as cpu:
+        torch.bmm(a, b)
+    with pytest.raises(Exception) as dev:
+        torch.bmm(a.to("neuron"), b.to("neuron"))
+    assert type(dev.value) is type(cpu.value)
+    assert str(cpu.value).split(" (in the")[0] in str(dev.value)

@@ -472,3 +472,16 @@ def test_kthvalue_and_unique_refuse_dtypes_like_the_cpu(case):
     got = torch.kthvalue(torch.tensor(True, device=DEV), 1)
     assert got.values.item() == want.values.item() and got.indices.item() == want.indices.item()
     assert_no_fallbacks()
+
+
+@pytest.mark.parametrize("value", [complex(float("nan"), -0.0), complex(1.5, -0.0), float("nan")])
+def test_logcumsumexp_of_a_0d_tensor_is_a_copy_like_the_cpu(value):
+    """The CPU's scan kernels copy a 0-d input: complex nan - 0i stays as is
+    (one step of log(exp(z)) gives nan + nan i)."""
+    x = torch.tensor(value, dtype=torch.complex64 if isinstance(value, complex) else torch.float32)
+    got = torch.logcumsumexp(x.to("neuron"), 0).cpu()
+    want = torch.logcumsumexp(x, 0)
+    view = torch.view_as_real if x.is_complex() else (lambda t: t.reshape(1))
+    assert torch.equal(view(got).isnan(), view(want).isnan())
+    assert torch.equal(view(got).nan_to_num(7.0), view(want).nan_to_num(7.0))
+    assert torch.equal(view(got).signbit(), view(want).signbit())

@@ -104,8 +104,11 @@ Tensor logcumsumexp_into(Tensor result, const Tensor &self, int64_t dim) {
   if (!self.is_complex() || self.scalar_type() == at::kComplexHalf) check_floating(self, "logcumsumexp");
   at::native::resize_output(result, self.sizes());
   if (self.numel() == 0) return result;
-  Tensor x = self.dim() == 0 ? self.reshape({1}) : self;
-  Tensor out = self.dim() == 0 ? result.reshape({1}) : result;
+  // the CPU's scan kernels copy a 0-d input (complex nan - 0i stays as is;
+  // log(exp(z)) of one element would turn it into nan + nan i)
+  if (self.dim() == 0) return result.copy_(self);
+  Tensor x = self;
+  Tensor out = result;
   dim = at::maybe_wrap_dim(dim, x.dim());
   Tensor src = x;
   if (src.scalar_type() != out.scalar_type()) src = src.to(out.scalar_type());
