@@ -229,3 +229,18 @@ def test_bmm_of_bool_beside_another_dtype_raises_what_the_cpu_raises(m, k, n):
         torch.bmm(a.to("neuron"), b.to("neuron"))
     assert type(dev.value) is type(cpu.value)
     assert str(cpu.value).split(" (in the")[0] in str(dev.value)
+
+
+@pytest.mark.parametrize("m,n", [(1, 1), (3, 4), (7, 2)])
+@pytest.mark.parametrize("beta,alpha", [(1, 1), (0, 1), (0.5, 2), (2, -1j)])
+def test_complex_addr_inf_nan_like_the_cpu(m, n, beta, alpha):
+    """The CPU's addr kernel forms beta * self + (alpha * vec1) * vec2 per
+    element, every product a full complex one (alpha 1 + 0i included), and
+    adds the two terms plainly: where inf parts turn into NaN follows that."""
+    for seed in range(6):
+        s = _nonfinite_complex((m, n), seed)
+        v1, v2 = _nonfinite_complex((m,), seed + 50), _nonfinite_complex((n,), seed + 90)
+        want = torch.addr(s, v1, v2, beta=beta, alpha=alpha)
+        got = torch.addr(s.neuron(), v1.neuron(), v2.neuron(), beta=beta, alpha=alpha).cpu()
+        torch.testing.assert_close(torch.view_as_real(got), torch.view_as_real(want), equal_nan=True)
+    assert_no_fallbacks()

@@ -443,9 +443,15 @@ Tensor addr_into(Tensor out, const Tensor &self, const Tensor &v1, const Tensor 
   if (at::isComplexType(rt)) {
     // The scaled addcmul kernel is real: complex composes the runtime's
     // complex elementwise ops (beta == 0 still ignores self, NaN included)
+    // in the CPU kernel's order, (alpha * vec1) * vec2: an inf part meets
+    // alpha's zero imaginary part before the outer product, not after it
+    // (alpha * (1+2j) * inf is inf+infj, (1+2j) * inf * alpha nan+nanj).
     bool ignore_self = scalar_is_zero(beta);
-    Tensor r = col.to(rt).mul(v2.to(rt)).mul(alpha);
-    if (!ignore_self) r = s.to(rt).mul(beta).add(r);
+    Tensor r = col.to(rt).mul(alpha).mul(v2.to(rt));
+    // The CPU adds the two terms plainly; add() would first multiply r by
+    // its alpha 1 + 0i (an inf part of r making the other NaN), so the sum
+    // runs over the real views.
+    if (!ignore_self) r = at::view_as_complex(at::view_as_real(s.to(rt).mul(beta)).add(at::view_as_real(r)));
     iter.output().copy_(r);
     return iter.output();
   }
