@@ -244,3 +244,26 @@ def test_complex_addr_inf_nan_like_the_cpu(m, n, beta, alpha):
         got = torch.addr(s.neuron(), v1.neuron(), v2.neuron(), beta=beta, alpha=alpha).cpu()
         torch.testing.assert_close(torch.view_as_real(got), torch.view_as_real(want), equal_nan=True)
     assert_no_fallbacks()
+
+
+@pytest.mark.parametrize("n", [1, 2, 3, 8, 9, 33])
+@pytest.mark.parametrize("step", [1, 2])
+@pytest.mark.parametrize("fn", [torch.dot, torch.vdot, torch.inner])
+def test_complex_dot_inf_nan_like_the_cpu(n, step, fn):
+    """MKL's cdotu/cdotc add 0 times the real part of x (cdotu) or y
+    (cdotc) to the imaginary part for the elements outside their paired
+    loop (an odd count's last one on unit strides, all on others), so an
+    inf real part there makes it NaN; neuron places the NaNs the same way."""
+    for seed in range(8):
+        g = torch.Generator().manual_seed(seed)
+        x = torch.view_as_complex(torch.randint(-3, 4, (n * step, 2), generator=g).float())
+        y = torch.view_as_complex(torch.randint(-3, 4, (n * step, 2), generator=g).float())
+        special = [float("inf"), float("-inf"), float("nan")]
+        for t in (x, y):
+            for i in torch.randint(0, n * step, (2,), generator=g).tolist():
+                part = torch.view_as_real(t)[i]
+                part[seed % 2] = special[i % 3]
+        want = fn(x[::step], y[::step])
+        got = fn(x.neuron()[::step], y.neuron()[::step]).cpu()
+        torch.testing.assert_close(torch.view_as_real(got), torch.view_as_real(want), equal_nan=True)
+    assert_no_fallbacks()
