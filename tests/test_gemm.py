@@ -267,3 +267,21 @@ def test_complex_dot_inf_nan_like_the_cpu(n, step, fn):
         got = fn(x.neuron()[::step], y.neuron()[::step]).cpu()
         torch.testing.assert_close(torch.view_as_real(got), torch.view_as_real(want), equal_nan=True)
     assert_no_fallbacks()
+
+
+@pytest.mark.parametrize("m,n", [(1, 1), (1, 2), (1, 5), (2, 1), (5, 1), (3, 4), (4, 3)])
+@pytest.mark.parametrize("column_major", [False, True])
+@pytest.mark.parametrize("beta,alpha", [(1, 1), (0, 1), (0.5, 2), (1, 1j)])
+def test_complex_addmv_inf_nan_like_the_cpu(m, n, column_major, beta, alpha):
+    """ATen's addmv picks gemv's 'n' loop for a column-major matrix (one
+    column always counts as one), adding (alpha * vec_j) * mat_ij to beta *
+    self, and otherwise 't', alpha times each row's sum plus beta * self
+    (beta == 1 multiplies too); addmm's layout test and bias differ."""
+    for seed in range(12):
+        a = _nonfinite_complex((m, n), seed, column_major)
+        v, s = _nonfinite_complex((n,), seed + 50), _nonfinite_complex((m,), seed + 90)
+        dev_a = a.t().contiguous().neuron().t() if column_major else a.neuron()
+        want = torch.addmv(s, a, v, beta=beta, alpha=alpha)
+        got = torch.addmv(s.neuron(), dev_a, v.neuron(), beta=beta, alpha=alpha).cpu()
+        torch.testing.assert_close(torch.view_as_real(got), torch.view_as_real(want), equal_nan=True)
+    assert_no_fallbacks()

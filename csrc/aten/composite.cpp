@@ -31,6 +31,9 @@
 #include "registry/variants.h"
 
 namespace torch_neuronx {
+// gemm.cpp: complex addmv on the CPU's gemv paths
+at::Tensor complex_addmv(const at::Tensor &self, const at::Tensor &mat, const at::Tensor &vec, const c10::Scalar &beta,
+                     const c10::Scalar &alpha);
 namespace {
 
 using at::Tensor;
@@ -167,6 +170,7 @@ Tensor addmv_into(Tensor out, const Tensor &self, const Tensor &mat, const Tenso
     if (scalar_is_zero(beta)) return r.zero_();
     return at::mul_out(r, self, at::scalar_tensor(beta, self.options().dtype(self.scalar_type()).device(at::kCPU)));
   }
+  if (mat.is_complex()) return complex_addmv(self, mat, vec, beta, alpha);
   return at::addmm(self.dim() == 0 ? self : self.unsqueeze(1), mat, vec.unsqueeze(1), beta, alpha).squeeze(1);
 }
 

@@ -121,11 +121,20 @@ int cpu_complex_path(const Tensor &c, const Tensor &a, const Tensor &b, bool bat
 
 // Complex C = A @ B with alpha/beta where the CPU's path puts them: its
 // BLAS kernel as four real GEMMs, its other loops in the CGEMM kernel.
+void launch_cgemm(const Tensor &c, const Tensor &a, const Tensor &b, const Tensor &bias, const Scalar &alpha,
+                  const Scalar &beta, int path, bool gemv);
 void complex_gemm(const Tensor &c, const Tensor &a, const Tensor &b, const Tensor &bias, const Scalar &alpha,
                   const Scalar &beta, bool batched, bool has_self) {
   bool gemv;
   int path = cpu_complex_path(c, a, b, batched, has_self, &gemv);
   if (path < 0) return complex_gemm_blas(c, a, b, bias, alpha, beta, path == CX_BLAS_ALPHA_B);
+  launch_cgemm(c, a, b, bias, alpha, beta, path, gemv);
+}
+
+// The CGEMM kernel with the CPU path `path` (nrt_cgemm_alpha); gemv: a
+// beta == 1 bias is added as is after an alpha-scaled sum.
+void launch_cgemm(const Tensor &c, const Tensor &a, const Tensor &b, const Tensor &bias, const Scalar &alpha,
+                  const Scalar &beta, int path, bool gemv) {
   Tensor ar = a.resolve_conj().resolve_neg(), br = b.resolve_conj().resolve_neg();
   // an out= that shares memory with A or B gets the result after the
   // launch (the kernel stores each element once it has read its row and
@@ -383,6 +392,28 @@ Tensor baddbmm_into(Tensor out, const Tensor &self, const Tensor &a, const Tenso
 }
 
 }  // namespace
+
+// Complex addmv (mat not empty, self not aliased to the result): ATen's
+// addmv_out_cpu calls gemv itself, with its own layout test (a matrix with
+// one column counts as column-major whatever its strides, where addmm's
+// would not), and MKL's cgemv then places inf/NaN parts as the reference
+// loops do: 'n' (column-major mat) adds (alpha * vec_j) * mat_ij to beta *
+// self for each j, 't' sums each row's products and multiplies by alpha
+// (even 1) and adds beta * self (beta == 1 too: 1 * (NaN + 1i) is NaN +
+// NaN i, unlike addmm's n == 1 gemm). Measured against the CPU on
+// one-row, one-column and small matrices of both layouts.
+Tensor complex_addmv(const Tensor &self, const Tensor &mat, const Tensor &vec, const Scalar &beta,
+                     const Scalar &alpha) {
+  const int64_t m = mat.size(0), n = mat.size(1);
+  (void)scalar_in(mat, alpha);
+  (void)scalar_in(mat, beta);
+  bool column_major = mat.stride(0) == 1 && (n == 1 || mat.stride(1) >= std::max<int64_t>(1, m));
+  Tensor c = at::empty({1, m, 1}, vec.options());
+  Tensor bias = scalar_is_zero(beta) ? Tensor() : self.expand({m}).unsqueeze(0).unsqueeze(2);
+  launch_cgemm(c, mat.unsqueeze(0), vec.unsqueeze(0).unsqueeze(2), bias, alpha, beta,
+               column_major ? NRT_CGEMM_ALPHA_B : NRT_CGEMM_ALPHA_AFTER, false);
+  return c.view({m});
+}
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   NEURON_VARIANTS(m, matmul_into, "mm", nullptr, "mm.out");
