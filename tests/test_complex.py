@@ -657,3 +657,35 @@ def test_complex_pow_of_a_real_exponent_beyond_complex64():
         got = torch.pow(x.to("neuron"), e).cpu()
         want = torch.pow(x, e)
         assert torch.equal(torch.view_as_real(got).nan_to_num(7.0), torch.view_as_real(want).nan_to_num(7.0)), e
+
+
+# addcmul / addcdiv of complex operands as ATen's kernel: value * t1 first
+# (a real value is a complex with a zero imaginary part, so an infinite t1
+# meets 0 * inf: NaN + NaN i where value * (t1 * t2) gave inf), in float for
+# complex64; the vector body's products are textbook, the scalar function's
+# (past the last block of 16 in a row, strided rows) contracted into fmas
+# (-3e38 * 1e30 + inf is inf there). Random mixes of special parts, rows of
+# several lengths, contiguous and transposed, bit for bit.
+@pytest.mark.parametrize("dtype", [torch.complex64, torch.complex128])
+@pytest.mark.parametrize("n", [5, 16, 21])
+@pytest.mark.parametrize("fn", ["addcmul", "addcdiv"])
+def test_addcmul_addcdiv_special_values_like_the_cpu(fn, n, dtype):
+    parts = torch.tensor([0.0, -0.0, 1.0, -1.0, 2.5, 1e30, -3e38, float("inf"), float("-inf"), float("nan")])
+    g = torch.Generator().manual_seed(n)
+
+    def pick():
+        i = torch.randint(0, parts.numel(), (2, 40 * n), generator=g)
+        return torch.complex(parts[i[0]], parts[i[1]]).to(dtype).view(-1, n)
+
+    s, t1, t2 = pick(), pick(), pick()
+    f = getattr(torch, fn)
+    layouts = (lambda x: x, lambda x: x.t(), lambda x: x[:, ::2], lambda x: x[::2].t())  # the last two strided
+    for value in (1, 0.5, -2, complex(0.5, 2.0)):
+        for lay in layouts:
+            ref = f(lay(s), lay(t1), lay(t2), value=value)
+            dev = f(lay(s.to(DEV)), lay(t1.to(DEV)), lay(t2.to(DEV)), value=value).cpu()
+            if fn == "addcdiv":  # the quotient's rounding within an ulp; inf and NaN parts exact
+                torch.testing.assert_close(torch.view_as_real(dev), torch.view_as_real(ref), equal_nan=True)
+            else:
+                _bitwise(dev, ref)
+    assert_no_fallbacks()

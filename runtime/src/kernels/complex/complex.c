@@ -99,6 +99,7 @@ typedef struct cx_job {
   nrt_cx_element_fn fn;
   nrt_cx_element_split_fn split; /* instead of fn: told the CPU's path */
   int64_t block;
+  int64_t pairs; /* instead of block: the strided loop's vector width */
 } cx_job;
 
 /* Whether ATen's cpu_kernel_vec runs rows of this iteration through its
@@ -136,8 +137,18 @@ static void cx_range(void *ctx, int64_t begin, int64_t end) {
      left in the row; the rest of the row goes through the scalar function */
   bool rows_vec = job->split && job->block > 0 && cx_rows_vectorised(l);
   int64_t vec_end = nd > 0 && rows_vec ? l->sizes[0] / job->block * job->block : 0;
+  bool contiguous_rows = job->pairs > 0 && cx_rows_vectorised(l);
+  int64_t n0 = nd > 0 ? l->sizes[0] : 1;
+  /* a contiguous row: ATen's vector body (blocks of 16) and GCC's loop
+     over the tail (8 at a time, then a group of 4) compute as the scalar
+     code but for the group of 4; a strided row: groups of `pairs` */
+  int64_t tail = n0 / 16 * 16 + (n0 % 16) / 8 * 8;
+  if (job->pairs > 0) vec_end = contiguous_rows ? 0 : n0 / job->pairs * job->pairs;
   for (int64_t i = begin; i < end; i++) {
-    if (job->split) job->split(l, ptr, nd > 0 && idx[0] < vec_end);
+    if (job->pairs > 0 && contiguous_rows) {
+      int64_t j = nd > 0 ? idx[0] : 0;
+      job->split(l, ptr, j >= tail && j < tail + (n0 - tail) / 4 * 4);
+    } else if (job->split) job->split(l, ptr, nd > 0 && idx[0] < vec_end);
     else job->fn(l, ptr);
     for (int d = nd - 1; d >= 0; d--) { /* odometer step, innermost dim first */
       for (int k = 0; k < nops; k++) ptr[k] += l->operands[k].strides[d];
@@ -162,7 +173,7 @@ static nrt_status cx_run(const cx_job *job) {
 }
 
 nrt_status nrt_cx_for_each(const nrt_launch *l, nrt_cx_element_fn fn) {
-  cx_job job = {l, fn, NULL, 0};
+  cx_job job = {l, fn, NULL, 0, 0};
   return cx_run(&job);
 }
 
@@ -170,7 +181,15 @@ nrt_status nrt_cx_for_each_split(const nrt_launch *l, nrt_cx_element_split_fn fn
   if (block < 0)
     return nrt_kernel_fail(NRT_ERROR_INVALID_ARGUMENT, "%s: a vector block of %lld elements",
                            nrt_op_name(l->op), (long long)block);
-  cx_job job = {l, NULL, fn, block};
+  cx_job job = {l, NULL, fn, block, 0};
+  return cx_run(&job);
+}
+
+nrt_status nrt_cx_for_each_strided_groups(const nrt_launch *l, nrt_cx_element_split_fn fn, int64_t width) {
+  if (width <= 0)
+    return nrt_kernel_fail(NRT_ERROR_INVALID_ARGUMENT, "%s: a group of %lld elements", nrt_op_name(l->op),
+                           (long long)width);
+  cx_job job = {l, NULL, fn, 0, width};
   return cx_run(&job);
 }
 

@@ -102,6 +102,13 @@ nrt_status nrt_cx_for_each(const nrt_launch *l, nrt_cx_element_fn fn);
  * vectors: 16 complex64 with AVX-512) and a scalar rest; 0: all scalar. */
 typedef void (*nrt_cx_element_split_fn)(const nrt_launch *l, char *const *p, bool vec);
 nrt_status nrt_cx_for_each_split(const nrt_launch *l, nrt_cx_element_split_fn fn, int64_t block);
+/* The walk for ops whose CPU scalar function GCC's loop vectoriser
+ * compiles with fused multiply-adds in some groups of elements (measured
+ * on ATen's AVX-512 build of addcmul): fn is told `true` for an element
+ * of a whole group of `width` in a strided row, or of the group of 4 that
+ * follows the vector body's blocks of 16 and the tail's groups of 8 in a
+ * contiguous row. */
+nrt_status nrt_cx_for_each_strided_groups(const nrt_launch *l, nrt_cx_element_split_fn fn, int64_t width);
 nrt_status nrt_cx_reduce(const nrt_launch *l);
 nrt_status nrt_cx_math(const nrt_launch *l); /* math.c: CX_MATH, CX_POW*, CX_LOGICAL, CX_ADDC*, CX_LERP, CX_LOGADDEXP */
 

@@ -144,6 +144,40 @@ static nrt_cx cx_pow_scalar(nrt_cx z, nrt_cx e, bool single, bool vec) {
   return cx_pow(z, e, single);
 }
 
+/* addcmul / addcdiv as ATen's kernel writes them, self + value * t1 * t2
+ * (or / t2): value * t1 first, the value a complex even when real, so an
+ * infinite part of t1 meets 0 * inf from value's zero imaginary part
+ * (NaN + NaN i where value * (t1 * t2) is inf). complex64 rounds each
+ * step in float, with the textbook products of its vector body and of a
+ * contiguous row's scalar tail; `fused` (nrt_cx_for_each_strided_groups)
+ * marks the pairs of a strided row GCC vectorised, whose products are
+ * contracted into fmas (-3e38 * 1e30 + inf is inf there, NaN elsewhere).
+ * Quotients are c10's operator/ unfused (nrt_cx_div's steps in float);
+ * complex128 keeps double's textbook products (not measured fused). */
+static cxf cxf_div_plain(cxf x, cxf y) {
+  float a = x.re, b = x.im, c = y.re, d = y.im;
+  float ac = fabsf(c), ad = fabsf(d);
+  if (ac >= ad) {
+    if (ac == 0.0f && ad == 0.0f) return (cxf){a / ac, b / ad};
+    float rat = d / c, scl = 1.0f / (c + d * rat);
+    return (cxf){(a + b * rat) * scl, (b - a * rat) * scl};
+  }
+  float rat = c / d, scl = 1.0f / (d + c * rat);
+  return (cxf){(a * rat + b) * scl, (b * rat - a) * scl};
+}
+
+static nrt_cx cx_addc(nrt_cx a, nrt_cx v, nrt_cx t1, nrt_cx t2, bool mul, bool single, bool fused) {
+  fused = fused && mul; /* addcdiv's loop (c10's branchy operator/) measured textbook throughout */
+  if (single) {
+    cxf p = fused ? cxf_mul_fma(cxf_of(v), cxf_of(t1)) : cxf_mul(cxf_of(v), cxf_of(t1));
+    cxf q = !mul ? cxf_div_plain(p, cxf_of(t2)) : fused ? cxf_mul_fma(p, cxf_of(t2)) : cxf_mul(p, cxf_of(t2));
+    cxf s = cxf_of(a);
+    return nrt_cx_make(s.re + q.re, s.im + q.im);
+  }
+  nrt_cx p = nrt_cx_mul(v, t1);
+  return nrt_cx_add(a, mul ? nrt_cx_mul(p, t2) : nrt_cx_div(p, t2));
+}
+
 static bool nonzero(nrt_cx z) { return z.re != 0.0 || z.im != 0.0; }
 
 
@@ -175,11 +209,8 @@ static void cx_math_element(const nrt_launch *l, char *const *p, bool vec) {
   case NRT_OP(CX_ADDCMUL):
   case NRT_OP(CX_ADDCDIV): {
     nrt_cx t1 = nrt_cx_load(p[2], o[2].dtype), t2 = nrt_cx_load(p[3], o[3].dtype);
-    nrt_cx t = (int)l->op == NRT_OP(CX_ADDCMUL) ? nrt_cx_mul(t1, t2) : nrt_cx_div(t1, t2);
-    /* value = s0 + i s1; a real value scales both parts alone, so an
-       infinite part meets no 0 * inf from the zero imaginary part */
     nrt_cx v = nrt_cx_make(l->scalars[0].f, l->scalars[1].f);
-    r = nrt_cx_add(a, v.im == 0.0 ? cx_scale(t, v.re) : nrt_cx_mul(t, v));
+    r = cx_addc(a, v, t1, t2, (int)l->op == NRT_OP(CX_ADDCMUL), single_precision(o[0].dtype), vec);
     break;
   }
   case NRT_OP(CX_LOGADDEXP): r = nrt_cx_log_add_exp(a, nrt_cx_load(p[2], o[2].dtype)); break;
@@ -217,6 +248,11 @@ nrt_status nrt_cx_math(const nrt_launch *l) {
     return nrt_kernel_fail(NRT_ERROR_INVALID_ARGUMENT,
                            "%s: p0 = %lld outside 0..2", nrt_op_name(l->op), (long long)l->params[0]);
   /* p1 of the pow ops: the CPU's vector block (nrt_cx_for_each_split) */
-  bool pow = (int)l->op == NRT_OP(CX_POW) || (int)l->op == NRT_OP(CX_POW_SCALAR);
+  int op = (int)l->op;
+  /* ATen's addcmul scalar loop over strided rows runs in pairs of
+     complex<float> (its AVX-512 build); a contiguous row's tail is not */
+  if ((op == NRT_OP(CX_ADDCMUL) || op == NRT_OP(CX_ADDCDIV)) && single_precision(l->operands[0].dtype))
+    return nrt_cx_for_each_strided_groups(l, cx_math_element, 2);
+  bool pow = op == NRT_OP(CX_POW) || op == NRT_OP(CX_POW_SCALAR);
   return nrt_cx_for_each_split(l, cx_math_element, pow ? l->params[1] : 0);
 }
