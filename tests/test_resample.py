@@ -395,3 +395,41 @@ def test_interpolate_antialias_same_size_copies_any_dtype(dtype, mode):
     raises_like_cpu(lambda d: F.interpolate(x.to(d), size=(4, 6), mode=mode, antialias=True), NotImplementedError)
     raises_like_cpu(lambda d: F.interpolate(x.to(d), size=(4, 5), mode=mode), NotImplementedError)
     assert_no_fallbacks()
+
+
+def _edge_image(shape, dtype, seed):
+    """Values near +-3.4e38 with some infinities: where the order of the
+    CPU's multiply-adds decides between a number, inf and NaN."""
+    g = torch.Generator().manual_seed(seed)
+    e = torch.randn(shape, generator=g, dtype=torch.float64)
+    big = torch.finfo(torch.float32).max
+    e = torch.where(e.abs() > 1, e.sign() * big * 0.99, e * 1e38).to(dtype)
+    e.view(-1)[::17] = float("inf")
+    return e
+
+
+@pytest.mark.parametrize("kw", [dict(size=(4, 3)), dict(scale_factor=1.5), dict(size=(7, 3)),
+                                dict(size=(8, 4))])
+@pytest.mark.parametrize("edge", [False, True])
+def test_interpolate_antialias_bilinear_float32_is_the_cpus_bit_for_bit(kw, edge):
+    # width pass into a temporary, then height, each sum fused multiply-adds
+    # in tap order (the CPU's kernel): overflow and inf - inf land alike
+    shape = (2, 3, 8, 6)
+    x = _edge_image(shape, torch.float32, 5) if edge else torch.randn(shape, generator=torch.Generator().manual_seed(5))
+    want = F.interpolate(x, mode="bilinear", antialias=True, **kw)
+    got = F.interpolate(x.to("neuron"), mode="bilinear", antialias=True, **kw).cpu()
+    torch.testing.assert_close(got, want, rtol=0, atol=0, equal_nan=True)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+@pytest.mark.parametrize("kw", [dict(scale_factor=2.0), dict(size=(5, 7), align_corners=True)])
+def test_interpolate_bicubic_edge_values_like_the_cpu(dtype, kw):
+    # inf/NaN where the CPU has them: its width sums per height tap first
+    x = _edge_image((2, 3, 8, 6), dtype, 7)
+    want = F.interpolate(x, mode="bicubic", **kw)
+    got = F.interpolate(x.to("neuron"), mode="bicubic", **kw).cpu()
+    assert torch.equal(got.isnan(), want.isnan())
+    assert torch.equal(got.isinf() & (got > 0), want.isinf() & (want > 0))
+    assert torch.equal(got.isinf() & (got < 0), want.isinf() & (want < 0))
+    fin = want.isfinite()
+    torch.testing.assert_close(got[fin], want[fin], rtol=1e-5 if dtype == torch.float32 else 1e-2, atol=0)

@@ -11,9 +11,12 @@
  * a nearest index or a floor that flips by one changes the answer by far
  * more than rounding does.
  *
- * Forward: the fast path reduces the d and h taps of an output row into one
- * float32 input-width row (whole-row axpys that vectorise), then applies
- * the w taps; the reference path sums each output point in double from
+ * Forward: 2-d bicubic and antialiased modes follow the CPU's order
+ * (fwd_sep2d_rows: width sums per input row, then the height sum, each a
+ * chain of fused multiply-adds), so inf/NaN/overflow land where the CPU's
+ * do; the other modes' fast path reduces the d and h taps of an output row
+ * into one float32 input-width row (whole-row axpys that vectorise), then
+ * applies the w taps; the reference path sums each output point in double from
  * per-element loads. Nearest modes copy elements' bytes (exact in every
  * dtype, as the CPU's copies are).
  * Backward: one (n, c) plane per task, accumulated in a float32 (reference:
@@ -195,7 +198,7 @@ static nrt_status taps_build(int mode, bool align, double scale, int64_t in, int
       w[0] = cubic_far(tt + 1.0f, a);
       w[1] = cubic_near(tt, a);
       w[2] = cubic_near(1.0f - tt, a);
-      w[3] = cubic_far(2.0f - tt, a);
+      w[3] = cubic_far((1.0f - tt) + 1.0f, a); /* ATen's x2 + 1 with x2 = 1 - t, not 2 - t */
       for (int j = 0; j < 4; j++) ix[j] = nrt_min_i64(nrt_max_i64(i0 - 1 + j, 0), in - 1);
       break;
     }
@@ -229,7 +232,7 @@ typedef struct interp_job {
   const nrt_launch *l;
   nrt_resample_geom g;
   taps t[3];
-  bool nearest, reference;
+  bool nearest, reference, sep2d; /* sep2d: fwd_sep2d_rows */
   size_t esize; /* element bytes (nearest copies) */
   _Atomic int failed;
 } interp_job;
@@ -308,9 +311,106 @@ static void fwd_rows_ref(interp_job *j, int64_t begin, int64_t end) {
   }
 }
 
+/* The CPU's multiply-add in its float interpolation loops (output += t * w). */
+#define INTERP_MAC(acc, a, b) CPU_MAC_IMPL(acc, a, b)
+#define CPU_MAC_IMPL(acc, a, b) fmaf(a, b, acc)
+
+/* Forward, 2-d bicubic and antialiased modes in the CPU's order, so that
+ * overflow, inf - inf and 0 * inf happen where they happen there: each
+ * output is sum_b (sum_k x[h_b][w_k] * ww_k) * wh_b, the width sums first
+ * (ATen's Interpolate<2> evaluates the inner dim per outer tap; its
+ * antialiased kernel resizes the width into a temporary, then the height),
+ * each sum starting from its first product and adding the taps in order.
+ * Output rows are done in chunks of one plane, whose input rows are
+ * width-resized once into a float buffer (the antialiased CPU kernel's
+ * temporary; plain bicubic keeps its float opmath the same way). */
+static bool sep2d_applies(const interp_job *j, int mode) {
+  return (mode == NRT_INTERP_CUBIC || mode == NRT_INTERP_AA_LINEAR || mode == NRT_INTERP_AA_CUBIC) &&
+         j->t[0].T == 1 && j->t[0].w[0] == 1.0f;
+}
+
+static inline float sep_round(float v, nrt_dtype dt) {
+  return dt == NRT_BFLOAT16 ? nrt_k_bf16_to_f32(nrt_k_f32_to_bf16(v)) : v;
+}
+
+/* always_inline: compiled into each ISA's wrapper below, where fmaf is one
+ * instruction on AVX2 hosts (on the x86-64-v2 baseline it is libm's
+ * software fma, about 3x slower). */
+static inline __attribute__((always_inline)) void fwd_sep2d_body(interp_job *j, int64_t begin, int64_t end) {
+  const nrt_resample_geom *g = &j->g;
+  const nrt_operand *y = &j->l->operands[0], *x = &j->l->operands[1];
+  const int64_t IW = g->I[2], OW = g->O[2], OH = g->O[1];
+  const taps *th = &j->t[1], *tw = &j->t[2];
+  const int64_t TH = th->T, TW = tw->T;
+  const int64_t CH = 16; /* output rows per chunk */
+  float *row = malloc(sizeof(float) * (size_t)(IW + OW + 1));
+  float *tmp = NULL;
+  size_t tmp_cap = 0;
+  if (!row) {
+    j->failed = 1;
+    return;
+  }
+  float *out = row + IW;
+  for (int64_t r = begin; r < end;) {
+    int64_t oh0 = r % OH, p = r / OH; /* O[0] == 1 here: rows are (plane, oh) */
+    int64_t oh1 = nrt_min_i64(nrt_min_i64(oh0 + CH, OH), oh0 + (end - r));
+    int64_t n = p / g->C, c = p % g->C;
+    int64_t lo = g->I[1], hi = -1; /* input rows the chunk reads */
+    for (int64_t oh = oh0; oh < oh1; oh++)
+      for (int64_t b = 0; b < (th->cnt[oh] > 0 ? th->cnt[oh] : 1); b++) {
+        int64_t h = th->idx[oh * TH + b];
+        lo = h < lo ? h : lo;
+        hi = h > hi ? h : hi;
+      }
+    size_t need = (size_t)((hi - lo + 1) * OW);
+    if (need > tmp_cap) {
+      free(tmp);
+      tmp = malloc(sizeof(float) * need);
+      tmp_cap = need;
+      if (!tmp) {
+        j->failed = 1;
+        break;
+      }
+    }
+    const char *xp = PLANE(x, n, c);
+    for (int64_t h = lo; h <= hi; h++) { /* width pass */
+      nrt_load_f32(row, xp + h * x->strides[3], x->strides[4], x->dtype, IW);
+      float *t = tmp + (h - lo) * OW;
+      for (int64_t ow = 0; ow < OW; ow++) {
+        const int64_t *ix = tw->idx + ow * TW;
+        const float *w = tw->w + ow * TW;
+        float s = row[ix[0]] * w[0];
+        for (int64_t k = 1; k < tw->cnt[ow]; k++) s = INTERP_MAC(s, row[ix[k]], w[k]);
+        t[ow] = s;
+      }
+    }
+    for (int64_t oh = oh0; oh < oh1; oh++) { /* height pass */
+      const int64_t *ix = th->idx + oh * TH;
+      const float *w = th->w + oh * TH;
+      const float *t0 = tmp + (ix[0] - lo) * OW;
+      for (int64_t ow = 0; ow < OW; ow++) out[ow] = t0[ow] * w[0];
+      for (int64_t b = 1; b < th->cnt[oh]; b++) {
+        const float *tb = tmp + (ix[b] - lo) * OW;
+        for (int64_t ow = 0; ow < OW; ow++) out[ow] = INTERP_MAC(out[ow], tb[ow], w[b]);
+      }
+      nrt_store_f32(PLANE(y, n, c) + oh * y->strides[3], y->strides[4], y->dtype, out, OW);
+    }
+    r += oh1 - oh0;
+  }
+  free(tmp);
+  free(row);
+}
+
+static void fwd_sep2d_rows(interp_job *j, int64_t begin, int64_t end) { fwd_sep2d_body(j, begin, end); }
+static NRT_TARGET_AVX2 void fwd_sep2d_rows_avx2(interp_job *j, int64_t begin, int64_t end) {
+  fwd_sep2d_body(j, begin, end);
+}
+
 static void fwd_range(void *ctx, int64_t begin, int64_t end) {
   interp_job *j = ctx;
   if (j->nearest) fwd_nearest_rows(j, begin, end);
+  else if (j->sep2d && !j->reference && nrt_kernels_isa() >= NRT_ISA_AVX2) fwd_sep2d_rows_avx2(j, begin, end);
+  else if (j->sep2d && !j->reference) fwd_sep2d_rows(j, begin, end);
   else if (j->reference) fwd_rows_ref(j, begin, end);
   else fwd_rows(j, begin, end);
 }
@@ -433,6 +533,10 @@ nrt_status nrt_resample_interp(const nrt_launch *l) {
       return st;
     }
   }
+  j.sep2d = fwd && sep2d_applies(&j, mode);
+  if (j.sep2d && l->operands[0].dtype == NRT_BFLOAT16 && mode == NRT_INTERP_CUBIC)
+    for (int i = 1; i < 3; i++) /* the CPU stores bfloat16 bicubic weights as bfloat16 */
+      for (int64_t k = 0; k < j.t[i].T * g->O[i]; k++) j.t[i].w[k] = sep_round(j.t[i].w[k], NRT_BFLOAT16);
   if (fwd) {
     int64_t rows = planes * g->O[0] * g->O[1];
     int64_t per_row = g->O[2] * j.t[0].T * j.t[1].T * j.t[2].T + g->I[2];
