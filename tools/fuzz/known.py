@@ -151,14 +151,17 @@ KNOWN: list[Group] = [
           "neuron's fresh block held zeros. Every written element agrees: the wraps copied from the output "
           "itself follow the CPU's copy order since COPY_ORDERED (a 90 s pad fuzz of seed 8675309: the 43 cases left "
           "are all of this kind)."),
-    Group("nonfinite-pointwise", ("lerp", "addcmul", "index_select"), VAL,
-          any_of(all_of(in_dtype("complex64", "complex128"), any_of(nonfinite, all_of(phase("backward"),
-                                                                                      fill("edge")))),
+    Group("nonfinite-pointwise", ("lerp", "index_select"), VAL,
+          any_of(all_of(in_dtype("complex64", "complex128"),
+                        fn("torch.index_add", "Tensor.index_add", "Tensor.index_add_", "Tensor.index_reduce",
+                           "Tensor.index_reduce_"),
+                        any_of(nonfinite, all_of(phase("backward"), fill("edge")))),
                  all_of(fn("torch.lerp", "Tensor.lerp", "Tensor.lerp_"), phase("backward"), fill("edge"))),
           "What is left of the pointwise ops' non-finite cases (real lerp now fuses its multiply-add as the "
-          "CPU does, logit's gradient follows the CPU's vector body, and float64 ones are float64-beyond-"
-          "float32): complex addcmul/addcdiv/index_add with inf or NaN parts (the complex family's products "
-          "and quotients), and lerp's gradients for a broadcast end or weight, sums of terms of +-3.4e38 or "
+          "CPU does, logit's gradient follows the CPU's vector body, complex addcmul/addcdiv take value * t1 "
+          "first with the CPU's textbook and GCC-fused products, and float64 ones are float64-beyond-"
+          "float32): complex index_add/index_reduce with inf or NaN parts (index_reduce 'mean' also 1 ulp off in a "
+          "finite part next to them), and lerp's gradients for a broadcast end or weight, sums of terms of +-3.4e38 or "
           "inf that cancel in the CPU's summation order and not in neuron's (or the other way)."),
 
     Group("cpu-quirk-sdpa-zero-scale", ("sdpa",), VAL, kwarg("scale", 0.0),
