@@ -262,14 +262,14 @@ KNOWN: list[Group] = [
           "bmm, the flash GEMM's blocking), and the CPU's own blocking of keys beyond 512."),
     Group("nonfinite-matmul", ("mm", "bmm", "matmul", "addmm", "vecdot", "linear"), VAL,
           all_of(nonfinite, in_dtype("complex64"),
-                 not_(fn("torch.mm", "torch.bmm", "torch.baddbmm", "Tensor.baddbmm_"))),
+                 fn("torch.addbmm", "Tensor.addbmm_", "torch.addmm", "Tensor.addmm_", "F.linear")),
           "Complex GEMMs with inf/NaN parts where the CPU's path is not the one neuron's GEMM glue follows "
-          "(mm/addmm/bmm/baddbmm take the CPU's MKL and ATen paths since seed 4242: 766 of the 20-minute run's "
-          "125k cases of these ops -> 52 of 78k): dot/vdot/inner (MKL cdotu/cdotc), mv/addmv whose matrix has one "
-          "row or column (the CPU's gemv picks 'N'/'T' by strides where neuron's addmm sees an N = 1 product), "
-          "addr/addr_ (nn.cpp's elementwise product), addbmm (one addmm_ per batch entry with beta = 1 after the "
-          "first), and addmm on MKL's blocked kernel with k = 4 and beta = 1; infinities cancel into NaN in "
-          "different places."),
+          "(mm/addmm/bmm/baddbmm take the CPU's MKL and ATen paths since seed 4242; dot/vdot/inner (cdotu/cdotc), "
+          "mv/addmv (ATen's gemv 'n'/'t') and addr follow the CPU since the cgemm2 fixes: seed 31415926 on "
+          "mm,bmm,matmul,addmm,vecdot,linear, 14 of 67k cases left): addbmm/addbmm_ (the CPU runs one addmm_ per "
+          "batch entry, beta = 1 after the first; neuron folds the batch into one addmm), and addmm/addmm_/linear "
+          "on MKL's blocked kernel (k = 4 with beta = 1, and a few strided operands with alpha 0.5); infinities "
+          "cancel into NaN in different places."),
     Group("cpu-bug-var-mean-welford-inf", ("var_mean", "std_mean"), VAL,
           all_of(nonfinite, phase("forward"), lambda c, r: set(r.get("detail", {}).get("names", {})) == {"out[1]"}),
           "CPU quirk: the mean output of var_mean/std_mean comes from Welford's update, so a group with an inf "
