@@ -328,9 +328,10 @@ KNOWN: list[Group] = [
           "and in float64); a product that overflows (3.4e38 * 2 = inf) beside an infinity of the other sign "
           "gives NaN where the CPU's fused multiply-adds in its order give -inf (convolutions); group_norm's "
           "statistics and instance_norm's weight gradient sum in another order than the CPU's."),
-    Group("edge-magnitude-broadcast-grad", ("operator", "mul", "add", "sub", "div"), VAL,
+    Group("edge-magnitude-broadcast-grad", ("operator", "mul", "add", "sub", "div", "addcmul"), VAL,
           all_of(fill("edge"), phase("backward")),
-          "The gradient of a broadcast operand sums dy * other over the broadcast dims: with terms near "
+          "The gradient of a broadcast operand sums dy * other over the broadcast dims (addcmul/addcdiv: dy * "
+          "value * t2 or dy * value / t2, where t2 = 1.2e-7 makes terms of 2.7e7): with terms near "
           "+-3.4e38 that sum cancels, and what is left depends on the order (neuron adds in double over 32 "
           "partial sums, the CPU in float in its own order; seed 90210: 0.219 on the CPU, -0.055 on neuron for "
           "13 terms of +-1.7e38 and small values). The forward is exact on both."),
