@@ -48,6 +48,36 @@ static inline double complex nrt_cx_to_c(nrt_cx z) { return CMPLX(z.re, z.im); }
 static inline nrt_cx nrt_cx_from_c(double complex z) { return nrt_cx_make(creal(z), cimag(z)); }
 static inline bool nrt_cx_isnan(nrt_cx z) { return isnan(z.re) || isnan(z.im); }
 
+/* complex64 in float: the CPU computes complex64 with c10::complex<float>,
+ * whose products and quotients round in float (the complex family's math, the index family's scatter product). */
+typedef struct cxf {
+  float re, im;
+} cxf;
+
+static inline cxf cxf_of(nrt_cx z) { return (cxf){(float)z.re, (float)z.im}; }
+static inline nrt_cx cxf_to(cxf z) { return nrt_cx_make(z.re, z.im); }
+/* c10::complex<float>'s operator* as ATen's vector body computes it
+ * (textbook, separate products, no NaN recovery); its scalar function's
+ * contracted form is cxf_mul_fma */
+static inline cxf cxf_mul(cxf a, cxf b) { return (cxf){a.re * b.re - a.im * b.im, a.re * b.im + a.im * b.re}; }
+static inline cxf cxf_mul_fma(cxf a, cxf b) {
+  return (cxf){fmaf(a.re, b.re, -(a.im * b.im)), fmaf(a.re, b.im, a.im * b.re)};
+}
+/* c10::complex<float>'s operator/ (nrt_cx_div's scaling, in float), with
+ * the fused multiply-adds GCC contracts it into in ATen's AVX-512 build
+ * (bit for bit: 1 / csqrtf(z) is the CPU's rsqrt) */
+static inline cxf cxf_div(cxf x, cxf y) {
+  float a = x.re, b = x.im, c = y.re, d = y.im;
+  float ac = fabsf(c), ad = fabsf(d);
+  if (ac >= ad) {
+    if (ac == 0.0f && ad == 0.0f) return (cxf){a / ac, b / ad};
+    float rat = d / c, scl = 1.0f / fmaf(d, rat, c);
+    return (cxf){fmaf(b, rat, a) * scl, fmaf(-a, rat, b) * scl};
+  }
+  float rat = c / d, scl = 1.0f / fmaf(c, rat, d);
+  return (cxf){fmaf(a, rat, b) * scl, fmaf(b, rat, -a) * scl};
+}
+
 /* log(1 + z) the way PyTorch's CPU build of c10 computes it (torch.log1p
  * and the logaddexp step): z itself when u = 1 + z rounds to 1, log(u)
  * when u - 1 == z, else log(u) rescaled by z / (u - 1) for the rounding of

@@ -60,36 +60,6 @@ static inline void nrt_cx_store(char *p, nrt_dtype dt, nrt_cx v) {
   }
 }
 
-/* complex64 in float: the CPU computes complex64 with c10::complex<float>,
- * whose products and quotients round in float (math.c, complex.c). */
-typedef struct cxf {
-  float re, im;
-} cxf;
-
-static inline cxf cxf_of(nrt_cx z) { return (cxf){(float)z.re, (float)z.im}; }
-static inline nrt_cx cxf_to(cxf z) { return nrt_cx_make(z.re, z.im); }
-/* c10::complex<float>'s operator* as ATen's vector body computes it
- * (textbook, separate products, no NaN recovery); its scalar function's
- * contracted form is cxf_mul_fma */
-static inline cxf cxf_mul(cxf a, cxf b) { return (cxf){a.re * b.re - a.im * b.im, a.re * b.im + a.im * b.re}; }
-static inline cxf cxf_mul_fma(cxf a, cxf b) {
-  return (cxf){fmaf(a.re, b.re, -(a.im * b.im)), fmaf(a.re, b.im, a.im * b.re)};
-}
-/* c10::complex<float>'s operator/ (nrt_cx_div's scaling, in float), with
- * the fused multiply-adds GCC contracts it into in ATen's AVX-512 build
- * (bit for bit: 1 / csqrtf(z) is the CPU's rsqrt) */
-static inline cxf cxf_div(cxf x, cxf y) {
-  float a = x.re, b = x.im, c = y.re, d = y.im;
-  float ac = fabsf(c), ad = fabsf(d);
-  if (ac >= ad) {
-    if (ac == 0.0f && ad == 0.0f) return (cxf){a / ac, b / ad};
-    float rat = d / c, scl = 1.0f / fmaf(d, rat, c);
-    return (cxf){fmaf(b, rat, a) * scl, fmaf(-a, rat, b) * scl};
-  }
-  float rat = c / d, scl = 1.0f / fmaf(c, rat, d);
-  return (cxf){fmaf(a, rat, b) * scl, fmaf(b, rat, -a) * scl};
-}
-
 /* Runs fn on every element of the launch's N-d iteration (POINTWISE
  * layout; p[k] points at operand k's element), split over the pool unless
  * the reference path is on (complex.c). */

@@ -20,6 +20,7 @@
 #include <stdatomic.h>
 #include <stdlib.h>
 #include "kernels/common/common.h"
+#include "kernels/common/cx.h"
 #include "kernels/index/index.h"
 #include "nrt/ops/index.h"
 
@@ -544,19 +545,17 @@ static int gather_check_run(void *ctx, char *const *ptr, const int64_t *st, int6
  * reductions are launched over real views (sum, mean) or refused. */
 static inline void cx_mul_elem(char *dst, const char *src, nrt_dtype dt) {
   if (dt == NRT_COMPLEX64) {
-    float a[2], b[2], r[2];
-    memcpy(a, dst, sizeof a);
-    memcpy(b, src, sizeof b);
-    r[0] = a[0] * b[0] - a[1] * b[1];
-    r[1] = a[0] * b[1] + a[1] * b[0];
-    memcpy(dst, r, sizeof r);
-  } else {
-    double a[2], b[2], r[2];
-    memcpy(a, dst, sizeof a);
-    memcpy(b, src, sizeof b);
-    r[0] = a[0] * b[0] - a[1] * b[1];
-    r[1] = a[0] * b[1] + a[1] * b[0];
-    memcpy(dst, r, sizeof r);
+    cxf a, b;
+    memcpy(&a, dst, sizeof a);
+    memcpy(&b, src, sizeof b);
+    a = cxf_mul(a, b);
+    memcpy(dst, &a, sizeof a);
+  } else { /* complex128: nrt_cx is its two doubles */
+    nrt_cx a, b;
+    memcpy(&a, dst, sizeof a);
+    memcpy(&b, src, sizeof b);
+    a = nrt_cx_mul(a, b);
+    memcpy(dst, &a, sizeof a);
   }
 }
 
