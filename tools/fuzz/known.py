@@ -317,17 +317,25 @@ KNOWN: list[Group] = [
           "antialiased weights differ from the CPU's in the last bit for some windows (6 -> 2 wide, 6 -> 9), "
           "so sums of huge terms cancel differently; float64 computes in float32 (the warned precision); "
           "backward and the other modes keep their own order."),
-    Group("edge-magnitude", ("conv", "linear", "mm", "bmm", "matmul", "addmm", "vecdot",
-                             "layer_norm", "group_norm", "sdpa", "loss", "cross_entropy", "pool",
-                             "mean", "sum", "nansum", "nanmean", "var_mean", "std_mean", "cumsum", "normalize",
-                             "unfold", "cdist"),
+    Group("edge-magnitude-gemm", ("linear", "mm", "bmm", "matmul", "addmm", "vecdot"), VAL, fill("edge"),
+          "Inputs near the dtype's limits (float32/bfloat16 +-3.4e38) in GEMMs: sums of huge products overflow "
+          "or cancel differently in neuron's accumulation order (its packed micro-kernel's k blocking) than in "
+          "MKL's sgemm or oneDNN's bfloat16 GEMM, which the CPU calls."),
+    Group("edge-magnitude-conv", ("conv", "unfold"), VAL, fill("edge"),
+          "Convolutions with inputs near the dtype's limits: a product that overflows (3.4e38 * 2 = inf) beside "
+          "an infinity of the other sign gives NaN where the CPU's fused multiply-adds in its order (oneDNN, or "
+          "im2col and MKL) give -inf, and sums of huge terms cancel in another order."),
+    Group("edge-magnitude-norm", ("layer_norm", "group_norm"), VAL, fill("edge"),
+          "layer_norm/group_norm/instance_norm with inputs near the dtype's limits: group_norm's statistics and "
+          "instance_norm's weight gradient sum in another order than the CPU's, so huge terms overflow or "
+          "cancel differently."),
+    Group("edge-magnitude", ("loss", "cross_entropy", "pool", "mean", "sum", "nansum", "nanmean", "var_mean",
+                             "std_mean", "cumsum", "normalize", "cdist"),
           VAL, fill("edge"),
-          "Inputs near the dtype's limits (float32/bfloat16 +-3.4e38, float16 +-65504) in accumulating ops: "
-          "sums of huge terms overflow or cancel differently in neuron's accumulation order than in the "
-          "CPU's (adaptive_avg_pool1d of [.., 3.4e38, .., -3.4e38] gives 0.0 on neuron, -0.045 on the CPU "
-          "and in float64); a product that overflows (3.4e38 * 2 = inf) beside an infinity of the other sign "
-          "gives NaN where the CPU's fused multiply-adds in its order give -inf (convolutions); group_norm's "
-          "statistics and instance_norm's weight gradient sum in another order than the CPU's."),
+          "Inputs near the dtype's limits (float32/bfloat16 +-3.4e38, float16 +-65504) in reductions, pooling "
+          "and losses: sums of huge terms overflow or cancel differently in neuron's accumulation order than in "
+          "the CPU's (adaptive_avg_pool1d of [.., 3.4e38, .., -3.4e38] gives 0.0 on neuron, -0.045 on the CPU "
+          "and in float64)."),
     Group("edge-magnitude-broadcast-grad", ("operator", "mul", "add", "sub", "div", "addcmul"), VAL,
           all_of(fill("edge"), phase("backward")),
           "The gradient of a broadcast operand sums dy * other over the broadcast dims (addcmul/addcdiv: dy * "
