@@ -229,3 +229,69 @@ def test_complex_scatter_prod_and_mean_like_the_cpu(dtype):
     got = one.to(d).scatter_reduce(0, torch.tensor([0], device=d), inf.to(d), "prod").cpu()
     torch.testing.assert_close(got, want, equal_nan=True)
     assert_no_fallbacks()
+
+
+# The CPU's scatter kernels reduce float16/bfloat16 in a float32 copy of self
+# and round once (sum, prod, mean; the expanded-index fast path too), so a
+# running value past the 16-bit range comes back; exact against the CPU.
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16], ids=str)
+@pytest.mark.parametrize("expanded", [False, True], ids=["index", "expanded-index"])
+def test_16bit_scatter_reductions_accumulate_in_float32_like_the_cpu(dtype, expanded):
+    big = 60000.0 if dtype == torch.float16 else 3e38
+    self = torch.tensor([[big, 1.0, 2.0], [3.0, big, -big], [0.5, 0.25, 7.0]], dtype=dtype)
+    src = torch.tensor([[big, 2.0, 3.0], [-big, 1e-3, big], [-big, 1e-3, 5.0], [4.0, -big, 0.5]], dtype=dtype)
+    idx = (torch.tensor([[0], [0], [2], [0]]).expand(4, 3) if expanded
+           else torch.tensor([[0, 1, 1], [0, 1, 1], [2, 0, 1], [0, 1, 2]]))
+    d = "neuron"
+
+    def check(f):
+        torch.testing.assert_close(f(d).cpu(), f("cpu"), rtol=0, atol=0, equal_nan=True)
+
+    for red in ("sum", "prod", "mean", "amax"):
+        for inc in (True, False):
+            check(lambda dev: self.to(dev).scatter_reduce(0, idx.to(dev), src.to(dev), red, include_self=inc))
+    check(lambda dev: self.to(dev).scatter_add(0, idx.to(dev), src.to(dev)))
+    check(lambda dev: self.to(dev).scatter(0, idx.to(dev), src.to(dev), reduce="add"))
+    check(lambda dev: self.to(dev).scatter(0, idx.to(dev), src.to(dev), reduce="multiply"))
+    check(lambda dev: self.to(dev).scatter(0, idx.to(dev), 1.7, reduce="multiply"))  # the value rounds to 16 bits
+    assert_no_fallbacks()
+
+
+# index_add of a complex source: outside its scatter_add_ path (a >1-d self
+# along its first or last dim, int64 index, alpha 1) the CPU adds
+# source * alpha even for alpha 1, and (inf + 1i) * (1 + 0i) is inf + nan i.
+@pytest.mark.parametrize("case", ["0-d", "1-d", "dim0 int64", "dim0 int32", "middle dim", "alpha 2"])
+def test_complex_index_add_multiplies_by_alpha_where_the_cpu_does(case):
+    inf = float("inf")
+    row = torch.tensor([complex(inf, 1), complex(1, -inf), complex(2, 3)], dtype=torch.complex64)
+    self, src, dim, kw = {
+        "0-d": (torch.zeros((), dtype=torch.complex64), row[:1].reshape(()), 0, {}),
+        "1-d": (torch.ones(3, dtype=torch.complex64), row, 0, {}),
+        "dim0 int64": (torch.ones(3, 3, dtype=torch.complex64), row.repeat(3, 1), 0, {}),
+        "dim0 int32": (torch.ones(3, 3, dtype=torch.complex64), row.repeat(3, 1), 0, {}),
+        "middle dim": (torch.ones(2, 3, 3, dtype=torch.complex64), row.repeat(2, 3, 1).transpose(1, 2), 1, {}),
+        "alpha 2": (torch.ones(3, 3, dtype=torch.complex64), row.repeat(3, 1), 0, {"alpha": 2}),
+    }[case]
+    n = 1 if self.dim() == 0 else 3
+    idx = torch.tensor([0, 2, 0][:n], dtype=torch.int32 if case == "dim0 int32" else torch.int64)
+    want = self.index_add(dim, idx, src, **kw)
+    got = self.neuron().index_add(dim, idx.neuron(), src.neuron(), **kw).cpu()
+    torch.testing.assert_close(torch.view_as_real(got), torch.view_as_real(want), rtol=0, atol=0, equal_nan=True)
+    assert_no_fallbacks()
+
+
+# index_reduce 'mean' of a complex source: the CPU adds each source slice
+# with add's alpha of 1, so an infinite part turns the other part NaN before
+# the division (nan + nan i where scatter_reduce's mean gives -inf + nan i).
+def test_complex_index_reduce_mean_multiplies_by_alpha_like_the_cpu():
+    inf, nan = float("inf"), float("nan")
+    self = torch.tensor([[1 + 2j, 3 - 1j], [3 + 4j, 0.5j]], dtype=torch.complex64)
+    src = torch.tensor([[complex(-inf, 1), complex(1, -inf)], [2 + 0j, complex(nan, 1)], [1j, 2 - 2j]],
+                       dtype=torch.complex64)
+    idx = torch.tensor([0, 0, 1])
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # index_reduce is in beta
+        want = self.index_reduce(0, idx, src, "mean")
+    got = self.neuron().index_reduce(0, idx.neuron(), src.neuron(), "mean").cpu()
+    torch.testing.assert_close(torch.view_as_real(got), torch.view_as_real(want), rtol=0, atol=0, equal_nan=True)
+    assert_no_fallbacks()

@@ -191,6 +191,10 @@ c10::List<std::optional<Tensor>> dim_index(int64_t dim, const Tensor &index) {
 // and alpha 1 (RuntimeError "index i is out of bounds for dimension d with
 // size s", which gather reports alike), else through its own loop
 // (IndexError as above).
+bool index_add_is_scatter_add(const Tensor &self, int64_t dim, const Tensor &index, const Scalar &alpha) {
+  return self.dim() > 1 && (dim == 0 || dim == self.dim() - 1) && alpha.equal(1.0) &&
+         index.scalar_type() == at::kLong && self.scalar_type() != at::kComplexHalf;
+}
 void check_index_add_indices(const Tensor &self, int64_t dim, const Tensor &index, const Scalar &alpha) {
   Tensor idx = index.reshape({-1}).to(self.device());
   Tensor byte = at::zeros({1}, self.options().dtype(at::kByte));
@@ -200,9 +204,7 @@ void check_index_add_indices(const Tensor &self, int64_t dim, const Tensor &inde
     if (idx.numel() > 0) (void)at::index_select(byte.expand({self.numel()}), 0, idx);
     return;
   }
-  bool cpu_scatter_add = (dim == 0 || dim == self.dim() - 1) && alpha.equal(1.0) &&
-                         index.scalar_type() == at::kLong && self.scalar_type() != at::kComplexHalf;
-  if (!cpu_scatter_add) {
+  if (!index_add_is_scatter_add(self, dim, index, alpha)) {
     (void)at::index_select(byte.expand({self.size(dim)}), 0, idx);
     return;
   }
@@ -242,7 +244,11 @@ Tensor index_add_into(Tensor, const Tensor &self, int64_t dim, const Tensor &ind
   // overflows int8, and a fractional alpha truncates (0.5 adds nothing to
   // an integer tensor).
   Scalar a = converted_scalar(alpha, self.scalar_type());
-  auto scaled = [&](const Tensor &s) { return a.equal(1) ? s : s.mul(a).to(self.scalar_type()); };
+  // Outside its scatter_add_ path the CPU adds source * alpha even for an
+  // alpha of 1, which a complex source notices: (inf + 1i) * (1 + 0i) is
+  // inf + nan i (the textbook product's inf * 0).
+  bool times_alpha = !a.equal(1) || (self.is_complex() && !index_add_is_scatter_add(self, dim, index, alpha));
+  auto scaled = [&](const Tensor &s) { return times_alpha ? s.mul(a).to(self.scalar_type()) : s; };
   if (self.dim() == 0) {
     out.reshape({1}).index_put_(dim_index(0, index), scaled(source.reshape({-1})), /*accumulate=*/true);
     return out;

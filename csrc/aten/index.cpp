@@ -566,18 +566,27 @@ void scatter_launch(const Tensor &self, int64_t dim, const Tensor &index, const 
   } else {
     v = at::empty({}, self.options()).fill_(converted_scalar(*value, self.scalar_type())).expand(idx.sizes());
   }
+  // The CPU's scatter kernels reduce float16/bfloat16 in a float32 copy of
+  // self and round once at the end (create_acc_buffer in ATen's
+  // ScatterGatherKernel.cpp, and its expanded-index path's float buffer):
+  // adding or multiplying in the 16-bit type would round, and overflow,
+  // at every step (60000 + 60000 - 60000 is inf in float16, 60000 in
+  // float32). The source, a scalar value too, keeps its 16-bit rounding.
+  // Assign, amax and amin are exact either way.
+  bool wide = at::isReducedFloatingType(self.scalar_type()) && (reduce == kAdd || reduce == kMul || reduce == kMeanSum);
+  Tensor acc = wide ? s.to(at::kFloat) : s;
   auto iter = at::TensorIteratorConfig()
                   .set_check_mem_overlap(false)
                   .check_all_same_dtype(false)
                   .resize_outputs(false)
-                  .add_owned_output(restride_dim(s, dim, idx.sizes()))
+                  .add_owned_output(restride_dim(acc, dim, idx.sizes()))
                   .add_const_input(idx)
                   .add_const_input(v)
                   .build();
   nrt_launch d;
   describe(d, iter, NRT_OP(SCATTER));
-  d.aux[0] = s.size(dim);
-  d.aux[1] = s.stride(dim) * static_cast<int64_t>(s.element_size());
+  d.aux[0] = acc.size(dim);
+  d.aux[1] = acc.stride(dim) * static_cast<int64_t>(acc.element_size());
   d.aux[2] = dim;  // named in out-of-bounds errors
   d.params[0] = reduce;
   // assign moves bits, add and mean's sum add parts, multiply has the
@@ -589,6 +598,7 @@ void scatter_launch(const Tensor &self, int64_t dim, const Tensor &index, const 
     enqueue(self.device().index(), d);
   else
     launch(self.device().index(), d);
+  if (wide) s.copy_(acc);
 }
 
 // The scatter family writes into a copy of self (functional, out=: resized

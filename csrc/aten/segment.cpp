@@ -237,6 +237,14 @@ Tensor index_reduce_into(Tensor out, const Tensor &self, int64_t dim, const Tens
   std::vector<int64_t> shape(s.dim(), 1);
   shape[dim] = n;
   Tensor idx = index.to(at::kLong).reshape(shape).expand(src.sizes());
+  // The CPU's 'mean' adds each source slice with add's alpha of 1, which
+  // multiplies a complex source by 1 + 0i: an infinite or NaN part turns
+  // the other part NaN ((inf + 1i) * (1 + 0i) is inf + nan i), as in
+  // index_add.
+  if (self.is_complex() && reduce == "mean") src = src.mul(c10::Scalar(c10::complex<double>(1.0, 0.0)));
+  // float16/bfloat16 prod and mean accumulate in float32 there and round
+  // once, where the CPU's index_reduce rounds after every step: closer to
+  // the exact result, as index_add (index_put_'s accumulation) is.
   Tensor result = at::scatter_reduce(s, dim, idx, src, reduce, include_self);
   return self.dim() == 0 ? result.reshape({}) : result;
 }
