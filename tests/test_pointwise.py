@@ -419,6 +419,13 @@ _CPU_DTYPE_CASES = [
     ("bitwise_and empty float", lambda dev: torch.bitwise_and(torch.ones(0, device=dev), torch.ones(0, device=dev))),
     ("true division into complex32", lambda dev: torch.ones(1, dtype=torch.float16, device=dev) / complex(-1, -0.5)),
     ("pow into complex32", lambda dev: torch.ones(1, dtype=torch.float16, device=dev) ** torch.tensor(1 + 0j)),
+    ("addcdiv into complex32", lambda dev: torch.ones(2, dtype=torch.float16, device=dev).addcdiv(
+        torch.ones(2, dtype=torch.float16, device=dev), torch.tensor(0.5 + 1j, device=dev))),
+    ("lerp complex32, scalar weight", lambda dev: torch.lerp(torch.ones(2, dtype=torch.complex32, device=dev),
+                                                             torch.ones(2, dtype=torch.complex32, device=dev), 0.5)),
+    ("lerp into complex32, 0-d weight", lambda dev: torch.lerp(torch.ones(2, dtype=torch.float16, device=dev),
+                                                               torch.ones(2, dtype=torch.float16, device=dev),
+                                                               torch.tensor(0.5 + 1j, device=dev))),
 ]
 
 

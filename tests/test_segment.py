@@ -522,3 +522,20 @@ def test_index_reduce_16bit_prod_of_one_element_slices_like_the_cpu(dt, case):
     else:
         assert torch.equal(call(DEV).cpu(), want)
     assert_no_fallbacks()
+
+
+# addbmm with k = 0 over several batches: the CPU's per-batch addmm_ scales a
+# bool result by beta = 1 (an integer) from the second batch on, and refuses
+# (bool times int64); one batch, or an integer result, computes.
+@pytest.mark.parametrize("dtype,batches", [(torch.bool, 2), (torch.bool, 1), (torch.int32, 3)], ids=str)
+def test_addbmm_of_empty_products_refuses_a_bool_result_like_the_cpu(dtype, batches):
+    def call(dev):
+        m = torch.ones(3, 2, dtype=dtype, device=dev)
+        b1, b2 = torch.ones(batches, 3, 0, dtype=dtype, device=dev), torch.ones(batches, 0, 2, dtype=dtype, device=dev)
+        return torch.addbmm(m, b1, b2, beta=0, alpha=0)
+    if dtype == torch.bool and batches > 1:
+        raises_like_cpu(call, RuntimeError)
+    else:
+        got, want = call(DEV).cpu(), call("cpu")
+        assert got.dtype == want.dtype and torch.equal(got, want)
+    assert_no_fallbacks()

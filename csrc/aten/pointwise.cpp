@@ -113,6 +113,7 @@ std::optional<CpuKernel> cpu_kernel(nrt_op op) {
     case NRT_OP_ELU: return CpuKernel{"elu_cpu", Dtypes::Floating};
     case NRT_OP_SOFTPLUS: return CpuKernel{"softplus_cpu", Dtypes::Floating};
     case NRT_OP_ADDCMUL: return CpuKernel{"addcmul_cpu_out", Dtypes::NoBool};
+    case NRT_OP_ADDCDIV: return CpuKernel{"addcdiv_cpu_out", Dtypes::NoComplexHalf};  // its meta refuses integers
     case NRT_OP_LOGICAL_AND: return CpuKernel{"logical_and_cpu", Dtypes::NoComplexHalf};
     case NRT_OP_LOGICAL_OR: return CpuKernel{"logical_or_cpu", Dtypes::NoComplexHalf};
     case NRT_OP_LOGICAL_XOR: return CpuKernel{"logical_xor_cpu", Dtypes::NoComplexHalf};
@@ -735,9 +736,12 @@ void check_lerp_dtype(const Tensor &s, const Tensor &other, const char *what) {
   TORCH_CHECK(s.dtype() == other.dtype(), "expected dtype ", s.dtype(), " for `", what, "` but got dtype ",
               other.dtype());
 }
+// (complex32 has none: the CPU computes it only in copies and a few ops)
+bool lerp_has_kernel(at::ScalarType t) {
+  return at::isFloatingType(t) || (at::isComplexType(t) && t != at::kComplexHalf);
+}
 void check_lerp_kernel(at::ScalarType t, const char *kernel) {
-  TORCH_CHECK_NOT_IMPLEMENTED(at::isFloatingType(t) || at::isComplexType(t), "\"", kernel, "\" not implemented for '",
-                              c10::toString(t), "'");
+  TORCH_CHECK_NOT_IMPLEMENTED(lerp_has_kernel(t), "\"", kernel, "\" not implemented for '", c10::toString(t), "'");
 }
 Tensor lerp_t_into(Tensor out, const Tensor &s, const Tensor &e, const Tensor &w) {
   check_lerp_dtype(s, e, "end");
@@ -763,7 +767,7 @@ Tensor remainder_scalar_tensor_fn(const Scalar &a, const Tensor &b) {
 }
 Tensor lerp_s_into(Tensor out, const Tensor &s, const Tensor &e, const Scalar &w) {
   check_lerp_dtype(s, e, "end");
-  if (!at::isFloatingType(s.scalar_type()) && !at::isComplexType(s.scalar_type())) {
+  if (!lerp_has_kernel(s.scalar_type())) {
     // The CPU's iterator is self and end alone (the weight is a scalar, out
     // of its type promotion): its shape and out= errors come before its
     // kernel's dtype error.

@@ -362,6 +362,12 @@ Tensor addbmm_into(Tensor, const Tensor &self, const Tensor &b1, const Tensor &b
     Tensor r = b_self->clone(at::MemoryFormat::Contiguous);
     return scalar_is_zero(beta) ? r.zero_() : r.mul_(beta);
   }
+  // The CPU adds one batch at a time, beta = 1 (an integer) after the
+  // first; with k = 0 each addmm_ only scales the result by its beta,
+  // which a bool result refuses (bool times an integer is int64). A first
+  // nonzero beta is refused by the addmm below alike.
+  TORCH_CHECK(!(k == 0 && bs > 1 && b_self->scalar_type() == at::kBool),
+              "result type Long can't be cast to the desired output type Bool");
   Tensor a = b1.permute({1, 0, 2}).reshape({n, bs * k});
   Tensor b = b2.reshape({bs * k, p});
   return at::addmm(self.expand({n, p}), a, b, beta, alpha);
