@@ -181,8 +181,6 @@ def test_index_reduce_of_bool_and_complex_along_a_matrix(reduce, n):
     # (but maximum/minimum do not); with no index it returns self.
     g = torch.Generator().manual_seed(3)
     for dtype in (torch.bool, torch.complex64):
-        if dtype.is_complex and reduce in ("prod", "mean") and n:
-            continue  # the SCATTER kernel has no complex multiply/mean yet (known group complex-unsupported)
         base = (torch.rand(2, 3, generator=g) > 0.5).to(dtype)
         src = (torch.rand(n, 3, generator=g) > 0.5).to(dtype)
         call = lambda d: base.to(d).index_reduce(0, idx([1] * n, d), src.to(d), reduce)  # noqa: E731
