@@ -68,6 +68,12 @@ def _uint8_interp_width_one_view(c: dict, r: dict) -> bool:
             and _in_size(c, 1) <= 4)
 
 
+def _tiny_scalar_arg(c: dict, r: dict) -> bool:
+    """A nonzero real Python scalar argument below float32's smallest normal (1.2e-38)."""
+    vals = list(c["args"]) + list(c["kwargs"].values())
+    return any(isinstance(v, float) and 0.0 < abs(v) < 1.1754943508222875e-38 for v in vals)
+
+
 def _elementwise_in_float32(c: dict, r: dict) -> bool:
     """An elementwise op's result that float32's range explains: its forward, a unary op's gradient, or a
     gradient that overflowed (a binary op's finite gradient of a broadcast operand is a sum, whose order
@@ -167,6 +173,15 @@ KNOWN: list[Group] = [
                     "Tensor.floor_divide_", "operator.floordiv", "operator.ifloordiv"), in_dtype("int")),
           "CPU bug: integer division of the type's minimum by -1 (int32 -2147483648 // -1, rounding_mode='trunc') "
           "traps: SIGFPE in the CPU's kernel kills the worker; neuron wraps, as two's complement does."),
+    Group("cpu-bug-fmod-vector-huge-quotient", ("fmod", "remainder", "operator"), VAL,
+          all_of(fn("torch.fmod", "Tensor.fmod", "Tensor.fmod_", "torch.remainder", "Tensor.remainder",
+                    "Tensor.remainder_", "operator.mod", "operator.imod"), nonfinite,
+                 any_of(fill("edge"), _tiny_scalar_arg)),
+          "CPU bug: ATen's vectorised fmod (and remainder, built on it) returns NaN where x / y overflows the "
+          "float type, e.g. a divisor of 1e-40: fmod(5., 1e-40) is NaN in the loop's vector body, 4.2e-41 in "
+          "its scalar tail and in std::fmod (the exact remainder); torch.fmod(torch.full((20,), 5.), 1e-40) gives "
+          "NaN for the first 16 elements only (seed 5150, an int16 tensor promoted to float32). neuron gives the "
+          "exact remainder everywhere."),
     Group("cpu-bug-var-mean-welford-inf", ("var_mean", "std_mean"), VAL,
           all_of(nonfinite, phase("forward"), lambda c, r: set(r.get("detail", {}).get("names", {})) == {"out[1]"}),
           "CPU quirk: the mean output of var_mean/std_mean comes from Welford's update, so a group with an inf "
