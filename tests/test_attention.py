@@ -388,3 +388,32 @@ def test_sdpa_nonfinite_follows_the_cpu_backend_choice():
         results[name] = want
     assert not torch.equal(results["flash"].isnan(), results["math"].isnan())  # the two CPU paths differ
     assert_no_fallbacks()
+
+
+def _both(dev_fn, *tensors, **kw):
+    """Forward and gradients (sum of outputs) of F.scaled_dot_product_attention on one device."""
+    leaves = [dev_fn(t.detach().clone()).requires_grad_() for t in tensors]
+    out = F.scaled_dot_product_attention(*leaves, **kw)
+    out.backward(torch.ones_like(out))
+    return [out.detach().cpu()] + [t.grad.cpu() for t in leaves]
+
+
+# A causal row whose only visible score is NaN has all weights 0 on the
+# CPU's flash kernel (its maximum ignores NaN), so its out is 0 and its
+# backward's dsum = dO . out is 0: the keys it cannot see get 0 * q from it,
+# NaN only in the columns where q is NaN. (neuron took dsum as
+# sum_j prob_j dP_j over the backward's NaN weights: NaN in all of dK.)
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.float16, torch.bfloat16])
+def test_sdpa_dead_causal_row_backward_matches_cpu(dtype):
+    nan = float("nan")
+    q = torch.tensor([[[[nan, 1.0], [0.5, 0.25]]]], dtype=dtype)
+    k = torch.tensor([[[[1.0, 0.5], [0.3, -1.0]]]], dtype=dtype)
+    v = torch.tensor([[[[1.0, 2.0], [3.0, -1.0]]]], dtype=dtype)
+    want = _both(lambda t: t, q, k, v, is_causal=True)
+    got = _both(lambda t: t.neuron(), q, k, v, is_causal=True)
+    tol = tol_kw(TOL_ATTENTION, dtype if dtype != torch.float64 else torch.float32)
+    for name, g, w in zip(("out", "dq", "dk", "dv"), got, want):
+        assert torch.equal(g.isnan(), w.isnan()), (name, g, w)
+        torch.testing.assert_close(g.nan_to_num(), w.nan_to_num(), **tol, msg=name)
+    assert want[2][0, 0, 1].isfinite().any()  # dK of key 1: finite where q's column is
+    assert_no_fallbacks()

@@ -224,15 +224,26 @@ static void ref_prep_row(const nrt_attn_problem *p, int64_t b, int64_t h, int64_
 /* Gradient of the row's scores, r->ds (and r->prob, r->z) from dO. */
 static void ref_row_grad(const nrt_attn_problem *p, int64_t b, int64_t h, int64_t i, ref_buf *r) {
   int64_t hk = h / p->group;
-  ref_row_probs(p, b, h, i, r, true);
+  bool live = ref_row_probs(p, b, h, i, r, true);
   const char *g = nrt_attn_at(&p->dout, b, h, i);
-  double dsum = 0;
   for (int64_t j = 0; j < p->S; j++) {
     const char *v = nrt_attn_at(&p->v, b, hk, j);
     double dp = 0;
     for (int64_t e = 0; e < p->Ev; e++) dp += ref_load(&p->dout, g, e) * ref_load(&p->v, v, e);
     r->ds[j] = dp * r->z[j]; /* dLoss/dprob */
-    dsum += r->prob[j] * r->ds[j];
+  }
+  /* dsum = dO . out with out recomputed from the forward's weights, as the
+   * CPU's flash backward takes it (not sum_j prob_j dLoss/dprob_j): a dead
+   * row's out is 0, so its keys the NaN scores do not reach get a 0
+   * gradient where the backward's NaN weights would spread NaN to all. */
+  double dsum = 0;
+  for (int64_t e = 0; e < p->Ev; e++) {
+    double o = 0;
+    for (int64_t j = 0; j < p->S; j++) {
+      double w = live || !isnan(r->prob[j]) ? r->prob[j] : 0.0;
+      o += w * r->z[j] * ref_load(&p->v, nrt_attn_at(&p->v, b, hk, j), e);
+    }
+    dsum += ref_load(&p->dout, g, e) * o;
   }
   for (int64_t j = 0; j < p->S; j++) r->ds[j] = r->prob[j] * (r->ds[j] - dsum);
 }
