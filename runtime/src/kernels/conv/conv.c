@@ -280,7 +280,10 @@ nrt_status nrt_conv_execute(const nrt_launch *l) {
   /* An empty reduction (no input channels, no output pixels, no images)
    * and the reference mode take the loop nest. */
   bool ints = !nrt_dtype_is_floating(l->compute_dtype);
-  bool degenerate = g.Kdim == 0 || g.L == 0 || g.N == 0 || g.Cog == 0;
+  /* An empty input (LI == 0: the backward of a transposed convolution
+   * whose output is empty) has every tap in the padding; the loop nest
+   * gives the CPU's zeros there (see reference.c). */
+  bool degenerate = g.Kdim == 0 || g.L == 0 || g.N == 0 || g.Cog == 0 || g.LI == 0;
   if (degenerate || ints || nrt_kernels_reference()) return nrt_conv_reference(&g, l, ints);
   if (g.Cog <= DIRECT_MAX_COG) return nrt_conv_direct(&g, l);
   if (nrt_conv_implicit_applies(&g, l)) return nrt_conv_implicit(&g, l);

@@ -39,9 +39,12 @@ static inline void ref_mac(rval *acc, rval a, rval b, bool ints) {
 }
 
 /* A tap in the zero padding: the CPU's im2col multiplies it too, and for
- * floats that matters (NaN * 0 and inf * 0 are NaN); integers skip it. */
-static inline void ref_mac_pad(rval *acc, rval a, bool ints) {
-  if (!ints) acc->f += a.f * 0.0;
+ * floats that matters (NaN * 0 and inf * 0 are NaN); integers skip it.
+ * Not when the input is empty (LI == 0, reached only by the backward of a
+ * transposed convolution whose output is empty, float32 and bfloat16):
+ * the CPU's oneDNN path has no input to pad and returns zeros. */
+static inline void ref_mac_pad(const nrt_conv_geom *g, rval *acc, rval a, bool ints) {
+  if (!ints && g->LI > 0) acc->f += a.f * 0.0;
 }
 
 /* Input position of output position o[3] through tap k[3]; false in padding. */
@@ -72,7 +75,7 @@ static void ref_forward(const nrt_conv_geom *g, const nrt_launch *l, bool ints) 
           FOR3(k, g->K) {
             int64_t wi[5] = {c, ci, k[0], k[1], k[2]};
             if (!ref_in(g, o, k, in)) {
-              ref_mac_pad(&acc, ref_ld(w, wi, 5, ints), ints);
+              ref_mac_pad(g, &acc, ref_ld(w, wi, 5, ints), ints);
               continue;
             }
             int64_t xi[5] = {n, grp * g->Cig + ci, in[0], in[1], in[2]};
@@ -132,7 +135,7 @@ static void ref_backward_weight(const nrt_conv_geom *g, const nrt_launch *l, boo
           FOR3(o, g->O) {
             int64_t yi[5] = {n, c, o[0], o[1], o[2]};
             if (!ref_in(g, o, k, in)) {
-              ref_mac_pad(&acc, ref_ld(gy, yi, 5, ints), ints);
+              ref_mac_pad(g, &acc, ref_ld(gy, yi, 5, ints), ints);
               continue;
             }
             int64_t xi[5] = {n, grp * g->Cig + ci, in[0], in[1], in[2]};
