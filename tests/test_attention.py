@@ -417,3 +417,38 @@ def test_sdpa_dead_causal_row_backward_matches_cpu(dtype):
         torch.testing.assert_close(g.nan_to_num(), w.nan_to_num(), **tol, msg=name)
     assert want[2][0, 0, 1].isfinite().any()  # dK of key 1: finite where q's column is
     assert_no_fallbacks()
+
+
+# The CPU's flash backward takes each row's weights as exp(s - lse) with the
+# forward's float32 logsumexp: at scores of 1.7e38 log(5) is lost in lse, so
+# five equal maxima weigh 1 each in the backward (0.2 in the forward), and a
+# lone visible key of score 2e17 weighs exp(0) = 1 only if the score is the
+# float32 value lse was made of. A NaN in another row sends the case down
+# neuron's reference path, without one the blocked kernel runs: both agree.
+@pytest.mark.parametrize("nan_row", [False, True])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_sdpa_backward_weights_from_saved_lse(nan_row, dtype):
+    big = -3.4028234663852886e38
+    q = torch.tensor([[[[big, 0.0], [0.25, 0.5]]]], dtype=dtype)
+    k = torch.tensor([[[[-1.0, 0.25 * j] for j in range(5)] + [[0.0, 2.0], [1.0, 0.0]]]], dtype=dtype)
+    v = torch.arange(14, dtype=dtype).reshape(1, 1, 7, 2) / 4
+    if nan_row:
+        q[0, 0, 1, 0] = float("nan")
+    # float64 keeps 5 * 1.7e38 in range where neuron's float32 overflows (documented)
+    for kw in ({"scale": 0.5}, {"is_causal": True, "scale": 0.5}) if dtype == torch.float32 else ():
+        want = _both(lambda t: t, q, k, v, **kw)
+        got = _both(lambda t: t.neuron(), q, k, v, **kw)
+        for name, g, w in zip(("out", "dq", "dk", "dv"), got, want):
+            assert torch.equal(g.isnan(), w.isnan()), (name, kw, g, w)
+            torch.testing.assert_close(g.nan_to_num(), w.nan_to_num(), **tol_kw(TOL_ATTENTION, torch.float32),
+                                       msg=f"{name} {kw}")
+    # the lone causal key of row 0: score 2e17 in float32, lse the same float
+    q2 = torch.tensor([[[[4e17, 1.0], [0.5, float("nan") if nan_row else 0.5]]]], dtype=dtype)
+    k2 = torch.tensor([[[[0.50758, 0.0], [1.0, 1.0]]]], dtype=dtype)
+    v2 = torch.tensor([[[[1.0, 2.0], [3.0, 4.0]]]], dtype=dtype)
+    want = _both(lambda t: t, q2, k2, v2, is_causal=True)
+    got = _both(lambda t: t.neuron(), q2, k2, v2, is_causal=True)
+    for name, g, w in zip(("out", "dq", "dk", "dv"), got, want):
+        assert torch.equal(g.isnan(), w.isnan()), (name, g, w)
+        torch.testing.assert_close(g.nan_to_num(), w.nan_to_num(), **tol_kw(TOL_ATTENTION, torch.float32), msg=name)
+    assert_no_fallbacks()

@@ -4,8 +4,9 @@
  *
  * The reference path is the textbook computation, one query row at a
  * time in double: all S scores of the row, their softmax, then the
- * output (or the gradients). It ignores the forward's logsumexp and the
- * rowstat D so that it checks the blocked kernels independently. */
+ * output (or the gradients). The forward ignores nothing but the inputs;
+ * the backward takes the forward's logsumexp and D = dO . out from the
+ * rowstat, as the CPU's flash backward does (see ref_row_grad). */
 #include <float.h>
 #include <stdatomic.h>
 #include <stdlib.h>
@@ -134,13 +135,16 @@ static bool ref_row_probs(const nrt_attn_problem *p, int64_t b, int64_t h, int64
      * range is infinite, and opposite infinities make NaN */
     double dot = 0;
     for (int64_t e = 0; e < p->E; e++) dot += f32_range(ref_load(&p->q, q, e) * ref_load(&p->k, k, e));
-    double s = f32_range((double)p->scale * f32_range(dot));
+    /* the score itself is a float32 value, as the CPU's: its backward's
+     * exp(s - lse) with the stored float32 lse is then exp(0) = 1 for a lone
+     * key of score 2e17, not exp of the double's rounding error */
+    double s = (float)f32_range((double)p->scale * (float)f32_range(dot));
     if (p->has_mask) {
       const char *m = nrt_attn_at(&p->mask, b, h, i) + j * p->mask.s[3];
       if (p->mask_bool)
         s = *m ? s : s + -INFINITY;
       else
-        s += nrt_ref_load_f64(m, p->mask.dtype);
+        s = (float)f32_range(s + nrt_ref_load_f64(m, p->mask.dtype));
     }
     if (p->causal && j > i) s = -INFINITY;
     r->s[j] = s;
@@ -221,29 +225,30 @@ static void ref_prep_row(const nrt_attn_problem *p, int64_t b, int64_t h, int64_
   nrt_attn_store_rowstat(p, b, h, i, *(const float *)nrt_attn_at(&p->lse, b, h, i), (float)d);
 }
 
-/* Gradient of the row's scores, r->ds (and r->prob, r->z) from dO. */
+/* Gradient of the row's scores, r->ds (and r->prob, r->z) from dO. A live
+ * row takes its weights and dsum from the rowstat as the CPU's flash
+ * backward does: P = exp(s - lse) with the forward's float32 logsumexp and
+ * dsum = D = dO . out (not sum_j prob_j dLoss/dprob_j). Both differ from the
+ * textbook at the edges: scores near 1.7e38 absorb log(sum) into lse, so
+ * five equal maxima weigh 1 each, not 0.2; and a dead row's out is 0, so
+ * its NaN scores do not spread NaN to the keys they do not reach. */
 static void ref_row_grad(const nrt_attn_problem *p, int64_t b, int64_t h, int64_t i, ref_buf *r) {
   int64_t hk = h / p->group;
   bool live = ref_row_probs(p, b, h, i, r, true);
+  const char *st = nrt_attn_at(&p->rowstat, b, h, i);
+  double lse = *(const float *)st, dsum = *(const float *)(st + p->rowstat.s[3]);
+  if (live) {
+    /* exp(-inf - lse) is NaN where lse is (a row with +inf and NaN scores) */
+    for (int64_t j = 0; j < p->S; j++) r->prob[j] = exp(r->s[j] - lse);
+    if (p->causal) /* the CPU fills 0 after the exponential */
+      for (int64_t j = i + 1; j < p->S; j++) r->prob[j] = 0.0;
+  }
   const char *g = nrt_attn_at(&p->dout, b, h, i);
   for (int64_t j = 0; j < p->S; j++) {
     const char *v = nrt_attn_at(&p->v, b, hk, j);
     double dp = 0;
     for (int64_t e = 0; e < p->Ev; e++) dp += ref_load(&p->dout, g, e) * ref_load(&p->v, v, e);
     r->ds[j] = dp * r->z[j]; /* dLoss/dprob */
-  }
-  /* dsum = dO . out with out recomputed from the forward's weights, as the
-   * CPU's flash backward takes it (not sum_j prob_j dLoss/dprob_j): a dead
-   * row's out is 0, so its keys the NaN scores do not reach get a 0
-   * gradient where the backward's NaN weights would spread NaN to all. */
-  double dsum = 0;
-  for (int64_t e = 0; e < p->Ev; e++) {
-    double o = 0;
-    for (int64_t j = 0; j < p->S; j++) {
-      double w = live || !isnan(r->prob[j]) ? r->prob[j] : 0.0;
-      o += w * r->z[j] * ref_load(&p->v, nrt_attn_at(&p->v, b, hk, j), e);
-    }
-    dsum += ref_load(&p->dout, g, e) * o;
   }
   for (int64_t j = 0; j < p->S; j++) r->ds[j] = r->prob[j] * (r->ds[j] - dsum);
 }
