@@ -452,3 +452,24 @@ def test_sdpa_backward_weights_from_saved_lse(nan_row, dtype):
         assert torch.equal(g.isnan(), w.isnan()), (name, g, w)
         torch.testing.assert_close(g.nan_to_num(), w.nan_to_num(), **tol_kw(TOL_ATTENTION, torch.float32), msg=name)
     assert_no_fallbacks()
+
+
+# The CPU's flash kernel takes a mask only if it is 2-d or 4-d
+# (check_attn_mask_shape); a 3-d one sends the call to the math
+# decomposition, which scales q and k by sqrt(scale) before their product:
+# 3.4e38 * 1.5 overflows in flash (a NaN row), 1.7e38 * 0.75 does not in math.
+def test_sdpa_three_dim_mask_takes_the_cpu_math_path():
+    q = torch.tensor([[[[3.4e38, 0.0], [1.0, 2.0]]]])
+    k = torch.tensor([[[[1.5, 0.0], [1.0, 1.0], [0.0, 1.0]]]])
+    v = torch.tensor([[[[1.0, 2.0], [3.0, 4.0], [5.0, 6.0]]]])
+    results = {}
+    for dims in (3, 4):
+        mask = torch.ones((1,) * (dims - 2) + (2, 3), dtype=torch.bool)
+        want = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, scale=0.25)
+        got = F.scaled_dot_product_attention(q.neuron(), k.neuron(), v.neuron(), attn_mask=mask.neuron(),
+                                             scale=0.25).cpu()
+        assert torch.equal(got.isnan(), want.isnan()), (dims, got, want)
+        torch.testing.assert_close(got.nan_to_num(), want.nan_to_num(), **tol_kw(TOL_ATTENTION, torch.float32))
+        results[dims] = want
+    assert results[4][0, 0, 0].isnan().all() and results[3][0, 0, 0].isfinite().all()  # the CPU's two paths
+    assert_no_fallbacks()

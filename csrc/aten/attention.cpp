@@ -81,7 +81,8 @@ bool fused_covers(const Tensor &q, const Tensor &k, const Tensor &v, const std::
 // its flash kernel rather than the math decomposition, as far as layout,
 // shapes and the mask decide: every last dim of unit stride (size-1 dims
 // included), one head dim for q, k and v, nonzero sequence lengths and a
-// mask that does not require grad (grouped heads are flash's too). NaN and
+// mask that does not require grad and is 2-d or 4-d (check_attn_mask_shape:
+// a 3-d mask goes to math; grouped heads are flash's too). NaN and
 // infinities propagate differently in the two (math scales q and k by
 // sqrt(scale) before their product, its safe softmax gives a fully -inf
 // row 0, flash's maximum ignores a NaN score without a mask), so neuron
@@ -91,7 +92,8 @@ bool cpu_takes_flash(const Tensor &q, const Tensor &k, const Tensor &v, const st
   for (const Tensor *t : {&q, &k, &v})
     if (t->sym_stride(-1) != 1) return false;
   if (v.sym_size(-1) != q.sym_size(-1) || q.sym_size(-2) == 0 || k.sym_size(-2) == 0) return false;
-  return !(mask && mask->defined() && mask->requires_grad());
+  if (!(mask && mask->defined())) return true;
+  return !mask->requires_grad() && (mask->dim() == 2 || mask->dim() == 4);
 }
 
 }  // namespace
