@@ -473,3 +473,19 @@ def test_sdpa_three_dim_mask_takes_the_cpu_math_path():
         results[dims] = want
     assert results[4][0, 0, 0].isnan().all() and results[3][0, 0, 0].isfinite().all()  # the CPU's two paths
     assert_no_fallbacks()
+
+
+# Without a mask the CPU's flash kernel takes a row's maximum with vector
+# instructions (NaN propagates) over whole vectors of each 512-key block and
+# with std::max (NaN dropped) over the tail: a row of -inf scores and one NaN
+# is all weights 0 (out 0) when the NaN is in the tail, NaN when it is not.
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.bfloat16])
+@pytest.mark.parametrize("S,pos", [(15, 0), (16, 0), (16, 15), (17, 0), (17, 16), (9, 0), (33, 31), (33, 32)])
+def test_sdpa_nan_score_reaches_the_max_as_on_the_cpu(dtype, S, pos):
+    q = torch.ones(1, 1, 1, 1, dtype=dtype)
+    k = torch.full((1, 1, S, 1), float("-inf"), dtype=dtype)
+    k[0, 0, pos, 0] = float("nan")
+    v = torch.ones(1, 1, S, 1, dtype=dtype)
+    want = F.scaled_dot_product_attention(q, k, v)
+    got = F.scaled_dot_product_attention(q.neuron(), k.neuron(), v.neuron()).cpu()
+    assert torch.equal(got.isnan(), want.isnan()) and torch.equal(got.nan_to_num(), want.nan_to_num()), (got, want)

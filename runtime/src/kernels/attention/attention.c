@@ -11,6 +11,7 @@
 #include <stdatomic.h>
 #include <stdlib.h>
 #include "kernels/attention/attention.h"
+#include "kernels/common/isa.h"
 #include "nrt/ops/attention.h"
 
 /* ---- shared pieces ------------------------------------------------------ */
@@ -119,6 +120,19 @@ static double ref_load(const nrt_attn_view *t, const char *row, int64_t col) {
   return nrt_ref_load_f64(row + col * t->s[3], t->dtype);
 }
 
+/* Whether a NaN score of key j reaches an unmasked row's maximum on the
+ * CPU's flash kernel: it takes the maximum of each block of 512 keys with
+ * vector instructions (at::vec::maximum, which propagates NaN) over whole
+ * vectors and with std::max over the tail (which drops a NaN second
+ * operand). Vectors are 64 bytes on AVX-512 hosts, 32 elsewhere; float32
+ * (also the 16-bit types' accumulators) or float64 lanes. Probed: 16 float
+ * keys take NaN from any key, 15 from none, 17 from the first 16. */
+static bool nan_reaches_max(const nrt_attn_problem *p, int64_t j) {
+  int64_t lanes = (nrt_kernels_isa() >= NRT_ISA_AVX512 ? 64 : 32) / (p->q.dtype == NRT_FLOAT64 ? 8 : 4);
+  int64_t n = j - j % 512, len = p->S - n < 512 ? p->S - n : 512;
+  return j < n + len / lanes * lanes;
+}
+
 /* Softmax probabilities of row (b, h, i) into r->prob (0 everywhere for a
  * fully masked row) and the dropout multipliers into r->z. Returns false
  * for a fully masked row. */
@@ -151,15 +165,14 @@ static bool ref_row_probs(const nrt_attn_problem *p, int64_t b, int64_t h, int64
     }
     if (p->causal && j > i) s = -INFINITY;
     r->s[j] = s;
-    if (isnan(s)) nan = true;
+    if (isnan(s)) nan = nan || p->has_mask || nan_reaches_max(p, j);
     else if (s > mx) mx = s;
   }
   for (int64_t j = 0; j < p->S; j++) r->z[j] = 1.0f;
   if (p->dropout) nrt_attn_dropout(p, b, h, i, 0, p->S, r->z);
-  /* No finite or +inf score: every weight is 0. Without a mask the CPU's
-   * flash kernel takes its row maximum ignoring NaN, so a NaN score there
-   * is dropped too; with a mask NaN reaches the maximum and the row. */
-  if (mx == -INFINITY && (!nan || !p->has_mask)) {
+  /* No finite or +inf score: every weight is 0, unless a NaN reached the
+   * maximum (nan: see nan_reaches_max; with a mask any NaN does). */
+  if (mx == -INFINITY && !nan) {
     /* The CPU's backward recomputes the weights as exp(s - lse) with the
      * lse such a row gets (0): NaN where the score is NaN. */
     for (int64_t j = 0; j < p->S; j++) r->prob[j] = backward && isnan(r->s[j]) ? NAN : 0.0;
