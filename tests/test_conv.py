@@ -398,3 +398,23 @@ def test_conv_sums_near_the_float_limits_follow_the_exact_cpu_results(dtype):
             compared += int(sel.sum())
     assert compared > 1000
     assert_no_fallbacks()
+
+
+# The weight gradient near the float limits sums each image, then the
+# images, as the CPU's per-image GEMMs accumulate: +3e38 in one image and
+# -3e38 in the other absorb their images' small terms and cancel to 0
+# (summed straight through, the terms after the cancellation were left: 3).
+@pytest.mark.parametrize("fn,unsq", [(F.conv1d, 0), (F.conv2d, 1)])
+def test_conv_weight_gradient_of_huge_terms_groups_by_image(fn, unsq):
+    x = torch.tensor([[[1., 2., 3e38, 0.5, 0.25]], [[0.75, -3e38, 1., 1., 1.]]])
+    w = torch.tensor([[[1.0]], [[2.0]], [[-1.0]]])
+    if unsq:
+        x, w = x.unsqueeze(2), w.unsqueeze(2)
+    grads = []
+    for d in ("cpu", "neuron"):
+        xl, wl = x.to(d, copy=True).requires_grad_(), w.to(d, copy=True).requires_grad_()
+        y = fn(xl, wl)
+        y.backward(torch.ones_like(y))
+        grads.append(wl.grad.cpu())
+    assert torch.equal(grads[1], grads[0])
+    assert_no_fallbacks()

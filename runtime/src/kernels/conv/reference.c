@@ -38,6 +38,11 @@ static inline void ref_mac(rval *acc, rval a, rval b, bool ints) {
   else acc->f += a.f * b.f;
 }
 
+static inline void ref_add(rval *acc, rval b, bool ints) {
+  if (ints) acc->i = nrt_wadd(acc->i, b.i);
+  else acc->f += b.f;
+}
+
 /* A tap in the zero padding: the CPU's im2col multiplies it too, and for
  * floats that matters (NaN * 0 and inf * 0 are NaN); integers skip it.
  * Not when the input is empty (LI == 0, reached only by the backward of a
@@ -70,7 +75,6 @@ static void ref_forward(const nrt_conv_geom *g, const nrt_launch *l, bool ints) 
       int64_t grp = c / g->Cog;
       FOR3(o, g->O) {
         rval acc = {0.0, 0};
-        if (bias) acc = ref_ld(bias, &c, 1, ints);
         for (int64_t ci = 0; ci < g->Cig; ci++)
           FOR3(k, g->K) {
             int64_t wi[5] = {c, ci, k[0], k[1], k[2]};
@@ -81,6 +85,7 @@ static void ref_forward(const nrt_conv_geom *g, const nrt_launch *l, bool ints) 
             int64_t xi[5] = {n, grp * g->Cig + ci, in[0], in[1], in[2]};
             ref_mac(&acc, ref_ld(x, xi, 5, ints), ref_ld(w, wi, 5, ints), ints);
           }
+        if (bias) ref_add(&acc, ref_ld(bias, &c, 1, ints), ints);
         int64_t yi[5] = {n, c, o[0], o[1], o[2]};
         ref_st(y, yi, 5, acc, ints);
       }
@@ -95,29 +100,31 @@ static nrt_status ref_backward_input(const nrt_conv_geom *g, const nrt_launch *l
   int64_t o[3], k[3], in[3], i3[3];
   for (int64_t n = 0; n < g->N; n++)
     for (int64_t grp = 0; grp < g->G; grp++) {
+      for (int64_t i = 0; i < g->Cig * g->LI; i++) acc[i] = (rval){0.0, 0};
+      /* The CPU's order: each im2col element sums over the output channels
+       * (dcol = W^T dy), then col2im adds them tap by tap, output pixel by
+       * pixel, and the bias comes last; it matters once huge terms cancel. */
+      for (int64_t ci = 0; ci < g->Cig; ci++)
+        FOR3(k, g->K)
+          FOR3(o, g->O) {
+            if (!ref_in(g, o, k, in)) continue;
+            rval col = {0.0, 0};
+            for (int64_t co = 0; co < g->Cog; co++) {
+              int64_t yi[5] = {n, grp * g->Cog + co, o[0], o[1], o[2]};
+              int64_t wi[5] = {grp * g->Cog + co, ci, k[0], k[1], k[2]};
+              ref_mac(&col, ref_ld(gy, yi, 5, ints), ref_ld(w, wi, 5, ints), ints);
+            }
+            ref_add(&acc[ci * g->LI + (in[0] * g->I[1] + in[1]) * g->I[2] + in[2]], col, ints);
+          }
       for (int64_t ci = 0; ci < g->Cig; ci++) {
         int64_t c = grp * g->Cig + ci;
-        rval b = {0.0, 0};
-        if (bias) b = ref_ld(bias, &c, 1, ints);
-        for (int64_t i = 0; i < g->LI; i++) acc[ci * g->LI + i] = b;
-      }
-      for (int64_t co = 0; co < g->Cog; co++)
-        FOR3(o, g->O) {
-          int64_t yi[5] = {n, grp * g->Cog + co, o[0], o[1], o[2]};
-          rval dy = ref_ld(gy, yi, 5, ints);
-          for (int64_t ci = 0; ci < g->Cig; ci++)
-            FOR3(k, g->K) {
-              if (!ref_in(g, o, k, in)) continue;
-              int64_t wi[5] = {grp * g->Cog + co, ci, k[0], k[1], k[2]};
-              ref_mac(&acc[ci * g->LI + (in[0] * g->I[1] + in[1]) * g->I[2] + in[2]], dy, ref_ld(w, wi, 5, ints),
-                      ints);
-            }
-        }
-      for (int64_t ci = 0; ci < g->Cig; ci++)
         FOR3(i3, g->I) {
-          int64_t xi[5] = {n, grp * g->Cig + ci, i3[0], i3[1], i3[2]};
-          ref_st(gx, xi, 5, acc[ci * g->LI + (i3[0] * g->I[1] + i3[1]) * g->I[2] + i3[2]], ints);
+          rval *a = &acc[ci * g->LI + (i3[0] * g->I[1] + i3[1]) * g->I[2] + i3[2]];
+          if (bias) ref_add(a, ref_ld(bias, &c, 1, ints), ints);
+          int64_t xi[5] = {n, c, i3[0], i3[1], i3[2]};
+          ref_st(gx, xi, 5, *a, ints);
         }
+      }
     }
   free(acc);
   return NRT_SUCCESS;
@@ -130,17 +137,23 @@ static void ref_backward_weight(const nrt_conv_geom *g, const nrt_launch *l, boo
     int64_t grp = c / g->Cog;
     for (int64_t ci = 0; ci < g->Cig; ci++)
       FOR3(k, g->K) {
+        /* A sum per image, then the images in order, as the CPU's
+         * per-image GEMMs accumulate into grad_w: once huge terms cancel,
+         * what is left depends on that grouping. */
         rval acc = {0.0, 0};
-        for (int64_t n = 0; n < g->N; n++)
+        for (int64_t n = 0; n < g->N; n++) {
+          rval part = {0.0, 0};
           FOR3(o, g->O) {
             int64_t yi[5] = {n, c, o[0], o[1], o[2]};
             if (!ref_in(g, o, k, in)) {
-              ref_mac_pad(g, &acc, ref_ld(gy, yi, 5, ints), ints);
+              ref_mac_pad(g, &part, ref_ld(gy, yi, 5, ints), ints);
               continue;
             }
             int64_t xi[5] = {n, grp * g->Cig + ci, in[0], in[1], in[2]};
-            ref_mac(&acc, ref_ld(gy, yi, 5, ints), ref_ld(x, xi, 5, ints), ints);
+            ref_mac(&part, ref_ld(gy, yi, 5, ints), ref_ld(x, xi, 5, ints), ints);
           }
+          ref_add(&acc, part, ints);
+        }
         int64_t wi[5] = {c, ci, k[0], k[1], k[2]};
         ref_st(gw, wi, 5, acc, ints);
       }
