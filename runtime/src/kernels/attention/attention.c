@@ -4,9 +4,8 @@
  *
  * The reference path is the textbook computation, one query row at a
  * time in double: all S scores of the row, their softmax, then the
- * output (or the gradients). The forward ignores nothing but the inputs;
- * the backward takes the forward's logsumexp and D = dO . out from the
- * rowstat, as the CPU's flash backward does (see ref_row_grad). */
+ * output (or the gradients). The backward takes the forward's logsumexp
+ * from the rowstat, as the CPU's flash backward does (see ref_row_grad). */
 #include <float.h>
 #include <stdatomic.h>
 #include <stdlib.h>
@@ -242,31 +241,41 @@ static void ref_prep_row(const nrt_attn_problem *p, int64_t b, int64_t h, int64_
 }
 
 /* Gradient of the row's scores, r->ds (and r->prob, r->z) from dO. A live
- * row takes its weights and dsum from the rowstat as the CPU's flash
- * backward does: P = exp(s - lse) with the forward's float32 logsumexp and
- * dsum = D = dO . out (not sum_j prob_j dLoss/dprob_j). Both differ from the
- * textbook at the edges: scores near 1.7e38 absorb log(sum) into lse, so
- * five equal maxima weigh 1 each, not 0.2; and a dead row's out is 0, so
- * its NaN scores do not spread NaN to the keys they do not reach. */
+ * row takes its weights as the CPU's flash backward does, P = exp(s - lse)
+ * with the forward's float32 logsumexp, and dsum = dO . out (not
+ * sum_j prob_j dLoss/dprob_j). Both differ from the textbook at the edges:
+ * scores near 1.7e38 absorb log(sum) into lse, so five equal maxima weigh 1
+ * each, not 0.2; and a dead row's out is 0, so its NaN scores do not spread
+ * NaN to the keys they do not reach. out is recomputed here in double from
+ * the forward's weights (not the rowstat's float32 D): a lone key's
+ * dLoss/dprob - dsum must cancel exactly, as the CPU's float32 sums of the
+ * same terms do, or 1e-7 of it times a key of 1e18 is a gradient of 1e11. */
 static void ref_row_grad(const nrt_attn_problem *p, int64_t b, int64_t h, int64_t i, ref_buf *r) {
   int64_t hk = h / p->group;
   bool live = ref_row_probs(p, b, h, i, r, true);
-  const char *st = nrt_attn_at(&p->rowstat, b, h, i);
-  double lse = *(const float *)st, dsum = *(const float *)(st + p->rowstat.s[3]);
+  const char *g = nrt_attn_at(&p->dout, b, h, i);
+  double dsum = 0;
+  for (int64_t e = 0; e < p->Ev; e++) {
+    double o = 0;
+    for (int64_t j = 0; j < p->S; j++) {
+      double w = live || !isnan(r->prob[j]) ? r->prob[j] : 0.0; /* a dead row's forward weights are 0 */
+      o += w * r->z[j] * ref_load(&p->v, nrt_attn_at(&p->v, b, hk, j), e);
+    }
+    dsum += ref_load(&p->dout, g, e) * o;
+  }
   if (live) {
+    double lse = *(const float *)nrt_attn_at(&p->rowstat, b, h, i);
     /* exp(-inf - lse) is NaN where lse is (a row with +inf and NaN scores) */
     for (int64_t j = 0; j < p->S; j++) r->prob[j] = exp(r->s[j] - lse);
     if (p->causal) /* the CPU fills 0 after the exponential */
       for (int64_t j = i + 1; j < p->S; j++) r->prob[j] = 0.0;
   }
-  const char *g = nrt_attn_at(&p->dout, b, h, i);
   for (int64_t j = 0; j < p->S; j++) {
     const char *v = nrt_attn_at(&p->v, b, hk, j);
     double dp = 0;
     for (int64_t e = 0; e < p->Ev; e++) dp += ref_load(&p->dout, g, e) * ref_load(&p->v, v, e);
-    r->ds[j] = dp * r->z[j]; /* dLoss/dprob */
+    r->ds[j] = r->prob[j] * (dp * r->z[j] - dsum); /* dLoss/dprob_j - dsum, weighted */
   }
-  for (int64_t j = 0; j < p->S; j++) r->ds[j] = r->prob[j] * (r->ds[j] - dsum);
 }
 
 static void ref_backward_q_row(const nrt_attn_problem *p, int64_t b, int64_t h, int64_t i, ref_buf *r) {
