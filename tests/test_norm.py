@@ -402,6 +402,36 @@ def test_batch_norm_at_the_float_limits_matches_the_cpu_bitwise(layout, training
     assert_no_fallbacks()
 
 
+@pytest.mark.parametrize("layout", ["channels_last", "contiguous"])
+@pytest.mark.parametrize("dt", [torch.float32, torch.bfloat16])
+def test_batch_norm_training_rows_and_16bit_planes_match_the_cpu_bitwise(dt, layout):
+    """Training with more rows (n, s) than the channels-last kernel's chunks:
+    the statistics read float32 rows in place (16-bit ones through a
+    conversion) and y is folded row by row. bfloat16 statistics: contiguous
+    planes sum in the CPU's 16 float lanes plus a scalar tail per image,
+    channels-last rows subtract the bfloat16-rounded mean, and the running
+    stats update in BFloat16 arithmetic. y and the running stats equal the
+    CPU's bit for bit, huge and infinite inputs included (before: 5-32 of
+    24-70 bfloat16 running means differed by an ulp)."""
+    g = torch.Generator().manual_seed(5607)
+    for trial in range(6):
+        c = (3, 24, 70)[trial % 3]
+        x = (_edge_tensor((5, c, 6, 7), g, 0.02 if trial < 3 else 0.0) * 3 + 1).to(dt)
+        if layout == "channels_last":
+            x = x.contiguous(memory_format=torch.channels_last)
+        w, b = torch.randn(c, generator=g).to(dt), torch.randn(c, generator=g).to(dt)
+        rm, rv = torch.randn(c, generator=g).to(dt), (torch.rand(c, generator=g) + 0.5).to(dt)
+        outs = []
+        for dev in ("cpu", "neuron"):
+            rmd, rvd = rm.clone().to(dev), rv.clone().to(dev)
+            y = F.batch_norm(x.to(dev), rmd, rvd, w.to(dev), b.to(dev), True, momentum=0.3)
+            outs.append((y, rmd, rvd))
+        fmt = torch.channels_last if layout == "channels_last" else torch.contiguous_format
+        assert outs[1][0].is_contiguous(memory_format=fmt)
+        assert all(_bitwise(d, r) for d, r in zip(outs[1], outs[0])), (dt, layout, trial, c)
+    assert_no_fallbacks()
+
+
 def test_instance_norm_at_the_float_limits_matches_the_cpu_bitwise():
     """instance_norm is batch_norm over [1, N*C, ...] (contiguous): a weight of
     -3.4e38 gives the CPU's NaN where its folded fma overflows, and the

@@ -225,9 +225,6 @@ static void fold_base(float *v, int64_t n, const float *a, const float *bb, int6
 NRT_TARGET_AVX2 static void fold_fma1(float *v, int64_t n, float a, float bb) {
   for (int64_t i = 0; i < n; i++) v[i] = __builtin_fmaf(v[i], a, bb);
 }
-NRT_TARGET_AVX2 static void fold_fmav(float *v, int64_t n, const float *a, const float *bb) {
-  for (int64_t i = 0; i < n; i++) v[i] = __builtin_fmaf(v[i], a[i], bb[i]);
-}
 static bool have_fma(void) { return nrt_kernels_isa() >= NRT_ISA_AVX2; }
 
 /* The TensorIterator kernel's formula over n values of one channel. */
@@ -300,6 +297,37 @@ static void planes_sums(const nrt_operand *x, const cn_geom *g, int64_t c0, int 
   for (int k = 0; k < kc; k++) out[k] = acc[k];
 }
 
+/* ATen's 16-bit contiguous statistics (its collect_stats_contiguous
+ * kernel), channel c: per image, each 16-bit vector of 2L values adds its
+ * first L then its last L values into L float lanes (L = the CPU's float
+ * vector width, p0); the image's remaining values add into a float scalar;
+ * after all images the lanes are added to that scalar one by one from lane
+ * 0 (vec_reduce_all with a size). dev: the terms are fma(d, d, acc), d =
+ * x - *dev, as the CPU's compiler contracts acc + d * d. */
+static float lanes16_sum(const nrt_operand *x, const cn_geom *g, int64_t c, int L, const float *dev, float *buf) {
+  float lane[32] = {0}, tail = 0.0f;
+  int64_t main_end = g->S - g->S % (2 * L);
+  for (int64_t n = 0; n < g->N; n++)
+    FOR_BLOCKS(g->S, b0, bn) {
+      seg_load(x, n, c, b0, bn, buf);
+      for (int64_t i = 0; i < bn; i++) {
+        float v = buf[i];
+        int64_t d = b0 + i;
+        if (dev) {
+          float e = v - *dev;
+          if (d < main_end) lane[d % L] = fmaf(e, e, lane[d % L]);
+          else tail = fmaf(e, e, tail);
+        } else if (d < main_end) {
+          lane[d % L] += v;
+        } else {
+          tail += v;
+        }
+      }
+    }
+  for (int k = 0; k < L; k++) tail += lane[k];
+  return tail;
+}
+
 /* Channel c's saved statistics and running-stat update from its mean and
  * var_sum, in ATen's arithmetic for the stats mode; returns invstd. */
 static float bn_save(cn_job *j, const bn_mode *m, int64_t c, float mean, double var_sum) {
@@ -326,7 +354,16 @@ static float bn_save(cn_job *j, const bn_mode *m, int64_t c, float mean, double 
   vstore(j->out[2], c, invstd);
   if (j->nout == 5) {
     float rm = vload(j->out[3], c), rv = vload(j->out[4], c);
-    if (contig) {
+    if (contig && m->r16 == NRT_BFLOAT16) {
+      /* bfloat16 statistics: momentum is a bfloat16, and BFloat16 operators
+       * round each product and sum to bfloat16, except the unbiased
+       * variance's product, which ATen holds in a float (bf16 * float is
+       * float) */
+      float mb = round_to((float)mom, NRT_BFLOAT16), ob = round_to(1.0f - mb, NRT_BFLOAT16);
+      float um = round_to(mb * mean, NRT_BFLOAT16), ur = round_to(ob * rm, NRT_BFLOAT16);
+      vstore(j->out[3], c, round_to(um + ur, NRT_BFLOAT16));
+      vstore(j->out[4], c, mb * (float)unbiased + round_to(ob * rv, NRT_BFLOAT16));
+    } else if (contig) {
       float mf = (float)mom, om = 1.0f - mf, t = mf * mean, u = om * rm;
       vstore(j->out[3], c, t + u);
       vstore(j->out[4], c, (double)mf * (double)(float)unbiased + (double)(om * rv));
@@ -351,17 +388,29 @@ static void bn_train_planes(void *ctx, int64_t begin, int64_t end) {
   const nrt_operand *w = g->has_w ? j->in[1] : NULL, *b = g->has_b ? j->in[g->has_w ? 2 : 1] : NULL;
   double count = (double)(g->N * g->S);
   float buf[BLK];
+  /* 16-bit contiguous planes: the CPU sums in float vector lanes */
+  bool lanes16 = m.stats == NRT_BN_STATS_PLANES && (l->compute_dtype == NRT_BFLOAT16 || l->compute_dtype == NRT_FLOAT16);
+  int L = l->params[0] == 8 || l->params[0] == 16 ? (int)l->params[0] : 16;
   for (int64_t u = begin; u < end; u++) {
     int64_t c0 = u * KCH;
     int kc = (int)(g->C - c0 < KCH ? g->C - c0 : KCH);
     double s[KCH], ss[KCH];
     float mean[KCH];
-    planes_sums(x, g, c0, kc, 0, NULL, s);
-    for (int k = 0; k < kc; k++) mean[k] = (float)(s[k] / count);
-    planes_sums(x, g, c0, kc, m.stats == NRT_BN_STATS_STRIDED ? 2 : m.stats == NRT_BN_STATS_ROWS ? 3 : 1, mean, ss);
+    if (lanes16) {
+      for (int k = 0; k < kc; k++) {
+        mean[k] = lanes16_sum(x, g, c0 + k, L, NULL, buf) / (float)count;
+        ss[k] = lanes16_sum(x, g, c0 + k, L, &mean[k], buf);
+      }
+    } else {
+      planes_sums(x, g, c0, kc, 0, NULL, s);
+      for (int k = 0; k < kc; k++) mean[k] = (float)(s[k] / count);
+      planes_sums(x, g, c0, kc, m.stats == NRT_BN_STATS_STRIDED ? 2 : m.stats == NRT_BN_STATS_ROWS ? 3 : 1, mean,
+                  ss);
+    }
     for (int k = 0; k < kc; k++) {
       int64_t c = c0 + k;
-      float invstd = bn_save(j, &m, c, mean[k], ss[k]);
+      /* the saved and running means take the mean in the statistics' dtype */
+      float invstd = bn_save(j, &m, c, round_to(mean[k], m.r16), ss[k]);
       bn_coef f = bn_coef_of(&m, true, mean[k], invstd, w ? vload(w, c) : 1.0f, b ? vload(b, c) : 0.0f);
       for (int64_t n = 0; n < g->N; n++) seg_apply(x, y, n, c, g->S, &f, &m, buf);
     }
@@ -383,17 +432,51 @@ static inline char *row_ptr(const nrt_operand *o, const cn_geom *g, int64_t r) {
   return (char *)o->data + n * o->strides[0] + s * o->strides[2];
 }
 
-static void rows_var_base(float *acc, const float *x, const float *mean, int64_t n) {
-  for (int64_t i = 0; i < n; i++) {
-    float d = x[i] - mean[i];
-    acc[i] = fmaf(d, d, acc[i]);
+/* A row's channels c0 .. c0+cn-1 as float32: read in place when the
+ * operand is float32 with adjacent channels (at C = 64 a copy per row cost
+ * as much as the sums themselves), else converted into buf. */
+static inline const float *row_f32(const nrt_operand *o, const cn_geom *g, int64_t r, int64_t c0, int64_t cn,
+                                   float *buf) {
+  const char *p = row_ptr(o, g, r) + c0 * o->strides[1];
+  if (o->dtype == NRT_FLOAT32 && o->strides[1] == (int64_t)sizeof(float)) return (const float *)p;
+  nrt_load_f32(buf, p, o->strides[1], o->dtype, cn);
+  return buf;
+}
+
+/* Rows r0 .. r1-1 of channels c0 .. c0+cn-1 into acc, one float chain per
+ * channel in row order (pass 0: acc += x; pass 1: fma(d, d, acc), d = x -
+ * mean). The channels are independent, so every vector width gives the
+ * same sums; it is instantiated per ISA below. */
+static inline __attribute__((always_inline)) void rows_sum_body(float *restrict acc, const nrt_operand *x,
+                                                               const cn_geom *g, int pass, const float *mean,
+                                                               int64_t r0, int64_t r1, int64_t c0, int64_t cn,
+                                                               float *buf) {
+  for (int64_t r = r0; r < r1; r++) {
+    const float *restrict xr = row_f32(x, g, r, c0, cn, buf);
+    if (pass == 0) {
+      for (int64_t c = 0; c < cn; c++) acc[c] += xr[c];
+    } else {
+      for (int64_t c = 0; c < cn; c++) {
+        float d = xr[c] - mean[c];
+        acc[c] = __builtin_fmaf(d, d, acc[c]);
+      }
+    }
   }
 }
-NRT_TARGET_AVX2 static void rows_var_fma(float *acc, const float *x, const float *mean, int64_t n) {
-  for (int64_t i = 0; i < n; i++) {
-    float d = x[i] - mean[i];
-    acc[i] = __builtin_fmaf(d, d, acc[i]);
-  }
+/* Plain build: fmaf is the library's correctly rounded fma, the same value. */
+static void rows_sum_base(float *acc, const nrt_operand *x, const cn_geom *g, int pass, const float *mean,
+                          int64_t r0, int64_t r1, int64_t c0, int64_t cn, float *buf) {
+  rows_sum_body(acc, x, g, pass, mean, r0, r1, c0, cn, buf);
+}
+NRT_TARGET_AVX2 static void rows_sum_avx2(float *acc, const nrt_operand *x, const cn_geom *g, int pass,
+                                          const float *mean, int64_t r0, int64_t r1, int64_t c0, int64_t cn,
+                                          float *buf) {
+  rows_sum_body(acc, x, g, pass, mean, r0, r1, c0, cn, buf);
+}
+NRT_TARGET_AVX512 static void rows_sum_avx512(float *acc, const nrt_operand *x, const cn_geom *g, int pass,
+                                              const float *mean, int64_t r0, int64_t r1, int64_t c0, int64_t cn,
+                                              float *buf) {
+  rows_sum_body(acc, x, g, pass, mean, r0, r1, c0, cn, buf);
 }
 
 /* Units (chunk t, channel block): a float sum per channel over the chunk's
@@ -404,22 +487,17 @@ static void rows_range(void *ctx, int64_t begin, int64_t end) {
   const cn_geom *g = &j->g;
   const nrt_operand *x = j->in[0];
   int64_t R = g->N * g->S;
-  bool fma = have_fma();
-  float bx[RCB];
+  nrt_isa isa = nrt_kernels_isa();
+  float bx[RCB], acc[RCB];
   for (int64_t u = begin; u < end; u++) {
     int64_t t = u / rj->blocks, c0 = (u % rj->blocks) * RCB, cn = g->C - c0 < RCB ? g->C - c0 : RCB;
-    float *acc = rj->part + t * g->C + c0;
+    const float *mean = rj->pass ? rj->mean + c0 : NULL;
     for (int64_t c = 0; c < cn; c++) acc[c] = 0.0f;
     int64_t r0 = t * rj->chunk_rows, r1 = r0 + rj->chunk_rows < R ? r0 + rj->chunk_rows : R;
-    for (int64_t r = r0; r < r1; r++) {
-      nrt_load_f32(bx, row_ptr(x, g, r) + c0 * x->strides[1], x->strides[1], x->dtype, cn);
-      if (rj->pass == 0)
-        for (int64_t c = 0; c < cn; c++) acc[c] += bx[c];
-      else if (fma)
-        rows_var_fma(acc, bx, rj->mean + c0, cn);
-      else
-        rows_var_base(acc, bx, rj->mean + c0, cn);
-    }
+    if (isa >= NRT_ISA_AVX512) rows_sum_avx512(acc, x, g, rj->pass, mean, r0, r1, c0, cn, bx);
+    else if (isa >= NRT_ISA_AVX2) rows_sum_avx2(acc, x, g, rj->pass, mean, r0, r1, c0, cn, bx);
+    else rows_sum_base(acc, x, g, rj->pass, mean, r0, r1, c0, cn, bx);
+    memcpy(rj->part + t * g->C + c0, acc, sizeof(float) * (size_t)cn);
   }
 }
 
@@ -455,7 +533,10 @@ static nrt_status bn_train_rows(cn_job *j) {
   bool in_float = j->l->compute_dtype != NRT_FLOAT32 && j->l->compute_dtype != NRT_FLOAT64;
   nrt_parallel_for(T * rj.blocks, 1, rows_range, &rj);
   rows_combine(&rj, T, C, in_float, sums);
-  for (int64_t c = 0; c < C; c++) mean[c] = in_float ? (float)sums[c] / (float)R : (float)(sums[c] / (double)R);
+  /* the 16-bit kernel keeps the mean in the statistics' dtype, and its
+   * variance pass subtracts that rounded mean */
+  for (int64_t c = 0; c < C; c++)
+    mean[c] = in_float ? round_to((float)sums[c] / (float)R, m->r16) : (float)(sums[c] / (double)R);
   rj.pass = 1;
   rj.mean = mean;
   nrt_parallel_for(T * rj.blocks, 1, rows_range, &rj);
@@ -483,6 +564,33 @@ static void bn_apply_segments(void *ctx, int64_t begin, int64_t end) {
 
 #define CL_CHUNKS 64
 
+/* Rows r0 .. r1-1 of y = fma(x, a, bb) per channel, read and written in
+ * place where x / y are float32 (else through buf); instantiated per ISA. */
+static inline __attribute__((always_inline)) void fold_rows_body(const nrt_operand *x, const nrt_operand *y,
+                                                                const cn_geom *g, const float *a, const float *bb,
+                                                                int64_t r0, int64_t r1, float *buf) {
+  const int64_t C = g->C;
+  bool y_direct = y->dtype == NRT_FLOAT32 && y->strides[1] == (int64_t)sizeof(float);
+  for (int64_t r = r0; r < r1; r++) {
+    const float *xr = row_f32(x, g, r, 0, C, buf);
+    float *yr = y_direct ? (float *)row_ptr(y, g, r) : buf;
+    for (int64_t c = 0; c < C; c++) yr[c] = __builtin_fmaf(xr[c], a[c], bb[c]);
+    if (!y_direct) nrt_store_f32(row_ptr(y, g, r), y->strides[1], y->dtype, buf, C);
+  }
+}
+static void fold_rows_base(const nrt_operand *x, const nrt_operand *y, const cn_geom *g, const float *a,
+                           const float *bb, int64_t r0, int64_t r1, float *buf) {
+  fold_rows_body(x, y, g, a, bb, r0, r1, buf);
+}
+NRT_TARGET_AVX2 static void fold_rows_avx2(const nrt_operand *x, const nrt_operand *y, const cn_geom *g,
+                                           const float *a, const float *bb, int64_t r0, int64_t r1, float *buf) {
+  fold_rows_body(x, y, g, a, bb, r0, r1, buf);
+}
+NRT_TARGET_AVX512 static void fold_rows_avx512(const nrt_operand *x, const nrt_operand *y, const cn_geom *g,
+                                               const float *a, const float *bb, int64_t r0, int64_t r1, float *buf) {
+  fold_rows_body(x, y, g, a, bb, r0, r1, buf);
+}
+
 /* Units are fixed chunks of rows (channels innermost), normalised whole. */
 static void bn_apply_rows(void *ctx, int64_t begin, int64_t end) {
   cn_job *j = ctx;
@@ -498,18 +606,23 @@ static void bn_apply_rows(void *ctx, int64_t begin, int64_t end) {
     a[c] = j->coef[c].a;
     bb[c] = j->coef[c].bb;
   }
-  bool fma = have_fma();
-  for (int64_t chunk = begin; chunk < end; chunk++)
-    for (int64_t r = chunk * R / CL_CHUNKS; r < (chunk + 1) * R / CL_CHUNKS; r++) {
-      nrt_load_f32(bx, row_ptr(x, g, r), x->strides[1], x->dtype, C);
-      if (j->mode.strided)
+  nrt_isa isa = nrt_kernels_isa();
+  for (int64_t chunk = begin; chunk < end; chunk++) {
+    int64_t r0 = chunk * R / CL_CHUNKS, r1 = (chunk + 1) * R / CL_CHUNKS;
+    if (j->mode.strided) {
+      for (int64_t r = r0; r < r1; r++) {
+        nrt_load_f32(bx, row_ptr(x, g, r), x->strides[1], x->dtype, C);
         for (int64_t c = 0; c < C; c++) strided_apply(&bx[c], 1, &j->coef[c], j->mode.r16);
-      else if (fma)
-        fold_fmav(bx, C, a, bb);
-      else
-        fold_base(bx, C, a, bb, 1);
-      nrt_store_f32(row_ptr(y, g, r), y->strides[1], y->dtype, bx, C);
+        nrt_store_f32(row_ptr(y, g, r), y->strides[1], y->dtype, bx, C);
+      }
+    } else if (isa >= NRT_ISA_AVX512) {
+      fold_rows_avx512(x, y, g, a, bb, r0, r1, bx);
+    } else if (isa >= NRT_ISA_AVX2) {
+      fold_rows_avx2(x, y, g, a, bb, r0, r1, bx);
+    } else {
+      fold_rows_base(x, y, g, a, bb, r0, r1, bx);
     }
+  }
   free(bx);
 }
 
