@@ -74,7 +74,11 @@ static void ref_forward(const nrt_conv_geom *g, const nrt_launch *l, bool ints) 
     for (int64_t c = 0; c < g->G * g->Cog; c++) {
       int64_t grp = c / g->Cog;
       FOR3(o, g->O) {
+        /* The bias first, as the CPU's float64 (im2col) path starts its
+         * GEMM from it; its oneDNN kernels vary (the direct ones add it
+         * last), and the fuzz takes the float64 result as the reference. */
         rval acc = {0.0, 0};
+        if (bias) acc = ref_ld(bias, &c, 1, ints);
         for (int64_t ci = 0; ci < g->Cig; ci++)
           FOR3(k, g->K) {
             int64_t wi[5] = {c, ci, k[0], k[1], k[2]};
@@ -85,7 +89,6 @@ static void ref_forward(const nrt_conv_geom *g, const nrt_launch *l, bool ints) 
             int64_t xi[5] = {n, grp * g->Cig + ci, in[0], in[1], in[2]};
             ref_mac(&acc, ref_ld(x, xi, 5, ints), ref_ld(w, wi, 5, ints), ints);
           }
-        if (bias) ref_add(&acc, ref_ld(bias, &c, 1, ints), ints);
         int64_t yi[5] = {n, c, o[0], o[1], o[2]};
         ref_st(y, yi, 5, acc, ints);
       }
@@ -103,7 +106,9 @@ static nrt_status ref_backward_input(const nrt_conv_geom *g, const nrt_launch *l
       for (int64_t i = 0; i < g->Cig * g->LI; i++) acc[i] = (rval){0.0, 0};
       /* The CPU's order: each im2col element sums over the output channels
        * (dcol = W^T dy), then col2im adds them tap by tap, output pixel by
-       * pixel, and the bias comes last; it matters once huge terms cancel. */
+       * pixel, and the bias (a transposed convolution's) comes last, on
+       * the float64 path and oneDNN's alike; it matters once huge terms
+       * cancel. */
       for (int64_t ci = 0; ci < g->Cig; ci++)
         FOR3(k, g->K)
           FOR3(o, g->O) {
