@@ -489,3 +489,20 @@ def test_sdpa_nan_score_reaches_the_max_as_on_the_cpu(dtype, S, pos):
     want = F.scaled_dot_product_attention(q, k, v)
     got = F.scaled_dot_product_attention(q.neuron(), k.neuron(), v.neuron()).cpu()
     assert torch.equal(got.isnan(), want.isnan()) and torch.equal(got.nan_to_num(), want.nan_to_num()), (got, want)
+
+
+# A lone key weighs exactly 1, so each row's dLoss/dprob - dO . out cancels
+# to 0 on the CPU and dK = sum_i ds_i q_i is 0 even next to q of 3.4e38; a
+# rounding residual there would be a gradient of 1e29. (-inf in q sends
+# neuron down its reference path.)
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_sdpa_lone_key_gradient_cancels(dtype):
+    q = torch.tensor([[[[3.4028234663852886e38, 1.2, -0.37], [0.5, float("-inf"), 0.25], [0.3, 0.7, -1.1]]]],
+                     dtype=dtype)
+    k = torch.tensor([[[[0.38, 0.59, -0.18]]]], dtype=dtype)
+    v = torch.tensor([[[[0.4998, -0.1925, 0.6046]]]], dtype=dtype)
+    want = _both(lambda t: t, q, k, v)
+    got = _both(lambda t: t.neuron(), q, k, v)
+    for name, g, w in zip(("out", "dq", "dk", "dv"), got, want):
+        assert torch.equal(g.isnan(), w.isnan()), (name, g, w)
+        torch.testing.assert_close(g.nan_to_num(), w.nan_to_num(), **tol_kw(TOL_ATTENTION, torch.float32), msg=name)
