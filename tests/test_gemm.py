@@ -285,3 +285,106 @@ def test_complex_addmv_inf_nan_like_the_cpu(m, n, column_major, beta, alpha):
         got = torch.addmv(s.neuron(), dev_a, v.neuron(), beta=beta, alpha=alpha).cpu()
         torch.testing.assert_close(torch.view_as_real(got), torch.view_as_real(want), equal_nan=True)
     assert_no_fallbacks()
+
+
+def _same(d, c):
+    """inf and NaN in the same places (complex: per part), finite values
+    close (the last bits of a finite sum follow each kernel's own order)."""
+    d = d.cpu()
+    if c.is_complex():
+        d, c = torch.view_as_real(d), torch.view_as_real(c)
+    assert d.dtype == c.dtype and d.shape == c.shape
+    assert torch.equal(d.isnan(), c.isnan()), (d, c)
+    assert torch.equal(d.isinf() * d.sign(), c.isinf() * c.sign()), (d, c)
+    fin = c.isfinite()
+    torch.testing.assert_close(d[fin].float(), c[fin].float(), rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.complex64])
+@pytest.mark.parametrize("beta,alpha", [(1, 1), (0, 0.5), (0.5, 0.5), (2.0, 1)])
+def test_addbmm_adds_one_batch_entry_at_a_time_like_the_cpu(dtype, beta, alpha):
+    """The CPU's addbmm is one addmm_ per batch entry (beta = 1 after the
+    first): each entry's sum is rounded into the result before the next, so
+    +3e38 in one entry and -3e38 in the next overflow or cancel as there,
+    and an infinite self meets each entry's sum in turn."""
+    g = torch.Generator().manual_seed(13)
+    # shapes whose addmm_ neuron computes in MKL's order: complex off the
+    # blocked kernel (beta == 1 there differs), float32 where MKL adds C
+    # after the entry's sum (its reference loops and some blocked shapes
+    # accumulate into C from the first product; not followed yet)
+    shapes = [(2, 3, 2, 4), (3, 4, 5, 2)] if dtype.is_complex else [(2, 6, 4, 17), (3, 8, 4, 20)]
+    for bs, n, k, p in shapes:
+        b1 = torch.randn(bs, n, k, generator=g).to(dtype)
+        b2 = torch.randn(bs, k, p, generator=g).to(dtype)
+        b1[0, 0, 0], b2[0, 0, :] = 3e38, 1.5
+        b1[1, 0, 0], b2[1, 0, :] = -3e38, 1.5
+        self = torch.randn(n, p, generator=g).to(dtype)
+        if dtype.is_complex:
+            self[0, 1] = complex(float("inf"), float("inf"))
+            self[1, 0] = complex(float("nan"), 1.0)
+        want = torch.addbmm(self, b1, b2, beta=beta, alpha=alpha)
+        _same(torch.addbmm(self.neuron(), b1.neuron(), b2.neuron(), beta=beta, alpha=alpha), want)
+        dself = self.neuron()
+        dself.addbmm_(b1.neuron(), b2.neuron(), beta=beta, alpha=alpha)
+        _same(dself, want)
+    assert_no_fallbacks()
+
+
+@pytest.mark.parametrize("dtype", [torch.bool, torch.float32, torch.complex64])
+@pytest.mark.parametrize("bs,n,k,p,beta", [(0, 2, 3, 3, 0), (0, 2, 3, 3, 0.5), (2, 2, 0, 3, 1), (2, 2, 0, 3, 0),
+                                           (2, 0, 3, 3, 0.5), (2, 2, 3, 3, 0)])
+def test_addbmm_inplace_on_an_expanded_self_like_the_cpu(dtype, bs, n, k, p, beta):
+    """addbmm_ on an expanded self: the CPU's per-entry addmm_ refuses it
+    (a bool one with products: its dispatch first) except where nothing is
+    written through the aliases (no batch and beta == 0 is zero_())."""
+    def run(dev):
+        s = torch.ones(1, p, dtype=dtype).to(dev).expand(n, p)
+        s.addbmm_(torch.ones(bs, n, k, dtype=dtype).to(dev), torch.ones(bs, k, p, dtype=dtype).to(dev), beta=beta)
+        return s
+    try:
+        want = run("cpu")
+    except Exception as e:  # noqa: BLE001
+        cpu, dev = raises_like_cpu(run, type(e))
+        assert str(dev).startswith(str(cpu)[:60])
+    else:
+        _same(run("neuron").contiguous(), want.contiguous())
+
+
+@pytest.mark.parametrize("k", [0, 3])
+@pytest.mark.parametrize("dtype", [torch.bool, torch.float32])
+def test_addmm_inplace_on_an_expanded_self_raises_what_the_cpu_raises(k, dtype):
+    def run(dev):
+        s = torch.ones(1, 4, dtype=dtype).to(dev).expand(2, 4)
+        return s.addmm_(torch.ones(2, k, dtype=dtype).to(dev), torch.ones(k, 4, dtype=dtype).to(dev))
+    try:
+        run("cpu")
+    except Exception as e:  # noqa: BLE001
+        cpu, dev = raises_like_cpu(run, type(e))
+        assert str(dev).startswith(str(cpu)[:60])
+    else:
+        raise AssertionError("the CPU computed it")
+
+
+def _layout(t, how):
+    if how == "col":
+        return t.t().contiguous().t()
+    if how == "strided":
+        return torch.cat([t, t], 1)[:, ::2]
+    return t
+
+
+@pytest.mark.parametrize("m,k,n", [(1, 1, 5), (1, 3, 1), (2, 3, 4), (3, 5, 2), (4, 2, 16), (5, 4, 6),
+                                   (4, 3, 12), (13, 7, 11), (64, 33, 40)])
+@pytest.mark.parametrize("la", ["row", "col", "strided"])
+@pytest.mark.parametrize("lb", ["row", "col", "strided"])
+def test_sgemm_scales_an_operand_by_alpha_where_mkl_does(m, k, n, la, lb):
+    """MKL's sgemm multiplies one operand by alpha before the products on
+    most of its paths and the sum on the others: 3e38 * 2 with alpha 0.5 is
+    3e38 on the first, inf on the second."""
+    a, b = torch.zeros(m, k), torch.zeros(k, n)
+    a[:, 0], b[0, :] = 3e38, 2.0
+    a[:, -1] -= 1.0
+    b[-1, :] += 0.25
+    want = torch.addmm(torch.ones(m, n), _layout(a, la), _layout(b, lb), alpha=0.5)
+    got = torch.addmm(torch.ones(m, n).neuron(), _layout(a.neuron(), la), _layout(b.neuron(), lb), alpha=0.5)
+    _same(got, want)

@@ -1,7 +1,7 @@
 // Keyed and segmented ops (family SEGMENT): masked_scatter, index_reduce,
 // index_copy, take/put, the spatial nll_loss, embedding_bag, cdist/pdist,
-// segment_reduce, ctc_loss, plus short compositions (trace, addbmm,
-// renorm, channel_shuffle, logspace, cauchy/geometric/log_normal). The shape rules and error
+// segment_reduce, ctc_loss, plus short compositions (trace, renorm,
+// channel_shuffle, logspace, cauchy/geometric/log_normal). The shape rules and error
 // messages are PyTorch's; the work is either a SEGMENT kernel
 // (kernels/segment.c) or a chain of ops that already run natively.
 #include <ATen/ExpandUtils.h>
@@ -341,36 +341,6 @@ Tensor trace_fn(const Tensor &self) {
   TORCH_CHECK(self.dim() == 2, "trace: expected a matrix, but got tensor with dim ", self.dim());
   // sum promotes integers to int64, as trace does
   return self.diagonal().sum();
-}
-
-// sum_b b1[b] @ b2[b] is one GEMM: [n, B*m] @ [B*m, p].
-void addbmm_check(const Tensor &b1, const Tensor &b2) {
-  TORCH_CHECK(b1.dim() == 3, "batch1 must be a 3D tensor");
-  TORCH_CHECK(b2.dim() == 3, "batch2 must be a 3D tensor");
-  TORCH_CHECK(b1.size(0) == b2.size(0), "batch1 and batch2 must have same number of batches, got ", b1.size(0),
-              " and ", b2.size(0));
-  TORCH_CHECK(b1.size(2) == b2.size(1), "Incompatible matrix sizes for bmm (", b1.size(1), "x", b1.size(2), " and ",
-              b2.size(1), "x", b2.size(2), ")");
-}
-Tensor addbmm_into(Tensor, const Tensor &self, const Tensor &b1, const Tensor &b2, const Scalar &beta, const Scalar &alpha) {
-  // ATen's addbmm_out: self expands to the result first; with no batch the
-  // result is beta * self in self's dtype (the batches' dtypes unread)
-  auto b_self = at::expand_size(self, {b1.size(1), b2.size(2)}, "addbmm_out");
-  addbmm_check(b1, b2);
-  int64_t bs = b1.size(0), n = b1.size(1), k = b1.size(2), p = b2.size(2);
-  if (bs == 0) {
-    Tensor r = b_self->clone(at::MemoryFormat::Contiguous);
-    return scalar_is_zero(beta) ? r.zero_() : r.mul_(beta);
-  }
-  // The CPU adds one batch at a time, beta = 1 (an integer) after the
-  // first; with k = 0 each addmm_ only scales the result by its beta,
-  // which a bool result refuses (bool times an integer is int64). A first
-  // nonzero beta is refused by the addmm below alike.
-  TORCH_CHECK(!(k == 0 && bs > 1 && b_self->scalar_type() == at::kBool),
-              "result type Long can't be cast to the desired output type Bool");
-  Tensor a = b1.permute({1, 0, 2}).reshape({n, bs * k});
-  Tensor b = b2.reshape({bs * k, p});
-  return at::addmm(self.expand({n, p}), a, b, beta, alpha);
 }
 
 // renorm: each slice along dim whose p-norm exceeds maxnorm is scaled to
@@ -1191,7 +1161,6 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   NEURON_VARIANTS(m, take_into, "take", nullptr, "take.out");
   NEURON_IMPL(m, "put_", put_ip);
   NEURON_IMPL(m, "trace", trace_fn);
-  NEURON_VARIANTS(m, addbmm_into, "addbmm", "addbmm_", "addbmm.out");
   NEURON_VARIANTS(m, renorm_into, "renorm", "renorm_", "renorm.out");
   NEURON_IMPL(m, "channel_shuffle", channel_shuffle_fn);
   NEURON_IMPL(m, "native_channel_shuffle", channel_shuffle_fn);
