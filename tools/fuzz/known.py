@@ -260,11 +260,17 @@ KNOWN: list[Group] = [
     # ---- non-finite propagation ---------------------------------------------------------------------------
     Group("nonfinite-attention", ("sdpa",), VAL, any_of(nonfinite, fill("edge", "maskrows", "mask")),
           "scaled_dot_product_attention with inf/NaN or values near float32's limit: neuron takes the CPU's "
-          "path (flash or math, by the CPU's rules) and, for inf/NaN inputs, a reference path with the CPU "
-          "flash kernel's arithmetic (NaN left out of an unmasked row's maximum, 0 x inf for every key, dead "
-          "rows contributing to the backward; seed 5151: 905 -> 138 of 55,000 cases). What is left: sums of "
-          "+-3.4e38 terms in q k^T that overflow in one summation order and not the other (the math path's "
-          "bmm, the flash GEMM's blocking), and the CPU's own blocking of keys beyond 512."),
+          "path (flash or math, by the CPU's rules, a 3-d mask to math) and, for inf/NaN inputs, a reference "
+          "path with the CPU flash kernel's arithmetic: q k^T in float32 term by term (MKL's order up to head "
+          "dim 11), NaN reaching an unmasked row's maximum only from whole 16-float vectors of a 512-key block, "
+          "0 x inf for every key, a backward with exp(s - lse) weights and dsum = dO . out (seeds 27182818 / "
+          "4242, sdpa only: 58 -> 29 of 19,888 and 82 -> 46 of 33,280 cases). What is left: about 2/3 take the "
+          "CPU's math path, where neuron runs its own bmm/softmax (the GEMM family's order: sums of +-3.4e38 "
+          "terms or 1e18-scale cancellations in q k^T, p v and the gradients); the rest are flash cases with "
+          "finite edge values on the blocked kernel (its q k^T order is not MKL's: 92-97% agree from head dim "
+          "12 up) and float64 gradients of 1e18-scale inputs, which neuron's float32 rounds differently from the "
+          "CPU's float32 too (so they stay here, not in float64-beyond-float32); and the CPU's own blocking of "
+          "keys beyond 512."),
     Group("nonfinite-matmul", ("mm", "bmm", "matmul", "addmm", "vecdot", "linear"), VAL,
           all_of(nonfinite, in_dtype("complex64"),
                  fn("torch.addbmm", "Tensor.addbmm_", "torch.addmm", "Tensor.addmm_", "F.linear")),
