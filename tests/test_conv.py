@@ -418,3 +418,20 @@ def test_conv_weight_gradient_of_huge_terms_groups_by_image(fn, unsq):
         grads.append(wl.grad.cpu())
     assert torch.equal(grads[1], grads[0])
     assert_no_fallbacks()
+
+
+# A transposed convolution adds its bias after the sums, as the CPU does
+# (oneDNN and the float64 path alike): 1e18 - 1e18 + 0.375 is 0.375, where
+# a bias added first is absorbed (0.0). The direct path (one input channel)
+# and the im2col GEMM (bfloat16, four channels, stride 2).
+@pytest.mark.parametrize("cin,stride,dtype", [(1, 1, torch.float32), (1, 1, torch.bfloat16),
+                                              (4, 2, torch.bfloat16)])
+def test_conv_transpose_adds_the_bias_after_large_terms_cancel(cin, stride, dtype):
+    x = torch.full((2, cin, 3), 1e18)
+    w = torch.zeros(cin, 2, 3)
+    w[:, :, 0], w[:, :, 2] = 1.0, -1.0
+    b = torch.tensor([0.375, -0.5])
+    want = F.conv_transpose1d(x.to(dtype), w.to(dtype), b.to(dtype), stride=stride)
+    got = F.conv_transpose1d(x.to(dtype).neuron(), w.to(dtype).neuron(), b.to(dtype).neuron(), stride=stride)
+    assert got.dtype == want.dtype and torch.equal(got.cpu(), want)
+    assert_no_fallbacks()

@@ -26,19 +26,21 @@ static void col2im_img(const nrt_conv_geom *g, const nrt_conv_tap *t, float *ac,
   }
 }
 
-/* Sets the channel planes [c0, c0 + nc) of float accumulators (float
- * strides as[0..3]: c, d, h, w) to bias[cb + c] (or 0). */
-static void acc_init(const nrt_conv_geom *g, float *ac, const int64_t *as, int64_t nc, const nrt_operand *bias,
-                     int64_t cb) {
+/* Sets (add = false) or adds to (add = true) the channel planes [c0, c0 +
+ * nc) of float accumulators (float strides as[0..3]: c, d, h, w)
+ * bias[cb + c] (or 0). */
+static void acc_bias(const nrt_conv_geom *g, float *ac, const int64_t *as, int64_t nc, const nrt_operand *bias,
+                     int64_t cb, bool add) {
   for (int64_t c = 0; c < nc; c++) {
     float v = bias ? nrt_conv_load1(bias, cb + c) : 0.0f;
     for (int64_t d = 0; d < g->I[0]; d++)
       for (int64_t h = 0; h < g->I[1]; h++) {
         float *row = ac + c * as[0] + d * as[1] + h * as[2];
-        if (as[3] == 1) {
-          for (int64_t w = 0; w < g->I[2]; w++) row[w] = v;
+        int64_t s = as[3];
+        if (add) {
+          for (int64_t w = 0; w < g->I[2]; w++) row[w * s] += v;
         } else {
-          for (int64_t w = 0; w < g->I[2]; w++) row[w * as[3]] = v;
+          for (int64_t w = 0; w < g->I[2]; w++) row[w * s] = v;
         }
       }
   }
@@ -145,7 +147,7 @@ static void bwdi_tasks(void *ctx, int64_t begin, int64_t end) {
     int64_t as[4] = {0, 0, 0, 0};
     for (int64_t i = 0; i < ni; i++) {
       acs[i] = acc_planes(g, gx, n0 + i, grp * g->Cig + ci0, scratch ? scratch + i * p->cb * g->LI : NULL, as);
-      acc_init(g, acs[i], as, ncb, bias, grp * g->Cig + ci0);
+      acc_bias(g, acs[i], as, ncb, NULL, grp * g->Cig + ci0, false);
     }
     const float *wb = p->wp + u * p->wp_unit;
     int64_t cols = ni * g->L;
@@ -182,6 +184,11 @@ static void bwdi_tasks(void *ctx, int64_t begin, int64_t end) {
         }
       }
     }
+    /* The bias (a transposed convolution's) last, after col2im, as the
+     * CPU adds it (oneDNN and the float64 path alike): with large terms
+     * that cancel, added first it would be absorbed. */
+    if (bias)
+      for (int64_t i = 0; i < ni; i++) acc_bias(g, acs[i], as, ncb, bias, grp * g->Cig + ci0, true);
     if (gx->dtype != NRT_FLOAT32)
       for (int64_t i = 0; i < ni; i++) acc_store(g, gx, n0 + i, grp * g->Cig + ci0, ncb, acs[i]);
   }

@@ -247,7 +247,7 @@ static void direct_images(nrt_conv_plan *p, int64_t begin, int64_t end, bool bac
       planes_fill(by, g->Cog, g->L, bias, grp * g->Cog);
       planes_io(in, g->I, n, grp * g->Cig, g->Cig, bx, false);
     } else {
-      planes_fill(bx, g->Cig, g->LI, bias, grp * g->Cig);
+      planes_fill(bx, g->Cig, g->LI, NULL, grp * g->Cig); /* the bias last, below */
       planes_io(in, g->O, n, grp * g->Cog, g->Cog, by, false);
     }
     if (dw && !backward) {
@@ -287,6 +287,14 @@ static void direct_images(nrt_conv_plan *p, int64_t begin, int64_t end, bool bac
     if (!backward && has_padding(g))
       for (int64_t co = 0; co < g->Cog; co++)
         if (nrt_conv_any_nonfinite(bw + co * g->Kdim, g->Kdim)) poison_outputs(g, bw + co * g->Kdim, by + co * g->L);
+    /* A transposed convolution's bias after the sums, as the CPU adds it
+     * (oneDNN and the float64 path alike): added first, large terms that
+     * cancel would absorb it. */
+    if (backward && bias)
+      for (int64_t ci = 0; ci < g->Cig; ci++) {
+        float v = nrt_conv_load1(bias, grp * g->Cig + ci);
+        for (int64_t i = 0; i < g->LI; i++) bx[ci * g->LI + i] += v;
+      }
     if (!backward) planes_io(out, g->O, n, grp * g->Cog, g->Cog, by, true);
     else planes_io(out, g->I, n, grp * g->Cig, g->Cig, bx, true);
   }
