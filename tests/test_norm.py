@@ -408,15 +408,17 @@ def test_batch_norm_training_rows_and_16bit_planes_match_the_cpu_bitwise(dt, lay
     """Training with more rows (n, s) than the channels-last kernel's chunks:
     the statistics read float32 rows in place (16-bit ones through a
     conversion) and y is folded row by row. bfloat16 statistics: contiguous
-    planes sum in the CPU's 16 float lanes plus a scalar tail per image,
+    planes sum in the CPU's 8 float lanes (its AVX2 kernel: batch norm has
+    no AVX-512 one) plus a scalar tail per image,
     channels-last rows subtract the bfloat16-rounded mean, and the running
     stats update in BFloat16 arithmetic. y and the running stats equal the
     CPU's bit for bit, huge and infinite inputs included (before: 5-32 of
-    24-70 bfloat16 running means differed by an ulp)."""
+    24-70 bfloat16 running means differed by an ulp, and 5% of +-3e38
+    inputs gave other infinities and NaNs in y)."""
     g = torch.Generator().manual_seed(5607)
     for trial in range(6):
         c = (3, 24, 70)[trial % 3]
-        x = (_edge_tensor((5, c, 6, 7), g, 0.02 if trial < 3 else 0.0) * 3 + 1).to(dt)
+        x = (_edge_tensor((5, c, 6, 7), g, 0.05 if trial < 3 else 0.0) * 3 + 1).to(dt)
         if layout == "channels_last":
             x = x.contiguous(memory_format=torch.channels_last)
         w, b = torch.randn(c, generator=g).to(dt), torch.randn(c, generator=g).to(dt)

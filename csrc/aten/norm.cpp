@@ -5,7 +5,6 @@
 // parts, the device's reductions the rest.
 #include <ATen/OpMathType.h>
 #include <ATen/Parallel.h>
-#include <ATen/Version.h>
 #include <ATen/WrapDimUtils.h>
 #include <ATen/ops/empty.h>
 #include <ATen/ops/empty_like.h>
@@ -281,10 +280,6 @@ std::tuple<Tensor, Tensor, Tensor> bn_forward(const Tensor &input, const std::op
                 : input.suggest_memory_format() == at::MemoryFormat::Contiguous && s > 1 ? NRT_BN_STATS_PLANES
                                                                                         : NRT_BN_STATS_ROWS;
   d.params[3] = at::get_num_threads();
-  // The CPU's float vector width, in which its 16-bit contiguous kernel sums
-  // the statistics (ATen's AVX512 kernels have 16 lanes, the others 8).
-  static const int64_t lanes = at::get_cpu_capability() == "AVX512" ? 16 : 8;
-  d.params[0] = lanes;
   Tensor mean, invstd;
   int k = 0;
   put_ncs(d.operands[k++], y);

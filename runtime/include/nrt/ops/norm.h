@@ -47,8 +47,7 @@ NRT_OP_FAMILY_ENUM(NORM, NRT_OPS_NORM);
  * running stat), else its folded fma(x, a, b - mean * a); p1 bit3: the
  * statistics are kept in the 16-bit input dtype (no float32 parameter).
  * BATCH_NORM p2: the statistics' order and types, p3: the CPU's thread
- * count (ROWS splits the rows in that many chunks), p0: the CPU's float
- * vector width, 8 or 16 (16-bit PLANES sums in that many float lanes). */
+ * count (ROWS splits the rows in that many chunks). */
 #define NRT_BN_STRIDED 4
 #define NRT_BN_ROUND16 8
 #define NRT_BN_STATS_PLANES 0  /* contiguous NCHW with S > 1 */

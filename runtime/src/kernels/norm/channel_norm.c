@@ -299,13 +299,17 @@ static void planes_sums(const nrt_operand *x, const cn_geom *g, int64_t c0, int 
 
 /* ATen's 16-bit contiguous statistics (its collect_stats_contiguous
  * kernel), channel c: per image, each 16-bit vector of 2L values adds its
- * first L then its last L values into L float lanes (L = the CPU's float
- * vector width, p0); the image's remaining values add into a float scalar;
- * after all images the lanes are added to that scalar one by one from lane
- * 0 (vec_reduce_all with a size). dev: the terms are fma(d, d, acc), d =
- * x - *dev, as the CPU's compiler contracts acc + d * d. */
-static float lanes16_sum(const nrt_operand *x, const cn_geom *g, int64_t c, int L, const float *dev, float *buf) {
-  float lane[32] = {0}, tail = 0.0f;
+ * first L then its last L values into L float lanes; the image's remaining
+ * values add into a float scalar; after all images the lanes are summed in
+ * order from lane 0 (vec_reduce_all with a size) and added to that scalar.
+ * L = 8: batch norm has no AVX-512 kernel (REGISTER_DISPATCH leaves the
+ * AVX512 slot empty, so the AVX2 one runs; 24 of 24 crafted bfloat16
+ * channels agree with 8 lanes, 13-18 with 16). dev: the terms are fma(d,
+ * d, acc), d = x - *dev, as the CPU's compiler contracts acc + d * d. */
+#define BN_LANES 8
+static float lanes16_sum(const nrt_operand *x, const cn_geom *g, int64_t c, const float *dev, float *buf) {
+  const int L = BN_LANES;
+  float lane[BN_LANES] = {0}, tail = 0.0f;
   int64_t main_end = g->S - g->S % (2 * L);
   for (int64_t n = 0; n < g->N; n++)
     FOR_BLOCKS(g->S, b0, bn) {
@@ -324,13 +328,17 @@ static float lanes16_sum(const nrt_operand *x, const cn_geom *g, int64_t c, int 
         }
       }
     }
-  for (int k = 0; k < L; k++) tail += lane[k];
-  return tail;
+  float all = lane[0];
+  for (int k = 1; k < L; k++) all += lane[k];
+  return tail + all;
 }
 
 /* Channel c's saved statistics and running-stat update from its mean and
  * var_sum, in ATen's arithmetic for the stats mode; returns invstd. */
-static float bn_save(cn_job *j, const bn_mode *m, int64_t c, float mean, double var_sum) {
+/* mean_stat: the mean as the CPU's statistics tensor holds it (bfloat16
+ * rounded), for the running mean; the saved float32 mean stays unrounded,
+ * as the backward is closer to float64 with it. */
+static float bn_save(cn_job *j, const bn_mode *m, int64_t c, float mean, float mean_stat, double var_sum) {
   const cn_geom *g = &j->g;
   double count = (double)(g->N * g->S), eps = j->l->scalars[0].f, mom = j->l->scalars[1].f;
   bool contig = m->stats != NRT_BN_STATS_STRIDED;
@@ -360,7 +368,7 @@ static float bn_save(cn_job *j, const bn_mode *m, int64_t c, float mean, double 
        * variance's product, which ATen holds in a float (bf16 * float is
        * float) */
       float mb = round_to((float)mom, NRT_BFLOAT16), ob = round_to(1.0f - mb, NRT_BFLOAT16);
-      float um = round_to(mb * mean, NRT_BFLOAT16), ur = round_to(ob * rm, NRT_BFLOAT16);
+      float um = round_to(mb * mean_stat, NRT_BFLOAT16), ur = round_to(ob * rm, NRT_BFLOAT16);
       vstore(j->out[3], c, round_to(um + ur, NRT_BFLOAT16));
       vstore(j->out[4], c, mb * (float)unbiased + round_to(ob * rv, NRT_BFLOAT16));
     } else if (contig) {
@@ -390,7 +398,6 @@ static void bn_train_planes(void *ctx, int64_t begin, int64_t end) {
   float buf[BLK];
   /* 16-bit contiguous planes: the CPU sums in float vector lanes */
   bool lanes16 = m.stats == NRT_BN_STATS_PLANES && (l->compute_dtype == NRT_BFLOAT16 || l->compute_dtype == NRT_FLOAT16);
-  int L = l->params[0] == 8 || l->params[0] == 16 ? (int)l->params[0] : 16;
   for (int64_t u = begin; u < end; u++) {
     int64_t c0 = u * KCH;
     int kc = (int)(g->C - c0 < KCH ? g->C - c0 : KCH);
@@ -398,8 +405,8 @@ static void bn_train_planes(void *ctx, int64_t begin, int64_t end) {
     float mean[KCH];
     if (lanes16) {
       for (int k = 0; k < kc; k++) {
-        mean[k] = lanes16_sum(x, g, c0 + k, L, NULL, buf) / (float)count;
-        ss[k] = lanes16_sum(x, g, c0 + k, L, &mean[k], buf);
+        mean[k] = lanes16_sum(x, g, c0 + k, NULL, buf) / (float)count;
+        ss[k] = lanes16_sum(x, g, c0 + k, &mean[k], buf);
       }
     } else {
       planes_sums(x, g, c0, kc, 0, NULL, s);
@@ -409,8 +416,10 @@ static void bn_train_planes(void *ctx, int64_t begin, int64_t end) {
     }
     for (int k = 0; k < kc; k++) {
       int64_t c = c0 + k;
-      /* the saved and running means take the mean in the statistics' dtype */
-      float invstd = bn_save(j, &m, c, round_to(mean[k], m.r16), ss[k]);
+      /* the running mean takes the mean in the statistics' dtype (bfloat16;
+       * float16 statistics match the CPU's in float) */
+      float invstd = bn_save(j, &m, c, mean[k], round_to(mean[k], m.r16 == NRT_BFLOAT16 ? NRT_BFLOAT16 : NRT_FLOAT32),
+                             ss[k]);
       bn_coef f = bn_coef_of(&m, true, mean[k], invstd, w ? vload(w, c) : 1.0f, b ? vload(b, c) : 0.0f);
       for (int64_t n = 0; n < g->N; n++) seg_apply(x, y, n, c, g->S, &f, &m, buf);
     }
@@ -522,7 +531,7 @@ static nrt_status bn_train_rows(cn_job *j) {
   int64_t C = g->C, R = g->N * g->S, T = m->threads;
   rows_job rj = {.j = j, .chunk_rows = (R + T - 1) / T, .blocks = (C + RCB - 1) / RCB};
   rj.part = malloc(sizeof(float) * (size_t)(T * C));
-  float *mean = malloc(sizeof(float) * (size_t)C);
+  float *mean = malloc(sizeof(float) * (size_t)(2 * C)), *mean_raw = mean + C;
   double *sums = malloc(sizeof(double) * (size_t)C);
   if (!rj.part || !mean || !sums) {
     free(rj.part);
@@ -535,14 +544,16 @@ static nrt_status bn_train_rows(cn_job *j) {
   rows_combine(&rj, T, C, in_float, sums);
   /* the 16-bit kernel keeps the mean in the statistics' dtype, and its
    * variance pass subtracts that rounded mean */
-  for (int64_t c = 0; c < C; c++)
-    mean[c] = in_float ? round_to((float)sums[c] / (float)R, m->r16) : (float)(sums[c] / (double)R);
+  for (int64_t c = 0; c < C; c++) {
+    mean_raw[c] = in_float ? (float)sums[c] / (float)R : (float)(sums[c] / (double)R);
+    mean[c] = round_to(mean_raw[c], m->r16 == NRT_BFLOAT16 ? NRT_BFLOAT16 : NRT_FLOAT32);
+  }
   rj.pass = 1;
   rj.mean = mean;
   nrt_parallel_for(T * rj.blocks, 1, rows_range, &rj);
   rows_combine(&rj, T, C, in_float, sums);
   for (int64_t c = 0; c < C; c++) {
-    float invstd = bn_save(j, m, c, mean[c], sums[c]);
+    float invstd = bn_save(j, m, c, mean_raw[c], mean[c], sums[c]);
     j->coef[c] = bn_coef_of(m, true, mean[c], invstd, w ? vload(w, c) : 1.0f, b ? vload(b, c) : 0.0f);
   }
   free(rj.part);
