@@ -388,3 +388,21 @@ def test_sgemm_scales_an_operand_by_alpha_where_mkl_does(m, k, n, la, lb):
     want = torch.addmm(torch.ones(m, n), _layout(a, la), _layout(b, lb), alpha=0.5)
     got = torch.addmm(torch.ones(m, n).neuron(), _layout(a.neuron(), la), _layout(b.neuron(), lb), alpha=0.5)
     _same(got, want)
+
+
+@pytest.mark.parametrize("m,k,n", [(1, 1, 1), (1, 64, 64), (16, 16, 16), (17, 17, 17), (1, 128, 128), (4, 6, 7),
+                                   (8, 8, 8), (12, 12, 12), (4, 10, 10)])
+@pytest.mark.parametrize("batched", [False, True])
+def test_bfloat16_subnormals_count_where_the_cpu_counts_them(m, k, n, batched):
+    """The CPU computes bfloat16 products of up to 16 x 16 x 16
+    multiply-adds in all (bmm: or below 400 per entry) in float (a subnormal 2.9e-39 times 3.4e38 is 0.996) and
+    larger ones in oneDNN, whose vdpbf16ps reads subnormals as zero."""
+    a, b = torch.zeros(m, k, dtype=torch.bfloat16), torch.zeros(k, n, dtype=torch.bfloat16)
+    a[:, 0], b[0, :] = 2.938735877055719e-39, 3.3895e38
+    b[-1, :] += 0.5
+    if batched:
+        a, b = a.expand(3, m, k).clone(), b.expand(3, k, n).clone()
+        want, got = torch.bmm(a, b), torch.bmm(a.neuron(), b.neuron())
+    else:
+        want, got = a @ b, a.neuron() @ b.neuron()
+    assert torch.equal(got.cpu(), want)

@@ -682,6 +682,16 @@ nrt_status nrt_gemm_execute(const nrt_launch *l) {
   }
 
   p.uk = nrt_gemm_ukernel_pick(p.A->dtype, p.B->dtype);
+  /* vdpbf16ps treats subnormal bfloat16 inputs as zero. The CPU hands
+   * bfloat16 products of more than 16 x 16 x 16 multiply-adds in all (the
+   * whole batch: ATen's mkldnn checksize) to oneDNN, which does the same,
+   * and computes smaller ones, and bmm entries below 400, in float in
+   * ATen's loops, where 2.9e-39 * 3.4e38 is 0.996, not 0 (measured: mm
+   * 4096 keep it, 4913 flush; bmm 3 x 512 keep, 3 x 1728 flush). Those take
+   * the float32 kernel, whose packing widens bfloat16 exactly; too small
+   * to miss the pair kernel. */
+  int64_t macs = p.M * p.N * p.K;
+  if (p.uk->bf16_pairs && (macs < 400 || p.batch * macs <= 4096)) p.uk = &nrt_gemm_ukernel_avx512;
   p.alpha = (float)l->scalars[0].f;
   p.beta = (float)l->scalars[1].f;
   nrt_status gst;
