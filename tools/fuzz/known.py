@@ -318,10 +318,11 @@ KNOWN: list[Group] = [
           "Inputs near the dtype's limits (float32/bfloat16 +-3.4e38) in GEMMs: sums of huge products overflow "
           "or cancel differently in neuron's accumulation order (its packed micro-kernel's k blocking) than in "
           "MKL's sgemm or oneDNN's bfloat16 GEMM, which the CPU calls: MKL's reference loops and some blocked "
-          "shapes accumulate into C from the first product where neuron adds C to the finished sum, and "
-          "oneDNN's bfloat16 order is not followed. (Since the sgemm fixes float32 alpha goes on the operand "
-          "MKL scales, and addbmm adds one batch entry at a time: build/fuzz-31415926's gemm cases 45 -> 33 "
-          "by --explain.)"),
+          "shapes accumulate into C from the first product where neuron adds C to the finished sum; float64 "
+          "runs at float32 precision (DESIGN.md 3). Since the sgemm fixes float32 alpha goes on the operand "
+          "MKL scales, addbmm adds one batch entry at a time and bfloat16 products the CPU computes in float "
+          "keep subnormal inputs: build/fuzz-31415926's gemm edge/nonfinite cases 45 -> 17 by --explain "
+          "(float32 13 -> 1, bfloat16 17 -> 1; complex64 10 and float64 5 left)."),
     Group("edge-magnitude-conv", ("conv",), VAL, fill("edge"),
           "Convolutions with inputs near the dtype's limits where the CPU's own order decides. Launches whose "
           "sums could pass FLT_MAX run neuron's loop nest in double in the CPU's float64 (im2col) grouping, "
