@@ -434,6 +434,32 @@ def test_batch_norm_training_rows_and_16bit_planes_match_the_cpu_bitwise(dt, lay
     assert_no_fallbacks()
 
 
+@pytest.mark.parametrize("layout", ["contiguous", "channels_last"])
+@pytest.mark.parametrize("training", [True, False])
+def test_batch_norm_backward_huge_weight_stays_finite_like_the_cpu(layout, training):
+    """The input gradient is (t * invstd) * w in the CPU's order: with w =
+    3.4e38 and invstd > 1, invstd * w alone is inf (neuron gave +-inf where
+    the CPU has +-1.6e38; fuzz case 4242-1046)."""
+    g = torch.Generator().manual_seed(4242)
+    x = torch.randn(2, 70, 4, 4, generator=g)
+    if layout == "channels_last":
+        x = x.contiguous(memory_format=torch.channels_last)
+    w = torch.randn(70, generator=g)
+    w[1::3] = 3.4028234663852886e38
+    b, dy = torch.randn(70, generator=g), torch.randn(x.shape, generator=g)
+    rm, rv = torch.randn(70, generator=g), torch.rand(70, generator=g) * 0.5 + 0.1
+    grads = []
+    for dev in ("cpu", "neuron"):
+        xd = x.detach().to(dev).requires_grad_()
+        y = F.batch_norm(xd, rm.clone().to(dev), rv.clone().to(dev), w.to(dev), b.to(dev), training)
+        y.backward(dy.to(dev))
+        grads.append(xd.grad.cpu())
+    want, got = grads
+    assert (want.isfinite() & (want.abs() > 1e37)).any()
+    torch.testing.assert_close(got, want, rtol=1e-4, atol=0, equal_nan=True)
+    assert_no_fallbacks()
+
+
 def test_instance_norm_at_the_float_limits_matches_the_cpu_bitwise():
     """instance_norm is batch_norm over [1, N*C, ...] (contiguous): a weight of
     -3.4e38 gives the CPU's NaN where its folded fma overflows, and the

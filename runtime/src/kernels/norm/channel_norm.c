@@ -683,18 +683,18 @@ static void bn_backward_channels(void *ctx, int64_t begin, int64_t end) {
     const nrt_operand *gx = j->out[slot[0]];
     float wv = w ? vload(w, c) : 1.0f, is = (float)invstd;
     if (train) {
-      float k = (float)(dot * invstd * invstd / count), gm = (float)(sdy / count), sc = is * wv;
+      /* (t * invstd) * w as the CPU: invstd * w alone can overflow */
+      float k = (float)(dot * invstd * invstd / count), gm = (float)(sdy / count);
       for (int64_t n = 0; n < g->N; n++) FOR_BLOCKS(g->S, b0, bn) {
           seg_load(gy, n, c, b0, bn, by);
           seg_load(x, n, c, b0, bn, bx);
-          for (int64_t i = 0; i < bn; i++) by[i] = (by[i] - gm - (bx[i] - mean) * k) * sc;
+          for (int64_t i = 0; i < bn; i++) by[i] = ((by[i] - gm - (bx[i] - mean) * k) * is) * wv;
           seg_store(gx, n, c, b0, bn, by);
         }
     } else {
-      float sc = is * wv;
       for (int64_t n = 0; n < g->N; n++) FOR_BLOCKS(g->S, b0, bn) {
           seg_load(gy, n, c, b0, bn, by);
-          for (int64_t i = 0; i < bn; i++) by[i] *= sc;
+          for (int64_t i = 0; i < bn; i++) by[i] = (by[i] * is) * wv;
           seg_store(gx, n, c, b0, bn, by);
         }
     }
@@ -753,9 +753,10 @@ static void cl_range(void *ctx, int64_t begin, int64_t end) {
         const nrt_operand *gx = j->out[slot[0]];
         nrt_load_f32(by, row_ptr(gy, g, r), gy->strides[1], gy->dtype, C);
         if (l->params[2])
-          for (int64_t c = 0; c < C; c++) by[c] = (by[c] - cj->gm[c] - (bx[c] - cj->mean[c]) * cj->k[c]) * cj->a[c];
+          for (int64_t c = 0; c < C; c++)
+            by[c] = ((by[c] - cj->gm[c] - (bx[c] - cj->mean[c]) * cj->k[c]) * cj->a[c]) * cj->b[c];
         else
-          for (int64_t c = 0; c < C; c++) by[c] *= cj->a[c];
+          for (int64_t c = 0; c < C; c++) by[c] = (by[c] * cj->a[c]) * cj->b[c];
         nrt_store_f32(row_ptr(gx, g, r), gx->strides[1], gx->dtype, by, C);
         break;
       }
@@ -806,7 +807,10 @@ static nrt_status bn_backward_channels_last(cn_job *j) {
       double invstd = train ? vload(j->in[3], c) : 1.0 / sqrt((double)vload(j->in[3], c) + eps);
       if (slot[1] >= 0) vstore(j->out[slot[1]], c, s1[c] * invstd);
       if (slot[2] >= 0) vstore(j->out[slot[2]], c, s0[c]);
-      cj.a[c] = (float)invstd * (w ? vload(w, c) : 1.0f);
+      /* dx = (t * invstd) * w, the CPU's order: invstd * w alone can
+       * overflow (3.4e38 weights) where the product through t does not */
+      cj.a[c] = (float)invstd;
+      cj.b[c] = w ? vload(w, c) : 1.0f;
       cj.k[c] = (float)(s1[c] * invstd * invstd / count);
       cj.gm[c] = (float)(s0[c] / count);
     }
