@@ -411,3 +411,46 @@ def test_softmax_16bit_rounds_intermediates_like_the_cpu(dtype):
         grads.append(leaf.grad.cpu())
     _bitwise(grads[1], grads[0])
     assert_no_fallbacks()
+
+
+# Float sums and means follow the CPU's cascade order in its accumulator
+# (float for float32 and 16-bit, double for float64), so terms near the float
+# limits overflow and cancel where the CPU's do: exact agreement.
+@pytest.mark.parametrize("dt", [torch.float32, torch.bfloat16, torch.float16, torch.float64])
+@pytest.mark.parametrize("shape,dim,layout", [
+    ((5,), 0, "c"), ((37,), None, "c"), ((6, 40), 0, "c"), ((6, 40), 1, "c"), ((40, 6), 0, "t"),
+    ((3, 17, 33), (0, 2), "c"), ((4, 9, 20), 1, "s"), ((2, 65, 3), None, "s")])
+@pytest.mark.parametrize("op", ["sum", "mean", "sum_f32"])
+def test_float_sum_follows_the_cpu_order_at_the_float_limits(dt, shape, dim, layout, op):
+    g = torch.Generator().manual_seed(hash((str(dt), shape, layout, op)) % 1000)
+    big = 6.0e4 if dt == torch.float16 else 3.0e38
+    base_shape = [2 * s for s in shape] if layout == "s" else list(shape)
+    n = 1
+    for s in base_shape:
+        n *= s
+    pick = torch.randint(0, 4, (n,), generator=g)
+    vals = torch.where(pick == 0, big, torch.where(pick == 1, -big, torch.randn(n, generator=g, dtype=torch.float64)))
+    base = vals.reshape(base_shape).to(dt)
+    def view(t):
+        if layout == "s":
+            return t[tuple(slice(None, None, 2) for _ in shape)]
+        if layout == "t":
+            return t.t().contiguous().t()
+        return t
+    fn = torch.mean if op == "mean" else torch.sum
+    kw = {"dtype": torch.float32} if op == "sum_f32" else {}
+    args = () if dim is None else (dim,)
+    want = fn(view(base), *args, **kw)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        got = fn(view(base.neuron()), *args, **kw).cpu()
+    assert got.dtype == want.dtype and got.shape == want.shape
+    assert torch.equal(got.isnan(), want.isnan())
+    assert torch.equal(got.nan_to_num(0.0, 1.0, -1.0), want.nan_to_num(0.0, 1.0, -1.0))
+
+
+def test_float_sum_of_int32_rounds_in_float_as_the_cpu():
+    # int32 -> float32: 2147483646 is 2^31 there, so -6 is absorbed by the
+    # CPU's float sum and the column sums to 0 (a double sum gave -6).
+    x = torch.tensor([[-2], [-4], [0], [2147483646], [0], [-2147483648]], dtype=torch.int32)
+    assert torch.equal(torch.sum(x.neuron(), 0, dtype=torch.float32).cpu(), torch.sum(x, 0, dtype=torch.float32))

@@ -77,10 +77,46 @@ Tensor &reduce_into(Tensor &result, const Tensor &self, at::OptionalIntArrayRef 
 }
 
 
+// The CPU's sum kernel vector width in bytes: sum_stub is registered with
+// REGISTER_DISPATCH, so AVX-512 machines run its AVX2 build (32 bytes).
+constexpr int64_t kCpuSumVectorBytes = 32;
+
+// Float sums and means follow the CPU's cascade order (SUM/MEAN p0 = 1,
+// runtime/src/kernels/reduce/cascade.c), in its accumulator (float for
+// float32 and the 16-bit dtypes, double for float64), over the input
+// converted to the result dtype as make_reduction_from_out_ty converts it:
+// terms near the float limits overflow and cancel where the CPU's do.
+Tensor &float_sum_into(Tensor &result, const Tensor &self, at::OptionalIntArrayRef dims, bool keepdim,
+                       ScalarType t, nrt_op op, double empty_value) {
+  c10::DeviceGuard guard(self.device());
+  if (!result.defined()) result = at::empty({0}, self.options().dtype(t));
+  const char *name = op == NRT_OP_SUM ? "sum" : "mean";
+  auto iter = at::native::make_reduction(name, result, self, dims, keepdim, t, t);
+  if (self.numel() == 0) {
+    if (result.numel() > 0) result.fill_(empty_value);
+    return result;
+  }
+  // should_use_acc_buffer: a 16-bit sum whose 2-d loop reduces both of its
+  // dims sums a float32 copy of the input and rounds once.
+  if (at::isReducedFloatingType(t) && iter.ndim() >= 2 && iter.strides(0)[0] == 0 && iter.strides(0)[1] == 0) {
+    Tensor wide;
+    float_sum_into(wide, self, dims, keepdim, at::kFloat, op, empty_value);
+    result.copy_(wide);
+    return result;
+  }
+  launch_iter(iter, op, {}, {1, kCpuSumVectorBytes, 0});
+  return result;
+}
+
+bool cascade_dtype(ScalarType t) {
+  return t == at::kFloat || t == at::kDouble || t == at::kHalf || t == at::kBFloat16;
+}
+
 // A new result takes sum_dtype; out= keeps its dtype unless one is asked for.
 Tensor sum_into(Tensor out, const Tensor &self, at::OptionalIntArrayRef dim, bool keepdim,
                 std::optional<ScalarType> dtype) {
   ScalarType t = out.defined() ? (dtype ? *dtype : out.scalar_type()) : sum_dtype(self, dtype);
+  if (cascade_dtype(t) && !self.is_complex()) return float_sum_into(out, self, dim, keepdim, t, NRT_OP_SUM, 0.0);
   return reduce_into(out, self, dim, keepdim, t, NRT_OP_SUM, "sum", 0.0);
 }
 
@@ -100,13 +136,16 @@ Tensor mean_into(Tensor out, const Tensor &self, at::OptionalIntArrayRef dim, bo
   // float32 mean of the input cast to float32, rounded once at the end (so
   // float32 3.4e38 and -3.4e38 average to 0, not to inf - inf): converting
   // the input to the 16-bit dtype first would overflow.
-  if (at::isReducedFloatingType(t) && self.scalar_type() != t && (!out.defined() || out.scalar_type() == t)) {
+  // A 16-bit mean is the CPU's too: a float32 sum of the input converted to
+  // float32, divided, rounded once.
+  const double nan = std::numeric_limits<double>::quiet_NaN();
+  if (at::isReducedFloatingType(t) && (!out.defined() || out.scalar_type() == t)) {
     Tensor wide;
-    return reduce_into(wide, self, dim, keepdim, at::kFloat, NRT_OP_MEAN, "mean",
-                       std::numeric_limits<double>::quiet_NaN())
-        .to(t);
+    return float_sum_into(wide, self, dim, keepdim, at::kFloat, NRT_OP_MEAN, nan).to(t);
   }
-  return reduce_into(out, self, dim, keepdim, t, NRT_OP_MEAN, "mean", std::numeric_limits<double>::quiet_NaN());
+  if (cascade_dtype(t) && !self.is_complex() && (!out.defined() || out.scalar_type() == t))
+    return float_sum_into(out, self, dim, keepdim, t, NRT_OP_MEAN, nan);
+  return reduce_into(out, self, dim, keepdim, t, NRT_OP_MEAN, "mean", nan);
 }
 
 Tensor amax_into(Tensor out, const Tensor &self, c10::IntArrayRef dim, bool keepdim) {

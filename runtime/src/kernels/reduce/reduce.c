@@ -29,6 +29,7 @@
 #include <immintrin.h>
 #include <stdlib.h>
 #include "kernels/common/common.h"
+#include "kernels/reduce/cascade.h"
 
 #define RED_COLS 64    /* columns per tile when values are gathered per column */
 #define RED_ROWS 64
@@ -1146,6 +1147,8 @@ nrt_status nrt_reduce_execute(const nrt_launch *l) {
   if (p.nout != want_out || l->ninputs != 1)
     return nrt_kernel_fail(NRT_ERROR_INVALID_ARGUMENT,
                            "%s: expected %d output(s) and 1 input", nrt_op_name(l->op), want_out);
+  /* p0 = 1: the CPU's float summation order (cascade.c) */
+  if ((l->op == NRT_OP_SUM || l->op == NRT_OP_MEAN) && l->params[0] == 1) return nrt_reduce_cascade(l);
   p.in = l->operands[p.nout].data;
   p.in_dt = l->operands[p.nout].dtype;
   for (int o = 0; o < p.nout; o++) {
