@@ -72,20 +72,13 @@ static inline void cs_load(const cs_plan *p, int mode, const char *src, double *
     for (int k = 0; k < p->vacc; k++) v[k] = cs_load1(p, src + k * p->es);
     return;
   }
-  /* LD_INNER of 16-bit elements: a vector of vec = 2 * vacc elements folded
-   * to vacc float lanes. bfloat16 adds its two halves (load_fp32_from_bf16,
-   * first + second); float16 (and nansum) folds neighbours, from 0. */
+  /* LD_INNER of 16-bit elements: a vector of vec = 2 * vacc elements
+   * converted to two float vectors, its first and second halves, and added
+   * (InnerSumCastLoadPolicy for reduced floating types, bfloat16 and float16
+   * alike; nansum zeroes NaN in each half first). */
   for (int k = 0; k < p->vacc; k++) {
-    if (p->dt == NRT_BFLOAT16 && !p->nan0) {
-      v[k] = cs_round(p, cs_elem(p, src + k * p->es) + cs_elem(p, src + (k + p->vacc) * p->es));
-    } else {
-      double a = 0.0;
-      for (int j = 0; j < 2; j++) {
-        double b = cs_elem(p, src + (2 * k + j) * p->es);
-        if (!(p->nan0 && b != b)) a = cs_round(p, a + b);
-      }
-      v[k] = a;
-    }
+    double a = cs_load1(p, src + k * p->es), b = cs_load1(p, src + (k + p->vacc) * p->es);
+    v[k] = cs_round(p, a + b);
   }
 }
 
