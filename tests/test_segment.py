@@ -460,6 +460,67 @@ def test_margin_losses_skip_nan_terms_like_the_cpu():
     assert_no_fallbacks()
 
 
+def _edge_values(shape, dtype, seed):
+    """Normal values with ~40% replaced by magnitudes near the float limits,
+    zeros, infinities and NaN, drawn from a fixed seed."""
+    g = torch.Generator().manual_seed(seed)
+    edge = torch.tensor([3.4e38, -3.4e38, 1e18, -1e18, 1.0, -1.0, 0.5, 1e-30, 0.0, float("nan"), float("inf"),
+                         -float("inf")], dtype=torch.float64)
+    x = torch.randn(shape, generator=g, dtype=torch.float64)
+    pick = torch.rand(shape, generator=g) < 0.4
+    return torch.where(pick, edge[torch.randint(len(edge), shape, generator=g)], x).to(dtype)
+
+
+def _bitwise(got, want):
+    assert got.shape == want.shape and got.dtype == want.dtype
+    assert torch.equal(got.isnan(), want.isnan())
+    assert torch.equal(got.nan_to_num(0.0), want.nan_to_num(0.0)), (got, want)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+@pytest.mark.parametrize("red", ["none", "mean", "sum"])
+def test_multi_margin_loss_follows_the_cpu_order_at_the_float_limits(dtype, red):
+    """The CPU's z is (margin - x[y]) + x[d], each row summed serially in the
+    dtype and divided by C there, rows of a sum/mean added in double: with
+    values near +-3.4e38 (or 1e18 in float64) another association overflows
+    or cancels (all -1e18: the CPU's terms are 0, margin - x[y] + x[d]
+    computed as (x[d] - x[y]) + margin gives 1). Exact, values and
+    gradients, over p, weight, margin and a transposed layout."""
+    for i, (n, c) in enumerate([(3, 10), (7, 4), (1, 9), (16, 13), (5, 2)]):
+        for p in (1, 2):
+            x = _edge_values((n, c), dtype, seed=100 * i + p)
+            if i % 2:
+                x = x.t().contiguous().t()
+            t = torch.randint(c, (n,), generator=torch.Generator().manual_seed(i))
+            w = _edge_values((c,), dtype, seed=7 + i).abs() if i % 2 == 0 else None
+            margin = [1.0, 0.7, 3e38, -2.0, 1.0][i]
+            go = _edge_values((n,) if red == "none" else (), dtype, seed=50 + i)
+            res = []
+            for dev in ("cpu", DEV):
+                xx = x.detach().to(dev, copy=True).requires_grad_()
+                loss = F.multi_margin_loss(xx, t.to(dev), p=p, margin=margin,
+                                           weight=None if w is None else w.to(dev), reduction=red)
+                loss.backward(go.to(dev))
+                res.append((loss.detach().cpu(), xx.grad.cpu()))
+            _bitwise(res[1][0], res[0][0])
+            _bitwise(res[1][1], res[0][1])
+    # the all -1e18 row of fuzz case 16180339-393716: 0 on the CPU
+    x = torch.full((3, 10), -1e18, dtype=dtype)
+    t = torch.tensor([4, 7, 5])
+    _bitwise(F.multi_margin_loss(x.to(DEV), t.to(DEV), reduction=red).cpu(), F.multi_margin_loss(x, t, reduction=red))
+    assert_no_fallbacks()
+
+
+def test_multi_margin_loss_shape_follows_the_target():
+    """reduction='none' gives one loss per row exactly when the target is
+    1-d: a [4] input with target [1] gives [1], a [1, 4] input with a 0-d
+    target gives a 0-d loss (and a 0-d gradient input)."""
+    for x, t in ((torch.randn(4), torch.tensor([1])), (torch.randn(1, 4), torch.tensor(1))):
+        both(lambda a: F.multi_margin_loss(a, t.to(a.device), reduction="none"), x)
+        assert F.multi_margin_loss(x.to(DEV), t.to(DEV), reduction="none").shape == \
+            F.multi_margin_loss(x, t, reduction="none").shape
+
+
 # multi_margin_loss of an integer input: the CPU's kernel dispatch raises
 # NotImplementedError before it reads the targets (an out-of-range one is
 # not what is reported).

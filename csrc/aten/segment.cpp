@@ -767,17 +767,6 @@ Tensor per_sample_scale(const Tensor &grad_output, int64_t reduction, int64_t n,
   return g.reshape({1, 1}).expand({n, 1});
 }
 
-// Per-class hinge terms of multi_margin_loss before the power: margin -
-// x[y] + x[i], with the mask of i != y.
-std::tuple<Tensor, Tensor> multi_margin_terms(const MarginRows &r, const Scalar &margin) {
-  int64_t bad = r.t.lt(0).logical_or(r.t.ge(r.c)).sum().item<int64_t>();
-  TORCH_CHECK(bad == 0, "target out of range");
-  Tensor xy = r.x.gather(1, r.t.unsqueeze(1));
-  Tensor z = r.x.sub(xy).add(margin);
-  Tensor not_y = at::arange(r.c, r.t.options()).unsqueeze(0).ne(r.t.unsqueeze(1));
-  return {z, not_y};
-}
-
 // The CPU's kernel dispatch, after its shape checks and its empty-input
 // return, before it reads the targets: a non-floating input raises
 // NotImplementedError there (float16/bfloat16 are computed here, as on CUDA).
@@ -798,21 +787,54 @@ void multi_margin_check(const Scalar &p, const std::optional<Tensor> &weight, in
               "inconsistent weight size, expected ", c, " but got ", weight ? weight->sizes() : c10::IntArrayRef());
 }
 
+// One MULTI_MARGIN_LOSS(_BACKWARD) launch over x [N, C] in ATen's order
+// (kernels/segment.c), so huge inputs overflow and cancel as on the CPU.
+nrt_launch margin_launch(nrt_op op, const MarginRows &r, const Tensor &x, const Scalar &p, const Scalar &margin,
+                         const std::optional<Tensor> &weight, int64_t reduction, int first_input) {
+  nrt_launch d = new_launch(op, {r.n, r.c});
+  d.noutputs = 1;
+  bool weighted = weight && weight->defined();
+  d.ninputs = first_input + 2 + (weighted ? 1 : 0);
+  set_operand(d.operands[1 + first_input], x, {0, 1});
+  set_operand(d.operands[2 + first_input], r.t, {0});
+  if (weighted) set_operand(d.operands[3 + first_input], weight->reshape({-1}), {0});
+  d.compute_dtype = to_nrt_dtype(x.scalar_type());
+  d.params[0] = reduction;
+  d.params[1] = p.toLong();
+  d.scalars[0].f = margin.toDouble();
+  return d;
+}
+
+// The CPU's output: per row only for reduction='none' with a 1-d target
+// (a 0-d target gives a 0-d loss even for a [1, C] input).
+bool margin_per_row(int64_t reduction, const Tensor &target) {
+  return reduction == at::Reduction::None && target.dim() > 0;
+}
+
 Tensor multi_margin_loss_fn(const Tensor &self, const Tensor &target, const Scalar &p, const Scalar &margin,
                             const std::optional<Tensor> &weight, int64_t reduction) {
   c10::DeviceGuard guard(self.device());
   MarginRows r = margin_rows(self, target, false);
   multi_margin_check(p, weight, r.c);
-  if (r.n == 0 || r.c == 0) return reduce_loss(at::zeros({r.n}, r.x.options()), reduction, self);
+  bool per_row = margin_per_row(reduction, target);
+  if (r.n == 0 || r.c == 0) {
+    Tensor z = reduce_loss(at::zeros({r.n}, r.x.options()), reduction, self);
+    return per_row ? z.reshape({r.n}) : z.reshape({});
+  }
   multi_margin_dtype_check(self);
   margin_target_check(target);
-  auto [z, not_y] = multi_margin_terms(r, margin);
-  // the CPU adds a term only `if (z > 0)`: a NaN term is skipped, not NaN
-  Tensor h = at::where(z.gt(0), z, at::zeros({}, z.options()));
-  if (p.toLong() == 2) h = h.mul(h);
-  h = at::where(not_y, h, at::zeros({}, h.options()));
-  if (weight && weight->defined()) h = h.mul(weight->reshape({-1}).to(h.scalar_type()).index_select(0, r.t).unsqueeze(1));
-  return reduce_loss(h.sum(1).div(static_cast<double>(r.c)), reduction, self);
+  // checked here too, for a synchronous error (the kernel's would surface at the next sync)
+  int64_t bad = r.t.lt(0).logical_or(r.t.ge(r.c)).sum().item<int64_t>();
+  TORCH_CHECK(bad == 0, "target out of range");
+  Tensor x = self.dim() <= 1 ? self.reshape({1, -1}) : self;
+  Tensor out = at::empty(per_row ? std::vector<int64_t>{r.n} : std::vector<int64_t>{}, self.options());
+  nrt_launch d = margin_launch(NRT_OP(MULTI_MARGIN_LOSS), r, x, p, margin, weight,
+                               per_row ? at::Reduction::None
+                                       : (reduction == at::Reduction::None ? at::Reduction::Sum : reduction),
+                               0);
+  set_operand(d.operands[0], out, {per_row ? 0 : -1});
+  launch(self.device().index(), d);
+  return out;
 }
 
 Tensor multi_margin_loss_backward_fn(const Tensor &grad_output, const Tensor &self, const Tensor &target,
@@ -824,16 +846,20 @@ Tensor multi_margin_loss_backward_fn(const Tensor &grad_output, const Tensor &se
   if (r.n == 0 || r.c == 0) return at::zeros(self.sizes(), self.options());
   multi_margin_dtype_check(self);
   margin_target_check(target);
-  auto [z, not_y] = multi_margin_terms(r, margin);
-  Tensor active = not_y.logical_and(z.gt(0));
-  Tensor d = p.toLong() == 2 ? z.mul(2.0) : at::ones_like(z);
-  Tensor scale = per_sample_scale(grad_output, reduction, r.n, r.x.scalar_type()).div(static_cast<double>(r.c));
-  if (weight && weight->defined())
-    scale = scale.mul(weight->reshape({-1}).to(r.x.scalar_type()).index_select(0, r.t).unsqueeze(1));
-  Tensor g = at::where(active, d, at::zeros({}, d.options())).mul(scale);
-  // x[y] receives minus the sum of the others
-  g = g.scatter_add(1, r.t.unsqueeze(1), g.sum(1, /*keepdim=*/true).neg());
-  return g.reshape(self.sizes()).to(self.scalar_type());
+  // checked here too, for a synchronous error (the kernel's would surface at the next sync)
+  int64_t bad = r.t.lt(0).logical_or(r.t.ge(r.c)).sum().item<int64_t>();
+  TORCH_CHECK(bad == 0, "target out of range");
+  Tensor x = self.dim() <= 1 ? self.reshape({1, -1}) : self;
+  Tensor gx = at::empty({r.n, r.c}, self.options());
+  // one grad_output value for every row unless the loss was per row
+  bool per_row = reduction == at::Reduction::None && grad_output.dim() > 0;
+  TORCH_CHECK(per_row ? grad_output.numel() == r.n : grad_output.numel() == 1,
+              "multi_margin_loss_backward: grad_output of shape ", grad_output.sizes(), " for ", r.n, " rows");
+  nrt_launch d = margin_launch(NRT_OP(MULTI_MARGIN_LOSS_BACKWARD), r, x, p, margin, weight, reduction, 1);
+  set_operand(d.operands[0], gx, {0, 1});
+  set_operand(d.operands[1], grad_output.reshape({-1}), {per_row ? 0 : -1});
+  launch(self.device().index(), d);
+  return gx.reshape(self.sizes());
 }
 
 // Pairs (j in targets, i not a target): [N, J, C] hinge 1 - x[t_j] + x[i].

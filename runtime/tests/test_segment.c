@@ -1,6 +1,7 @@
 /* SEGMENT family tests: EMBEDDING_BAG, CDIST(_BACKWARD), PDIST(_BACKWARD),
- * SEGMENT_REDUCE(_BACKWARD) and CTC_LOSS(_BACKWARD) (the CTC loss against a
- * brute force over every path).
+ * SEGMENT_REDUCE(_BACKWARD), CTC_LOSS(_BACKWARD) (the CTC loss against a
+ * brute force over every path) and MULTI_MARGIN_LOSS(_BACKWARD) (bit for bit
+ * against ATen's order written with float variables).
  * Each kernel is compared with a plain double-precision computation written
  * here, in both the fast and the reference mode, on non-contiguous strides,
  * bfloat16/float16 operands and edge cases (empty bags, zero distances,
@@ -826,6 +827,109 @@ static void test_dist_nan(void) {
   }
 }
 
+/* ---- MULTI_MARGIN_LOSS(_BACKWARD) ----------------------------------------------------- */
+
+/* ATen's order written with float variables (the kernel rounds doubles). */
+static float mm_ref_row(const float *x, int64_t C, int64_t y, int p, float margin, const float *w) {
+  float xy = x[y], sum = 0;
+  for (int64_t d = 0; d < C; d++) {
+    if (d == y) continue;
+    float z = margin - xy + x[d];
+    if (z > 0) {
+      float h = p == 1 ? z : z * z;
+      if (w) h *= w[y];
+      sum += h;
+    }
+  }
+  return sum / (float)C;
+}
+
+static void test_multi_margin(void) {
+  enum { N = 6, C = 5 };
+  const float edge[] = {3.4e38f, -3.4e38f, 1e18f, -1e18f, 1.0f, -0.5f, 0.0f, NAN, INFINITY};
+  float xt[C * N], x[N * C], w[C], g[N];
+  int64_t t[N] = {0, 4, 2, 2, 1, 3};
+  for (int i = 0; i < N * C; i++) {
+    double u = nrt_test_urand();
+    x[i] = u < 0.4 ? edge[i % 9] : (float)(4 * u - 2);
+  }
+  for (int n = 0; n < N; n++)
+    for (int c = 0; c < C; c++) xt[c * N + n] = x[n * C + c]; /* x stored transposed */
+  for (int c = 0; c < C; c++) w[c] = (float)(0.5 + nrt_test_urand());
+  for (int n = 0; n < N; n++) g[n] = (float)(nrt_test_urand() - 0.5);
+  for (int ref = 0; ref < 2; ref++)
+    for (int p = 1; p <= 2; p++)
+      for (int red = NRT_MARGIN_NONE; red <= NRT_MARGIN_SUM; red++)
+        for (int weighted = 0; weighted < 2; weighted++) {
+          float out[N], gx[N * C];
+          nrt_launch l = nrt_test_launch(NRT_OP(MULTI_MARGIN_LOSS), NRT_FLOAT32, 2, S(N, C), 1, 2 + weighted);
+          nrt_test_operand_n(&l, 0, out, NRT_FLOAT32, S(red == NRT_MARGIN_NONE ? 4 : 0), 1);
+          nrt_test_operand_n(&l, 1, xt, NRT_FLOAT32, S(4, N * 4), 2);
+          nrt_test_operand_n(&l, 2, t, NRT_INT64, S(8), 1);
+          if (weighted) nrt_test_operand_n(&l, 3, w, NRT_FLOAT32, S(4), 1);
+          l.params[0] = red;
+          l.params[1] = p;
+          l.scalars[0].f = 0.7;
+          CHECK_OK(nrt_test_run(&l, ref));
+          double acc = 0;
+          for (int n = 0; n < N; n++) {
+            float want = mm_ref_row(x + n * C, C, t[n], p, 0.7f, weighted ? w : NULL);
+            if (red == NRT_MARGIN_NONE) CHECK(memcmp(&out[n], &want, 4) == 0);
+            acc += want;
+          }
+          if (red == NRT_MARGIN_MEAN) acc /= N;
+          if (red != NRT_MARGIN_NONE) CHECK(out[0] == (float)acc || (isnan(out[0]) && isnan(acc)));
+          nrt_launch lb =
+              nrt_test_launch(NRT_OP(MULTI_MARGIN_LOSS_BACKWARD), NRT_FLOAT32, 2, S(N, C), 1, 3 + weighted);
+          nrt_test_operand_n(&lb, 0, gx, NRT_FLOAT32, S(C * 4, 4), 2);
+          nrt_test_operand_n(&lb, 1, g, NRT_FLOAT32, S(red == NRT_MARGIN_NONE ? 4 : 0), 1);
+          nrt_test_operand_n(&lb, 2, xt, NRT_FLOAT32, S(4, N * 4), 2);
+          nrt_test_operand_n(&lb, 3, t, NRT_INT64, S(8), 1);
+          if (weighted) nrt_test_operand_n(&lb, 4, w, NRT_FLOAT32, S(4), 1);
+          lb.params[0] = red;
+          lb.params[1] = p;
+          lb.scalars[0].f = 0.7;
+          CHECK_OK(nrt_test_run(&lb, ref));
+          float gs = red == NRT_MARGIN_MEAN ? (float)(1.0 / (N * C)) : (float)(1.0 / C);
+          for (int n = 0; n < N; n++) {
+            float go = g[red == NRT_MARGIN_NONE ? n : 0], gy = 0, xy = x[n * C + t[n]];
+            for (int c = 0; c < C; c++) {
+              if (c == t[n]) continue;
+              float z = 0.7f - xy + x[n * C + c], h = 0;
+              if (z > 0) {
+                h = p == 1 ? gs : 2 * gs * z;
+                if (weighted) h *= w[t[n]];
+                gy -= h;
+              }
+              float want = h * go;
+              CHECK(memcmp(&gx[n * C + c], &want, 4) == 0 || (isnan(want) && isnan(gx[n * C + c])));
+            }
+            float want = gy * go;
+            CHECK(memcmp(&gx[n * C + t[n]], &want, 4) == 0 || (isnan(want) && isnan(gx[n * C + t[n]])));
+          }
+        }
+  /* float64, a row of -1e18: (1 - -1e18) + -1e18 is 0, so no term; the
+   * association (x[d] - x[y]) + 1 would give 1 per term */
+  double xd[3] = {-1e18, -1e18, -1e18}, od[1] = {9};
+  int64_t t0[1] = {0};
+  nrt_launch l = nrt_test_launch(NRT_OP(MULTI_MARGIN_LOSS), NRT_FLOAT64, 2, S(1, 3), 1, 2);
+  nrt_test_operand_n(&l, 0, od, NRT_FLOAT64, S(8), 1);
+  nrt_test_operand_n(&l, 1, xd, NRT_FLOAT64, S(24, 8), 2);
+  nrt_test_operand_n(&l, 2, t0, NRT_INT64, S(8), 1);
+  l.params[1] = 1;
+  l.scalars[0].f = 1.0;
+  CHECK_OK(nrt_test_run(&l, 0));
+  CHECK(od[0] == 0.0);
+  /* errors: a target outside [0, C), p = 3 */
+  t0[0] = 3;
+  CHECK_STATUS(nrt_test_run(&l, 0), NRT_ERROR_OUT_OF_RANGE);
+  CHECK_PREFIX("target out of range");
+  t0[0] = 0;
+  l.params[1] = 3;
+  CHECK_STATUS(nrt_test_run(&l, 0), NRT_ERROR_INVALID_ARGUMENT);
+  CHECK_PREFIX("only p == 1 and p == 2 supported");
+}
+
 int main(void) {
   printf("test_segment\n");
   RUN_TEST(test_embedding_bag_modes);
@@ -842,5 +946,6 @@ int main(void) {
   RUN_TEST(test_segment_reduce_errors);
   RUN_TEST(test_ctc);
   RUN_TEST(test_ctc_errors);
+  RUN_TEST(test_multi_margin);
   return TEST_RESULT();
 }

@@ -27,6 +27,9 @@ enum { NRT_SEG_SUM = 0, NRT_SEG_MEAN = 1, NRT_SEG_MAX = 2, NRT_SEG_MIN = 3, NRT_
 enum { NRT_CTC_INPUT_LEN = 0, NRT_CTC_TARGET_LEN = 1, NRT_CTC_TARGET_ROW = 2, NRT_CTC_TARGET_COL = 3,
        NRT_CTC_TABLE_COLS = 4 };
 
+/* MULTI_MARGIN_LOSS reductions (p0), ATen's numbering. */
+enum { NRT_MARGIN_NONE = 0, NRT_MARGIN_MEAN = 1, NRT_MARGIN_SUM = 2 };
+
 #define NRT_OPS_SEGMENT(X)                                                    \
   /* Bags of embedding rows. sizes (ndim 3) = {B, D, N}: bags, embedding   \
      width, number of indices. Outputs: out [B, D] strides {b, d};          \
@@ -102,7 +105,20 @@ enum { NRT_CTC_INPUT_LEN = 0, NRT_CTC_TARGET_LEN = 1, NRT_CTC_TARGET_ROW = 2, NR
      inputs grad [B] strides {b}, log_probs, targets, table as CTC_LOSS,   \
      neg_log_likelihood [B] strides {b}, log_alpha [B, T, 2 Smax + 1]      \
      strides {b, t, s} (CTC_LOSS's results). */                            \
-  X(CTC_LOSS_BACKWARD, SEGMENT, 6, 6)
+  X(CTC_LOSS_BACKWARD, SEGMENT, 6, 6)                                       \
+  /* Multi-class hinge loss in ATen's order (kernels/segment.c). sizes     \
+     (ndim 2) = {N, C}. Output: p0 = NRT_MARGIN_NONE: per-row losses [N]   \
+     strides {n}, else one element (the sum or mean over rows). Inputs: x  \
+     [N, C] strides {n, c}, target (any integer dtype) [N] strides {n},   \
+     optional weight [C] strides {c}. p1 = p (1 or 2); s0 (.f) = margin.   \
+     Row n: sum over d != y of w[y] max(0, margin - x[y] + x[d])^p / C,    \
+     in x's dtype (float32 for 16-bit x); rows summed in double. Fails on  \
+     a target outside [0, C) before writing anything. */                   \
+  X(MULTI_MARGIN_LOSS, SEGMENT, 2, 3)                                       \
+  /* Its gradient wrt x. sizes, p0, p1, s0 as MULTI_MARGIN_LOSS. Output    \
+     grad_x [N, C] strides {n, c}; inputs grad [N] strides {n} (stride 0  \
+     for one value), x, target, optional weight as the forward. */         \
+  X(MULTI_MARGIN_LOSS_BACKWARD, SEGMENT, 3, 4)
 
 NRT_OP_FAMILY_ENUM(SEGMENT, NRT_OPS_SEGMENT);
 

@@ -419,6 +419,148 @@ static nrt_status run_dist(const nrt_launch *l, int noutputs, int want_ndim, int
   return NRT_SUCCESS;
 }
 
+/* ---- MULTI_MARGIN_LOSS / MULTI_MARGIN_LOSS_BACKWARD --------------------------------
+ * ATen's multi_margin_loss_cpu_kernel term for term, so that huge inputs
+ * overflow and cancel where the CPU's do: z = (margin - x[y]) + x[d] (in
+ * that association: -1e18 - -1e18 + 1 is 1, but 1 - -1e18 + -1e18 is 0),
+ * each row summed serially in the input's dtype from d = 0 and divided by
+ * C there, rows of a sum/mean added in double. float32 arithmetic is done
+ * in double and rounded after each operation (exact for + - * /), so one
+ * loop serves both dtypes; 16-bit inputs, which the CPU refuses, compute
+ * as float32. O(N C) work with a serial order inside a row: this loop is
+ * the reference and the fast path at once; rows run in parallel. */
+
+enum { MM_OUT = 0, MM_X = 1, MM_TARGET = 2, MM_WEIGHT = 3 };
+enum { MMB_GRAD_X = 0, MMB_GRAD = 1, MMB_X = 2, MMB_TARGET = 3, MMB_WEIGHT = 4 };
+
+typedef struct margin_ctx {
+  const nrt_launch *l;
+  int x, target, weight; /* operand numbers (weight < 0: none) */
+  bool f32;              /* round every step to float32 */
+  double margin, g;      /* margin and the backward's 1 / (N C) or 1 / C, in the dtype */
+  double *rows;          /* per-row losses of a sum/mean (NULL: write them to the output) */
+} margin_ctx;
+
+static inline double in_dtype(double v, bool f32) { return f32 ? (double)(float)v : v; }
+
+static double margin_load(const margin_ctx *c, int k, int64_t n, int64_t d) {
+  return in_dtype(nrt_ref_load_f64(ptr2(c->l, k, n, d), c->l->operands[k].dtype), c->f32);
+}
+
+static double margin_row(const margin_ctx *c, int64_t n) {
+  const nrt_launch *l = c->l;
+  int64_t C = l->sizes[1], y = load_i64(l, c->target, n);
+  bool sq = l->params[1] == 2;
+  double xy = margin_load(c, c->x, n, y), w = c->weight >= 0 ? in_dtype(nrt_ref_load_f64(ptr1(l, c->weight, y),
+                                                                        l->operands[c->weight].dtype), c->f32) : 1.0;
+  double base = in_dtype(c->margin - xy, c->f32), sum = 0.0;
+  for (int64_t d = 0; d < C; d++) {
+    if (d == y) continue;
+    double z = in_dtype(base + margin_load(c, c->x, n, d), c->f32);
+    if (z > 0) { /* a NaN term is skipped, as there */
+      double h = sq ? in_dtype(z * z, c->f32) : z;
+      if (c->weight >= 0) h = in_dtype(h * w, c->f32);
+      sum = in_dtype(sum + h, c->f32);
+    }
+  }
+  return in_dtype(sum / in_dtype((double)C, c->f32), c->f32);
+}
+
+static void margin_range(void *ctx, int64_t begin, int64_t end) {
+  margin_ctx *c = ctx;
+  const nrt_operand *o = &c->l->operands[MM_OUT];
+  for (int64_t n = begin; n < end; n++) {
+    double v = margin_row(c, n);
+    if (c->rows)
+      c->rows[n] = v;
+    else
+      nrt_ref_store_f64((char *)ptr1(c->l, MM_OUT, n), o->dtype, v);
+  }
+}
+
+/* grad_x of row n: h = g (p = 1) or (2 g) z (p = 2), times weight[y], for
+ * each active d; x[y] gets minus their serial sum; then every element
+ * times grad_output, as the CPU's two passes do. */
+static void margin_backward_range(void *ctx, int64_t begin, int64_t end) {
+  margin_ctx *c = ctx;
+  const nrt_launch *l = c->l;
+  int64_t C = l->sizes[1];
+  bool sq = l->params[1] == 2;
+  nrt_dtype gdt = l->operands[MMB_GRAD_X].dtype;
+  for (int64_t n = begin; n < end; n++) {
+    int64_t y = load_i64(l, c->target, n);
+    double go = in_dtype(nrt_ref_load_f64(ptr1(l, MMB_GRAD, n), l->operands[MMB_GRAD].dtype), c->f32);
+    double xy = margin_load(c, c->x, n, y), w = c->weight >= 0 ? in_dtype(nrt_ref_load_f64(ptr1(l, c->weight, y),
+                                                                          l->operands[c->weight].dtype), c->f32) : 1.0;
+    double base = in_dtype(c->margin - xy, c->f32), gy = 0.0, g2 = in_dtype(2.0 * c->g, c->f32);
+    for (int64_t d = 0; d < C; d++) {
+      if (d == y) continue;
+      double z = in_dtype(base + margin_load(c, c->x, n, d), c->f32), h = 0.0;
+      if (z > 0) {
+        h = sq ? in_dtype(g2 * z, c->f32) : c->g;
+        if (c->weight >= 0) h = in_dtype(h * w, c->f32);
+        gy = in_dtype(gy - h, c->f32);
+      }
+      nrt_ref_store_f64(ptr2(l, MMB_GRAD_X, n, d), gdt, in_dtype(h * go, c->f32));
+    }
+    nrt_ref_store_f64(ptr2(l, MMB_GRAD_X, n, y), gdt, in_dtype(gy * go, c->f32));
+  }
+}
+
+static nrt_status multi_margin(const nrt_launch *l, bool fwd) {
+  int nout = 1;
+  if (l->noutputs != nout)
+    return nrt_kernel_fail(NRT_ERROR_INVALID_ARGUMENT, "%s: expected 1 output, got %d", nrt_op_name(l->op),
+                           l->noutputs);
+  if (l->ndim != 2)
+    return nrt_kernel_fail(NRT_ERROR_INVALID_ARGUMENT, "%s: sizes must be {N, C}, got ndim %d", nrt_op_name(l->op),
+                           l->ndim);
+  margin_ctx c = {.l = l, .x = fwd ? MM_X : MMB_X, .target = fwd ? MM_TARGET : MMB_TARGET};
+  c.weight = l->ninputs == (fwd ? 3 : 4) ? (fwd ? MM_WEIGHT : MMB_WEIGHT) : -1;
+  for (int k = 0; k < l->noutputs + l->ninputs; k++) {
+    if (k == c.target) continue;
+    nrt_status st = check_float(l, k);
+    if (st != NRT_SUCCESS) return st;
+  }
+  if (!nrt_dtype_is_integral(l->operands[c.target].dtype))
+    return nrt_kernel_fail(NRT_ERROR_INVALID_ARGUMENT, "%s: target must be an integer type, got %s",
+                           nrt_op_name(l->op), nrt_dtype_name(l->operands[c.target].dtype));
+  int64_t N = l->sizes[0], C = l->sizes[1], red = l->params[0];
+  if (l->params[1] != 1 && l->params[1] != 2)
+    return nrt_kernel_fail(NRT_ERROR_INVALID_ARGUMENT, "only p == 1 and p == 2 supported");
+  if (red < NRT_MARGIN_NONE || red > NRT_MARGIN_SUM)
+    return nrt_kernel_fail(NRT_ERROR_INVALID_ARGUMENT, "%s: unknown reduction %lld", nrt_op_name(l->op),
+                           (long long)red);
+  /* the targets first, in order, so that the first bad one fails the launch before anything is written */
+  for (int64_t n = 0; n < N; n++) {
+    int64_t y = load_i64(l, c.target, n);
+    if (y < 0 || y >= C) return nrt_kernel_fail(NRT_ERROR_OUT_OF_RANGE, "target out of range");
+  }
+  c.f32 = l->operands[c.x].dtype != NRT_FLOAT64;
+  c.margin = in_dtype(l->scalars[0].f, c.f32);
+  if (!fwd) {
+    c.g = in_dtype(red == NRT_MARGIN_MEAN ? 1.0 / (double)(N * C) : 1.0 / (double)C, c.f32);
+    if (N > 0 && C > 0) nrt_parallel_for(N, grain_for(C), margin_backward_range, &c);
+    return NRT_SUCCESS;
+  }
+  if (red == NRT_MARGIN_NONE) {
+    if (N > 0) nrt_parallel_for(N, grain_for(C), margin_range, &c);
+    return NRT_SUCCESS;
+  }
+  /* a sum or mean: rows in parallel into doubles, then added serially from
+   * row 0 in double (the CPU's accscalar_t), divided by N there */
+  c.rows = malloc((size_t)(N + 1) * sizeof(double));
+  if (!c.rows) return nrt_kernel_fail(NRT_ERROR_OUT_OF_MEMORY, "%s: out of host memory for %lld rows",
+                                      nrt_op_name(l->op), (long long)N);
+  if (N > 0 && C > 0) nrt_parallel_for(N, grain_for(C), margin_range, &c);
+  double acc = 0.0;
+  for (int64_t n = 0; n < N && C > 0; n++) acc += c.rows[n];
+  if (red == NRT_MARGIN_MEAN) acc /= (double)N;
+  free(c.rows);
+  nrt_ref_store_f64(l->operands[MM_OUT].data, l->operands[MM_OUT].dtype, acc);
+  return NRT_SUCCESS;
+}
+
 nrt_status nrt_segment_execute(const nrt_launch *l) {
   /* Switch on (int)l->op: family ids are not enumerators of nrt_op. */
   switch ((int)l->op) {
@@ -446,6 +588,8 @@ nrt_status nrt_segment_execute(const nrt_launch *l) {
   case NRT_OP(SEGMENT_REDUCE_BACKWARD): return nrt_segment_reduce_backward_execute(l);
   case NRT_OP(CTC_LOSS): return nrt_ctc_loss_execute(l);
   case NRT_OP(CTC_LOSS_BACKWARD): return nrt_ctc_loss_backward_execute(l);
+  case NRT_OP(MULTI_MARGIN_LOSS): return multi_margin(l, true);
+  case NRT_OP(MULTI_MARGIN_LOSS_BACKWARD): return multi_margin(l, false);
   default: break;
   }
   return nrt_kernel_fail(NRT_ERROR_UNSUPPORTED, "segment: op %s has no kernel", nrt_op_name(l->op));
