@@ -458,3 +458,87 @@ def test_float_sum_of_int32_rounds_in_float_as_the_cpu():
     # CPU's float sum and the column sums to 0 (a double sum gave -6).
     x = torch.tensor([[-2], [-4], [0], [2147483646], [0], [-2147483648]], dtype=torch.int32)
     assert torch.equal(torch.sum(x.neuron(), 0, dtype=torch.float32).cpu(), torch.sum(x, 0, dtype=torch.float32))
+
+
+def _edge_values(shape, dt, seed):
+    # 1e18 and near-limit terms that cancel, beside ordinary ones: the order
+    # of the arithmetic decides what is left
+    g = torch.Generator().manual_seed(seed)
+    n = 1
+    for s in shape:
+        n *= s
+    big = 6.0e4 if dt == torch.float16 else 3.0e38
+    table = torch.tensor([1e18, -1e18, big, -big, 1.0, -0.5, 2.5, 1e-30], dtype=torch.float64)
+    vals = table[torch.randint(0, len(table), (n,), generator=g)] * torch.rand(n, generator=g, dtype=torch.float64).add(0.5)
+    return vals.reshape(shape).to(dt)
+
+
+def _same(got, want):
+    assert got.dtype == want.dtype and got.shape == want.shape
+    assert torch.equal(got.isnan(), want.isnan())
+    assert torch.equal(got.nan_to_num(0.0, 1.0, -1.0), want.nan_to_num(0.0, 1.0, -1.0))
+
+
+# var_mean / std_mean: one Welford pass in the CPU's order, whose mean is not
+# mean()'s (1e18 - 1e18 + small terms: the running mean keeps what a float
+# sum loses), split across the CPU's threads as it splits one large output.
+@pytest.mark.parametrize("dt", [torch.float32, torch.float64, torch.bfloat16, torch.float16])
+@pytest.mark.parametrize("shape,dim,layout", [
+    ((10,), None, "c"), ((4, 3), None, "s"), ((6, 5, 5), (2, 1), "c"), ((5, 17), 0, "t"), ((3, 3, 2), None, "t"),
+    ((40000,), None, "c")])
+@pytest.mark.parametrize("threads", [1, 2])
+def test_var_mean_follows_the_cpus_welford_order(dt, shape, dim, layout, threads):
+    old = torch.get_num_threads()
+    torch.set_num_threads(threads)
+    try:
+        for seed in range(3):
+            base = _edge_values([2 * s for s in shape] if layout == "s" else list(shape), dt, 11 * seed + len(shape))
+            def view(t):
+                if layout == "s":
+                    return t[tuple(slice(None, None, 2) for _ in shape)]
+                return t.mT.contiguous().mT if layout == "t" else t
+            for fn, corr in ((torch.var_mean, 1), (torch.std_mean, 0)):
+                want = fn(view(base), dim=dim, correction=corr)
+                got = fn(view(base.neuron()), dim=dim, correction=corr)
+                _same(got[0].cpu(), want[0])
+                _same(got[1].cpu(), want[1])
+    finally:
+        torch.set_num_threads(old)
+    assert_no_fallbacks()
+
+
+def test_complex_var_mean_is_the_parts_var_means_like_the_cpu():
+    x = torch.complex(_edge_values((4, 6), torch.float32, 1), _edge_values((4, 6), torch.float32, 2))
+    for fn in (torch.var_mean, torch.std_mean):
+        want = fn(x, dim=1)
+        got = fn(x.neuron(), dim=1)
+        _same(torch.view_as_real(got[1].cpu()), torch.view_as_real(want[1]))
+        _same(got[0].cpu(), want[0])
+
+
+# nansum sums self in its own layout in the CPU's cascade order, NaN read as
+# 0 (a where(isnan, 0, x) copy is dense and sums in another order); into an
+# integer dtype the CPU sums nan_to_num(self): float16 inf is 65504 there.
+@pytest.mark.parametrize("dt", [torch.float32, torch.bfloat16, torch.float16])
+@pytest.mark.parametrize("shape,dim,layout", [((37,), None, "c"), ((6, 40), 1, "c"), ((40, 6), 0, "t"),
+                                              ((4, 9, 20), 1, "s"), ((2, 4, 19), (0, 2), "e")])
+def test_nansum_follows_the_cpu_order_in_self_layout(dt, shape, dim, layout):
+    for seed in range(4):
+        base = _edge_values([2 * s for s in shape] if layout == "s" else list(shape), dt, 7 * seed + len(shape))
+        base = torch.where(torch.arange(base.numel()).reshape(base.shape) % 5 == 3, float("nan"), base).to(dt)
+        def view(t):
+            if layout == "s":
+                return t[tuple(slice(None, None, 2) for _ in shape)]
+            if layout == "e":
+                return t[:, :1].expand(shape)
+            return t.mT.contiguous().mT if layout == "t" else t
+        args = () if dim is None else (dim,)
+        _same(torch.nansum(view(base.neuron()), *args).cpu(), torch.nansum(view(base), *args))
+
+
+@pytest.mark.parametrize("dt", [torch.float16, torch.float32])
+@pytest.mark.parametrize("out", [torch.int32, torch.int64, torch.int16, torch.bool])
+def test_nansum_into_an_integer_dtype_sums_nan_to_num_like_the_cpu(dt, out):
+    x = torch.tensor([1.5, float("inf"), float("nan"), -2.5, float("-inf"), 3.0], dtype=dt)
+    for sl in (slice(0, 2), slice(1, 3), slice(3, 5), slice(None)):
+        assert torch.equal(torch.nansum(x[sl].neuron(), dtype=out).cpu(), torch.nansum(x[sl], dtype=out))

@@ -296,15 +296,6 @@ Tensor &index_fill_tensor(Tensor &self, int64_t dim, const Tensor &index, const 
   return index_fill_scalar(self, dim, index, value.item());
 }
 
-std::tuple<Tensor, Tensor> var_mean_fn(const Tensor &self, at::OptionalIntArrayRef dim,
-                                       const std::optional<Scalar> &correction, bool keepdim) {
-  return {at::var(self, dim, correction, keepdim), at::mean(self, dim, keepdim)};
-}
-std::tuple<Tensor, Tensor> std_mean_fn(const Tensor &self, at::OptionalIntArrayRef dim,
-                                       const std::optional<Scalar> &correction, bool keepdim) {
-  return {at::std(self, dim, correction, keepdim), at::mean(self, dim, keepdim)};
-}
-
 Tensor rsub_fn(const Tensor &self, const Tensor &other, const Scalar &alpha) { return at::sub(other, self, alpha); }
 
 
@@ -314,39 +305,6 @@ bool equal_fn(const Tensor &a, const Tensor &b) {
   if (a.sizes() != b.sizes()) return false;
   if (a.numel() == 0) return true;
   return a.eq(b).all().item<bool>();
-}
-
-Tensor nansum_fn(const Tensor &self, at::OptionalIntArrayRef dim, bool keepdim, std::optional<c10::ScalarType> dtype);
-// nansum.out: out's dtype unless dtype= names one, which must then be out's
-// (make_reduction's check)
-Tensor nansum_into(Tensor out, const Tensor &self, at::OptionalIntArrayRef dim, bool keepdim,
-                   std::optional<c10::ScalarType> dtype) {
-  if (out.defined()) {
-    TORCH_CHECK(!dtype || *dtype == out.scalar_type(), "nansum: provided dtype must match dtype of result. Got ",
-                c10::toString(out.scalar_type()), " and ", c10::toString(*dtype), ".");
-    // An explicit dtype= computes as the functional form does, an integer or
-    // bool one too (NaN -> 0, then the input cast to it and summed); only an
-    // out= dtype alone reaches the CPU's floating-only kernel.
-    if (!dtype && at::isFloatingType(self.scalar_type()) && self.numel() > 0)
-      TORCH_CHECK_NOT_IMPLEMENTED(at::isFloatingType(out.scalar_type()), "\"nansum_cpu\" not implemented for '",
-                                  c10::toString(out.scalar_type()), "'");
-    dtype = out.scalar_type();
-  }
-  return nansum_fn(self, dim, keepdim, dtype);
-}
-Tensor nansum_fn(const Tensor &self, at::OptionalIntArrayRef dim, bool keepdim, std::optional<c10::ScalarType> dtype) {
-  // ATen's nansum: the reduced dims are wrapped first (its result is made
-  // before anything else), no complex input (its CPU check), and its kernel
-  // has no complex result dtype, only reached with elements to sum (an
-  // integer input is a plain sum)
-  if (dim)
-    for (int64_t d : *dim) (void)at::maybe_wrap_dim(d, self.dim());
-  TORCH_CHECK(!self.is_complex(), "nansum does not support complex inputs");
-  if (!at::isIntegralType(self.scalar_type(), /*includeBool=*/true) && dtype && self.numel() > 0)
-    TORCH_CHECK_NOT_IMPLEMENTED(!at::isComplexType(*dtype), "\"nansum_cpu\" not implemented for '",
-                                c10::toString(*dtype), "'");
-  Tensor x = at::isFloatingType(self.scalar_type()) ? at::where(self.isnan(), at::zeros_like(self), self) : self;
-  return at::sum(x, dim, keepdim, dtype);
 }
 
 Tensor norm_dim(const Tensor &self, const std::optional<Scalar> &p, c10::IntArrayRef dim, bool keepdim) {
@@ -411,11 +369,8 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   NEURON_VARIANTS(m, index_add_into, "index_add", nullptr, "index_add.out");
   NEURON_IMPL(m, "index_fill_.int_Scalar", index_fill_scalar);
   NEURON_IMPL(m, "index_fill_.int_Tensor", index_fill_tensor);
-  NEURON_IMPL(m, "var_mean.correction", var_mean_fn);
-  NEURON_IMPL(m, "std_mean.correction", std_mean_fn);
   NEURON_IMPL(m, "rsub.Tensor", rsub_fn);
   NEURON_IMPL(m, "equal", equal_fn);
-  NEURON_VARIANTS(m, nansum_into, "nansum", nullptr, "nansum.out");
   NEURON_IMPL(m, "norm.ScalarOpt_dim", norm_dim);
   NEURON_OUT_OF(m, norm_dim, "norm.out");
   NEURON_IMPL(m, "norm.ScalarOpt_dim_dtype", norm_dim_dtype);

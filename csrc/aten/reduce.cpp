@@ -5,6 +5,11 @@
 #include <array>
 #include <cmath>
 #include <ATen/ops/abs.h>
+#include <ATen/ops/complex.h>
+#include <ATen/ops/imag.h>
+#include <ATen/ops/nan_to_num.h>
+#include <ATen/ops/sum.h>
+#include <ATen/ops/real.h>
 #include <ATen/ops/view_as_complex.h>
 #include <ATen/ops/view_as_real.h>
 #include <ATen/Parallel.h>
@@ -86,25 +91,27 @@ constexpr int64_t kCpuSumVectorBytes = 32;
 // float32 and the 16-bit dtypes, double for float64), over the input
 // converted to the result dtype as make_reduction_from_out_ty converts it:
 // terms near the float limits overflow and cancel where the CPU's do.
+// nan0 reads NaN as 0 (nansum: the CPU's cascade_sum with ignore_nan).
 Tensor &float_sum_into(Tensor &result, const Tensor &self, at::OptionalIntArrayRef dims, bool keepdim,
-                       ScalarType t, nrt_op op, double empty_value) {
+                       ScalarType t, nrt_op op, double empty_value, bool nan0 = false) {
   c10::DeviceGuard guard(self.device());
   if (!result.defined()) result = at::empty({0}, self.options().dtype(t));
-  const char *name = op == NRT_OP_SUM ? "sum" : "mean";
+  const char *name = nan0 ? "nansum" : op == NRT_OP_SUM ? "sum" : "mean";
   auto iter = at::native::make_reduction(name, result, self, dims, keepdim, t, t);
   if (self.numel() == 0) {
     if (result.numel() > 0) result.fill_(empty_value);
     return result;
   }
   // should_use_acc_buffer: a 16-bit sum whose 2-d loop reduces both of its
-  // dims sums a float32 copy of the input and rounds once.
-  if (at::isReducedFloatingType(t) && iter.ndim() >= 2 && iter.strides(0)[0] == 0 && iter.strides(0)[1] == 0) {
+  // dims sums a float32 copy of the input and rounds once (sum_out's rule;
+  // nansum_out has none).
+  if (!nan0 && at::isReducedFloatingType(t) && iter.ndim() >= 2 && iter.strides(0)[0] == 0 && iter.strides(0)[1] == 0) {
     Tensor wide;
     float_sum_into(wide, self, dims, keepdim, at::kFloat, op, empty_value);
     result.copy_(wide);
     return result;
   }
-  launch_iter(iter, op, {}, {1, kCpuSumVectorBytes, 0});
+  launch_iter(iter, op, {}, {1, kCpuSumVectorBytes, nan0 ? 1 : 0});
   return result;
 }
 
@@ -118,6 +125,45 @@ Tensor sum_into(Tensor out, const Tensor &self, at::OptionalIntArrayRef dim, boo
   ScalarType t = out.defined() ? (dtype ? *dtype : out.scalar_type()) : sum_dtype(self, dtype);
   if (cascade_dtype(t) && !self.is_complex()) return float_sum_into(out, self, dim, keepdim, t, NRT_OP_SUM, 0.0);
   return reduce_into(out, self, dim, keepdim, t, NRT_OP_SUM, "sum", 0.0);
+}
+
+// nansum, as ATen's nansum_out: an integer or bool input is a plain sum;
+// a float one sums in the CPU's cascade order reading NaN as 0 (SUM p2 = 1)
+// over self converted to the result dtype, in self's own layout (a
+// where(isnan, 0, x) copy would be dense and change the order). Into an
+// integer or bool dtype the CPU sums nan_to_num(self) (NaN 0, +-inf the
+// largest finite values): float16 inf is 65504 there, not INT_MIN.
+Tensor nansum_fn(const Tensor &self, at::OptionalIntArrayRef dim, bool keepdim, std::optional<ScalarType> dtype) {
+  // the reduced dims are wrapped first (its result is made before anything
+  // else), no complex input (its CPU check), and its kernel has no complex
+  // result dtype, only reached with elements to sum
+  if (dim)
+    for (int64_t d : *dim) (void)at::maybe_wrap_dim(d, self.dim());
+  TORCH_CHECK(!self.is_complex(), "nansum does not support complex inputs");
+  if (at::isIntegralType(self.scalar_type(), /*includeBool=*/true)) return at::sum(self, dim, keepdim, dtype);
+  ScalarType t = dtype ? *dtype : self.scalar_type();
+  if (self.numel() > 0)
+    TORCH_CHECK_NOT_IMPLEMENTED(!at::isComplexType(t), "\"nansum_cpu\" not implemented for '", c10::toString(t), "'");
+  if (!at::isFloatingType(t)) return at::sum(at::nan_to_num(self), dim, keepdim, t);
+  Tensor r;
+  return float_sum_into(r, self, dim, keepdim, t, NRT_OP_SUM, 0.0, /*nan0=*/true);
+}
+// nansum.out: out's dtype unless dtype= names one, which must then be out's
+// (make_reduction's check)
+Tensor nansum_into(Tensor out, const Tensor &self, at::OptionalIntArrayRef dim, bool keepdim,
+                   std::optional<ScalarType> dtype) {
+  if (out.defined()) {
+    TORCH_CHECK(!dtype || *dtype == out.scalar_type(), "nansum: provided dtype must match dtype of result. Got ",
+                c10::toString(out.scalar_type()), " and ", c10::toString(*dtype), ".");
+    // An explicit dtype= computes as the functional form does, an integer or
+    // bool one too; only an out= dtype alone reaches the CPU's floating-only
+    // kernel.
+    if (!dtype && at::isFloatingType(self.scalar_type()) && self.numel() > 0)
+      TORCH_CHECK_NOT_IMPLEMENTED(at::isFloatingType(out.scalar_type()), "\"nansum_cpu\" not implemented for '",
+                                  c10::toString(out.scalar_type()), "'");
+    dtype = out.scalar_type();
+  }
+  return nansum_fn(self, dim, keepdim, dtype);
 }
 
 ScalarType mean_dtype(const Tensor &self, std::optional<ScalarType> dtype) {
@@ -263,6 +309,54 @@ Tensor var_correction(const Tensor &self, at::OptionalIntArrayRef dim, const std
 Tensor std_correction(const Tensor &self, at::OptionalIntArrayRef dim, const std::optional<Scalar> &correction,
                       bool keepdim) {
   return var_std(self, dim, correction, keepdim, true);
+}
+
+// var_mean / std_mean: both results from one Welford pass in the CPU's
+// order (VAR p1 = 1, kernels/reduce/welford.c), as std_var_mean_out runs
+// them; its mean is the running Welford mean, not mean(), so terms of 1e18
+// that cancel leave what the CPU's leave. p2 is the CPU's thread count,
+// which decides how it splits one output's elements (1 inside a parallel
+// region, where at::parallel_for runs inline).
+std::tuple<Tensor, Tensor> var_mean_common(const Tensor &self, at::OptionalIntArrayRef dim,
+                                           const std::optional<Scalar> &correction, bool keepdim, bool is_std) {
+  const char *fname = is_std ? "std_mean" : "var_mean";
+  TORCH_CHECK(at::isFloatingType(self.scalar_type()) || at::isComplexType(self.scalar_type()), fname,
+              " only support floating point and complex dtypes");
+  if (self.is_complex()) {
+    // The CPU's complex rule: each part's var_mean, the variances added
+    // (then the root for std), the means the parts of a complex mean.
+    Tensor x = self.resolve_conj();
+    auto [vr, mr] = var_mean_common(at::real(x), dim, correction, keepdim, false);
+    auto [vi, mi] = var_mean_common(at::imag(x), dim, correction, keepdim, false);
+    Tensor v = vr.add(vi);
+    if (is_std) v = v.sqrt();
+    return {v, at::complex(mr, mi)};
+  }
+  c10::DeviceGuard guard(self.device());
+  ScalarType t = self.scalar_type();
+  double c = correction ? correction->toDouble() : 1.0;
+  Tensor var = at::empty({0}, self.options()), mean = at::empty({0}, self.options());
+  auto iter = at::native::make_reduction(fname, var, mean, self, dim, keepdim, t, t);
+  int64_t per_output = iter.num_output_elements() == 0 ? 0 : iter.numel() / iter.num_output_elements();
+  if (per_output - c <= 0)
+    TORCH_WARN(fname, "(): degrees of freedom is <= 0. Correction should be strictly less than the reduction factor "
+               "(input numel divided by output numel).");
+  if (iter.numel() == 0) {
+    var.fill_(std::numeric_limits<double>::quiet_NaN());
+    mean.fill_(std::numeric_limits<double>::quiet_NaN());
+    return {var, mean};
+  }
+  int64_t threads = at::in_parallel_region() ? 1 : at::get_num_threads();
+  launch_iter(iter, NRT_OP_VAR, {fscalar(c)}, {is_std ? 1 : 0, 1, threads});
+  return {var, mean};
+}
+std::tuple<Tensor, Tensor> var_mean_fn(const Tensor &self, at::OptionalIntArrayRef dim,
+                                       const std::optional<Scalar> &correction, bool keepdim) {
+  return var_mean_common(self, dim, correction, keepdim, false);
+}
+std::tuple<Tensor, Tensor> std_mean_fn(const Tensor &self, at::OptionalIntArrayRef dim,
+                                       const std::optional<Scalar> &correction, bool keepdim) {
+  return var_mean_common(self, dim, correction, keepdim, true);
 }
 
 // all/any give bool, except uint8 inputs give uint8 (PyTorch's rule); an
@@ -540,6 +634,7 @@ Tensor cumprod_into(Tensor out, const Tensor &self, int64_t dim, std::optional<S
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   NEURON_VARIANTS(m, sum_into, "sum.dim_IntList", nullptr, "sum.IntList_out");
   NEURON_VARIANTS(m, mean_into, "mean.dim", nullptr, "mean.out");
+  NEURON_VARIANTS(m, nansum_into, "nansum", nullptr, "nansum.out");
   NEURON_VARIANTS(m, amax_into, "amax", nullptr, "amax.out");
   NEURON_VARIANTS(m, amin_into, "amin", nullptr, "amin.out");
   NEURON_IMPL(m, "max", max_all);
@@ -556,6 +651,8 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   NEURON_OUT_OF(m, argmin_fn, "argmin.out");
   NEURON_OUT_OF(m, var_correction, "var.correction_out");
   NEURON_OUT_OF(m, std_correction, "std.correction_out");
+  NEURON_IMPL(m, "var_mean.correction", var_mean_fn);
+  NEURON_IMPL(m, "std_mean.correction", std_mean_fn);
   NEURON_VARIANTS(m, all_dims_into, "all.dims", nullptr, "all.dims_out");
   NEURON_VARIANTS(m, any_dims_into, "any.dims", nullptr, "any.dims_out");
   NEURON_VARIANTS(m, all_dim_into, "all.dim", nullptr, "all.out");

@@ -246,7 +246,8 @@ enum {
   X(ARGMIN, REDUCE, 1, 1)                                                     \
   X(ALL, REDUCE, 1, 1)                                                        \
   X(ANY, REDUCE, 1, 1)                                                        \
-  X(VAR, REDUCE, 1, 1)           /* s0 correction; p0: 1 = std */             \
+  X(VAR, REDUCE, 1, 1)           /* s0 correction; p0: 1 = std; p1 = 1:       \
+     var_mean, out1 the mean, in the CPU's Welford order over p2 threads */ \
   X(NORM, REDUCE, 1, 1)          /* s0 p (inf allowed) */                     \
   X(LOGSUMEXP, REDUCE, 1, 1)                                                  \
   /* row ops (last dim is the row) */                                         \
