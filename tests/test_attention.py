@@ -311,17 +311,20 @@ def test_choice():
         assert torch._fused_sdp_choice(q, k, v) == SDPBackend.MATH.value
     # Where the CPU's selection takes its math path, so does neuron's (their
     # non-finite results differ from flash's); the fused kernel still serves
-    # them when math is disabled.
+    # them when math is disabled. Small ones (every bmm with M * N * K < 400)
+    # take the fused op too, which then replays the math path's order.
     cpu_qkv = _qkv(1, 2, 2, 4, 4, 8, 8)
-    grad_mask = torch.zeros(4, 4, requires_grad=True)
-    for args, kw in (((q, k, v[..., :4]), {}), ((q, k, v), {"attn_mask": grad_mask.detach().to("neuron")
-                                                          .requires_grad_()})):
-        cpu_args = [t.cpu() for t in args]
-        cpu_kw = {"attn_mask": grad_mask} if kw else {}
-        assert torch._fused_sdp_choice(*cpu_args, **cpu_kw) == SDPBackend.MATH.value
-        assert torch._fused_sdp_choice(*args, **kw) == SDPBackend.MATH.value
-        with sdpa_kernel([SDPBackend.EFFICIENT_ATTENTION]):
-            assert torch._fused_sdp_choice(*args, **kw) == SDPBackend.OVERRIDEABLE.value
+    for L, S, want in ((16, 16, SDPBackend.MATH), (4, 4, SDPBackend.OVERRIDEABLE)):
+        q, k, v = (t.to("neuron") for t in _qkv(1, 2, 2, L, S, 8, 8))
+        grad_mask = torch.zeros(L, S, requires_grad=True)
+        for args, kw in (((q, k, v[..., :4]), {}), ((q, k, v), {"attn_mask": grad_mask.detach().to("neuron")
+                                                              .requires_grad_()})):
+            cpu_args = [t.cpu() for t in args]
+            cpu_kw = {"attn_mask": grad_mask} if kw else {}
+            assert torch._fused_sdp_choice(*cpu_args, **cpu_kw) == SDPBackend.MATH.value
+            assert torch._fused_sdp_choice(*args, **kw) == want.value
+            with sdpa_kernel([SDPBackend.EFFICIENT_ATTENTION]):
+                assert torch._fused_sdp_choice(*args, **kw) == SDPBackend.OVERRIDEABLE.value
     # grouped heads: flash on the CPU, the fused kernel here
     kg, vg = k[:, :1], v[:, :1]
     assert torch._fused_sdp_choice(cpu_qkv[0], cpu_qkv[1][:, :1], cpu_qkv[2][:, :1], enable_gqa=True) == \
@@ -523,3 +526,70 @@ def test_sdpa_lone_key_gradient_cancels_on_the_blocked_kernel():
         assert torch.equal(g.isnan(), w.isnan()), (name, g, w)
         torch.testing.assert_close(g.nan_to_num(), w.nan_to_num(), **tol_kw(TOL_ATTENTION, torch.float32), msg=name)
     assert torch.equal(got[2], want[2])  # dK exactly: 0 next to the 3.4e38 column
+
+
+# Where the CPU takes its math decomposition (a transposed last dim, a value
+# head dim unlike the query's, a 3-d mask, a mask that requires grad) and
+# every bmm of it is small (M * N * K < 400: ATen's plain loop, not MKL),
+# neuron replays that decomposition's order: q and k scaled by sqrt(scale),
+# products rounded and summed in k order, _safe_softmax with Sleef's expf
+# and x * (1 / sum), autograd's backward of it. Edge inputs (+-3e38, 1e18,
+# -inf mask entries) overflow and cancel in the same places, so the results
+# agree bit for bit (float64: with the CPU's float32 computation, neuron's
+# float64 precision). Before, neuron composed its own bmm and softmax there:
+# 26 of the 43 nonfinite-attention cases of fuzz seed 16180339 were this.
+def _edge(shape, g, dtype):
+    x = torch.randn(shape, generator=g)
+    u = torch.rand(shape, generator=g)
+    x = torch.where(u < 0.12, x * 1e18, x)
+    x = torch.where((u >= 0.12) & (u < 0.2), torch.sign(x) * 3e38, x)
+    return x.to(dtype)
+
+
+def _math_case(kind, dtype, g):
+    B, H, L, S, E = 2, 2, 3, 5, 4
+    q, k, v = _edge((B, H, L, E), g, dtype), _edge((B, H, S, E), g, dtype), _edge((B, H, S, E), g, dtype)
+    kw, mask = {}, None
+    tr = lambda t: t.transpose(-1, -2).contiguous().transpose(-1, -2)  # noqa: E731
+    if kind == "transposed-causal":
+        q, kw = tr(q), {"is_causal": True}
+    elif kind == "value-dim":
+        v = v[..., :3].contiguous()
+    elif kind == "mask-3d":
+        mask = torch.where(torch.rand(B, L, S, generator=g) < 0.3, float("-inf"), 0.0).to(dtype)
+        mask[0, 1] = float("-inf")  # a fully masked row
+    elif kind == "mask-grad":
+        mask = (torch.randn(L, S, generator=g) * 1e18).to(dtype).requires_grad_()
+    return q, k, v, mask, kw
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.bfloat16, torch.float16])
+@pytest.mark.parametrize("kind", ["transposed-causal", "value-dim", "mask-3d", "mask-grad"])
+def test_sdpa_small_math_path_follows_the_cpu_order(kind, dtype, threads):
+    g = torch.Generator().manual_seed(1000 + ["transposed-causal", "value-dim", "mask-3d", "mask-grad"].index(kind))
+    old = torch.get_num_threads()
+    torch.set_num_threads(threads)
+    try:
+        for _ in range(4):
+            q, k, v, mask, kw = _math_case(kind, dtype, g)
+            ref_dtype = torch.float32 if dtype == torch.float64 else dtype  # neuron's float64 precision
+            results = []
+            for dev in ("cpu", "neuron"):
+                cast = (lambda t: t.to(ref_dtype)) if dev == "cpu" else (lambda t: t.to("neuron"))
+                leaves = [cast(t.detach()).requires_grad_() for t in (q, k, v)]
+                m = None
+                if mask is not None:
+                    m = cast(mask.detach()).requires_grad_(mask.requires_grad)
+                    if mask.requires_grad:
+                        leaves.append(m)
+                out = F.scaled_dot_product_attention(*leaves[:3], attn_mask=m, **kw)
+                out.backward(torch.ones_like(out))
+                results.append([out.detach().cpu()] + [t.grad.cpu() for t in leaves])
+            for name, w, got in zip(("out", "dq", "dk", "dv", "dmask"), *results):
+                w = w.to(got.dtype)
+                same = (got == w) | (got.isnan() & w.isnan())
+                assert same.all(), (kind, name, got[~same][:4], w[~same][:4])
+    finally:
+        torch.set_num_threads(old)
+    assert_no_fallbacks()

@@ -88,12 +88,32 @@ bool fused_covers(const Tensor &q, const Tensor &k, const Tensor &v, const std::
 // row 0, flash's maximum ignores a NaN score without a mask), so neuron
 // takes math wherever the CPU does (its matmul, softmax and matmul on
 // neuron's kernels) and its fused kernel follows flash elsewhere.
-bool cpu_takes_flash(const Tensor &q, const Tensor &k, const Tensor &v, const std::optional<Tensor> &mask) {
+bool cpu_takes_flash(const Tensor &q, const Tensor &k, const Tensor &v, const Tensor *mask, bool mask_grad) {
   for (const Tensor *t : {&q, &k, &v})
     if (t->sym_stride(-1) != 1) return false;
   if (v.sym_size(-1) != q.sym_size(-1) || q.sym_size(-2) == 0 || k.sym_size(-2) == 0) return false;
-  if (!(mask && mask->defined())) return true;
-  return !mask->requires_grad() && (mask->dim() == 2 || mask->dim() == 4);
+  if (!mask) return true;
+  return !mask_grad && (mask->dim() == 2 || mask->dim() == 4);
+}
+
+const Tensor *mask_of(const std::optional<Tensor> &mask) { return mask && mask->defined() ? &*mask : nullptr; }
+
+// Whether the CPU takes its math decomposition and every bmm of it (and of
+// its backward) is small, M * N * K < 400, so that ATen runs its plain
+// loop rather than MKL: the kernel then replays that decomposition's order
+// (launch p3 = 1, kernels/attention/math.c), which decides the answer where
+// +-3.4e38 terms overflow or 1e18-scale ones cancel. Not for dropout, grouped
+// heads (the CPU sums a shared head's dK before or after the scale,
+// depending on enable_gqa, which the fused op does not see) or a float mask
+// of another dtype than the query's (the CPU's add then promotes the scores).
+// The forward and the backward decide alike: mask_grad is the mask's
+// requires_grad in the forward, grad_input_mask[3] in the backward.
+bool cpu_math_small(const Tensor &q, const Tensor &k, const Tensor &v, const Tensor *mask, bool mask_grad,
+                    double dropout_p) {
+  if (cpu_takes_flash(q, k, v, mask, mask_grad) || dropout_p > 0.0 || q.sym_size(1) != k.sym_size(1)) return false;
+  if (mask && mask->scalar_type() != at::kBool && mask->scalar_type() != q.scalar_type()) return false;
+  c10::SymInt ls = q.sym_size(2) * k.sym_size(2);
+  return ls * q.sym_size(3) < 400 && ls * v.sym_size(3) < 400;
 }
 
 }  // namespace
@@ -109,8 +129,11 @@ int64_t fused_sdp_choice(const Tensor &q, const Tensor &k, const Tensor &v, cons
                        (ctx.userEnabledFlashSDP() && !has_mask);
   // With math disabled (sdpa_kernel naming only fused backends) the fused
   // kernel serves whatever it covers.
+  const Tensor *m = mask_of(mask);
+  bool mask_grad = m && m->requires_grad();
   if (fused_enabled && fused_covers(q, k, v, mask, dropout_p, is_causal, enable_gqa) &&
-      (cpu_takes_flash(q, k, v, mask) || !ctx.userEnabledMathSDP()))
+      (cpu_takes_flash(q, k, v, m, mask_grad) || cpu_math_small(q, k, v, m, mask_grad, dropout_p) ||
+       !ctx.userEnabledMathSDP()))
     return static_cast<int64_t>(at::SDPBackend::overrideable);
   if (ctx.userEnabledMathSDP()) return static_cast<int64_t>(at::SDPBackend::math);
   return static_cast<int64_t>(at::SDPBackend::error);
@@ -152,9 +175,10 @@ void check_qkv(const char *fn, const Tensor &q, const Tensor &k, const Tensor &v
 }
 
 // The launch header shared by all four ops: sizes {B, Hq, Hk, L, S, E, Ev},
-// s0 scale, s1 dropout p, p0 causal, p1 seed, p2 offset.
+// s0 scale, s1 dropout p, p0 causal, p1 seed, p2 offset, p3 = 1: the CPU's
+// math decomposition's order (see cpu_math_small).
 nrt_launch attn_desc(nrt_op op, const Tensor &q, const Tensor &k, const Tensor &v, double scale, double dropout_p,
-                     bool is_causal, uint64_t seed, uint64_t offset) {
+                     bool is_causal, uint64_t seed, uint64_t offset, bool math_order) {
   nrt_launch d = new_launch(op);
   d.ndim = 7;
   int64_t sizes[7] = {q.size(0), q.size(1), k.size(1), q.size(2), k.size(2), q.size(3), v.size(3)};
@@ -165,6 +189,7 @@ nrt_launch attn_desc(nrt_op op, const Tensor &q, const Tensor &k, const Tensor &
   d.params[0] = is_causal ? 1 : 0;
   d.params[1] = static_cast<int64_t>(seed);
   d.params[2] = static_cast<int64_t>(offset);
+  d.params[3] = math_order ? 1 : 0;
   return d;
 }
 
@@ -213,7 +238,9 @@ ForwardResult sdpa_forward(const Tensor &q, const Tensor &k, const Tensor &v, co
   if (dropout_p > 0.0)
     philox_next(nullptr, q.device().index(), static_cast<uint64_t>(B * Hq * L * S), &seed, &offset);
   if (lse.numel() > 0) {
-    nrt_launch d = attn_desc(NRT_OP(SDPA_FORWARD), q, k, v, default_scale(q, scale), dropout_p, is_causal, seed, offset);
+    bool math_order = cpu_math_small(q, k, v, bias, bias && bias->requires_grad(), dropout_p);
+    nrt_launch d = attn_desc(NRT_OP(SDPA_FORWARD), q, k, v, default_scale(q, scale), dropout_p, is_causal, seed, offset,
+                             math_order);
     d.noutputs = 2;
     d.ninputs = bias ? 4 : 3;
     put4(d.operands[0], out);
@@ -262,10 +289,11 @@ std::tuple<Tensor, Tensor, Tensor, Tensor> sdpa_backward(
   Tensor mask = bias ? bias->expand(score_shape(q, k)) : Tensor();
   double sc = default_scale(q, scale);
   c10::DeviceIndex dev = q.device().index();
+  bool math_order = cpu_math_small(q, k, v, bias, grad_input_mask[3] && bias, dropout_p);
   if (B * Hq * L > 0) {
     // Per row: dO in float32, lse, D = dO . O (see SDPA_BACKWARD_PREP).
     Tensor rowstat = at::empty({B, Hq, L, Ev + 2}, q.options().dtype(at::kFloat));
-    nrt_launch d = attn_desc(NRT_OP(SDPA_BACKWARD_PREP), q, k, v, sc, dropout_p, is_causal, seed, offset);
+    nrt_launch d = attn_desc(NRT_OP(SDPA_BACKWARD_PREP), q, k, v, sc, dropout_p, is_causal, seed, offset, math_order);
     d.noutputs = 1;
     d.ninputs = 3;
     put4(d.operands[0], rowstat);
@@ -292,7 +320,7 @@ std::tuple<Tensor, Tensor, Tensor, Tensor> sdpa_backward(
       put4(l.operands[in + 3], rowstat);
       if (bias) put4(l.operands[in + 4], mask);
     };
-    d = attn_desc(NRT_OP(SDPA_BACKWARD), q, k, v, sc, dropout_p, is_causal, seed, offset);
+    d = attn_desc(NRT_OP(SDPA_BACKWARD), q, k, v, sc, dropout_p, is_causal, seed, offset, math_order);
     d.noutputs = 3;
     put4(d.operands[0], dq);
     put4(d.operands[1], dk);
@@ -300,7 +328,7 @@ std::tuple<Tensor, Tensor, Tensor, Tensor> sdpa_backward(
     put_inputs(d, 3);
     launch(dev, d);
     if (want_bias) {
-      d = attn_desc(NRT_OP(SDPA_BACKWARD_DS), q, k, v, sc, dropout_p, is_causal, seed, offset);
+      d = attn_desc(NRT_OP(SDPA_BACKWARD_DS), q, k, v, sc, dropout_p, is_causal, seed, offset, math_order);
       d.noutputs = 1;
       put4(d.operands[0], ds);
       put_inputs(d, 1);

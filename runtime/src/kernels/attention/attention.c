@@ -393,6 +393,7 @@ static nrt_status decode(const nrt_launch *l, nrt_attn_problem *p) {
     return bad(l, "query heads must be a multiple of key/value heads");
   p->group = p->Hk ? p->Hq / p->Hk : 1;
   p->scale = (float)l->scalars[0].f;
+  p->scale_d = l->scalars[0].f;
   double drop = l->scalars[1].f;
   if (!(drop >= 0.0 && drop < 1.0)) return bad(l, "dropout probability must be in [0, 1)");
   p->dropout = drop > 0.0;
@@ -401,6 +402,7 @@ static nrt_status decode(const nrt_launch *l, nrt_attn_problem *p) {
   p->causal = l->params[0] != 0;
   p->seed = (uint64_t)l->params[1];
   p->offset = (uint64_t)l->params[2];
+  p->math = l->params[3] == 1;
   int op = (int)l->op;
   int want_out = op == NRT_OP(SDPA_FORWARD) ? 2 : (op == NRT_OP(SDPA_BACKWARD) ? 3 : 1);
   if (l->noutputs != want_out)
@@ -506,6 +508,9 @@ nrt_status nrt_attention_execute(const nrt_launch *l) {
   bool ref = nrt_kernels_reference() ||
              inputs_nonfinite(&p, op == NRT_OP(SDPA_BACKWARD) || op == NRT_OP(SDPA_BACKWARD_DS));
   int64_t rows = p.B * p.Hq * p.L;
+  if (p.math && op != NRT_OP(SDPA_BACKWARD_PREP)) /* PREP still gives the backward its float32 dO */
+    return rows == 0 ? NRT_SUCCESS
+                     : nrt_attn_math(&p, op == NRT_OP(SDPA_FORWARD) ? 0 : op == NRT_OP(SDPA_BACKWARD) ? 1 : 2);
   switch ((int)op) {
   case NRT_OP(SDPA_FORWARD):
     if (rows == 0) return NRT_SUCCESS;

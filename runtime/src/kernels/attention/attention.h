@@ -17,7 +17,9 @@ typedef struct nrt_attn_problem {
   int64_t B, Hq, Hk, L, S, E, Ev;
   int64_t group; /* Hq / Hk: query heads per key/value head */
   float scale;
+  double scale_d;    /* s0 as given: the math order scales q and k by its sqrt */
   bool causal;
+  bool math;         /* p3 = 1: the CPU's math backend's order (math.c) */
   bool has_mask, mask_bool;
   bool dropout;      /* dropout_p > 0 */
   double keep_prob;  /* 1 - dropout_p */
@@ -52,5 +54,9 @@ nrt_status nrt_attn_forward_blocked(const nrt_attn_problem *p);
 nrt_status nrt_attn_prep_blocked(const nrt_attn_problem *p); /* D from a recomputed float32 out */
 nrt_status nrt_attn_backward_blocked(const nrt_attn_problem *p);    /* dQ, dK, dV in one pass */
 nrt_status nrt_attn_backward_ds_blocked(const nrt_attn_problem *p); /* dS only */
+
+/* The CPU's math decomposition replayed (math.c), for problems whose
+ * products are small: mode 0 the forward, 1 dQ/dK/dV, 2 dS. */
+nrt_status nrt_attn_math(const nrt_attn_problem *p, int mode);
 
 #endif
