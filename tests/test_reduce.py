@@ -542,3 +542,36 @@ def test_nansum_into_an_integer_dtype_sums_nan_to_num_like_the_cpu(dt, out):
     x = torch.tensor([1.5, float("inf"), float("nan"), -2.5, float("-inf"), 3.0], dtype=dt)
     for sl in (slice(0, 2), slice(1, 3), slice(3, 5), slice(None)):
         assert torch.equal(torch.nansum(x[sl].neuron(), dtype=out).cpu(), torch.nansum(x[sl], dtype=out))
+
+
+# A float64 result of a row op is computed in double, as the CPU's: a
+# cumprod(dtype=float64) of float32 3.4e38 and 1e18 is 3.4e56 there (inf at
+# float precision), log_softmax(dtype=float64) of -3.4e38 beside 1 is -3.4e38.
+@pytest.mark.parametrize("op", ["cumsum", "cumprod", "log_softmax", "softmax"])
+@pytest.mark.parametrize("in_dtype", [torch.float32, torch.int64])
+def test_row_ops_into_float64_compute_in_double_like_the_cpu(op, in_dtype):
+    x = torch.tensor([[3.4e38, 1e18, -3.4e38, 1.0, 0.5], [1e18, 1e18, 2.0, -3.0, 1e-30]], dtype=torch.float64)
+    if in_dtype == torch.int64:
+        x = torch.tensor([[9223372036854775807, 9223372036854775807, -3, 4, 2], [1, 2, 3, 4, 5]])
+    x = x.to(in_dtype)
+    f = getattr(torch, op)
+    for dim in (0, 1):
+        want = f(x, dim, dtype=torch.float64)
+        got = f(x.neuron(), dim, dtype=torch.float64).cpu()
+        assert torch.equal(got.isinf(), want.isinf()) and torch.equal(got.isnan(), want.isnan())
+        fin = want.isfinite()
+        assert torch.allclose(got[fin], want[fin], rtol=1e-12, atol=0), (got, want)
+        if op.startswith("cum"):
+            _same(got, want)
+
+
+@pytest.mark.parametrize("op", ["cumsum", "cumprod"])
+def test_bfloat16_scans_run_a_float_value_like_the_cpu(op):
+    # the CPU's 16-bit scans accumulate in float: 3e38 * 10 is inf there and
+    # inf * 0 NaN; 3e38 + 3e38 - 3e38 stays inf
+    x = torch.tensor([3e38, 10.0, 0.0, 1.0, -3e38, 3e38], dtype=torch.bfloat16)
+    want = getattr(torch, op)(x, 0)
+    _same(getattr(torch, op)(x.neuron(), 0).cpu(), want)
+    g = torch.Generator().manual_seed(3)
+    y = (torch.rand(40, 300, generator=g) * 2).to(torch.bfloat16)
+    _same(getattr(torch, op)(y.neuron(), 1).cpu(), getattr(torch, op)(y, 1))

@@ -3,9 +3,10 @@
  * rows, which are the parallel work items. Operands: the output first,
  * then the inputs (grad, output for the backward ops).
  *
- * Each row is converted into float (int64 for integer cumulative ops)
- * buffers, or used in place when it is unit-stride float32, computed, and
- * converted out. Softmax is max-shifted; sums accumulate in double.
+ * Each row is converted into float (int64 for integer cumulative ops,
+ * double for a float64 result) buffers, or used in place when it is
+ * unit-stride float32, computed, and converted out. Softmax is
+ * max-shifted; sums accumulate in double.
  *
  * SOFTMAX / LOG_SOFTMAX with p0 = 1 follow the CPU's float16/bfloat16
  * kernels (see round_to below); for SOFTMAX, p1 > 0 also gives the CPU's
@@ -32,6 +33,7 @@ typedef struct row_plan {
   bool fsum;          /* SOFTMAX p0 = 1: the exps are summed in float, in order, as the CPU's kernel does */
   int64_t lanes, inner, threads; /* SOFTMAX p0 = 1, p1..p3: which rows the CPU rounds (0 lanes: all) */
   int64_t count;                 /* rows in the launch */
+  bool f32acc;                   /* CUMSUM/CUMPROD into float16/bfloat16: a float running value (see cum_row_f32) */
 } row_plan;
 
 /* Row helpers are inlined into both builds of compute_row (baseline and
@@ -122,6 +124,18 @@ ROW_INLINE void cumprod_row(float *out, const float *x, int64_t n) {
   for (int64_t i = 0; i < n; i++) {
     acc *= x[i];
     out[i] = (float)acc;
+  }
+}
+
+/* The CPU's cumulative kernels run in at::acc_type<scalar_t, false> of
+ * the result dtype: double for float32 (as cumsum_row above), float for
+ * float16 and bfloat16, so a bfloat16 product of 3e38 and 10 is inf there,
+ * and times 0 NaN (a double running value stays finite and gives 0). */
+static void cum_row_f32(nrt_op op, float *out, const float *x, int64_t n) {
+  float acc = op == NRT_OP_CUMPROD ? 1.0f : 0.0f;
+  for (int64_t i = 0; i < n; i++) {
+    acc = op == NRT_OP_CUMPROD ? acc * x[i] : acc + x[i];
+    out[i] = acc;
   }
 }
 
@@ -230,9 +244,73 @@ static void row_range(const nrt_rows_job *j, int64_t begin, int64_t end, void *m
     bool direct = odt == NRT_FLOAT32 && rs[0] == 4;
     float *out = direct ? (float *)ptr[0] : buf;
     nrt_dtype rd = row_round(p, r);
-    if (avx512) compute_row_avx512(p->op, out, in[0], in[1], n, buf + 3 * n, rd, p->fsum);
+    if (p->f32acc) cum_row_f32(p->op, out, in[0], n);
+    else if (avx512) compute_row_avx512(p->op, out, in[0], in[1], n, buf + 3 * n, rd, p->fsum);
     else compute_row(p->op, out, in[0], in[1], n, buf + 3 * n, rd, p->fsum);
     if (!direct) nrt_store_f32(ptr[0], rs[0], odt, out, n);
+  }
+}
+
+/* ---- float64 rows --------------------------------------------------------------
+ * A float64 result is computed in double, as the CPU's kernels compute it:
+ * cumprod(dtype=float64) of 3e38 * 3e38 is 9e76 there (inf in float), and
+ * log_softmax of -3.4e38 beside 0 is -3.4e38 - 0, not -inf. The same
+ * formulas as the float rows; softmax multiplies by 1 / sum as the CPU's
+ * last-dim kernel does. Plain loops serve both modes (there is no
+ * vectorised version to check them against). */
+static void compute_row_f64(nrt_op op, double *out, const double *a, const double *b, int64_t n) {
+  switch (op) {
+  case NRT_OP_SOFTMAX:
+  case NRT_OP_LOG_SOFTMAX: {
+    double m = -INFINITY, s = 0;
+    for (int64_t i = 0; i < n; i++) m = a[i] > m ? a[i] : m; /* NaN skipped; it poisons x - m below */
+    for (int64_t i = 0; i < n; i++) s += exp(a[i] - m);
+    if (op == NRT_OP_SOFTMAX) {
+      double r = 1.0 / s;
+      for (int64_t i = 0; i < n; i++) out[i] = exp(a[i] - m) * r;
+    } else {
+      double lse = log(s);
+      for (int64_t i = 0; i < n; i++) out[i] = (a[i] - m) - lse;
+    }
+    break;
+  }
+  case NRT_OP_SOFTMAX_BACKWARD: {
+    double dot = 0;
+    for (int64_t i = 0; i < n; i++) dot += a[i] * b[i];
+    for (int64_t i = 0; i < n; i++) out[i] = b[i] * (a[i] - dot);
+    break;
+  }
+  case NRT_OP_LOG_SOFTMAX_BACKWARD: {
+    double s = 0;
+    for (int64_t i = 0; i < n; i++) s += a[i];
+    for (int64_t i = 0; i < n; i++) out[i] = a[i] - exp(b[i]) * s;
+    break;
+  }
+  case NRT_OP_CUMSUM:
+  case NRT_OP_CUMPROD: {
+    double acc = op == NRT_OP_CUMPROD ? 1.0 : 0.0;
+    for (int64_t i = 0; i < n; i++) {
+      acc = op == NRT_OP_CUMPROD ? acc * a[i] : acc + a[i];
+      out[i] = acc;
+    }
+    break;
+  }
+  default: break;
+  }
+}
+
+/* A task's float64 rows; scratch holds an output and two input rows. */
+static void row_range_f64(const nrt_rows_job *j, int64_t begin, int64_t end, void *mem) {
+  const row_plan *p = j->ctx;
+  const nrt_launch *l = j->l;
+  const int64_t n = j->g.len, *rs = j->g.st;
+  double *buf = (double *)mem;
+  for (int64_t r = begin; r < end; r++) {
+    char *ptr[NRT_MAX_OPERANDS];
+    nrt_rows_start(l, p->nops, r, ptr);
+    for (int k = 1; k < p->nops && k <= 2; k++) nrt_load_f64(buf + k * n, ptr[k], rs[k], l->operands[k].dtype, n);
+    compute_row_f64(p->op, buf, buf + n, buf + 2 * n, n);
+    nrt_store_f64(ptr[0], rs[0], l->operands[0].dtype, buf, n);
   }
 }
 
@@ -291,9 +369,11 @@ static void row_reference(const nrt_rows_job *j, int64_t r, char *const *ptr, vo
   case NRT_OP_CUMSUM:
   case NRT_OP_CUMPROD: {
     double acc = p->op == NRT_OP_CUMPROD ? 1.0 : 0.0;
+    float facc = (float)acc;
     for (int64_t i = 0; i < n; i++) {
       acc = p->op == NRT_OP_CUMPROD ? acc * LD(1, i) : acc + LD(1, i);
-      ST(i, acc);
+      facc = p->op == NRT_OP_CUMPROD ? facc * LD(1, i) : facc + LD(1, i);
+      ST(i, p->f32acc ? (double)facc : acc);
     }
     break;
   }
@@ -314,6 +394,8 @@ nrt_status nrt_row_execute(const nrt_launch *l) {
     return nrt_kernel_fail(NRT_ERROR_UNSUPPORTED, "%s: not supported for %s", nrt_op_name(l->op),
                            nrt_dtype_name(l->compute_dtype));
   bool softmax = l->op == NRT_OP_SOFTMAX || l->op == NRT_OP_LOG_SOFTMAX;
+  p.f32acc = p.fdomain && (l->op == NRT_OP_CUMSUM || l->op == NRT_OP_CUMPROD) &&
+             (l->operands[0].dtype == NRT_FLOAT16 || l->operands[0].dtype == NRT_BFLOAT16);
   if (l->params[0] != 0 && !(l->params[0] == 1 && (l->op == NRT_OP_CUMPROD || softmax)))
     return nrt_kernel_fail(NRT_ERROR_INVALID_ARGUMENT, "%s: p0 = %lld is not a mode of this op", nrt_op_name(l->op),
                            (long long)l->params[0]);
@@ -350,7 +432,10 @@ nrt_status nrt_row_execute(const nrt_launch *l) {
                              (long long)j.g.len);
     return NRT_SUCCESS;
   }
-  if (ref) { /* one row at a time on this thread */
+  if (p.fdomain && l->operands[0].dtype == NRT_FLOAT64) {
+    j.scratch = 3 * (size_t)j.g.len * sizeof(double);
+    j.range = row_range_f64;
+  } else if (ref) { /* one row at a time on this thread */
     j.range = NULL;
     j.row = row_reference;
   } else {
