@@ -511,6 +511,51 @@ def test_multi_margin_loss_follows_the_cpu_order_at_the_float_limits(dtype, red)
     assert_no_fallbacks()
 
 
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.bfloat16, torch.float16])
+@pytest.mark.parametrize("red", ["mean", "sum"])
+def test_spatial_nll_loss_follows_the_cpu_cascade(dtype, red):
+    """The CPU sums a spatial nll_loss in its cascade over the linear index
+    (levels of 16, every step rounded to the dtype): -1e8 then fifteen -1
+    sum to 100000016 there, not the 1e8 of a serial sum. Exact against the
+    CPU over edge values, weights, ignore_index, channels-last and 3-d
+    inputs, and sizes past 256 elements (three cascade levels)."""
+    x = torch.full((1, 1, 16), -1.0, dtype=dtype)
+    x[0, 0, 0] = -1e8 if dtype in (torch.float32, torch.float64) else -256.0
+    t = torch.zeros(1, 16, dtype=torch.long)
+    _bitwise(F.nll_loss(x.to(DEV), t.to(DEV), reduction=red).cpu(), F.nll_loss(x, t, reduction=red))
+    for i, (n, c, h, w) in enumerate([(2, 3, 5, 7), (3, 4, 30, 11), (1, 2, 1, 300), (4, 1, 9, 9)]):
+        x = _edge_values((n, c, h, w), dtype, seed=i)
+        if i == 1:
+            x = x.contiguous(memory_format=torch.channels_last)
+        g = torch.Generator().manual_seed(10 + i)
+        t = torch.randint(c, (n, h, w), generator=g)
+        t[torch.rand(n, h, w, generator=g) < 0.2] = -100
+        wt = (torch.rand(c, generator=g) + 0.5).to(dtype) if i % 2 else None
+        xs, ts = (x, t) if i % 2 else (x.reshape(n, c, h * w), t.reshape(n, h * w))
+        want = F.nll_loss(xs, ts, weight=wt, reduction=red)
+        got = F.nll_loss(xs.to(DEV), ts.to(DEV), weight=None if wt is None else wt.to(DEV), reduction=red)
+        _bitwise(got.cpu(), want)
+    assert_no_fallbacks()
+
+
+def test_spatial_nll_loss_errors_follow_the_cpu():
+    """The CPU's checks in its order: the target dtype (Long or Byte), the
+    weight size, then in its kernel the input dtype, the weight's dtype and
+    a Byte target read as int64 (after an empty sum's early return)."""
+    x, t = torch.randn(2, 3, 4, 5), torch.randint(3, (2, 4, 5))
+    for red in ("none", "mean"):
+        raises_like_cpu(lambda d: F.nll_loss(x.to(d), t.int().to(d), reduction=red), RuntimeError)
+        raises_like_cpu(lambda d: F.nll_loss(x.long().to(d), t.to(d), reduction=red), NotImplementedError)
+        raises_like_cpu(lambda d: F.nll_loss(x.to(d), t.to(d), weight=torch.ones(3, dtype=torch.float64, device=d),
+                                             reduction=red), RuntimeError)
+        raises_like_cpu(lambda d: F.nll_loss(x.to(d), t.byte().to(d), reduction=red), RuntimeError)
+        raises_like_cpu(lambda d: F.nll_loss(x.to(d), t.to(d), weight=torch.ones(4, device=d), reduction=red),
+                        RuntimeError)
+    empty = F.nll_loss(x[:0].to(DEV), t[:0].byte().to(DEV), reduction="sum")
+    assert empty.cpu().item() == F.nll_loss(x[:0], t[:0].byte(), reduction="sum").item() == 0
+    assert_no_fallbacks()
+
+
 def test_multi_margin_loss_shape_follows_the_target():
     """reduction='none' gives one loss per row exactly when the target is
     1-d: a [4] input with target [1] gives [1], a [1, 4] input with a 0-d

@@ -57,18 +57,33 @@ c10::List<std::optional<Tensor>> along(int64_t dim, const Tensor &index) {
 }
 
 // ---- spatial nll_loss ---------------------------------------------------------
-// [N, C, H, W] moves C last and becomes the row form [N*H*W, C] that the
-// native NLL_LOSS kernel already handles.
+// reduction='none' moves C last: [N, C, H, W] becomes the row form
+// [N*H*W, C] that the native NLL_LOSS kernel already handles. A sum or
+// mean is one NLL_LOSS_REDUCE launch in the CPU's cascade order.
 void nll2d_check(const Tensor &self, const Tensor &target, const std::optional<Tensor> &weight) {
   TORCH_CHECK(target.dim() == 3, "only batches of spatial targets supported (3D tensors) but got targets of dimension: ",
               target.dim());
   TORCH_CHECK(self.dim() == 4, "only batches of spatial inputs supported (4D tensors), but got input of dimension: ",
               self.dim());
+  TORCH_CHECK(target.scalar_type() == at::kLong || target.scalar_type() == at::kByte,
+              "expected target dtype to be Long or Byte, but got ", target.scalar_type());
   TORCH_CHECK(!weight || !weight->defined() || weight->numel() == self.size(1),
               "weight tensor should be defined either for all or no classes");
   TORCH_CHECK(self.size(0) == target.size(0) && self.size(2) == target.size(1) && self.size(3) == target.size(2),
-              "input and target batch or spatial sizes don't match: target ", target.sizes(), ", input ",
-              self.sizes());
+              "size mismatch (got input: ", self.sizes(), " , target: ", target.sizes());
+}
+
+// The CPU kernel's own checks after nll2d_check, in its order: the dtype
+// dispatch, the weight read as the input's dtype, then the targets read as
+// int64 (not reached for an empty sum or mean, which returns first).
+void nll2d_kernel_checks(const Tensor &self, const Tensor &target, const std::optional<Tensor> &weight,
+                         int64_t reduction) {
+  TORCH_CHECK_NOT_IMPLEMENTED(at::isFloatingType(self.scalar_type()),
+                              "\"nll_loss2d_forward_out_frame\" not implemented for '", self.scalar_type(), "'");
+  TORCH_CHECK(!weight || !weight->defined() || weight->scalar_type() == self.scalar_type(),
+              "expected scalar type ", self.scalar_type(), " but found ", weight->scalar_type());
+  TORCH_CHECK(target.scalar_type() == at::kLong || (reduction != at::Reduction::None && target.numel() == 0),
+              "expected scalar type Long but found ", target.scalar_type());
 }
 
 Tensor rows_of(const Tensor &self) { return self.movedim(1, -1).reshape({-1, self.size(1)}); }
@@ -77,9 +92,27 @@ std::tuple<Tensor, Tensor> nll_loss2d_forward_fn(const Tensor &self, const Tenso
                                                  const std::optional<Tensor> &weight, int64_t reduction,
                                                  int64_t ignore_index) {
   nll2d_check(self, target, weight);
+  nll2d_kernel_checks(self, target, weight, reduction);
   c10::DeviceGuard guard(self.device());
-  auto [out, total] = at::nll_loss_forward(rows_of(self), target.reshape({-1}), weight, reduction, ignore_index);
-  if (reduction == at::Reduction::None) out = out.reshape(target.sizes());
+  if (reduction == at::Reduction::None) {
+    auto [out, total] = at::nll_loss_forward(rows_of(self), target.reshape({-1}), weight, reduction, ignore_index);
+    return {out.reshape(target.sizes()), total};
+  }
+  int64_t n = self.size(0), c = self.size(1), m = self.size(2) * self.size(3);
+  Tensor out = at::empty({}, self.options()), total = at::empty({}, self.options());
+  nrt_launch d = new_launch(NRT_OP(NLL_LOSS_REDUCE), {n, c, m});
+  d.noutputs = 2;
+  bool weighted = weight && weight->defined();
+  d.ninputs = weighted ? 3 : 2;
+  set_operand(d.operands[0], out, {});
+  set_operand(d.operands[1], total, {});
+  set_operand(d.operands[2], self.reshape({n, c, m}), {0, 1, 2});
+  set_operand(d.operands[3], target.reshape({n, m}), {0, 1});
+  if (weighted) set_operand(d.operands[4], weight->reshape({-1}), {0});
+  d.compute_dtype = to_nrt_dtype(self.scalar_type());
+  d.params[0] = reduction;
+  d.params[1] = ignore_index;
+  launch(self.device().index(), d);
   return {out, total};
 }
 

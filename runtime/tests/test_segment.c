@@ -1,7 +1,8 @@
 /* SEGMENT family tests: EMBEDDING_BAG, CDIST(_BACKWARD), PDIST(_BACKWARD),
  * SEGMENT_REDUCE(_BACKWARD), CTC_LOSS(_BACKWARD) (the CTC loss against a
- * brute force over every path) and MULTI_MARGIN_LOSS(_BACKWARD) (bit for bit
- * against ATen's order written with float variables).
+ * brute force over every path), MULTI_MARGIN_LOSS(_BACKWARD) (bit for bit
+ * against ATen's order written with float variables) and NLL_LOSS_REDUCE
+ * (sums whose value shows the cascade order).
  * Each kernel is compared with a plain double-precision computation written
  * here, in both the fast and the reference mode, on non-contiguous strides,
  * bfloat16/float16 operands and edge cases (empty bags, zero distances,
@@ -859,11 +860,11 @@ static void test_multi_margin(void) {
   for (int n = 0; n < N; n++) g[n] = (float)(nrt_test_urand() - 0.5);
   for (int ref = 0; ref < 2; ref++)
     for (int p = 1; p <= 2; p++)
-      for (int red = NRT_MARGIN_NONE; red <= NRT_MARGIN_SUM; red++)
+      for (int red = NRT_LOSS_NONE; red <= NRT_LOSS_SUM; red++)
         for (int weighted = 0; weighted < 2; weighted++) {
           float out[N], gx[N * C];
           nrt_launch l = nrt_test_launch(NRT_OP(MULTI_MARGIN_LOSS), NRT_FLOAT32, 2, S(N, C), 1, 2 + weighted);
-          nrt_test_operand_n(&l, 0, out, NRT_FLOAT32, S(red == NRT_MARGIN_NONE ? 4 : 0), 1);
+          nrt_test_operand_n(&l, 0, out, NRT_FLOAT32, S(red == NRT_LOSS_NONE ? 4 : 0), 1);
           nrt_test_operand_n(&l, 1, xt, NRT_FLOAT32, S(4, N * 4), 2);
           nrt_test_operand_n(&l, 2, t, NRT_INT64, S(8), 1);
           if (weighted) nrt_test_operand_n(&l, 3, w, NRT_FLOAT32, S(4), 1);
@@ -874,15 +875,15 @@ static void test_multi_margin(void) {
           double acc = 0;
           for (int n = 0; n < N; n++) {
             float want = mm_ref_row(x + n * C, C, t[n], p, 0.7f, weighted ? w : NULL);
-            if (red == NRT_MARGIN_NONE) CHECK(memcmp(&out[n], &want, 4) == 0);
+            if (red == NRT_LOSS_NONE) CHECK(memcmp(&out[n], &want, 4) == 0);
             acc += want;
           }
-          if (red == NRT_MARGIN_MEAN) acc /= N;
-          if (red != NRT_MARGIN_NONE) CHECK(out[0] == (float)acc || (isnan(out[0]) && isnan(acc)));
+          if (red == NRT_LOSS_MEAN) acc /= N;
+          if (red != NRT_LOSS_NONE) CHECK(out[0] == (float)acc || (isnan(out[0]) && isnan(acc)));
           nrt_launch lb =
               nrt_test_launch(NRT_OP(MULTI_MARGIN_LOSS_BACKWARD), NRT_FLOAT32, 2, S(N, C), 1, 3 + weighted);
           nrt_test_operand_n(&lb, 0, gx, NRT_FLOAT32, S(C * 4, 4), 2);
-          nrt_test_operand_n(&lb, 1, g, NRT_FLOAT32, S(red == NRT_MARGIN_NONE ? 4 : 0), 1);
+          nrt_test_operand_n(&lb, 1, g, NRT_FLOAT32, S(red == NRT_LOSS_NONE ? 4 : 0), 1);
           nrt_test_operand_n(&lb, 2, xt, NRT_FLOAT32, S(4, N * 4), 2);
           nrt_test_operand_n(&lb, 3, t, NRT_INT64, S(8), 1);
           if (weighted) nrt_test_operand_n(&lb, 4, w, NRT_FLOAT32, S(4), 1);
@@ -890,9 +891,9 @@ static void test_multi_margin(void) {
           lb.params[1] = p;
           lb.scalars[0].f = 0.7;
           CHECK_OK(nrt_test_run(&lb, ref));
-          float gs = red == NRT_MARGIN_MEAN ? (float)(1.0 / (N * C)) : (float)(1.0 / C);
+          float gs = red == NRT_LOSS_MEAN ? (float)(1.0 / (N * C)) : (float)(1.0 / C);
           for (int n = 0; n < N; n++) {
-            float go = g[red == NRT_MARGIN_NONE ? n : 0], gy = 0, xy = x[n * C + t[n]];
+            float go = g[red == NRT_LOSS_NONE ? n : 0], gy = 0, xy = x[n * C + t[n]];
             for (int c = 0; c < C; c++) {
               if (c == t[n]) continue;
               float z = 0.7f - xy + x[n * C + c], h = 0;
@@ -930,6 +931,46 @@ static void test_multi_margin(void) {
   CHECK_PREFIX("only p == 1 and p == 2 supported");
 }
 
+/* ---- NLL_LOSS_REDUCE --------------------------------------------------------------- */
+
+static void test_nll_loss_reduce(void) {
+  /* x [1, 1, 17]: -1e8 then sixteen -1. The cascade moves index 0 up a
+   * level alone, adds indices 1..16 (1..15 then 16, flushed at 16) in level
+   * 0 and then into level 1: 1e8 + 16 = 100000016; a serial float sum stays
+   * at 1e8 (each +1 is below half an ulp). */
+  float x[17], out = 0, total = 0;
+  int64_t t[17] = {0};
+  for (int i = 0; i < 17; i++) x[i] = i == 0 ? -1e8f : -1.0f;
+  nrt_launch l = nrt_test_launch(NRT_OP(NLL_LOSS_REDUCE), NRT_FLOAT32, 3, S(1, 1, 17), 2, 2);
+  nrt_test_operand_n(&l, 0, &out, NRT_FLOAT32, S(0), 0);
+  nrt_test_operand_n(&l, 1, &total, NRT_FLOAT32, S(0), 0);
+  nrt_test_operand_n(&l, 2, x, NRT_FLOAT32, S(0, 0, 4), 3);
+  nrt_test_operand_n(&l, 3, t, NRT_INT64, S(0, 8), 2);
+  l.params[0] = NRT_LOSS_SUM;
+  l.params[1] = -100;
+  CHECK_OK(nrt_test_run(&l, 0));
+  CHECK(out == 100000016.0f && total == 17.0f);
+  /* ignored entries count nowhere: the mean divides by the 15 others */
+  t[3] = t[9] = -100;
+  l.params[0] = NRT_LOSS_MEAN;
+  CHECK_OK(nrt_test_run(&l, 0));
+  CHECK(total == 15.0f && out == (float)(100000016.0f - 2.0f) / 15.0f);
+  /* a weight: total is the weights' cascade sum */
+  float w[1] = {0.5f};
+  nrt_launch lw = nrt_test_launch(NRT_OP(NLL_LOSS_REDUCE), NRT_FLOAT32, 3, S(1, 1, 17), 2, 3);
+  memcpy(lw.operands, l.operands, sizeof l.operands);
+  nrt_test_operand_n(&lw, 4, w, NRT_FLOAT32, S(4), 1);
+  lw.params[0] = NRT_LOSS_SUM;
+  lw.params[1] = -100;
+  CHECK_OK(nrt_test_run(&lw, 0));
+  CHECK(total == 7.5f && out == 50000008.0f); /* 5e7 + 14 * 0.5, rounded to float */
+  /* errors: the first target outside [0, C) that is not ignored */
+  t[5] = 4;
+  t[7] = -3;
+  CHECK_STATUS(nrt_test_run(&l, 0), NRT_ERROR_OUT_OF_RANGE);
+  CHECK_PREFIX("Target 4 is out of bounds.");
+}
+
 int main(void) {
   printf("test_segment\n");
   RUN_TEST(test_embedding_bag_modes);
@@ -947,5 +988,6 @@ int main(void) {
   RUN_TEST(test_ctc);
   RUN_TEST(test_ctc_errors);
   RUN_TEST(test_multi_margin);
+  RUN_TEST(test_nll_loss_reduce);
   return TEST_RESULT();
 }

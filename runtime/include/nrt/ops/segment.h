@@ -27,8 +27,8 @@ enum { NRT_SEG_SUM = 0, NRT_SEG_MEAN = 1, NRT_SEG_MAX = 2, NRT_SEG_MIN = 3, NRT_
 enum { NRT_CTC_INPUT_LEN = 0, NRT_CTC_TARGET_LEN = 1, NRT_CTC_TARGET_ROW = 2, NRT_CTC_TARGET_COL = 3,
        NRT_CTC_TABLE_COLS = 4 };
 
-/* MULTI_MARGIN_LOSS reductions (p0), ATen's numbering. */
-enum { NRT_MARGIN_NONE = 0, NRT_MARGIN_MEAN = 1, NRT_MARGIN_SUM = 2 };
+/* Loss reductions (p0 of MULTI_MARGIN_LOSS, NLL_LOSS_REDUCE), ATen's numbering. */
+enum { NRT_LOSS_NONE = 0, NRT_LOSS_MEAN = 1, NRT_LOSS_SUM = 2 };
 
 #define NRT_OPS_SEGMENT(X)                                                    \
   /* Bags of embedding rows. sizes (ndim 3) = {B, D, N}: bags, embedding   \
@@ -107,7 +107,7 @@ enum { NRT_MARGIN_NONE = 0, NRT_MARGIN_MEAN = 1, NRT_MARGIN_SUM = 2 };
      strides {b, t, s} (CTC_LOSS's results). */                            \
   X(CTC_LOSS_BACKWARD, SEGMENT, 6, 6)                                       \
   /* Multi-class hinge loss in ATen's order (kernels/segment.c). sizes     \
-     (ndim 2) = {N, C}. Output: p0 = NRT_MARGIN_NONE: per-row losses [N]   \
+     (ndim 2) = {N, C}. Output: p0 = NRT_LOSS_NONE: per-row losses [N]   \
      strides {n}, else one element (the sum or mean over rows). Inputs: x  \
      [N, C] strides {n, c}, target (any integer dtype) [N] strides {n},   \
      optional weight [C] strides {c}. p1 = p (1 or 2); s0 (.f) = margin.   \
@@ -118,7 +118,16 @@ enum { NRT_MARGIN_NONE = 0, NRT_MARGIN_MEAN = 1, NRT_MARGIN_SUM = 2 };
   /* Its gradient wrt x. sizes, p0, p1, s0 as MULTI_MARGIN_LOSS. Output    \
      grad_x [N, C] strides {n, c}; inputs grad [N] strides {n} (stride 0  \
      for one value), x, target, optional weight as the forward. */         \
-  X(MULTI_MARGIN_LOSS_BACKWARD, SEGMENT, 3, 4)
+  X(MULTI_MARGIN_LOSS_BACKWARD, SEGMENT, 3, 4)                              \
+  /* nll_loss's sum (p0 = NRT_LOSS_SUM) or mean (NRT_LOSS_MEAN) in     \
+     ATen's cascade order (kernels/segment.c). sizes (ndim 3) = {N, C, M}. \
+     Outputs (one element each): the loss, the total weight. Inputs: x    \
+     [N, C, M] strides {n, c, m}, target (any integer dtype) [N, M]       \
+     strides {n, m}, optional weight [C] strides {c}. p1 = ignore_index.   \
+     Arithmetic in x's dtype, each step rounded; N M = 0 gives a NaN mean  \
+     or a 0 sum. Fails on a target outside [0, C) other than ignore_index. \
+     Serial. */                                                            \
+  X(NLL_LOSS_REDUCE, SEGMENT, 2, 3)
 
 NRT_OP_FAMILY_ENUM(SEGMENT, NRT_OPS_SEGMENT);
 

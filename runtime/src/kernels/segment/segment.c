@@ -528,7 +528,7 @@ static nrt_status multi_margin(const nrt_launch *l, bool fwd) {
   int64_t N = l->sizes[0], C = l->sizes[1], red = l->params[0];
   if (l->params[1] != 1 && l->params[1] != 2)
     return nrt_kernel_fail(NRT_ERROR_INVALID_ARGUMENT, "only p == 1 and p == 2 supported");
-  if (red < NRT_MARGIN_NONE || red > NRT_MARGIN_SUM)
+  if (red < NRT_LOSS_NONE || red > NRT_LOSS_SUM)
     return nrt_kernel_fail(NRT_ERROR_INVALID_ARGUMENT, "%s: unknown reduction %lld", nrt_op_name(l->op),
                            (long long)red);
   /* the targets first, in order, so that the first bad one fails the launch before anything is written */
@@ -539,11 +539,11 @@ static nrt_status multi_margin(const nrt_launch *l, bool fwd) {
   c.f32 = l->operands[c.x].dtype != NRT_FLOAT64;
   c.margin = in_dtype(l->scalars[0].f, c.f32);
   if (!fwd) {
-    c.g = in_dtype(red == NRT_MARGIN_MEAN ? 1.0 / (double)(N * C) : 1.0 / (double)C, c.f32);
+    c.g = in_dtype(red == NRT_LOSS_MEAN ? 1.0 / (double)(N * C) : 1.0 / (double)C, c.f32);
     if (N > 0 && C > 0) nrt_parallel_for(N, grain_for(C), margin_backward_range, &c);
     return NRT_SUCCESS;
   }
-  if (red == NRT_MARGIN_NONE) {
+  if (red == NRT_LOSS_NONE) {
     if (N > 0) nrt_parallel_for(N, grain_for(C), margin_range, &c);
     return NRT_SUCCESS;
   }
@@ -555,9 +555,96 @@ static nrt_status multi_margin(const nrt_launch *l, bool fwd) {
   if (N > 0 && C > 0) nrt_parallel_for(N, grain_for(C), margin_range, &c);
   double acc = 0.0;
   for (int64_t n = 0; n < N && C > 0; n++) acc += c.rows[n];
-  if (red == NRT_MARGIN_MEAN) acc /= (double)N;
+  if (red == NRT_LOSS_MEAN) acc /= (double)N;
   free(c.rows);
   nrt_ref_store_f64(l->operands[MM_OUT].data, l->operands[MM_OUT].dtype, acc);
+  return NRT_SUCCESS;
+}
+
+/* ---- NLL_LOSS_REDUCE ------------------------------------------------------------------
+ * The sum or mean of nll_loss over [N, C, M] in ATen's order (LossNLL2d.cpp,
+ * also LossNLL.cpp's for M = 1): a cascade over the linear index b * M + m
+ * with 8 levels of 16 (level_power = max(4, ceil(log2(N M)) / 8)); level 0
+ * takes each loss, and wherever the index is a multiple of 16^(j+1) level
+ * j is added into level j + 1 and cleared; the levels are then added from
+ * 0. Every operation is rounded to x's dtype as the CPU's scalar_t
+ * arithmetic does (bfloat16/float16 through float), so huge terms overflow
+ * and cancel where the CPU's do. Serial: the order is the result. */
+
+enum { NLR_OUT = 0, NLR_TOTAL = 1, NLR_X = 2, NLR_TARGET = 3, NLR_WEIGHT = 4 };
+#define NLR_LEVELS 8
+
+/* v rounded to dt as a float operation then a 16-bit store would round it */
+static inline double scalar_round(double v, nrt_dtype dt) {
+  if (dt == NRT_FLOAT64) return v;
+  float f = (float)v;
+  return dt == NRT_FLOAT32 ? (double)f : round_to((double)f, dt);
+}
+
+static int64_t ceil_log2(int64_t x) {
+  if (x <= 2) return 1;
+  int64_t b = 0;
+  for (uint64_t v = (uint64_t)(x - 1); v; v >>= 1) b++;
+  return b;
+}
+
+static nrt_status nll_loss_reduce(const nrt_launch *l) {
+  if (l->noutputs != 2 || l->ndim != 3)
+    return nrt_kernel_fail(NRT_ERROR_INVALID_ARGUMENT, "NLL_LOSS_REDUCE: expected 2 outputs and sizes {N, C, M}");
+  nrt_status st = check_float(l, NLR_OUT);
+  if (st == NRT_SUCCESS) st = check_float(l, NLR_TOTAL);
+  if (st == NRT_SUCCESS) st = check_float(l, NLR_X);
+  if (st == NRT_SUCCESS && l->ninputs == 3) st = check_float(l, NLR_WEIGHT);
+  if (st != NRT_SUCCESS) return st;
+  nrt_dtype tdt = l->operands[NLR_TARGET].dtype, dt = l->operands[NLR_X].dtype;
+  if (!nrt_dtype_is_integral(tdt))
+    return nrt_kernel_fail(NRT_ERROR_INVALID_ARGUMENT, "NLL_LOSS_REDUCE: target must be an integer type, got %s",
+                           nrt_dtype_name(tdt));
+  int64_t N = l->sizes[0], C = l->sizes[1], M = l->sizes[2], ignore = l->params[1];
+  bool weighted = l->ninputs == 3, mean = l->params[0] == NRT_LOSS_MEAN;
+  /* targets first, in the CPU's order, so the first bad one is reported */
+  for (int64_t b = 0; b < N; b++)
+    for (int64_t m = 0; m < M; m++) {
+      int64_t t = nrt_ref_load_i64(ptr2(l, NLR_TARGET, b, m), tdt);
+      if (t != ignore && (t < 0 || t >= C))
+        return nrt_kernel_fail(NRT_ERROR_OUT_OF_RANGE, "Target %lld is out of bounds.", (long long)t);
+    }
+  double loss[NLR_LEVELS] = {0}, wsum[NLR_LEVELS] = {0};
+  int64_t n = N * M, ignored = 0, power = ceil_log2(n) / NLR_LEVELS;
+  if (power < 4) power = 4;
+  int64_t mask0 = ((int64_t)1 << power) - 1;
+  for (int64_t b = 0; b < N; b++)
+    for (int64_t m = 0; m < M; m++) {
+      int64_t t = nrt_ref_load_i64(ptr2(l, NLR_TARGET, b, m), tdt);
+      if (t == ignore) {
+        ignored++;
+        continue;
+      }
+      double x = nrt_ref_load_f64(ptr3(l, NLR_X, b, t, m), dt);
+      if (weighted) {
+        double w = scalar_round(nrt_ref_load_f64(ptr1(l, NLR_WEIGHT, t), l->operands[NLR_WEIGHT].dtype), dt);
+        loss[0] = scalar_round(loss[0] - scalar_round(x * w, dt), dt);
+        wsum[0] = scalar_round(wsum[0] + w, dt);
+      } else {
+        loss[0] = scalar_round(loss[0] - x, dt);
+      }
+      int64_t idx = b * M + m;
+      for (int j = 0; j + 1 < NLR_LEVELS; j++) {
+        if (idx & (mask0 << (j * power))) break;
+        wsum[j + 1] = scalar_round(wsum[j + 1] + wsum[j], dt);
+        loss[j + 1] = scalar_round(loss[j + 1] + loss[j], dt);
+        wsum[j] = loss[j] = 0.0;
+      }
+    }
+  double total = 0.0, out = 0.0;
+  if (weighted)
+    for (int j = 0; j < NLR_LEVELS; j++) total = scalar_round(total + wsum[j], dt);
+  else
+    total = scalar_round((double)(n - ignored), dt);
+  for (int j = 0; j < NLR_LEVELS; j++) out = scalar_round(out + loss[j], dt);
+  if (mean) out = n == 0 ? NAN : scalar_round(out / total, dt);
+  nrt_ref_store_f64(l->operands[NLR_OUT].data, l->operands[NLR_OUT].dtype, out);
+  nrt_ref_store_f64(l->operands[NLR_TOTAL].data, l->operands[NLR_TOTAL].dtype, n == 0 ? 0.0 : total);
   return NRT_SUCCESS;
 }
 
@@ -590,6 +677,7 @@ nrt_status nrt_segment_execute(const nrt_launch *l) {
   case NRT_OP(CTC_LOSS_BACKWARD): return nrt_ctc_loss_backward_execute(l);
   case NRT_OP(MULTI_MARGIN_LOSS): return multi_margin(l, true);
   case NRT_OP(MULTI_MARGIN_LOSS_BACKWARD): return multi_margin(l, false);
+  case NRT_OP(NLL_LOSS_REDUCE): return nll_loss_reduce(l);
   default: break;
   }
   return nrt_kernel_fail(NRT_ERROR_UNSUPPORTED, "segment: op %s has no kernel", nrt_op_name(l->op));
