@@ -575,3 +575,32 @@ def test_bfloat16_scans_run_a_float_value_like_the_cpu(op):
     g = torch.Generator().manual_seed(3)
     y = (torch.rand(40, 300, generator=g) * 2).to(torch.bfloat16)
     _same(getattr(torch, op)(y.neuron(), 1).cpu(), getattr(torch, op)(y, 1))
+
+
+# A whole-tensor sum of >= 32768 elements is split as the CPU's
+# parallel_reduce splits it over its threads (two_pass_reduction: chunks of
+# the iterator's linear range, one partial each, then the partials summed),
+# so neuron matches the CPU bit for bit at every thread count, where the
+# CPU's own results at 1 and 2 threads differ.
+@pytest.mark.parametrize("threads", [1, 2, 3])
+@pytest.mark.parametrize("dt", [torch.float32, torch.bfloat16])
+@pytest.mark.parametrize("shape,layout", [((70001,), "c"), ((300, 300), "t"), ((33, 65, 31), "s")])
+def test_whole_sum_splits_like_the_cpus_parallel_reduce(threads, dt, shape, layout):
+    old = torch.get_num_threads()
+    torch.set_num_threads(threads)
+    try:
+        g = torch.Generator().manual_seed(zlib.crc32(repr((shape, str(dt))).encode()))
+        base_shape = [2 * s for s in shape] if layout == "s" else list(shape)
+        n = 1
+        for s in base_shape:
+            n *= s
+        base = (torch.randn(n, generator=g) * torch.randn(n, generator=g).exp() * 1e3).reshape(base_shape).to(dt)
+        def view(t):
+            if layout == "s":
+                return t[tuple(slice(None, None, 2) for _ in shape)]
+            return t.mT.contiguous().mT if layout == "t" else t
+        for fn in (torch.sum, torch.mean, torch.nansum):
+            _same(fn(view(base.neuron())).cpu(), fn(view(base)))
+        _same(torch.sum(view(base.neuron()), dtype=torch.float32).cpu(), torch.sum(view(base), dtype=torch.float32))
+    finally:
+        torch.set_num_threads(old)

@@ -111,7 +111,10 @@ Tensor &float_sum_into(Tensor &result, const Tensor &self, at::OptionalIntArrayR
     result.copy_(wide);
     return result;
   }
-  launch_iter(iter, op, {}, {1, kCpuSumVectorBytes, nan0 ? 1 : 0});
+  // p3: the CPU's thread count, which decides how its parallel_reduce
+  // splits a whole-tensor sum (1 inside a parallel region: it runs serially)
+  int64_t threads = at::in_parallel_region() ? 1 : at::get_num_threads();
+  launch_iter(iter, op, {}, {1, kCpuSumVectorBytes, nan0 ? 1 : 0, threads});
   return result;
 }
 
@@ -153,6 +156,8 @@ Tensor nansum_fn(const Tensor &self, at::OptionalIntArrayRef dim, bool keepdim, 
 Tensor nansum_into(Tensor out, const Tensor &self, at::OptionalIntArrayRef dim, bool keepdim,
                    std::optional<ScalarType> dtype) {
   if (out.defined()) {
+    // nansum_out refuses a complex self before it looks at the dims
+    TORCH_CHECK(!self.is_complex(), "nansum does not support complex inputs");
     TORCH_CHECK(!dtype || *dtype == out.scalar_type(), "nansum: provided dtype must match dtype of result. Got ",
                 c10::toString(out.scalar_type()), " and ", c10::toString(*dtype), ".");
     // An explicit dtype= computes as the functional form does, an integer or

@@ -22,12 +22,23 @@
  *
  * Outputs written by different 2-d calls or rows are independent, so the
  * rows of a call (the kept dim 1) are split across threads at block
- * boundaries; everything else runs in order on one thread. */
+ * boundaries; everything else runs in order on one thread.
+ *
+ * A whole-tensor sum (one output) of at least GRAIN (32768) elements is
+ * split as the CPU's parallel_reduce splits it when it runs on p3 > 1
+ * threads (two_pass_reduction, aten/src/ATen/TensorIteratorReduce.cpp):
+ * at::parallel_for cuts the iterator's linear range into T = min(p3,
+ * ceil(n / GRAIN)) chunks of ceil(n / T); each chunk replays
+ * serial_for_each over its range (DimCounter: a partial first row, whole
+ * rows, a partial last row) into its own slot of a p3-long buffer of the
+ * output dtype that starts at 0, and the buffer is then summed by the
+ * same loop into the output. The chunks run in parallel here too. */
 #pragma GCC optimize("O3,no-trapping-math,no-math-errno")
 #include "kernels/common/common.h"
 #include "kernels/reduce/cascade.h"
 
 #define CS_LEVELS 4
+#define CS_GRAIN 32768 /* at::internal::GRAIN_SIZE */
 #define CS_MAX_LANES 16 /* 64-byte vectors of float */
 
 typedef struct cs_plan {
@@ -340,6 +351,85 @@ static void cs_run(const cs_plan *p, const cs_call *c, int64_t j0, int64_t j1) {
   }
 }
 
+/* serial_for_each over linear positions [begin, end) of the launch (dim 0
+ * fastest): one 2-d call per DimCounter step, as at::internal's, into the
+ * outputs at out (their strides as the launch's). */
+static void cs_replay(const cs_plan *p, char *out, int64_t begin, int64_t end) {
+  const nrt_launch *l = p->l;
+  int nd = l->ndim > 0 ? l->ndim : 1;
+  int64_t shape[NRT_MAX_DIMS], v[NRT_MAX_DIMS], rem = begin;
+  for (int d = 0; d < nd; d++) {
+    shape[d] = l->ndim > 0 ? l->sizes[d] : 1;
+    v[d] = rem % shape[d];
+    rem /= shape[d];
+  }
+  int64_t off = begin;
+  while (off < end) {
+    int64_t step0 = shape[0] - v[0] < end - off ? shape[0] - v[0] : end - off, step1 = 1;
+    if (nd > 1 && step0 == shape[0]) {
+      step1 = (end - off) / shape[0];
+      if (shape[1] - v[1] < step1) step1 = shape[1] - v[1];
+    }
+    cs_call c = {.in = p->in, .out = out, .size0 = step0, .size1 = step1};
+    for (int d = 0; d < l->ndim; d++) {
+      c.in += v[d] * l->operands[1].strides[d];
+      c.out += v[d] * l->operands[0].strides[d];
+    }
+    if (l->ndim > 0) { c.in0 = l->operands[1].strides[0]; c.out0 = l->operands[0].strides[0]; }
+    if (l->ndim > 1) { c.in1 = l->operands[1].strides[1]; c.out1 = l->operands[0].strides[1]; }
+    cs_setup(p, &c);
+    cs_run(p, &c, 0, c.size1);
+    /* DimCounter::increment */
+    off += step0 * step1;
+    int64_t carry = step0;
+    int d = 0;
+    if (step1 != 1) {
+      d = 1;
+      carry = step1;
+    }
+    for (; d < nd && carry > 0; d++) {
+      int64_t nv = v[d] + carry;
+      carry = nv >= shape[d] ? 1 : 0;
+      v[d] = nv >= shape[d] ? nv - shape[d] : nv;
+    }
+  }
+}
+
+typedef struct cs_two_pass {
+  const cs_plan *p;
+  char *slots; /* p3 outputs of the output dtype, es apart */
+  int64_t chunk, numel;
+} cs_two_pass;
+
+static void cs_chunks(void *ctx, int64_t b, int64_t e) {
+  const cs_two_pass *t = ctx;
+  for (int64_t k = b; k < e; k++) {
+    int64_t r0 = k * t->chunk, r1 = r0 + t->chunk < t->numel ? r0 + t->chunk : t->numel;
+    cs_replay(t->p, t->slots + k * t->p->es, r0, r1);
+  }
+}
+
+/* two_pass_reduction: the chunks into the slots, then the slots (all p3 of
+ * them, unused ones 0) summed by the same loop into the output. */
+static nrt_status cs_two_pass_sum(const cs_plan *p, int64_t numel, int64_t threads) {
+  char slot_mem[64 * 8];
+  if (threads > 64)
+    return nrt_kernel_fail(NRT_ERROR_INVALID_ARGUMENT, "%s: p3 = %lld CPU threads, at most 64",
+                           nrt_op_name(p->l->op), (long long)threads);
+  for (int64_t k = 0; k < threads; k++) nrt_ref_store_f64(slot_mem + k * p->es, p->dt, 0.0);
+  int64_t tasks = (numel + CS_GRAIN - 1) / CS_GRAIN;
+  if (tasks > threads) tasks = threads;
+  cs_two_pass t = {.p = p, .slots = slot_mem, .chunk = (numel + tasks - 1) / tasks, .numel = numel};
+  if (nrt_kernels_reference()) cs_chunks(&t, 0, tasks);
+  else nrt_parallel_for(tasks, 1, cs_chunks, &t);
+  cs_plan q = *p;
+  q.in = slot_mem;
+  cs_call c = {.in = slot_mem, .out = p->out, .size0 = threads, .size1 = 1, .in0 = p->es};
+  cs_setup(&q, &c);
+  cs_run(&q, &c, 0, 1);
+  return NRT_SUCCESS;
+}
+
 typedef struct cs_par {
   const cs_plan *p;
   const cs_call *c;
@@ -389,8 +479,16 @@ nrt_status nrt_reduce_cascade(const nrt_launch *l) {
   if (numel == 0) return NRT_SUCCESS;
   for (int64_t g = 0; g < nout; g++) nrt_ref_store_f64(p.out + cs_out_offset(l, g), dt, 0.0);
 
-  int64_t outer = 1;
+  int64_t threads = l->params[3], outer = 1;
+  if (threads < 0)
+    return nrt_kernel_fail(NRT_ERROR_INVALID_ARGUMENT, "%s: p3 = %lld is not a CPU thread count", nrt_op_name(l->op),
+                           (long long)threads);
   for (int d = 2; d < l->ndim; d++) outer *= l->sizes[d];
+  if (nout == 1 && numel >= CS_GRAIN && threads > 1) {
+    nrt_status st = cs_two_pass_sum(&p, numel, threads);
+    if (st != NRT_SUCCESS) return st;
+    outer = 0; /* summed */
+  }
   for (int64_t o = 0; o < outer; o++) {
     cs_call c = {.in = p.in, .out = p.out, .size0 = l->ndim > 0 ? l->sizes[0] : 1,
                  .size1 = l->ndim > 1 ? l->sizes[1] : 1};
