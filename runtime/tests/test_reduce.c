@@ -722,6 +722,119 @@ static void test_int_sum_exact(void) {
   CHECK(b == 1);
 }
 
+/* ---- VAR p1 = 1: var_mean in the CPU's Welford order ---------------------------- */
+
+/* var and mean of a float64 vector, its elements one Welford step each
+ * (split like the CPU's parallel_for over `threads` when long enough). */
+static nrt_status welford_vec(const double *x, int64_t n, double corr, int64_t threads, bool ref, double *var,
+                              double *mean) {
+  nrt_launch l;
+  memset(&l, 0, sizeof l);
+  l.op = NRT_OP_VAR;
+  l.ndim = 1;
+  l.sizes[0] = n;
+  l.compute_dtype = NRT_FLOAT64;
+  l.scalars[0].f = corr;
+  l.params[1] = 1;
+  l.params[2] = threads;
+  l.noutputs = 2;
+  l.ninputs = 1;
+  l.operands[0] = (nrt_operand){.data = var, .dtype = NRT_FLOAT64};
+  l.operands[1] = (nrt_operand){.data = mean, .dtype = NRT_FLOAT64};
+  l.operands[2] = (nrt_operand){.data = (void *)x, .dtype = NRT_FLOAT64, .strides = {8}};
+  return nrt_test_run(&l, ref);
+}
+
+typedef struct wf {
+  double mean, m2, n;
+} wf;
+static wf wf_steps(const double *x, int64_t b, int64_t e) {
+  wf s = {0, 0, 0};
+  for (int64_t i = b; i < e; i++) {
+    s.n += 1;
+    double d = x[i] - s.mean;
+    s.mean += d / s.n;
+    s.m2 += d * (x[i] - s.mean);
+  }
+  return s;
+}
+
+static void test_var_mean_welford(void) {
+  /* the running mean is what the steps leave of 1e18, 0.5, -1e18 (the
+   * CPU's var_mean mean), not a sum's 0 / 3 */
+  double x[3] = {1e18, 0.5, -1e18}, var = 0, mean = 0;
+  wf w = wf_steps(x, 0, 3);
+  BOTH(r) {
+    CHECK_OK(welford_vec(x, 3, 1, 1, r, &var, &mean));
+    CHECK(mean == w.mean && var == w.m2 / 2);
+  }
+  /* 70000 elements on 2 CPU threads: chunks of 35000 from fresh states,
+   * combined as WelfordOps::combine; on 1 thread one sequence */
+  enum { N = 70000 };
+  double *v = malloc(sizeof(double) * N);
+  uint64_t seed = 7;
+  for (int i = 0; i < N; i++) {
+    seed = seed * 6364136223846793005ull + 1442695040888963407ull;
+    v[i] = (double)(int64_t)(seed >> 11) * 1e-3 * ((i % 97) == 0 ? 1e12 : 1.0);
+  }
+  wf a = wf_steps(v, 0, N / 2), b = wf_steps(v, N / 2, N), one = wf_steps(v, 0, N);
+  double delta = b.mean - a.mean, cnt = a.n + b.n, nb = b.n / cnt;
+  double two_mean = a.mean + delta * nb, two_m2 = a.m2 + b.m2 + delta * delta * a.n * nb;
+  BOTH(r) {
+    CHECK_OK(welford_vec(v, N, 0, 2, r, &var, &mean));
+    CHECK(mean == two_mean && var == two_m2 / N);
+    CHECK_OK(welford_vec(v, N, 0, 1, r, &var, &mean));
+    CHECK(mean == one.mean && var == one.m2 / N);
+  }
+  CHECK(two_mean != one.mean); /* the split matters for these values */
+  free(v);
+}
+
+/* ---- SUM p0 = 1, p3 > 1: a whole sum split as the CPU's two_pass_reduction ---- */
+
+static float cascade_sum(const float *x, int64_t n, int64_t threads, bool ref) {
+  nrt_launch l;
+  memset(&l, 0, sizeof l);
+  l.op = NRT_OP_SUM;
+  l.ndim = 1;
+  l.sizes[0] = n;
+  l.compute_dtype = NRT_FLOAT32;
+  l.params[0] = 1;
+  l.params[1] = 32;
+  l.params[3] = threads;
+  l.noutputs = 1;
+  l.ninputs = 1;
+  float out = -1;
+  l.operands[0] = (nrt_operand){.data = &out, .dtype = NRT_FLOAT32};
+  l.operands[1] = (nrt_operand){.data = (void *)x, .dtype = NRT_FLOAT32, .strides = {4}};
+  CHECK_OK(nrt_test_run(&l, ref));
+  return out;
+}
+
+static void test_cascade_two_pass(void) {
+  enum { N = 100003 };
+  float *v = malloc(sizeof(float) * N);
+  uint64_t seed = 11;
+  for (int i = 0; i < N; i++) {
+    seed = seed * 6364136223846793005ull + 1442695040888963407ull;
+    v[i] = (float)((double)(int64_t)(seed >> 11) * 1e-12);
+  }
+  /* on 3 threads: 3 chunks of 33335 (the last shorter), each its own sum,
+   * then the 3 partials summed by the same loop */
+  float p[3];
+  for (int k = 0; k < 3; k++) {
+    int64_t b = k * 33335, e = b + 33335 < N ? b + 33335 : N;
+    p[k] = cascade_sum(v + b, e - b, 1, true);
+  }
+  float want = cascade_sum(p, 3, 1, true);
+  BOTH(r) CHECK(cascade_sum(v, N, 3, r) == want);
+  /* 2 threads and 1: fast and reference agree; the splits give other sums */
+  CHECK(cascade_sum(v, N, 2, false) == cascade_sum(v, N, 2, true));
+  CHECK(cascade_sum(v, N, 1, false) == cascade_sum(v, N, 1, true));
+  CHECK(cascade_sum(v, N, 1, true) != want || cascade_sum(v, N, 2, true) != want);
+  free(v);
+}
+
 int main(void) {
   nrt_test_seed(0xD1B54A32D192ED03ull);
   RUN_TEST(test_fast_vs_reference);
@@ -736,5 +849,7 @@ int main(void) {
   RUN_TEST(test_sums_and_moments);
   RUN_TEST(test_empty);
   RUN_TEST(test_int_sum_exact);
+  RUN_TEST(test_var_mean_welford);
+  RUN_TEST(test_cascade_two_pass);
   return TEST_RESULT();
 }
