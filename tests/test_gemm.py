@@ -177,8 +177,7 @@ def test_complex_gemm_inf_nan_like_the_cpu(m, k, n, ta, tb):
             "baddbmm": lambda d: torch.baddbmm(bias.expand(2, m, n).to(d), a.expand(2, m, k).to(d),
                                                b.expand(2, k, n).to(d), beta=0.5, alpha=1),
         }
-        if k != 4:  # MKL's blocked kernel with k = 4 adds a beta = 1 bias in its own way (known.py)
-            cases["addmm_beta1"] = lambda d: torch.addmm(bias.to(d), a.to(d), b.to(d), beta=1, alpha=1j)
+        cases["addmm_beta1"] = lambda d: torch.addmm(bias.to(d), a.to(d), b.to(d), beta=1, alpha=1j)
         for name, fn in cases.items():
             try:
                 torch.testing.assert_close(fn("neuron").cpu(), fn("cpu"), equal_nan=True, rtol=1e-5, atol=1e-5)
@@ -406,3 +405,96 @@ def test_bfloat16_subnormals_count_where_the_cpu_counts_them(m, k, n, batched):
     else:
         want, got = a @ b, a.neuron() @ b.neuron()
     assert torch.equal(got.cpu(), want)
+
+
+def _strided(t):
+    """t's values in a view whose rows and columns both skip an element."""
+    z = torch.zeros(t.shape[0], 2 * t.shape[1], dtype=t.dtype, device=t.device)
+    z[:, ::2] = t
+    return z[:, ::2]
+
+
+@pytest.mark.parametrize("m,k,n", [(2, 6, 5), (7, 6, 6), (5, 4, 8), (3, 4, 4)])
+@pytest.mark.parametrize("beta", [1, 0.5])
+def test_complex_blocked_gemm_adds_the_bias_part_by_part_like_the_cpu(m, k, n, beta):
+    """On MKL's blocked kernel (m >= 4, n >= 2, k >= 4 in BLAS terms) the
+    bias joins the sum part by part: -inf + 0i plus a finite sum is -inf +
+    finite i, where a complex add (x + 1 * y) would make the imaginary
+    part 0 * inf = NaN (F.linear of a bias with an infinite real part)."""
+    g = torch.Generator().manual_seed(29)
+    a = torch.randn(m, k, generator=g, dtype=torch.complex64)
+    w = torch.randn(n, k, generator=g, dtype=torch.complex64)
+    bias = _nonfinite_complex((n,), 31)
+    self = _nonfinite_complex((m, n), 37)
+    for name, fn in {
+        "linear": lambda d: torch.nn.functional.linear(a.to(d), w.to(d), bias.to(d)),
+        "addmm": lambda d: torch.addmm(self.to(d), a.to(d), w.t().contiguous().to(d), beta=beta),
+        "addmm_t": lambda d: torch.addmm(self.to(d), a.to(d), w.to(d).t(), beta=beta, alpha=2),
+    }.items():
+        torch.testing.assert_close(torch.view_as_real(fn("neuron").cpu()), torch.view_as_real(fn("cpu")),
+                                   equal_nan=True, msg=name)
+    assert_no_fallbacks()
+
+
+@pytest.mark.parametrize("m,k,n", [(1, 5, 2), (1, 2, 4), (1, 1, 3), (3, 1, 2), (4, 1, 5), (2, 2, 3)])
+@pytest.mark.parametrize("layout", ["col", "strided"])
+def test_complex_addmm_inplace_into_a_column_major_self_like_the_cpu(m, k, n, layout):
+    """addmm_ into a column-major (or strided: the CPU computes a
+    column-major copy) self keeps BLAS's C = A @ B: with k == 1 MKL scales
+    'b' (our B) by alpha, and with a one-row C its gemv loops follow 'b'
+    ((alpha * a_l) * b_lj added to C for a transposed 'b', else alpha times
+    the sum; beta == 1 adds C as is), so inf parts meet where they meet
+    there."""
+    failures = []
+    for seed in range(8):
+        a = _nonfinite_complex((m, k), 10 * seed + 1)
+        b = _nonfinite_complex((k, n), 10 * seed + 2, transposed=seed % 2 == 1)
+        c = _nonfinite_complex((m, n), 10 * seed + 3)
+        for beta, alpha in [(1, 1), (0.5, 2j)]:
+            def run(d):
+                s = _layout(c.clone().to(d), "col") if layout == "col" else _strided(c.to(d))
+                s.addmm_(a.to(d), b.to(d), beta=beta, alpha=alpha)
+                return torch.view_as_real(s.cpu())
+            want, got = run("cpu"), run("neuron")
+            if not torch.equal(want.nan_to_num(1, 2, 3), got.nan_to_num(1, 2, 3)):
+                failures.append((seed, beta, alpha))
+    assert not failures
+    assert_no_fallbacks()
+
+
+def _edge(shape, dtype, g):
+    """Values where the order of a sum decides: +-0.9 and +-0.45 times the
+    dtype's largest, small integers and fractions."""
+    big = torch.finfo(dtype).max * 0.9
+    pool = torch.tensor([big, -big, big / 2, -big / 2, 1.0, -1.0, 0.5, 2.0, 3.0, -2.0, 1e-3, 0.3127, -0.7],
+                        dtype=torch.float64)
+    return pool[torch.randint(0, len(pool), shape, generator=g)].to(dtype)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float16, torch.float64])
+@pytest.mark.parametrize("bs,m,k,n", [(2, 3, 11, 3), (3, 2, 5, 6), (2, 5, 30, 1), (3, 4, 6, 16), (2, 20, 1, 19)])
+def test_small_bmm_follows_the_cpus_loop_at_the_float_limits(dtype, bs, m, k, n):
+    """Below 400 multiply-adds per batch entry the CPU runs ATen's own loop:
+    each product rounded, added in k order, then r * beta + alpha * sum, so
+    huge terms overflow or cancel where they do there (0.3 * 3e38 - 0.3 *
+    3e38 is 0, not a fused multiply-add's leftover rounding error); an
+    expanded in-place self is read and written through its aliases in
+    (batch, row, column) order."""
+    g = torch.Generator().manual_seed(41)
+    failures = []
+    for trial in range(4):
+        a, b, c = _edge((bs, m, k), dtype, g), _edge((bs, k, n), dtype, g), _edge((bs, m, n), dtype, g)
+        one = _edge((1, 1, n), dtype, g)
+        cases = {
+            "bmm": lambda d: torch.bmm(a.to(d), b.to(d).transpose(1, 2).contiguous().transpose(1, 2)),
+            "baddbmm": lambda d: torch.baddbmm(c.to(d), a.to(d), b.to(d), beta=2.0, alpha=0.5),
+            "baddbmm_expanded": lambda d: one.clone().to(d).expand(bs, m, n).baddbmm_(a.to(d), b.to(d), alpha=0.5),
+            "baddbmm_expanded_beta2": lambda d: one.clone().to(d).expand(bs, m, n).baddbmm_(a.to(d), b.to(d),
+                                                                                            beta=2.0),
+        }
+        for name, fn in cases.items():
+            want, got = fn("cpu"), fn("neuron").cpu()
+            if not torch.equal(want.double().nan_to_num(1, 2, 3), got.double().nan_to_num(1, 2, 3)):
+                failures.append((trial, name))
+    assert not failures
+    assert_no_fallbacks()

@@ -60,7 +60,10 @@ void complex_gemm_blas(const Tensor &c, const Tensor &a, const Tensor &b, const 
   if (alpha_minus_one) t = t.neg();  // MKL negates the sum (measured) rather than scaling an operand
   if (bias.defined()) {
     bool beta_one = !beta.isComplex() ? beta.toDouble() == 1.0 : beta.toComplexDouble() == c10::complex<double>(1, 0);
-    t = t.add(beta_one ? bias : bias.mul(beta));
+    // part by part, as BLAS adds: a complex add multiplies its other operand
+    // by alpha = 1 + 0i, which turns -inf + 0i into -inf + NaN i
+    Tensor y = beta_one ? bias : bias.mul(beta);
+    at::view_as_real(t).add_(at::view_as_real(y.resolve_conj().resolve_neg()));
   }
   c.copy_(t);
 }
@@ -109,8 +112,11 @@ int cpu_complex_mm_path(const Tensor &c, const Tensor &a, const Tensor &b, bool 
   if (blocked) return tc ? CX_BLAS_ALPHA_B : CX_BLAS_ALPHA_A;
   // alpha on BLAS's 'b' / 'a' element, in our operands' names
   const int on_b = tc ? NRT_CGEMM_ALPHA_A : NRT_CGEMM_ALPHA_B, on_a = tc ? NRT_CGEMM_ALPHA_B : NRT_CGEMM_ALPHA_A;
-  if (m == 1 && n == 1) return tb ? on_a : NRT_CGEMM_ALPHA_AFTER;
-  if (k == 1 && tc && n >= 2) return on_b;
+  if (m == 1 && (n == 1 || !sgemm)) {
+    *gemv = true;
+    return tb ? on_a : NRT_CGEMM_ALPHA_AFTER;
+  }
+  if (k == 1 && (tc || !sgemm) && n >= 2) return on_b;
   return ta ? NRT_CGEMM_ALPHA_AFTER : on_b;
 }
 
@@ -127,19 +133,21 @@ int cpu_complex_path(const Tensor &c, const Tensor &a, const Tensor &b, bool bat
 // Complex C = A @ B with alpha/beta where the CPU's path puts them: its
 // BLAS kernel as four real GEMMs, its other loops in the CGEMM kernel.
 void launch_cgemm(const Tensor &c, const Tensor &a, const Tensor &b, const Tensor &bias, const Scalar &alpha,
-                  const Scalar &beta, int path, bool gemv);
+                  const Scalar &beta, int path, bool gemv, bool blas = false);
 void complex_gemm(const Tensor &c, const Tensor &a, const Tensor &b, const Tensor &bias, const Scalar &alpha,
                   const Scalar &beta, bool batched, bool has_self) {
   bool gemv;
   int path = cpu_complex_path(c, a, b, batched, has_self, &gemv);
   if (path < 0) return complex_gemm_blas(c, a, b, bias, alpha, beta, path == CX_BLAS_ALPHA_B);
-  launch_cgemm(c, a, b, bias, alpha, beta, path, gemv);
+  bool aten_loop = batched && a.size(1) * a.size(2) * b.size(2) < 400;
+  launch_cgemm(c, a, b, bias, alpha, beta, path, gemv, !aten_loop);
 }
 
 // The CGEMM kernel with the CPU path `path` (nrt_cgemm_alpha); gemv: a
-// beta == 1 bias is added as is after an alpha-scaled sum.
+// beta == 1 bias is added as is after an alpha-scaled sum; blas: MKL's
+// gemm loops, which scale the bias by beta in a pass of their own first.
 void launch_cgemm(const Tensor &c, const Tensor &a, const Tensor &b, const Tensor &bias, const Scalar &alpha,
-                  const Scalar &beta, int path, bool gemv) {
+                  const Scalar &beta, int path, bool gemv, bool blas) {
   Tensor ar = a.resolve_conj().resolve_neg(), br = b.resolve_conj().resolve_neg();
   // an out= that shares memory with A or B gets the result after the
   // launch (the kernel stores each element once it has read its row and
@@ -166,6 +174,7 @@ void launch_cgemm(const Tensor &c, const Tensor &a, const Tensor &b, const Tenso
   // order, each step seeing the last one's value: one thread, in that order
   d.params[1] = at::has_internal_overlap(out) == at::MemOverlap::Yes;
   d.params[2] = gemv;
+  d.params[3] = blas && !gemv;
   enqueue(c.device().index(), d);  // as is: CGEMM reads complex operands itself
   if (aliased) c.copy_(out);
 }
@@ -217,9 +226,12 @@ void fill_k0(Tensor &out, const Tensor &bias, const Scalar &beta) {
 // C[b] = alpha * A[b] @ B[b] + beta * bias[b]; all operands are 3-d views
 // (batch, rows, cols); `bias` may be undefined.
 // batched: bmm/baddbmm (the CPU's small-batch loop applies), has_self:
-// baddbmm, whose loop scales the sum by alpha.
+// baddbmm, whose loop scales the sum by alpha. order (nrt_gemm_order, real
+// floating types): the packed kernels, or the CPU's plain loops with alpha
+// where they put it; a C whose elements share memory (an expanded in-place
+// self) is then computed in the CPU's element order.
 void launch_gemm(const Tensor &c, const Tensor &a, const Tensor &b, const Tensor &bias, const Scalar &alpha,
-                 const Scalar &beta, bool batched = false, bool has_self = false) {
+                 const Scalar &beta, bool batched = false, bool has_self = false, int order = NRT_GEMM_PACKED) {
   if (c.numel() == 0) return;
   if (a.is_complex()) {
     (void)scalar_in(a, alpha);
@@ -241,6 +253,11 @@ void launch_gemm(const Tensor &c, const Tensor &a, const Tensor &b, const Tensor
   if (bias.defined()) put(3, bias);
   d.scalars[0] = scalar_in(a, alpha);
   d.scalars[1] = scalar_in(a, beta);
+  if (order != NRT_GEMM_PACKED && a.is_floating_point()) {
+    d.params[0] = order;
+    d.params[1] = at::has_internal_overlap(c) == at::MemOverlap::Yes;
+    f64 = false;  // the loops accumulate float64 in double, as the CPU does
+  }
   if (f64) warn_float64_once();
   launch(c.device().index(), d);
 }
@@ -401,7 +418,12 @@ Tensor &bmm_into(Tensor &out, const Tensor &a, const Tensor &b, const Tensor *bi
     fill_without_product(out, bias3, beta);
     return out;
   }
-  launch_gemm(out, a, b, bias3, alpha, beta, true, bias != nullptr);
+  // Below 400 multiply-adds per batch entry the CPU runs ATen's own loop
+  // (baddbmm_cpu_kernel): r * beta + alpha * sum, the sum in k order with
+  // each product rounded, an expanded in-place self read and written
+  // through its aliases in (batch, row, column) order.
+  bool small = a.size(1) * a.size(2) * b.size(2) < 400;
+  launch_gemm(out, a, b, bias3, alpha, beta, true, bias != nullptr, small ? NRT_GEMM_LOOP_AFTER : NRT_GEMM_PACKED);
   return out;
 }
 Tensor bmm_only_into(Tensor out, const Tensor &a, const Tensor &b) {

@@ -422,6 +422,57 @@ static void test_cgemm_alpha_placement(void) {
   }
 }
 
+
+/* GEMM's plain-loop orders (p0): each product rounded before it is added,
+ * so 0.3127 * 3e38 - 0.3127 * 3e38 cancels to exactly 0 (a fused
+ * multiply-add keeps the first product's rounding error, about 1e30), in
+ * k order from C for ALPHA_A / ALPHA_B; p1 computes a C whose elements all
+ * alias one float in order, each output reading the last one's store. */
+static void gemm_loop_run(int order, int serial, const float *a, const float *b, float *bias, float alpha,
+                          float beta, float *c, int64_t cstride, int64_t m, int64_t n, int64_t k) {
+  nrt_launch l;
+  memset(&l, 0, sizeof l);
+  l.op = NRT_OP(GEMM);
+  l.ndim = 4;
+  l.sizes[0] = 1; l.sizes[1] = m; l.sizes[2] = n; l.sizes[3] = k;
+  l.noutputs = 1;
+  l.ninputs = bias ? 3 : 2;
+  l.compute_dtype = NRT_FLOAT32;
+  l.scalars[0].f = alpha;
+  l.scalars[1].f = beta;
+  l.params[0] = order;
+  l.params[1] = serial;
+  l.operands[0] = (nrt_operand){.data = c, .dtype = NRT_FLOAT32, .strides = {0, n * cstride, cstride}};
+  l.operands[1] = (nrt_operand){.data = (void *)a, .dtype = NRT_FLOAT32, .strides = {0, k * 4, 4}};
+  l.operands[2] = (nrt_operand){.data = (void *)b, .dtype = NRT_FLOAT32, .strides = {0, n * 4, 4}};
+  if (bias) l.operands[3] = (nrt_operand){.data = bias, .dtype = NRT_FLOAT32, .strides = {0, n * cstride, cstride}};
+  CHECK_OK(nrt_launch_run(&l));
+}
+
+static void test_gemm_loop_orders(void) {
+  const float a[3] = {0.3127f, 0.3127f, 1.0f}, b[3] = {3e38f, -3e38f, 0.25f};
+  for (int order = NRT_GEMM_LOOP_AFTER; order <= NRT_GEMM_LOOP_ALPHA_B; order++) {
+    float c = -1;
+    gemm_loop_run(order, 0, a, b, NULL, 1.0f, 0.0f, &c, 4, 1, 1, 3);
+    CHECK(c == 0.25f);
+  }
+  /* C first: 3e38 + 0.3127 * 3e38 overflows before -0.3127 * 3e38 comes */
+  float y = 3e38f, c = 0;
+  gemm_loop_run(NRT_GEMM_LOOP_ALPHA_B, 0, a, b, &y, 1.0f, 1.0f, &c, 4, 1, 1, 3);
+  CHECK(isinf(c));
+  gemm_loop_run(NRT_GEMM_LOOP_AFTER, 0, a, b, &y, 1.0f, 1.0f, &c, 4, 1, 1, 3);
+  CHECK(c == 3e38f);
+  /* alpha 0 still multiplies: 0 * inf is NaN, as in the CPU's loops */
+  const float inf_b[1] = {INFINITY}, one[1] = {1};
+  gemm_loop_run(NRT_GEMM_LOOP_AFTER, 0, one, inf_b, NULL, 0.0f, 0.0f, &c, 4, 1, 1, 1);
+  CHECK(isnan(c));
+  /* one aliased element, 2 x 3 outputs, each 2 * previous + 1 * 1 */
+  float shared = 1;
+  const float ones[2] = {1, 1}, row[3] = {1, 1, 1};
+  gemm_loop_run(NRT_GEMM_LOOP_AFTER, 1, ones, row, &shared, 1.0f, 2.0f, &shared, 0, 2, 3, 1);
+  CHECK(shared == 127); /* 1 -> 3 -> 7 -> 15 -> 31 -> 63 -> 127 */
+}
+
 int main(void) {
   RUN_TEST(test_gemm_shapes);
   RUN_TEST(test_gemm_bias_alpha_beta);
@@ -434,5 +485,6 @@ int main(void) {
   RUN_TEST(test_gemm_direct_operands);
   RUN_TEST(test_gemm_bf16_store_rounding);
   RUN_TEST(test_cgemm_alpha_placement);
+  RUN_TEST(test_gemm_loop_orders);
   return TEST_RESULT();
 }

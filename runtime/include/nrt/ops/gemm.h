@@ -12,7 +12,7 @@
 #include "nrt/launch.h"
 
 #define NRT_OPS_GEMM(X)                                                      \
-  X(GEMM, GEMM, 2, 3)            /* s0 alpha, s1 beta; 3 inputs with bias */ \
+  X(GEMM, GEMM, 2, 3)            /* s0 alpha, s1 beta; 3 inputs with bias; p0, p1 */ \
   X(CGEMM, GEMM, 2, 3)           /* complex: s0+s1 i alpha, s2+s3 i beta, p0..p2 */
 
 NRT_OP_FAMILY_ENUM(GEMM, NRT_OPS_GEMM);
@@ -25,6 +25,20 @@ typedef enum nrt_cgemm_alpha {
   NRT_CGEMM_ALPHA_A = 2,     /* C = beta * bias, then += (alpha * a_k) * b_k */
   NRT_CGEMM_ALPHA_B = 3,     /* C = beta * bias, then += a_k * (alpha * b_k) */
 } nrt_cgemm_alpha; /* p1 != 0: C aliases itself, computed in order on one thread;
-                     p2 != 0: ALPHA_AFTER adds the bias as is for beta == 1 */
+                     p2 != 0: ALPHA_AFTER adds the bias as is for beta == 1;
+                     p3 != 0: ALPHA_AFTER adds 1 * (beta * bias) for beta != 1 */
+
+/* GEMM p0: how the sum is formed. PACKED: the packed micro-kernels (fused
+ * multiply-adds over k blocks, bias added to the finished sum). The others
+ * are the CPU's plain loops (kernels/gemm/loop.c: products rounded, added in
+ * k order, float or, for float64, double accumulation), with alpha and the
+ * bias where nrt_cgemm_alpha's AFTER / A / B put them. p1 != 0 (loops): C
+ * aliases itself, computed in order on one thread. */
+typedef enum nrt_gemm_order {
+  NRT_GEMM_PACKED = 0,
+  NRT_GEMM_LOOP_AFTER = 1,   /* C = alpha * sum + beta * bias */
+  NRT_GEMM_LOOP_ALPHA_A = 2, /* C = beta * bias, then += (alpha * a_k) * b_k */
+  NRT_GEMM_LOOP_ALPHA_B = 3, /* C = beta * bias, then += a_k * (alpha * b_k) */
+} nrt_gemm_order;
 
 #endif

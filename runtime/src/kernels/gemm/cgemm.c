@@ -23,7 +23,11 @@
  * thread in (batch, row, column) order, each reading the bias (C itself)
  * just before its store, as the CPU's loop does. p2 != 0: CGEMM_ALPHA_AFTER
  * adds the bias as is when beta == 1 (BLAS's gemv leaves y alone there; its
- * gemm loops multiply). Scalar loop only: these
+ * gemm loops multiply). p3 != 0: CGEMM_ALPHA_AFTER as MKL's 'T' gemm loop,
+ * which scales C by a beta != 1 in a pass of its own and then adds it as
+ * 1 * C, so the NaN that beta * (inf + 0i) leaves in one part spreads to
+ * both (measured: every non-finite C gives NaN + NaN i there; ATen's
+ * small-batch loop multiplies once). Scalar loop only: these
  * shapes are small in at least one dimension (the glue sends the rest to
  * the real GEMM), so the loop is both the kernel and its reference. */
 #include <string.h>
@@ -35,7 +39,7 @@ typedef struct cgemm_job {
   const nrt_launch *l;
   int64_t M, N, K, nblocks;
   int mode;
-  bool bias, beta_one_as_is;
+  bool bias, beta_one_as_is, beta_pass;
 } cgemm_job;
 
 /* Columns per task: the row's partial sums stay in L1 while B is read a
@@ -131,6 +135,10 @@ typedef struct cgemm_job {
           if (jb->beta_one_as_is && br_ == 1 && bi_ == 0) {                                                 \
             r += y[0];                                                                                      \
             m += y[1];                                                                                      \
+          } else if (jb->beta_pass && !(br_ == 1 && bi_ == 0)) {                                            \
+            T zr = br_ * y[0] - bi_ * y[1], zi = br_ * y[1] + bi_ * y[0];                                   \
+            r += (T)1 * zr - (T)0 * zi;                                                                     \
+            m += (T)1 * zi + (T)0 * zr;                                                                     \
           } else {                                                                                          \
             r += br_ * y[0] - bi_ * y[1];                                                                   \
             m += br_ * y[1] + bi_ * y[0];                                                                   \
@@ -176,6 +184,7 @@ nrt_status nrt_cgemm_execute(const nrt_launch *l) {
   if (jb.mode < NRT_CGEMM_ALPHA_NONE || jb.mode > NRT_CGEMM_ALPHA_B)
     return nrt_kernel_fail(NRT_ERROR_INVALID_ARGUMENT, "CGEMM: p0 = %d is no alpha placement", jb.mode);
   jb.beta_one_as_is = l->params[2] != 0;
+  jb.beta_pass = l->params[3] != 0;
   jb.bias = l->ninputs == 3 && jb.mode != NRT_CGEMM_ALPHA_NONE && (l->scalars[2].f != 0.0 || l->scalars[3].f != 0.0);
   if (l->sizes[0] == 0 || jb.M == 0 || jb.N == 0) return NRT_SUCCESS;
   jb.nblocks = nrt_cdiv(jb.N, CGEMM_NB);

@@ -23,6 +23,7 @@
 #include <stdlib.h>
 #include "kernels/common/gemm_ukernel.h"
 #include "kernels/gemm/cgemm.h"
+#include "kernels/gemm/loop.h"
 #include "nrt/ops/gemm.h"
 
 /* ---- plan ------------------------------------------------------------------ */
@@ -657,6 +658,7 @@ static bool spread_rows(int64_t stride) {
 
 nrt_status nrt_gemm_execute(const nrt_launch *l) {
   if (l->op == NRT_OP(CGEMM)) return nrt_cgemm_execute(l);
+  if (l->params[0] != NRT_GEMM_PACKED) return nrt_gemm_loop_execute(l);
   gemm_plan p = {.l = l};
   p.batch = l->sizes[0];
   p.M = l->sizes[1];
