@@ -498,3 +498,28 @@ def test_small_bmm_follows_the_cpus_loop_at_the_float_limits(dtype, bs, m, k, n)
                 failures.append((trial, name))
     assert not failures
     assert_no_fallbacks()
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+@pytest.mark.parametrize("m,n", [(2, 2), (3, 6), (5, 9), (17, 3)])
+@pytest.mark.parametrize("layout", ["row", "col", "strided"])
+def test_addmv_of_an_expanded_vector_follows_atens_gemv_loop(dtype, m, n, layout):
+    """A zero-stride vector is no BLAS vector (incx == 0), so the CPU's
+    addmv runs ATen's gemv loops: alpha == 0 still multiplies (0 * inf is
+    NaN, where BLAS would not read the matrix), each product is rounded
+    before it is added, and a column-major matrix adds into beta * self
+    from the first product."""
+    g = torch.Generator().manual_seed(43)
+    failures = []
+    for trial in range(4):
+        mat, s = _edge((m, n), dtype, g), _edge((m,), dtype, g)
+        mat[0, trial % n] = float("inf")
+        v = _edge((1,), dtype, g)
+        for beta, alpha in [(1, 1), (0, 1), (2.0, 0.5), (0.5, 0), (1, 0)]:
+            def run(d):
+                return torch.addmv(s.to(d), _layout(mat.to(d), layout), v.to(d).expand(n), beta=beta, alpha=alpha)
+            want, got = run("cpu"), run("neuron").cpu()
+            if not torch.equal(want.nan_to_num(1, 2, 3), got.nan_to_num(1, 2, 3)):
+                failures.append((trial, beta, alpha))
+    assert not failures
+    assert_no_fallbacks()

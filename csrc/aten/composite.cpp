@@ -34,6 +34,10 @@ namespace torch_neuronx {
 // gemm.cpp: complex addmv on the CPU's gemv paths
 at::Tensor complex_addmv(const at::Tensor &self, const at::Tensor &mat, const at::Tensor &vec, const c10::Scalar &beta,
                      const c10::Scalar &alpha);
+// gemm.cpp: whether ATen's own gemv loops compute this real addmv, and that addmv
+bool addmv_takes_aten_gemv_loop(const at::Tensor &mat, const at::Tensor &vec);
+at::Tensor addmv_aten_gemv_loop(const at::Tensor &self, const at::Tensor &mat, const at::Tensor &vec,
+                                const c10::Scalar &beta, const c10::Scalar &alpha);
 namespace {
 
 using at::Tensor;
@@ -171,6 +175,7 @@ Tensor addmv_into(Tensor out, const Tensor &self, const Tensor &mat, const Tenso
     return at::mul_out(r, self, at::scalar_tensor(beta, self.options().dtype(self.scalar_type()).device(at::kCPU)));
   }
   if (mat.is_complex()) return complex_addmv(self, mat, vec, beta, alpha);
+  if (addmv_takes_aten_gemv_loop(mat, vec)) return addmv_aten_gemv_loop(self, mat, vec, beta, alpha);
   return at::addmm(self.dim() == 0 ? self : self.unsqueeze(1), mat, vec.unsqueeze(1), beta, alpha).squeeze(1);
 }
 

@@ -496,6 +496,29 @@ Tensor complex_addmv(const Tensor &self, const Tensor &mat, const Tensor &vec, c
   return c.view({m});
 }
 
+// Real addmv with a zero-stride (expanded) vector: BLAS refuses incx == 0,
+// so ATen's gemv runs its own loops (float32/float64; the 16-bit types
+// have gemv kernels of their own): 'n' for a column-major matrix (as
+// complex_addmv decides) scales y by beta (left alone for 1, zeroed for 0)
+// and adds (alpha * vec_j) * mat_ij for each j; 't' otherwise, beta * y +
+// alpha * the row's sum. Products are rounded before they are added and
+// alpha == 0 still multiplies (0 * inf is NaN there, where MKL's sgemv
+// never reads the matrix).
+bool addmv_takes_aten_gemv_loop(const Tensor &mat, const Tensor &vec) {
+  return vec.stride(0) == 0 && (mat.scalar_type() == at::kFloat || mat.scalar_type() == at::kDouble);
+}
+
+Tensor addmv_aten_gemv_loop(const Tensor &self, const Tensor &mat, const Tensor &vec, const Scalar &beta,
+                            const Scalar &alpha) {
+  const int64_t m = mat.size(0), n = mat.size(1);
+  bool column_major = mat.stride(0) == 1 && (n == 1 || mat.stride(1) >= std::max<int64_t>(1, m));
+  Tensor c = at::empty({1, m, 1}, vec.options());
+  Tensor bias = scalar_is_zero(beta) ? Tensor() : self.expand({m}).unsqueeze(0).unsqueeze(2);
+  launch_gemm(c, mat.unsqueeze(0), vec.unsqueeze(0).unsqueeze(2), bias, alpha, beta, false, false,
+              column_major ? NRT_GEMM_LOOP_ALPHA_B : NRT_GEMM_LOOP_AFTER);
+  return c.view({m});
+}
+
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   NEURON_VARIANTS(m, matmul_into, "mm", nullptr, "mm.out");
   NEURON_VARIANTS(m, addmm_into, "addmm", "addmm_", "addmm.out");
