@@ -604,3 +604,28 @@ def test_whole_sum_splits_like_the_cpus_parallel_reduce(threads, dt, shape, layo
         _same(torch.sum(view(base.neuron()), dtype=torch.float32).cpu(), torch.sum(view(base), dtype=torch.float32))
     finally:
         torch.set_num_threads(old)
+
+
+# vector_norm into float32 and the 16-bit dtypes sums its terms in float in
+# the CPU's order: a square of 1e20 overflows and of 1e-25 vanishes as there,
+# and the gradient masked where the norm is 0 follows; one element is |x|.
+@pytest.mark.parametrize("dt", [torch.float32, torch.bfloat16, torch.float16])
+@pytest.mark.parametrize("ord", [2])
+def test_vector_norm_sums_in_float_like_the_cpu(dt, ord):
+    g = torch.Generator().manual_seed(int(ord * 10) + len(str(dt)))
+    table = torch.tensor([1e20, -1e-25, 1.2e-38, 1.0, -0.5, 2.5, 0.0], dtype=torch.float64)
+    x = (table[torch.randint(0, len(table), (6, 40), generator=g)] * torch.rand(6, 40, generator=g, dtype=torch.float64)
+         .add(0.5)).to(dt)
+    for args in ((), (1,), (0,)):
+        _same(torch.linalg.vector_norm(x.neuron(), ord, *args).cpu(), torch.linalg.vector_norm(x, ord, *args))
+        _same(torch.linalg.vector_norm(x.mT.neuron(), ord, *args).cpu(), torch.linalg.vector_norm(x.mT, ord, *args))
+    one = torch.tensor([[1e20], [1e-30]], dtype=dt)
+    _same(torch.linalg.vector_norm(one.neuron(), ord, 1).cpu(), torch.linalg.vector_norm(one, ord, 1))
+    if dt == torch.float32:
+        tiny = torch.tensor([[1.2e-38, -1.2e-38], [1.0, 2.0]])
+        grads = []
+        for dev in ("cpu", "neuron"):
+            leaf = tiny.to(dev).detach().clone().requires_grad_()
+            torch.linalg.vector_norm(leaf, 2.0, 1).sum().backward()
+            grads.append(leaf.grad.cpu())
+        _same(grads[1], grads[0])

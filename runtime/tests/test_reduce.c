@@ -835,6 +835,44 @@ static void test_cascade_two_pass(void) {
   free(v);
 }
 
+/* ---- NORM p1 = 1: float terms and sums, as the CPU's norm kernels ---------------- */
+
+static float vnorm(const float *x, int64_t n, double ord, bool ref) {
+  nrt_launch l;
+  memset(&l, 0, sizeof l);
+  l.op = NRT_OP_NORM;
+  l.ndim = 1;
+  l.sizes[0] = n;
+  l.compute_dtype = NRT_FLOAT32;
+  l.scalars[0].f = ord;
+  l.params[1] = 1;
+  l.params[2] = 1;
+  l.noutputs = 1;
+  l.ninputs = 1;
+  float out = -1;
+  l.operands[0] = (nrt_operand){.data = &out, .dtype = NRT_FLOAT32};
+  l.operands[1] = (nrt_operand){.data = (void *)x, .dtype = NRT_FLOAT32, .strides = {4}};
+  CHECK_OK(nrt_test_run(&l, ref));
+  return out;
+}
+
+static void test_vector_norm_float(void) {
+  float big[2] = {1e20f, 0.0f}, tiny[2] = {1e-25f, -1e-25f}, x[17];
+  for (int i = 0; i < 17; i++) x[i] = (float)(i - 8) * 0.25f;
+  float lane[8] = {0}, want;
+  for (int i = 0; i < 16; i++) lane[i % 8] += x[i] * x[i];
+  want = lane[0];
+  for (int k = 1; k < 8; k++) want += lane[k];
+  want += x[16] * x[16];
+  BOTH(r) {
+    CHECK(isinf(vnorm(big, 2, 2, r)));       /* 1e40 overflows float */
+    CHECK(vnorm(tiny, 2, 2, r) == 0.0f);     /* 1e-50 vanishes */
+    CHECK(vnorm(big, 1, 2, r) == 1e20f);     /* one element: |x| */
+    CHECK(vnorm(x, 17, 2, r) == sqrtf(want)); /* 8 lanes, then the tail */
+    CHECK(vnorm(tiny, 2, 1, r) == 2e-25f);
+  }
+}
+
 int main(void) {
   nrt_test_seed(0xD1B54A32D192ED03ull);
   RUN_TEST(test_fast_vs_reference);
@@ -851,5 +889,6 @@ int main(void) {
   RUN_TEST(test_int_sum_exact);
   RUN_TEST(test_var_mean_welford);
   RUN_TEST(test_cascade_two_pass);
+  RUN_TEST(test_vector_norm_float);
   return TEST_RESULT();
 }

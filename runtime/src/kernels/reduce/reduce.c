@@ -30,6 +30,7 @@
 #include <stdlib.h>
 #include "kernels/common/common.h"
 #include "kernels/reduce/cascade.h"
+#include "kernels/reduce/vnorm.h"
 #include "kernels/reduce/welford.h"
 
 #define RED_COLS 64    /* columns per tile when values are gathered per column */
@@ -1146,6 +1147,8 @@ nrt_status nrt_reduce_execute(const nrt_launch *l) {
   p.nout = l->noutputs;
   /* p1 = 1: var_mean / std_mean in the CPU's Welford order (welford.c) */
   if (l->op == NRT_OP_VAR && l->params[1] == 1) return nrt_reduce_welford(l);
+  /* p1 = 1: a float vector norm in the CPU's accumulator and order (vnorm.c) */
+  if (l->op == NRT_OP_NORM && l->params[1] == 1) return nrt_reduce_vnorm(l);
   int want_out = (l->op == NRT_OP_MAX_WITH_INDEX || l->op == NRT_OP_MIN_WITH_INDEX) ? 2 : 1;
   if (p.nout != want_out || l->ninputs != 1)
     return nrt_kernel_fail(NRT_ERROR_INVALID_ARGUMENT,
