@@ -536,11 +536,11 @@ def test_nansum_follows_the_cpu_order_in_self_layout(dt, shape, dim, layout):
         _same(torch.nansum(view(base.neuron()), *args).cpu(), torch.nansum(view(base), *args))
 
 
-@pytest.mark.parametrize("dt", [torch.float16, torch.float32])
+@pytest.mark.parametrize("dt", [torch.float16, torch.float32, torch.float64])
 @pytest.mark.parametrize("out", [torch.int32, torch.int64, torch.int16, torch.bool])
 def test_nansum_into_an_integer_dtype_sums_nan_to_num_like_the_cpu(dt, out):
-    x = torch.tensor([1.5, float("inf"), float("nan"), -2.5, float("-inf"), 3.0], dtype=dt)
-    for sl in (slice(0, 2), slice(1, 3), slice(3, 5), slice(None)):
+    x = torch.tensor([1.5, float("inf"), float("nan"), -2.5, float("-inf"), 3.0, 1e18 + 2**7, -3.0], dtype=dt)
+    for sl in (slice(0, 2), slice(1, 3), slice(3, 5), slice(6, 8), slice(None)):
         assert torch.equal(torch.nansum(x[sl].neuron(), dtype=out).cpu(), torch.nansum(x[sl], dtype=out))
 
 

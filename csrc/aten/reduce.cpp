@@ -7,7 +7,9 @@
 #include <ATen/ops/abs.h>
 #include <ATen/ops/complex.h>
 #include <ATen/ops/imag.h>
-#include <ATen/ops/nan_to_num.h>
+#include <ATen/ops/isneginf.h>
+#include <ATen/ops/isposinf.h>
+#include <ATen/ops/where.h>
 #include <ATen/ops/sum.h>
 #include <ATen/ops/real.h>
 #include <ATen/ops/view_as_complex.h>
@@ -147,7 +149,20 @@ Tensor nansum_fn(const Tensor &self, at::OptionalIntArrayRef dim, bool keepdim, 
   ScalarType t = dtype ? *dtype : self.scalar_type();
   if (self.numel() > 0)
     TORCH_CHECK_NOT_IMPLEMENTED(!at::isComplexType(t), "\"nansum_cpu\" not implemented for '", c10::toString(t), "'");
-  if (!at::isFloatingType(t)) return at::sum(at::nan_to_num(self), dim, keepdim, t);
+  if (!at::isFloatingType(t)) {
+    // nan_to_num(self) converted to t, built from exact steps (neuron's
+    // float64 arithmetic, where() included, runs at float32 precision): the
+    // conversion first, then NaN's 0 selected in the integer result. +-inf
+    // and +-max convert alike on x86 (out of range: the integer
+    // indefinite), except float16's max 65504, an integer: selected first.
+    Tensor src = self;
+    if (self.scalar_type() == at::kHalf) {
+      src = at::where(at::isposinf(self), Scalar(65504.0), src);
+      src = at::where(at::isneginf(self), Scalar(-65504.0), src);
+    }
+    Tensor x = at::where(self.isnan(), Scalar(0), src.to(t));
+    return at::sum(x, dim, keepdim, t);
+  }
   Tensor r;
   return float_sum_into(r, self, dim, keepdim, t, NRT_OP_SUM, 0.0, /*nan0=*/true);
 }
