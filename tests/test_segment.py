@@ -556,6 +556,37 @@ def test_spatial_nll_loss_errors_follow_the_cpu():
     assert_no_fallbacks()
 
 
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+@pytest.mark.parametrize("p", [0.0, 1.0, 2.0, float("inf")])
+def test_cdist_follows_the_cpu_order_at_the_float_limits(dtype, p):
+    """The CPU's cdist runs a scalar loop in the input dtype: a float32
+    square of 1e20 overflows to inf there (neuron used to sum in double and
+    return 1e20), one of 1e-30 underflows to 0, and with p = 2 the squares
+    of the last m % 4 (float32) or m % 2 (float64) coordinates are fused
+    into a multiply-add by the compiled loop. The gradients use that
+    distance: grad * diff / inf is 0 (fuzz case 16180339-1501583). Exact,
+    forward and both gradients, broadcast batch and a transposed x1."""
+    a = torch.tensor([[1e20, 0.0], [1e-30, 0.0], [3.4e38, -1.0]], dtype=dtype)
+    b = torch.zeros(2, 2, dtype=dtype)
+    _bitwise(torch.cdist(a.to(DEV), b.to(DEV), p=p).cpu(), torch.cdist(a, b, p=p))
+    for i, (bt, P, R, M) in enumerate([(2, 3, 5, 5), (1, 7, 4, 13), (3, 1, 6, 2), (2, 6, 6, 11)]):
+        x1 = _edge_values((bt, P, M), dtype, seed=200 + i) if i % 2 else torch.randn(
+            bt, P, M, generator=torch.Generator().manual_seed(i), dtype=dtype)
+        if i == 1:
+            x1 = x1.transpose(1, 2).contiguous().transpose(1, 2)
+        x2 = _edge_values((R, M) if i == 2 else (bt, R, M), dtype, seed=300 + i)
+        go = (torch.randint(-2, 3, (bt, P, R), generator=torch.Generator().manual_seed(9 + i)) * 0.5).to(dtype)
+        res = []
+        for dev in ("cpu", DEV):
+            u, v = x1.detach().to(dev, copy=True).requires_grad_(), x2.detach().to(dev, copy=True).requires_grad_()
+            d = torch.cdist(u, v, p=p)
+            d.backward(go.to(dev))
+            res.append((d.detach().cpu(), u.grad.cpu(), v.grad.cpu()))
+        for got, want in zip(res[1], res[0]):
+            _bitwise(got, want)
+    assert_no_fallbacks()
+
+
 def test_multi_margin_loss_shape_follows_the_target():
     """reduction='none' gives one loss per row exactly when the target is
     1-d: a [4] input with target [1] gives [1], a [1, 4] input with a 0-d

@@ -828,6 +828,25 @@ static void test_dist_nan(void) {
   }
 }
 
+/* float32 CDIST in float32 steps, as the CPU: 1e20 squared overflows to
+ * inf, 1e-30 squared underflows to 0; with m = 5 the fifth square is fused
+ * into a multiply-add with the sum of the first four (fmaf). */
+static void test_cdist_float_steps(void) {
+  float x1[3 * 5] = {1e20f, 0, 0, 0, 0, 1e-30f, 0, 0, 0, 0, 1.1f, 2.3f, 0.7f, 1.9f, 1.3f}, x2[5] = {0}, d[3];
+  nrt_launch l = nrt_test_launch(NRT_OP(CDIST), NRT_FLOAT32, 4, S(1, 3, 1, 5), 1, 2);
+  nrt_test_operand_n(&l, 0, d, NRT_FLOAT32, S(0, 4, 4), 3);
+  nrt_test_operand_n(&l, 1, x1, NRT_FLOAT32, S(0, 20, 4), 3);
+  nrt_test_operand_n(&l, 2, x2, NRT_FLOAT32, S(0, 20, 4), 3);
+  l.scalars[0].f = 2.0;
+  for (int ref = 0; ref < 2; ref++) {
+    CHECK_OK(nrt_test_run(&l, ref));
+    float acc = 0;
+    for (int m = 0; m < 4; m++) acc += x1[10 + m] * x1[10 + m];
+    acc = fmaf(x1[14], x1[14], acc);
+    CHECK(isinf(d[0]) && d[1] == 0.0f && d[2] == sqrtf(acc));
+  }
+}
+
 /* ---- MULTI_MARGIN_LOSS(_BACKWARD) ----------------------------------------------------- */
 
 /* ATen's order written with float variables (the kernel rounds doubles). */
@@ -978,6 +997,7 @@ int main(void) {
   RUN_TEST(test_embedding_bag_errors);
   RUN_TEST(test_cdist);
   RUN_TEST(test_cdist_half);
+  RUN_TEST(test_cdist_float_steps);
   RUN_TEST(test_pdist);
   RUN_TEST(test_dist_large);
   RUN_TEST(test_dist_errors);

@@ -203,24 +203,51 @@ static pkind classify(double p) {
   return P_GENERAL;
 }
 
-/* Distance between two rows held as doubles. p = inf: ATen's cdist folds
- * with std::max(acc, d) from acc = 0, which never takes a NaN (cdist of
- * [nan, 1, 5] and [0, 0, 0] is 5, in float64 too); pdist's vectorised
- * maximum propagates it (nan_max). */
-static double row_dist(const double *a, const double *b, int64_t m, pkind k, double p, bool nan_max) {
+/* v rounded to float32 when f32: a float operation done in double and
+ * rounded once is the float operation itself (+ - * / sqrt). */
+static inline double in_dtype(double v, bool f32) { return f32 ? (double)(float)v : v; }
+
+/* |x|^e as the dtype's pow: glibc's powf for float32 (what std::pow(float,
+ * float) calls), pow for float64. */
+static inline double pow_in(double x, double e, bool f32) {
+  return f32 ? (double)powf((float)fabs(x), (float)e) : pow(fabs(x), e);
+}
+
+/* Distance between two rows held as doubles. With f32 (cdist of a float32
+ * or 16-bit input) every step is rounded to float32 as ATen's scalar loop
+ * (run_parallel_cdist) does: terms accumulate serially from 0 in the
+ * dtype, so d * d overflows to inf for |d| > 1.8e19 and underflows to 0
+ * below 1e-23 there too; the general p's root is pow(agg, 1.0 / p) in
+ * double, rounded once. p = 2 as PyTorch 2.13's build compiles that loop
+ * (probed on the installed CPU build: 1600 of 1600 random rows): the
+ * squares of whole 16-byte vectors (4 floats, 2 doubles; fma_tail) are
+ * rounded before they are added, the last m % fma_tail terms are
+ * contracted into one fused multiply-add. pdist passes f32 = false and
+ * fma_tail = 0 (double inside, no contraction).
+ * p = inf: ATen's cdist folds with std::max(acc, d) from acc = 0, which
+ * never takes a NaN (cdist of [nan, 1, 5] and [0, 0, 0] is 5, in float64
+ * too); pdist's vectorised maximum propagates it (nan_max). */
+static double row_dist(const double *a, const double *b, int64_t m, pkind k, double p, bool nan_max, bool f32,
+                       int64_t fma_tail) {
   double acc = 0.0;
+  int64_t head = fma_tail > 0 ? m / fma_tail * fma_tail : m;
   for (int64_t i = 0; i < m; i++) {
-    double d = fabs(a[i] - b[i]);
+    double d = fabs(in_dtype(a[i] - b[i], f32));
     switch (k) {
-    case P_ZERO: acc += d != 0.0 ? (isnan(d) ? d : 1.0) : 0.0; break; /* min(ceil(|d|), 1): NaN stays NaN */
-    case P_ONE: acc += d; break;
-    case P_TWO: acc += d * d; break;
+    case P_ZERO: acc = in_dtype(acc + (d != 0.0 ? (isnan(d) ? d : 1.0) : 0.0), f32); break; /* min(ceil(|d|), 1) */
+    case P_ONE: acc = in_dtype(acc + d, f32); break;
+    case P_TWO:
+      if (i < head)
+        acc = in_dtype(acc + in_dtype(d * d, f32), f32);
+      else
+        acc = f32 ? (double)fmaf((float)d, (float)d, (float)acc) : fma(d, d, acc);
+      break;
     case P_INF: acc = d > acc || (nan_max && isnan(d)) ? d : acc; break;
-    case P_GENERAL: acc += pow(d, p); break;
+    case P_GENERAL: acc = in_dtype(acc + pow_in(d, p, f32), f32); break;
     }
   }
-  if (k == P_TWO) return sqrt(acc);
-  if (k == P_GENERAL) return pow(acc, 1.0 / p);
+  if (k == P_TWO) return in_dtype(sqrt(acc), f32);
+  if (k == P_GENERAL) return in_dtype(pow(acc, 1.0 / p), f32);
   return acc;
 }
 
@@ -238,30 +265,37 @@ static inline double round_to(double v, nrt_dtype dt) {
 static inline double sgn_nan(double x) { return isnan(x) ? x : sgn(x); }
 
 /* grad * d dist / d a_i for diff = a_i - b_i, ATen's backward formulas
- * (cpu/DistanceOpsKernel.cpp) term for term: no pair is skipped, so a NaN
+ * (cpu/DistanceOpsKernel.cpp) term for term and in their association,
+ * each step rounded to float32 with f32: no pair is skipped, so a NaN
  * difference or distance makes the gradient NaN, as on the CPU.
- *   p = 0: 0;  p = 1: grad sign(diff);  p < 2: dist == 0 ? 0 : sign(diff)
- *   |diff|^(p-1) grad / dist^(p-1), and 0 where diff == 0 with p < 1;
- *   p = 2: dist == 0 ? 0 : grad diff / dist;  p > 2: dist == 0 ? 0 : diff
- *   |diff|^(p-2) grad / dist^(p-1);  p = inf: grad sign(diff) (1 - min(1,
- *   ceil(| |diff| - dist |))), |diff| rounded to dist's dtype, as PyTorch
- *   compares in the dtype. */
-static inline double dist_grad(double diff, double grad, double dist, pkind k, double p, nrt_dtype dist_dt) {
+ *   p = 0: 0;  p = 1: grad sign(diff);  p < 2: dist == 0 ? 0 : ((sign(diff)
+ *   |diff|^(p-1)) grad) / dist^(p-1), and 0 where diff == 0 with p < 1;
+ *   p = 2: dist == 0 ? 0 : (grad diff) / dist;  p > 2: dist == 0 ? 0 :
+ *   ((diff |diff|^(p-2)) grad) / dist^(p-1);  p = inf: (grad sign(diff))
+ *   (1 - min(1, ceil(| |diff| - dist |))), |diff| rounded to dist's dtype,
+ *   as PyTorch compares in the dtype. The CPU's vectorised pow (Sleef)
+ *   may differ from powf in the last bit for fractional p. */
+static inline double dist_grad(double diff, double grad, double dist, pkind k, double p, nrt_dtype dist_dt,
+                               bool f32) {
   switch (k) {
   case P_ZERO: return 0.0;
   case P_ONE: return grad * sgn_nan(diff);
-  case P_TWO: return dist == 0.0 ? 0.0 : grad * diff / dist;
+  case P_TWO: return dist == 0.0 ? 0.0 : in_dtype(in_dtype(grad * diff, f32) / dist, f32);
   case P_INF: {
-    double e = fabs(round_to(fabs(diff), dist_dt) - dist);
-    return grad * sgn_nan(diff) * (1.0 - (isnan(e) ? e : fmin(1.0, ceil(e))));
+    double e = fabs(in_dtype(round_to(fabs(diff), dist_dt) - dist, f32));
+    double keep = in_dtype(1.0 - (isnan(e) ? e : fmin(1.0, ceil(e))), f32);
+    return in_dtype(in_dtype(grad * sgn_nan(diff), f32) * keep, f32);
   }
   default:
     if (dist == 0.0) return 0.0;
     if (p < 2.0) {
       if (diff == 0.0 && p < 1.0) return 0.0;
-      return sgn_nan(diff) * pow(fabs(diff), p - 1.0) * grad / pow(dist, p - 1.0);
+      double pm1 = in_dtype(p - 1.0, f32);
+      double t = in_dtype(in_dtype(sgn_nan(diff) * pow_in(diff, pm1, f32), f32) * grad, f32);
+      return in_dtype(t / pow_in(dist, pm1, f32), f32);
     }
-    return diff * pow(fabs(diff), p - 2.0) * grad / pow(dist, p - 1.0);
+    double t = in_dtype(in_dtype(diff * pow_in(diff, in_dtype(p - 2.0, f32), f32), f32) * grad, f32);
+    return in_dtype(t / pow_in(dist, in_dtype(p - 1.0, f32), f32), f32);
   }
 }
 
@@ -278,6 +312,7 @@ typedef struct dist_ctx {
   const nrt_launch *l;
   pkind k;
   double p;
+  bool f32; /* cdist in float32 steps (x1 not float64) */
   bool reference;
   bool oom; /* a task could not get scratch memory */
 } dist_ctx;
@@ -313,7 +348,8 @@ static void cdist_range(void *ctx, int64_t begin, int64_t end) {
     dist_row3(c, a, x1, b, i, M);
     for (int64_t j = 0; j < R; j++) {
       dist_row3(c, bb, x2, b, j, M);
-      nrt_ref_store_f64(ptr3(l, 0, b, i, j), o->dtype, row_dist(a, bb, M, c->k, c->p, false));
+      double v = row_dist(a, bb, M, c->k, c->p, false, c->f32, c->f32 ? 4 : 2);
+      nrt_ref_store_f64(ptr3(l, 0, b, i, j), o->dtype, v);
     }
   }
   free(a);
@@ -337,7 +373,10 @@ static void cdist_backward_range(void *ctx, int64_t begin, int64_t end) {
       double gv = nrt_ref_load_f64(ptr3(l, 1, b, i, j), g->dtype);
       double dv = nrt_ref_load_f64(ptr3(l, 4, b, i, j), dist->dtype);
       dist_row3(c, bb, x2, b, j, M);
-      for (int64_t m = 0; m < M; m++) acc[m] += dist_grad(a[m] - bb[m], gv, dv, c->k, c->p, dist->dtype);
+      for (int64_t m = 0; m < M; m++) {
+        double diff = in_dtype(a[m] - bb[m], c->f32);
+        acc[m] = in_dtype(acc[m] + dist_grad(diff, gv, dv, c->k, c->p, dist->dtype, c->f32), c->f32);
+      }
     }
     for (int64_t m = 0; m < M; m++) nrt_ref_store_f64(ptr3(l, 0, b, i, m), gx->dtype, acc[m]);
   }
@@ -360,7 +399,8 @@ static void pdist_range(void *ctx, int64_t begin, int64_t end) {
     dist_row2(c, a, x, i, M);
     for (int64_t j = i + 1; j < N; j++) {
       dist_row2(c, bb, x, j, M);
-      nrt_ref_store_f64((char *)ptr1(l, 0, pair_index(i, j, N)), o->dtype, row_dist(a, bb, M, c->k, c->p, true));
+      double v = row_dist(a, bb, M, c->k, c->p, true, false, 0);
+      nrt_ref_store_f64((char *)ptr1(l, 0, pair_index(i, j, N)), o->dtype, v);
     }
   }
   free(a);
@@ -384,7 +424,7 @@ static void pdist_backward_range(void *ctx, int64_t begin, int64_t end) {
       double gv = nrt_ref_load_f64(ptr1(l, 1, k), g->dtype);
       double dv = nrt_ref_load_f64(ptr1(l, 3, k), dist->dtype);
       dist_row2(c, bb, x, j, M);
-      for (int64_t m = 0; m < M; m++) acc[m] += dist_grad(a[m] - bb[m], gv, dv, c->k, c->p, dist->dtype);
+      for (int64_t m = 0; m < M; m++) acc[m] += dist_grad(a[m] - bb[m], gv, dv, c->k, c->p, dist->dtype, false);
     }
     for (int64_t m = 0; m < M; m++) nrt_ref_store_f64(ptr2(l, 0, i, m), gx->dtype, acc[m]);
   }
@@ -409,7 +449,14 @@ static nrt_status run_dist(const nrt_launch *l, int noutputs, int want_ndim, int
     return nrt_kernel_fail(NRT_ERROR_INVALID_ARGUMENT,
                            "%s: p value for the p-norm must be >= 0, got %g", nrt_op_name(l->op), p);
   if (items == 0) return NRT_SUCCESS;
-  dist_ctx c = {.l = l, .k = classify(p), .p = p, .reference = nrt_kernels_reference(), .oom = false};
+  /* cdist of a float32 (or 16-bit) input in float32 steps, as ATen's
+   * scalar_t loops: the forward classifies p as that float too, the
+   * backward classifies the double p and computes with the float one */
+  int op = (int)l->op, x1 = op == NRT_OP(CDIST) ? 1 : 2;
+  bool f32 = (op == NRT_OP(CDIST) || op == NRT_OP(CDIST_BACKWARD)) && l->operands[x1].dtype != NRT_FLOAT64;
+  pkind k = classify(f32 && op == NRT_OP(CDIST) ? (double)(float)p : p);
+  dist_ctx c = {.l = l, .k = k, .p = in_dtype(p, f32), .f32 = f32, .reference = nrt_kernels_reference(),
+                .oom = false};
   if (c.reference)
     fn(&c, 0, items);
   else
@@ -440,8 +487,6 @@ typedef struct margin_ctx {
   double margin, g;      /* margin and the backward's 1 / (N C) or 1 / C, in the dtype */
   double *rows;          /* per-row losses of a sum/mean (NULL: write them to the output) */
 } margin_ctx;
-
-static inline double in_dtype(double v, bool f32) { return f32 ? (double)(float)v : v; }
 
 static double margin_load(const margin_ctx *c, int k, int64_t n, int64_t d) {
   return in_dtype(nrt_ref_load_f64(ptr2(c->l, k, n, d), c->l->operands[k].dtype), c->f32);
