@@ -246,7 +246,8 @@ KNOWN: list[Group] = [
           "float64 pointwise steps after a "
           "float64 dtype= reduction run at float32 precision (nanmean's division of the float64 nansum, the "
           "float64 backward formulas of cumprod and vector_norm). Row ops into float64 compute in double, "
-          "16-bit scans in float, nansum follows the CPU (build/fuzz-16180339: 14 -> 7 cases by --explain: 2 complex64 prod, 2 nanmean and 3 float64 backward formulas)."),
+          "16-bit scans in float, nansum follows the CPU (build/fuzz-16180339: 14 -> 7 cases by --explain: "
+          "2 complex64 prod, 2 nanmean and 3 float64 backward formulas)."),
     Group("norm-backward-ill-conditioned", ("group_norm", "layer_norm"), VAL,
           all_of(phase("backward"), maxdiff_below(1e-2), any_of(kwarg("eps", 0.0), layout("expanded"))),
           "group_norm/layer_norm gradients with eps=0 or repeated (expanded) rows: a near-zero variance "
