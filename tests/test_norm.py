@@ -183,15 +183,21 @@ def test_layer_norm_backward_with_inf_is_nan_like_the_cpu():
     assert_no_fallbacks()
 
 
-def test_layer_norm_row_wider_than_float32():
-    """[3e38, 3e38, -3e38, 0]: x - mean overflows float32 although the result is
-    of order 1; the device centres such rows in double and matches float64
-    (the CPU's float32 variance overflows and returns NaN)."""
+def test_layer_norm_row_wider_than_float32_is_nan_like_the_cpu():
+    """[3e38, 3e38, -3e38, 0]: the CPU's float32 Welford variance overflows and the
+    row is NaN; so is a row of 1e20s (its lane means square past FLT_MAX in the
+    merge: inf * 0). The device follows the CPU's RowwiseMoments."""
     x = torch.tensor([[3e38, 3e38, -3e38, 0.0], [1.0, 2.0, 3.0, 4.0]])
-    want = F.layer_norm(x.double(), [4]).float()
+    want = F.layer_norm(x, [4])
     got = F.layer_norm(x.neuron(), [4]).cpu()
-    assert got.isfinite().all()
-    close_scaled(got, want)
+    assert torch.equal(got.isnan(), want.isnan()) and want[0].isnan().all()
+    assert torch.equal(got[1], want[1])
+    x = torch.full((2, 8), 1e20)
+    want = torch.native_layer_norm(x, [8], None, None, 1e-5)
+    got = torch.native_layer_norm(x.neuron(), [8], None, None, 1e-5)
+    assert want[2].isnan().all()
+    for a, b in zip(got, want):
+        assert torch.equal(a.cpu().isnan(), b.isnan())
     assert_no_fallbacks()
 
 
@@ -503,4 +509,70 @@ def test_batch_norm_16bit_rounds_statistics_where_the_cpu_does(dt, training, par
     want = F.batch_norm(x, rm.clone(), rv.clone(), w, b, training)
     got = F.batch_norm(x.neuron(), rm.neuron(), rv.neuron(), w.neuron(), b.neuron(), training)
     assert torch.equal(got.cpu(), want)
+    assert_no_fallbacks()
+
+
+# ---- layer norm in the CPU's order ------------------------------------------------
+
+def _same_bits(a, b):
+    a, b = a.cpu(), b.cpu()
+    return torch.equal(a.isnan(), b.isnan()) and torch.equal(a.nan_to_num(0.0), b.nan_to_num(0.0))
+
+
+def _ln_rows(n, seed):
+    """Three rows of n: centred, offset by up to 1e4 (Welford's rounding shows), and
+    with a value near the float limit."""
+    g = torch.Generator().manual_seed(seed)
+    x = torch.randn(3, n, generator=g) * 10.0 ** torch.randint(-3, 3, (3, 1), generator=g)
+    x[1] += 10.0 ** torch.randint(1, 5, (1,), generator=g).item()
+    x[2, torch.randint(0, n, (1,), generator=g).item()] = [3e38, 1e19, 65504.0][seed % 3]
+    return x
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+@pytest.mark.parametrize("n", [1, 2, 5, 8, 13, 64, 129, 300, 768, 2049])
+def test_layer_norm_float32_matches_the_cpu_bitwise(n, threads):
+    """Mean, rstd, y and the input gradient bit for bit: ATen's RowwiseMoments
+    (Welford in 8 float lanes over chunks of 16 vectors, a cascade, a scalar tail)
+    and its backward ds/db form, with the fused steps the CPU build has."""
+    old = torch.get_num_threads()
+    torch.set_num_threads(threads)
+    try:
+        for seed in range(3):
+            x = _ln_rows(n, 100 * n + seed)
+            g = torch.Generator().manual_seed(7 + seed)
+            w, b = torch.randn(n, generator=g), torch.randn(n, generator=g)
+            gy = torch.randn(3, n, generator=g)
+            for wb in [(w, b), (w, None), (None, b), (None, None)]:
+                want = torch.native_layer_norm(x, [n], *wb, 1e-5)
+                got = torch.native_layer_norm(x.neuron(), [n], *[t.neuron() if t is not None else None for t in wb],
+                                              1e-5)
+                for a, c in zip(got, want):
+                    assert _same_bits(a, c), (n, seed, wb[0] is None, wb[1] is None)
+                # the backward from the CPU's statistics, so that it is tested alone
+                wd = wb[0].neuron() if wb[0] is not None else None
+                dx_want = torch.ops.aten.native_layer_norm_backward(gy, x, [n], want[1], want[2], wb[0], None,
+                                                                    [True, False, False])[0]
+                dx_got = torch.ops.aten.native_layer_norm_backward(gy.neuron(), x.neuron(), [n], want[1].neuron(),
+                                                                   want[2].neuron(), wd, None,
+                                                                   [True, False, False])[0]
+                assert _same_bits(dx_got, dx_want), (n, seed, wb[0] is None)
+    finally:
+        torch.set_num_threads(old)
+    assert_no_fallbacks()
+
+
+def test_layer_norm_backward_of_two_nearly_equal_elements_is_zero_like_the_cpu():
+    """Fuzz case 16180339-890047: rows of 2 nearly equal values with equal output
+    gradients. The exact input gradient is 0, and ATen's (db mean - ds) rstd^3 / n
+    form cancels to 0 exactly; the centred form gave +-2.2e-4."""
+    x = torch.tensor([[[1.2202036380767822, 1.1885360479354858]], [[0.21430201828479767, 0.05570603534579277]]])
+    gy = torch.tensor([[[0.5, 0.5]], [[-1.0, -1.0]]])
+    want, got = [], []
+    for dev, out in (("cpu", want), ("neuron", got)):
+        xd = x.detach().to(dev, copy=True).requires_grad_()
+        F.layer_norm(xd, [1, 2]).backward(gy.to(dev))
+        out.append(xd.grad.cpu())
+    assert (want[0] == 0).all()
+    assert _same_bits(got[0], want[0])
     assert_no_fallbacks()
