@@ -523,3 +523,29 @@ def test_addmv_of_an_expanded_vector_follows_atens_gemv_loop(dtype, m, n, layout
                 failures.append((trial, beta, alpha))
     assert not failures
     assert_no_fallbacks()
+
+
+@pytest.mark.parametrize("m,k,n", [(2, 3, 3), (3, 2, 8), (4, 3, 8), (8, 8, 8), (3, 5, 2), (1, 3, 16), (4, 16, 3)])
+@pytest.mark.parametrize("la", ["row", "col"])
+@pytest.mark.parametrize("lb", ["row", "col"])
+def test_small_sgemm_follows_mkls_loops_at_the_float_limits(m, k, n, la, lb):
+    """Below m 12 or n 4 (BLAS terms) MKL's sgemm runs loops without fused
+    multiply-adds: with 'a' transposed each output's products are summed
+    (8 lanes from k 8 when 'b' runs along k too), otherwise C comes first
+    and each product is added to it in k order; 0.3127 * 3e38 - 0.3127 *
+    3e38 cancels to 0 there, where a fused multiply-add leaves -3.8e30."""
+    g = torch.Generator().manual_seed(47)
+    failures = []
+    for trial in range(4):
+        a, b, c = _edge((m, k), torch.float32, g), _edge((k, n), torch.float32, g), _edge((m, n), torch.float32, g)
+        for name, fn in {
+            "mm": lambda d: torch.mm(_layout(a.to(d), la), _layout(b.to(d), lb)),
+            "addmm": lambda d: torch.addmm(c.to(d), _layout(a.to(d), la), _layout(b.to(d), lb)),
+            "addmm_scaled": lambda d: torch.addmm(c.to(d), _layout(a.to(d), la), _layout(b.to(d), lb), beta=0.5,
+                                                  alpha=0.5),
+        }.items():
+            want, got = fn("cpu"), fn("neuron").cpu()
+            if not torch.equal(want.nan_to_num(1, 2, 3), got.nan_to_num(1, 2, 3)):
+                failures.append((trial, name))
+    assert not failures
+    assert_no_fallbacks()

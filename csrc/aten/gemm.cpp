@@ -89,7 +89,12 @@ constexpr int CX_BLAS_ALPHA_A = -1, CX_BLAS_ALPHA_B = -2;
 // three layouts per operand, each row of A holding 3e38 and alpha = 0.5):
 // the same paths, except that with 'a' transposed the blocked kernel
 // takes m >= 12, n >= 4, k >= 2 instead.
-int cpu_complex_mm_path(const Tensor &c, const Tensor &a, const Tensor &b, bool *gemv, bool sgemm = false) {
+struct BlasShape {
+  int64_t m, n, k;
+  bool ta, tb;
+};
+int cpu_complex_mm_path(const Tensor &c, const Tensor &a, const Tensor &b, bool *gemv, bool sgemm = false,
+                        BlasShape *shape = nullptr) {
   const int64_t M = c.size(0), N = c.size(1), K = a.size(1);
   auto cs = c.strides();
   bool tc;
@@ -108,6 +113,7 @@ int cpu_complex_mm_path(const Tensor &c, const Tensor &a, const Tensor &b, bool 
   else if (s2[q] == 1 && s2[r] >= std::max<int64_t>(1, n)) tb = true;
   else tb = !tc;
   *gemv = n == 1;
+  if (shape) *shape = BlasShape{m, n, k, ta, tb};
   bool blocked = sgemm && ta ? m >= 12 && n >= 4 && k >= 2 : m >= 4 && n >= 2 && k >= 4;
   if (blocked) return tc ? CX_BLAS_ALPHA_B : CX_BLAS_ALPHA_A;
   // alpha on BLAS's 'b' / 'a' element, in our operands' names
@@ -291,6 +297,25 @@ void check_mm(const Tensor &a, const Tensor &b, const char *an, const char *bn) 
               a.device(), " and ", b.device(), "!");
 }
 
+// MKL's sgemm below m 12 or n 4 (BLAS terms) runs loops without fused
+// multiply-adds (measured on this host: 0.3 * 3e38 - 0.3 * 3e38 is 0 there,
+// the rounding error of the first product from m 12 and n 4 on, in every
+// layout): 'a' transposed sums each output's products in k order and
+// scales the sum (as an 8-lane dot when 'b' is not transposed and k >= 8;
+// its lanes also depend on the rows' alignment, not followed: a row
+// starting off a 32-byte boundary differs in about 5% of crafted
+// cases), otherwise C (times beta) first and then each product with
+// alpha on the operand cpu_complex_mm_path names, in k order. The GEMM's
+// loop orders replay them where the work is small (the loops are scalar);
+// elsewhere the packed kernels (fused, C added to the finished sum).
+int sgemm_loop_order(int path, const BlasShape &s) {
+  if ((s.m >= 12 && s.n >= 4) || s.m * s.n * s.k > 65536) return NRT_GEMM_PACKED;
+  if (s.n == 1 && s.k >= 8) return NRT_GEMM_PACKED;  // MKL's sgemv: not followed
+  if (path == CX_BLAS_ALPHA_A || path == NRT_CGEMM_ALPHA_A) return NRT_GEMM_LOOP_ALPHA_A;
+  if (path == CX_BLAS_ALPHA_B || path == NRT_CGEMM_ALPHA_B) return NRT_GEMM_LOOP_ALPHA_B;
+  return s.ta && !s.tb && s.k >= 8 ? NRT_GEMM_LOOP_DOT8 : NRT_GEMM_LOOP_AFTER;
+}
+
 Tensor &mm_into(Tensor &out, const Tensor &a, const Tensor &b, const Tensor *bias, const Scalar &beta,
                 const Scalar &alpha) {
   c10::DeviceGuard guard(a.device());
@@ -321,7 +346,14 @@ Tensor &mm_into(Tensor &out, const Tensor &a, const Tensor &b, const Tensor *bia
   if (a.scalar_type() == at::kFloat && !a.is_complex()) {
     double al = alpha.toDouble();
     bool gemv;
-    int path = al == 1.0 || al == -1.0 ? NRT_CGEMM_ALPHA_AFTER : cpu_complex_mm_path(out, a, b, &gemv, true);
+    BlasShape bs;
+    int mkl_path = cpu_complex_mm_path(out, a, b, &gemv, true, &bs);
+    int order = sgemm_loop_order(mkl_path, bs);
+    if (order != NRT_GEMM_PACKED) {
+      launch_gemm(out.unsqueeze(0), a.unsqueeze(0), b.unsqueeze(0), bias3, alpha, beta, false, false, order);
+      return out;
+    }
+    int path = al == 1.0 || al == -1.0 ? NRT_CGEMM_ALPHA_AFTER : mkl_path;
     bool on_a = path == CX_BLAS_ALPHA_A || path == NRT_CGEMM_ALPHA_A;
     bool on_b = path == CX_BLAS_ALPHA_B || path == NRT_CGEMM_ALPHA_B;
     if (on_a || on_b) {

@@ -39,6 +39,8 @@ typedef enum nrt_gemm_order {
   NRT_GEMM_LOOP_AFTER = 1,   /* C = alpha * sum + beta * bias */
   NRT_GEMM_LOOP_ALPHA_A = 2, /* C = beta * bias, then += (alpha * a_k) * b_k */
   NRT_GEMM_LOOP_ALPHA_B = 3, /* C = beta * bias, then += a_k * (alpha * b_k) */
+  NRT_GEMM_LOOP_DOT8 = 4,    /* as AFTER, the sum in 8 lanes (k mod 8), halved
+                                4 + 4, 2 + 2, 1 + 1, then the k % 8 tail in order */
 } nrt_gemm_order;
 
 #endif
