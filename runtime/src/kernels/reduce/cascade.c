@@ -101,8 +101,8 @@ static int64_t cs_ceil_log2(int64_t x) {
 /* The float32 vector loads of multi_row_sum with the lane count a
  * constant, so the lane loops compile to vector adds: the same float adds
  * in the same order as the general version below (its reference). */
-#define MRS_F32(NAME, W)                                                                                \
-  static void NAME(const char *in, int64_t row_stride, int64_t col_stride, int64_t size, int nrows,    \
+#define MRS_F32(NAME, W, ATTR)                                                                          \
+  ATTR static void NAME(const char *in, int64_t row_stride, int64_t col_stride, int64_t size, int nrows,    \
                    int64_t lp, double *ret) {                                                         \
     int64_t step = (int64_t)1 << lp, mask = step - 1;                                                \
     float acc[CS_LEVELS][4][W];                                                                      \
@@ -138,8 +138,12 @@ static int64_t cs_ceil_log2(int64_t x) {
     for (int k = 0; k < nrows; k++)                                                                  \
       for (int c = 0; c < W; c++) ret[k * W + c] = acc[0][k][c];                                    \
   }
-MRS_F32(mrs_f32x8, 8)
-MRS_F32(mrs_f32x16, 16)
+/* Each lane's adds are its own, so wider vectors (an AVX2 / AVX-512 build
+ * of the same loops, picked by the ISA) give the same sums bit for bit. */
+MRS_F32(mrs_f32x8, 8, )
+MRS_F32(mrs_f32x16, 16, )
+MRS_F32(mrs_f32x8_avx2, 8, NRT_TARGET_AVX2)
+MRS_F32(mrs_f32x16_avx2, 16, NRT_TARGET_AVX2)
 
 /* multi_row_sum's lanes are independent and its level folds depend only on
  * the step, so side-by-side vector blocks of a contiguous outer reduction
@@ -147,32 +151,41 @@ MRS_F32(mrs_f32x16, 16)
  * to CS_TILE columns at a time, reading memory in order where the CPU walks
  * each 128-byte block down all the rows: the same adds per column. */
 #define CS_TILE 1024
+#define MRS_F32_TILE(NAME, ATTR)                                                                      \
+  ATTR static void NAME(const char *in, int64_t row_stride, int64_t ncols, int64_t size, int64_t lp,  \
+                       double *ret) {                                                                 \
+  int64_t step = (int64_t)1 << lp, mask = step - 1;                                                   \
+  static _Thread_local float acc[CS_LEVELS][CS_TILE];                                                 \
+  for (int j = 0; j < CS_LEVELS; j++)                                                                 \
+    for (int64_t c = 0; c < ncols; c++) acc[j][c] = 0.0f;                                             \
+  int64_t i = 0;                                                                                      \
+  for (; i + step <= size;) {                                                                         \
+    for (int64_t j = 0; j < step; ++j, ++i) {                                                         \
+      const float *x = (const float *)(in + i * row_stride);                                          \
+      for (int64_t c = 0; c < ncols; c++) acc[0][c] += x[c];                                          \
+    }                                                                                                 \
+    for (int j = 1; j < CS_LEVELS; j++) {                                                             \
+      for (int64_t c = 0; c < ncols; c++) {                                                           \
+        acc[j][c] += acc[j - 1][c];                                                                   \
+        acc[j - 1][c] = 0.0f;                                                                         \
+      }                                                                                               \
+      if ((i & (mask << (j * lp))) != 0) break;                                                       \
+    }                                                                                                 \
+  }                                                                                                   \
+  for (; i < size; ++i) {                                                                             \
+    const float *x = (const float *)(in + i * row_stride);                                            \
+    for (int64_t c = 0; c < ncols; c++) acc[0][c] += x[c];                                            \
+  }                                                                                                   \
+  for (int j = 1; j < CS_LEVELS; j++)                                                                 \
+    for (int64_t c = 0; c < ncols; c++) acc[0][c] += acc[j][c];                                       \
+  for (int64_t c = 0; c < ncols; c++) ret[c] = acc[0][c];                                             \
+}
+MRS_F32_TILE(mrs_f32_tile_base, )
+MRS_F32_TILE(mrs_f32_tile_avx512, NRT_TARGET_AVX512)
+
 static void mrs_f32_tile(const char *in, int64_t row_stride, int64_t ncols, int64_t size, int64_t lp, double *ret) {
-  int64_t step = (int64_t)1 << lp, mask = step - 1;
-  static _Thread_local float acc[CS_LEVELS][CS_TILE];
-  for (int j = 0; j < CS_LEVELS; j++)
-    for (int64_t c = 0; c < ncols; c++) acc[j][c] = 0.0f;
-  int64_t i = 0;
-  for (; i + step <= size;) {
-    for (int64_t j = 0; j < step; ++j, ++i) {
-      const float *x = (const float *)(in + i * row_stride);
-      for (int64_t c = 0; c < ncols; c++) acc[0][c] += x[c];
-    }
-    for (int j = 1; j < CS_LEVELS; j++) {
-      for (int64_t c = 0; c < ncols; c++) {
-        acc[j][c] += acc[j - 1][c];
-        acc[j - 1][c] = 0.0f;
-      }
-      if ((i & (mask << (j * lp))) != 0) break;
-    }
-  }
-  for (; i < size; ++i) {
-    const float *x = (const float *)(in + i * row_stride);
-    for (int64_t c = 0; c < ncols; c++) acc[0][c] += x[c];
-  }
-  for (int j = 1; j < CS_LEVELS; j++)
-    for (int64_t c = 0; c < ncols; c++) acc[0][c] += acc[j][c];
-  for (int64_t c = 0; c < ncols; c++) ret[c] = acc[0][c];
+  if (nrt_kernels_isa() >= NRT_ISA_AVX512) mrs_f32_tile_avx512(in, row_stride, ncols, size, lp, ret);
+  else mrs_f32_tile_base(in, row_stride, ncols, size, lp, ret);
 }
 
 /* ATen's multi_row_sum: nrows running sums of width w over `size` steps. */
@@ -187,8 +200,9 @@ static void multi_row_sum(const cs_plan *p, int mode, const char *in, int64_t ro
   int64_t lp = cs_ceil_log2(size) / CS_LEVELS;
   if (lp < 4) lp = 4;
   if (mode != LD_SCALAR && p->dt == NRT_FLOAT32 && !p->nan0 && !nrt_kernels_reference()) {
-    if (w == 8) return mrs_f32x8(in, row_stride, col_stride, size, nrows, lp, ret);
-    if (w == 16) return mrs_f32x16(in, row_stride, col_stride, size, nrows, lp, ret);
+    bool avx2 = nrt_kernels_isa() >= NRT_ISA_AVX2;
+    if (w == 8) return (avx2 ? mrs_f32x8_avx2 : mrs_f32x8)(in, row_stride, col_stride, size, nrows, lp, ret);
+    if (w == 16) return (avx2 ? mrs_f32x16_avx2 : mrs_f32x16)(in, row_stride, col_stride, size, nrows, lp, ret);
   }
   int64_t step = (int64_t)1 << lp, mask = step - 1;
   double acc[CS_LEVELS][4 * CS_MAX_LANES] = {{0}};
