@@ -25,11 +25,6 @@ EXC = ("both-raise-different-class",)
 ANY_DIFF = VAL + DTYPE + SHAPE
 ALL_RAISE = DEV_RJ + CPU_RJ + EXC
 
-# Ops each op-specific group was seen on in today's runs (seeds 44, 55 and the smoke seed):
-# the same root on another op shows up as new.
-OPS_INPLACE_EXPANDED_SELF = (
-    "addmm",
-)
 def _aa_output_width_one(c: dict, r: dict) -> bool:
     """Whether an interpolate case's output width is 1 (size, or floor(W * scale_factor))."""
     kw = c["kwargs"]
@@ -133,11 +128,6 @@ KNOWN: list[Group] = [
           "index_put_/setitem without accumulate and with repeated indices: documented as undefined; the CPU's "
           "serial loop keeps the last write in its iteration order, neuron's kernel writes in another order "
           "(2 of 153,006 cases of seed 7006; complex64 too, 1 of 1,636,992 of seed 31415926)."),
-    Group("inplace-expanded-self", OPS_INPLACE_EXPANDED_SELF, VAL,
-          all_of(fn_suffix("_"), layout("expanded"), not_(all_of(fn("Tensor.baddbmm_"), in_dtype("complex64")))),
-          "In-place ops (baddbmm_, addmv_, ...) on an expanded self: the CPU computes every alias from the "
-          "original value; neuron's result depends on its write order (complex baddbmm_ follows the CPU's loop "
-          "since seed 4242)."),
     Group("cpu-bug-batch-norm-strided-weight-backward", ("batch_norm",), VAL,
           all_of(phase("backward"), layout("expanded", "strided", "offset")),
           "CPU bug: batch_norm (training) backward with a non-contiguous weight reads the weight as if it "
@@ -278,15 +268,6 @@ KNOWN: list[Group] = [
           "12 up) and float64 gradients of 1e18-scale inputs, which neuron's float32 rounds differently from the "
           "CPU's float32 too (so they stay here, not in float64-beyond-float32); and the CPU's own blocking of "
           "keys beyond 512."),
-    Group("nonfinite-matmul", ("mm", "bmm", "matmul", "addmm", "vecdot", "linear"), VAL,
-          all_of(nonfinite, in_dtype("complex64"),
-                 fn("torch.addmm", "Tensor.addmm_", "F.linear", "torch.addbmm", "Tensor.addbmm_")),
-          "Complex GEMMs with inf/NaN parts where the CPU's path is not the one neuron's GEMM glue follows "
-          "(mm/addmm/bmm/baddbmm take the CPU's MKL and ATen paths since seed 4242; dot/vdot/inner (cdotu/cdotc), "
-          "mv/addmv (ATen's gemv 'n'/'t') and addr follow the CPU since the cgemm2 fixes; addbmm runs one addmm_ "
-          "per batch entry as the CPU since the sgemm fixes, build/fuzz-31415926's 7 addbmm cases -> 0): "
-          "addmm/addmm_/linear on MKL's blocked kernel (k = 4 with beta = 1, and a few strided operands with "
-          "alpha 0.5), and addbmm's entries that take that addmm_; infinities cancel into NaN in different places."),
     Group("nonfinite-reduce", ("vector_norm",), VAL, nonfinite,
           "vector_norm of an order other than 2 into float32/16-bit: the CPU sums powf(|x|, p) in float, so "
           "terms of 1e20 overflow and of 3e-39 vanish (its norm 0, the gradient masked to 0), neuron sums in "
@@ -323,14 +304,16 @@ KNOWN: list[Group] = [
           "so sums of huge terms cancel differently; float64 computes in float32 (the warned precision); "
           "backward and the other modes keep their own order."),
     Group("edge-magnitude-gemm", ("linear", "mm", "bmm", "matmul", "addmm", "vecdot"), VAL, fill("edge"),
-          "Inputs near the dtype's limits (float32/bfloat16 +-3.4e38) in GEMMs: sums of huge products overflow "
-          "or cancel differently in neuron's accumulation order (its packed micro-kernel's k blocking) than in "
-          "MKL's sgemm or oneDNN's bfloat16 GEMM, which the CPU calls: MKL's reference loops and some blocked "
-          "shapes accumulate into C from the first product where neuron adds C to the finished sum; float64 "
-          "runs at float32 precision (DESIGN.md 3). Since the sgemm fixes float32 alpha goes on the operand "
-          "MKL scales, addbmm adds one batch entry at a time and bfloat16 products the CPU computes in float "
-          "keep subnormal inputs: build/fuzz-31415926's gemm edge/nonfinite cases 45 -> 17 by --explain "
-          "(float32 13 -> 1, bfloat16 17 -> 1; complex64 10 and float64 5 left)."),
+          "Inputs near the dtype's limits (float32/bfloat16 +-3.4e38) in GEMMs where neuron does not yet follow "
+          "the CPU's order: MKL's sgemv (one output column with k >= 8, and F.linear of a 1-d input, whose "
+          "sums neither the plain nor the 8-lane order gives), MKL's small 'T' dot where a row starts off a "
+          "32-byte boundary (its lanes follow the address), oneDNN's bfloat16 and ATen's float16 GEMMs, "
+          "float64 (run at float32 precision, DESIGN.md 3) and complex64 huge parts. Followed since the gemm "
+          "fixes: bmm/baddbmm below 400 multiply-adds per entry (ATen's loop, an expanded in-place self in its "
+          "element order), float32 mm/addmm below MKL's blocked sgemm (m < 12 or n < 4: no fused multiply-add, "
+          "C first on the 'N' loops, 8 lanes on the 'T' dot), addmv of an expanded vector (ATen's gemv loops): "
+          "build/fuzz-16180339's 7 cases -> 1 by --explain (a bfloat16 mm; addmv, tensordot, complex baddbmm "
+          "agree), seed 4242 (113k cases) 16 -> 10, seed 5151 (25k cases): 1 (a 1-d F.linear)."),
     Group("edge-magnitude-conv", ("conv",), VAL, fill("edge"),
           "Convolutions with inputs near the dtype's limits where the CPU's own order decides. Launches whose "
           "sums could pass FLT_MAX run neuron's loop nest in double in the CPU's float64 (im2col) grouping, "
