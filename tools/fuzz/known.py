@@ -226,10 +226,10 @@ KNOWN: list[Group] = [
           "where neuron's cancels to 0; the same root as edge-magnitude-broadcast-grad)."),
 
     # ---- dtype= and type promotion --------------------------------------------------------------------------
-    Group("reduce-dtype-kwarg", ("sum", "mean", "nanmean", "prod", "cumprod", "vector_norm"),
+    Group("reduce-dtype-kwarg", ("sum", "mean", "nansum", "nanmean", "prod", "cumprod", "vector_norm"),
           VAL + DTYPE + CPU_RJ + DEV_RJ + EXC, kwarg("dtype"),
           "Reductions with dtype= where the arithmetic differs from the CPU's: a complex64 dtype= on a real "
-          "input (sum/mean/prod: the CPU sums or multiplies complex<float> in its cascade / vectorised order, "
+          "input (sum/mean/prod, nansum of an integer input, a plain sum: the CPU sums or multiplies complex<float> in its cascade / vectorised order, "
           "neuron's complex kernels in complex double: 3.4e38 * 10 + 0j is inf + nan j there, inf + 0j here); "
           "vector_norm of orders other than 2 into float32/16-bit (the CPU sums powf terms in float: ord=3 of "
           "1e20 is inf there; neuron's double keeps it finite; ord=2 follows the CPU since 7bb98f7); "
