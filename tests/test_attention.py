@@ -528,6 +528,28 @@ def test_sdpa_lone_key_gradient_cancels_on_the_blocked_kernel():
     assert torch.equal(got[2], want[2])  # dK exactly: 0 next to the 3.4e38 column
 
 
+# float64 runs at float32 precision, and its backward's prep recomputes out
+# in float32 (as for 16-bit outs): its D = dO . out must be the float32
+# path's (float32, term by term, products rounded), or a lone key's
+# dP - D leaves another residual, which a key of 1e18 makes a dQ of 5e10
+# (fuzz seed 27182, case 34343: float64 dQ 4.9e10 where the CPU's float32
+# computation gives 0; a double D did that).
+def test_sdpa_float64_backward_is_the_float32_one():
+    g = torch.Generator().manual_seed(34343)
+    q = torch.randn(1, 1, 4, 6, generator=g)
+    k = torch.tensor([[[[-0.0, 1e18, 0.0, -0.19, 0.0, 1.02]]]])
+    v = torch.randn(1, 1, 1, 6, generator=g)
+    for _ in range(16):
+        grad = torch.randn(1, 1, 4, 6, generator=g)
+        res = []
+        for dtype in (torch.float32, torch.float64):
+            leaves = [t.to(dtype).neuron().requires_grad_() for t in (q, k, v)]
+            F.scaled_dot_product_attention(*leaves, is_causal=True).backward(grad.to(dtype).neuron())
+            res.append([t.grad.cpu() for t in leaves])
+        for name, w, got in zip(("dq", "dk", "dv"), *res):
+            assert torch.equal(got.float(), w), (name, got, w)
+
+
 # Where the CPU takes its math decomposition (a transposed last dim, a value
 # head dim unlike the query's, a 3-d mask, a mask that requires grad) and
 # every bmm of it is small (M * N * K < 400: ATen's plain loop, not MKL),

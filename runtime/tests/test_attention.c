@@ -600,6 +600,41 @@ static void test_empty_keys(void) {
  * masked row outputs the sum of zero weights times v, NaN where v holds
  * inf; (c) causal rows also multiply the keys they cannot see by 0, so an
  * inf in the last value makes every row's column NaN. L = S = 3, E = 2. */
+/* p3 = 1 replays the CPU's math decomposition (math.c): a causal row adds
+ * -inf to the scores it cannot see, so an infinite hidden score is
+ * inf + -inf = NaN and the row is NaN; the fused order (p3 = 0) never
+ * forms that score, and the row is v of its one visible key. */
+static void test_math_order(void) {
+  for (int math = 0; math <= 1; math++) {
+    cfg c = base_cfg(1, 1, 1, 2, 2, 1, 1);
+    c.causal = 1;
+    c.scale = 1.0;
+    buf4 q = mkbuf(1, 1, 2, 1, NRT_FLOAT32, 0), k = mkbuf(1, 1, 2, 1, NRT_FLOAT32, 0),
+         v = mkbuf(1, 1, 2, 1, NRT_FLOAT32, 0), out = mkbuf(1, 1, 2, 1, NRT_FLOAT32, 0),
+         lse = mkbuf(1, 1, 2, 1, NRT_FLOAT32, 0);
+    *(float *)bptr(&q, 0, 0, 0, 0) = 2.0f;
+    *(float *)bptr(&q, 0, 0, 1, 0) = 2.0f;
+    *(float *)bptr(&k, 0, 0, 0, 0) = 1.0f;
+    *(float *)bptr(&k, 0, 0, 1, 0) = 3e38f; /* 2 * 3e38 overflows */
+    *(float *)bptr(&v, 0, 0, 0, 0) = 5.0f;
+    *(float *)bptr(&v, 0, 0, 1, 0) = 7.0f;
+    nrt_launch l = mk(NRT_OP(SDPA_FORWARD), &c, 2, 3);
+    l.params[3] = math;
+    set_op(&l, 0, &out);
+    set_op(&l, 1, &lse);
+    set_op(&l, 2, &q);
+    set_op(&l, 3, &k);
+    set_op(&l, 4, &v);
+    CHECK_OK(nrt_launch_run(&l));
+    CHECK(math ? isnan(get(&out, 0, 0, 0, 0)) : get(&out, 0, 0, 0, 0) == 5.0);
+    free(q.data);
+    free(k.data);
+    free(v.data);
+    free(out.data);
+    free(lse.data);
+  }
+}
+
 static void test_nonfinite(void) {
   for (int reference = 0; reference <= 1; reference++) {
     for (int which = 0; which < 3; which++) {
@@ -681,6 +716,7 @@ int main(void) {
   RUN_TEST(test_bf16_rounds_once);
   RUN_TEST(test_empty_keys);
   RUN_TEST(test_nonfinite);
+  RUN_TEST(test_math_order);
   RUN_TEST(test_bad_args);
   return TEST_RESULT();
 }

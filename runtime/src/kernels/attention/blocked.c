@@ -207,11 +207,22 @@ INLINE void fwd_body(const nrt_attn_problem *p, int64_t task, int64_t blocks, fl
   }
   for (int64_t r = 0; r < nq; r++) {
     int64_t i = i0 + r;
-    if (prep) { /* D in double: it cancels against dP later */
+    if (prep) {
+      /* D = dO . out as attention.c's prep_range takes it for a float32
+       * out: float32, term by term from e = 0, each product rounded
+       * (volatile keeps it out of a fused multiply-add), so that float64
+       * and 16-bit outs, recomputed here in float32, give the float32
+       * path's gradients. For a lone key (weight 1, out = v_j) dP - D is
+       * a rounding residual that a key of 1e18 makes a dQ of 5e10: a
+       * double D left other residuals (fuzz seed 27182, case 34343:
+       * float64 dQ 4.9e10 where the CPU's float32 computation gives 0). */
       nrt_load_f32(o, nrt_attn_at(&p->dout, b, h, i), p->dout.s[3], p->dout.dtype, Ev);
-      double d = 0;
-      for (int64_t e = 0; e < Ev; e++) d += (double)o[e] * acc[r * Evp + e];
-      nrt_attn_store_rowstat(p, b, h, i, m[r], (float)d);
+      float d = 0.0f;
+      for (int64_t e = 0; e < Ev; e++) {
+        volatile float t = o[e] * acc[r * Evp + e];
+        d += t;
+      }
+      nrt_attn_store_rowstat(p, b, h, i, m[r], d);
       continue;
     }
     float lse;
