@@ -302,7 +302,11 @@ KNOWN: list[Group] = [
           "90 s --ops interpolate: edge-magnitude 85 -> 46 interpolate cases, plain bicubic 34 -> 0). Left: "
           "antialiased weights differ from the CPU's in the last bit for some windows (6 -> 2 wide, 6 -> 9), "
           "so sums of huge terms cancel differently; float64 computes in float32 (the warned precision); "
-          "backward and the other modes keep their own order."),
+          "backward and the other modes keep their own order. Linear modes (seed 31337: a bilinear and a "
+          "trilinear case; 16180339-1434936, trilinear: the whole-row axpys overflow to -inf, then a 0-weight "
+          "tap makes NaN): ATen's two-tap Interpolate nests dims and returns t0 * w0 + t1 * w1, compiled as "
+          "fma(t0, w0, t1 * w1) (probe on 2.13: 259 of 300 1-d float32 rows; the rest likely the tap "
+          "weights), not followed yet."),
     Group("edge-magnitude-gemm", ("linear", "mm", "bmm", "matmul", "addmm", "vecdot"), VAL, fill("edge"),
           "Inputs near the dtype's limits (float32/bfloat16 +-3.4e38) in GEMMs where neuron does not yet follow "
           "the CPU's order: MKL's sgemv (one output column with k >= 8, and F.linear of a 1-d input, whose "

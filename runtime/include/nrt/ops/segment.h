@@ -6,7 +6,8 @@
  * how families are numbered.
  *
  * Index operands (indices, offsets) may be any integer dtype and are read
- * as int64. Float operands compute in float32 (distances in double); every
+ * as int64. Float operands compute in float32 (cdist, the margin and nll
+ * losses in the input's dtype as ATen does, pdist in double); every
  * op here is floating-only. Each kernel writes every element of its
  * outputs, and each output element is produced by exactly one task, so
  * results do not depend on the thread count. */
@@ -48,7 +49,8 @@ enum { NRT_LOSS_NONE = 0, NRT_LOSS_MEAN = 1, NRT_LOSS_SUM = 2 };
   X(EMBEDDING_BAG, SEGMENT, 3, 4)                                           \
   /* Pairwise p-norm distances between rows. sizes (ndim 4) = {B, P, R,    \
      M}. s0 (.f) = p >= 0 (inf allowed): p = 0 counts differing           \
-     coordinates, p = inf takes the largest |difference|. Sums in double. */ \
+     coordinates, p = inf takes the largest |difference|. Sums in the     \
+     dtype (float32 for 16-bit) in ATen's serial order. */                 \
   X(CDIST, SEGMENT, 2, 2)            /* output dist [B, P, R] strides      \
      {b, p, r}; inputs x1 [B, P, M] strides {b, p, m}, x2 [B, R, M]       \
      strides {b, r, m} */                                                  \
