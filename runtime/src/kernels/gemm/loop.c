@@ -99,11 +99,14 @@ static inline void st(char *p, nrt_dtype dt, double v) {
       T x = (T)ld(AT(A, b, i, k), A->dtype);                                              \
       if (jb->order == NRT_GEMM_LOOP_ALPHA_A) x = alpha * x;                                            \
       const char *brow = AT(B, b, k, j0);                                                               \
-      if (b_plain) memcpy(y, brow, (size_t)nj * sizeof(T));                                             \
-      else                                                                                              \
-        for (int64_t j = 0; j < nj; j++) y[j] = (T)ld(brow + j * B->strides[2], B->dtype); \
-      if (jb->order == NRT_GEMM_LOOP_ALPHA_B)                                                           \
-        for (int64_t j = 0; j < nj; j++) y[j] = alpha * y[j];                                           \
+      const T *yk = y;                                                                                  \
+      if (b_plain && jb->order != NRT_GEMM_LOOP_ALPHA_B) {                                              \
+        yk = (const T *)brow; /* read in place: tensors keep their elements aligned */                 \
+      } else {                                                                                          \
+        for (int64_t j = 0; j < nj; j++) y[j] = (T)ld(brow + j * B->strides[2], B->dtype);              \
+        if (jb->order == NRT_GEMM_LOOP_ALPHA_B)                                                         \
+          for (int64_t j = 0; j < nj; j++) y[j] = alpha * y[j];                                         \
+      }                                                                                                 \
       T *dst = lanes && k < jb->K / 8 * 8 ? lane[k % 8] : acc;                                          \
       if (lanes && k == jb->K / 8 * 8) { /* the lanes halved 4 + 4, 2 + 2, 1 + 1 before the tail */    \
         for (int h = 4; h >= 1; h /= 2)                                                                 \
@@ -111,7 +114,7 @@ static inline void st(char *p, nrt_dtype dt, double v) {
             for (int64_t j = 0; j < nj; j++) lane[q][j] += lane[q + h][j];                              \
         for (int64_t j = 0; j < nj; j++) acc[j] = lane[0][j];                                           \
       }                                                                                                 \
-      for (int64_t j = 0; j < nj; j++) dst[j] += x * y[j];                                              \
+      for (int64_t j = 0; j < nj; j++) dst[j] += x * yk[j];                                             \
     }                                                                                                   \
     if (lanes && jb->K % 8 == 0) {                                                                      \
       for (int h = 4; h >= 1; h /= 2)                                                                   \
