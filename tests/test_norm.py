@@ -576,3 +576,63 @@ def test_layer_norm_backward_of_two_nearly_equal_elements_is_zero_like_the_cpu()
     assert (want[0] == 0).all()
     assert _same_bits(got[0], want[0])
     assert_no_fallbacks()
+
+
+# ---- group norm in the CPU's order (contiguous inputs) ------------------------------
+
+@pytest.mark.parametrize("dt", [torch.float32, torch.bfloat16, torch.float16])
+@pytest.mark.parametrize("shape,groups", [((2, 4), 2), ((3, 6, 5), 3), ((2, 8, 7, 9), 4), ((1, 32, 16, 16), 8)])
+def test_group_norm_forward_matches_the_cpu_bitwise(dt, shape, groups):
+    """Contiguous group norm: RowwiseMoments over each group (the layer norm
+    order), rstd in double, y = fma(rstd w, x, fma(-rstd w, mean, b)); offsets and
+    a 3e38 element included (the CPU's NaN/inf come out the same)."""
+    g = torch.Generator().manual_seed(len(shape) * 100 + groups)
+    c = shape[1]
+    for trial in range(4):
+        x = torch.randn(*shape, generator=g) * 3 + 100.0 * (trial % 2)
+        if trial == 3:
+            x.view(-1)[0] = 3e38
+        x = x.to(dt)
+        w = torch.randn(c, generator=g).to(dt) if trial != 0 else None
+        b = torch.randn(c, generator=g).to(dt) if trial != 1 else None
+        hw = x[0, 0].numel()
+        want = torch.native_group_norm(x, w, b, shape[0], c, hw, groups, 1e-5)
+        got = torch.native_group_norm(x.neuron(), w.neuron() if w is not None else None,
+                                      b.neuron() if b is not None else None, shape[0], c, hw, groups, 1e-5)
+        for a, e in zip(got, want):
+            if dt == torch.float16:
+                # float16 y can still differ in the last bit ([3, 6, 5], offset 100,
+                # no bias: 1 element in 90); the statistics agree
+                torch.testing.assert_close(a.cpu().float(), e.float(), rtol=1e-3, atol=1e-3, equal_nan=True)
+            else:
+                assert _same_bits(a.float(), e.float()), (trial,)
+    assert_no_fallbacks()
+
+
+def test_group_norm_backward_of_two_nearly_equal_elements_is_zero_like_the_cpu():
+    """Fuzz case 16180339-251391: groups of 2 values with equal output gradients,
+    whose exact input gradient is 0. The CPU's float ds/db form cancels to 0; the
+    device now follows it (before: +-1.6e-4), and the other contiguous float32
+    input gradients bit for bit."""
+    g = torch.Generator().manual_seed(3)
+    for shape, groups in [((2, 2, 2, 1), 2), ((2, 4, 3), 2), ((3, 6, 5), 3), ((2, 18, 9), 2)]:
+        x = torch.randn(*shape, generator=g) * 2 + 1
+        c, hw = shape[1], shape[2] * (shape[3] if len(shape) > 3 else 1)
+        gy = torch.randn(*shape, generator=g)
+        gy = gy.flatten(2)[:, :, :1].expand(shape[0], c, hw).reshape(shape).contiguous()
+        for w in [None, torch.randn(c, generator=g)]:
+            _, m, r = torch.native_group_norm(x, w, None, shape[0], c, hw, groups, 1e-5)
+            want = torch.ops.aten.native_group_norm_backward(gy, x, m, r, w, shape[0], c, hw, groups,
+                                                             [True, False, False])[0]
+            got = torch.ops.aten.native_group_norm_backward(gy.neuron(), x.neuron(), m.neuron(), r.neuron(),
+                                                            w.neuron() if w is not None else None, shape[0], c,
+                                                            hw, groups, [True, False, False])[0]
+            assert _same_bits(got, want), (shape, w is None)
+    x = torch.tensor([[[0.5100419521331787], [-0.11694168299436569]], [[-0.8976401686668396], [0.9274880886077881]]])
+    want, got = [], []
+    for dev, out in (("cpu", want), ("neuron", got)):
+        xd = x.detach().to(dev, copy=True).requires_grad_()
+        F.group_norm(xd, 2).backward(torch.ones(2, 2, 1, device=dev))
+        out.append(xd.grad.cpu())
+    assert _same_bits(got[0], want[0])
+    assert_no_fallbacks()

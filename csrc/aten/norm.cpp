@@ -443,6 +443,9 @@ std::tuple<Tensor, Tensor, Tensor> group_norm_fn(const Tensor &input, const std:
   d.compute_dtype = to_nrt_dtype(input.scalar_type());
   d.scalars[0].f = eps;
   d.params[1] = (has_w ? 1 : 0) | (has_b ? 2 : 0);
+  // p2 = 1: the CPU runs its contiguous kernel (RowwiseMoments over each
+  // group), whose order the kernel then follows
+  d.params[2] = input.suggest_memory_format() == at::MemoryFormat::Contiguous ? 1 : 0;
   put_ncs(d.operands[0], y);
   nrt_operand &m = d.operands[1], &r = d.operands[2];
   for (auto [o, t] : {std::pair<nrt_operand *, Tensor *>{&m, &mean}, {&r, &rstd}}) {
@@ -491,6 +494,8 @@ std::tuple<Tensor, Tensor, Tensor> group_norm_backward_fn(const Tensor &grad_out
   d.compute_dtype = to_nrt_dtype(input.scalar_type());
   d.params[0] = (mask[0] ? 1 : 0) | (mask[1] ? 2 : 0) | (mask[2] ? 4 : 0);
   d.params[1] = defined(weight) ? 1 : 0;
+  // p2 = 1: the CPU's contiguous kernel (float32: its float order is followed)
+  d.params[2] = input.scalar_type() == at::kFloat && input.suggest_memory_format() == at::MemoryFormat::Contiguous;
   int k = 0;
   if (mask[0]) put_ncs(d.operands[k++], gi);
   if (mask[1]) put_vec(d.operands[k++], gw);

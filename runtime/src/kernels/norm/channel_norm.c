@@ -824,6 +824,47 @@ static nrt_status bn_backward_channels_last(cn_job *j) {
 
 /* ---- group norm (fast) --------------------------------------------------------- */
 
+/* Group norm forward where the CPU runs its contiguous kernel (p2 = 1):
+ * the group's Cg * S values by RowwiseMoments (layer_norm.c's order), rstd
+ * = 1 / sqrt(max(var, 0) + eps) in double (eps is a double there), then per
+ * channel scale = rstd * w, bias = fma(-scale, mean, b), y = fma(scale, x,
+ * bias); with neither weight nor bias y = (x - mean) * rstd. A row past
+ * float32's range gives the CPU's NaN. */
+static void gn_rows_contiguous(void *ctx, int64_t begin, int64_t end) {
+  cn_job *j = ctx;
+  const cn_geom *g = &j->g;
+  const nrt_operand *x = j->in[0], *y = j->out[0];
+  const nrt_operand *w = g->has_w ? j->in[1] : NULL, *b = g->has_b ? j->in[g->has_w ? 2 : 1] : NULL;
+  const int64_t len = g->Cg * g->S;
+  int parts = j->l->compute_dtype == NRT_BFLOAT16 || j->l->compute_dtype == NRT_FLOAT16 ? 2 : 1;
+  float *buf = malloc(sizeof(float) * (size_t)(len + 1));
+  if (!buf) {
+    j->failed = 1;
+    return;
+  }
+  for (int64_t r = begin; r < end; r++) {
+    int64_t n = r / g->G, grp = r % g->G, c0 = grp * g->Cg;
+    for (int64_t c = 0; c < g->Cg; c++) seg_load(x, n, c0 + c, 0, g->S, buf + c * g->S);
+    float mf, var;
+    nrt_norm_row_moments(buf, len, parts, &mf, &var);
+    float rf = (float)(1.0 / sqrt((double)(var < 0.0f ? 0.0f : var) + j->l->scalars[0].f));
+    if (isnan(var)) rf = var; /* std::max(NaN, 0) keeps the NaN */
+    nrt_store_f32(stat2(j->out[1], n, grp), 0, j->out[1]->dtype, &mf, 1);
+    nrt_store_f32(stat2(j->out[2], n, grp), 0, j->out[2]->dtype, &rf, 1);
+    for (int64_t c = 0; c < g->Cg; c++) {
+      float *v = buf + c * g->S;
+      if (!w && !b) {
+        for (int64_t i = 0; i < g->S; i++) v[i] = (v[i] - mf) * rf;
+      } else {
+        float sc = rf * (w ? vload(w, c0 + c) : 1.0f), bb = fmaf(-sc, mf, b ? vload(b, c0 + c) : 0.0f);
+        for (int64_t i = 0; i < g->S; i++) v[i] = fmaf(sc, v[i], bb);
+      }
+      seg_store(y, n, c0 + c, 0, g->S, v);
+    }
+  }
+  free(buf);
+}
+
 static void gn_rows(void *ctx, int64_t begin, int64_t end) {
   cn_job *j = ctx;
   const cn_geom *g = &j->g;
@@ -853,6 +894,70 @@ static void gn_rows(void *ctx, int64_t begin, int64_t end) {
       }
     }
   }
+}
+
+/* Group norm input gradient where the CPU runs its contiguous kernel (p2
+ * = 1), in its float order: per channel ds = sum dy x, db = sum dy
+ * (map2_reduce_all), per group the channels' w ds and w db summed in 8
+ * lanes of whole vectors of channels, the lanes in order, then the
+ * remaining channels; c2 = fma(db, mean, -ds) rstd^3 / M, c3 = fma(-db
+ * rstd, 1 / M, -c2 mean), dx = fma(rstd w, dy, c2 x) + c3 (each fused step
+ * settled by probes against the CPU build). A group of 2 nearly equal values
+ * with equal gradients then cancels to 0, as on the CPU. */
+static void gn_backward_rows_contiguous(void *ctx, int64_t begin, int64_t end) {
+  cn_job *j = ctx;
+  const cn_geom *g = &j->g;
+  const nrt_launch *l = j->l;
+  const nrt_operand *gy = j->in[0], *x = j->in[1], *w = g->has_w ? j->in[4] : NULL;
+  int slot[3];
+  mask_slots(l->params[0], slot);
+  const int64_t S = g->S, Cg = g->Cg;
+  float *buf = malloc(sizeof(float) * (size_t)(2 * S + 2 * Cg + 2)), *bx = buf + S, *dsc = bx + S, *dbc = dsc + Cg;
+  if (!buf) {
+    j->failed = 1;
+    return;
+  }
+  float sc = 1.0f / (float)(Cg * S);
+  for (int64_t r = begin; r < end; r++) {
+    int64_t n = r / g->G, grp = r % g->G, c0 = grp * Cg;
+    for (int64_t c = 0; c < Cg; c++) {
+      seg_load(gy, n, c0 + c, 0, S, buf);
+      seg_load(x, n, c0 + c, 0, S, bx);
+      nrt_norm_row_dot_sums(buf, bx, S, &dsc[c], &dbc[c]);
+      j->ds[n * g->C + c0 + c] = dsc[c];
+      j->db[n * g->C + c0 + c] = dbc[c];
+    }
+    if (slot[0] < 0) continue;
+    float ds_arr[8] = {0}, db_arr[8] = {0}, dsv = 0.0f, dbv = 0.0f;
+    int64_t dv = Cg / 8 * 8;
+    for (int64_t c = 0; c < dv; c++) {
+      float wv = w ? vload(w, c0 + c) : 1.0f;
+      ds_arr[c % 8] = fmaf(dsc[c], wv, ds_arr[c % 8]);
+      db_arr[c % 8] = fmaf(dbc[c], wv, db_arr[c % 8]);
+    }
+    for (int k = 0; k < 8; k++) {
+      dsv = dsv + ds_arr[k];
+      dbv = dbv + db_arr[k];
+    }
+    for (int64_t c = dv; c < Cg; c++) {
+      float wv = w ? vload(w, c0 + c) : 1.0f;
+      dsv = fmaf(dsc[c], wv, dsv);
+      dbv = fmaf(dbc[c], wv, dbv);
+    }
+    float mf, rf;
+    nrt_load_f32(&mf, stat2(j->in[2], n, grp), 0, j->in[2]->dtype, 1);
+    nrt_load_f32(&rf, stat2(j->in[3], n, grp), 0, j->in[3]->dtype, 1);
+    float c2 = fmaf(dbv, mf, -dsv) * rf * rf * rf * sc, c3 = fmaf(-(dbv * rf), sc, -(c2 * mf));
+    const nrt_operand *gx = j->out[slot[0]];
+    for (int64_t c = 0; c < Cg; c++) {
+      float c1 = rf * (w ? vload(w, c0 + c) : 1.0f);
+      seg_load(gy, n, c0 + c, 0, S, buf);
+      seg_load(x, n, c0 + c, 0, S, bx);
+      for (int64_t i = 0; i < S; i++) buf[i] = fmaf(c1, buf[i], c2 * bx[i]) + c3;
+      seg_store(gx, n, c0 + c, 0, S, buf);
+    }
+  }
+  free(buf);
 }
 
 static void gn_backward_rows(void *ctx, int64_t begin, int64_t end) {
@@ -1162,7 +1267,9 @@ nrt_status nrt_channel_norm_run(const nrt_launch *l) {
     break;
   case NRT_OP(GROUP_NORM): {
     int64_t per_row = g->Cg * g->S;
-    nrt_parallel_for(g->N * g->G, per_row >= 8192 ? 1 : 8192 / (per_row + 1) + 1, gn_rows, &j);
+    nrt_parallel_for(g->N * g->G, per_row >= 8192 ? 1 : 8192 / (per_row + 1) + 1,
+                     l->params[2] == 1 ? gn_rows_contiguous : gn_rows, &j);
+    if (j.failed) return NRT_ERROR_OUT_OF_MEMORY;
     break;
   }
   default: {
@@ -1174,10 +1281,12 @@ nrt_status nrt_channel_norm_run(const nrt_launch *l) {
       return NRT_ERROR_OUT_OF_MEMORY;
     }
     int64_t per_row = g->Cg * g->S;
-    nrt_parallel_for(g->N * g->G, per_row >= 8192 ? 1 : 8192 / (per_row + 1) + 1, gn_backward_rows, &j);
-    if (l->params[0] & 6) gn_backward_params(&j);
+    nrt_parallel_for(g->N * g->G, per_row >= 8192 ? 1 : 8192 / (per_row + 1) + 1,
+                     l->params[2] == 1 ? gn_backward_rows_contiguous : gn_backward_rows, &j);
+    if (l->params[0] & 6 && !j.failed) gn_backward_params(&j);
     free(j.ds);
     free(j.db);
+    if (j.failed) return NRT_ERROR_OUT_OF_MEMORY;
     break;
   }
   }

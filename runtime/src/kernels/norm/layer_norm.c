@@ -191,6 +191,16 @@ NORM_INLINE void ln_row_moments(const float *x, int64_t N, int parts, bool avx2,
   *out_mean = mean;
   *out_var = m2s / (float)N;
 }
+/* ATen's RowwiseMoments for the channel norms (group norm's contiguous
+ * groups): x[0..n) as float32, parts 2 for a 16-bit input. */
+NRT_TARGET_AVX2 static void row_moments_avx2(const float *x, int64_t n, int parts, float *mean, float *var) {
+  ln_row_moments(x, n, parts, true, mean, var);
+}
+void nrt_norm_row_moments(const float *x, int64_t n, int parts, float *mean, float *var) {
+  if (nrt_kernels_isa() >= NRT_ISA_AVX2) row_moments_avx2(x, n, parts, mean, var);
+  else ln_row_moments(x, n, parts, false, mean, var);
+}
+
 /* ---- forward and backward rows ------------------------------------------------- */
 
 /* y row; w, b may be NULL. Returns mean and rstd. */
@@ -232,8 +242,8 @@ NORM_INLINE float ln_hsum8(const float *a) {
  * the first vector's products, then whole vectors added (not fused), the
  * partial last vector fused into its lanes, the lanes by ln_hsum8; fewer
  * than 8 elements add in order. */
-NORM_INLINE void ln_backward_sums(const float *gy, const float *x, const float *w, int64_t n, float *out_ds,
-                                  float *out_db) {
+NORM_INLINE void ln_backward_sums(const float *gy, const float *x, const float *w, int64_t n, bool fuse_tail,
+                                  float *out_ds, float *out_db) {
   float ads[LN_LANES] = {0}, adb[LN_LANES] = {0};
   if (n < LN_LANES) {
     for (int64_t k = 0; k < n; k++) {
@@ -267,6 +277,11 @@ NORM_INLINE void ln_backward_sums(const float *gy, const float *x, const float *
         adb[k] = adb[k] + gy[d + k];
       }
   for (int64_t k = 0; k < n - d; k++) {
+    if (!fuse_tail) { /* group norm's per-channel sums */
+      ads[k] = ads[k] + gy[d + k] * x[d + k];
+      adb[k] = adb[k] + gy[d + k];
+      continue;
+    }
     ads[k] = w ? __builtin_fmaf(gy[d + k] * x[d + k], w[d + k], ads[k]) : __builtin_fmaf(gy[d + k], x[d + k], ads[k]);
     adb[k] = w ? __builtin_fmaf(gy[d + k], w[d + k], adb[k]) : adb[k] + gy[d + k];
   }
@@ -274,11 +289,18 @@ NORM_INLINE void ln_backward_sums(const float *gy, const float *x, const float *
   *out_db = ln_hsum8(adb);
 }
 
+/* ds = sum dy x, db = sum dy over x[0..n) in the order of group norm's
+ * per-channel sums (ComputeInternalGradients: as layer norm's, but the
+ * partial last vector is added unfused, by probes). */
+void nrt_norm_row_dot_sums(const float *gy, const float *x, int64_t n, float *ds, float *db) {
+  ln_backward_sums(gy, x, NULL, n, false, ds, db);
+}
+
 /* gx row from gy, x, the row's mean and rstd, and w (NULL: none). */
 NORM_INLINE void ln_backward_row(float *gx, const float *gy, const float *x, const float *w, float m, float r,
                                  int64_t n) {
   float ds, db, scale = 1.0f / (float)n;
-  ln_backward_sums(gy, x, w, n, &ds, &db);
+  ln_backward_sums(gy, x, w, n, true, &ds, &db);
   float b = __builtin_fmaf(db, m, -ds) * r * r * r * scale;
   float c = __builtin_fmaf(-b, m, -(db * r * scale));
   if (w)
