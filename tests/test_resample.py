@@ -433,3 +433,29 @@ def test_interpolate_bicubic_edge_values_like_the_cpu(dtype, kw):
     assert torch.equal(got.isinf() & (got < 0), want.isinf() & (want < 0))
     fin = want.isfinite()
     torch.testing.assert_close(got[fin], want[fin], rtol=1e-5 if dtype == torch.float32 else 1e-2, atol=0)
+
+
+@pytest.mark.parametrize("align", [False, True])
+@pytest.mark.parametrize("edge", [False, True])
+def test_interpolate_linear_float32_is_the_cpus_bit_for_bit(align, edge):
+    """1-d linear in the CPU's order: its tables take scale * (o + 0.5) - 0.5
+    as one fused multiply-add (a plain product gave weights an ulp off for
+    4 -> 10, 7 -> 6), and each output is fma(x0, w0, x1 * w1). Exact over
+    downsampling, upsampling and equal sizes, normal and edge values. The
+    weight tables are checked on every size pair up to 12 x 16 with one-hot
+    rows."""
+    for n_in in range(1, 13):
+        e = torch.eye(n_in).reshape(n_in, 1, n_in)
+        for n_out in range(1, 17):
+            want = F.interpolate(e, size=(n_out,), mode="linear", align_corners=align)
+            got = F.interpolate(e.to("neuron"), size=(n_out,), mode="linear", align_corners=align).cpu()
+            assert torch.equal(got, want), (n_in, n_out)
+    for i, (n_in, n_out) in enumerate([(4, 10), (7, 6), (9, 4), (5, 5), (3, 11)]):
+        shape = (2, 3, n_in)
+        g = torch.Generator().manual_seed(i)
+        x = _edge_image(shape, torch.float32, i) if edge else torch.randn(shape, generator=g)
+        want = F.interpolate(x, size=(n_out,), mode="linear", align_corners=align)
+        got = F.interpolate(x.to("neuron"), size=(n_out,), mode="linear", align_corners=align).cpu()
+        assert torch.equal(got.isnan(), want.isnan())
+        assert torch.equal(got.nan_to_num(0.0), want.nan_to_num(0.0)), (n_in, n_out)
+    assert_no_fallbacks()

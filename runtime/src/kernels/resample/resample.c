@@ -11,7 +11,9 @@
  * a nearest index or a floor that flips by one changes the answer by far
  * more than rounding does.
  *
- * Forward: 2-d bicubic and antialiased modes follow the CPU's order
+ * Forward: 2-d bicubic and antialiased modes, and float32 1-d linear
+ * (ATen's two-tap Interpolate compiles to fma(t0, w0, t1 * w1), probed:
+ * 300 of 300 rows) follow the CPU's order
  * (fwd_sep2d_rows: width sums per input row, then the height sum, each a
  * chain of fused multiply-adds), so inf/NaN/overflow land where the CPU's
  * do; the other modes' fast path reduces the d and h taps of an output row
@@ -122,7 +124,7 @@ static void taps_free(taps *t) {
  * reads, and along a dim whose size it keeps, which ATen's separable
  * antialiased kernel skips. */
 static nrt_status taps_build(int mode, bool align, double scale, int64_t in, int64_t out, bool interpolated,
-                             taps *t) {
+                             bool fused_index, taps *t) {
   float sc = 0.0f, support = 0.0f;
   bool aa = mode == NRT_INTERP_AA_LINEAR || mode == NRT_INTERP_AA_CUBIC;
   if (!interpolated || (aa && in == out)) mode = NRT_INTERP_NEAREST; /* in == out: the identity tap */
@@ -182,6 +184,11 @@ static nrt_status taps_build(int mode, bool align, double scale, int64_t in, int
         break;
       }
       float real = source_index(area_scale(in, out, align, scale), o, align, false);
+      if (!align && fused_index) { /* ATen's float32 linear tables get scale * (o + 0.5) - 0.5 fused (probed;
+                                      * its float16 ones are not: a fuzz of seed 31337 went 0 -> 25 float16 cases) */
+        real = fmaf(area_scale(in, out, align, scale), (float)o + 0.5f, -0.5f);
+        real = real < 0.0f ? 0.0f : real;
+      }
       int64_t i0 = nrt_min_i64((int64_t)floorf(real), in - 1);
       float l1 = fminf(fmaxf(real - (float)i0, 0.0f), 1.0f);
       ix[0] = i0;
@@ -233,6 +240,7 @@ typedef struct interp_job {
   nrt_resample_geom g;
   taps t[3];
   bool nearest, reference, sep2d; /* sep2d: fwd_sep2d_rows */
+  bool two_tap; /* sep2d of a linear mode: ATen's two-tap width sum (fwd_sep2d_body) */
   size_t esize; /* element bytes (nearest copies) */
   _Atomic int failed;
 } interp_job;
@@ -324,7 +332,13 @@ static void fwd_rows_ref(interp_job *j, int64_t begin, int64_t end) {
  * Output rows are done in chunks of one plane, whose input rows are
  * width-resized once into a float buffer (the antialiased CPU kernel's
  * temporary; plain bicubic keeps its float opmath the same way). */
-static bool sep2d_applies(const interp_job *j, int mode) {
+static bool sep2d_applies(const interp_job *j, int mode, nrt_dtype dt) {
+  /* float32 1-d linear too. 2-d bilinear keeps fwd_rows: the CPU's
+   * kernel for it matched none of the nested two-tap orders probed (fma
+   * or not, either association, per dim); 16-bit linear too: the CPU
+   * rounds those weights to the dtype, not followed. */
+  if (mode == NRT_INTERP_LINEAR)
+    return dt == NRT_FLOAT32 && j->t[0].T == 1 && j->t[0].w[0] == 1.0f && j->t[1].T == 1 && j->t[1].w[0] == 1.0f;
   return (mode == NRT_INTERP_CUBIC || mode == NRT_INTERP_AA_LINEAR || mode == NRT_INTERP_AA_CUBIC) &&
          j->t[0].T == 1 && j->t[0].w[0] == 1.0f;
 }
@@ -379,8 +393,13 @@ static inline __attribute__((always_inline)) void fwd_sep2d_body(interp_job *j, 
       for (int64_t ow = 0; ow < OW; ow++) {
         const int64_t *ix = tw->idx + ow * TW;
         const float *w = tw->w + ow * TW;
-        float s = row[ix[0]] * w[0];
-        for (int64_t k = 1; k < tw->cnt[ow]; k++) s = INTERP_MAC(s, row[ix[k]], w[k]);
+        float s;
+        if (j->two_tap) {
+          s = INTERP_MAC(row[ix[1]] * w[1], row[ix[0]], w[0]);
+        } else {
+          s = row[ix[0]] * w[0];
+          for (int64_t k = 1; k < tw->cnt[ow]; k++) s = INTERP_MAC(s, row[ix[k]], w[k]);
+        }
         t[ow] = s;
       }
     }
@@ -527,13 +546,15 @@ nrt_status nrt_resample_interp(const nrt_launch *l) {
   int64_t nsp = l->params[2] >= 1 && l->params[2] <= 3 ? l->params[2] : 3;
   for (int i = 0; i < 3; i++) {
     bool interpolated = i >= 3 - nsp || g->I[i] != 1 || g->O[i] != 1;
-    st = taps_build(mode, l->params[1] != 0, l->scalars[i].f, g->I[i], g->O[i], interpolated, &j.t[i]);
+    st = taps_build(mode, l->params[1] != 0, l->scalars[i].f, g->I[i], g->O[i], interpolated,
+                    l->operands[fwd ? 1 : 0].dtype == NRT_FLOAT32, &j.t[i]);
     if (st != NRT_SUCCESS) {
       for (int k = 0; k < i; k++) taps_free(&j.t[k]);
       return st;
     }
   }
-  j.sep2d = fwd && sep2d_applies(&j, mode);
+  j.sep2d = fwd && sep2d_applies(&j, mode, l->operands[1].dtype);
+  j.two_tap = j.sep2d && mode == NRT_INTERP_LINEAR;
   if (j.sep2d && l->operands[0].dtype == NRT_BFLOAT16 && mode == NRT_INTERP_CUBIC)
     for (int i = 1; i < 3; i++) /* the CPU stores bfloat16 bicubic weights as bfloat16 */
       for (int64_t k = 0; k < j.t[i].T * g->O[i]; k++) j.t[i].w[k] = sep_round(j.t[i].w[k], NRT_BFLOAT16);
