@@ -636,3 +636,25 @@ def test_group_norm_backward_of_two_nearly_equal_elements_is_zero_like_the_cpu()
         out.append(xd.grad.cpu())
     assert _same_bits(got[0], want[0])
     assert_no_fallbacks()
+
+
+def test_batch_norm_training_strided_input_mean_overflows_like_the_cpu():
+    """A non-contiguous float32 input: the CPU takes its batch mean with at::mean, a
+    float cascade sum in which 3e38 + 3e38 overflows; the device's mean now comes
+    from the same (neuron) at::mean, so the saved and running means agree bit for
+    bit (fuzz 16180339-202058 and 7 more: running mean -0.62 where the CPU has
+    -0.60)."""
+    g = torch.Generator().manual_seed(11)
+    base = torch.randn(3, 4, 6, 5, generator=g)
+    base[0, 1, 0, 0] = base[1, 1, 2, 0] = 3e38
+    base[2, 2, 4, 0] = -3e38
+    x = base[:, :, ::2]  # strided: not contiguous in any memory format
+    for momentum in (0.1, 1.0):
+        rm_c, rv_c = torch.zeros(4), torch.ones(4)
+        rm_d, rv_d = rm_c.neuron(), rv_c.neuron()
+        want = torch.native_batch_norm(x, None, None, rm_c, rv_c, True, momentum, 1e-5)
+        got = torch.native_batch_norm(base.neuron()[:, :, ::2], None, None, rm_d, rv_d, True, momentum, 1e-5)
+        assert _same_bits(got[1], want[1])
+        assert _same_bits(rm_d, rm_c)
+        assert torch.equal(got[0].cpu().isnan(), want[0].isnan())
+    assert_no_fallbacks()

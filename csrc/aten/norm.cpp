@@ -8,6 +8,7 @@
 #include <ATen/WrapDimUtils.h>
 #include <ATen/ops/empty.h>
 #include <ATen/ops/empty_like.h>
+#include <ATen/ops/mean.h>
 #include <c10/core/DeviceGuard.h>
 
 #include "launch/launch.h"
@@ -311,6 +312,16 @@ std::tuple<Tensor, Tensor, Tensor> bn_forward(const Tensor &input, const std::op
   }
   if (has_w) put_vec(d.operands[k++], *weight);
   if (has_b) put_vec(d.operands[k++], *bias);
+  if (training && d.params[2] == NRT_BN_STATS_STRIDED && input.scalar_type() == at::kFloat) {
+    // The CPU takes a strided input's mean with at::mean (a float cascade
+    // sum: 3e38 + 3e38 overflows there); the device's mean follows that
+    // order. It is written into save_mean first, where the kernel reads it
+    // (p0 = 1; the stream runs the two in order)
+    std::vector<int64_t> dims{0};
+    for (int64_t j = 2; j < input.dim(); ++j) dims.push_back(j);
+    mean.copy_(at::mean(input, dims));
+    d.params[0] = 1;
+  }
   d.ninputs = k - d.noutputs;
   launch(input.device().index(), d);
   return {y, mean, invstd};

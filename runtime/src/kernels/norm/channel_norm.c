@@ -409,8 +409,12 @@ static void bn_train_planes(void *ctx, int64_t begin, int64_t end) {
         ss[k] = lanes16_sum(x, g, c0 + k, &mean[k], buf);
       }
     } else {
-      planes_sums(x, g, c0, kc, 0, NULL, s);
-      for (int k = 0; k < kc; k++) mean[k] = (float)(s[k] / count);
+      if (l->params[0] == 1) { /* training, p0 = 1: save_mean holds the CPU's at::mean (glue) */
+        for (int k = 0; k < kc; k++) mean[k] = vload(j->out[1], c0 + k);
+      } else {
+        planes_sums(x, g, c0, kc, 0, NULL, s);
+        for (int k = 0; k < kc; k++) mean[k] = (float)(s[k] / count);
+      }
       planes_sums(x, g, c0, kc, m.stats == NRT_BN_STATS_STRIDED ? 2 : m.stats == NRT_BN_STATS_ROWS ? 3 : 1, mean,
                   ss);
     }
