@@ -28,7 +28,13 @@
  * at counter e/4 (stream 0) gives word w = word[e % 4]; the element is kept
  * when w * 2^-32 < 1 - p and then scaled by 1/(1 - p). The backward
  * regenerates the same mask from the same p1, p2. The glue advances the
- * generator's offset by B*Hq*L*S. */
+ * generator's offset by B*Hq*L*S.
+ * p3 = 1 (all four ops): the CPU's math backend's order instead of the
+ * flash order (kernels/attention/math.c): q and k scaled by sqrt(s0), the
+ * products in ATen's plain bmm loop, its last-dim softmax and autograd's
+ * backward of that decomposition. The glue sets it only for problems whose
+ * every product has M*N*K < 400 (where the CPU's bmm runs that loop),
+ * without dropout and with Hq == Hk. */
 #ifndef NRT_OPS_ATTENTION_H
 #define NRT_OPS_ATTENTION_H
 
