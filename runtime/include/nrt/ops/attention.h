@@ -1,7 +1,7 @@
 /* Op family ATTENTION. Fused scaled dot-product attention, forward and
- * backward (kernels/attention.c: descriptor checks, dropout mask, the
- * double-precision reference; kernels/attention_blocked.c: the blocked
- * flash-attention kernels). The backward is two launches:
+ * backward (kernels/attention/attention.c: descriptor checks, dropout
+ * mask, the double-precision reference; blocked.c: the blocked
+ * flash-attention kernels; math.c: the CPU math backend's order, p3). The backward is two launches:
  * SDPA_BACKWARD_PREP (per-row statistics), then SDPA_BACKWARD (plus
  * SDPA_BACKWARD_DS when a float mask needs its gradient).
  * Entries: X(name, kind, min_inputs, max_inputs); scalars (s0..s3),
