@@ -1,9 +1,9 @@
 // Native indexing ops: advanced indexing (index, index_put_), index_select,
 // masked_fill_/masked_select, nonzero, gather/scatter family, embedding's
 // backward, sort/topk, the index-generating factories (arange, linspace,
-// eye, tril/triu), and nll_loss (a gather by the targets). PyTorch's own
-// helpers decide the semantics (make_info/AdvancedIndex layout, shape
-// checks); the runtime's INDEX kernels move the data.
+// eye, tril/triu). PyTorch's own helpers decide the semantics
+// (make_info/AdvancedIndex layout, shape checks); the runtime's INDEX
+// kernels move the data. (nll_loss lives in segment.cpp.)
 #include <ATen/TensorUtils.h>
 #include <ATen/ops/aminmax.h>
 #include <ATen/ExpandUtils.h>
@@ -982,97 +982,6 @@ Tensor triu_indices_fn(int64_t row, int64_t col, int64_t offset, std::optional<a
   return tri_indices(row, col, offset, dtype, device, true);
 }
 
-// ---- nll_loss (the back half of cross_entropy) ------------------------------------
-// Per-sample loss and weight (0 where ignored) for self [N, C], target [N].
-std::pair<Tensor, Tensor> nll_rows(const Tensor &self2, const Tensor &target1, const Tensor *weight,
-                                   int64_t ignore_index) {
-  int64_t n = self2.size(0), c = self2.size(1);
-  Tensor loss = at::empty({n}, self2.options());
-  Tensor w = at::empty({n}, self2.options());
-  if (n == 0) return {loss, w};
-  nrt_launch d = new_launch(NRT_OP(NLL_LOSS), {n, c});
-  d.noutputs = 2;
-  d.ninputs = weight ? 3 : 2;
-  set_operand(d.operands[0], loss, {0, -1});
-  set_operand(d.operands[1], w, {0, -1});
-  set_operand(d.operands[2], self2, {0, 1});
-  set_operand(d.operands[3], target1, {0, -1});
-  if (weight) set_operand(d.operands[4], *weight, {-1, 0});
-  d.compute_dtype = to_nrt_dtype(self2.scalar_type());
-  d.params[0] = ignore_index;
-  if (self2.scalar_type() == at::kDouble) warn_float64_once();
-  launch(self2.device().index(), d);
-  return {loss, w};
-}
-
-void nll_check(const Tensor &self, const Tensor &target, const std::optional<Tensor> &weight) {
-  TORCH_CHECK(self.dim() > 0 && self.dim() <= 2, "input tensor should be 1D or 2D");
-  TORCH_CHECK(target.dim() <= 1, "0D or 1D target tensor expected, multi-target not supported");
-  bool no_batch = self.dim() == 1 && target.dim() == 0;
-  TORCH_CHECK(no_batch || self.size(0) == target.size(0), "size mismatch (got input: ", self.sizes(),
-              ", target: ", target.sizes(), ")");
-  TORCH_CHECK(target.scalar_type() == at::kLong || target.scalar_type() == at::kByte,
-              "expected scalar type Long but found ", target.scalar_type());
-  int64_t c = self.size(-1);
-  TORCH_CHECK(!weight || !weight->defined() || weight->numel() == c,
-              "weight tensor should be defined either for all ", c, " classes or no classes but got weight tensor of shape: ",
-              weight->sizes());
-}
-
-std::tuple<Tensor, Tensor> nll_loss_forward_fn(const Tensor &self, const Tensor &target,
-                                               const std::optional<Tensor> &weight, int64_t reduction,
-                                               int64_t ignore_index) {
-  nll_check(self, target, weight);
-  // then the CPU kernel's dispatch: floating inputs only
-  TORCH_CHECK_NOT_IMPLEMENTED(at::isFloatingType(self.scalar_type()), "\"nll_loss_out_frame\" not implemented for '",
-                              self.scalar_type(), "'");
-  c10::DeviceGuard guard(self.device());
-  Tensor self2 = self.dim() == 1 ? self.unsqueeze(0) : self;
-  Tensor target1 = target.dim() == 0 ? target.reshape({1}) : target;
-  if (target1.scalar_type() != at::kLong) target1 = target1.to(at::kLong);
-  const Tensor *w = weight && weight->defined() ? &*weight : nullptr;
-  auto [loss, ws] = nll_rows(self2, target1, w, ignore_index);
-  if (reduction == at::Reduction::None) {
-    Tensor total = at::zeros({}, self.options());
-    return {self.dim() == 1 ? loss.reshape({}) : loss, total};
-  }
-  Tensor total = ws.sum();
-  Tensor out = loss.sum();
-  if (reduction == at::Reduction::Mean) out = out.div(total);
-  return {out, total};
-}
-
-Tensor nll_loss_backward_fn(const Tensor &grad_output, const Tensor &self, const Tensor &target,
-                            const std::optional<Tensor> &weight, int64_t reduction, int64_t ignore_index,
-                            const Tensor &total_weight) {
-  c10::DeviceGuard guard(self.device());
-  Tensor self2 = self.dim() == 1 ? self.unsqueeze(0) : self;
-  Tensor target1 = target.dim() == 0 ? target.reshape({1}) : target;
-  if (target1.scalar_type() != at::kLong) target1 = target1.to(at::kLong);
-  const Tensor *w = weight && weight->defined() ? &*weight : nullptr;
-  int64_t n = self2.size(0), c = self2.size(1);
-  Tensor grad_input = at::empty({n, c}, self.options());
-  if (n > 0 && c > 0) {
-    Tensor ws = nll_rows(self2, target1, w, ignore_index).second;
-    Tensor g = reduction == at::Reduction::None ? grad_output.reshape({n}) : grad_output.reshape({1}).expand({n});
-    Tensor gscale = ws.mul(g);
-    if (reduction == at::Reduction::Mean) gscale = gscale.div(total_weight);
-    gscale = gscale.contiguous();
-    nrt_launch d = new_launch(NRT_OP(NLL_LOSS_BACKWARD), {n, c});
-    d.noutputs = 1;
-    d.ninputs = 2;
-    set_operand(d.operands[0], grad_input, {0, 1});
-    set_operand(d.operands[1], target1, {0, -1});
-    set_operand(d.operands[2], gscale, {0, -1});
-    d.compute_dtype = to_nrt_dtype(self.scalar_type());
-    d.params[0] = ignore_index;
-    launch(self.device().index(), d);
-  } else if (grad_input.numel() > 0) {
-    grad_input.zero_();
-  }
-  return self.dim() == 1 ? grad_input.reshape({c}) : grad_input;
-}
-
 }  // namespace
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
@@ -1114,10 +1023,6 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   NEURON_IMPL(m, "eye.out", eye_out);
   NEURON_VARIANTS(m, tril_into, "tril", "tril_", nullptr);
   NEURON_VARIANTS(m, triu_into, "triu", "triu_", nullptr);
-  NEURON_IMPL(m, "nll_loss_forward", nll_loss_forward_fn);
-  NEURON_IMPL(m, "nll_loss_backward", nll_loss_backward_fn);
-  NEURON_OUT_OF(m, nll_loss_forward_fn, "nll_loss_forward.output");
-  NEURON_OUT_OF(m, nll_loss_backward_fn, "nll_loss_backward.grad_input");
 }
 
 }  // namespace torch_neuronx

@@ -1,11 +1,12 @@
 // Keyed and segmented ops (family SEGMENT): masked_scatter, index_reduce,
-// index_copy, take/put, the spatial nll_loss, embedding_bag, cdist/pdist,
+// index_copy, take/put, nll_loss, embedding_bag, cdist/pdist,
 // segment_reduce, ctc_loss, plus short compositions (trace, renorm,
 // channel_shuffle, logspace, cauchy/geometric/log_normal). The shape rules and error
 // messages are PyTorch's; the work is either a SEGMENT kernel
 // (kernels/segment.c) or a chain of ops that already run natively.
 #include <ATen/ExpandUtils.h>
 #include <ATen/MemoryOverlap.h>
+#include <ATen/TensorUtils.h>
 #include <ATen/WrapDimUtils.h>
 #include <ATen/core/Reduction.h>
 #include <ATen/native/Resize.h>
@@ -27,6 +28,7 @@
 #include <ATen/ops/zeros_like.h>
 #include <c10/core/DeviceGuard.h>
 
+#include <limits>
 #include <sstream>
 
 #include "launch/launch.h"
@@ -126,6 +128,136 @@ Tensor nll_loss2d_backward_fn(const Tensor &grad_output, const Tensor &self, con
                                     total_weight);
   int64_t n = self.size(0), c = self.size(1), h = self.size(2), w = self.size(3);
   return gi.reshape({n, h, w, c}).movedim(-1, 1).contiguous();
+}
+
+// ---- nll_loss (1-d/2-d input; the back half of cross_entropy) -------------------
+// ATen's nll_loss_out_frame (LossNLL.cpp): a 2-d input without a reduction
+// is per row (NLL_LOSS); every other case (a sum, a mean, or a 1-d input,
+// which the CPU sums even without a reduction) is the CPU's cascade over
+// the rows, NLL_LOSS_REDUCE with M = 1, so huge terms overflow and cancel
+// where the CPU's do.
+void nll_check(const Tensor &self, const Tensor &target, const std::optional<Tensor> &weight) {
+  TORCH_CHECK(self.dim() > 0 && self.dim() <= 2, "input tensor should be 1D or 2D");
+  TORCH_CHECK(target.dim() <= 1, "0D or 1D target tensor expected, multi-target not supported");
+  bool no_batch = self.dim() == 1 && target.dim() == 0;
+  TORCH_CHECK(no_batch || self.size(0) == target.size(0), "size mismatch (got input: ", self.sizes(),
+              ", target: ", target.sizes(), ")");
+  TORCH_CHECK(target.scalar_type() == at::kLong || target.scalar_type() == at::kByte,
+              "expected scalar type Long but found ", target.scalar_type());
+  int64_t c = self.size(-1);
+  TORCH_CHECK(!weight || !weight->defined() || weight->numel() == c,
+              "weight tensor should be defined either for all ", c, " classes or no classes but got weight tensor of shape: ",
+              weight->sizes());
+}
+
+// The CPU kernel reads each float operand as the input's dtype.
+void nll_same_dtype(const Tensor &self, const Tensor *t) {
+  TORCH_CHECK(!t || t->scalar_type() == self.scalar_type(), "expected scalar type ", self.scalar_type(),
+              " but found ", t->scalar_type());
+}
+
+std::tuple<Tensor, Tensor> nll_loss_forward_fn(const Tensor &self, const Tensor &target,
+                                               const std::optional<Tensor> &weight, int64_t reduction,
+                                               int64_t ignore_index) {
+  nll_check(self, target, weight);
+  // then the CPU kernel's dispatch: floating inputs only
+  TORCH_CHECK_NOT_IMPLEMENTED(at::isFloatingType(self.scalar_type()), "\"nll_loss_out_frame\" not implemented for '",
+                              self.scalar_type(), "'");
+  const Tensor *w = weight && weight->defined() ? &*weight : nullptr;
+  nll_same_dtype(self, w);
+  c10::DeviceGuard guard(self.device());
+  if (self.scalar_type() == at::kDouble) warn_float64_once();
+  int64_t c = self.size(-1);
+  Tensor total = at::zeros({}, self.options());
+  if (reduction == at::Reduction::None && self.dim() == 2) {
+    int64_t n = self.size(0);
+    Tensor loss = at::empty({n}, self.options());
+    if (n == 0) return {loss, total};
+    nrt_launch d = new_launch(NRT_OP(NLL_LOSS), {n, c});
+    d.noutputs = 1;
+    d.ninputs = w ? 3 : 2;
+    set_operand(d.operands[0], loss, {0});
+    set_operand(d.operands[1], self, {0, 1});
+    set_operand(d.operands[2], target, {0});
+    if (w) set_operand(d.operands[3], w->reshape({-1}), {0});
+    d.compute_dtype = to_nrt_dtype(self.scalar_type());
+    d.params[1] = ignore_index;
+    launch(self.device().index(), d);
+    return {loss, total};
+  }
+  Tensor out = at::empty({}, self.options());
+  if (target.numel() == 0) {  // the CPU's early return: a NaN mean, a 0 sum
+    out.fill_(reduction == at::Reduction::Mean ? std::numeric_limits<double>::quiet_NaN() : 0.0);
+    return {out, total};
+  }
+  // a 1-d input reads only the first target, as the CPU's batch of one does
+  int64_t n = self.dim() == 1 ? 1 : self.size(0);
+  Tensor t1 = target.reshape({-1}).narrow(0, 0, n);
+  nrt_launch d = new_launch(NRT_OP(NLL_LOSS_REDUCE), {n, c, 1});
+  d.noutputs = 2;
+  d.ninputs = w ? 3 : 2;
+  set_operand(d.operands[0], out, {});
+  set_operand(d.operands[1], total, {});
+  set_operand(d.operands[2], self.reshape({n, c, 1}), {0, 1, 2});
+  set_operand(d.operands[3], t1.reshape({n, 1}), {0, 1});
+  if (w) set_operand(d.operands[4], w->reshape({-1}), {0});
+  d.compute_dtype = to_nrt_dtype(self.scalar_type());
+  d.params[0] = reduction;
+  d.params[1] = ignore_index;
+  launch(self.device().index(), d);
+  return {out, total};
+}
+
+Tensor nll_loss_backward_fn(const Tensor &grad_output, const Tensor &self, const Tensor &target,
+                            const std::optional<Tensor> &weight, int64_t reduction, int64_t ignore_index,
+                            const Tensor &total_weight) {
+  // the CPU's meta checks, in its order
+  TORCH_CHECK(self.dim() > 0 && self.dim() <= 2, "input tensor should be 1D or 2D");
+  TORCH_CHECK(target.dim() <= 1, "0D or 1D target tensor expected, multi-target not supported");
+  bool no_batch = self.dim() == 1 && target.dim() == 0;
+  TORCH_CHECK(no_batch || self.size(0) == target.size(0), "size mismatch (got input: ", self.sizes(),
+              ", target: ", target.sizes(), ")");
+  TORCH_CHECK(total_weight.numel() == 1, "expected total_weight to be a  single element tensor, got: ",
+              total_weight.sizes(), " (", total_weight.numel(), " elements)");
+  const Tensor *w = weight && weight->defined() ? &*weight : nullptr;
+  TORCH_CHECK(!w || w->numel() == self.size(-1), "weight tensor should be defined either for all or no classes");
+  bool rows = reduction == at::Reduction::None && self.dim() == 2;
+  if (rows)
+    at::check_dim_size(grad_output, 1, 0, self.size(0));
+  else
+    TORCH_CHECK(grad_output.dim() <= 1 && grad_output.numel() == 1,
+                "Expected a single element grad_output tensor, but got: ", grad_output.sizes());
+  // then the kernel's: the dtype dispatch, each operand read as scalar_t
+  TORCH_CHECK_NOT_IMPLEMENTED(at::isFloatingType(self.scalar_type()),
+                              "\"nll_loss_backward_out_frame\" not implemented for '", self.scalar_type(), "'");
+  TORCH_CHECK(target.scalar_type() == at::kLong || target.scalar_type() == at::kByte,
+              "expected scalar type Long but found ", target.scalar_type());
+  nll_same_dtype(self, w);
+  if (!rows) nll_same_dtype(self, &total_weight);
+  nll_same_dtype(self, &grad_output);
+  c10::DeviceGuard guard(self.device());
+  int64_t n = self.dim() == 1 ? 1 : self.size(0), c = self.size(-1);
+  Tensor grad_input = at::empty(self.sizes(), self.options());
+  if (n == 0 || c == 0) {
+    if (grad_input.numel() > 0) grad_input.zero_();
+    return grad_input;
+  }
+  nrt_launch d = new_launch(NRT_OP(NLL_LOSS_BACKWARD), {n, c});
+  d.noutputs = 1;
+  d.ninputs = w ? 4 : 3;
+  set_operand(d.operands[0], grad_input.reshape({n, c}), {0, 1});
+  set_operand(d.operands[1], target.reshape({-1}).narrow(0, 0, n), {0});
+  if (rows)
+    set_operand(d.operands[2], grad_output, {0});
+  else
+    set_operand(d.operands[2], grad_output.reshape({1}), {-1});
+  set_operand(d.operands[3], total_weight, {});
+  if (w) set_operand(d.operands[4], w->reshape({-1}), {0});
+  d.compute_dtype = to_nrt_dtype(self.scalar_type());
+  d.params[0] = reduction;
+  d.params[1] = ignore_index;
+  launch(self.device().index(), d);
+  return grad_input;
 }
 
 // ---- masked_scatter_ -------------------------------------------------------------
@@ -1210,6 +1342,10 @@ Tensor ctc_loss_backward_tensor_fn(const Tensor &grad, const Tensor &log_probs, 
 }  // namespace
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+  NEURON_IMPL(m, "nll_loss_forward", nll_loss_forward_fn);
+  NEURON_IMPL(m, "nll_loss_backward", nll_loss_backward_fn);
+  NEURON_OUT_OF(m, nll_loss_forward_fn, "nll_loss_forward.output");
+  NEURON_OUT_OF(m, nll_loss_backward_fn, "nll_loss_backward.grad_input");
   NEURON_IMPL(m, "nll_loss2d_forward", nll_loss2d_forward_fn);
   NEURON_IMPL(m, "nll_loss2d_backward", nll_loss2d_backward_fn);
   NEURON_OUT_OF(m, nll_loss2d_forward_fn, "nll_loss2d_forward.output");

@@ -1,5 +1,5 @@
 /* Index kernel tests (INDEX kind): advanced indexing, gather/scatter,
- * nonzero, arange/linspace, tril/triu, sort and nll_loss. Known cases with
+ * nonzero, arange/linspace, tril/triu, sort. Known cases with
  * the results PyTorch 2.13 gives on the CPU (pasted), error messages in
  * PyTorch's wording, bit-exact moves of int64/float64, and the fast paths
  * against the reference paths on larger random inputs. Every case runs in
@@ -1102,88 +1102,6 @@ static void test_sort_random(void) {
       }
 }
 
-/* ---- NLL_LOSS --------------------------------------------------------------------------------- */
-
-static void test_nll_loss(void) {
-  /* self [3, 4]; targets [1, 2 (= ignore_index), 3]; weight [0.5, 1, 2, 3] */
-  float self[12] = {-0.5f, -1.5f, -2.5f, -3.5f, -1, -1, -1, -1, -0.25f, -0.75f, -1.25f, -1.75f};
-  float weight[4] = {0.5f, 1, 2, 3};
-  int64_t target[3] = {1, 2, 3};
-  for (int r = 0; r < 2; r++) {
-    for (int weighted = 0; weighted < 2; weighted++) {
-      float loss[3] = {9, 9, 9}, w[3] = {9, 9, 9};
-      nrt_launch l = nrt_test_launch(NRT_OP(NLL_LOSS), NRT_FLOAT32, 2, S(3, 4), 2, weighted ? 3 : 2);
-      nrt_test_operand(&l, 0, loss, NRT_FLOAT32, S(4, 0));
-      nrt_test_operand(&l, 1, w, NRT_FLOAT32, S(4, 0));
-      nrt_test_operand(&l, 2, self, NRT_FLOAT32, S(16, 4));
-      nrt_test_operand(&l, 3, target, NRT_INT64, S(8, 0));
-      if (weighted) nrt_test_operand(&l, 4, weight, NRT_FLOAT32, S(0, 4));
-      l.params[0] = 2;
-      CHECK_OK(nrt_test_run(&l, r));
-      if (weighted) CHECK(loss[0] == 1.5f && loss[1] == 0 && loss[2] == 5.25f);
-      else CHECK(loss[0] == 1.5f && loss[1] == 0 && loss[2] == 1.75f);
-      if (weighted) CHECK(w[0] == 1 && w[1] == 0 && w[2] == 3);
-      else CHECK(w[0] == 1 && w[1] == 0 && w[2] == 1);
-      CHECK(!signbit(loss[1]));
-      /* PyTorch's messages: no wrap for targets, ignore_index exempt */
-      target[2] = 4;
-      CHECK_STATUS(nrt_test_run(&l, r), NRT_ERROR_OUT_OF_RANGE);
-      CHECK_MSG("Target 4 is out of bounds.");
-      target[2] = -1;
-      CHECK_STATUS(nrt_test_run(&l, r), NRT_ERROR_OUT_OF_RANGE);
-      CHECK_MSG("Target -1 is out of bounds.");
-      target[2] = 3;
-    }
-    /* backward: grad_input[n, t] = -gscale[n], zeros elsewhere and on ignored rows */
-    float gscale[3] = {0.5f, 7, 2}, gi[12];
-    memset(gi, 0x7f, sizeof gi);
-    nrt_launch l = nrt_test_launch(NRT_OP(NLL_LOSS_BACKWARD), NRT_FLOAT32, 2, S(3, 4), 1, 2);
-    nrt_test_operand(&l, 0, gi, NRT_FLOAT32, S(16, 4));
-    nrt_test_operand(&l, 1, target, NRT_INT64, S(8, 0));
-    nrt_test_operand(&l, 2, gscale, NRT_FLOAT32, S(4, 0));
-    l.params[0] = 2;
-    CHECK_OK(nrt_test_run(&l, r));
-    const float want[12] = {0, -0.5f, 0, 0, 0, 0, 0, 0, 0, 0, 0, -2};
-    CHECK(floats_eq(gi, want, 12));
-    target[0] = 5;
-    CHECK_STATUS(nrt_test_run(&l, r), NRT_ERROR_OUT_OF_RANGE);
-    CHECK_MSG("Target 5 is out of bounds.");
-    target[0] = 1;
-  }
-  /* a large bfloat16 backward, transposed grad: fast == reference */
-  enum { N = 300, C = 1001 };
-  uint16_t *g[2];
-  int64_t *t = malloc(N * sizeof *t);
-  float *gs = malloc(N * sizeof *gs);
-  for (int i = 0; i < N; i++) {
-    t[i] = nrt_test_rand_range(-1, C); /* -1 = ignore_index */
-    gs[i] = (float)nrt_test_rand_range(1, 100) / 8;
-  }
-  for (int r = 0; r < 2; r++) {
-    g[r] = malloc(N * C * 2);
-    memset(g[r], 0x33, N * C * 2);
-    nrt_launch l = nrt_test_launch(NRT_OP(NLL_LOSS_BACKWARD), NRT_FLOAT32, 2, S(N, C), 1, 2);
-    nrt_test_operand(&l, 0, g[r], NRT_BFLOAT16, S(2, N * 2));
-    nrt_test_operand(&l, 1, t, NRT_INT64, S(8, 0));
-    nrt_test_operand(&l, 2, gs, NRT_FLOAT32, S(4, 0));
-    l.compute_dtype = NRT_BFLOAT16;
-    l.params[0] = -1;
-    CHECK_OK(nrt_test_run(&l, r));
-  }
-  CHECK(memcmp(g[0], g[1], N * C * 2) == 0);
-  int bad = 0;
-  for (int n = 0; n < N; n++)
-    for (int c = 0; c < C; c++) {
-      float v = nrt_bf16_to_f32(g[0][c * N + n]);
-      bad += v != (c == t[n] ? -gs[n] : 0.0f);
-    }
-  CHECK(bad == 0);
-  free(g[0]);
-  free(g[1]);
-  free(t);
-  free(gs);
-}
-
 /* ---- validation of operand counts (launch.c) ------------------------------------------------ */
 
 static void test_validation(void) {
@@ -1217,24 +1135,6 @@ static void test_validation(void) {
   s.noutputs = 1;
   s.ninputs = 2;
   CHECK_STATUS(nrt_launch_run(&s), NRT_ERROR_INVALID_ARGUMENT);
-  /* NLL_LOSS: 2 or 3 inputs */
-  int64_t tg[1] = {0};
-  float loss[1], w[1], wt[4] = {1, 1, 1, 1};
-  nrt_launch n = nrt_test_launch(NRT_OP(NLL_LOSS), NRT_FLOAT32, 2, S(1, 4), 2, 2);
-  nrt_test_operand(&n, 0, loss, NRT_FLOAT32, S(4, 0));
-  nrt_test_operand(&n, 1, w, NRT_FLOAT32, S(4, 0));
-  nrt_test_operand(&n, 2, x, NRT_FLOAT32, S(16, 4));
-  nrt_test_operand(&n, 3, tg, NRT_INT64, S(8, 0));
-  nrt_test_operand(&n, 4, wt, NRT_FLOAT32, S(0, 4));
-  nrt_test_operand(&n, 5, wt, NRT_FLOAT32, S(0, 4));
-  CHECK_OK(nrt_launch_run(&n));
-  n.ninputs = 3;
-  CHECK_OK(nrt_launch_run(&n));
-  n.ninputs = 4;
-  CHECK_STATUS(nrt_launch_run(&n), NRT_ERROR_INVALID_ARGUMENT);
-  CHECK_PREFIX("nrt_launch_run: NLL_LOSS: expected 2 to 3 inputs, got 4");
-  n.ninputs = 1;
-  CHECK_STATUS(nrt_launch_run(&n), NRT_ERROR_INVALID_ARGUMENT);
 }
 
 /* COPY_ORDERED: x[1:] = x[:-1] within one buffer reads what it wrote, in the
@@ -1295,7 +1195,6 @@ int main(void) {
   RUN_TEST(test_triangle);
   RUN_TEST(test_sort_known);
   RUN_TEST(test_sort_random);
-  RUN_TEST(test_nll_loss);
   RUN_TEST(test_validation);
   RUN_TEST(test_copy_ordered);
   return TEST_RESULT();

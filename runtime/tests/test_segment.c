@@ -990,6 +990,105 @@ static void test_nll_loss_reduce(void) {
   CHECK_PREFIX("Target 4 is out of bounds.");
 }
 
+/* ---- NLL_LOSS / NLL_LOSS_BACKWARD (the rows form, moved from INDEX) ------------------ */
+
+static void test_nll_loss_rows(void) {
+  /* x [3, 4]; targets [1, 2 (= ignore_index), 3]; weight [0.5, 1, 2, 3] */
+  float x[12] = {-0.5f, -1.5f, -2.5f, -3.5f, -1, -1, -1, -1, -0.25f, -0.75f, -1.25f, -1.75f};
+  float weight[4] = {0.5f, 1, 2, 3};
+  int64_t target[3] = {1, 2, 3};
+  for (int r = 0; r < 2; r++) {
+    for (int weighted = 0; weighted < 2; weighted++) {
+      float loss[3] = {9, 9, 9};
+      nrt_launch l = nrt_test_launch(NRT_OP(NLL_LOSS), NRT_FLOAT32, 2, S(3, 4), 1, weighted ? 3 : 2);
+      nrt_test_operand_n(&l, 0, loss, NRT_FLOAT32, S(4), 1);
+      nrt_test_operand_n(&l, 1, x, NRT_FLOAT32, S(16, 4), 2);
+      nrt_test_operand_n(&l, 2, target, NRT_INT64, S(8), 1);
+      if (weighted) nrt_test_operand_n(&l, 3, weight, NRT_FLOAT32, S(4), 1);
+      l.params[1] = 2;
+      CHECK_OK(nrt_test_run(&l, r));
+      CHECK(loss[0] == 1.5f && loss[1] == 0 && loss[2] == (weighted ? 5.25f : 1.75f));
+      CHECK(!signbit(loss[1]));
+      /* PyTorch's messages: no wrap for targets, ignore_index exempt */
+      target[2] = 4;
+      CHECK_STATUS(nrt_test_run(&l, r), NRT_ERROR_OUT_OF_RANGE);
+      CHECK_MSG("Target 4 is out of bounds.");
+      target[2] = -1;
+      CHECK_STATUS(nrt_test_run(&l, r), NRT_ERROR_OUT_OF_RANGE);
+      CHECK_MSG("Target -1 is out of bounds.");
+      target[2] = 3;
+    }
+    /* backward, mean: w[t] * -(g / total), zeros elsewhere and on ignored rows;
+     * 1 / 3 rounds before the weight multiplies it (ATen's association) */
+    float g = 1.0f, total = 3.0f, gi[12];
+    memset(gi, 0x7f, sizeof gi);
+    nrt_launch l = nrt_test_launch(NRT_OP(NLL_LOSS_BACKWARD), NRT_FLOAT32, 2, S(3, 4), 1, 4);
+    nrt_test_operand_n(&l, 0, gi, NRT_FLOAT32, S(16, 4), 2);
+    nrt_test_operand_n(&l, 1, target, NRT_INT64, S(8), 1);
+    nrt_test_operand_n(&l, 2, &g, NRT_FLOAT32, S(0), 1);
+    nrt_test_operand_n(&l, 3, &total, NRT_FLOAT32, S(0), 0);
+    nrt_test_operand_n(&l, 4, weight, NRT_FLOAT32, S(4), 1);
+    l.params[0] = NRT_LOSS_MEAN;
+    l.params[1] = 2;
+    CHECK_OK(nrt_test_run(&l, r));
+    float third = 1.0f / 3.0f;
+    const float want[12] = {0, -third, 0, 0, 0, 0, 0, 0, 0, 0, 0, 3.0f * -third};
+    CHECK(memcmp(gi, want, sizeof want) == 0);
+    target[0] = 5;
+    CHECK_STATUS(nrt_test_run(&l, r), NRT_ERROR_OUT_OF_RANGE);
+    CHECK_MSG("Target 5 is out of bounds.");
+    target[0] = 1;
+  }
+  /* a large bfloat16 backward without reduction, transposed grad: fast == reference */
+  enum { N = 300, C = 1001 };
+  uint16_t *gb[2];
+  int64_t *t = malloc(N * sizeof *t);
+  float *gs = malloc(N * sizeof *gs), tw = 1.0f;
+  for (int i = 0; i < N; i++) {
+    t[i] = nrt_test_rand_range(-1, C); /* -1 = ignore_index */
+    gs[i] = (float)nrt_test_rand_range(1, 100) / 8;
+  }
+  for (int r = 0; r < 2; r++) {
+    gb[r] = malloc(N * C * 2);
+    memset(gb[r], 0x33, N * C * 2);
+    nrt_launch l = nrt_test_launch(NRT_OP(NLL_LOSS_BACKWARD), NRT_BFLOAT16, 2, S(N, C), 1, 3);
+    nrt_test_operand_n(&l, 0, gb[r], NRT_BFLOAT16, S(2, N * 2), 2);
+    nrt_test_operand_n(&l, 1, t, NRT_INT64, S(8), 1);
+    nrt_test_operand_n(&l, 2, gs, NRT_FLOAT32, S(4), 1);
+    nrt_test_operand_n(&l, 3, &tw, NRT_FLOAT32, S(0), 0);
+    l.params[0] = NRT_LOSS_NONE;
+    l.params[1] = -1;
+    CHECK_OK(nrt_test_run(&l, r));
+  }
+  CHECK(memcmp(gb[0], gb[1], N * C * 2) == 0);
+  int bad = 0;
+  for (int n = 0; n < N; n++)
+    for (int c = 0; c < C; c++) {
+      float v = nrt_bf16_to_f32(gb[0][c * N + n]);
+      bad += v != (c == t[n] ? -gs[n] : 0.0f);
+    }
+  CHECK(bad == 0);
+  free(gb[0]);
+  free(gb[1]);
+  free(t);
+  free(gs);
+  /* operand counts: NLL_LOSS takes 2 or 3 inputs */
+  int64_t tg[1] = {0};
+  float loss[1], xs[4] = {0}, wt[4] = {1, 1, 1, 1};
+  nrt_launch n = nrt_test_launch(NRT_OP(NLL_LOSS), NRT_FLOAT32, 2, S(1, 4), 1, 2);
+  nrt_test_operand_n(&n, 0, loss, NRT_FLOAT32, S(4), 1);
+  nrt_test_operand_n(&n, 1, xs, NRT_FLOAT32, S(16, 4), 2);
+  nrt_test_operand_n(&n, 2, tg, NRT_INT64, S(8), 1);
+  nrt_test_operand_n(&n, 3, wt, NRT_FLOAT32, S(4), 1);
+  nrt_test_operand_n(&n, 4, wt, NRT_FLOAT32, S(4), 1);
+  CHECK_OK(nrt_launch_run(&n));
+  n.ninputs = 3;
+  CHECK_OK(nrt_launch_run(&n));
+  n.ninputs = 4;
+  CHECK_STATUS(nrt_launch_run(&n), NRT_ERROR_INVALID_ARGUMENT);
+  CHECK_PREFIX("nrt_launch_run: NLL_LOSS: expected 2 to 3 inputs, got 4");
+}
+
 int main(void) {
   printf("test_segment\n");
   RUN_TEST(test_embedding_bag_modes);
@@ -1009,5 +1108,6 @@ int main(void) {
   RUN_TEST(test_ctc_errors);
   RUN_TEST(test_multi_margin);
   RUN_TEST(test_nll_loss_reduce);
+  RUN_TEST(test_nll_loss_rows);
   return TEST_RESULT();
 }

@@ -1,5 +1,5 @@
 /* Op family INDEX. Data-dependent addressing (kernels/index/): advanced indexing,
- * gather/scatter, nonzero, index-generating factories, sort, NLL loss.
+ * gather/scatter, nonzero, index-generating factories, sort.
  * Entries: X(name, kind, min_inputs, max_inputs); scalars (s0..s3),
  * params (p0..p3) and aux[] as each comment says. See nrt/launch.h for
  * how families are numbered. */
@@ -57,14 +57,7 @@
      (last two dims are rows, cols); p0 = 0 tril, 1 triu; p1 = diagonal */ \
   X(SORT, INDEX, 1, 1)           /* along the last dim of sizes (rows):     \
      operands values out, int64 indices out, in; p0 = descending; stable;   \
-     NaN sorts as larger than everything (PyTorch) */                      \
-  X(NLL_LOSS, INDEX, 2, 3)       /* rows = sizes[0], classes = sizes[1]:    \
-     outputs loss[N] and w[N] (per-sample weight, 0 where ignored);        \
-     inputs self [N,C] (log-probs), target [N] int64, optional weight [C]  \
-     (ninputs 3); p0 = ignore_index. loss = -w * self[n, target[n]] */      \
-  X(NLL_LOSS_BACKWARD, INDEX, 2, 2) /* output grad_input [N,C] (fully written); \
-     inputs target [N], gscale [N] (grad * w / denominator, computed by the \
-     caller); p0 = ignore_index. grad_input[n,t] = -gscale[n] at t = target */
+     NaN sorts as larger than everything (PyTorch) */
 
 NRT_OP_FAMILY_ENUM(INDEX, NRT_OPS_INDEX);
 

@@ -128,8 +128,22 @@ enum { NRT_LOSS_NONE = 0, NRT_LOSS_MEAN = 1, NRT_LOSS_SUM = 2 };
      strides {n, m}, optional weight [C] strides {c}. p1 = ignore_index.   \
      Arithmetic in x's dtype, each step rounded; N M = 0 gives a NaN mean  \
      or a 0 sum. Fails on a target outside [0, C) other than ignore_index. \
-     Serial. */                                                            \
-  X(NLL_LOSS_REDUCE, SEGMENT, 2, 3)
+     Serial. p0 = NRT_LOSS_NONE sums as NRT_LOSS_SUM (the CPU's 1-d input  \
+     without a reduction). */                                              \
+  X(NLL_LOSS_REDUCE, SEGMENT, 2, 3)                                         \
+  /* nll_loss of rows without a reduction. sizes (ndim 2) = {N, C}.       \
+     Output loss [N] strides {n}: -x[n, t] w[t] (0 where t = p1 =          \
+     ignore_index), in x's dtype. Inputs x [N, C] strides {n, c}, target  \
+     (any integer dtype) [N] strides {n}, optional weight [C] strides {c}. \
+     Fails on a target outside [0, C) other than ignore_index. */          \
+  X(NLL_LOSS, SEGMENT, 2, 3)                                                \
+  /* Its gradient (and the sum's and mean's). sizes {N, C}; p0 = the       \
+     reduction, p1 = ignore_index. Output grad_x [N, C] strides {n, c},    \
+     fully written: w[t] * -(p0 mean ? g[n] / total_weight : g[n]) at      \
+     t = target[n], else 0, each step in grad_x's dtype. Inputs target    \
+     [N] strides {n}, g [N] strides {n} (stride 0 for one value),          \
+     total_weight (one element), optional weight [C] strides {c}. */       \
+  X(NLL_LOSS_BACKWARD, SEGMENT, 3, 4)
 
 NRT_OP_FAMILY_ENUM(SEGMENT, NRT_OPS_SEGMENT);
 

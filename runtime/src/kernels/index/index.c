@@ -1,12 +1,12 @@
 /* Index kernels (NRT_KIND_INDEX): data-dependent addressing (advanced
- * indexing, gather/scatter, nonzero, sort, nll_loss) and the index-
+ * indexing, gather/scatter, nonzero, sort) and the index-
  * generating factories (arange, linspace, tril/triu). Operand layouts are
  * in nrt/launch.h.
  *
  * Ops that only move values (INDEX_GATHER, INDEX_PUT without accumulate,
  * GATHER, SCATTER assign and amax/amin, TRIANGLE, SORT) copy element bytes,
  * so int64 and float64 stay bit-exact; arithmetic (accumulate, scatter
- * add/multiply, NLL) runs in the launch's compute domain: float32 when
+ * add/multiply) runs in the launch's compute domain: float32 when
  * compute_dtype is floating, int64 (wrapping) otherwise.
  *
  * Writes that may collide (INDEX_PUT, SCATTER) run serially in iteration
@@ -1187,99 +1187,6 @@ static nrt_status sort_op(const nrt_launch *l) {
   return NRT_SUCCESS;
 }
 
-/* ---- NLL_LOSS / NLL_LOSS_BACKWARD -------------------------------------------------
- * sizes = {N, C}; operand k's element (n, c) is at n * strides[0] +
- * c * strides[1] (per-sample operands have strides[1] = 0, weight
- * strides[0] = 0). Targets are checked in order before anything is
- * written, so the first bad one is reported. */
-
-enum { NLL_LOSS_OUT = 0, NLL_W_OUT = 1, NLL_SELF = 2, NLL_TARGET = 3, NLL_WEIGHT = 4 };
-enum { NLLB_GRAD = 0, NLLB_TARGET = 1, NLLB_SCALE = 2 };
-
-static inline char *at2(const nrt_launch *l, int k, int64_t n, int64_t c) {
-  return (char *)l->operands[k].data + n * l->operands[k].strides[0] + c * l->operands[k].strides[1];
-}
-
-static nrt_status nll_check_targets(const nrt_launch *l, int tk) {
-  nrt_dtype dt = l->operands[tk].dtype;
-  if (!nrt_dtype_is_integral(dt))
-    return nrt_kernel_fail(NRT_ERROR_INVALID_ARGUMENT, "%s: target must be an integer type, got %s",
-                           nrt_op_name(l->op), nrt_dtype_name(dt));
-  int64_t rows = l->sizes[0], classes = l->sizes[1], ignore = l->params[0];
-  for (int64_t n = 0; n < rows; n++) {
-    int64_t t = nrt_ref_load_i64(at2(l, tk, n, 0), dt);
-    if (t != ignore && (t < 0 || t >= classes))
-      return nrt_kernel_fail(NRT_ERROR_OUT_OF_RANGE, "Target %lld is out of bounds.", (long long)t);
-  }
-  return NRT_SUCCESS;
-}
-
-static nrt_status nll_prologue(const nrt_launch *l, int outputs, int tk) {
-  nrt_status st = check_outputs(l, outputs);
-  if (st != NRT_SUCCESS) return st;
-  if (l->ndim != 2)
-    return nrt_kernel_fail(NRT_ERROR_INVALID_ARGUMENT, "%s: sizes must be {N, C}, got ndim %d", nrt_op_name(l->op),
-                           l->ndim);
-  if (!nrt_dtype_is_floating(l->compute_dtype))
-    return nrt_kernel_fail(NRT_ERROR_UNSUPPORTED, "%s: not supported for %s", nrt_op_name(l->op),
-                           nrt_dtype_name(l->compute_dtype));
-  if (l->sizes[0] == 0) return NRT_SUCCESS;
-  return nll_check_targets(l, tk);
-}
-
-static nrt_status nll_loss(const nrt_launch *l) {
-  nrt_status st = nll_prologue(l, 2, NLL_TARGET);
-  if (st != NRT_SUCCESS) return st;
-  int64_t ignore = l->params[0];
-  bool weighted = l->ninputs == 3;
-  /* O(N) work: one plain loop is both the reference and the fast path */
-  for (int64_t n = 0; n < l->sizes[0]; n++) {
-    int64_t t = nrt_ref_load_i64(at2(l, NLL_TARGET, n, 0), l->operands[NLL_TARGET].dtype);
-    float loss = 0, w = 0;
-    if (t != ignore) {
-      w = weighted ? (float)nrt_ref_load_f64(at2(l, NLL_WEIGHT, n, t), l->operands[NLL_WEIGHT].dtype) : 1.0f;
-      float x = (float)nrt_ref_load_f64(at2(l, NLL_SELF, n, t), l->operands[NLL_SELF].dtype);
-      loss = -x * w;
-    }
-    nrt_ref_store_f64(at2(l, NLL_LOSS_OUT, n, 0), l->operands[NLL_LOSS_OUT].dtype, loss);
-    nrt_ref_store_f64(at2(l, NLL_W_OUT, n, 0), l->operands[NLL_W_OUT].dtype, w);
-  }
-  return NRT_SUCCESS;
-}
-
-static void nll_backward_rows(void *ctx, int64_t begin, int64_t end) {
-  const nrt_launch *l = ctx;
-  nrt_dtype gdt = l->operands[NLLB_GRAD].dtype;
-  int64_t es = (int64_t)nrt_dtype_size(gdt), classes = l->sizes[1], ignore = l->params[0];
-  for (int64_t n = begin; n < end; n++) {
-    zero_run(at2(l, NLLB_GRAD, n, 0), l->operands[NLLB_GRAD].strides[1], es, classes);
-    int64_t t = nrt_ref_load_i64(at2(l, NLLB_TARGET, n, 0), l->operands[NLLB_TARGET].dtype);
-    if (t == ignore) continue;
-    float g = (float)nrt_ref_load_f64(at2(l, NLLB_SCALE, n, 0), l->operands[NLLB_SCALE].dtype);
-    nrt_ref_store_f64(at2(l, NLLB_GRAD, n, t), gdt, -g);
-  }
-}
-
-static nrt_status nll_loss_backward(const nrt_launch *l) {
-  nrt_status st = nll_prologue(l, 1, NLLB_TARGET);
-  if (st != NRT_SUCCESS) return st;
-  int64_t rows = l->sizes[0], classes = l->sizes[1], ignore = l->params[0];
-  if (rows == 0 || classes == 0) return NRT_SUCCESS;
-  if (nrt_kernels_reference()) {
-    nrt_dtype gdt = l->operands[NLLB_GRAD].dtype;
-    for (int64_t n = 0; n < rows; n++) {
-      int64_t t = nrt_ref_load_i64(at2(l, NLLB_TARGET, n, 0), l->operands[NLLB_TARGET].dtype);
-      float g = (float)nrt_ref_load_f64(at2(l, NLLB_SCALE, n, 0), l->operands[NLLB_SCALE].dtype);
-      for (int64_t c = 0; c < classes; c++)
-        nrt_ref_store_f64(at2(l, NLLB_GRAD, n, c), gdt, c == t && t != ignore ? -g : 0.0f);
-    }
-    return NRT_SUCCESS;
-  }
-  int64_t grain = classes >= INDEX_GRAIN ? 1 : INDEX_GRAIN / classes;
-  nrt_parallel_for(rows, grain, nll_backward_rows, (void *)l);
-  return NRT_SUCCESS;
-}
-
 /* ---- dispatch ------------------------------------------------------------------------ */
 
 nrt_status nrt_index_execute(const nrt_launch *l) {
@@ -1293,8 +1200,6 @@ nrt_status nrt_index_execute(const nrt_launch *l) {
   case NRT_OP(LINSPACE): return fill_index(l);
   case NRT_OP(TRIANGLE): return triangle(l);
   case NRT_OP(SORT): return sort_op(l);
-  case NRT_OP(NLL_LOSS): return nll_loss(l);
-  case NRT_OP(NLL_LOSS_BACKWARD): return nll_loss_backward(l);
   case NRT_OP(COPY_ORDERED): return nrt_index_copy_ordered(l);
   default: break;
   }

@@ -8,6 +8,7 @@
  * through dtype.c's conversions, with the same arithmetic. */
 #include <math.h>
 #include <stdlib.h>
+#include <string.h>
 #include "kernels/common/common.h"
 #include "kernels/segment/segment.h"
 #include "nrt/ops/segment.h"
@@ -693,6 +694,114 @@ static nrt_status nll_loss_reduce(const nrt_launch *l) {
   return NRT_SUCCESS;
 }
 
+/* ---- NLL_LOSS / NLL_LOSS_BACKWARD ---------------------------------------------------
+ * The rows form (1-d/2-d input) of nll_loss without a reduction, and the
+ * gradient of the rows form, in ATen's arithmetic (LossNLL.cpp): loss[n] =
+ * -x[n, t] w[t], and grad[n, t] = w[t] * -(mean ? g / total_weight : g),
+ * each step rounded to the input's dtype (scalar_round) because the CPU
+ * computes in scalar_t, so 16-bit products and quotients round where its
+ * do. The targets are checked in order before anything is written, so the
+ * first bad one is reported and a failed launch leaves the outputs alone. */
+
+enum { NLL_OUT = 0, NLL_X = 1, NLL_TARGET = 2, NLL_WEIGHT = 3 };
+enum { NLLB_GRAD = 0, NLLB_TARGET = 1, NLLB_GO = 2, NLLB_TOTAL = 3, NLLB_WEIGHT = 4 };
+
+static nrt_status nll_rows_check(const nrt_launch *l, int tk) {
+  if (l->ndim != 2)
+    return nrt_kernel_fail(NRT_ERROR_INVALID_ARGUMENT, "%s: sizes must be {N, C}, got ndim %d", nrt_op_name(l->op),
+                           l->ndim);
+  for (int k = 0; k < l->noutputs + l->ninputs; k++) {
+    nrt_status st = k == tk ? NRT_SUCCESS : check_float(l, k);
+    if (st != NRT_SUCCESS) return st;
+  }
+  nrt_dtype tdt = l->operands[tk].dtype;
+  if (!nrt_dtype_is_integral(tdt))
+    return nrt_kernel_fail(NRT_ERROR_INVALID_ARGUMENT, "%s: target must be an integer type, got %s",
+                           nrt_op_name(l->op), nrt_dtype_name(tdt));
+  int64_t rows = l->sizes[0], classes = l->sizes[1], ignore = l->params[1];
+  for (int64_t n = 0; n < rows; n++) {
+    int64_t t = nrt_ref_load_i64(ptr1(l, tk, n), tdt);
+    if (t != ignore && (t < 0 || t >= classes))
+      return nrt_kernel_fail(NRT_ERROR_OUT_OF_RANGE, "Target %lld is out of bounds.", (long long)t);
+  }
+  return NRT_SUCCESS;
+}
+
+/* w[t] rounded to dt as the CPU reads the weight as scalar_t (1 without one) */
+static inline double nll_weight(const nrt_launch *l, int wk, int64_t t, nrt_dtype dt) {
+  if (l->ninputs <= wk - l->noutputs) return 1.0;
+  return scalar_round(nrt_ref_load_f64(ptr1(l, wk, t), l->operands[wk].dtype), dt);
+}
+
+static nrt_status nll_loss_rows(const nrt_launch *l) {
+  nrt_status st = nll_rows_check(l, NLL_TARGET);
+  if (st != NRT_SUCCESS) return st;
+  nrt_dtype dt = l->operands[NLL_X].dtype, odt = l->operands[NLL_OUT].dtype;
+  int64_t ignore = l->params[1];
+  /* O(N) work: one plain loop is both the reference and the fast path */
+  for (int64_t n = 0; n < l->sizes[0]; n++) {
+    int64_t t = nrt_ref_load_i64(ptr1(l, NLL_TARGET, n), l->operands[NLL_TARGET].dtype);
+    double loss = 0.0;
+    if (t != ignore) loss = scalar_round(-nrt_ref_load_f64(ptr2(l, NLL_X, n, t), dt) * nll_weight(l, NLL_WEIGHT, t, dt), dt);
+    nrt_ref_store_f64(ptr2(l, NLL_OUT, n, 0), odt, loss);
+  }
+  return NRT_SUCCESS;
+}
+
+typedef struct nllb_ctx {
+  const nrt_launch *l;
+  double total; /* total_weight as dt */
+  bool mean;
+} nllb_ctx;
+
+/* grad[n, t]: -(g / total) for a mean (g alone otherwise), times w[t], in dt */
+static inline double nll_grad_at(const nllb_ctx *c, int64_t n, int64_t t) {
+  const nrt_launch *l = c->l;
+  nrt_dtype dt = l->operands[NLLB_GRAD].dtype;
+  double g = scalar_round(nrt_ref_load_f64(ptr1(l, NLLB_GO, n), l->operands[NLLB_GO].dtype), dt);
+  if (c->mean) g = scalar_round(g / c->total, dt);
+  return scalar_round(nll_weight(l, NLLB_WEIGHT, t, dt) * -g, dt);
+}
+
+/* Rows [begin, end): zero the row (all-zero bytes are +0.0 in every float
+ * dtype), then write the target's gradient. */
+static void nll_backward_range(void *ctx, int64_t begin, int64_t end) {
+  const nllb_ctx *c = ctx;
+  const nrt_launch *l = c->l;
+  const nrt_operand *gi = &l->operands[NLLB_GRAD];
+  int64_t es = (int64_t)nrt_dtype_size(gi->dtype), classes = l->sizes[1], ignore = l->params[1];
+  for (int64_t n = begin; n < end; n++) {
+    char *row = ptr2(l, NLLB_GRAD, n, 0);
+    if (gi->strides[1] == es) {
+      memset(row, 0, (size_t)(classes * es));
+    } else {
+      for (int64_t j = 0; j < classes; j++) memset(row + j * gi->strides[1], 0, (size_t)es);
+    }
+    int64_t t = nrt_ref_load_i64(ptr1(l, NLLB_TARGET, n), l->operands[NLLB_TARGET].dtype);
+    if (t != ignore) nrt_ref_store_f64(ptr2(l, NLLB_GRAD, n, t), gi->dtype, nll_grad_at(c, n, t));
+  }
+}
+
+static nrt_status nll_loss_backward(const nrt_launch *l) {
+  nrt_status st = nll_rows_check(l, NLLB_TARGET);
+  if (st != NRT_SUCCESS) return st;
+  int64_t rows = l->sizes[0], classes = l->sizes[1], ignore = l->params[1];
+  nrt_dtype dt = l->operands[NLLB_GRAD].dtype;
+  nllb_ctx c = {.l = l, .mean = l->params[0] == NRT_LOSS_MEAN,
+                .total = scalar_round(nrt_ref_load_f64(l->operands[NLLB_TOTAL].data, l->operands[NLLB_TOTAL].dtype), dt)};
+  if (rows == 0 || classes == 0) return NRT_SUCCESS;
+  if (nrt_kernels_reference()) {
+    for (int64_t n = 0; n < rows; n++) {
+      int64_t t = nrt_ref_load_i64(ptr1(l, NLLB_TARGET, n), l->operands[NLLB_TARGET].dtype);
+      for (int64_t j = 0; j < classes; j++)
+        nrt_ref_store_f64(ptr2(l, NLLB_GRAD, n, j), dt, j == t && t != ignore ? nll_grad_at(&c, n, t) : 0.0);
+    }
+    return NRT_SUCCESS;
+  }
+  nrt_parallel_for(rows, grain_for(classes), nll_backward_range, &c);
+  return NRT_SUCCESS;
+}
+
 nrt_status nrt_segment_execute(const nrt_launch *l) {
   /* Switch on (int)l->op: family ids are not enumerators of nrt_op. */
   switch ((int)l->op) {
@@ -723,6 +832,8 @@ nrt_status nrt_segment_execute(const nrt_launch *l) {
   case NRT_OP(MULTI_MARGIN_LOSS): return multi_margin(l, true);
   case NRT_OP(MULTI_MARGIN_LOSS_BACKWARD): return multi_margin(l, false);
   case NRT_OP(NLL_LOSS_REDUCE): return nll_loss_reduce(l);
+  case NRT_OP(NLL_LOSS): return nll_loss_rows(l);
+  case NRT_OP(NLL_LOSS_BACKWARD): return nll_loss_backward(l);
   default: break;
   }
   return nrt_kernel_fail(NRT_ERROR_UNSUPPORTED, "segment: op %s has no kernel", nrt_op_name(l->op));
