@@ -279,8 +279,7 @@ Tensor view_as_real_fn(const Tensor &self) { return at::native::view_as_real(sel
 Tensor view_as_complex_fn(const Tensor &self) { return at::native::view_as_complex(self); }
 
 // ---- sgn -------------------------------------------------------------------
-// sign for real tensors, z / |z| (0 at 0) for complex ones; the composed
-// result is copied into out= / self by Variants.
+// sign for real tensors, z / |z| (0 at 0) for complex ones.
 Tensor sgn_into(Tensor out, const Tensor &self) {
   // The CPU's sgn iterator keeps one dtype: an out= of another is refused,
   // also when empty.
@@ -288,7 +287,10 @@ Tensor sgn_into(Tensor out, const Tensor &self) {
     TORCH_CHECK(out.scalar_type() == self.scalar_type(), "Found dtype ", out.scalar_type(), " but expected ",
                 self.scalar_type());
   if (!self.is_complex()) return out.is_same(self) ? self.sign_() : self.sign();
-  Tensor result;
+  // out= and in-place are the iterator's output, as in the CPU's structured
+  // kernel: its layout orders the iteration, and that order picks the vector
+  // body or the scalar function per row (they differ at inf parts).
+  Tensor result = out;
   auto iter = at::TensorIterator::unary_op(result, self);
   launch_iter_complex(iter, NRT_OP(CX_SGN), {}, {cpu_vector_block(self.scalar_type())});
   return iter.output();
