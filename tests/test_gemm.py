@@ -3,6 +3,7 @@ against PyTorch on the CPU with zero CPU fallbacks. Complex matrix multiplies
 are in test_complex.py, addr in test_nn.py."""
 import pytest
 import torch
+import torch.nn.functional as F
 
 from helpers import assert_no_fallbacks, close, raises_like_cpu
 
@@ -548,4 +549,99 @@ def test_small_sgemm_follows_mkls_loops_at_the_float_limits(m, k, n, la, lb):
             if not torch.equal(want.nan_to_num(1, 2, 3), got.nan_to_num(1, 2, 3)):
                 failures.append((trial, name))
     assert not failures
+    assert_no_fallbacks()
+
+
+def _one_hot_rows(shape, dtype, g):
+    """Rows of ones with +L and -L at two random places (L absorbs a 1): the
+    sum keeps exactly the ones that met neither before they cancel, so it
+    tells the order in which products meet."""
+    m, k = shape
+    big = 2.0 ** 40 if dtype == torch.bfloat16 else 2048.0
+    one = 1.0 if dtype == torch.bfloat16 else 2.0 ** -12
+    t = torch.full((m, k), one, dtype=torch.float64)
+    for i in range(m):
+        p, q = torch.randperm(k, generator=g)[:2].tolist() if k > 1 else (0, 0)
+        t[i, p], t[i, q] = big, -big
+    return t.to(dtype)
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+@pytest.mark.parametrize("m,k,n", [(1, 19, 4), (4, 3, 5), (3, 20, 2), (5, 37, 1), (2, 70, 3), (1, 140, 2), (7, 9, 6)])
+def test_small_16bit_gemm_follows_atens_loops(dtype, m, k, n):
+    """bfloat16 products of at most 16^3 multiply-adds (oneDNN above) and
+    float16 ones (no oneDNN without AVX512-FP16) run ATen's cpublas loops in
+    float on the CPU, picked by BLAS's transposes: 4 partial sums ('N' 'N',
+    'T' 'T'), ATen's vectorised dot ('T' 'N'), both finished as fma(beta,
+    bias, alpha * sum), or beta * bias first with each product fused in
+    ('N' 'T', alpha on BLAS's 'b'). Edge values and one-hot rows place
+    inf/finite and which ones survive where those orders do (fuzz
+    14142135-471423: F.linear of strided rows, -861864: addmm, both inf
+    where neuron's packed kernel was finite)."""
+    g = torch.Generator().manual_seed(53)
+    failures = []
+    for trial in range(3):
+        make = _edge if trial < 2 else _one_hot_rows
+        a, bt, c = make((m, k), dtype, g), make((n, k), dtype, g), _edge((m, n), dtype, g)
+        b = bt.t()
+        for la in ("row", "col", "strided"):
+            for lb in ("row", "col", "strided"):
+                for name, fn in {
+                    "mm": lambda d: torch.mm(_layout(a.to(d), la), _layout(b.to(d), lb)),
+                    "addmm": lambda d: torch.addmm(c.to(d), _layout(a.to(d), la), _layout(b.to(d), lb), beta=0.3,
+                                                   alpha=0.7),
+                    "linear": lambda d: F.linear(_layout(a.to(d), la), _layout(bt.to(d), lb), c[0].to(d)),
+                }.items():
+                    want, got = fn("cpu"), fn("neuron").cpu()
+                    if not torch.equal(want.nan_to_num(1, 2, 3), got.nan_to_num(1, 2, 3)):
+                        failures.append((trial, la, lb, name))
+    assert not failures
+    assert_no_fallbacks()
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+@pytest.mark.parametrize("bs,m,k,n", [(2, 8, 8, 8), (3, 5, 20, 4), (1, 10, 40, 1)])
+def test_16bit_bmm_entries_follow_atens_loops(dtype, bs, m, k, n):
+    """From 400 multiply-adds per entry the CPU's bmm/baddbmm goes one
+    entry at a time through mm/addmm_ unless oneDNN takes the whole batch
+    (bfloat16 above 16^3 in all): the 16-bit loops again, and alpha == 0
+    multiplies the product (0 * inf = NaN), as the loops do."""
+    g = torch.Generator().manual_seed(59)
+    failures = []
+    for trial in range(3):
+        make = _edge if trial < 2 else _one_hot_rows
+        a = make((bs * m, k), dtype, g).view(bs, m, k)
+        b = make((bs * n, k), dtype, g).view(bs, n, k).transpose(1, 2)
+        c = _edge((bs, m, n), dtype, g)
+        for name, fn in {
+            "bmm": lambda d: torch.bmm(a.to(d), b.to(d)),
+            "bmm_rows": lambda d: torch.bmm(a.to(d), b.contiguous().to(d)),
+            "baddbmm": lambda d: torch.baddbmm(c.to(d), a.to(d), b.to(d), beta=2.0, alpha=0.5),
+            "baddbmm_alpha0": lambda d: torch.baddbmm(c.to(d), a.to(d), b.to(d), alpha=0),
+        }.items():
+            want, got = fn("cpu"), fn("neuron").cpu()
+            if not torch.equal(want.nan_to_num(1, 2, 3), got.nan_to_num(1, 2, 3)):
+                failures.append((trial, name))
+    assert not failures
+    assert_no_fallbacks()
+
+
+@pytest.mark.parametrize("m,k,n", [(20, 20, 20), (9, 64, 33), (40, 17, 30)])
+@pytest.mark.parametrize("beta,alpha", [(2.0, 1.0), (1.0, 0.3), (1.7, 0.5), (0.5, -1.0)])
+def test_bfloat16_onednn_gemm_adds_the_bias_last(m, k, n, beta, alpha):
+    """Above 16^3 multiply-adds the CPU's bfloat16 addmm is oneDNN's matmul
+    with a sum post-op: C = fma(beta, bias, alpha * sum), so 2 * 3.4e38 -
+    3.4e38 stays finite and beta * bias is never rounded on its own."""
+    g = torch.Generator().manual_seed(61)
+    big = torch.finfo(torch.bfloat16).max
+    a = torch.randint(-3, 4, (m, k), generator=g).to(torch.bfloat16)
+    b = torch.randint(-3, 4, (k, n), generator=g).to(torch.bfloat16)
+    c = (torch.randn(m, n, generator=g) * 10).to(torch.bfloat16)
+    c[0, :] = big
+    a[0, :] = 0
+    a[0, 0] = -big
+    b[0, :] = 1
+    want = torch.addmm(c, a, b, beta=beta, alpha=alpha)
+    got = torch.addmm(c.neuron(), a.neuron(), b.neuron(), beta=beta, alpha=alpha).cpu()
+    assert torch.equal(want.nan_to_num(1, 2, 3), got.nan_to_num(1, 2, 3))
     assert_no_fallbacks()

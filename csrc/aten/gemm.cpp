@@ -91,7 +91,7 @@ constexpr int CX_BLAS_ALPHA_A = -1, CX_BLAS_ALPHA_B = -2;
 // takes m >= 12, n >= 4, k >= 2 instead.
 struct BlasShape {
   int64_t m, n, k;
-  bool ta, tb;
+  bool ta, tb, tc;  // tc: BLAS computes C^T = B^T A^T ('a' is our B)
 };
 int cpu_complex_mm_path(const Tensor &c, const Tensor &a, const Tensor &b, bool *gemv, bool sgemm = false,
                         BlasShape *shape = nullptr) {
@@ -113,7 +113,7 @@ int cpu_complex_mm_path(const Tensor &c, const Tensor &a, const Tensor &b, bool 
   else if (s2[q] == 1 && s2[r] >= std::max<int64_t>(1, n)) tb = true;
   else tb = !tc;
   *gemv = n == 1;
-  if (shape) *shape = BlasShape{m, n, k, ta, tb};
+  if (shape) *shape = BlasShape{m, n, k, ta, tb, tc};
   bool blocked = sgemm && ta ? m >= 12 && n >= 4 && k >= 2 : m >= 4 && n >= 2 && k >= 4;
   if (blocked) return tc ? CX_BLAS_ALPHA_B : CX_BLAS_ALPHA_A;
   // alpha on BLAS's 'b' / 'a' element, in our operands' names
@@ -188,10 +188,12 @@ void launch_cgemm(const Tensor &c, const Tensor &a, const Tensor &b, const Tenso
 // alpha == 0: BLAS does not read A and B, so a NaN or inf in them stays out
 // of the result (C = beta * bias). The CPU calls BLAS for float32/float64/complex
 // addmm (so addmv and addbmm too) and for baddbmm from 400 multiply-adds
-// per batch (bfloat16 there too, where oneDNN takes bfloat16: a CPU with
-// AVX-512 BW/VL/DQ, ATen's mkldnn_bf16_device_check); its own loops (16-bit
-// addmm, smaller baddbmm, float16 baddbmm, bfloat16 on an AVX2-only CPU)
-// multiply the product by 0, NaN included, as the kernel does.
+// per batch (bfloat16 there too where oneDNN takes the whole batch: a CPU
+// with AVX-512 BW/VL/DQ, ATen's mkldnn_bf16_device_check, and more than
+// 16^3 multiply-adds in all); its own loops (16-bit addmm, smaller
+// baddbmm, float16 baddbmm, bfloat16 baddbmm of at most 16^3 in all or on
+// an AVX2-only CPU) multiply the product by 0, NaN included, as the
+// kernel does.
 bool cpu_bf16_blas() {
   static const bool has = __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl") &&
                           __builtin_cpu_supports("avx512dq");
@@ -203,7 +205,7 @@ bool cpu_skips_product(const Tensor &a, const Scalar &alpha, bool batched, int64
   at::ScalarType t = a.scalar_type();
   bool blas = t == at::kFloat || t == at::kDouble || t == at::kComplexFloat || t == at::kComplexDouble;
   if (!batched) return blas;
-  return macs >= 400 && (blas || (t == at::kBFloat16 && cpu_bf16_blas()));
+  return macs >= 400 && (blas || (t == at::kBFloat16 && cpu_bf16_blas() && a.size(0) * macs > 4096));
 }
 
 // C = beta * bias (bias undefined: beta is 0 or there is none), the result of
@@ -237,7 +239,8 @@ void fill_k0(Tensor &out, const Tensor &bias, const Scalar &beta) {
 // where they put it; a C whose elements share memory (an expanded in-place
 // self) is then computed in the CPU's element order.
 void launch_gemm(const Tensor &c, const Tensor &a, const Tensor &b, const Tensor &bias, const Scalar &alpha,
-                 const Scalar &beta, bool batched = false, bool has_self = false, int order = NRT_GEMM_PACKED) {
+                 const Scalar &beta, bool batched = false, bool has_self = false, int order = NRT_GEMM_PACKED,
+                 bool fused = false) {
   if (c.numel() == 0) return;
   if (a.is_complex()) {
     (void)scalar_in(a, alpha);
@@ -262,6 +265,7 @@ void launch_gemm(const Tensor &c, const Tensor &a, const Tensor &b, const Tensor
   if (order != NRT_GEMM_PACKED && a.is_floating_point()) {
     d.params[0] = order;
     d.params[1] = at::has_internal_overlap(c) == at::MemOverlap::Yes;
+    d.params[2] = fused;
     f64 = false;  // the loops accumulate float64 in double, as the CPU does
   }
   if (f64) warn_float64_once();
@@ -316,6 +320,35 @@ int sgemm_loop_order(int path, const BlasShape &s) {
   return s.ta && !s.tb && s.k >= 8 ? NRT_GEMM_LOOP_DOT8 : NRT_GEMM_LOOP_AFTER;
 }
 
+// The CPU computes bfloat16 products of at most 16^3 multiply-adds (larger
+// ones go to oneDNN: ATen's mkldnn checksize and mkldnn_bf16_gemm) and
+// every float16 product (oneDNN takes float16 only on CPUs with
+// AVX512-FP16 or AMX-FP16, which the CPUs we follow lack) in ATen's cpublas
+// loops, in float, chosen by BLAS's transposes (cpu_complex_mm_path's
+// view of the problem): 'N' 'N' and 'T' 'T' sum each output's products in
+// 4 partials, 'T' 'N' as ATen's vectorised dot, both then C = fma(beta,
+// bias, alpha * sum); 'N' 'T' (gemm_transb_) starts from beta * bias in
+// float and fuses each product, alpha on BLAS's 'b', into it in k order.
+// Measured on the installed build: 0 of 560 crafted bfloat16 addmm
+// (edge values, 3 layouts per operand, alpha/beta 0.3..2) differ.
+// Above 64k multiply-adds (float16, or bfloat16 on a CPU without oneDNN's
+// bfloat16) the packed kernels stay: the loops are scalar.
+bool cpu_reduced_loops(at::ScalarType t, int64_t macs) {
+  if (t == at::kBFloat16) return macs <= 4096 || (!cpu_bf16_blas() && macs <= 65536);
+  return t == at::kHalf && macs <= 65536;
+}
+struct ReducedLoop {
+  int order;
+  bool fused;
+};
+ReducedLoop reduced_loop_order(const Tensor &c, const Tensor &a, const Tensor &b) {
+  bool gemv;
+  BlasShape s;
+  cpu_complex_mm_path(c, a, b, &gemv, false, &s);
+  if (!s.ta && s.tb) return {s.tc ? NRT_GEMM_LOOP_ALPHA_A : NRT_GEMM_LOOP_ALPHA_B, true};
+  return {s.ta && !s.tb ? NRT_GEMM_LOOP_VDOT : NRT_GEMM_LOOP_SUM4, false};
+}
+
 Tensor &mm_into(Tensor &out, const Tensor &a, const Tensor &b, const Tensor *bias, const Scalar &beta,
                 const Scalar &alpha) {
   c10::DeviceGuard guard(a.device());
@@ -337,6 +370,11 @@ Tensor &mm_into(Tensor &out, const Tensor &a, const Tensor &b, const Tensor *bia
   }
   if (cpu_skips_product(a, alpha, false, 0)) {
     fill_without_product(out, bias3.defined() ? bias3.squeeze(0) : bias3, beta);
+    return out;
+  }
+  if (cpu_reduced_loops(a.scalar_type(), a.size(0) * a.size(1) * b.size(1))) {
+    ReducedLoop r = reduced_loop_order(out, a, b);
+    launch_gemm(out.unsqueeze(0), a.unsqueeze(0), b.unsqueeze(0), bias3, alpha, beta, false, false, r.order, r.fused);
     return out;
   }
   // MKL's sgemm scales one operand by alpha before multiplying on most of
@@ -454,8 +492,22 @@ Tensor &bmm_into(Tensor &out, const Tensor &a, const Tensor &b, const Tensor *bi
   // (baddbmm_cpu_kernel): r * beta + alpha * sum, the sum in k order with
   // each product rounded, an expanded in-place self read and written
   // through its aliases in (batch, row, column) order.
-  bool small = a.size(1) * a.size(2) * b.size(2) < 400;
-  launch_gemm(out, a, b, bias3, alpha, beta, true, bias != nullptr, small ? NRT_GEMM_LOOP_AFTER : NRT_GEMM_PACKED);
+  const int64_t macs = a.size(1) * a.size(2) * b.size(2);
+  if (macs < 400) {
+    launch_gemm(out, a, b, bias3, alpha, beta, true, bias != nullptr, NRT_GEMM_LOOP_AFTER);
+    return out;
+  }
+  // From 400 the CPU's bmm takes oneDNN for the whole batch where it can
+  // (bfloat16 above 16^3 multiply-adds in all), else one addmm_ / mm per
+  // entry: the 16-bit loops of mm_into for each, with one entry's layout.
+  at::ScalarType t = a.scalar_type();
+  bool whole_blas = t == at::kBFloat16 && cpu_bf16_blas() && a.size(0) * macs > 4096;
+  if (!whole_blas && cpu_reduced_loops(t, a.size(0) * macs)) {
+    ReducedLoop r = reduced_loop_order(out.select(0, 0), a.select(0, 0), b.select(0, 0));
+    launch_gemm(out, a, b, bias3, alpha, beta, true, bias != nullptr, r.order, r.fused);
+    return out;
+  }
+  launch_gemm(out, a, b, bias3, alpha, beta, true, bias != nullptr, NRT_GEMM_PACKED);
   return out;
 }
 Tensor bmm_only_into(Tensor out, const Tensor &a, const Tensor &b) {

@@ -473,6 +473,48 @@ static void test_gemm_loop_orders(void) {
   CHECK(shared == 127); /* 1 -> 3 -> 7 -> 15 -> 31 -> 63 -> 127 */
 }
 
+/* ATen's 16-bit loop orders (SUM4, VDOT, fused ALPHA_A): rows of ones
+ * with +L and -L (L = 2^40 absorbs a 1) keep exactly the ones that meet
+ * neither before they cancel, so each order's grouping shows in the sum. */
+static float one_hot_sum(int order, int64_t k, int64_t p, int64_t q) {
+  float a[64], b[64], c = -1;
+  for (int64_t i = 0; i < k; i++) a[i] = b[i] = 1.0f;
+  a[p] = 0x1p40f;
+  a[q] = -0x1p40f;
+  gemm_loop_run(order, 0, a, b, NULL, 1.0f, 0.0f, &c, 4, 1, 1, k);
+  return c;
+}
+
+static void test_gemm_reduced_loop_orders(void) {
+  /* SUM4: k 0 and 4 share the first partial, k 8 is added to it last */
+  CHECK(one_hot_sum(NRT_GEMM_LOOP_SUM4, 9, 0, 4) == 7.0f);
+  CHECK(one_hot_sum(NRT_GEMM_LOOP_SUM4, 9, 0, 1) == 4.0f);
+  /* VDOT: k and k + 8 share a lane in blocks of 16; lanes 0 and 1 meet last */
+  CHECK(one_hot_sum(NRT_GEMM_LOOP_VDOT, 20, 0, 8) == 18.0f);
+  CHECK(one_hot_sum(NRT_GEMM_LOOP_VDOT, 20, 0, 1) == 4.0f);
+  CHECK(one_hot_sum(NRT_GEMM_LOOP_SUM4, 20, 0, 1) == 10.0f);
+  /* 64-blocks: k 0 and 8 sit in registers 0 and 1, which meet after 32 / 40
+   * and 16 + 48 / 24 + 56 joined them; SUM4 meets them after k 4 only */
+  CHECK(one_hot_sum(NRT_GEMM_LOOP_VDOT, 64, 0, 8) == 56.0f);
+  CHECK(one_hot_sum(NRT_GEMM_LOOP_SUM4, 64, 0, 8) == 61.0f);
+  /* the blocks fuse: -3e38 + 3e38 * 2 is finite (an unfused product is inf) */
+  const float big = 3e38f;
+  float a[8] = {-big, 0, 0, 0, big, 0, 0, 0}, b[8] = {1, 1, 1, 1, 2, 1, 1, 1}, c = 0;
+  gemm_loop_run(NRT_GEMM_LOOP_SUM4, 0, a, b, NULL, 1.0f, 0.0f, &c, 4, 1, 1, 8);
+  CHECK(c == big);
+  /* ...the scalar tails do not: k 4 is SUM4's remainder when K = 5 */
+  gemm_loop_run(NRT_GEMM_LOOP_SUM4, 0, a, b, NULL, 1.0f, 0.0f, &c, 4, 1, 1, 5);
+  CHECK(isinf(c));
+  float t[3] = {0, -big, big}, u[3] = {1, 1, 2};
+  gemm_loop_run(NRT_GEMM_LOOP_VDOT, 0, t, u, NULL, 1.0f, 0.0f, &c, 4, 1, 1, 3);
+  CHECK(isinf(c));
+  /* C = fma(beta, bias, alpha * sum): 0.1 * 3 - round(0.1 * 3) is the rounding error */
+  float y = 3.0f, one = 1.0f, three = 3.0f;
+  gemm_loop_run(NRT_GEMM_LOOP_SUM4, 0, &one, &three, &y, -0.1f, 0.1f, &c, 4, 1, 1, 1);
+  double exact = (double)0.1f * 3.0;
+  CHECK(c == (float)(exact - (double)(float)exact));
+}
+
 int main(void) {
   RUN_TEST(test_gemm_shapes);
   RUN_TEST(test_gemm_bias_alpha_beta);
@@ -486,5 +528,6 @@ int main(void) {
   RUN_TEST(test_gemm_bf16_store_rounding);
   RUN_TEST(test_cgemm_alpha_placement);
   RUN_TEST(test_gemm_loop_orders);
+  RUN_TEST(test_gemm_reduced_loop_orders);
   return TEST_RESULT();
 }

@@ -33,7 +33,8 @@ typedef enum nrt_cgemm_alpha {
  * are the CPU's plain loops (kernels/gemm/loop.c: products rounded, added in
  * k order, float or, for float64, double accumulation), with alpha and the
  * bias where nrt_cgemm_alpha's AFTER / A / B put them. p1 != 0 (loops): C
- * aliases itself, computed in order on one thread. */
+ * aliases itself, computed in order on one thread. p2 != 0 (ALPHA_A /
+ * ALPHA_B): each product is fused into C (fma(alpha * a_k, b_k, c)). */
 typedef enum nrt_gemm_order {
   NRT_GEMM_PACKED = 0,
   NRT_GEMM_LOOP_AFTER = 1,   /* C = alpha * sum + beta * bias */
@@ -41,6 +42,11 @@ typedef enum nrt_gemm_order {
   NRT_GEMM_LOOP_ALPHA_B = 3, /* C = beta * bias, then += a_k * (alpha * b_k) */
   NRT_GEMM_LOOP_DOT8 = 4,    /* as AFTER, the sum in 8 lanes (k mod 8), halved
                                 4 + 4, 2 + 2, 1 + 1, then the k % 8 tail in order */
+  NRT_GEMM_LOOP_SUM4 = 5,    /* float only: C = fma(beta, bias, alpha * sum), the sum
+                                in 4 partials (k mod 4, fused) over whole blocks
+                                of 4, the rest added unfused to the first */
+  NRT_GEMM_LOOP_VDOT = 6,    /* float only: SUM4's C with the sum as ATen's
+                                vectorised dot (kernels/gemm/loop.c) */
 } nrt_gemm_order;
 
 #endif

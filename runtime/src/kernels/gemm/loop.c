@@ -20,12 +20,26 @@
  *            operands run along k: 8 lanes (k mod 8) halved 4 + 4, 2 + 2,
  *            1 + 1, then the last k % 8 products in order (measured with
  *            +-3e38 pairs and a 1 over every k up to 29)
+ *   SUM4     ATen's cpublas loops for bfloat16/float16 (gemm_notrans_ and
+ *   VDOT     gemm_transab_: SUM4; gemm_transa_: VDOT), which the CPU runs
+ *            for every float16 GEMM on a CPU without AVX512-FP16 and for
+ *            bfloat16 ones of at most 16^3 multiply-adds (oneDNN above):
+ *            C = fma(beta, bias, alpha * sum) in float, the sum as below
+ *            (sum4_dot, vdot8). Measured on the installed build with
+ *            +-L / 1 one-hot rows (which products meet first) and +-3.4e38
+ *            pairs (which adds are fused).
+ * p2 != 0 (ALPHA_A / ALPHA_B): each product fused into C, as ATen's
+ * gemm_transb_ for those dtypes (float C = beta * bias first, alpha on
+ * BLAS's 'b').
  * p1 != 0: C's elements share memory (an expanded in-place self): one
  * thread, outputs in (batch, row, column) order, each reading the bias
  * just before its store, as the CPU's loop does through the aliases.
  * This loop is both the kernel and its reference: these shapes are small. */
+#include <math.h>
+#include <stdlib.h>
 #include <string.h>
 #include "kernels/common/common.h"
+#include "kernels/common/convert.h"
 #include "kernels/gemm/loop.h"
 #include "nrt/ops/gemm.h"
 
@@ -33,7 +47,8 @@ typedef struct loop_job {
   const nrt_launch *l;
   int64_t M, N, K, nb, nblocks;
   int order;
-  bool bias;
+  bool bias, fused;
+  _Atomic int failed;
 } loop_job;
 
 #define AT(o, b, i, j) ((char *)(o)->data + (b) * (o)->strides[0] + (i) * (o)->strides[1] + (j) * (o)->strides[2])
@@ -74,8 +89,8 @@ static inline void st(char *p, nrt_dtype dt, double v) {
 
 /* Output row i of batch b, columns [j0, j0 + nj); T is the math type
  * (float or double). */
-#define GEMM_LOOP_ROW(T, NAME)                                                                          \
-  static void NAME(const loop_job *jb, int64_t b, int64_t i, int64_t j0, int64_t nj) {                  \
+#define GEMM_LOOP_ROW(T, NAME, FMA, TARGET)                                                             \
+  TARGET static void NAME(const loop_job *jb, int64_t b, int64_t i, int64_t j0, int64_t nj) {           \
     const nrt_launch *l = jb->l;                                                                        \
     const nrt_operand *C = &l->operands[0], *A = &l->operands[1], *B = &l->operands[2];                 \
     const nrt_operand *Y = &l->operands[3];                                                             \
@@ -114,7 +129,10 @@ static inline void st(char *p, nrt_dtype dt, double v) {
             for (int64_t j = 0; j < nj; j++) lane[q][j] += lane[q + h][j];                              \
         for (int64_t j = 0; j < nj; j++) acc[j] = lane[0][j];                                           \
       }                                                                                                 \
-      for (int64_t j = 0; j < nj; j++) dst[j] += x * yk[j];                                             \
+      if (jb->fused)                                                                                    \
+        for (int64_t j = 0; j < nj; j++) dst[j] = FMA(x, yk[j], dst[j]);                                \
+      else                                                                                              \
+        for (int64_t j = 0; j < nj; j++) dst[j] += x * yk[j];                                           \
     }                                                                                                   \
     if (lanes && jb->K % 8 == 0) {                                                                      \
       for (int h = 4; h >= 1; h /= 2)                                                                   \
@@ -136,40 +154,148 @@ static inline void st(char *p, nrt_dtype dt, double v) {
  * round each product (their builds target x86-64 without FMA). */
 #pragma GCC push_options
 #pragma GCC optimize("O3,fp-contract=off")
-GEMM_LOOP_ROW(float, row_f32)
-GEMM_LOOP_ROW(double, row_f64)
+GEMM_LOOP_ROW(float, row_f32, fmaf, )
+GEMM_LOOP_ROW(double, row_f64, fma, )
+/* the fused orders with fmaf inlined (elsewhere a library call per product) */
+GEMM_LOOP_ROW(float, row_f32_fma, fmaf, NRT_TARGET_AVX2)
+
+/* ATen's sum() over k as the CPU's build compiles it: 4 partial sums (k mod
+ * 4) over the whole blocks of 4, each step a fused multiply-add (the loop is
+ * unrolled and contracted), the last K % 4 products rounded and added to
+ * the first partial, then ((p0 + p1) + p2) + p3. */
+static inline __attribute__((always_inline)) float sum4_dot(const float *x, const float *y, int64_t K) {
+  float p[4] = {0, 0, 0, 0};
+  int64_t k = 0;
+  for (; k + 4 <= K; k += 4)
+    for (int q = 0; q < 4; q++) p[q] = fmaf(x[k + q], y[k + q], p[q]);
+  for (; k < K; k++) p[0] += x[k] * y[k];
+  return ((p[0] + p[1]) + p[2]) + p[3];
+}
+
+/* ATen's vectorised vector halving: lane i += lane i ^ h for h = 4, 2, 1. */
+static inline __attribute__((always_inline)) float lanes8_sum(float v[8]) {
+  for (int h = 4; h >= 1; h /= 2)
+    for (int q = 0; q < h; q++) v[q] += v[q + h];
+  return v[0];
+}
+
+/* ATen's dot_with_fp32_arith for 16-bit inputs as the installed build runs
+ * it (8 float lanes): blocks of 64 products into 8 registers of 8 lanes
+ * (register r lane l holds k = 64 t + 8 r + l, fused), the registers
+ * halved 4, 2, 1 and their lanes summed; then blocks of 16 into one more
+ * register (k and k + 8 on lane l, fused), its lanes summed and added; the
+ * last K % 16 products rounded and added in order. */
+static inline __attribute__((always_inline)) float vdot8(const float *x, const float *y, int64_t K) {
+  float s = 0.0f;
+  int64_t la = K / 64 * 64, lv = K / 16 * 16;
+  if (la > 0) {
+    float r[8][8] = {{0}};
+    for (int64_t k = 0; k < la; k += 64)
+      for (int q = 0; q < 8; q++)
+        for (int l = 0; l < 8; l++) r[q][l] = fmaf(x[k + 8 * q + l], y[k + 8 * q + l], r[q][l]);
+    for (int h = 4; h >= 1; h /= 2)
+      for (int q = 0; q < h; q++)
+        for (int l = 0; l < 8; l++) r[q][l] += r[q + h][l];
+    s = lanes8_sum(r[0]);
+  }
+  float t[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+  for (int64_t k = la; k < lv; k += 16) {
+    for (int l = 0; l < 8; l++) t[l] = fmaf(x[k + l], y[k + l], t[l]);
+    for (int l = 0; l < 8; l++) t[l] = fmaf(x[k + 8 + l], y[k + 8 + l], t[l]);
+  }
+  s += lanes8_sum(t);
+  for (int64_t k = lv; k < K; k++) s += x[k] * y[k];
+  return s;
+}
+
+/* SUM4 / VDOT: rows [i0, i0 + ni) x columns [j0, j0 + nj) of batch b, one
+ * dot of A's row and B's column (both widened to float) per output; the
+ * block's columns are widened once for all its rows. */
+static inline __attribute__((always_inline)) bool dot_block(const loop_job *jb, int64_t b, int64_t i0, int64_t ni,
+                                                            int64_t j0, int64_t nj) {
+  const nrt_launch *l = jb->l;
+  const nrt_operand *C = &l->operands[0], *A = &l->operands[1], *B = &l->operands[2], *Y = &l->operands[3];
+  const float alpha = (float)l->scalars[0].f, beta = (float)l->scalars[1].f;
+  const int64_t K = jb->K;
+  float *x = malloc(sizeof(float) * (size_t)(K * (nj + 1)));
+  if (!x) return false;
+  float *y = x + K;
+  for (int64_t j = 0; j < nj; j++) nrt_load_f32(y + j * K, AT(B, b, 0, j0 + j), B->strides[1], B->dtype, K);
+  for (int64_t i = i0; i < i0 + ni; i++) {
+    nrt_load_f32(x, AT(A, b, i, 0), A->strides[2], A->dtype, K);
+    for (int64_t j = 0; j < nj; j++) {
+      float d = jb->order == NRT_GEMM_LOOP_SUM4 ? sum4_dot(x, y + j * K, K) : vdot8(x, y + j * K, K);
+      float r = alpha * d;
+      if (jb->bias) r = fmaf(beta, (float)ld(AT(Y, b, i, j0 + j), Y->dtype), r);
+      st(AT(C, b, i, j0 + j), C->dtype, (double)r);
+    }
+  }
+  free(x);
+  return true;
+}
+/* The same code twice: with FMA enabled fmaf is one instruction, otherwise a
+ * library call per product; the results are the same. */
+NRT_TARGET_AVX2 static bool dot_block_fma(const loop_job *jb, int64_t b, int64_t i0, int64_t ni, int64_t j0,
+                                          int64_t nj) {
+  return dot_block(jb, b, i0, ni, j0, nj);
+}
+static bool dot_block_plain(const loop_job *jb, int64_t b, int64_t i0, int64_t ni, int64_t j0, int64_t nj) {
+  return dot_block(jb, b, i0, ni, j0, nj);
+}
 #pragma GCC pop_options
 
 /* A task: one row segment of nb columns (nb = 1 for an aliased C, whose
- * elements must be finished one at a time in order). */
+ * elements must be finished one at a time in order); for SUM4 / VDOT,
+ * DOT_ROWS rows of that segment. */
+#define DOT_ROWS 16
+
 static void loop_range(void *ctx, int64_t begin, int64_t end) {
   const loop_job *jb = ctx;
   bool f64 = jb->l->compute_dtype == NRT_FLOAT64;
+  bool dots = jb->order == NRT_GEMM_LOOP_SUM4 || jb->order == NRT_GEMM_LOOP_VDOT;
+  bool has_fma = nrt_kernels_isa() >= NRT_ISA_AVX2;
+  loop_job *job = (loop_job *)ctx;
   for (int64_t t = begin; t < end; t++) {
     int64_t jblk = t % jb->nblocks, row = t / jb->nblocks;
     int64_t j0 = jblk * jb->nb, nj = nrt_min_i64(jb->nb, jb->N - j0);
-    if (f64) row_f64(jb, row / jb->M, row % jb->M, j0, nj);
-    else row_f32(jb, row / jb->M, row % jb->M, j0, nj);
+    if (dots) {
+      int64_t chunks = nrt_cdiv(jb->M, DOT_ROWS), b = row / chunks, i0 = (row % chunks) * DOT_ROWS;
+      int64_t ni = nrt_min_i64(DOT_ROWS, jb->M - i0);
+      bool ok = has_fma ? dot_block_fma(jb, b, i0, ni, j0, nj) : dot_block_plain(jb, b, i0, ni, j0, nj);
+      if (!ok) job->failed = 1;
+    } else if (f64) {
+      row_f64(jb, row / jb->M, row % jb->M, j0, nj);
+    } else {
+      if (jb->fused && has_fma) row_f32_fma(jb, row / jb->M, row % jb->M, j0, nj);
+      else row_f32(jb, row / jb->M, row % jb->M, j0, nj);
+    }
   }
 }
 
 nrt_status nrt_gemm_loop_execute(const nrt_launch *l) {
   loop_job jb = {.l = l, .M = l->sizes[1], .N = l->sizes[2], .K = l->sizes[3], .order = (int)l->params[0]};
-  if (jb.order < NRT_GEMM_LOOP_AFTER || jb.order > NRT_GEMM_LOOP_DOT8)
+  if (jb.order < NRT_GEMM_LOOP_AFTER || jb.order > NRT_GEMM_LOOP_VDOT)
     return nrt_kernel_fail(NRT_ERROR_INVALID_ARGUMENT, "GEMM: p0 = %d is no loop order", jb.order);
   if (!nrt_dtype_is_floating(l->compute_dtype))
     return nrt_kernel_fail(NRT_ERROR_INVALID_ARGUMENT, "GEMM: the loop order takes floating operands only");
+  bool dots = jb.order == NRT_GEMM_LOOP_SUM4 || jb.order == NRT_GEMM_LOOP_VDOT;
+  if (dots && (l->compute_dtype == NRT_FLOAT64 || l->params[1]))
+    return nrt_kernel_fail(NRT_ERROR_INVALID_ARGUMENT, "GEMM: loop order %d takes float math and an unaliased C",
+                           jb.order);
   jb.bias = l->ninputs == 3 && l->scalars[1].f != 0.0;
+  jb.fused = l->params[2] != 0 && (jb.order == NRT_GEMM_LOOP_ALPHA_A || jb.order == NRT_GEMM_LOOP_ALPHA_B);
   if (l->sizes[0] == 0 || jb.M == 0 || jb.N == 0) return NRT_SUCCESS;
   jb.nb = l->params[1] ? 1 : LOOP_NB;
   jb.nblocks = nrt_cdiv(jb.N, jb.nb);
-  int64_t tasks = l->sizes[0] * jb.M * jb.nblocks;
+  int64_t rows = dots ? nrt_cdiv(jb.M, DOT_ROWS) : jb.M;
+  int64_t tasks = l->sizes[0] * rows * jb.nblocks;
   if (l->params[1]) {
     loop_range(&jb, 0, tasks); /* C aliases itself: in order, one thread */
     return NRT_SUCCESS;
   }
   /* a thread's share from ~64k multiply-adds: below, a hand-off costs more */
-  int64_t per_task = nrt_min_i64(jb.N, jb.nb) * (jb.K > 0 ? jb.K : 1);
+  int64_t per_task = nrt_min_i64(jb.N, jb.nb) * (jb.K > 0 ? jb.K : 1) * (dots ? DOT_ROWS : 1);
   nrt_parallel_for(tasks, nrt_max_i64(1, 65536 / per_task), loop_range, &jb);
+  if (jb.failed) return nrt_kernel_fail(NRT_ERROR_OUT_OF_MEMORY, "GEMM: out of host memory for a row");
   return NRT_SUCCESS;
 }
