@@ -645,3 +645,31 @@ def test_bfloat16_onednn_gemm_adds_the_bias_last(m, k, n, beta, alpha):
     got = torch.addmm(c.neuron(), a.neuron(), b.neuron(), beta=beta, alpha=alpha).cpu()
     assert torch.equal(want.nan_to_num(1, 2, 3), got.nan_to_num(1, 2, 3))
     assert_no_fallbacks()
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+def test_16bit_bmm_of_an_empty_batch_like_the_cpu(dtype):
+    """An empty batch (from 400 multiply-adds per entry, where the 16-bit
+    loops pick their order from the first entry) is an empty result, also
+    through addbmm's backward (fuzz 7101-41753: IndexError on neuron)."""
+    a, b = torch.ones(0, 20, 5, dtype=dtype), torch.ones(0, 5, 21, dtype=dtype)
+    assert torch.bmm(a.neuron(), b.neuron()).shape == torch.bmm(a, b).shape
+    x = torch.ones(0, 6, 4, dtype=dtype, requires_grad=True)
+    y = torch.ones(0, 4, 30, dtype=dtype)
+    for d in ("cpu", "neuron"):
+        xd = x.detach().to(d).requires_grad_()
+        torch.addbmm(torch.ones(6, 30, dtype=dtype, device=d), xd, y.to(d)).sum().backward()
+        assert xd.grad.shape == x.shape
+    assert_no_fallbacks()
+
+
+def test_baddbmm_inplace_dtype_is_checked_before_the_kernels_dtype():
+    """A bool self of baddbmm_ with a bfloat16 batch2: the CPU's structured
+    wrapper refuses the in-place dtype before its kernel would refuse bool
+    (fuzz 7101-61590)."""
+    def run(d):
+        self = torch.ones(3, 5, 5, dtype=torch.bool, device=d)
+        return self.baddbmm_(torch.ones(3, 5, 2, dtype=torch.bool, device=d),
+                             torch.ones(3, 2, 5, dtype=torch.bfloat16, device=d))
+    cpu, dev = raises_like_cpu(run)
+    assert str(dev) == str(cpu)

@@ -447,11 +447,16 @@ Tensor addmm_into(Tensor out, const Tensor &self, const Tensor &m1, const Tensor
 // batch2's dtype, and the CPU's kernel compares the operands' dtypes only
 // when it has products to compute (an empty result, or K = 0, takes mixed
 // dtypes: einsum and matmul of empty operands too).
-void check_bmm(const Tensor &a, const Tensor &b) {
+void check_bmm_shapes(const Tensor &a, const Tensor &b) {
   TORCH_CHECK(a.dim() == 3, "batch1 must be a 3D tensor");
   TORCH_CHECK(b.dim() == 3, "batch2 must be a 3D tensor");
   TORCH_CHECK(b.size(0) == a.size(0) && b.size(1) == a.size(2), "Expected size for first two dimensions of batch2 "
               "tensor to be: [", a.size(0), ", ", a.size(2), "] but got: [", b.size(0), ", ", b.size(1), "].");
+}
+// The kernel's checks, after the structured wrapper's out= / in-place dtype
+// check (a bool self of baddbmm_ with a bfloat16 batch2 is that
+// RuntimeError on the CPU, not the kernel's bool NotImplementedError).
+void check_bmm_kernel(const Tensor &a, const Tensor &b) {
   // From 400 multiply-adds per batch entry the CPU's bmm compares the
   // dtypes before dispatching (a bool batch1 beside another dtype is that
   // RuntimeError, not the bool NotImplementedError); below, its kernel
@@ -502,6 +507,7 @@ Tensor &bmm_into(Tensor &out, const Tensor &a, const Tensor &b, const Tensor *bi
   // entry: the 16-bit loops of mm_into for each, with one entry's layout.
   at::ScalarType t = a.scalar_type();
   bool whole_blas = t == at::kBFloat16 && cpu_bf16_blas() && a.size(0) * macs > 4096;
+  if (out.numel() == 0) return out;
   if (!whole_blas && cpu_reduced_loops(t, a.size(0) * macs)) {
     ReducedLoop r = reduced_loop_order(out.select(0, 0), a.select(0, 0), b.select(0, 0));
     launch_gemm(out, a, b, bias3, alpha, beta, true, bias != nullptr, r.order, r.fused);
@@ -511,8 +517,9 @@ Tensor &bmm_into(Tensor &out, const Tensor &a, const Tensor &b, const Tensor *bi
   return out;
 }
 Tensor bmm_only_into(Tensor out, const Tensor &a, const Tensor &b) {
-  check_bmm(a, b);
+  check_bmm_shapes(a, b);
   check_gemm_out(out, Tensor(), b.scalar_type());
+  check_bmm_kernel(a, b);
   return bmm_into(out, a, b, nullptr, 0, 1);
 }
 Tensor baddbmm_into(Tensor out, const Tensor &self, const Tensor &a, const Tensor &b, const Scalar &beta,
@@ -522,8 +529,9 @@ Tensor baddbmm_into(Tensor out, const Tensor &self, const Tensor &a, const Tenso
   (void)at::expand_size(self, {a.size(0), a.size(1), b.size(2)}, "baddbmm");
   TORCH_CHECK(self.dtype() == a.dtype(), "Input dtypes must be the same, got: input ", self.dtype(), ", batch1: ",
               a.dtype(), ", batch2: ", b.dtype());
-  check_bmm(a, b);
+  check_bmm_shapes(a, b);
   check_gemm_out(out, self, b.scalar_type());
+  check_bmm_kernel(a, b);
   return bmm_into(out, a, b, &self, beta, alpha);
 }
 
