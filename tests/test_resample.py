@@ -459,3 +459,65 @@ def test_interpolate_linear_float32_is_the_cpus_bit_for_bit(align, edge):
         assert torch.equal(got.isnan(), want.isnan())
         assert torch.equal(got.nan_to_num(0.0), want.nan_to_num(0.0)), (n_in, n_out)
     assert_no_fallbacks()
+
+
+def _spread_values(shape, seed):
+    """Normal values scaled by 2^-20..2^20, a quarter replaced by +-3.4e38
+    and a few by inf: the rounding of every multiply-add shows."""
+    g = torch.Generator().manual_seed(seed)
+    x = torch.randn(shape, generator=g) * torch.exp2(torch.randint(-20, 20, shape, generator=g).float())
+    pick = torch.rand(shape, generator=g)
+    x = torch.where(pick < 0.25, 3.4e38 * torch.randn(shape, generator=g).sign(), x)
+    return torch.where(pick > 0.97, torch.tensor(float("inf")), x)
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+@pytest.mark.parametrize("mode", ["bilinear", "trilinear"])
+def test_interpolate_bilinear_trilinear_float32_are_the_cpus_bit_for_bit(threads, mode):
+    """The CPU's two float32 kernels, by its own choice: the nested
+    Interpolate (fma(t0, w0, t1 * w1) per dim, outermost dim last) for
+    channels-first inputs and large bilinear outputs, and the channels-last
+    kernel (corner weights multiplied out, the 4 or 8 terms summed in one
+    order in its vector lanes and another in its scalar tail) for
+    channels-last inputs of more than 3 channels, bilinear outputs with
+    OH + OW <= 128, and 3 channels on one thread. Exact over channel counts
+    across the vector width, layouts (contiguous, channels-last, expanded,
+    transposed), align_corners, scale factors and edge values. Fuzz case
+    14142135-355907 (an expanded trilinear input with 3.4e38) was an ulp
+    off."""
+    nd = 2 if mode == "bilinear" else 3
+    old = torch.get_num_threads()
+    torch.set_num_threads(threads)
+    try:
+        x = torch.tensor([[[[[1.0518745183944702, 0.04685794934630394, 3.4028234663852886e+38,
+                              -0.6093869805335999]]], [[[float("inf"), 1.1580058336257935, -0.022612478584051132,
+                                                        0.4222573935985565]]]]]).expand([1, 2, 1, 3, 4])
+        if nd == 3:
+            want = F.interpolate(x, mode=mode, size=[7, 7, 4])
+            got = F.interpolate(x.to("neuron"), mode=mode, size=[7, 7, 4]).cpu()
+            assert torch.equal(got.isnan(), want.isnan()) and torch.equal(got.nan_to_num(0), want.nan_to_num(0))
+        cases = [(1, (3, 5), dict(size=(7, 4))), (3, (4, 6), dict(scale_factor=1.5)), (4, (5, 3), dict(size=(2, 9))),
+                 (20, (3, 4), dict(size=(6, 5))), (17, (6, 5), dict(size=(70, 71))), (5, (2, 7), dict(size=(80, 3)))]
+        for i, (c, spatial, kw) in enumerate(cases):
+            if nd == 3:
+                spatial = (2,) + spatial
+                kw = {k: (v if isinstance(v, float) else (3,) + v) for k, v in kw.items()}
+                if i == 4:
+                    kw = dict(size=(3, 9, 8))
+            shape = (2, c) + spatial
+            for layout in ("contiguous", "channels_last", "expanded", "transposed"):
+                x = _spread_values(shape, seed=10 * i + len(layout))
+                if layout == "channels_last":
+                    x = x.contiguous(memory_format=torch.channels_last if nd == 2 else torch.channels_last_3d)
+                elif layout == "expanded":
+                    x = x[:, :, :1].expand(shape)
+                elif layout == "transposed":
+                    x = x.transpose(-1, -2).contiguous().transpose(-1, -2)
+                for align in (False, True):
+                    want = F.interpolate(x, mode=mode, align_corners=align, **kw)
+                    got = F.interpolate(x.to("neuron"), mode=mode, align_corners=align, **kw).cpu()
+                    assert torch.equal(got.isnan(), want.isnan()), (c, spatial, kw, layout, align)
+                    assert torch.equal(got.nan_to_num(0.0), want.nan_to_num(0.0)), (c, spatial, kw, layout, align)
+    finally:
+        torch.set_num_threads(old)
+    assert_no_fallbacks()

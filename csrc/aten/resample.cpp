@@ -15,6 +15,8 @@
 #include <ATen/ops/empty.h>
 #include <ATen/ops/from_blob.h>
 #include <ATen/ops/zeros.h>
+#include <ATen/Parallel.h>
+#include <ATen/Version.h>
 #include <ATen/native/im2col_shape_check.h>
 #include <c10/core/DeviceGuard.h>
 
@@ -237,6 +239,23 @@ void set_interp_params(nrt_launch &d, int mode, bool align, int64_t nsp, const S
   }
 }
 
+// Which of the CPU's float kernels a bilinear/trilinear forward takes
+// (UpSampleKernel.cpp), as INTERP's p3: 0 for its nested Interpolate, else
+// the float vector width of cpu_upsample_linear_channels_last, which it
+// takes for a channels-last input of more than 3 channels and, bilinear
+// only, for outputs with OH + OW <= 128 or (on one thread) 3 channels.
+// The lanes and the scalar tail sum in different orders, so the width is
+// the CPU build's own (AVX-512: 16 floats; AVX2 and the default: 8).
+int64_t cpu_linear_lanes(const Tensor &self, const Tensor &result, int64_t nsp) {
+  int64_t c = self.size(1);
+  bool cl = nsp == 2 ? (self.is_contiguous(at::MemoryFormat::ChannelsLast) && c > 3) ||
+                           result.size(-2) + result.size(-1) <= 128 || (at::get_num_threads() == 1 && c == 3)
+                     : self.is_contiguous(at::MemoryFormat::ChannelsLast3d) && c > 3;
+  if (!cl) return 0;
+  static const int64_t lanes = at::get_cpu_capability() == "AVX512" ? 16 : 8;  // fixed per process
+  return lanes;
+}
+
 bool interp_dtype_ok(int mode, int64_t nsp, at::ScalarType st) {
   if (at::isFloatingType(st)) return true;
   if (st != at::kByte) return false;
@@ -289,6 +308,7 @@ Tensor interp_forward(int mode, int64_t nsp, const Tensor &self, IntArrayRef out
   set_operand_5d(d.operands[0], result);
   set_operand_5d(d.operands[1], self);
   set_interp_params(d, mode, align, nsp, sc);
+  if (mode == NRT_INTERP_LINEAR && nsp >= 2) d.params[3] = cpu_linear_lanes(self, result, nsp);
   launch(self.device().index(), d);
   return result;
 }

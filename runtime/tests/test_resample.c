@@ -496,6 +496,37 @@ static void test_interp_nonfinite(void) {
   }
 }
 
+/* p3 picks the CPU's float32 bilinear kernel: 0 its nested Interpolate
+ * (fma(t0, w0, t1 w1) per dim), k > 0 its channels-last kernel with k
+ * vector lanes (channels below C - C % k sum the four corner terms from
+ * the last pair down, the rest from the first pair up). A 2x2 -> 1x1
+ * (all weights 0.5, corner weights 0.25) of 1e-30, -2.5e38, 2.5e38, 1e30
+ * gives 0, 2.5e-31 and 2.5e29 in the three orders; the CPU (3 channels, a
+ * 1x1 output: its scalar tail) gives 2.5000000376186655e29. */
+static void test_interp_linear_cpu_order(void) {
+  const float v[4] = {1.0000000031710769e-30f, -2.500000072189495e+38f, 2.500000072189495e+38f,
+                      1.0000000150474662e+30f};
+  const float want_nested = 0.0f, want_vec = 2.500000007927692e-31f, want_tail = 2.5000000376186655e+29f;
+  for (int lanes = 0; lanes <= 2; lanes += 2) {
+    int64_t is[5] = {1, 3, 1, 2, 2}, os[5] = {1, 3, 1, 1, 1};
+    act a, b;
+    nrt_test_tensor5_make(&a, is, false, NRT_FLOAT32);
+    nrt_test_tensor5_make(&b, os, false, NRT_FLOAT32);
+    for (int64_t i = 0; i < 12; i++) nrt_test_put(a.data, a.dt, act_off(&a, i), v[i % 4]);
+    nrt_launch l = interp_launch(NRT_OP(INTERP), &b, &a, NRT_INTERP_LINEAR, false, NULL);
+    l.params[2] = 2;
+    l.params[3] = lanes;
+    CHECK_OK(nrt_launch_run(&l));
+    for (int64_t c = 0; c < 3; c++) {
+      float got = (float)act_get(&b, c);
+      float want = lanes == 0 ? want_nested : c < 2 ? want_vec : want_tail;
+      CHECK(got == want);
+    }
+    free(a.data);
+    free(b.data);
+  }
+}
+
 int main(void) {
   nrt_test_seed(0x2545F4914F6CDD1Dull);
   RUN_TEST(test_interp_known);
@@ -506,5 +537,6 @@ int main(void) {
   RUN_TEST(test_max_unpool);
   RUN_TEST(test_fold);
   RUN_TEST(test_interp_nonfinite);
+  RUN_TEST(test_interp_linear_cpu_order);
   return TEST_RESULT();
 }

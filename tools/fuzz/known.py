@@ -303,7 +303,10 @@ KNOWN: list[Group] = [
           "arithmetic; crafted 5% +-3e38 inputs: 0 of 10 trials differ)."),
     Group("edge-magnitude-interpolate", ("interpolate",), VAL,
           all_of(fill("edge"), not_(all_of(kwarg("mode", "bicubic"), not_(kwarg("antialias", True)),
-                                           in_dtype("float32", "bfloat16"), not_(phase("backward"))))),
+                                           in_dtype("float32", "bfloat16"), not_(phase("backward")))),
+                 # float32 linear/bilinear/trilinear forwards follow the CPU's kernels (p3 of INTERP)
+                 not_(all_of(any_of(kwarg("mode", "linear"), kwarg("mode", "bilinear"), kwarg("mode", "trilinear")),
+                             not_(kwarg("antialias", True)), in_dtype("float32"), not_(phase("backward"))))),
           "interpolate with inputs near the float limits: the forward of 2-d bicubic and antialiased modes "
           "follows the CPU's order (width sums per height tap, then the height sum, each a chain of fused "
           "multiply-adds from the first tap), so plain float32/bfloat16 bicubic forwards agree (seed 9090, "
@@ -315,10 +318,13 @@ KNOWN: list[Group] = [
           "tap makes NaN): ATen's two-tap Interpolate nests dims and returns t0 * w0 + t1 * w1, compiled as "
           "fma(t0, w0, t1 * w1), and its linear tables fuse scale * (o + 0.5) - 0.5 (one-hot probes: 912 of "
           "912 size pairs now give the CPU's weights): float32 1-d linear follows both (a crafted probe: 43 -> "
-          "0 of 68 differ bitwise; float16 tables are not fused there); bilinear/trilinear and 16-bit linear "
-          "keep neuron's order (the CPU's 2-d kernel matched none of the nested two-tap orders probed): seed "
-          "31337, 90 s --ops interpolate: 10 cases before and after (4 trilinear, 2 bilinear, 2 float64 "
-          "antialiased bicubic, 1 bfloat16 trilinear, 1 antialiased bilinear)."),
+          "0 of 68 differ bitwise; float16 tables are not fused there). float32 bilinear/trilinear follow the "
+          "kernel the CPU picks (UpSampleKernel.cpp): the nested one, or cpu_upsample_linear_channels_last for "
+          "channels-last inputs of C > 3, bilinear outputs with OH + OW <= 128 (why the nested orders probed "
+          "before matched nothing: small outputs take this kernel) and C == 3 on one thread, whose 4/8 corner "
+          "terms sum in one fma order in its vector lanes and another in its scalar tail (crafted probe, 1 and "
+          "2 threads, 4 layouts: 0 of 320 shapes differ; 14142135-355907 agrees). Left: 16-bit linear (the "
+          "CPU rounds those weights to the dtype) and float64 (computed in float32)."),
     Group("edge-magnitude-gemm", ("linear", "mm", "bmm", "matmul", "addmm", "vecdot"), VAL, fill("edge"),
           "Inputs near the dtype's limits (float32/bfloat16 +-3.4e38) in GEMMs where neuron does not yet follow "
           "the CPU's order: MKL's sgemv (one output column with k >= 8, and F.linear of a 1-d input, whose "
@@ -355,8 +361,8 @@ KNOWN: list[Group] = [
           "the CPU's (adaptive_avg_pool1d of [.., 3.4e38, .., -3.4e38] gives 0.0 on neuron, -0.045 on the CPU "
           "and in float64). multi_margin_loss follows ATen's kernel term for term since the MULTI_MARGIN_LOSS "
           "kernel (build/fuzz-16180339: its 11 cases agree), and so does a spatial nll_loss's sum/mean "
-          "(NLL_LOSS_REDUCE, the CPU's cascade: the one nll_loss case there agrees), and so does the "
-          "1-d/2-d nll_loss too (NLL_LOSS_REDUCE with M = 1; 14142135-849927 agrees). cdist left the group: it computes in the input dtype "
+          "(NLL_LOSS_REDUCE, the CPU's cascade: the one nll_loss case there agrees), as do the "
+          "1-d/2-d nll_loss's (NLL_LOSS_REDUCE with M = 1; 14142135-849927 agrees). cdist left the group: it computes in the input dtype "
           "in ATen's order (seed 777002, 100 s of cdist, 57k cases: 0 value mismatches). Real float sum/mean follow the CPU's cascade order "
           "since 096cd9b (seed 27182818, "
           "110 s of sum,mean,nansum,nanmean,var_mean,std_mean: 0 real sum/mean cases); nansum/nanmean (the "

@@ -241,6 +241,8 @@ typedef struct interp_job {
   taps t[3];
   bool nearest, reference, sep2d; /* sep2d: fwd_sep2d_rows */
   bool two_tap; /* sep2d of a linear mode: ATen's two-tap width sum (fwd_sep2d_body) */
+  bool cpu_linear; /* float32 2-d/3-d linear in the order of the CPU kernel p3 names (fwd_linear_rows) */
+  int64_t lanes;   /* p3: 0 = ATen's nested Interpolate; 8/16 = its channels-last kernel's vector width */
   size_t esize; /* element bytes (nearest copies) */
   _Atomic int failed;
 } interp_job;
@@ -333,12 +335,13 @@ static void fwd_rows_ref(interp_job *j, int64_t begin, int64_t end) {
  * width-resized once into a float buffer (the antialiased CPU kernel's
  * temporary; plain bicubic keeps its float opmath the same way). */
 static bool sep2d_applies(const interp_job *j, int mode, nrt_dtype dt) {
-  /* float32 1-d linear too. 2-d bilinear keeps fwd_rows: the CPU's
-   * kernel for it matched none of the nested two-tap orders probed (fma
-   * or not, either association, per dim); 16-bit linear too: the CPU
-   * rounds those weights to the dtype, not followed. */
+  /* float32 1-d linear too, and float32 bilinear where the CPU takes its
+   * nested kernel (p3 = 0): both dims as fma(t0, w0, t1 * w1). 16-bit
+   * linear keeps fwd_rows: the CPU rounds those weights to the dtype, not
+   * followed. */
   if (mode == NRT_INTERP_LINEAR)
-    return dt == NRT_FLOAT32 && j->t[0].T == 1 && j->t[0].w[0] == 1.0f && j->t[1].T == 1 && j->t[1].w[0] == 1.0f;
+    return dt == NRT_FLOAT32 && j->t[0].T == 1 && j->t[0].w[0] == 1.0f &&
+           ((j->t[1].T == 1 && j->t[1].w[0] == 1.0f) || j->lanes == 0);
   return (mode == NRT_INTERP_CUBIC || mode == NRT_INTERP_AA_LINEAR || mode == NRT_INTERP_AA_CUBIC) &&
          j->t[0].T == 1 && j->t[0].w[0] == 1.0f;
 }
@@ -407,6 +410,12 @@ static inline __attribute__((always_inline)) void fwd_sep2d_body(interp_job *j, 
       const int64_t *ix = th->idx + oh * TH;
       const float *w = th->w + oh * TH;
       const float *t0 = tmp + (ix[0] - lo) * OW;
+      if (j->two_tap && th->cnt[oh] == 2) { /* bilinear: the height taps as the width's, fma(t0, w0, t1 * w1) */
+        const float *t1 = tmp + (ix[1] - lo) * OW;
+        for (int64_t ow = 0; ow < OW; ow++) out[ow] = INTERP_MAC(t1[ow] * w[1], t0[ow], w[0]);
+        nrt_store_f32(PLANE(y, n, c) + oh * y->strides[3], y->strides[4], y->dtype, out, OW);
+        continue;
+      }
       for (int64_t ow = 0; ow < OW; ow++) out[ow] = t0[ow] * w[0];
       for (int64_t b = 1; b < th->cnt[oh]; b++) {
         const float *tb = tmp + (ix[b] - lo) * OW;
@@ -425,9 +434,98 @@ static NRT_TARGET_AVX2 void fwd_sep2d_rows_avx2(interp_job *j, int64_t begin, in
   fwd_sep2d_body(j, begin, end);
 }
 
+/* Forward, float32 2-d/3-d linear in the CPU's order where sep2d does not
+ * apply: trilinear through ATen's nested Interpolate (p3 = 0: per dim,
+ * outermost d, fma(t0, w0, t1 * w1) of the inner dims' values), or
+ * ATen's cpu_upsample_linear_channels_last (p3 = its float vector width),
+ * which the CPU takes for channels-last inputs of more than 3 channels and
+ * (bilinear) small outputs: corner weights multiplied out (d, then h, then
+ * w lambda), the 4 or 8 corner terms (w fastest) summed as its vector
+ * lanes compile, fma(T0, W0, fma(T1, W1, ... fma(Tn-1, Wn-1, Tn-2 Wn-2))),
+ * for channels below C - C % lanes, and as its scalar tail compiles,
+ * fma(Tn-1, Wn-1, ... fma(T2, W2, fma(T0, W0, T1 W1))), for the rest.
+ * Probed against the installed CPU build (fmaf in C, crafted values with
+ * 2^+-20 spreads and +-3.4e38): 2-d and 3-d, both kernels, every channel
+ * bitwise. One output point at a time: the plain loop is the reference. */
+/* ATen's two-tap step, t0 w0 + t1 w1 as it compiles: fma(t0, w0, t1 * w1) */
+static inline __attribute__((always_inline)) float two_tap(float t0, float t1, const float *w) {
+  return INTERP_MAC(t1 * w[1], t0, w[0]);
+}
+
+/* The nested value of dims dim..2 at output point o, from xp (the plane
+ * advanced along the outer dims). */
+static inline __attribute__((always_inline)) float nested_w(const interp_job *j, const char *xp, const int64_t *o) {
+  const nrt_operand *x = &j->l->operands[1];
+  const int64_t *ix = j->t[2].idx + o[2] * 2;
+  return two_tap(*(const float *)(xp + ix[0] * x->strides[4]), *(const float *)(xp + ix[1] * x->strides[4]),
+                 j->t[2].w + o[2] * 2);
+}
+static inline __attribute__((always_inline)) float nested_hw(const interp_job *j, const char *xp, const int64_t *o) {
+  const nrt_operand *x = &j->l->operands[1];
+  const int64_t *ix = j->t[1].idx + o[1] * 2;
+  return two_tap(nested_w(j, xp + ix[0] * x->strides[3], o), nested_w(j, xp + ix[1] * x->strides[3], o),
+                 j->t[1].w + o[1] * 2);
+}
+static inline __attribute__((always_inline)) float nested_dhw(const interp_job *j, const char *xp, const int64_t *o) {
+  const nrt_operand *x = &j->l->operands[1];
+  const int64_t *ix = j->t[0].idx + o[0] * 2;
+  return two_tap(nested_hw(j, xp + ix[0] * x->strides[2], o), nested_hw(j, xp + ix[1] * x->strides[2], o),
+                 j->t[0].w + o[0] * 2);
+}
+
+static inline __attribute__((always_inline)) void fwd_linear_body(interp_job *j, int64_t begin, int64_t end) {
+  const nrt_resample_geom *g = &j->g;
+  const nrt_operand *y = &j->l->operands[0], *x = &j->l->operands[1];
+  int64_t first = j->t[0].T == 2 ? 0 : 1; /* the outermost interpolated dim */
+  int64_t ndims = 3 - first, nterms = (int64_t)1 << ndims;
+  for (int64_t r = begin; r < end; r++) {
+    int64_t oh = r % g->O[1], od = (r / g->O[1]) % g->O[0], p = r / (g->O[1] * g->O[0]);
+    int64_t n = p / g->C, c = p % g->C;
+    const char *xp = PLANE(x, n, c);
+    char *yr = PLANE(y, n, c) + od * y->strides[2] + oh * y->strides[3];
+    bool vec = j->lanes > 0 && c < g->C - g->C % j->lanes;
+    for (int64_t ow = 0; ow < g->O[2]; ow++) {
+      int64_t o[3] = {od, oh, ow};
+      float v;
+      if (j->lanes == 0) {
+        v = first == 0 ? nested_dhw(j, xp, o) : nested_hw(j, xp + j->t[0].idx[od] * x->strides[2], o);
+      } else {
+        float T[8], W[8];
+        for (int64_t k = 0; k < nterms; k++) {
+          const char *src = xp;
+          float w = 0.0f;
+          for (int64_t d = first; d < 3; d++) {
+            int64_t bit = (k >> (2 - d)) & 1, at = o[d] * j->t[d].T + bit;
+            src += j->t[d].idx[at] * x->strides[2 + d];
+            w = d == first ? j->t[d].w[at] : w * j->t[d].w[at];
+          }
+          if (first == 1) src += j->t[0].idx[od] * x->strides[2];
+          T[k] = *(const float *)src;
+          W[k] = w;
+        }
+        if (vec) {
+          v = INTERP_MAC(T[nterms - 2] * W[nterms - 2], T[nterms - 1], W[nterms - 1]);
+          for (int64_t k = nterms - 3; k >= 0; k--) v = INTERP_MAC(v, T[k], W[k]);
+        } else {
+          v = INTERP_MAC(T[1] * W[1], T[0], W[0]);
+          for (int64_t k = 2; k < nterms; k++) v = INTERP_MAC(v, T[k], W[k]);
+        }
+      }
+      *(float *)(yr + ow * y->strides[4]) = v;
+    }
+  }
+}
+
+static void fwd_linear_rows(interp_job *j, int64_t begin, int64_t end) { fwd_linear_body(j, begin, end); }
+static NRT_TARGET_AVX2 void fwd_linear_rows_avx2(interp_job *j, int64_t begin, int64_t end) {
+  fwd_linear_body(j, begin, end);
+}
+
 static void fwd_range(void *ctx, int64_t begin, int64_t end) {
   interp_job *j = ctx;
   if (j->nearest) fwd_nearest_rows(j, begin, end);
+  else if (j->cpu_linear && nrt_kernels_isa() >= NRT_ISA_AVX2) fwd_linear_rows_avx2(j, begin, end);
+  else if (j->cpu_linear) fwd_linear_rows(j, begin, end);
   else if (j->sep2d && !j->reference && nrt_kernels_isa() >= NRT_ISA_AVX2) fwd_sep2d_rows_avx2(j, begin, end);
   else if (j->sep2d && !j->reference) fwd_sep2d_rows(j, begin, end);
   else if (j->reference) fwd_rows_ref(j, begin, end);
@@ -553,8 +651,11 @@ nrt_status nrt_resample_interp(const nrt_launch *l) {
       return st;
     }
   }
+  j.lanes = l->params[3] > 0 ? l->params[3] : 0;
   j.sep2d = fwd && sep2d_applies(&j, mode, l->operands[1].dtype);
   j.two_tap = j.sep2d && mode == NRT_INTERP_LINEAR;
+  j.cpu_linear = fwd && !j.sep2d && mode == NRT_INTERP_LINEAR && l->operands[1].dtype == NRT_FLOAT32 &&
+                 j.t[1].T == 2 && j.t[2].T == 2;
   if (j.sep2d && l->operands[0].dtype == NRT_BFLOAT16 && mode == NRT_INTERP_CUBIC)
     for (int i = 1; i < 3; i++) /* the CPU stores bfloat16 bicubic weights as bfloat16 */
       for (int64_t k = 0; k < j.t[i].T * g->O[i]; k++) j.t[i].w[k] = sep_round(j.t[i].w[k], NRT_BFLOAT16);
