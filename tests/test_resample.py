@@ -521,3 +521,27 @@ def test_interpolate_bilinear_trilinear_float32_are_the_cpus_bit_for_bit(threads
     finally:
         torch.set_num_threads(old)
     assert_no_fallbacks()
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+def test_interpolate_bilinear_trilinear_16bit_nested_kernel_is_the_cpus(dtype):
+    """The CPU's nested kernel for 16-bit inputs keeps its lambdas in the
+    dtype (lambda1 rounded, lambda0 = 1 - lambda1 rounded) and sums in
+    float: exact for channels-first trilinear and large bilinear outputs
+    (OH + OW > 128), with values up to the dtype's max; bfloat16 bilinear's
+    channels-last kernel (float lambdas) too."""
+    big = torch.finfo(dtype).max
+    g = torch.Generator().manual_seed(3)
+    cases = [("trilinear", (2, 3, 3, 4, 2), dict(size=(5, 3, 7))), ("trilinear", (1, 5, 2, 5, 3), dict(scale_factor=1.7)),
+             ("bilinear", (2, 2, 5, 4), dict(size=(70, 65))), ("bilinear", (1, 4, 3, 6), dict(size=(66, 90)))]
+    if dtype == torch.bfloat16:
+        cases.append(("bilinear", (2, 20, 4, 3), dict(size=(5, 7))))
+    for mode, shape, kw in cases:
+        x = torch.randn(shape, generator=g) * torch.exp2(torch.randint(-8, 8, shape, generator=g).float())
+        x = torch.where(torch.rand(shape, generator=g) < 0.2, big * torch.randn(shape, generator=g).sign(), x).to(dtype)
+        for align in (False, True):
+            want = F.interpolate(x, mode=mode, align_corners=align, **kw)
+            got = F.interpolate(x.to("neuron"), mode=mode, align_corners=align, **kw).cpu()
+            assert torch.equal(got.isnan(), want.isnan()), (mode, shape, kw, align)
+            assert torch.equal(got.nan_to_num(0.0), want.nan_to_num(0.0)), (mode, shape, kw, align)
+    assert_no_fallbacks()

@@ -350,6 +350,22 @@ static inline float sep_round(float v, nrt_dtype dt) {
   return dt == NRT_BFLOAT16 ? nrt_k_bf16_to_f32(nrt_k_f32_to_bf16(v)) : v;
 }
 
+/* ATen's 16-bit linear tables (compute_source_index_and_lambda with
+ * scalar_t lambdas): the source index fused as for float32, lambda1
+ * stored in the dtype, lambda0 = 1 - lambda1 in the dtype. One-hot
+ * probes: 912 of 912 size pairs for bfloat16 and float16 (unfused,
+ * bfloat16 misses 14). */
+static void half_linear_taps(taps *t, int64_t out, nrt_dtype dt) {
+  if (t->T != 2) return;
+  for (int64_t o = 0; o < out; o++) {
+    float *w = t->w + 2 * o;
+    float l1 = dt == NRT_BFLOAT16 ? sep_round(w[1], dt) : nrt_k_f16_to_f32(nrt_k_f32_to_f16(w[1]));
+    float l0 = 1.0f - l1;
+    w[0] = dt == NRT_BFLOAT16 ? sep_round(l0, dt) : nrt_k_f16_to_f32(nrt_k_f32_to_f16(l0));
+    w[1] = l1;
+  }
+}
+
 /* always_inline: compiled into each ISA's wrapper below, where fmaf is one
  * instruction on AVX2 hosts (on the x86-64-v2 baseline it is libm's
  * software fma, about 3x slower). */
@@ -434,7 +450,7 @@ static NRT_TARGET_AVX2 void fwd_sep2d_rows_avx2(interp_job *j, int64_t begin, in
   fwd_sep2d_body(j, begin, end);
 }
 
-/* Forward, float32 2-d/3-d linear in the CPU's order where sep2d does not
+/* Forward, 2-d/3-d linear in the CPU's order where sep2d does not
  * apply: trilinear through ATen's nested Interpolate (p3 = 0: per dim,
  * outermost d, fma(t0, w0, t1 * w1) of the inner dims' values), or
  * ATen's cpu_upsample_linear_channels_last (p3 = its float vector width),
@@ -446,7 +462,18 @@ static NRT_TARGET_AVX2 void fwd_sep2d_rows_avx2(interp_job *j, int64_t begin, in
  * fma(Tn-1, Wn-1, ... fma(T2, W2, fma(T0, W0, T1 W1))), for the rest.
  * Probed against the installed CPU build (fmaf in C, crafted values with
  * 2^+-20 spreads and +-3.4e38): 2-d and 3-d, both kernels, every channel
- * bitwise. One output point at a time: the plain loop is the reference. */
+ * bitwise. bfloat16/float16 take the same sums in float from widened
+ * inputs, rounded once at the store, with the tables of half_linear_taps
+ * in the nested kernel (exact in probes) and float lambdas in the
+ * channels-last one (bfloat16 bilinear exact; 3-d and float16 mostly: an
+ * input dim of size 1 there still differs). One output point at a time:
+ * the plain loop is the reference. */
+/* An input element as the CPU's opmath float (16-bit widened exactly). */
+static inline __attribute__((always_inline)) float in_f32(const char *p, nrt_dtype dt) {
+  if (dt == NRT_FLOAT32) return *(const float *)p;
+  return dt == NRT_BFLOAT16 ? nrt_k_bf16_to_f32(*(const uint16_t *)p) : nrt_k_f16_to_f32(*(const uint16_t *)p);
+}
+
 /* ATen's two-tap step, t0 w0 + t1 w1 as it compiles: fma(t0, w0, t1 * w1) */
 static inline __attribute__((always_inline)) float two_tap(float t0, float t1, const float *w) {
   return INTERP_MAC(t1 * w[1], t0, w[0]);
@@ -457,7 +484,7 @@ static inline __attribute__((always_inline)) float two_tap(float t0, float t1, c
 static inline __attribute__((always_inline)) float nested_w(const interp_job *j, const char *xp, const int64_t *o) {
   const nrt_operand *x = &j->l->operands[1];
   const int64_t *ix = j->t[2].idx + o[2] * 2;
-  return two_tap(*(const float *)(xp + ix[0] * x->strides[4]), *(const float *)(xp + ix[1] * x->strides[4]),
+  return two_tap(in_f32(xp + ix[0] * x->strides[4], x->dtype), in_f32(xp + ix[1] * x->strides[4], x->dtype),
                  j->t[2].w + o[2] * 2);
 }
 static inline __attribute__((always_inline)) float nested_hw(const interp_job *j, const char *xp, const int64_t *o) {
@@ -500,7 +527,7 @@ static inline __attribute__((always_inline)) void fwd_linear_body(interp_job *j,
             w = d == first ? j->t[d].w[at] : w * j->t[d].w[at];
           }
           if (first == 1) src += j->t[0].idx[od] * x->strides[2];
-          T[k] = *(const float *)src;
+          T[k] = in_f32(src, x->dtype);
           W[k] = w;
         }
         if (vec) {
@@ -511,7 +538,8 @@ static inline __attribute__((always_inline)) void fwd_linear_body(interp_job *j,
           for (int64_t k = 2; k < nterms; k++) v = INTERP_MAC(v, T[k], W[k]);
         }
       }
-      *(float *)(yr + ow * y->strides[4]) = v;
+      if (y->dtype == NRT_FLOAT32) *(float *)(yr + ow * y->strides[4]) = v;
+      else nrt_ref_store_f64(yr + ow * y->strides[4], y->dtype, v); /* rounded once, as the CPU's store */
     }
   }
 }
@@ -654,8 +682,24 @@ nrt_status nrt_resample_interp(const nrt_launch *l) {
   j.lanes = l->params[3] > 0 ? l->params[3] : 0;
   j.sep2d = fwd && sep2d_applies(&j, mode, l->operands[1].dtype);
   j.two_tap = j.sep2d && mode == NRT_INTERP_LINEAR;
-  j.cpu_linear = fwd && !j.sep2d && mode == NRT_INTERP_LINEAR && l->operands[1].dtype == NRT_FLOAT32 &&
-                 j.t[1].T == 2 && j.t[2].T == 2;
+  nrt_dtype xdt = l->operands[1].dtype;
+  bool half = xdt == NRT_BFLOAT16 || xdt == NRT_FLOAT16;
+  j.cpu_linear = fwd && !j.sep2d && mode == NRT_INTERP_LINEAR && j.t[1].T == 2 && j.t[2].T == 2 &&
+                 (xdt == NRT_FLOAT32 || half);
+  /* 16-bit: the index is fused as for float32 in both CPU kernels; the
+   * nested one stores its lambdas in the dtype (half_linear_taps), the
+   * channels-last one keeps them in float, with float32's vector width */
+  if (j.cpu_linear && half)
+    for (int i = 0; i < 3; i++) {
+      bool interpolated = i >= 3 - nsp || g->I[i] != 1 || g->O[i] != 1;
+      taps_free(&j.t[i]);
+      st = taps_build(mode, l->params[1] != 0, l->scalars[i].f, g->I[i], g->O[i], interpolated, true, &j.t[i]);
+      if (st != NRT_SUCCESS) {
+        for (int k = 0; k < 3; k++) taps_free(&j.t[k]);
+        return st;
+      }
+      if (j.lanes == 0) half_linear_taps(&j.t[i], g->O[i], xdt);
+    }
   if (j.sep2d && l->operands[0].dtype == NRT_BFLOAT16 && mode == NRT_INTERP_CUBIC)
     for (int i = 1; i < 3; i++) /* the CPU stores bfloat16 bicubic weights as bfloat16 */
       for (int64_t k = 0; k < j.t[i].T * g->O[i]; k++) j.t[i].w[k] = sep_round(j.t[i].w[k], NRT_BFLOAT16);
