@@ -673,3 +673,37 @@ def test_baddbmm_inplace_dtype_is_checked_before_the_kernels_dtype():
                              torch.ones(3, 2, 5, dtype=torch.bfloat16, device=d))
     cpu, dev = raises_like_cpu(run)
     assert str(dev) == str(cpu)
+
+
+@pytest.mark.parametrize("m,n", [(3, 6), (5, 19), (2, 37), (7, 70)])
+@pytest.mark.parametrize("layout", ["row", "col", "strided"])
+def test_bfloat16_mv_follows_atens_gemv(m, n, layout):
+    """bfloat16 mv/addmv run ATen's gemv on the CPU: torch.mv of a row-major
+    matrix is its fast path (ATen's vectorised dot per row); addmv's other
+    calls (beta != 0, alpha != 1, an expanded vector) sum each row's
+    products in order and finish as bf16(beta * y) + alpha * sum with alpha
+    and beta rounded to bfloat16 (1.7 * y - 1.703125 * 1 is 0 there); a
+    column-major matrix adds its float sum, rounded, to bf16(beta * y)."""
+    g = torch.Generator().manual_seed(67)
+    dt = torch.bfloat16
+    failures = []
+    for trial in range(3):
+        make = _edge if trial < 2 else _one_hot_rows
+        mat, vec, y = make((m, n), dt, g), _edge((n,), dt, g), _edge((m,), dt, g)
+        cases = {
+            "mv": lambda d: torch.mv(_layout(mat.to(d), layout), vec.to(d)),
+            "addmv": lambda d: torch.addmv(y.to(d), _layout(mat.to(d), layout), vec.to(d), beta=1.7, alpha=0.3),
+            "addmv_expanded": lambda d: torch.addmv(y.to(d), _layout(mat.to(d), layout), vec[:1].to(d).expand(n)),
+            "linear_1d": lambda d: F.linear(vec.to(d), _layout(mat.to(d), layout), y.to(d)),
+        }
+        for name, fn in cases.items():
+            want, got = fn("cpu"), fn("neuron").cpu()
+            if not torch.equal(want.nan_to_num(1, 2, 3), got.nan_to_num(1, 2, 3)):
+                failures.append((trial, name))
+    y1, w, v = torch.full((2,), 1.0078125, dtype=dt), torch.tensor([[1.71875, 0], [1.71875, 0]], dtype=dt), \
+        torch.tensor([1.0, 0], dtype=dt)
+    for mat in (w, w.t().contiguous().t()):
+        exact = torch.addmv(y1.neuron(), mat.neuron(), v.neuron(), beta=1.7, alpha=-1).cpu()
+        assert torch.equal(exact, torch.addmv(y1, mat, v, beta=1.7, alpha=-1))
+    assert not failures
+    assert_no_fallbacks()

@@ -34,7 +34,10 @@ typedef enum nrt_cgemm_alpha {
  * k order, float or, for float64, double accumulation), with alpha and the
  * bias where nrt_cgemm_alpha's AFTER / A / B put them. p1 != 0 (loops): C
  * aliases itself, computed in order on one thread. p2 != 0 (ALPHA_A /
- * ALPHA_B): each product is fused into C (fma(alpha * a_k, b_k, c)). */
+ * ALPHA_B): each product is fused into C (fma(alpha * a_k, b_k, c)); p3 != 0
+ * (ALPHA_A / ALPHA_B): the products summed from 0, the sum and beta * bias
+ * each rounded to C's dtype and added last;
+ * (AFTER) beta * bias rounded to C's dtype before the sum is added. */
 typedef enum nrt_gemm_order {
   NRT_GEMM_PACKED = 0,
   NRT_GEMM_LOOP_AFTER = 1,   /* C = alpha * sum + beta * bias */

@@ -30,7 +30,11 @@
  *            pairs (which adds are fused).
  * p2 != 0 (ALPHA_A / ALPHA_B): each product fused into C, as ATen's
  * gemm_transb_ for those dtypes (float C = beta * bias first, alpha on
- * BLAS's 'b').
+ * BLAS's 'b'). p3 != 0 (ALPHA_A / ALPHA_B): the products are summed from 0,
+ * and the sum and beta * bias (the bias as is for beta == 1), each rounded
+ * to C's dtype, added last, as ATen's gemv 'n' for bfloat16 does;
+ * (AFTER) beta * bias is rounded to C's dtype before alpha * sum is added,
+ * as ATen's gemv 't' computes it in bfloat16.
  * p1 != 0: C's elements share memory (an expanded in-place self): one
  * thread, outputs in (batch, row, column) order, each reading the bias
  * just before its store, as the CPU's loop does through the aliases.
@@ -47,7 +51,7 @@ typedef struct loop_job {
   const nrt_launch *l;
   int64_t M, N, K, nb, nblocks;
   int order;
-  bool bias, fused;
+  bool bias, fused, bias_last;
   _Atomic int failed;
 } loop_job;
 
@@ -81,6 +85,13 @@ static inline void st(char *p, nrt_dtype dt, double v) {
   }
 }
 
+/* v rounded to dtype dt (through a store and a load). */
+static inline double round_to(nrt_dtype dt, double v) {
+  char tmp[16];
+  st(tmp, dt, v);
+  return ld(tmp, dt);
+}
+
 /* Columns per block: a row's partial sums (and DOT8's 8 lanes of them) stay
  * in L1 while B is read a row segment at a time; each element's products
  * still add in k order, so the loops over the block's columns vectorise
@@ -100,7 +111,7 @@ static inline void st(char *p, nrt_dtype dt, double v) {
     T acc[LOOP_NB], y[LOOP_NB], lane[8][LOOP_NB];                                                      \
     for (int64_t j = 0; j < nj; j++) {                                                                  \
       acc[j] = 0;                                                                                       \
-      if (!after && jb->bias) {                                                                         \
+      if (!after && jb->bias && !jb->bias_last) {                                                       \
         acc[j] = (T)ld(AT(Y, b, i, j0 + j), Y->dtype);                                    \
         if (beta != 1) acc[j] = beta * acc[j];                                                          \
       }                                                                                                 \
@@ -144,7 +155,15 @@ static inline void st(char *p, nrt_dtype dt, double v) {
       T r = acc[j];                                                                                     \
       if (after) {                                                                                      \
         r = alpha * r;                                                                                  \
-        if (jb->bias) r = (T)ld(AT(Y, b, i, j0 + j), Y->dtype) * beta + r;                \
+        if (jb->bias) {                                                                                 \
+          T yb = (T)ld(AT(Y, b, i, j0 + j), Y->dtype) * beta;                                           \
+          if (jb->bias_last) yb = (T)round_to(C->dtype, (double)yb);                                    \
+          r = yb + r;                                                                                   \
+        }                                                                                               \
+      } else if (jb->bias && jb->bias_last) {                                                           \
+        T yb = (T)ld(AT(Y, b, i, j0 + j), Y->dtype);                                                    \
+        if (beta != 1) yb = (T)round_to(C->dtype, (double)(beta * yb));                                \
+        r = (T)round_to(C->dtype, (double)r) + yb;                                                      \
       }                                                                                                 \
       st(AT(C, b, i, j0 + j), C->dtype, (double)r);                                      \
     }                                                                                                   \
@@ -284,6 +303,8 @@ nrt_status nrt_gemm_loop_execute(const nrt_launch *l) {
                            jb.order);
   jb.bias = l->ninputs == 3 && l->scalars[1].f != 0.0;
   jb.fused = l->params[2] != 0 && (jb.order == NRT_GEMM_LOOP_ALPHA_A || jb.order == NRT_GEMM_LOOP_ALPHA_B);
+  jb.bias_last = l->params[3] != 0 && (jb.order == NRT_GEMM_LOOP_ALPHA_A || jb.order == NRT_GEMM_LOOP_ALPHA_B ||
+                                       jb.order == NRT_GEMM_LOOP_AFTER);
   if (l->sizes[0] == 0 || jb.M == 0 || jb.N == 0) return NRT_SUCCESS;
   jb.nb = l->params[1] ? 1 : LOOP_NB;
   jb.nblocks = nrt_cdiv(jb.N, jb.nb);
