@@ -707,3 +707,23 @@ def test_bfloat16_mv_follows_atens_gemv(m, n, layout):
         assert torch.equal(exact, torch.addmv(y1, mat, v, beta=1.7, alpha=-1))
     assert not failures
     assert_no_fallbacks()
+
+
+@pytest.mark.parametrize("m,n", [(4, 1), (7, 5), (19, 8), (60, 33)])
+def test_float32_addmv_of_a_column_major_matrix_follows_mkls_sgemv(m, n):
+    """MKL's sgemv 'n' (the CPU's addmv of a column-major float32 matrix)
+    starts from beta * y and adds (alpha * vec_j) * mat_ij column by column,
+    unfused; alpha == 0 reads neither matrix nor vector (fuzz 7103-83813:
+    alpha 0.5 on a 4 x 1 matrix, inf where neuron scaled the sum)."""
+    g = torch.Generator().manual_seed(71)
+    failures = []
+    for trial in range(3):
+        mat, vec, y = _edge((m, n), torch.float32, g), _edge((n,), torch.float32, g), _edge((m,), torch.float32, g)
+        for beta, alpha in [(1, 1), (0, 0.5), (2.0, 0.5), (1.7, 0.3), (1, 0)]:
+            def run(d):
+                return torch.addmv(y.to(d), _layout(mat.to(d), "col"), vec.to(d), beta=beta, alpha=alpha)
+            want, got = run("cpu"), run("neuron").cpu()
+            if not torch.equal(want.nan_to_num(1, 2, 3), got.nan_to_num(1, 2, 3)):
+                failures.append((trial, beta, alpha))
+    assert not failures
+    assert_no_fallbacks()
