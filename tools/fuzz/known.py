@@ -304,9 +304,13 @@ KNOWN: list[Group] = [
     Group("edge-magnitude-interpolate", ("interpolate",), VAL,
           all_of(fill("edge"), not_(all_of(kwarg("mode", "bicubic"), not_(kwarg("antialias", True)),
                                            in_dtype("float32", "bfloat16"), not_(phase("backward")))),
-                 # float32 linear/bilinear/trilinear forwards follow the CPU's kernels (p3 of INTERP)
+                 # float32 linear/bilinear/trilinear and 16-bit bilinear/trilinear forwards follow the CPU's
+                 # kernels (p3 of INTERP)
                  not_(all_of(any_of(kwarg("mode", "linear"), kwarg("mode", "bilinear"), kwarg("mode", "trilinear")),
-                             not_(kwarg("antialias", True)), in_dtype("float32"), not_(phase("backward"))))),
+                             not_(kwarg("antialias", True)), in_dtype("float32"), not_(phase("backward")))),
+                 not_(all_of(any_of(kwarg("mode", "bilinear"), kwarg("mode", "trilinear")),
+                             not_(kwarg("antialias", True)), in_dtype("bfloat16", "float16"),
+                             not_(phase("backward"))))),
           "interpolate with inputs near the float limits: the forward of 2-d bicubic and antialiased modes "
           "follows the CPU's order (width sums per height tap, then the height sum, each a chain of fused "
           "multiply-adds from the first tap), so plain float32/bfloat16 bicubic forwards agree (seed 9090, "
@@ -324,21 +328,30 @@ KNOWN: list[Group] = [
           "before matched nothing: small outputs take this kernel) and C == 3 on one thread, whose 4/8 corner "
           "terms sum in one fma order in its vector lanes and another in its scalar tail (crafted probe, 1 and "
           "2 threads, 4 layouts: 0 of 320 shapes differ; 14142135-355907 agrees). 16-bit bilinear/trilinear take "
-          "the same kernels (the nested one with lambdas rounded to the dtype: 132 of 132 probed shapes exact; "
-          "bfloat16 bilinear's channels-last one exact). Left: 16-bit trilinear through the channels-last "
-          "kernel and float16 bilinear through it (an input dim of size 1 there still differs), 16-bit 1-d "
-          "linear, and float64 (computed in float32)."),
-    Group("edge-magnitude-gemm", ("linear", "mm", "bmm", "matmul", "addmm", "vecdot"), VAL, fill("edge"),
-          "Inputs near the dtype's limits (float32/bfloat16 +-3.4e38) in GEMMs where neuron does not yet follow "
-          "the CPU's order: MKL's sgemv (one output column with k >= 8, and F.linear of a 1-d input, whose "
-          "sums neither the plain nor the 8-lane order gives), MKL's small 'T' dot where a row starts off a "
-          "32-byte boundary (its lanes follow the address), oneDNN's bfloat16 and ATen's float16 GEMMs, "
-          "float64 (run at float32 precision, DESIGN.md 3) and complex64 huge parts. Followed since the gemm "
-          "fixes: bmm/baddbmm below 400 multiply-adds per entry (ATen's loop, an expanded in-place self in its "
-          "element order), float32 mm/addmm below MKL's blocked sgemm (m < 12 or n < 4: no fused multiply-add, "
-          "C first on the 'N' loops, 8 lanes on the 'T' dot), addmv of an expanded vector (ATen's gemv loops): "
-          "build/fuzz-16180339's 7 cases -> 1 by --explain (a bfloat16 mm; addmv, tensordot, complex baddbmm "
-          "agree), seed 4242 (113k cases) 16 -> 10, seed 5151 (25k cases): 1 (a 1-d F.linear)."),
+          "the same kernels (the nested one with lambdas rounded to the dtype; the channels-last one with "
+          "float lambdas, its lanes fusing the other product of the first pair, and float16's tail too): 480 "
+          "of 480 probed shapes exact. Left: 16-bit 1-d linear, and float64 (computed in float32)."),
+    Group("edge-magnitude-gemm", ("linear", "mm", "bmm", "matmul", "addmm", "vecdot"), VAL,
+          all_of(fill("edge"),
+                 # followed since ec267db/21a8dfc/b6d5885: 16-bit GEMMs, bfloat16 gemv, float32 sgemv 'n'
+                 not_(all_of(in_dtype("bfloat16", "float16"),
+                             fn("F.linear", "torch.mm", "torch.bmm", "torch.addmm", "Tensor.addmm_", "torch.baddbmm",
+                                "Tensor.baddbmm_", "torch.addbmm", "Tensor.addbmm_"))),
+                 not_(all_of(in_dtype("bfloat16"), fn("torch.mv", "torch.addmv", "Tensor.addmv_"))),
+                 not_(all_of(in_dtype("float32"), fn("torch.addmv", "Tensor.addmv_"), not_(phase("backward")),
+                             lambda c, r: c["tensors"][c["args"][1]["t"]]["layout"] == "transposed"))),
+          "Inputs near the dtype's limits (float32 +-3.4e38) in GEMMs where neuron does not yet follow the CPU's "
+          "order: MKL's sgemv 't' (row-major mv/addmv, one output column with k >= 8, F.linear of a 1-d input: a "
+          "4-row kernel summing a head of (K-1) % 4 + 1 products then 4 lanes, single rows 4 then 8 lanes, both "
+          "following the operands' 16-byte alignment), MKL's sdot and small 'T' dot where a row starts off a "
+          "32-byte boundary, float16 mv/addmv (ATen's float16 gemv), bfloat16 dot, float64 (run at float32 "
+          "precision, DESIGN.md 3) and complex64 huge parts. Followed: bmm/baddbmm below 400 multiply-adds per "
+          "entry, float32 mm/addmm below MKL's blocked sgemm, addmv of an expanded vector, and since ec267db "
+          "bfloat16/float16 mm/addmm/F.linear/bmm/baddbmm (ATen's cpublas loops up to 16^3 multiply-adds for "
+          "bfloat16, every float16; oneDNN's fma(beta, bias, alpha * sum) above: 14142135-471423/-861864 "
+          "agree), bfloat16 mv/addmv (ATen's gemv<BFloat16>, 21a8dfc) and float32 addmv of a column-major "
+          "matrix (MKL's sgemv 'n', b6d5885). Fresh seeds, 130 s of the gemm ops: 7102 (103k cases) 5, 7103 "
+          "(99k) 7 (1 of them fixed since), all float32/float64."),
     Group("edge-magnitude-conv", ("conv",), VAL, fill("edge"),
           "Convolutions with inputs near the dtype's limits where the CPU's own order decides. Launches whose "
           "sums could pass FLT_MAX run neuron's loop nest in double in the CPU's float64 (im2col) grouping, "
