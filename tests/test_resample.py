@@ -528,17 +528,21 @@ def test_interpolate_bilinear_trilinear_16bit_nested_kernel_is_the_cpus(dtype):
     """The CPU's nested kernel for 16-bit inputs keeps its lambdas in the
     dtype (lambda1 rounded, lambda0 = 1 - lambda1 rounded) and sums in
     float: exact for channels-first trilinear and large bilinear outputs
-    (OH + OW > 128), with values up to the dtype's max; bfloat16 bilinear's
-    channels-last kernel (float lambdas) too."""
+    (OH + OW > 128), with values up to the dtype's max; and its
+    channels-last kernel (float lambdas; the first fused product of the
+    lanes, and of float16's tail, is the other one of the pair)."""
     big = torch.finfo(dtype).max
     g = torch.Generator().manual_seed(3)
     cases = [("trilinear", (2, 3, 3, 4, 2), dict(size=(5, 3, 7))), ("trilinear", (1, 5, 2, 5, 3), dict(scale_factor=1.7)),
              ("bilinear", (2, 2, 5, 4), dict(size=(70, 65))), ("bilinear", (1, 4, 3, 6), dict(size=(66, 90)))]
-    if dtype == torch.bfloat16:
-        cases.append(("bilinear", (2, 20, 4, 3), dict(size=(5, 7))))
+    # the channels-last kernel: small bilinear outputs, channels-last 3-d inputs (lanes and tail, a size-1 dim)
+    cases += [("bilinear", (2, 20, 4, 3), dict(size=(5, 7))), ("bilinear", (1, 3, 5, 4), dict(size=(7, 6))),
+              ("trilinear", (2, 20, 4, 4, 1), dict(size=(6, 7, 7))), ("trilinear", (1, 5, 3, 2, 4), dict(size=(4, 5, 3)))]
     for mode, shape, kw in cases:
         x = torch.randn(shape, generator=g) * torch.exp2(torch.randint(-8, 8, shape, generator=g).float())
         x = torch.where(torch.rand(shape, generator=g) < 0.2, big * torch.randn(shape, generator=g).sign(), x).to(dtype)
+        if mode == "trilinear" and shape[1] > 3:
+            x = x.contiguous(memory_format=torch.channels_last_3d)
         for align in (False, True):
             want = F.interpolate(x, mode=mode, align_corners=align, **kw)
             got = F.interpolate(x.to("neuron"), mode=mode, align_corners=align, **kw).cpu()

