@@ -148,6 +148,21 @@ def test_addr_rounds_once_and_follows_beta_rules():
         torch.addr(torch.ones(4, 3, dtype=torch.long).neuron(), i1.neuron(), i2.neuron(), beta=0.5)
     with pytest.raises(RuntimeError, match="1-D argument vec1"):
         torch.addr(s.neuron(), s.neuron(), b.neuron())
+
+
+def test_addr_float32_fuses_like_the_cpu_vector_body():
+    # The CPU's vectorised addr is contracted to fma(alpha * vec1, vec2,
+    # beta * self): bit for bit on rows of 32 (the vector body on AVX2 and
+    # AVX-512), and an overflowing product beside an infinite self is inf,
+    # not inf - inf = NaN.
+    g = torch.Generator().manual_seed(3)
+    for _ in range(20):
+        s, a, b = torch.randn(5, 32, generator=g), torch.randn(5, generator=g), torch.randn(32, generator=g) * 1e38
+        s[torch.rand(5, 32, generator=g) < 0.2] = float("inf")
+        for beta, alpha in ((1, 1), (0.5, -2.0)):
+            want = torch.addr(s, a, b, beta=beta, alpha=alpha)
+            got = torch.addr(s.neuron(), a.neuron(), b.neuron(), beta=beta, alpha=alpha).cpu()
+            torch.testing.assert_close(got, want, rtol=0, atol=0, equal_nan=True)
     # alpha multiplies vec1 first, as the CPU: alpha = 0 or 0.25 keeps 3 * -3.4e38 from overflowing,
     # a NaN still propagates
     v1, v2 = torch.tensor([-1.0, 3.0]), torch.tensor([-3.4e38, 1.5, float("nan")])

@@ -84,8 +84,15 @@ PW_F32(bce_backward, 3, bce_backward_one(x, y, z))
 PW_F32(prelu_backward_input, 3, y > 0.0f ? x : z * x)
 /* alpha multiplies vec1 before vec2, as ATen's addr: an alpha of 0 or 0.25
  * keeps a huge product from overflowing (0 * 3e38, not 0 * inf), while a
- * NaN in either vector still propagates */
-PW_F32(scaled_addcmul, 3, p0 ? (s1 * y) * z : s0 * x + (s1 * y) * z)
+ * NaN in either vector still propagates. For float32 the product is fused
+ * into beta * self, fma(alpha * vec1, vec2, beta * self): the compiler
+ * contracts the CPU's vectorised expression so (probed on 2.13: self inf,
+ * vec1 -1.5, vec2 3.4e38 is inf in the vector body, where the unfused
+ * product overflows to -inf and gives NaN). Its scalar tail (the last
+ * row length % vector width elements) and its bfloat16/float16 loops stay
+ * unfused; there the fused result is the one float64 gives. */
+PW_F32_MV(scaled_addcmul, 3,
+          p0 ? (s1 * y) * z : (l->compute_dtype == NRT_FLOAT32 ? fmaf(s1 * y, z, s0 * x) : s0 * x + (s1 * y) * z))
 PW_I64(scaled_addcmul, 3, p0 ? nrt_wmul(s1, nrt_wmul(y, z)) : nrt_wadd(nrt_wmul(s0, x), nrt_wmul(s1, nrt_wmul(y, z))))
 
 const nrt_pw_kernel *nrt_pw_nn_kernel(nrt_op op) {
@@ -107,7 +114,7 @@ const nrt_pw_kernel *nrt_pw_nn_kernel(nrt_op op) {
     PW_CASE(SMOOTH_L1_BACKWARD, .f32 = smooth_l1_backward_f32)
     PW_CASE(BCE_BACKWARD, .f32 = bce_backward_f32)
     PW_CASE(PRELU_BACKWARD_INPUT, .f32 = prelu_backward_input_f32)
-    PW_CASE(SCALED_ADDCMUL, .f32 = scaled_addcmul_f32, .i64 = scaled_addcmul_i64)
+    PW_CASE(SCALED_ADDCMUL, PW_MV(scaled_addcmul), .i64 = scaled_addcmul_i64)
   default: return NULL;
   }
 }
