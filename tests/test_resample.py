@@ -481,7 +481,8 @@ def test_interpolate_bilinear_trilinear_float32_are_the_cpus_bit_for_bit(threads
     order in its vector lanes and another in its scalar tail) for
     channels-last inputs of more than 3 channels, bilinear outputs with
     OH + OW <= 128, and 3 channels on one thread. Exact over channel counts
-    across the vector width, layouts (contiguous, channels-last, expanded,
+    across the vector width (8 floats: the CPU runs this kernel's AVX2
+    build on AVX-512 hosts), layouts (contiguous, channels-last, expanded,
     transposed), align_corners, scale factors and edge values. Fuzz case
     14142135-355907 (an expanded trilinear input with 3.4e38) was an ulp
     off."""
@@ -497,7 +498,8 @@ def test_interpolate_bilinear_trilinear_float32_are_the_cpus_bit_for_bit(threads
             got = F.interpolate(x.to("neuron"), mode=mode, size=[7, 7, 4]).cpu()
             assert torch.equal(got.isnan(), want.isnan()) and torch.equal(got.nan_to_num(0), want.nan_to_num(0))
         cases = [(1, (3, 5), dict(size=(7, 4))), (3, (4, 6), dict(scale_factor=1.5)), (4, (5, 3), dict(size=(2, 9))),
-                 (20, (3, 4), dict(size=(6, 5))), (17, (6, 5), dict(size=(70, 71))), (5, (2, 7), dict(size=(80, 3)))]
+                 (20, (3, 4), dict(size=(6, 5))), (17, (6, 5), dict(size=(70, 71))), (5, (2, 7), dict(size=(80, 3))),
+                 (12, (1, 1), dict(size=(4, 3)))]  # 8 lanes + 4 tail channels (fuzz 7841-79129: an ulp off)
         for i, (c, spatial, kw) in enumerate(cases):
             if nd == 3:
                 spatial = (2,) + spatial
@@ -525,7 +527,8 @@ def test_interpolate_bilinear_trilinear_float32_are_the_cpus_bit_for_bit(threads
 
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
 def test_interpolate_bilinear_trilinear_16bit_nested_kernel_is_the_cpus(dtype):
-    """The CPU's nested kernel for 16-bit inputs keeps its lambdas in the
+    """The CPU's nested kernel for 16-bit inputs (linear, trilinear,
+    bilinear) keeps its lambdas in the
     dtype (lambda1 rounded, lambda0 = 1 - lambda1 rounded) and sums in
     float: exact for channels-first trilinear and large bilinear outputs
     (OH + OW > 128), with values up to the dtype's max; and its
@@ -535,6 +538,8 @@ def test_interpolate_bilinear_trilinear_16bit_nested_kernel_is_the_cpus(dtype):
     g = torch.Generator().manual_seed(3)
     cases = [("trilinear", (2, 3, 3, 4, 2), dict(size=(5, 3, 7))), ("trilinear", (1, 5, 2, 5, 3), dict(scale_factor=1.7)),
              ("bilinear", (2, 2, 5, 4), dict(size=(70, 65))), ("bilinear", (1, 4, 3, 6), dict(size=(66, 90)))]
+    # 1-d linear: the nested kernel alone
+    cases += [("linear", (2, 3, 7), dict(size=11)), ("linear", (1, 20, 9), dict(scale_factor=0.6))]
     # the channels-last kernel: small bilinear outputs, channels-last 3-d inputs (lanes and tail, a size-1 dim)
     cases += [("bilinear", (2, 20, 4, 3), dict(size=(5, 7))), ("bilinear", (1, 3, 5, 4), dict(size=(7, 6))),
               ("trilinear", (2, 20, 4, 4, 1), dict(size=(6, 7, 7))), ("trilinear", (1, 5, 3, 2, 4), dict(size=(4, 5, 3)))]

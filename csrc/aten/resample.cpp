@@ -16,7 +16,6 @@
 #include <ATen/ops/from_blob.h>
 #include <ATen/ops/zeros.h>
 #include <ATen/Parallel.h>
-#include <ATen/Version.h>
 #include <ATen/native/im2col_shape_check.h>
 #include <c10/core/DeviceGuard.h>
 
@@ -245,15 +244,17 @@ void set_interp_params(nrt_launch &d, int mode, bool align, int64_t nsp, const S
 // takes for a channels-last input of more than 3 channels and, bilinear
 // only, for outputs with OH + OW <= 128 or (on one thread) 3 channels.
 // The lanes and the scalar tail sum in different orders, so the width is
-// the CPU build's own (AVX-512: 16 floats; AVX2 and the default: 8).
+// the CPU build's: 8 floats, as UpSampleKernel.cpp registers no AVX-512
+// kernel (its stubs run the AVX2 build, or the default one, whose
+// Vectorized<float> is 8 wide too, on AVX-512 hosts; probed per channel
+// for C = 4..28: channels below C - C % 8 take the lanes' order).
 int64_t cpu_linear_lanes(const Tensor &self, const Tensor &result, int64_t nsp) {
   int64_t c = self.size(1);
   bool cl = nsp == 2 ? (self.is_contiguous(at::MemoryFormat::ChannelsLast) && c > 3) ||
                            result.size(-2) + result.size(-1) <= 128 || (at::get_num_threads() == 1 && c == 3)
                      : self.is_contiguous(at::MemoryFormat::ChannelsLast3d) && c > 3;
   if (!cl) return 0;
-  static const int64_t lanes = at::get_cpu_capability() == "AVX512" ? 16 : 8;  // fixed per process
-  return lanes;
+  return 8;
 }
 
 bool interp_dtype_ok(int mode, int64_t nsp, at::ScalarType st) {

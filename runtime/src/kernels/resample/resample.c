@@ -450,8 +450,8 @@ static NRT_TARGET_AVX2 void fwd_sep2d_rows_avx2(interp_job *j, int64_t begin, in
   fwd_sep2d_body(j, begin, end);
 }
 
-/* Forward, 2-d/3-d linear in the CPU's order where sep2d does not
- * apply: trilinear through ATen's nested Interpolate (p3 = 0: per dim,
+/* Forward, linear in the CPU's order where sep2d does not apply (2-d/3-d,
+ * and 16-bit 1-d): through ATen's nested Interpolate (p3 = 0: per dim,
  * outermost d, fma(t0, w0, t1 * w1) of the inner dims' values), or
  * ATen's cpu_upsample_linear_channels_last (p3 = its float vector width),
  * which the CPU takes for channels-last inputs of more than 3 channels and
@@ -502,7 +502,7 @@ static inline __attribute__((always_inline)) float nested_dhw(const interp_job *
 static inline __attribute__((always_inline)) void fwd_linear_body(interp_job *j, int64_t begin, int64_t end) {
   const nrt_resample_geom *g = &j->g;
   const nrt_operand *y = &j->l->operands[0], *x = &j->l->operands[1];
-  int64_t first = j->t[0].T == 2 ? 0 : 1; /* the outermost interpolated dim */
+  int64_t first = j->t[0].T == 2 ? 0 : j->t[1].T == 2 ? 1 : 2; /* the outermost interpolated dim */
   int64_t ndims = 3 - first, nterms = (int64_t)1 << ndims;
   for (int64_t r = begin; r < end; r++) {
     int64_t oh = r % g->O[1], od = (r / g->O[1]) % g->O[0], p = r / (g->O[1] * g->O[0]);
@@ -514,7 +514,10 @@ static inline __attribute__((always_inline)) void fwd_linear_body(interp_job *j,
       int64_t o[3] = {od, oh, ow};
       float v;
       if (j->lanes == 0) {
-        v = first == 0 ? nested_dhw(j, xp, o) : nested_hw(j, xp + j->t[0].idx[od] * x->strides[2], o);
+        const char *xd = xp + j->t[0].idx[od] * x->strides[2];
+        v = first == 0   ? nested_dhw(j, xp, o)
+            : first == 1 ? nested_hw(j, xd, o)
+                         : nested_w(j, xd + j->t[1].idx[oh] * x->strides[3], o); /* 16-bit 1-d linear */
       } else {
         float T[8], W[8];
         for (int64_t k = 0; k < nterms; k++) {
@@ -690,11 +693,12 @@ nrt_status nrt_resample_interp(const nrt_launch *l) {
   j.two_tap = j.sep2d && mode == NRT_INTERP_LINEAR;
   nrt_dtype xdt = l->operands[1].dtype;
   bool half = xdt == NRT_BFLOAT16 || xdt == NRT_FLOAT16;
-  j.cpu_linear = fwd && !j.sep2d && mode == NRT_INTERP_LINEAR && j.t[1].T == 2 && j.t[2].T == 2 &&
-                 (xdt == NRT_FLOAT32 || half);
+  j.cpu_linear = fwd && !j.sep2d && mode == NRT_INTERP_LINEAR && j.t[2].T == 2 &&
+                 ((j.t[1].T == 2 && xdt == NRT_FLOAT32) || (half && (j.t[1].T == 2 || j.lanes == 0)));
   /* 16-bit: the index is fused as for float32 in both CPU kernels; the
    * nested one stores its lambdas in the dtype (half_linear_taps), the
-   * channels-last one keeps them in float, with float32's vector width */
+   * channels-last one keeps them in float, its vectors twice as wide */
+  if (j.cpu_linear && half && j.lanes > 0) j.lanes *= 2;
   if (j.cpu_linear && half)
     for (int i = 0; i < 3; i++) {
       bool interpolated = i >= 3 - nsp || g->I[i] != 1 || g->O[i] != 1;
