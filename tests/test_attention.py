@@ -615,3 +615,56 @@ def test_sdpa_small_math_path_follows_the_cpu_order(kind, dtype, threads):
     finally:
         torch.set_num_threads(old)
     assert_no_fallbacks()
+
+
+# The CPU's bfloat16 flash backward recomputes q k^T with a GEMM whose alpha
+# is the scale; with one query or one key it scales before the products, so
+# 3e38 * 2 at scale 0.5 is a finite 3e38 there (its forward scales after the
+# sum: inf). inf * -1 + 3e38 * 2 is then -inf (weight 0) in the backward,
+# not NaN; a row the forward found dead (its lse 0) weighs exp(s) with those
+# scores. Fuzz 14142135-508801 / -350498. Rows of one key / one query, the
+# terms in each order and position.
+@pytest.mark.parametrize("L,S", [(1, 1), (3, 1), (1, 4)])
+def test_sdpa_bfloat16_backward_scales_before_the_product(L, S):
+    inf = float("inf")
+    terms = [((3e38, 2.0), (inf, -1.0)), ((inf, -1.0), (3e38, 2.0)), ((inf, 1.0), (3e38, -2.0)),
+             ((3e38, 2.0), (3e38, -2.0)), ((-3e38, 2.0), (0.5, 1.0))]
+    E = 8
+    g = torch.Generator().manual_seed(1508)
+    for n, (a, b) in enumerate(terms):
+        for pa, pb in ((0, 1), (1, 0), (2, 5), (7, 3)):
+            q = torch.randn(1, 2, L, E, generator=g)
+            k = torch.randn(1, 2, S, E, generator=g)
+            v = torch.randn(1, 2, S, E, generator=g)
+            q[0, 0, L - 1, pa], k[0, 0, S - 1, pa] = a
+            q[0, 0, L - 1, pb], k[0, 0, S - 1, pb] = b
+            q[0, 1, 0, 0] = inf  # an infinity in the input: neuron's reference path for finite rows too
+            q, k, v = (t.to(torch.bfloat16) for t in (q, k, v))
+            for kw in ({"scale": 0.5}, {}):
+                want = _both(lambda t: t, q, k, v, **kw)
+                got = _both(lambda t: t.neuron(), q, k, v, **kw)
+                for name, gt, w in zip(("out", "dq", "dk", "dv"), got, want):
+                    assert torch.equal(gt.isnan(), w.isnan()), (name, n, pa, pb, kw, gt, w)
+                    torch.testing.assert_close(gt.nan_to_num(), w.nan_to_num(), **TOL[torch.bfloat16],
+                                               msg=f"{name} {n} {pa} {pb} {kw}")
+    assert_no_fallbacks()
+
+
+# A causal row whose one visible score is NaN is dead in the forward (out
+# 0 * v), and its backward's dsum = dO . out is NaN where v holds an inf: the
+# keys it cannot see get NaN too, also on the prescaled path above (fuzz
+# 7815-37940, a regression of a first version of it).
+def test_sdpa_bfloat16_dead_row_with_inf_value_backward():
+    g = torch.Generator().manual_seed(37940)
+    q = torch.randn(1, 1, 1, 7, generator=g)
+    k = torch.randn(1, 1, 5, 7, generator=g)
+    v = torch.randn(1, 1, 5, 7, generator=g)
+    k[0, 0, 0, 3], k[0, 0, 0, 5], v[0, 0, 0, 1] = float("inf"), float("nan"), float("inf")
+    q, k, v = (t.to(torch.bfloat16) for t in (q, k, v))
+    want = _both(lambda t: t, q, k, v, is_causal=True)
+    got = _both(lambda t: t.neuron(), q, k, v, is_causal=True)
+    for name, gt, w in zip(("out", "dq", "dk", "dv"), got, want):
+        assert torch.equal(gt.isnan(), w.isnan()), (name, gt, w)
+        torch.testing.assert_close(gt.nan_to_num(), w.nan_to_num(), **TOL[torch.bfloat16], msg=name)
+    assert want[2][0, 0, 2].isnan().all()
+    assert_no_fallbacks()

@@ -275,13 +275,12 @@ KNOWN: list[Group] = [
           "finite edge values on the blocked kernel (its q k^T order is not MKL's: 92-97% agree from head dim "
           "12 up) and float64 gradients of 1e18-scale inputs, which neuron's float32 rounds differently from the "
           "CPU's float32 too (so they stay here, not in float64-beyond-float32); and the CPU's own blocking of "
-          "keys beyond 512. Probed (session 15, one key, bfloat16, head dims 4/8/16 alike): the CPU's 16-bit "
-          "flash q k^T is neither rounded nor fused term-by-term sums, and its backward's differs from its "
-          "forward's: q.k = inf*-1 + 3e38*2 is -inf in the backward in either order (neuron NaN, 14142135-508801, "
-          "-350498), 3e38*2 - 3e38*2 is 0 there, while the forward leaves 3e38*2 - 3e38 - 3e38 by position "
-          "(e0,e1,e3) dead but (e0,e1,e2) +inf (oneDNN brgemm, VNNI pairs; order not pinned down). The float32 "
-          "cases 14142135-596436 / -778009 are the math path with a bmm of 400 or more (expanded q, transposed "
-          "v): MKL's sgemm sums K = 8 so that 2e38 + 2e38 - 2e38 stays finite (neuron's bmm: inf)."),
+          "keys beyond 512. The bfloat16 backward with one query or one key follows the CPU's "
+          "(its GEMM scales the matrix operand before the products, four sums over e mod 4: 14142135-508801 and "
+          "-350498 agree); other bfloat16 backward blocks were probed only by their scaling (mostly after the "
+          "sum, as neuron; L = 2..17 with S = 33 before). The float32 cases 14142135-596436 / -778009 are the "
+          "math path with a bmm of 400 or more (expanded q, transposed v): MKL's sgemm sums K = 8 so that "
+          "2e38 + 2e38 - 2e38 stays finite (neuron's bmm: inf)."),
     Group("nonfinite-reduce", ("vector_norm",), VAL, nonfinite,
           "vector_norm of an order other than 2 into float32/16-bit: the CPU sums powf(|x|, p) in float, so "
           "terms of 1e20 overflow and of 3e-39 vanish (its norm 0, the gradient masked to 0), neuron sums in "

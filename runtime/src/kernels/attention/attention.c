@@ -137,6 +137,11 @@ static bool nan_reaches_max(const nrt_attn_problem *p, int64_t j) {
   return j < n + len / lanes * lanes;
 }
 
+/* Whether the CPU's backward scales an operand before q k^T (see ref_row_probs). */
+static bool prescaled(const nrt_attn_problem *p) {
+  return p->q.dtype == NRT_BFLOAT16 && (p->L == 1 || p->S == 1);
+}
+
 /* Softmax probabilities of row (b, h, i) into r->prob (0 everywhere for a
  * fully masked row) and the dropout multipliers into r->z. Returns false
  * for a fully masked row. */
@@ -146,6 +151,17 @@ static bool ref_row_probs(const nrt_attn_problem *p, int64_t b, int64_t h, int64
   const char *q = nrt_attn_at(&p->q, b, h, i);
   double mx = -INFINITY;
   bool nan = false;
+  /* The CPU's bfloat16 flash backward recomputes the scores with a GEMM
+   * whose alpha is the scale; where a block is one query or one key (here:
+   * L or S is 1) that GEMM scales its matrix operand (the queries if S is
+   * 1, else the keys) before the products, so 3e38 * 2 at scale 0.5 is a finite 3e38 there, not inf,
+   * and inf * -1 plus it is -inf, not NaN (fuzz 14142135-508801 / -350498;
+   * crafted probes: the forward and float32 scale after the sum, most
+   * larger bfloat16 blocks too). Its sum's order (below) matched 360 of 360
+   * probed rows of +-3e38 / inf terms, head dims 4 to 36 (sequential: 95%);
+   * scaling the other operand breaks finite 1e38 scores' equality with the
+   * forward's lse (exp(s - lse) = exp(+-1e31) instead of 1). */
+  bool prescale = backward && prescaled(p);
   for (int64_t j = 0; j < p->S; j++) {
     const char *k = nrt_attn_at(&p->k, b, hk, j);
     /* In float32, term by term from e = 0, each product rounded before it
@@ -158,8 +174,26 @@ static bool ref_row_probs(const nrt_attn_problem *p, int64_t b, int64_t h, int64
      * exp(s - lse) with the stored float32 lse is exp(0) = 1 for a lone key
      * of score 2e17, not exp of a double's rounding error. */
     float dot = 0.0f;
-    for (int64_t e = 0; e < p->E; e++) dot += (float)(ref_load(&p->q, q, e) * ref_load(&p->k, k, e));
-    double s = (float)((double)p->scale * dot);
+    double s;
+    if (prescale) {
+      /* four sums over e mod 4 up to the last multiple of 4, combined as
+       * (0 + 2) + (1 + 3), then the tail in order */
+      float acc[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+      int64_t main = p->E - p->E % 4;
+      for (int64_t e = 0; e < p->E; e++) {
+        double qe = ref_load(&p->q, q, e), ke = ref_load(&p->k, k, e);
+        float t = p->S == 1 ? (float)((double)(float)((double)p->scale * qe) * ke)
+                            : (float)((double)(float)((double)p->scale * ke) * qe);
+        if (e < main) acc[e % 4] += t;
+        else if (e == main) dot = ((acc[0] + acc[2]) + (acc[1] + acc[3])) + t;
+        else dot += t;
+      }
+      if (main == p->E) dot = (acc[0] + acc[2]) + (acc[1] + acc[3]);
+      s = dot;
+    } else {
+      for (int64_t e = 0; e < p->E; e++) dot += (float)(ref_load(&p->q, q, e) * ref_load(&p->k, k, e));
+      s = (float)((double)p->scale * dot);
+    }
     if (p->has_mask) {
       const char *m = nrt_attn_at(&p->mask, b, h, i) + j * p->mask.s[3];
       if (p->mask_bool)
@@ -260,14 +294,21 @@ static void ref_row_grad(const nrt_attn_problem *p, int64_t b, int64_t h, int64_
   bool live = ref_row_probs(p, b, h, i, r, true);
   const char *g = nrt_attn_at(&p->dout, b, h, i);
   double dsum = 0;
+  /* The forward found no weight (the CPU's lse 0), but prescaled scores can
+   * be finite where the forward's were not: weights exp(s - 0) below. */
+  bool fwd_dead = prescaled(p) && *(const float *)nrt_attn_at(&p->rowstat, b, h, i) == -INFINITY;
+  if (fwd_dead) live = false;
   for (int64_t e = 0; e < p->Ev; e++) {
     double o = 0;
     for (int64_t j = 0; j < p->S; j++) {
-      double w = live || !isnan(r->prob[j]) ? r->prob[j] : 0.0; /* a dead row's forward weights are 0 */
+      /* a dead row's forward weights are 0 (0 * inf in v is still NaN) */
+      double w = fwd_dead ? 0.0 : live || !isnan(r->prob[j]) ? r->prob[j] : 0.0;
       o += w * r->z[j] * ref_load(&p->v, nrt_attn_at(&p->v, b, hk, j), e);
     }
     dsum += ref_load(&p->dout, g, e) * o;
   }
+  if (fwd_dead) /* 0 for s = -2e38, NaN for NaN */
+    for (int64_t j = 0; j < p->S; j++) r->prob[j] = p->causal && j > i ? 0.0 : exp(r->s[j]);
   if (live) {
     double lse = *(const float *)nrt_attn_at(&p->rowstat, b, h, i);
     /* exp(-inf - lse) is NaN where lse is (a row with +inf and NaN scores) */
