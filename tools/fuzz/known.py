@@ -200,9 +200,11 @@ KNOWN: list[Group] = [
     # differences, and elementwise results at the edges. A float64 reduction or summed gradient at the edges
     # has the order issue its float32 run has too: it stays with its op's group.
     Group("float64-beyond-float32", ("*",), VAL,
-          all_of(in_dtype("float64"), any_of(py_scalar_beyond(1e18), kwarg("eps"), maxdiff_below(1e-3),
-                                             all_of(any_of(nonfinite, fill("edge")), _elementwise_in_float32),
-                                             all_of(fill("edge"), lambda c, r: c.get("family") in ("matmul", "conv")))),
+          any_of(all_of(kwarg("dtype", {"dtype": "float64"}), any_of(nonfinite, fill("edge"))),
+                 all_of(in_dtype("float64"),
+                        any_of(py_scalar_beyond(1e18), kwarg("eps"), maxdiff_below(1e-3),
+                               all_of(any_of(nonfinite, fill("edge")), _elementwise_in_float32),
+                               all_of(fill("edge"), lambda c, r: c.get("family") in ("matmul", "conv"))))),
           "float64 is computed at float32 precision on neuron (documented): values past float32's range "
           "become inf (fill_(3.5e38), nan_to_num's default posinf, 1e18 products), parameters round to float32 "
           "(logit's clamp at 1 - 1e-6 is 0.99999899: 13.802 where float64 gives 13.8155), and sums of +-1e18 cancel "
@@ -212,7 +214,10 @@ KNOWN: list[Group] = [
           "float32's range also reach index_fill/scatter/masked_fill values (1e308 becomes inf) and float64 "
           "remainder by an integer (1e18 % 255: 100 in float64, 85 from float32(1e18)). Matrix products and "
           "convolutions of float64 edge values likewise sum 1e18 terms at float32 resolution (seed 27182818: "
-          "addmm of integers by a column holding 1e18 is -6.9e10 where float64 gives -0.49)."),
+          "addmm of integers by a column holding 1e18 is -6.9e10 where float64 gives -0.49). A float32 input "
+          "reduced with dtype=torch.float64 has a float64 result, and the pointwise steps after the double sum "
+          "run at float32 precision: nanmean's division (its float64 nansum of -6.8e38 divided by the count "
+          "is -inf), the float64 backward formulas of cumprod."),
 
     Group("nonfinite-pointwise", ("lerp",), VAL,
           all_of(fn("torch.lerp", "Tensor.lerp", "Tensor.lerp_"), phase("backward"),
@@ -236,9 +241,8 @@ KNOWN: list[Group] = [
           "neuron's complex kernels in complex double: 3.4e38 * 10 + 0j is inf + nan j there, inf + 0j here); "
           "vector_norm of orders other than 2 into float32/16-bit (the CPU sums powf terms in float: ord=3 of "
           "1e20 is inf there; neuron's double keeps it finite; ord=2 follows the CPU since 7bb98f7); "
-          "float64 pointwise steps after a "
-          "float64 dtype= reduction run at float32 precision (nanmean's division of the float64 nansum, the "
-          "float64 backward formulas of cumprod and vector_norm). Row ops into float64 compute in double, "
+          "(float64 pointwise steps after a "
+          "float64 dtype= reduction, nanmean's division and cumprod's backward, are float64-beyond-float32). Row ops into float64 compute in double, "
           "16-bit scans in float, nansum follows the CPU (build/fuzz-16180339: 14 -> 7 cases by --explain: "
           "2 complex64 prod, 2 nanmean and 3 float64 backward formulas)."),
     Group("norm-backward-ill-conditioned", ("group_norm", "layer_norm"), VAL,
