@@ -205,8 +205,12 @@ def test_norm(ord, dtype):
     for g, w, s in zip(got, want, single):
         assert g.dtype == dtype and g.shape == ()
         torch.testing.assert_close(g.cpu(), w, **tol_kw(TOL_POINTWISE, dtype))
-        # the single-tensor reduction also accumulates in double: the same up to its last rounding
+        # the CPU's _foreach_norm is a loop of vector_norm: float32 and 16-bit sums in float follow it bit
+        # for bit, the fused float64 and 0/inf norms agree up to the last rounding
+        exact = dtype != torch.float64 and ord not in (0, math.inf, -math.inf)
         torch.testing.assert_close(g.cpu(), s.cpu(), rtol=2e-7 if dtype == torch.float32 else 0, atol=0)
+        if exact:
+            torch.testing.assert_close(g.cpu(), w, rtol=0, atol=0)
     assert_no_fallbacks()
 
 
@@ -315,7 +319,7 @@ def test_one_launch_per_call_on_a_uniform_list():
         lambda: torch._foreach_clamp_max_(xs, 5.0),
         lambda: torch._foreach_pow(xs, 2.0),
         lambda: torch._foreach_pow(2.0, xs),
-        lambda: torch._foreach_norm(xs),
+        lambda: torch._foreach_norm(xs, math.inf),  # a float32 2-norm is a loop of vector_norm, as on the CPU
         lambda: torch._foreach_neg(xs),
         lambda: torch._foreach_copy_(zs, ys),
         lambda: torch._foreach_zero_(zs),

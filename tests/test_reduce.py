@@ -610,7 +610,7 @@ def test_whole_sum_splits_like_the_cpus_parallel_reduce(threads, dt, shape, layo
 # the CPU's order: a square of 1e20 overflows and of 1e-25 vanishes as there,
 # and the gradient masked where the norm is 0 follows; one element is |x|.
 @pytest.mark.parametrize("dt", [torch.float32, torch.bfloat16, torch.float16])
-@pytest.mark.parametrize("ord", [2])
+@pytest.mark.parametrize("ord", [2, 1, 3, 0.5, -1.5])
 def test_vector_norm_sums_in_float_like_the_cpu(dt, ord):
     g = torch.Generator().manual_seed(int(ord * 10) + len(str(dt)))
     table = torch.tensor([1e20, -1e-25, 1.2e-38, 1.0, -0.5, 2.5, 0.0], dtype=torch.float64)

@@ -666,8 +666,14 @@ std::vector<Tensor> norm(TensorList self, const Scalar &ord, std::optional<Scala
   for (Group &g : groups) {
     ScalarType out_dt = dtype.value_or(g.in0);
     // ATen refuses narrowing dtypes and the norms without an identity of
-    // empty tensors: its slow path raises those errors.
-    bool fast = float_dtype(out_dt) && at::promoteTypes(g.in0, out_dt) == out_dt;
+    // empty tensors: its slow path raises those errors. The CPU's
+    // _foreach_norm is a loop of linalg.vector_norm, which sums a finite
+    // nonzero order's terms in float into float32 and 16-bit results
+    // (reduce.cpp, kernels/reduce/vnorm.c); the fused kernel sums in double,
+    // so it keeps float64 results and the orders 0 and +-inf (a count and a
+    // comparison, exact either way).
+    bool float_sum = p != 0.0 && std::isfinite(p) && (out_dt == at::kFloat || at::isReducedFloatingType(out_dt));
+    bool fast = float_dtype(out_dt) && at::promoteTypes(g.in0, out_dt) == out_dt && !float_sum;
     Index take;
     for (size_t i : g.idx) {
       bool empty_without_identity = self[i].numel() == 0 && (p < 0 || std::isinf(p));

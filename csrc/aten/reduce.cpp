@@ -478,11 +478,10 @@ Tensor vector_norm(const Tensor &self, const Scalar &ord, at::OptionalIntArrayRe
   // Into float32 and the 16-bit dtypes the CPU sums its terms in float
   // (NORM p1 = 1, kernels/reduce/vnorm.c), so squares of 1e20 overflow and
   // of 1e-30 vanish as there (and a gradient masked where the norm is 0
-  // follows); p2 is its thread count, which splits one large output. Only
-  // p = 2 for now: _foreach_norm still sums in double and its tests pin the
-  // other orders to it (tests/test_foreach.py test_norm); p = 0 and +-inf
-  // count or compare, exact either way.
-  if (p == 2.0 && (out == at::kFloat || at::isReducedFloatingType(out))) {
+  // follows); p2 is its thread count, which splits one large output. Any
+  // finite nonzero order: p = 0 and +-inf count or compare, exact either
+  // way.
+  if (p != 0.0 && std::isfinite(p) && (out == at::kFloat || at::isReducedFloatingType(out))) {
     int64_t threads = at::in_parallel_region() ? 1 : at::get_num_threads();
     return reduce_into(r, self, dim, keepdim, out, NRT_OP_NORM, "linalg.vector_norm", empty, {fscalar(p)},
                        {0, 1, threads});
