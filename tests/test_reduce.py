@@ -609,6 +609,16 @@ def test_whole_sum_splits_like_the_cpus_parallel_reduce(threads, dt, shape, layo
 # vector_norm into float32 and the 16-bit dtypes sums its terms in float in
 # the CPU's order: a square of 1e20 overflows and of 1e-25 vanishes as there,
 # and the gradient masked where the norm is 0 follows; one element is |x|.
+def test_vector_norm_of_a_0d_input_with_a_dim_skips_the_one_element_shortcut():
+    # linalg_vector_norm returns |x| when every reduced dim has size 1; a 0-d input given a dim has no
+    # sizes to test, so the CPU computes the root of the power: ord=3 of 1.2e-38 is 0, of 1e20 inf.
+    for v in (-1.1754943508222875e-38, 1e-20, 1e20, -2.0):
+        for ord in (2.0, 3.0, 0.5):
+            for dim in (-1, None):
+                x = torch.tensor(v)
+                _same(torch.linalg.vector_norm(x.neuron(), ord, dim=dim).cpu(), torch.linalg.vector_norm(x, ord, dim=dim))
+
+
 @pytest.mark.parametrize("dt", [torch.float32, torch.bfloat16, torch.float16])
 @pytest.mark.parametrize("ord", [2, 1, 3, 0.5, -1.5])
 def test_vector_norm_sums_in_float_like_the_cpu(dt, ord):

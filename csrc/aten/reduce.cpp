@@ -483,8 +483,10 @@ Tensor vector_norm(const Tensor &self, const Scalar &ord, at::OptionalIntArrayRe
   // way.
   if (p != 0.0 && std::isfinite(p) && (out == at::kFloat || at::isReducedFloatingType(out))) {
     int64_t threads = at::in_parallel_region() ? 1 : at::get_num_threads();
+    // p3: a 0-d input given a dim skips the CPU's one-element shortcut (vnorm.c)
+    bool no_shortcut = self.dim() == 0 && dim.has_value() && !dim->empty();
     return reduce_into(r, self, dim, keepdim, out, NRT_OP_NORM, "linalg.vector_norm", empty, {fscalar(p)},
-                       {0, 1, threads});
+                       {0, 1, threads, no_shortcut ? 1 : 0});
   }
   return reduce_into(r, self, dim, keepdim, out, NRT_OP_NORM, "linalg.vector_norm", empty, {fscalar(p)});
 }

@@ -15,7 +15,10 @@
  * instead: 8 float lanes (its AVX2 build; a bfloat16 vector of 16 adds
  * its two float halves in turn), lanes added left to right, then the tail.
  * An output of one element is |x| (the CPU returns it without squaring:
- * the norm of [1e20] is 1e20).
+ * the norm of [1e20] is 1e20) unless p3 = 1: linalg_vector_norm's shortcut
+ * tests the reduced dims' sizes, and a 0-d input given a dim has none to
+ * test (ATen reads past its empty sizes), so the CPU computes the root of
+ * the power there (ord=3 of 1.2e-38 is 0).
  *
  * Operands: the output, then the input; s0 = p. */
 #pragma GCC optimize("O3,no-trapping-math,no-math-errno")
@@ -122,7 +125,7 @@ static void vn_outputs(void *ctx, int64_t b, int64_t e) {
     vn_offsets(p, g, &in_off, &out_off);
     const char *base = (const char *)l->operands[1].data + in_off;
     float v;
-    if (p->nred == 1) v = fabsf(vn_load(p->in_dt, base));
+    if (p->nred == 1 && !l->params[3]) v = fabsf(vn_load(p->in_dt, base));
     else v = vn_project(p, p->lastdim ? vn_lastdim(p, base) : vn_feed(p, 0.0f, base, 0, p->nred));
     nrt_ref_store_f64((char *)l->operands[0].data + out_off, l->operands[0].dtype, v);
   }
