@@ -658,3 +658,29 @@ def test_batch_norm_training_strided_input_mean_overflows_like_the_cpu():
         assert _same_bits(rm_d, rm_c)
         assert torch.equal(got[0].cpu().isnan(), want[0].isnan())
     assert_no_fallbacks()
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+@pytest.mark.parametrize("shape", [(5, 1, 1), (4, 7), (3, 33), (6, 16)])
+@pytest.mark.parametrize("const", [False, True])
+def test_layer_norm_16bit_input_grad_uses_16bit_statistics(dtype, shape, const):
+    """The CPU keeps a 16-bit input's mean/rstd as 16-bit tensors, so its
+    backward reads them rounded (fuzz 14142135-13702: an expanded bfloat16
+    row, rstd 316 not 316.2, a gradient 410 where neuron gave 412)."""
+    g = torch.Generator().manual_seed(1300 + len(shape) * 10 + shape[-1])
+    x = torch.randn(shape, generator=g)
+    if const:
+        x = x[..., :1].expand(shape).contiguous()
+    x = x.to(dtype)
+    ns = list(shape[1:]) if shape == (5, 1, 1) else [shape[-1]]
+    if shape == (5, 1, 1):
+        ns = [5, 1, 1]
+    gy = (torch.randint(-2, 3, shape, generator=g) * 0.5).to(dtype)
+    res = []
+    for dev in ("cpu", "neuron"):
+        xx = x.to(dev, copy=True).requires_grad_()
+        out = F.layer_norm(xx, ns)
+        (out * gy.to(dev)).sum().backward()
+        res.append((out.cpu(), xx.grad.cpu()))
+    assert torch.equal(res[0][0], res[1][0])
+    assert torch.equal(res[0][1], res[1][1])

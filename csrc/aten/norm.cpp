@@ -148,7 +148,12 @@ std::tuple<Tensor, Tensor, Tensor> layer_norm_backward_fn(const Tensor &grad_out
     // float32 for 16-bit inputs and rounded once, as the CPU's kernel (three
     // bfloat16 roundings per term were 8x farther from float64)
     auto acc = at::isReducedFloatingType(x.scalar_type()) ? at::kFloat : x.scalar_type();
-    Tensor xhat = x.to(acc).sub(mean1.to(acc).unsqueeze(1)).mul(rstd1.to(acc).unsqueeze(1));
+    // the CPU's statistics of a 16-bit input are 16-bit unless the weight
+    // is float32 (its mixed-type path); the kernel rounds them likewise
+    bool stat16 = acc != x.scalar_type() && weight->scalar_type() == x.scalar_type();
+    Tensor mean_a = stat16 ? mean1.to(x.scalar_type()).to(acc) : mean1.to(acc);
+    Tensor rstd_a = stat16 ? rstd1.to(x.scalar_type()).to(acc) : rstd1.to(acc);
+    Tensor xhat = x.to(acc).sub(mean_a.unsqueeze(1)).mul(rstd_a.unsqueeze(1));
     gw = g.to(acc).mul(xhat).sum(0).to(weight->scalar_type()).view(weight->sizes());
   }
   if (mask[2] && bias && bias->defined()) gb = g.sum(0).to(bias->scalar_type()).view(bias->sizes());

@@ -355,6 +355,18 @@ static void scalar_out(const nrt_launch *l, int k, char *ptr, float v) {
   nrt_store_f32(ptr, 0, l->operands[k].dtype, &v, 1);
 }
 
+/* A backward row's mean or rstd as the CPU reads it: its forward keeps a
+ * 16-bit input's statistics as 16-bit tensors (ours, as the meta function,
+ * are float32), so its backward starts from them rounded (an expanded
+ * bfloat16 row: rstd 316 not 316.2, a gradient term 410 not 412). */
+static float stat_in(const norm_plan *p, float v) {
+  if (p->stat16 == NRT_FLOAT32) return v;
+  uint16_t h;
+  nrt_store_f32(&h, 0, p->stat16, &v, 1);
+  nrt_load_f32(&v, &h, 0, p->stat16, 1);
+  return v;
+}
+
 /* A task's rows; scratch holds an output, two input, a weight and a bias
  * row. */
 static void norm_range(const nrt_rows_job *j, int64_t begin, int64_t end, void *scratch) {
@@ -384,7 +396,8 @@ static void norm_range(const nrt_rows_job *j, int64_t begin, int64_t end, void *
     } else {
       const float *gy = row_in(l, LNB_GY, ptr[LNB_GY], rs[LNB_GY], n, in0);
       const float *x = row_in(l, LNB_X, ptr[LNB_X], rs[LNB_X], n, in1);
-      float m = scalar_in(l, LNB_MEAN, ptr[LNB_MEAN]), rstd = scalar_in(l, LNB_RSTD, ptr[LNB_RSTD]);
+      float m = stat_in(p, scalar_in(l, LNB_MEAN, ptr[LNB_MEAN]));
+      float rstd = stat_in(p, scalar_in(l, LNB_RSTD, ptr[LNB_RSTD]));
       if (avx512) backward_row_avx512(out, gy, x, w, m, rstd, n);
       else backward_row_base(out, gy, x, w, m, rstd, n);
     }
@@ -459,7 +472,7 @@ static void norm_reference(const nrt_rows_job *j, int64_t r, char *const *ptr, v
     ST(LN_MEAN, 0, mean);
     ST(LN_RSTD, 0, rstd);
   } else {
-    float m = LD(LNB_MEAN, 0), rstd = LD(LNB_RSTD, 0), ds = 0.0f, db = 0.0f, ads[LN_LANES] = {0},
+    float m = stat_in(p, LD(LNB_MEAN, 0)), rstd = stat_in(p, LD(LNB_RSTD, 0)), ds = 0.0f, db = 0.0f, ads[LN_LANES] = {0},
           adb[LN_LANES] = {0};
     for (int64_t i = 0; i < n; i++) {
       float gy = LD(LNB_GY, i), xv = LD(LNB_X, i), s = p->wk >= 0 ? gy * xv * W(i) : gy * xv, t = gy * W(i);
@@ -514,6 +527,10 @@ nrt_status nrt_layer_norm_run(const nrt_launch *l) {
     if (l->noutputs != 1)
       return nrt_kernel_fail(NRT_ERROR_INVALID_ARGUMENT, "%s: expected 1 output, got %d", name, l->noutputs);
     if (l->ninputs == 5) p.wk = LNB_W;
+    /* 16-bit statistics unless a float32 weight makes it the CPU's mixed-type
+     * path, which keeps them in float */
+    bool half = l->compute_dtype == NRT_BFLOAT16 || l->compute_dtype == NRT_FLOAT16;
+    if (half && (p.wk < 0 || l->operands[LNB_W].dtype == l->compute_dtype)) p.stat16 = l->compute_dtype;
   } else {
     return nrt_kernel_fail(NRT_ERROR_UNSUPPORTED, "kernel %s: not a norm op", name);
   }
