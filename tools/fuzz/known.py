@@ -239,8 +239,7 @@ KNOWN: list[Group] = [
           "Reductions with dtype= where the arithmetic differs from the CPU's: a complex64 dtype= on a real "
           "input (sum/mean/prod, nansum of an integer input, a plain sum: the CPU sums or multiplies complex<float> in its cascade / vectorised order, "
           "neuron's complex kernels in complex double: 3.4e38 * 10 + 0j is inf + nan j there, inf + 0j here); "
-          "vector_norm of orders other than 2 into float32/16-bit (the CPU sums powf terms in float: ord=3 of "
-          "1e20 is inf there; neuron's double keeps it finite; ord=2 follows the CPU since 7bb98f7); "
+          "(vector_norm of every finite order into float32/16-bit sums in float as the CPU since dfe5eca); "
           "(float64 pointwise steps after a "
           "float64 dtype= reduction, nanmean's division and cumprod's backward, are float64-beyond-float32). Row ops into float64 compute in double, "
           "16-bit scans in float, nansum follows the CPU (build/fuzz-16180339: 14 -> 7 cases by --explain: "
@@ -288,13 +287,6 @@ KNOWN: list[Group] = [
           "sum, as neuron; L = 2..17 with S = 33 before). The float32 cases 14142135-596436 / -778009 are the "
           "math path with a bmm of 400 or more (expanded q, transposed v): MKL's sgemm sums K = 8 so that "
           "2e38 + 2e38 - 2e38 stays finite (neuron's bmm: inf)."),
-    Group("nonfinite-reduce", ("vector_norm",), VAL, nonfinite,
-          "vector_norm of an order other than 2 into float32/16-bit: the CPU sums powf(|x|, p) in float, so "
-          "terms of 1e20 overflow and of 3e-39 vanish (its norm 0, the gradient masked to 0), neuron sums in "
-          "double (a finite norm of 3e-39, and a gradient of 0 / 0) until _foreach_norm and its tests follow "
-          "the CPU too (seed 31415926, --ops reduce family: torch.norm(p=3) of [2.9e-39, 0], grad cpu 0, neuron "
-          "nan). ord=2 follows the CPU since 7bb98f7; the group's other ops had no case in 1.5M (seed 16180339) "
-          "and 270k targeted cases (seeds 27182818, 31415926)."),
     Group("nonfinite-complex", ("sum", "mean"), VAL, all_of(any_of(nonfinite, fill("edge")), in_dtype("complex64")),
           "complex64 sums of huge and infinite parts: the CPU adds in float in its cascade order, neuron in "
           "double in its own, so what a 1e18 part absorbs differs (seed 8675309: sum of imaginary parts "
