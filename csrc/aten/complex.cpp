@@ -211,13 +211,29 @@ bool launch_real_into_complex(at::TensorIteratorBase &iter, nrt_op op, std::init
   k = 0;
   for (int64_t p : params) d.params[k++] = p;
   c10::SmallVector<at::Tensor, 1> temps;  // device copies of CPU scalars, freed in stream order
+  int ninline = 0;
   for (int i = 0; i < iter.ntensors(); ++i) {
     if (!iter.device(i).is_cpu()) {
       set_iter_operand(d.operands[i], iter, i);
       continue;
     }
-    at::Tensor v = iter.tensor(i).to(common).to(device);
     nrt_operand &o = d.operands[i];
+    if (at::isReducedFloatingType(common)) {
+      // Carried inline in float32 as the general launch carries it: the
+      // value the CPU's kernel computes with (lerp's Python weight 1e-40
+      // is not rounded to float16's 0 there), and no conversion to the
+      // 16-bit compute dtype on its way in.
+      nrt_scalar s;
+      s.f = reduced_float_scalar(op, common, iter.scalar_value<double>(i),
+                                 iter.tensor_base(i).unsafeGetTensorImpl()->is_wrapped_number());
+      if (ninline < NRT_MAX_INLINE && store_inline(d.inline_values[ninline], at::kFloat, s)) {
+        o.inline_slot = ++ninline;
+        o.data = nullptr;
+        o.dtype = NRT_FLOAT32;
+        continue;
+      }
+    }
+    at::Tensor v = iter.tensor(i).to(common).to(device);
     o.data = v.data_ptr();
     o.dtype = to_nrt_dtype(common);
     for (int j = 0; j < d.ndim; ++j) o.strides[j] = 0;  // one value, broadcast

@@ -47,6 +47,11 @@ void enqueue(c10::DeviceIndex device, const nrt_launch &desc);
 // for a dtype that has no inline form (the caller fills device memory).
 bool store_inline(nrt_inline_value &slot, c10::ScalarType st, nrt_scalar v);
 
+// The value a CPU scalar operand of a floating op with common dtype
+// `common` is computed with on the CPU (float16/bfloat16: rounded to it,
+// except where the CPU's kernel reads the original value; iter_launch.cpp).
+double reduced_float_scalar(nrt_op op, at::ScalarType common, double v, bool wrapped);
+
 // One-time warning when float64 data is computed at float32 precision.
 void warn_float64_once();
 
