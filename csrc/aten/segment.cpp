@@ -90,6 +90,27 @@ void nll2d_kernel_checks(const Tensor &self, const Tensor &target, const std::op
 
 Tensor rows_of(const Tensor &self) { return self.movedim(1, -1).reshape({-1, self.size(1)}); }
 
+// A reduced (sum or mean) nll_loss in the CPU's cascade order
+// (NLL_LOSS_REDUCE) over an input [n, c, m] and a target [n, m]: the loss
+// and the total weight.
+std::tuple<Tensor, Tensor> nll_loss_reduce(const Tensor &input, const Tensor &target, const Tensor *weight,
+                                           int64_t reduction, int64_t ignore_index) {
+  Tensor out = at::empty({}, input.options()), total = at::empty({}, input.options());
+  nrt_launch d = new_launch(NRT_OP(NLL_LOSS_REDUCE), {input.size(0), input.size(1), input.size(2)});
+  d.noutputs = 2;
+  d.ninputs = weight ? 3 : 2;
+  set_operand(d.operands[0], out, {});
+  set_operand(d.operands[1], total, {});
+  set_operand(d.operands[2], input, {0, 1, 2});
+  set_operand(d.operands[3], target, {0, 1});
+  if (weight) set_operand(d.operands[4], weight->reshape({-1}), {0});
+  d.compute_dtype = to_nrt_dtype(input.scalar_type());
+  d.params[0] = reduction;
+  d.params[1] = ignore_index;
+  launch(input.device().index(), d);
+  return {out, total};
+}
+
 std::tuple<Tensor, Tensor> nll_loss2d_forward_fn(const Tensor &self, const Tensor &target,
                                                  const std::optional<Tensor> &weight, int64_t reduction,
                                                  int64_t ignore_index) {
@@ -101,21 +122,8 @@ std::tuple<Tensor, Tensor> nll_loss2d_forward_fn(const Tensor &self, const Tenso
     return {out.reshape(target.sizes()), total};
   }
   int64_t n = self.size(0), c = self.size(1), m = self.size(2) * self.size(3);
-  Tensor out = at::empty({}, self.options()), total = at::empty({}, self.options());
-  nrt_launch d = new_launch(NRT_OP(NLL_LOSS_REDUCE), {n, c, m});
-  d.noutputs = 2;
-  bool weighted = weight && weight->defined();
-  d.ninputs = weighted ? 3 : 2;
-  set_operand(d.operands[0], out, {});
-  set_operand(d.operands[1], total, {});
-  set_operand(d.operands[2], self.reshape({n, c, m}), {0, 1, 2});
-  set_operand(d.operands[3], target.reshape({n, m}), {0, 1});
-  if (weighted) set_operand(d.operands[4], weight->reshape({-1}), {0});
-  d.compute_dtype = to_nrt_dtype(self.scalar_type());
-  d.params[0] = reduction;
-  d.params[1] = ignore_index;
-  launch(self.device().index(), d);
-  return {out, total};
+  const Tensor *w = weight && weight->defined() ? &*weight : nullptr;
+  return nll_loss_reduce(self.reshape({n, c, m}), target.reshape({n, m}), w, reduction, ignore_index);
 }
 
 Tensor nll_loss2d_backward_fn(const Tensor &grad_output, const Tensor &self, const Tensor &target,
@@ -193,19 +201,7 @@ std::tuple<Tensor, Tensor> nll_loss_forward_fn(const Tensor &self, const Tensor 
   // a 1-d input reads only the first target, as the CPU's batch of one does
   int64_t n = self.dim() == 1 ? 1 : self.size(0);
   Tensor t1 = target.reshape({-1}).narrow(0, 0, n);
-  nrt_launch d = new_launch(NRT_OP(NLL_LOSS_REDUCE), {n, c, 1});
-  d.noutputs = 2;
-  d.ninputs = w ? 3 : 2;
-  set_operand(d.operands[0], out, {});
-  set_operand(d.operands[1], total, {});
-  set_operand(d.operands[2], self.reshape({n, c, 1}), {0, 1, 2});
-  set_operand(d.operands[3], t1.reshape({n, 1}), {0, 1});
-  if (w) set_operand(d.operands[4], w->reshape({-1}), {0});
-  d.compute_dtype = to_nrt_dtype(self.scalar_type());
-  d.params[0] = reduction;
-  d.params[1] = ignore_index;
-  launch(self.device().index(), d);
-  return {out, total};
+  return nll_loss_reduce(self.reshape({n, c, 1}), t1.reshape({n, 1}), w, reduction, ignore_index);
 }
 
 Tensor nll_loss_backward_fn(const Tensor &grad_output, const Tensor &self, const Tensor &target,
