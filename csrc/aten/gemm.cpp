@@ -200,12 +200,18 @@ bool cpu_bf16_blas() {
   return has;
 }
 
+// Whether oneDNN takes a bfloat16 batched product whole: more than 16^3
+// multiply-adds in all, on a CPU with its bfloat16 support.
+bool cpu_bf16_whole_batch(at::ScalarType t, int64_t total_macs) {
+  return t == at::kBFloat16 && cpu_bf16_blas() && total_macs > 4096;
+}
+
 bool cpu_skips_product(const Tensor &a, const Scalar &alpha, bool batched, int64_t macs) {
   if (!scalar_is_zero(alpha)) return false;
   at::ScalarType t = a.scalar_type();
   bool blas = t == at::kFloat || t == at::kDouble || t == at::kComplexFloat || t == at::kComplexDouble;
   if (!batched) return blas;
-  return macs >= 400 && (blas || (t == at::kBFloat16 && cpu_bf16_blas() && a.size(0) * macs > 4096));
+  return macs >= 400 && (blas || cpu_bf16_whole_batch(t, a.size(0) * macs));
 }
 
 // C = beta * bias (bias undefined: beta is 0 or there is none), the result of
@@ -507,7 +513,7 @@ Tensor &bmm_into(Tensor &out, const Tensor &a, const Tensor &b, const Tensor *bi
   // (bfloat16 above 16^3 multiply-adds in all), else one addmm_ / mm per
   // entry: the 16-bit loops of mm_into for each, with one entry's layout.
   at::ScalarType t = a.scalar_type();
-  bool whole_blas = t == at::kBFloat16 && cpu_bf16_blas() && a.size(0) * macs > 4096;
+  bool whole_blas = cpu_bf16_whole_batch(t, a.size(0) * macs);
   if (out.numel() == 0) return out;
   if (!whole_blas && cpu_reduced_loops(t, a.size(0) * macs)) {
     ReducedLoop r = reduced_loop_order(out.select(0, 0), a.select(0, 0), b.select(0, 0));
