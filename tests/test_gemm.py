@@ -727,3 +727,58 @@ def test_float32_addmv_of_a_column_major_matrix_follows_mkls_sgemv(m, n):
                 failures.append((trial, beta, alpha))
     assert not failures
     assert_no_fallbacks()
+
+
+def _at_offset(t, off, extra=0):
+    """t (row-major, rows `extra` elements apart beyond its width) placed
+    `off` elements into a fresh storage: its rows' addresses modulo 16
+    bytes, which MKL's sgemv 't' order follows."""
+    if t.dim() == 1:
+        st = torch.zeros(off + t.numel(), dtype=t.dtype, device=t.device)
+        v = st[off:]
+    else:
+        m, k = t.shape
+        st = torch.zeros(off + m * (k + extra), dtype=t.dtype, device=t.device)
+        v = st[off:].as_strided((m, k), (k + extra, 1))
+    v.copy_(t)
+    return v
+
+
+@pytest.mark.parametrize("m,k", [(5, 5), (4, 9), (2, 26), (7, 22), (9, 13), (3, 40), (13, 70)])
+def test_float32_row_major_mv_follows_mkls_sgemv_t(m, k):
+    """MKL's sgemv 't' (the CPU's float32 mv/addmv of a row-major matrix, mm
+    with one output column or row, F.linear of a vector): rows in blocks of
+    4 sum a head up to the 16-byte boundary of the block's last row, then 4
+    lanes; the rows after the blocks take the head from the vector's
+    address, 8 lanes (the second of them 4 lanes, 8 products a pass);
+    products rounded, alpha * sum + beta * y. Fuzz 57721566-446342 (an
+    expanded 5 x 5 @ a strided column: rows 0-3 cancel +-3.4e38 before the
+    small terms, 0 where the plain sum gives 0.323) among them."""
+    g = torch.Generator().manual_seed(73)
+    failures = []
+    b0 = torch.tensor([[0.28206393122673035]])
+    b1 = torch.tensor([[-0.304391473531723, -0.5288429260253906], [3.4028234663852886e+38] * 2,
+                       [-3.4028234663852886e+38, 0.19470590353012085], [-0.03264632076025009, 2.252934455871582],
+                       [1.1776316165924072, -1.0]])
+    want = torch.mm(b0.expand(5, 5), b1[:, ::2])
+    got = torch.mm(b0.neuron().expand(5, 5), b1.neuron()[:, ::2]).cpu()
+    if not torch.equal(want, got):
+        failures.append("fuzz 57721566-446342")
+    for trial in range(3):
+        a, x, y = _edge((m, k), torch.float32, g), _edge((k,), torch.float32, g), _edge((m,), torch.float32, g)
+        x = torch.where(x.abs() > 10, torch.tensor(1.3), x)
+        for off, xoff, extra in [(0, 0, 0), (1, 2, 1), (2, 3, 2), (3, 1, 3)]:
+            cases = {
+                "mv": lambda d: torch.mv(_at_offset(a.to(d), off, extra), _at_offset(x.to(d), xoff)),
+                "addmv": lambda d: torch.addmv(y.to(d), _at_offset(a.to(d), off, extra), _at_offset(x.to(d), xoff),
+                                               beta=1.7, alpha=0.3),
+                "addmm": lambda d: torch.addmm(y.to(d).view(m, 1), _at_offset(a.to(d), off, extra),
+                                               _at_offset(x.to(d), xoff).view(k, 1), beta=2.0, alpha=0.5),
+                "linear": lambda d: F.linear(_at_offset(x.to(d), xoff), _at_offset(a.to(d), off, extra), y.to(d)),
+            }
+            for name, fn in cases.items():
+                want, got = fn("cpu"), fn("neuron").cpu()
+                if not torch.equal(want.nan_to_num(1, 2, 3), got.nan_to_num(1, 2, 3)):
+                    failures.append((trial, off, xoff, extra, name))
+    assert not failures
+    assert_no_fallbacks()

@@ -327,6 +327,29 @@ int sgemm_loop_order(int path, const BlasShape &s) {
   return s.ta && !s.tb && s.k >= 8 ? NRT_GEMM_LOOP_DOT8 : NRT_GEMM_LOOP_AFTER;
 }
 
+// MKL's sgemv 't' (GEMM SGEMV_T, kernels/gemm/sgemv.c): y [m] = alpha * mat
+// [m, k] @ vec [k] + beta * bias, the order the CPU takes for float32 mv /
+// addmv of a row-major matrix and mm / addmm with one output column (or
+// row) whose BLAS 'a' runs along k. MKL's order follows the addresses of
+// mat's rows and of vec (modulo 16 bytes), so mat and vec are the tensors
+// ATen hands to BLAS: copied contiguous (a fresh block, aligned as the
+// CPU's fresh copy) where ATen copies them, as is otherwise. A strided
+// vector (MKL reads it through a buffer of its own) is not followed: the
+// caller keeps its other path (false).
+bool sgemv_t_operands(Tensor &mat, Tensor &vec, bool copy_mat, bool copy_vec) {
+  if (mat.size(1) < 2) return false;
+  if (copy_mat) mat = mat.clone(at::MemoryFormat::Contiguous);
+  if (copy_vec) vec = vec.clone(at::MemoryFormat::Contiguous);
+  return mat.stride(1) == 1 && vec.stride(0) == 1;
+}
+void launch_sgemv_t(const Tensor &y, const Tensor &mat, const Tensor &vec, const Tensor &bias, const Scalar &alpha,
+                    const Scalar &beta) {
+  const int64_t m = mat.size(0), k = mat.size(1);
+  Tensor b3 = bias.defined() ? bias.unsqueeze(0).unsqueeze(2) : bias;
+  launch_gemm(y.view({1, m, 1}), mat.unsqueeze(0), vec.view({1, k, 1}), b3, alpha, beta, false, false,
+              NRT_GEMM_LOOP_SGEMV_T);
+}
+
 // The CPU computes bfloat16 products of at most 16^3 multiply-adds (larger
 // ones go to oneDNN: ATen's mkldnn checksize and mkldnn_bf16_gemm) and
 // every float16 product (oneDNN takes float16 only on CPUs with
@@ -393,6 +416,28 @@ Tensor &mm_into(Tensor &out, const Tensor &a, const Tensor &b, const Tensor *bia
     bool gemv;
     BlasShape bs;
     int mkl_path = cpu_complex_mm_path(out, a, b, &gemv, true, &bs);
+    // one output column in BLAS's terms with 'a' along k: MKL's sgemv 't'
+    // (C^T = B^T A^T when the result is a row: 'a' is B^T, the vector A's row);
+    // a 1 x 1 result takes another order there (a dot: 280 of 300 crafted
+    // cases agree with sgemv's, alpha placed on neither operand), not followed
+    if (bs.n == 1 && bs.m >= 2 && bs.ta && bs.k >= 2 && at::has_internal_overlap(out) != at::MemOverlap::Yes) {
+      Tensor mat = bs.tc ? b.t() : a, vec = (bs.tc ? a.t() : b).select(1, 0), y = bs.tc ? out.t() : out;
+      bool copy_mat = !(mat.stride(1) == 1 && mat.stride(0) >= std::max<int64_t>(1, bs.k));
+      // ATen keeps BLAS's 'b' where either layout test passes (cpu_complex_mm_path)
+      Tensor vb = bs.tc ? a : b;
+      auto s2 = vb.strides();
+      int r = bs.tc ? 1 : 0, q = bs.tc ? 0 : 1;
+      bool keep_vec = (s2[r] == 1 && s2[q] >= std::max<int64_t>(1, bs.k)) || (s2[q] == 1 && s2[r] >= 1);
+      if (sgemv_t_operands(mat, vec, copy_mat, !keep_vec)) {
+        Tensor yb = bias3.defined() ? (bs.tc ? bias3.squeeze(0).t() : bias3.squeeze(0)).select(1, 0) : bias3;
+        Tensor col = y.select(1, 0);
+        bool direct = col.stride(0) == 1 && !col.is_alias_of(mat) && !col.is_alias_of(vec);
+        Tensor res = direct ? col : at::empty({col.size(0)}, col.options());
+        launch_sgemv_t(res, mat, vec, yb, alpha, beta);
+        if (!direct) col.copy_(res);
+        return out;
+      }
+    }
     int order = sgemm_loop_order(mkl_path, bs);
     if (order != NRT_GEMM_PACKED) {
       launch_gemm(out.unsqueeze(0), a.unsqueeze(0), b.unsqueeze(0), bias3, alpha, beta, false, false, order);
@@ -622,7 +667,8 @@ bool addmv_takes_aten_gemv_loop(const Tensor &mat, const Tensor &vec) {
   at::ScalarType t = mat.scalar_type();
   bool column_major = mat.stride(0) == 1 && (mat.size(1) == 1 || mat.stride(1) >= std::max<int64_t>(1, mat.size(0)));
   bool sgemv_n = t == at::kFloat && column_major && vec.stride(0) > 0 && mat.numel() <= 65536;
-  return (vec.stride(0) == 0 && (t == at::kFloat || t == at::kDouble)) || t == at::kBFloat16 || sgemv_n;
+  bool sgemv_t = t == at::kFloat && !column_major && vec.stride(0) == 1 && mat.size(1) >= 2;
+  return (vec.stride(0) == 0 && (t == at::kFloat || t == at::kDouble)) || t == at::kBFloat16 || sgemv_n || sgemv_t;
 }
 
 Tensor addmv_aten_gemv_loop(const Tensor &self, const Tensor &mat, const Tensor &vec, const Scalar &beta,
@@ -634,6 +680,15 @@ Tensor addmv_aten_gemv_loop(const Tensor &self, const Tensor &mat, const Tensor 
   bool reduced = mat.scalar_type() == at::kBFloat16;
   if (vec.stride(0) != 0 && mat.scalar_type() == at::kFloat && scalar_is_zero(alpha)) {
     fill_without_product(c, bias, beta);  // MKL's sgemv reads neither mat nor vec
+    return c.view({m});
+  }
+  // float32 't' with a unit-stride vector: MKL's sgemv 't' on the matrix
+  // ATen hands it (a contiguous copy unless its rows run along k with room)
+  Tensor mv_mat = mat, mv_vec = vec;
+  if (mat.scalar_type() == at::kFloat && !column_major && vec.stride(0) == 1 && n >= 2 &&
+      sgemv_t_operands(mv_mat, mv_vec, !(mat.stride(1) == 1 && (m == 1 || mat.stride(0) >= std::max<int64_t>(1, n))),
+                       false)) {
+    launch_sgemv_t(c.view({m}), mv_mat, mv_vec, bias.defined() ? bias.view({m}) : bias, alpha, beta);
     return c.view({m});
   }
   if (reduced && m == 1) column_major = false;

@@ -50,6 +50,8 @@ typedef enum nrt_gemm_order {
                                 of 4, the rest added unfused to the first */
   NRT_GEMM_LOOP_VDOT = 6,    /* float only: SUM4's C with the sum as ATen's
                                 vectorised dot (kernels/gemm/loop.c) */
+  NRT_GEMM_LOOP_SGEMV_T = 7, /* float32, N = 1, A's rows and B of unit k-stride:
+                                MKL's sgemv 't' order (kernels/gemm/sgemv.c) */
 } nrt_gemm_order;
 
 #endif
