@@ -329,6 +329,82 @@ def test_prod_rounds_every_step_in_its_dtype_like_the_cpu():
     assert_no_fallbacks()
 
 
+def _complex_parts(shape, dt, g, big):
+    """Complex values whose parts are +-big or ordinary, so the order of the
+    adds and multiplies decides which overflow, cancel or round."""
+    n = 1
+    for s in shape:
+        n *= s
+    parts = []
+    for _ in range(2):
+        pick = torch.randint(0, 4, (n,), generator=g)
+        parts.append(torch.where(pick == 0, big, torch.where(pick == 1, -big, torch.randn(n, generator=g,
+                                                                                           dtype=torch.float64))))
+    return torch.complex(parts[0], parts[1]).reshape(shape).to(dt)
+
+
+# A complex product is the CPU's: in complex<float> (complex<double>), in the
+# order of its vectorised reduction (blocks of 4 complex64 lanes, fused
+# multiply-adds in the scalar steps); 1 * (inf + 0j) is inf + nanj there.
+@pytest.mark.parametrize("dt", [torch.complex64, torch.complex128])
+def test_complex_prod_follows_the_cpu_order_and_precision(dt):
+    g = torch.Generator().manual_seed(5)
+    for n in (2, 7, 15, 16, 17, 40, 100):
+        for big in (1.0, 1e19 if dt == torch.complex64 else 1e150):
+            x = _complex_parts((3, n), dt, g, big) * 0.75
+            for fn in (lambda t: t.prod(), lambda t: t.prod(1), lambda t: t.prod(0), lambda t: t.t().prod(0),
+                       lambda t: t[:, ::2].prod(1)):
+                _bitwise(fn(x.neuron()), fn(x))
+    r = torch.tensor([1e30, 1e30, 1e-30, float("inf"), 2.0])
+    for idx in ([0, 1, 2], [3, 4], [0, 1, 2, 4]):
+        _bitwise(torch.prod(r[idx].neuron(), dtype=torch.complex64), torch.prod(r[idx], dtype=torch.complex64))
+    assert_no_fallbacks()
+
+
+# A complex sum is the CPU's cascade in complex<float> (complex<double>), the
+# complex element being the vector lane, so each part sums in float as the
+# CPU's does; a complex mean is that sum, then a complex division by the count.
+@pytest.mark.parametrize("dt", [torch.complex64, torch.complex128])
+@pytest.mark.parametrize("shape,dim,layout", [
+    ((5,), 0, "c"), ((37,), None, "c"), ((6, 40), 0, "c"), ((6, 40), 1, "c"), ((40, 6), 0, "t"),
+    ((3, 17, 33), (0, 2), "c"), ((4, 9, 20), 1, "s"), ((2, 65, 3), None, "s"), ((40000,), None, "c")])
+@pytest.mark.parametrize("op", ["sum", "mean", "sum_from_real"])
+def test_complex_sum_follows_the_cpu_cascade(dt, shape, dim, layout, op):
+    old = torch.get_num_threads()
+    try:
+        for seed, threads in ((0, 1), (1, 2)):
+            torch.set_num_threads(threads)
+            g = torch.Generator().manual_seed(zlib.crc32(repr((str(dt), shape, layout, op, seed)).encode()))
+            big = 3.0e38 if dt == torch.complex64 else 1e300
+            base = _complex_parts([2 * s for s in shape] if layout == "s" else list(shape), dt, g, big)
+            if op == "sum_from_real":
+                base = base.real.to(torch.float32)
+
+            def view(t):
+                if layout == "s":
+                    return t[tuple(slice(None, None, 2) for _ in shape)]
+                return t.t().contiguous().t() if layout == "t" else t
+            fn = torch.mean if op == "mean" else torch.sum
+            kw = {"dtype": dt} if op == "sum_from_real" else {}
+            args = () if dim is None else (dim,)
+            want = fn(view(base), *args, **kw)
+            got = fn(view(base.neuron()), *args, **kw).cpu()
+            assert got.shape == want.shape
+            if op == "mean":
+                # the division rounds differently (the CPU's vector body
+                # divides with a reciprocal estimate): the same non-finite
+                # parts, finite ones within a few ulp
+                g2, w2 = torch.view_as_real(got), torch.view_as_real(want)
+                assert torch.equal(g2.isnan(), w2.isnan()) and torch.equal(g2.isinf(), w2.isinf())
+                torch.testing.assert_close(g2.nan_to_num(0.0, 0.0, 0.0), w2.nan_to_num(0.0, 0.0, 0.0),
+                                           rtol=4e-7 if dt == torch.complex64 else 1e-15, atol=0)
+            else:
+                _bitwise(got, want)
+    finally:
+        torch.set_num_threads(old)
+    assert_no_fallbacks()
+
+
 def test_prod_backward_in_bfloat16_like_the_cpu():
     torch.manual_seed(1)
     x = torch.randn(6, 6).t()

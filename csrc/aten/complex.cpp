@@ -64,7 +64,14 @@ bool complex_op_for(at::TensorIteratorBase &iter, nrt_op op, nrt_op *out, int64_
     case NRT_OP_WHERE: *out = NRT_OP(CX_WHERE); return true;
     case NRT_OP_SUM: *out = NRT_OP(CX_REDUCE); return true;
     case NRT_OP_MEAN: *out = NRT_OP(CX_REDUCE); *p0 = 1; return true;
-    case NRT_OP_PROD: *out = NRT_OP(CX_REDUCE); *p0 = 2; return true;
+    // p1: the CPU's order and precision for a complex64/complex128 product,
+    // 32 the width of prod_stub's AVX2 build, which AVX-512 machines run too
+    case NRT_OP_PROD:
+      *out = NRT_OP(CX_REDUCE);
+      *p0 = 2;
+      if (iter.dtype(0) == iter.dtype(1) && (iter.dtype(0) == at::kComplexFloat || iter.dtype(0) == at::kComplexDouble))
+        *p1 = 32;
+      return true;
     case NRT_OP_ALL: *out = NRT_OP(CX_REDUCE); *p0 = 3; return true;
     case NRT_OP_ANY: *out = NRT_OP(CX_REDUCE); *p0 = 4; return true;
     case NRT_OP_POW:
@@ -248,11 +255,17 @@ bool launch_real_into_complex(at::TensorIteratorBase &iter, nrt_op op, std::init
   return true;
 }
 
+// A sum in the CPU's cascade order (SUM p0 = 1) reads complex operands
+// itself, one part at a time (kernels/reduce/cascade.c): it goes to the
+// general launch as it is.
+bool cascade_sum(nrt_op op, int64_t p0) { return op == NRT_OP_SUM && p0 == 1; }
+
 // The launch extension: iterations the general kernels cannot read (a
 // complex operand, a COMPLEX op, or a copy that must apply a conjugate /
 // negative bit) run here.
 bool take_iter(at::TensorIteratorBase &iter, nrt_op op, std::initializer_list<nrt_scalar> scalars,
                std::initializer_list<int64_t> params) {
+  if (cascade_sum(op, params.size() > 0 ? *params.begin() : 0)) return false;
   bool complex = nrt_op_kind(op) == NRT_KIND_COMPLEX;
   for (int i = 0; i < iter.ntensors() && !complex; ++i) complex = at::isComplexType(iter.dtype(i));
   if (!complex && !(op == NRT_OP_COPY && (iter.tensor_base(0).is_conj() != iter.tensor_base(1).is_conj() ||
@@ -268,7 +281,7 @@ bool take_iter(at::TensorIteratorBase &iter, nrt_op op, std::initializer_list<nr
 // has the same operand layout. Anything else with a complex operand is left
 // to the general check, which raises.
 bool take_launch(c10::DeviceIndex device, const nrt_launch &desc) {
-  if (nrt_op_kind(desc.op) == NRT_KIND_COMPLEX) {
+  if (nrt_op_kind(desc.op) == NRT_KIND_COMPLEX || cascade_sum(desc.op, desc.params[0])) {
     enqueue(device, desc);
     return true;
   }

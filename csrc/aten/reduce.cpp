@@ -123,12 +123,15 @@ Tensor &float_sum_into(Tensor &result, const Tensor &self, at::OptionalIntArrayR
 bool cascade_dtype(ScalarType t) {
   return t == at::kFloat || t == at::kDouble || t == at::kHalf || t == at::kBFloat16;
 }
+// A complex sum too is the CPU's cascade_sum, in complex<float> (complex<double>).
+bool cascade_sum_dtype(ScalarType t) { return cascade_dtype(t) || t == at::kComplexFloat || t == at::kComplexDouble; }
 
 // A new result takes sum_dtype; out= keeps its dtype unless one is asked for.
 Tensor sum_into(Tensor out, const Tensor &self, at::OptionalIntArrayRef dim, bool keepdim,
                 std::optional<ScalarType> dtype) {
   ScalarType t = out.defined() ? (dtype ? *dtype : out.scalar_type()) : sum_dtype(self, dtype);
-  if (cascade_dtype(t) && !self.is_complex()) return float_sum_into(out, self, dim, keepdim, t, NRT_OP_SUM, 0.0);
+  if (cascade_sum_dtype(t) && (!self.is_complex() || at::isComplexType(t)))
+    return float_sum_into(out, self, dim, keepdim, t, NRT_OP_SUM, 0.0);
   return reduce_into(out, self, dim, keepdim, t, NRT_OP_SUM, "sum", 0.0);
 }
 
@@ -211,6 +214,13 @@ Tensor mean_into(Tensor out, const Tensor &self, at::OptionalIntArrayRef dim, bo
   }
   if (cascade_dtype(t) && !self.is_complex() && (!out.defined() || out.scalar_type() == t))
     return float_sum_into(out, self, dim, keepdim, t, NRT_OP_MEAN, nan);
+  // A complex mean is the CPU's sum followed by div_ by the count, a
+  // complex division (an infinite part makes the other NaN; the mean of
+  // nothing is 0 / 0, NaN in both parts).
+  if (at::isComplexType(t) && cascade_sum_dtype(t) && (!out.defined() || out.scalar_type() == t)) {
+    float_sum_into(out, self, dim, keepdim, t, NRT_OP_SUM, 0.0);
+    return out.div_(out.numel() == 0 ? 1 : self.numel() / out.numel());
+  }
   return reduce_into(out, self, dim, keepdim, t, NRT_OP_MEAN, "mean", nan);
 }
 

@@ -225,6 +225,74 @@ static void test_sum_mean(void) {
     }
 }
 
+/* PROD with p1 != 0: the CPU's complex<float> product, rounded every step,
+ * its scalar steps fused (1 * (1e30 + 0j) * (1e30 + 0j) overflows to inf,
+ * and inf * (1e-30 + 0j) has the imaginary part inf * 0 = NaN), where the
+ * double loop keeps 1e30 + 0j. 20 elements: one grouped block of 16 (4
+ * lanes of 4) and a tail; the vector steps round each product. */
+static void test_prod_cpu_order(void) {
+  float x[20][2] = {{1e30f, 0}, {1e30f, 0}, {1e-30f, 0}};
+  for (int ref = 0; ref < 2; ref++) {
+    float out[2] = {0, 0};
+    nrt_launch l = nrt_test_launch(NRT_OP(CX_REDUCE), NRT_COMPLEX64, 1, S(3), 1, 1);
+    nrt_test_operand_n(&l, 0, out, NRT_COMPLEX64, S(0), 1);
+    nrt_test_operand_n(&l, 1, x, NRT_COMPLEX64, S(8), 1);
+    l.params[0] = 2;
+    l.params[1] = 32;
+    CHECK_OK(nrt_test_run(&l, ref));
+    CHECK(isinf(out[0]) && out[0] > 0 && isnan(out[1]));
+    l.params[1] = 0;
+    CHECK_OK(nrt_test_run(&l, ref));
+    CHECK(out[0] == 1e30f && out[1] == 0);
+  }
+  /* 20 elements: lane k of the block of 16 is (x[k] x[k+4]) (x[k+8]
+   * x[k+12]) in rounded vector products, the lanes (but the last) and the
+   * tail fused;
+   * the fast and reference paths agree bit for bit with a plain float
+   * recomputation of that order. */
+  float y[20][2];
+  for (int i = 0; i < 20; i++) y[i][0] = 1.0f + (float)i / 64, y[i][1] = (float)ldexp(1.0 + i, -12);
+  float got[2][2];
+  for (int ref = 0; ref < 2; ref++) {
+    nrt_launch l = nrt_test_launch(NRT_OP(CX_REDUCE), NRT_COMPLEX64, 1, S(20), 1, 1);
+    nrt_test_operand_n(&l, 0, got[ref], NRT_COMPLEX64, S(0), 1);
+    nrt_test_operand_n(&l, 1, y, NRT_COMPLEX64, S(8), 1);
+    l.params[0] = 2;
+    l.params[1] = 32;
+    CHECK_OK(nrt_test_run(&l, ref));
+  }
+  float a[16][2];
+  memcpy(a, y, sizeof a);
+  float v[4][2];
+  for (int k = 0; k < 4; k++) {
+    float p[2][2];
+    for (int h = 0; h < 2; h++) {
+      const float *u = a[k + 8 * h], *w = a[k + 8 * h + 4];
+      float ac = u[0] * w[0], bd = u[1] * w[1], ad = u[0] * w[1], bc = u[1] * w[0];
+      p[h][0] = ac - bd, p[h][1] = ad + bc;
+    }
+    float ac = p[0][0] * p[1][0], bd = p[0][1] * p[1][1], ad = p[0][0] * p[1][1], bc = p[0][1] * p[1][0];
+    v[k][0] = ac - bd, v[k][1] = ad + bc;
+  }
+  float acc[2] = {1, 0};
+  /* lanes 1..3 are multiplied into lane 0, that into acc, then the tail */
+  float lane[2] = {v[0][0], v[0][1]};
+  for (int k = 1; k < 4; k++) {
+    /* the last lane step unfused, as the CPU's build compiles it */
+    float r = k < 3 ? fmaf(lane[0], v[k][0], -(lane[1] * v[k][1])) : lane[0] * v[k][0] - lane[1] * v[k][1];
+    float i = k < 3 ? fmaf(lane[0], v[k][1], lane[1] * v[k][0]) : lane[0] * v[k][1] + lane[1] * v[k][0];
+    lane[0] = r, lane[1] = i;
+  }
+  float r = fmaf(acc[0], lane[0], -(acc[1] * lane[1])), i = fmaf(acc[0], lane[1], acc[1] * lane[0]);
+  acc[0] = r, acc[1] = i;
+  for (int t = 16; t < 20; t++) {
+    r = fmaf(acc[0], y[t][0], -(acc[1] * y[t][1])), i = fmaf(acc[0], y[t][1], acc[1] * y[t][0]);
+    acc[0] = r, acc[1] = i;
+  }
+  CHECK(got[0][0] == got[1][0] && got[0][1] == got[1][1]);
+  CHECK(got[1][0] == acc[0] && got[1][1] == acc[1]);
+}
+
 /* One CX_MATH function of a complex128 vector. */
 static void cx_math_run(int64_t fn, const double (*x)[2], double (*y)[2], int n, int ref) {
   nrt_launch l = nrt_test_launch(NRT_OP(CX_MATH), NRT_COMPLEX64, 1, (const int64_t[]){n}, 1, 1);
@@ -501,6 +569,7 @@ int main(void) {
   RUN_TEST(test_logaddexp);
   RUN_TEST(test_prod_all_any);
   RUN_TEST(test_mean_of_infinite_parts);
+  RUN_TEST(test_prod_cpu_order);
   RUN_TEST(test_parallel_matches_reference);
   RUN_TEST(test_empty_and_errors);
   return TEST_RESULT();

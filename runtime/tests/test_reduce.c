@@ -792,7 +792,13 @@ static void test_var_mean_welford(void) {
 
 /* ---- SUM p0 = 1, p3 > 1: a whole sum split as the CPU's two_pass_reduction ---- */
 
+static float cascade_sum_w(const float *x, int64_t n, int64_t vbytes, int64_t threads, bool ref);
 static float cascade_sum(const float *x, int64_t n, int64_t threads, bool ref) {
+  return cascade_sum_w(x, n, 32, threads, ref);
+}
+
+/* A float32 SUM p0 = 1 of x[0..n) with the CPU's vector width vbytes. */
+static float cascade_sum_w(const float *x, int64_t n, int64_t vbytes, int64_t threads, bool ref) {
   nrt_launch l;
   memset(&l, 0, sizeof l);
   l.op = NRT_OP_SUM;
@@ -800,7 +806,7 @@ static float cascade_sum(const float *x, int64_t n, int64_t threads, bool ref) {
   l.sizes[0] = n;
   l.compute_dtype = NRT_FLOAT32;
   l.params[0] = 1;
-  l.params[1] = 32;
+  l.params[1] = vbytes;
   l.params[3] = threads;
   l.noutputs = 1;
   l.ninputs = 1;
@@ -833,6 +839,57 @@ static void test_cascade_two_pass(void) {
   CHECK(cascade_sum(v, N, 1, false) == cascade_sum(v, N, 1, true));
   CHECK(cascade_sum(v, N, 1, true) != want || cascade_sum(v, N, 2, true) != want);
   free(v);
+}
+
+/* ---- SUM p0 = 1 of complex64: each part summed with the element as the lane ---- */
+
+static void cx_cascade_sum(const float (*x)[2], int64_t n, int64_t vbytes, int64_t threads, bool ref, float *out) {
+  nrt_launch l;
+  memset(&l, 0, sizeof l);
+  l.op = NRT_OP_SUM;
+  l.ndim = 1;
+  l.sizes[0] = n;
+  l.compute_dtype = NRT_COMPLEX64;
+  l.params[0] = 1;
+  l.params[1] = vbytes;
+  l.params[3] = threads;
+  l.noutputs = 1;
+  l.ninputs = 1;
+  l.operands[0] = (nrt_operand){.data = out, .dtype = NRT_COMPLEX64};
+  l.operands[1] = (nrt_operand){.data = (void *)x, .dtype = NRT_COMPLEX64, .strides = {8}};
+  CHECK_OK(nrt_test_run(&l, ref));
+}
+
+/* A 32-byte vector holds 4 complex64: each part sums as a float32 sum of
+ * 4 lanes (a 16-byte float vector) does, not as one of 8 lanes. */
+static void test_cascade_complex(void) {
+  enum { N = 40009 };
+  float (*x)[2] = malloc(sizeof(float) * 2 * N), *re = malloc(sizeof(float) * N), *im = malloc(sizeof(float) * N);
+  uint64_t seed = 5;
+  for (int i = 0; i < N; i++) {
+    seed = seed * 6364136223846793005ull + 1442695040888963407ull;
+    int pick = (int)(seed >> 60) & 3;
+    double v = (double)(int64_t)(seed >> 11) * 1e-15;
+    x[i][0] = re[i] = pick == 0 ? 3e38f : pick == 1 ? -3e38f : (float)v;
+    x[i][1] = im[i] = (float)(v * 0.37);
+  }
+  int64_t sizes[] = {3, 17, 64, 333, N};
+  bool differs = false;
+  for (int s = 0; s < 5; s++)
+    for (int64_t threads = 1; threads <= 2; threads++)
+      BOTH(r) {
+        float out[2] = {-1, -1};
+        cx_cascade_sum(x, sizes[s], 32, threads, r, out);
+        float want_re = cascade_sum_w(re, sizes[s], 16, threads, true);
+        float want_im = cascade_sum_w(im, sizes[s], 16, threads, true);
+        CHECK((out[0] == want_re || (isnan(out[0]) && isnan(want_re))) && out[1] == want_im);
+        float wide = cascade_sum_w(re, sizes[s], 32, threads, true);
+        differs |= !(wide == want_re || (isnan(wide) && isnan(want_re)));
+      }
+  CHECK(differs); /* the lane count matters for these values */
+  free(x);
+  free(re);
+  free(im);
 }
 
 /* ---- NORM p1 = 1: float terms and sums, as the CPU's norm kernels ---------------- */
@@ -889,6 +946,7 @@ int main(void) {
   RUN_TEST(test_int_sum_exact);
   RUN_TEST(test_var_mean_welford);
   RUN_TEST(test_cascade_two_pass);
+  RUN_TEST(test_cascade_complex);
   RUN_TEST(test_vector_norm_float);
   return TEST_RESULT();
 }

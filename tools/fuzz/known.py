@@ -236,9 +236,9 @@ KNOWN: list[Group] = [
     # ---- dtype= and type promotion --------------------------------------------------------------------------
     Group("reduce-dtype-kwarg", ("sum", "mean", "nansum", "nanmean", "prod", "cumprod", "vector_norm"),
           VAL + DTYPE + CPU_RJ + DEV_RJ + EXC, kwarg("dtype"),
-          "Reductions with dtype= where the arithmetic differs from the CPU's: a complex64 dtype= on a real "
-          "input (sum/mean/prod, nansum of an integer input, a plain sum: the CPU sums or multiplies complex<float> in its cascade / vectorised order, "
-          "neuron's complex kernels in complex double: 3.4e38 * 10 + 0j is inf + nan j there, inf + 0j here); "
+          "Reductions with dtype= where the arithmetic differs from the CPU's "
+          "(complex64/complex128 sums and products follow the CPU's cascade / vectorised order in complex<float> "
+          "(kernels/reduce/cascade.c, kernels/complex/reduce.c): 3.4e38 * 10 + 0j is inf + nan j on both); "
           "(vector_norm of every finite order into float32/16-bit sums in float as the CPU since dfe5eca); "
           "(float64 pointwise steps after a "
           "float64 dtype= reduction, nanmean's division and cumprod's backward, are float64-beyond-float32). Row ops into float64 compute in double, "
@@ -287,13 +287,6 @@ KNOWN: list[Group] = [
           "sum, as neuron; L = 2..17 with S = 33 before). The float32 cases 14142135-596436 / -778009 are the "
           "math path with a bmm of 400 or more (expanded q, transposed v): MKL's sgemm sums K = 8 so that "
           "2e38 + 2e38 - 2e38 stays finite (neuron's bmm: inf)."),
-    Group("nonfinite-complex", ("sum", "mean"), VAL, all_of(any_of(nonfinite, fill("edge")), in_dtype("complex64")),
-          "complex64 sums of huge and infinite parts: the CPU adds in float in its cascade order, neuron in "
-          "double in its own, so what a 1e18 part absorbs differs (seed 8675309: sum of imaginary parts "
-          "-1, 0.77, 1.08, 1e18, -0.32, -1e18, 1.2e-7, 1 (beside an infinite real part) is 0 on the CPU, 1.0000001 "
-          "on neuron). Elementwise complex64 math (pow, sgn, log1p, sqrt, ...) follows the CPU's float "
-          "formulas and glibc's C99 functions (kernels/complex/math.c)."),
-
     Group("edge-magnitude-batch-norm-stats",
           ("batch_norm",), VAL,
           all_of(fill("edge"), any_of(all_of(kwarg("training", True), _bn_input_not_contiguous,

@@ -60,7 +60,9 @@
   X(CX_LERP, COMPLEX, 3, 3)     /* self + w (end - self), from end when |w| >= 0.5 */       \
   /* reduction, REDUCE layout: operands[0] has stride 0 along reduced dims */               \
   X(CX_REDUCE, COMPLEX, 1, 1)   /* p0: 0 sum, 1 mean (sum / reduced count), 2 prod,         \
-                                   3 all, 4 any (nonzero tests; bool outputs) */            \
+                                   3 all, 4 any (nonzero tests; bool outputs); prod with    \
+                                   p1 != 0: the CPU's order in the dtype's precision, p1 =  \
+                                   its vector width in bytes */                             \
   /* FFTs along one dim of an N-d tensor, batched over the others (ndim >= 1).              \
      sizes = the output's shape, p0 = the transformed dim, aux[0] = the input's             \
      length along it (the other dims match the output); s0 = scale applied to               \

@@ -16,7 +16,11 @@
  * Sums accumulate in the output dtype's accumulator: float for float32,
  * bfloat16 and float16 (values held in double and rounded to float after
  * every add: the exact sum of two floats rounded to double and then to float
- * is the float sum), double for float64. p1 is the CPU's vector width in
+ * is the float sum), double for float64. A complex64 / complex128 SUM is two
+ * such sums, one per part, with the complex element as the lane: the CPU's
+ * Vectorized<complex<float>> adds parts lane by lane, so its real parts
+ * follow this same cascade with 4 complex64 (2 complex128) per 32-byte
+ * vector, in float (double). p1 is the CPU's vector width in
  * bytes (64 for AVX-512), p2 = 1 reads NaN as 0 (nansum). The input and the
  * output share one dtype: the glue converts first, as the CPU does.
  *
@@ -43,8 +47,9 @@
 
 typedef struct cs_plan {
   const nrt_launch *l;
-  nrt_dtype dt;
-  int64_t es;           /* element size */
+  nrt_dtype dt;         /* the summed values' dtype: a complex launch's part */
+  int64_t es;           /* element size (a whole complex element for a part) */
+  bool cx;              /* one part of complex elements: lanes are es apart */
   bool f32acc;          /* float accumulator (rounded after every add) */
   bool nan0;            /* NaN reads as 0 */
   int vec, vacc;        /* lanes of Vectorized<scalar_t> and of Vectorized<acc_t> */
@@ -53,6 +58,12 @@ typedef struct cs_plan {
 } cs_plan;
 
 enum { LD_SCALAR, LD_INNER, LD_OUTER };
+
+/* The float32 vector loops read lanes as adjacent floats: plain float32
+ * elements only. */
+static inline bool cs_fast_f32(const cs_plan *p) {
+  return p->dt == NRT_FLOAT32 && !p->cx && !p->nan0 && !nrt_kernels_reference();
+}
 
 static inline double cs_round(const cs_plan *p, double v) { return p->f32acc ? (double)(float)v : v; }
 
@@ -199,7 +210,7 @@ static void multi_row_sum(const cs_plan *p, int mode, const char *in, int64_t ro
   int w = mode == LD_SCALAR ? 1 : p->vacc;
   int64_t lp = cs_ceil_log2(size) / CS_LEVELS;
   if (lp < 4) lp = 4;
-  if (mode != LD_SCALAR && p->dt == NRT_FLOAT32 && !p->nan0 && !nrt_kernels_reference()) {
+  if (mode != LD_SCALAR && cs_fast_f32(p)) {
     bool avx2 = nrt_kernels_isa() >= NRT_ISA_AVX2;
     if (w == 8) return (avx2 ? mrs_f32x8_avx2 : mrs_f32x8)(in, row_stride, col_stride, size, nrows, lp, ret);
     if (w == 16) return (avx2 ? mrs_f32x16_avx2 : mrs_f32x16)(in, row_stride, col_stride, size, nrows, lp, ret);
@@ -319,7 +330,7 @@ static void cs_run(const cs_plan *p, const cs_call *c, int64_t j0, int64_t j1) {
   }
   case P_VEC_OUTER: {
     int64_t j = j0, w = p->vacc;
-    if (p->dt == NRT_FLOAT32 && !p->nan0 && !nrt_kernels_reference()) {
+    if (cs_fast_f32(p)) {
       double t[CS_TILE];
       int64_t lp = cs_level_power(c->size0), blocks = (j1 - j) / (4 * w), most = CS_TILE / (4 * w);
       while (blocks > 0) {
@@ -426,7 +437,7 @@ static void cs_chunks(void *ctx, int64_t b, int64_t e) {
 /* two_pass_reduction: the chunks into the slots, then the slots (all p3 of
  * them, unused ones 0) summed by the same loop into the output. */
 static nrt_status cs_two_pass_sum(const cs_plan *p, int64_t numel, int64_t threads) {
-  char slot_mem[64 * 8];
+  char slot_mem[64 * 16]; /* up to 64 complex128 */
   if (threads > 64)
     return nrt_kernel_fail(NRT_ERROR_INVALID_ARGUMENT, "%s: p3 = %lld CPU threads, at most 64",
                            nrt_op_name(p->l->op), (long long)threads);
@@ -468,21 +479,11 @@ static int64_t cs_out_offset(const nrt_launch *l, int64_t g) {
   return off;
 }
 
-nrt_status nrt_reduce_cascade(const nrt_launch *l) {
-  nrt_dtype dt = l->operands[0].dtype, in_dt = l->operands[1].dtype;
-  if (dt != in_dt || (dt != NRT_FLOAT32 && dt != NRT_FLOAT64 && dt != NRT_BFLOAT16 && dt != NRT_FLOAT16))
-    return nrt_kernel_fail(NRT_ERROR_INVALID_ARGUMENT,
-                           "%s: p0 = 1 needs one float dtype for input and output, got %s and %s",
-                           nrt_op_name(l->op), nrt_dtype_name(in_dt), nrt_dtype_name(dt));
-  int64_t vbytes = l->params[1];
-  if (vbytes != 16 && vbytes != 32 && vbytes != 64)
-    return nrt_kernel_fail(NRT_ERROR_INVALID_ARGUMENT, "%s: p1 = %lld is not a vector width of 16, 32 or 64 bytes",
-                           nrt_op_name(l->op), (long long)vbytes);
-  cs_plan p = {.l = l, .dt = dt, .es = (int64_t)nrt_dtype_size(dt), .f32acc = dt != NRT_FLOAT64,
-               .nan0 = l->params[2] != 0, .in = l->operands[1].data, .out = l->operands[0].data};
-  int64_t acc_es = p.f32acc ? 4 : 8;
-  p.vec = (int)(vbytes / p.es);
-  p.vacc = (int)(vbytes / acc_es);
+/* One sum (a real launch, or one part of a complex one) into p's output. */
+static nrt_status cs_sum(const cs_plan *pp) {
+  const nrt_launch *l = pp->l;
+  cs_plan p = *pp;
+  nrt_dtype dt = p.dt;
 
   /* The output starts at 0 (the CPU fills it before its loops). */
   int64_t numel = 1, nout = 1;
@@ -494,9 +495,6 @@ nrt_status nrt_reduce_cascade(const nrt_launch *l) {
   for (int64_t g = 0; g < nout; g++) nrt_ref_store_f64(p.out + cs_out_offset(l, g), dt, 0.0);
 
   int64_t threads = l->params[3], outer = 1;
-  if (threads < 0)
-    return nrt_kernel_fail(NRT_ERROR_INVALID_ARGUMENT, "%s: p3 = %lld is not a CPU thread count", nrt_op_name(l->op),
-                           (long long)threads);
   for (int d = 2; d < l->ndim; d++) outer *= l->sizes[d];
   if (nout == 1 && numel >= CS_GRAIN && threads > 1) {
     nrt_status st = cs_two_pass_sum(&p, numel, threads);
@@ -535,6 +533,42 @@ nrt_status nrt_reduce_cascade(const nrt_launch *l) {
       char *o = p.out + cs_out_offset(l, g);
       nrt_ref_store_f64(o, dt, cs_elem(&p, o) / n);
     }
+  }
+  return NRT_SUCCESS;
+}
+
+nrt_status nrt_reduce_cascade(const nrt_launch *l) {
+  nrt_dtype dt = l->operands[0].dtype, in_dt = l->operands[1].dtype;
+  bool cx = dt == NRT_COMPLEX64 || dt == NRT_COMPLEX128;
+  if (dt != in_dt || (dt != NRT_FLOAT32 && dt != NRT_FLOAT64 && dt != NRT_BFLOAT16 && dt != NRT_FLOAT16 && !cx))
+    return nrt_kernel_fail(NRT_ERROR_INVALID_ARGUMENT,
+                           "%s: p0 = 1 needs one float or complex dtype for input and output, got %s and %s",
+                           nrt_op_name(l->op), nrt_dtype_name(in_dt), nrt_dtype_name(dt));
+  /* The CPU's complex mean divides the sum by a complex count (the glue's
+   * div_), which is not a division of each part. */
+  if (cx && (l->op != NRT_OP_SUM || l->params[2] != 0))
+    return nrt_kernel_fail(NRT_ERROR_INVALID_ARGUMENT, "%s: p0 = 1 of %s is a plain sum only", nrt_op_name(l->op),
+                           nrt_dtype_name(dt));
+  int64_t vbytes = l->params[1];
+  if (vbytes != 16 && vbytes != 32 && vbytes != 64)
+    return nrt_kernel_fail(NRT_ERROR_INVALID_ARGUMENT, "%s: p1 = %lld is not a vector width of 16, 32 or 64 bytes",
+                           nrt_op_name(l->op), (long long)vbytes);
+  if (l->params[3] < 0)
+    return nrt_kernel_fail(NRT_ERROR_INVALID_ARGUMENT, "%s: p3 = %lld is not a CPU thread count", nrt_op_name(l->op),
+                           (long long)l->params[3]);
+  nrt_dtype part = dt == NRT_COMPLEX64 ? NRT_FLOAT32 : dt == NRT_COMPLEX128 ? NRT_FLOAT64 : dt;
+  cs_plan p = {.l = l, .dt = part, .es = (int64_t)nrt_dtype_size(dt), .cx = cx, .f32acc = part != NRT_FLOAT64,
+               .nan0 = l->params[2] != 0};
+  /* the accumulator vector holds acc_t: float/double, or complex of them */
+  int64_t acc_es = (p.f32acc ? 4 : 8) * (cx ? 2 : 1);
+  p.vec = (int)(vbytes / p.es);
+  p.vacc = (int)(vbytes / acc_es);
+  int64_t half = cx ? p.es / 2 : 0;
+  for (int k = 0; k < (cx ? 2 : 1); k++) {
+    p.in = (const char *)l->operands[1].data + k * half;
+    p.out = (char *)l->operands[0].data + k * half;
+    nrt_status st = cs_sum(&p);
+    if (st != NRT_SUCCESS) return st;
   }
   return NRT_SUCCESS;
 }
