@@ -554,3 +554,74 @@ def test_interpolate_bilinear_trilinear_16bit_nested_kernel_is_the_cpus(dtype):
             assert torch.equal(got.isnan(), want.isnan()), (mode, shape, kw, align)
             assert torch.equal(got.nan_to_num(0.0), want.nan_to_num(0.0)), (mode, shape, kw, align)
     assert_no_fallbacks()
+
+
+def test_interpolate_float64_antialias_weights_from_double_tables():
+    """float64 tables are computed in double, as the CPU's opmath: 5 -> 3
+    antialiased bicubic puts output 0's third tap at the filter's edge,
+    1e-17 in double and exactly 0 in float32 arithmetic, so an inf there is
+    -inf/inf on the CPU (inf * 1e-17) and was NaN (inf * 0) on neuron
+    (fuzz case 57721566-691265). The sums stay float32 (the documented
+    precision), so finite values are compared to float32's resolution."""
+    g = torch.Generator().manual_seed(21)
+    x = torch.randn(2, 3, 4, 5, generator=g, dtype=torch.float64)
+    x[:, :, :, 2] = float("inf")
+    x[1, :, 1, 2] = -float("inf")
+    for mode in ("bicubic", "bilinear"):
+        for align in (False, True):
+            kw = dict(size=(3, 3), mode=mode, antialias=True, align_corners=align)
+            want = F.interpolate(x, **kw)
+            got = F.interpolate(x.to("neuron"), **kw).cpu()
+            assert torch.equal(got.isnan(), want.isnan()), (mode, align)
+            assert torch.equal(got.isinf(), want.isinf()) and torch.equal(got.signbit(), want.signbit()), (mode, align)
+            fin = want.isfinite()
+            torch.testing.assert_close(got[fin], want[fin], rtol=1e-6, atol=1e-6)
+    assert_no_fallbacks()
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+def test_interpolate_backward_is_the_cpus_bit_for_bit(threads):
+    """Every CPU interpolate backward adds each output point's tap products
+    into grad_input in output order (bicubic: width tap outer, (g * wy) *
+    wx unfused; the others ((wd * wh) * ww) * g fused), so gradients spread
+    over 2^-20..2^20 round, overflow and cancel exactly as there: 9+ planes
+    (neuron's 8-plane vector path and its remainder), both layouts, float32
+    and the 16-bit dtypes (a float buffer rounded once)."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(threads)
+    g = torch.Generator().manual_seed(31)
+    cases = [("bilinear", (2, 9, 5, 7), (9, 12), None), ("bilinear", (1, 10, 8, 3), (4, 2), True),
+             ("bicubic", (2, 5, 5, 7), (9, 12), False), ("bicubic", (1, 9, 8, 3), (3, 5), True),
+             ("trilinear", (1, 9, 3, 4, 2), (4, 7, 3), False), ("nearest", (2, 5, 3, 4), (7, 5), None),
+             ("nearest-exact", (1, 9, 2, 3, 4), (3, 5, 7), None), ("linear", (3, 4, 6), (11,), True)]
+    cases += [(m, (1, 11, 6, 5), (3, 2), a) for m in ("bilinear", "bicubic") for a in ("aa",)]
+    try:
+        for mode, shape, size, align in cases:
+            for dtype in (torch.float32, torch.bfloat16, torch.float16):
+                aa = align == "aa"
+                if aa and dtype != torch.float32:
+                    continue  # the CPU's antialiased backward is float32/float64 only
+                kw = dict(size=size, mode=mode)
+                if aa:
+                    kw["antialias"] = True
+                elif align is not None:
+                    kw["align_corners"] = align
+                for cl in (False, True):
+                    x = torch.randn(shape, generator=g).to(dtype)
+                    if cl and len(shape) > 3:
+                        x = x.contiguous(memory_format=torch.channels_last if len(shape) == 4 else torch.channels_last_3d)
+                    out_shape = shape[:2] + size
+                    go = (torch.randn(out_shape, generator=g)
+                          * torch.exp2(torch.randint(-20, 20, out_shape, generator=g).float())).to(dtype)
+                    if cl and len(shape) > 3:
+                        go = go.contiguous(memory_format=torch.channels_last if len(shape) == 4
+                                           else torch.channels_last_3d)
+                    xc = x.clone().requires_grad_()
+                    F.interpolate(xc, **kw).backward(go)
+                    xd = x.to("neuron").requires_grad_()
+                    F.interpolate(xd, **kw).backward(go.to("neuron"))
+                    torch.testing.assert_close(xd.grad.cpu(), xc.grad, rtol=0, atol=0, equal_nan=True,
+                                               msg=lambda m: f"{mode} {shape} {size} {align} {dtype} cl={cl}: {m}")
+    finally:
+        torch.set_num_threads(before)
+    assert_no_fallbacks()

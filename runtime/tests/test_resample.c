@@ -527,6 +527,43 @@ static void test_interp_linear_cpu_order(void) {
   }
 }
 
+/* The backward's 8-plane vector path against the plain loop, bit for bit:
+ * both scatter in the CPU's order (per element, output points in order),
+ * so gradients spread over 2^-20..2^20 round identically; 11 and 19
+ * planes leave a remainder for the plain loop. */
+static void test_interp_backward_lanes(void) {
+  int64_t shapes[][6] = {{1, 3, 5, 1, 7, 9}, {2, 4, 3, 3, 2, 8}, {1, 5, 5, 1, 3, 2}};
+  int64_t nc[][2] = {{1, 11}, {19, 1}};
+  nrt_dtype dts[] = {NRT_FLOAT32, NRT_BFLOAT16};
+  for (int mode = 0; mode <= NRT_INTERP_AA_CUBIC; mode++)
+    for (size_t s = 0; s < 3; s++)
+      for (int k = 0; k < 4; k++) {
+        bool two_d = mode == NRT_INTERP_CUBIC || mode >= NRT_INTERP_AA_LINEAR;
+        int64_t is[5] = {nc[k & 1][0], nc[k & 1][1], two_d ? 1 : shapes[s][0], shapes[s][1], shapes[s][2]};
+        int64_t os[5] = {is[0], is[1], two_d ? 1 : shapes[s][3], shapes[s][4], shapes[s][5]};
+        nrt_dtype dt = dts[k >> 1];
+        act g, gx, gxr;
+        nrt_test_tensor5_make(&g, os, (k & 1) != 0, dt);
+        nrt_test_tensor5_make(&gx, is, (k & 1) != 0, dt);
+        nrt_test_tensor5_make(&gxr, is, (k & 1) != 0, dt);
+        for (int64_t i = 0; i < g.numel; i++)
+          nrt_test_put(g.data, dt, act_off(&g, i), nrt_test_urand() * ldexp(1.0, (int)(i * 7 % 41) - 20));
+        nrt_launch b = interp_launch(NRT_OP(INTERP_BACKWARD), &gx, &g, mode, s == 1, NULL);
+        nrt_launch br = interp_launch(NRT_OP(INTERP_BACKWARD), &gxr, &g, mode, s == 1, NULL);
+        b.params[2] = br.params[2] = two_d ? 2 : 3;
+        CHECK_OK(nrt_launch_run(&b));
+        nrt_kernels_set_reference(true);
+        CHECK_OK(nrt_launch_run(&br));
+        nrt_kernels_set_reference(false);
+        size_t bytes = (size_t)gx.numel * nrt_dtype_size(dt);
+        if (memcmp(gx.data, gxr.data, bytes) != 0) fprintf(stderr, "mode %d shape %zu k %d differs\n", mode, s, k);
+        CHECK(memcmp(gx.data, gxr.data, bytes) == 0);
+        free(g.data);
+        free(gx.data);
+        free(gxr.data);
+      }
+}
+
 int main(void) {
   nrt_test_seed(0x2545F4914F6CDD1Dull);
   RUN_TEST(test_interp_known);
@@ -538,5 +575,6 @@ int main(void) {
   RUN_TEST(test_fold);
   RUN_TEST(test_interp_nonfinite);
   RUN_TEST(test_interp_linear_cpu_order);
+  RUN_TEST(test_interp_backward_lanes);
   return TEST_RESULT();
 }

@@ -21,9 +21,11 @@
  * applies the w taps; the reference path sums each output point in double from
  * per-element loads. Nearest modes copy elements' bytes (exact in every
  * dtype, as the CPU's copies are).
- * Backward: one (n, c) plane per task, accumulated in a float32 (reference:
- * double) plane buffer in output order and stored once, so results are
- * deterministic and do not depend on the thread count. */
+ * Backward: the CPU's scatter order (bwd_plane_ref), 8 planes per task in
+ * vector lanes, each accumulated in a float32 plane buffer and stored once,
+ * so results are deterministic and do not depend on the thread count.
+ * float64 computes in float32 (the documented precision) from tables
+ * built in double, as the CPU's (taps_build). */
 #pragma GCC optimize("O3,no-math-errno")
 #include <stdlib.h>
 #include "kernels/resample/resample.h"
@@ -96,13 +98,42 @@ static float source_index(float scale, int64_t o, bool align, bool cubic) {
 static float cubic_near(float x, float a) { return ((a + 2) * x - (a + 3)) * x * x + 1; } /* |x| <= 1 */
 static float cubic_far(float x, float a) { return ((a * x - 5 * a) * x + 8 * a) * x - 4 * a; } /* 1..2 */
 
+/* PIL's filters (the cubic is Keys' a = -0.5), with the CPU's multiply-adds
+ * fused as its compiled polynomials are: one-hot probes, 652 of 652 size
+ * pairs give the CPU's float32 weights (unfused: 523 differ in the last
+ * bit). */
 static float aa_filter(int mode, float x) {
   if (x < 0) x = -x;
   if (mode == NRT_INTERP_AA_LINEAR) return x < 1.0f ? (float)(1.0 - x) : 0.0f;
-  const float a = -0.5f; /* PIL's bicubic */
-  if (x < 1.0f) return cubic_near(x, a);
-  if (x < 2.0f) return (((x - 5) * x + 8) * x - 4) * a;
+  const float a = -0.5f;
+  if (x < 1.0f) return fmaf(fmaf(a + 2, x, -(a + 3)) * x, x, 1.0f);
+  if (x < 2.0f) return fmaf(fmaf(fmaf(a, x, -5 * a), x, 8 * a), x, -4 * a);
   return 0.0f;
+}
+
+/* The same rules in double: ATen computes a float64 input's tables in its
+ * opmath type, double (scales, source indices, lambdas, the antialiased
+ * filter and its normalisation), then floors with floorf as for float.
+ * The weights are rounded to float afterwards for the float32 sums
+ * (float64's documented precision), but from the double values: an
+ * antialiased tap that double puts at 1e-17 and float at exactly 0 (the
+ * filter's edge) keeps an inf input inf there, as on the CPU, instead of
+ * 0 * inf = NaN. */
+static double area_scale_f64(int64_t in, int64_t out, bool align, double scale) {
+  if (align) return out > 1 ? (double)(in - 1) / (double)(out - 1) : 0.0;
+  return scale > 0 ? 1.0 / scale : (double)in / (double)out;
+}
+
+static double cubic_near_f64(double x, double a) { return ((a + 2) * x - (a + 3)) * x * x + 1; }
+static double cubic_far_f64(double x, double a) { return ((a * x - 5 * a) * x + 8 * a) * x - 4 * a; }
+
+static double aa_filter_f64(int mode, double x) {
+  if (x < 0) x = -x;
+  if (mode == NRT_INTERP_AA_LINEAR) return x < 1.0 ? 1.0 - x : 0.0;
+  const double a = -0.5;
+  if (x < 1.0) return fma(fma(a + 2, x, -(a + 3)) * x, x, 1.0);
+  if (x < 2.0) return fma(fma(fma(a, x, -5 * a), x, 8 * a), x, -4 * a);
+  return 0.0;
 }
 
 static void taps_free(taps *t) {
@@ -124,8 +155,9 @@ static void taps_free(taps *t) {
  * reads, and along a dim whose size it keeps, which ATen's separable
  * antialiased kernel skips. */
 static nrt_status taps_build(int mode, bool align, double scale, int64_t in, int64_t out, bool interpolated,
-                             bool fused_index, taps *t) {
+                             bool fused_index, bool f64, taps *t) {
   float sc = 0.0f, support = 0.0f;
+  double sc64 = 0.0, support64 = 0.0;
   bool aa = mode == NRT_INTERP_AA_LINEAR || mode == NRT_INTERP_AA_CUBIC;
   if (!interpolated || (aa && in == out)) mode = NRT_INTERP_NEAREST; /* in == out: the identity tap */
   switch (mode) {
@@ -139,6 +171,11 @@ static nrt_status taps_build(int mode, bool align, double scale, int64_t in, int
     float half = mode == NRT_INTERP_AA_LINEAR ? 1.0f : 2.0f; /* filter support at scale 1 */
     support = sc >= 1.0f ? half * sc : half;
     float c = ceilf(support);
+    if (f64) {
+      sc64 = area_scale_f64(in, out, align, scale);
+      support64 = sc64 >= 1.0 ? (double)half * sc64 : (double)half;
+      c = (float)ceil(support64);
+    }
     if (!(c < 1e9f))
       return nrt_kernel_fail(NRT_ERROR_INVALID_ARGUMENT, "INTERP: antialias support %g is too large", (double)support);
     t->T = (int64_t)c * 2 + 1;
@@ -156,6 +193,12 @@ static nrt_status taps_build(int mode, bool align, double scale, int64_t in, int
     return nrt_kernel_fail(NRT_ERROR_OUT_OF_MEMORY, "INTERP: out of memory for %lld taps", (long long)n);
   }
   int64_t T = t->T;
+  double *wd = NULL; /* an antialiased float64 window's double weights */
+  if (f64 && (mode == NRT_INTERP_AA_LINEAR || mode == NRT_INTERP_AA_CUBIC) &&
+      !(wd = malloc((size_t)T * sizeof(double)))) {
+    taps_free(t);
+    return nrt_kernel_fail(NRT_ERROR_OUT_OF_MEMORY, "INTERP: out of memory for %lld taps", (long long)T);
+  }
   for (int64_t o = 0; o < out; o++) {
     int64_t *ix = t->idx + o * T;
     float *w = t->w + o * T;
@@ -183,6 +226,18 @@ static nrt_status taps_build(int mode, bool align, double scale, int64_t in, int
         w[1] = 0.0f;
         break;
       }
+      if (f64) {
+        double s = area_scale_f64(in, out, align, scale);
+        double real = align ? s * (double)o : fma(s, (double)o + 0.5, -0.5); /* fused as float32's (probed) */
+        real = real < 0.0 ? 0.0 : real;
+        int64_t i0 = nrt_min_i64((int64_t)floorf((float)real), in - 1);
+        double l1 = fmin(fmax(real - (double)i0, 0.0), 1.0);
+        ix[0] = i0;
+        ix[1] = i0 + (i0 < in - 1 ? 1 : 0);
+        w[0] = (float)(1.0 - l1);
+        w[1] = (float)l1;
+        break;
+      }
       float real = source_index(area_scale(in, out, align, scale), o, align, false);
       if (!align && fused_index) { /* ATen's float32 linear tables get scale * (o + 0.5) - 0.5 fused (probed;
                                       * its float16 ones are not: a fuzz of seed 31337 went 0 -> 25 float16 cases) */
@@ -198,6 +253,19 @@ static nrt_status taps_build(int mode, bool align, double scale, int64_t in, int
       break;
     }
     case NRT_INTERP_CUBIC: {
+      if (f64) {
+        double s = area_scale_f64(in, out, align, scale);
+        double real = align ? s * (double)o : s * ((double)o + 0.5) - 0.5;
+        int64_t i0 = nrt_min_i64((int64_t)floorf((float)real), in - 1);
+        double tt = fmin(fmax(real - (double)i0, 0.0), 1.0);
+        const double a = -0.75;
+        w[0] = (float)cubic_far_f64(tt + 1.0, a);
+        w[1] = (float)cubic_near_f64(tt, a);
+        w[2] = (float)cubic_near_f64(1.0 - tt, a);
+        w[3] = (float)cubic_far_f64((1.0 - tt) + 1.0, a);
+        for (int j = 0; j < 4; j++) ix[j] = nrt_min_i64(nrt_max_i64(i0 - 1 + j, 0), in - 1);
+        break;
+      }
       float real = source_index(area_scale(in, out, align, scale), o, align, true);
       int64_t i0 = nrt_min_i64((int64_t)floorf(real), in - 1);
       float tt = fminf(fmaxf(real - (float)i0, 0.0f), 1.0f);
@@ -210,6 +278,23 @@ static nrt_status taps_build(int mode, bool align, double scale, int64_t in, int
       break;
     }
     default: { /* antialiased: PIL's normalised filter over [xmin, xmin + xsize) */
+      if (f64) {
+        double center = sc64 * ((double)o + 0.5), invscale = sc64 >= 1.0 ? 1.0 / sc64 : 1.0;
+        int64_t xmin = nrt_max_i64((int64_t)(center - support64 + 0.5), 0);
+        int64_t xsize = nrt_min_i64((int64_t)(center + support64 + 0.5), in) - xmin;
+        xsize = xsize < 0 ? 0 : xsize > T ? T : xsize;
+        double total = 0.0;
+        for (int64_t k = 0; k < xsize; k++) {
+          wd[k] = aa_filter_f64(mode, ((double)(k + xmin) - center + 0.5) * invscale);
+          total += wd[k];
+        }
+        for (int64_t k = 0; k < T; k++) {
+          w[k] = k < xsize ? (float)(total != 0.0 ? wd[k] / total : wd[k]) : 0.0f;
+          ix[k] = nrt_min_i64(xmin + k, in - 1);
+        }
+        t->cnt[o] = xsize;
+        break;
+      }
       float center = (float)((double)sc * ((double)o + 0.5));
       float invscale = sc >= 1.0f ? (float)(1.0 / (double)sc) : 1.0f;
       int64_t xmin = nrt_max_i64((int64_t)((double)(center - support) + 0.5), 0);
@@ -230,6 +315,7 @@ static nrt_status taps_build(int mode, bool align, double scale, int64_t in, int
     }
     }
   }
+  free(wd);
   return NRT_SUCCESS;
 }
 
@@ -243,6 +329,9 @@ typedef struct interp_job {
   bool two_tap; /* sep2d of a linear mode: ATen's two-tap width sum (fwd_sep2d_body) */
   bool cpu_linear; /* float32 2-d/3-d linear in the order of the CPU kernel p3 names (fwd_linear_rows) */
   int64_t lanes;   /* p3: 0 = ATen's nested Interpolate; 8/16 = its channels-last kernel's vector width */
+  bool bwd_cubic;  /* backward: UpSampleBicubic2d.cpp's tap order and product */
+  bool bwd_fused;  /* backward: the CPU's loop fuses its multiply-add */
+  bool bwd_copy;   /* backward: grad_output is grad_input (bicubic of the same size) */
   size_t esize; /* element bytes (nearest copies) */
   _Atomic int failed;
 } interp_job;
@@ -569,83 +658,171 @@ static void fwd_range(void *ctx, int64_t begin, int64_t end) {
   else fwd_rows(j, begin, end);
 }
 
-/* Backward, fast: per plane, spread each grad row over a float input-width
- * row through the w taps, then add that row into the d/h tap rows. */
-static void bwd_planes(interp_job *j, int64_t begin, int64_t end) {
+/* Backward in the CPU's order. Every CPU kernel of these ops accumulates
+ * grad_input in place, output point by output point (d, then h, then w),
+ * each point adding its taps' products into the elements they read: the
+ * linear and nearest ones of UpSampleMoreKernel.cpp (contiguous and
+ * channels-last alike: the channels-last one only puts the channels in
+ * its vector lanes), the antialiased one of UpSampleKernel.cpp, and
+ * UpSampleBicubic2d.cpp's. 16-bit dtypes accumulate in a float plane
+ * rounded once at the end, as the CPU's opmath buffer. Float sums round,
+ * overflow and turn inf - inf into NaN by their order, so the order is
+ * the CPU's, element for element:
+ *  - taps d-major, w fastest, each adding ((wd * wh) * ww) * g (linear,
+ *    nearest with weights 1, and the antialiased (wx * wy) * g);
+ *  - bicubic: the width tap outer, the height tap inner, adding
+ *    (g * wy) * wx at the clamped index (several taps of an edge output
+ *    land on one element, in that order);
+ * as a fused multiply-add where the CPU's compiled loop fuses it
+ * (j->bwd_fused). Planes are independent: the fast path runs 8 of them in
+ * the lanes of one vector (a [IL][8] float buffer), which keeps each
+ * plane's order; the plain loop, one plane at a time, is the reference
+ * and takes the planes left over. */
+static inline __attribute__((always_inline)) float bwd_mac(float acc, float w, float g, bool fused) {
+  return fused ? fmaf(w, g, acc) : acc + w * g;
+}
+
+/* One plane's scatter of the output points [0, OL) into acc (float [IL]). */
+static void bwd_plane_ref(const interp_job *j, const float *gp, float *acc) {
+  const nrt_resample_geom *g = &j->g;
+  const int64_t IW = g->I[2], IH = g->I[1];
+  const taps *td = &j->t[0], *th = &j->t[1], *tw = &j->t[2];
+  const bool fused = j->bwd_fused;
+  for (int64_t od = 0; od < g->O[0]; od++)
+    for (int64_t oh = 0; oh < g->O[1]; oh++)
+      for (int64_t ow = 0; ow < g->O[2]; ow++) {
+        float v = gp[(od * g->O[1] + oh) * g->O[2] + ow];
+        const int64_t *id = td->idx + od * td->T, *ih = th->idx + oh * th->T, *iw = tw->idx + ow * tw->T;
+        const float *wd = td->w + od * td->T, *wh = th->w + oh * th->T, *ww = tw->w + ow * tw->T;
+        if (j->bwd_cubic) { /* the op is 2-d (d has one tap of weight 1, v * 1 == v); a d of 4 taps as a third loop */
+          for (int64_t a = 0; a < td->cnt[od]; a++)
+            for (int64_t k = 0; k < tw->cnt[ow]; k++)
+              for (int64_t b = 0; b < th->cnt[oh]; b++) {
+                float *dst = acc + (id[a] * IH + ih[b]) * IW + iw[k];
+                *dst = bwd_mac(*dst, (v * wd[a]) * wh[b], ww[k], fused);
+              }
+          continue;
+        }
+        for (int64_t a = 0; a < td->cnt[od]; a++)
+          for (int64_t b = 0; b < th->cnt[oh]; b++) {
+            float wdh = wd[a] * wh[b];
+            for (int64_t k = 0; k < tw->cnt[ow]; k++) {
+              float *dst = acc + (id[a] * IH + ih[b]) * IW + iw[k];
+              *dst = bwd_mac(*dst, wdh * ww[k], v, fused);
+            }
+          }
+      }
+}
+
+/* Planes [p0, p1) one at a time through bwd_plane_ref. */
+static void bwd_planes_ref(interp_job *j, int64_t p0, int64_t p1) {
+  const nrt_resample_geom *g = &j->g;
+  const nrt_operand *gx = &j->l->operands[0], *gy = &j->l->operands[1];
+  float *buf = malloc(sizeof(float) * (size_t)(g->IL + g->OL + 1));
+  if (!buf) {
+    j->failed = 1;
+    return;
+  }
+  float *gp = buf + g->IL;
+  for (int64_t p = p0; p < p1; p++) {
+    int64_t n = p / g->C, c = p % g->C;
+    for (int64_t od = 0; od < g->O[0]; od++)
+      for (int64_t oh = 0; oh < g->O[1]; oh++)
+        nrt_load_f32(gp + (od * g->O[1] + oh) * g->O[2], PLANE(gy, n, c) + od * gy->strides[2] + oh * gy->strides[3],
+                     gy->strides[4], gy->dtype, g->O[2]);
+    if (j->bwd_copy) memcpy(buf, gp, sizeof(float) * (size_t)g->IL);
+    else {
+      for (int64_t i = 0; i < g->IL; i++) buf[i] = 0.0f;
+      bwd_plane_ref(j, gp, buf);
+    }
+    for (int64_t d = 0; d < g->I[0]; d++)
+      for (int64_t h = 0; h < g->I[1]; h++)
+        nrt_store_f32(PLANE(gx, n, c) + d * gx->strides[2] + h * gx->strides[3], gx->strides[4], gx->dtype,
+                      buf + (d * g->I[1] + h) * g->I[2], g->I[2]);
+  }
+  free(buf);
+}
+
+/* 8 planes [p0, p0 + 8) in the lanes of AVX2 vectors: the same scatter
+ * as bwd_plane_ref, lane by lane. */
+static NRT_TARGET_AVX2 void bwd_planes8_avx2(interp_job *j, int64_t p0, float *acc, float *rows, float *gt) {
   const nrt_resample_geom *g = &j->g;
   const nrt_operand *gx = &j->l->operands[0], *gy = &j->l->operands[1];
   const int64_t IW = g->I[2], IH = g->I[1], OW = g->O[2];
   const taps *td = &j->t[0], *th = &j->t[1], *tw = &j->t[2];
-  float *buf = malloc(sizeof(float) * (size_t)(g->IL + IW + OW + 1));
-  if (!buf) {
-    j->failed = 1;
-    return;
-  }
-  float *row = buf + g->IL, *gr = row + IW;
-  for (int64_t p = begin; p < end; p++) {
-    int64_t n = p / g->C, c = p % g->C;
-    for (int64_t i = 0; i < g->IL; i++) buf[i] = 0.0f;
-    for (int64_t od = 0; od < g->O[0]; od++)
-      for (int64_t oh = 0; oh < g->O[1]; oh++) {
-        nrt_load_f32(gr, PLANE(gy, n, c) + od * gy->strides[2] + oh * gy->strides[3], gy->strides[4], gy->dtype, OW);
-        for (int64_t i = 0; i < IW; i++) row[i] = 0.0f;
-        for (int64_t ow = 0; ow < OW; ow++)
-          for (int64_t k = 0; k < tw->cnt[ow]; k++) row[tw->idx[ow * tw->T + k]] += tw->w[ow * tw->T + k] * gr[ow];
+  const bool fused = j->bwd_fused;
+  for (int64_t i = 0; i < g->IL * 8; i += 8) _mm256_storeu_ps(acc + i, _mm256_setzero_ps());
+  for (int64_t od = 0; od < g->O[0]; od++)
+    for (int64_t oh = 0; oh < g->O[1]; oh++) {
+      for (int64_t q = 0; q < 8; q++) {
+        int64_t n = (p0 + q) / g->C, c = (p0 + q) % g->C;
+        nrt_load_f32(rows + q * OW, PLANE(gy, n, c) + od * gy->strides[2] + oh * gy->strides[3], gy->strides[4],
+                     gy->dtype, OW);
+      }
+      for (int64_t ow = 0; ow < OW; ow++)
+        for (int64_t q = 0; q < 8; q++) gt[ow * 8 + q] = rows[q * OW + ow];
+      const int64_t *id = td->idx + od * td->T, *ih = th->idx + oh * th->T;
+      const float *wd = td->w + od * td->T, *wh = th->w + oh * th->T;
+      for (int64_t ow = 0; ow < OW; ow++) {
+        __m256 v = _mm256_loadu_ps(gt + ow * 8);
+        const int64_t *iw = tw->idx + ow * tw->T;
+        const float *ww = tw->w + ow * tw->T;
+        if (j->bwd_cubic) {
+          for (int64_t a = 0; a < td->cnt[od]; a++) {
+            __m256 va = _mm256_mul_ps(v, _mm256_set1_ps(wd[a]));
+            for (int64_t k = 0; k < tw->cnt[ow]; k++) {
+              __m256 wk = _mm256_set1_ps(ww[k]);
+              for (int64_t b = 0; b < th->cnt[oh]; b++) {
+                float *dst = acc + ((id[a] * IH + ih[b]) * IW + iw[k]) * 8;
+                __m256 vb = _mm256_mul_ps(va, _mm256_set1_ps(wh[b])), s = _mm256_loadu_ps(dst);
+                s = fused ? _mm256_fmadd_ps(vb, wk, s) : _mm256_add_ps(s, _mm256_mul_ps(vb, wk));
+                _mm256_storeu_ps(dst, s);
+              }
+            }
+          }
+          continue;
+        }
         for (int64_t a = 0; a < td->cnt[od]; a++)
           for (int64_t b = 0; b < th->cnt[oh]; b++) {
-            float wt = td->w[od * td->T + a] * th->w[oh * th->T + b];
-            float *dst = buf + (td->idx[od * td->T + a] * IH + th->idx[oh * th->T + b]) * IW;
-            for (int64_t i = 0; i < IW; i++) dst[i] += wt * row[i];
+            float wdh = wd[a] * wh[b];
+            float *row = acc + (id[a] * IH + ih[b]) * IW * 8;
+            for (int64_t k = 0; k < tw->cnt[ow]; k++) {
+              float *dst = row + iw[k] * 8;
+              __m256 w = _mm256_set1_ps(wdh * ww[k]), s = _mm256_loadu_ps(dst);
+              s = fused ? _mm256_fmadd_ps(w, v, s) : _mm256_add_ps(s, _mm256_mul_ps(w, v));
+              _mm256_storeu_ps(dst, s);
+            }
           }
       }
-    char *base = PLANE(gx, n, c);
-    for (int64_t d = 0; d < g->I[0]; d++)
-      for (int64_t h = 0; h < IH; h++)
-        nrt_store_f32(base + d * gx->strides[2] + h * gx->strides[3], gx->strides[4], gx->dtype,
-                      buf + (d * IH + h) * IW, IW);
-  }
-  free(buf);
-}
-
-/* Backward, reference: every product scattered in double. */
-static void bwd_planes_ref(interp_job *j, int64_t begin, int64_t end) {
-  const nrt_resample_geom *g = &j->g;
-  const nrt_operand *gx = &j->l->operands[0], *gy = &j->l->operands[1];
-  const int64_t IW = g->I[2], IH = g->I[1];
-  const taps *td = &j->t[0], *th = &j->t[1], *tw = &j->t[2];
-  double *buf = malloc(sizeof(double) * (size_t)(g->IL + 1));
-  if (!buf) {
-    j->failed = 1;
-    return;
-  }
-  for (int64_t p = begin; p < end; p++) {
-    int64_t n = p / g->C, c = p % g->C;
-    for (int64_t i = 0; i < g->IL; i++) buf[i] = 0.0;
-    for (int64_t od = 0; od < g->O[0]; od++)
-      for (int64_t oh = 0; oh < g->O[1]; oh++)
-        for (int64_t ow = 0; ow < g->O[2]; ow++) {
-          double v = nrt_ref_load_f64(
-              PLANE(gy, n, c) + od * gy->strides[2] + oh * gy->strides[3] + ow * gy->strides[4], gy->dtype);
-          for (int64_t a = 0; a < td->cnt[od]; a++)
-            for (int64_t b = 0; b < th->cnt[oh]; b++)
-              for (int64_t k = 0; k < tw->cnt[ow]; k++) {
-                int64_t at = (td->idx[od * td->T + a] * IH + th->idx[oh * th->T + b]) * IW + tw->idx[ow * tw->T + k];
-                buf[at] += (double)td->w[od * td->T + a] * th->w[oh * th->T + b] * tw->w[ow * tw->T + k] * v;
-              }
-        }
-    for (int64_t d = 0; d < g->I[0]; d++)
-      for (int64_t h = 0; h < IH; h++)
-        for (int64_t w = 0; w < IW; w++)
-          nrt_ref_store_f64(PLANE(gx, n, c) + d * gx->strides[2] + h * gx->strides[3] + w * gx->strides[4], gx->dtype,
-                            buf[(d * IH + h) * IW + w]);
-  }
-  free(buf);
+    }
+  for (int64_t d = 0; d < g->I[0]; d++)
+    for (int64_t h = 0; h < IH; h++) {
+      const float *src = acc + (d * IH + h) * IW * 8;
+      for (int64_t q = 0; q < 8; q++) {
+        float *r = rows + q * IW;
+        for (int64_t w = 0; w < IW; w++) r[w] = src[w * 8 + q];
+        int64_t n = (p0 + q) / g->C, c = (p0 + q) % g->C;
+        nrt_store_f32(PLANE(gx, n, c) + d * gx->strides[2] + h * gx->strides[3], gx->strides[4], gx->dtype, r, IW);
+      }
+    }
 }
 
 static void bwd_range(void *ctx, int64_t begin, int64_t end) {
   interp_job *j = ctx;
-  if (j->reference) bwd_planes_ref(j, begin, end);
-  else bwd_planes(j, begin, end);
+  const nrt_resample_geom *g = &j->g;
+  int64_t planes = g->N * g->C, p0 = begin * 8, p1 = nrt_min_i64(end * 8, planes);
+  if (!j->reference && !j->bwd_copy && nrt_kernels_isa() >= NRT_ISA_AVX2 && p1 - p0 >= 8) {
+    int64_t wide = g->I[2] > g->O[2] ? g->I[2] : g->O[2];
+    float *acc = malloc(sizeof(float) * (size_t)(8 * (g->IL + 2 * wide) + 8));
+    if (!acc) {
+      j->failed = 1;
+      return;
+    }
+    float *rows = acc + 8 * g->IL, *gt = rows + 8 * wide;
+    for (; p1 - p0 >= 8; p0 += 8) bwd_planes8_avx2(j, p0, acc, rows, gt);
+    free(acc);
+  }
+  if (p0 < p1) bwd_planes_ref(j, p0, p1);
 }
 
 nrt_status nrt_resample_interp(const nrt_launch *l) {
@@ -682,7 +859,7 @@ nrt_status nrt_resample_interp(const nrt_launch *l) {
   for (int i = 0; i < 3; i++) {
     bool interpolated = i >= 3 - nsp || g->I[i] != 1 || g->O[i] != 1;
     st = taps_build(mode, l->params[1] != 0, l->scalars[i].f, g->I[i], g->O[i], interpolated,
-                    l->operands[fwd ? 1 : 0].dtype == NRT_FLOAT32, &j.t[i]);
+                    (l->operands[fwd ? 1 : 0].dtype == NRT_FLOAT32 || !fwd), l->operands[0].dtype == NRT_FLOAT64, &j.t[i]);
     if (st != NRT_SUCCESS) {
       for (int k = 0; k < i; k++) taps_free(&j.t[k]);
       return st;
@@ -703,7 +880,7 @@ nrt_status nrt_resample_interp(const nrt_launch *l) {
     for (int i = 0; i < 3; i++) {
       bool interpolated = i >= 3 - nsp || g->I[i] != 1 || g->O[i] != 1;
       taps_free(&j.t[i]);
-      st = taps_build(mode, l->params[1] != 0, l->scalars[i].f, g->I[i], g->O[i], interpolated, true, &j.t[i]);
+      st = taps_build(mode, l->params[1] != 0, l->scalars[i].f, g->I[i], g->O[i], interpolated, true, false, &j.t[i]);
       if (st != NRT_SUCCESS) {
         for (int k = 0; k < 3; k++) taps_free(&j.t[k]);
         return st;
@@ -718,7 +895,13 @@ nrt_status nrt_resample_interp(const nrt_launch *l) {
     int64_t per_row = g->O[2] * j.t[0].T * j.t[1].T * j.t[2].T + g->I[2];
     nrt_parallel_for(rows, 1 + 16384 / (per_row + 1), fwd_range, &j);
   } else {
-    nrt_parallel_for(planes, 1, bwd_range, &j);
+    j.bwd_cubic = mode == NRT_INTERP_CUBIC;
+    j.bwd_fused = mode != NRT_INTERP_CUBIC; /* UpSampleBicubic2d.cpp is built without FMA (probed) */
+    /* UpSampleBicubic2d.cpp copies a same-size grad_output (no taps, so
+     * no inf * 0 = NaN from the zero-weight ones); the other backward
+     * kernels scatter through their taps even then */
+    j.bwd_copy = mode == NRT_INTERP_CUBIC && g->I[0] == g->O[0] && g->I[1] == g->O[1] && g->I[2] == g->O[2];
+    nrt_parallel_for((planes + 7) / 8, 1, bwd_range, &j);
   }
   for (int i = 0; i < 3; i++) taps_free(&j.t[i]);
   if (j.failed) return nrt_kernel_fail(NRT_ERROR_OUT_OF_MEMORY, "%s: out of memory for work buffers", op);
