@@ -405,6 +405,19 @@ def test_complex_sum_follows_the_cpu_cascade(dt, shape, dim, layout, op):
     assert_no_fallbacks()
 
 
+def test_complex_input_with_a_real_dtype_sums_its_real_parts_in_the_cpu_order():
+    # the CPU converts to the real dtype first (the real parts), then sums
+    # in its cascade: 1e18 + 1.5 - 1e18 is 0 in float (fuzz 9101-9003)
+    g = torch.Generator().manual_seed(3)
+    x = _complex_parts((4, 4, 3), torch.complex64, g, 1e18)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        for dt in (torch.float32, torch.bfloat16, torch.float16):
+            for fn in (torch.sum, torch.mean):
+                _bitwise(fn(x.neuron(), dim=(1, 0), dtype=dt), fn(x, dim=(1, 0), dtype=dt))
+                _bitwise(fn(x.neuron(), dtype=dt), fn(x, dtype=dt))
+
+
 def test_prod_backward_in_bfloat16_like_the_cpu():
     torch.manual_seed(1)
     x = torch.randn(6, 6).t()

@@ -130,8 +130,8 @@ bool cascade_sum_dtype(ScalarType t) { return cascade_dtype(t) || t == at::kComp
 Tensor sum_into(Tensor out, const Tensor &self, at::OptionalIntArrayRef dim, bool keepdim,
                 std::optional<ScalarType> dtype) {
   ScalarType t = out.defined() ? (dtype ? *dtype : out.scalar_type()) : sum_dtype(self, dtype);
-  if (cascade_sum_dtype(t) && (!self.is_complex() || at::isComplexType(t)))
-    return float_sum_into(out, self, dim, keepdim, t, NRT_OP_SUM, 0.0);
+  // (a complex input with a real dtype= sums its real parts, converted first)
+  if (cascade_sum_dtype(t)) return float_sum_into(out, self, dim, keepdim, t, NRT_OP_SUM, 0.0);
   return reduce_into(out, self, dim, keepdim, t, NRT_OP_SUM, "sum", 0.0);
 }
 
@@ -212,7 +212,7 @@ Tensor mean_into(Tensor out, const Tensor &self, at::OptionalIntArrayRef dim, bo
     Tensor wide;
     return float_sum_into(wide, self, dim, keepdim, at::kFloat, NRT_OP_MEAN, nan).to(t);
   }
-  if (cascade_dtype(t) && !self.is_complex() && (!out.defined() || out.scalar_type() == t))
+  if (cascade_dtype(t) && (!out.defined() || out.scalar_type() == t))
     return float_sum_into(out, self, dim, keepdim, t, NRT_OP_MEAN, nan);
   // A complex mean is the CPU's sum followed by div_ by the count, a
   // complex division (an infinite part makes the other NaN; the mean of
