@@ -782,3 +782,33 @@ def test_float32_row_major_mv_follows_mkls_sgemv_t(m, k):
                     failures.append((trial, off, xoff, extra, name))
     assert not failures
     assert_no_fallbacks()
+
+
+@pytest.mark.parametrize("m,n", [(5, 3), (2, 2), (1, 4), (13, 6)])
+@pytest.mark.parametrize("lc", ["row", "col", "strided"])
+def test_float32_k1_addmm_scales_the_operand_mkl_scales(m, n, lc):
+    """MKL's sgemm with k == 1 scales BLAS's 'b' by alpha before the product
+    for a column-major (or copied) C too, and 'a' for a one-row problem
+    there: 0.5 * 3e38 * 1.5 stays finite. Fuzz 9301-10022 (addbmm_ into a
+    strided self: its addmm_ steps run on a column-major copy) among them."""
+    g = torch.Generator().manual_seed(79)
+    failures = []
+    for trial in range(3):
+        a, b, c = _edge((m, 1), torch.float32, g), _edge((1, n), torch.float32, g), _edge((m, n), torch.float32, g)
+        for la in ("row", "col", "strided"):
+            for lb in ("row", "col", "strided"):
+                for beta, alpha in [(0.5, 0.5), (1.0, 4.0), (0.0, 0.3)]:
+                    def run(d):
+                        r = _layout(c.to(d).clone(), lc)
+                        return r.addmm_(_layout(a.to(d), la), _layout(b.to(d), lb), beta=beta, alpha=alpha).cpu()
+                    want, got = run("cpu"), run("neuron")
+                    if not torch.equal(want.nan_to_num(1, 2, 3), got.nan_to_num(1, 2, 3)):
+                        failures.append((trial, la, lb, beta, alpha))
+    s, b1, b2 = _edge((5, 6), torch.float32, g), _edge((3, 5, 1), torch.float32, g), _edge((3, 1, 3), torch.float32, g)
+    b1[0, 0, 0] = -3.4028234663852886e+38
+    want = s.clone()[:, ::2].addbmm_(b1, b2, beta=0.5, alpha=0.5)
+    got = s.neuron()[:, ::2].addbmm_(b1.neuron(), b2.neuron(), beta=0.5, alpha=0.5).cpu()
+    if not torch.equal(want.nan_to_num(1, 2, 3), got.nan_to_num(1, 2, 3)):
+        failures.append("addbmm_")
+    assert not failures
+    assert_no_fallbacks()
