@@ -812,3 +812,25 @@ def test_float32_k1_addmm_scales_the_operand_mkl_scales(m, n, lc):
         failures.append("addbmm_")
     assert not failures
     assert_no_fallbacks()
+
+
+@pytest.mark.parametrize("k", [8, 13, 33, 57])
+@pytest.mark.parametrize("la", ["row", "col", "strided"])
+@pytest.mark.parametrize("lb", ["row", "col", "strided"])
+def test_float32_one_by_one_addmm_follows_mkls_loop(k, la, lb):
+    """A 1 x 1 float32 addmm (a dot in MKL's sgemm) starts from beta * y and
+    adds (alpha * a_k) * b_k in k order, unfused, for any k (neuron took the
+    packed kernel from k 8)."""
+    g = torch.Generator().manual_seed(83)
+    failures = []
+    for trial in range(3):
+        a, b, c = _edge((1, k), torch.float32, g), _edge((k, 1), torch.float32, g), _edge((1, 1), torch.float32, g)
+        b = torch.where(b.abs() > 10, torch.tensor(1.3), b)
+        for beta, alpha in [(0, 1), (1.0, 0.5), (1.7, 0.3), (0.5, 2.0)]:
+            def run(d):
+                return torch.addmm(c.to(d), _layout(a.to(d), la), _layout(b.to(d), lb), beta=beta, alpha=alpha).cpu()
+            want, got = run("cpu"), run("neuron")
+            if not torch.equal(want.nan_to_num(1, 2, 3), got.nan_to_num(1, 2, 3)):
+                failures.append((trial, beta, alpha))
+    assert not failures
+    assert_no_fallbacks()
