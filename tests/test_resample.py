@@ -625,3 +625,24 @@ def test_interpolate_backward_is_the_cpus_bit_for_bit(threads):
     finally:
         torch.set_num_threads(before)
     assert_no_fallbacks()
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_interpolate_nearest_scale_keeping_the_size_like_the_cpu(dtype):
+    """scale_factor=1.1 keeps a size of 2 (floor(2.2)); the CPU's generic
+    nearest kernel (1-d; 2-d/3-d channels-first with large outputs) then
+    reads floor(o / 1.1): element 0 twice, where its channels-last kernel
+    (nearest_idx) copies. Both kernels, both dtypes, exact."""
+    g = torch.Generator().manual_seed(41)
+    cases = [((2, 3, 2), 1.1), ((1, 2, 3), 1.05), ((2, 2, 2, 2), [1.1, 1.1]), ((1, 2, 2, 2), [1.1, 35.0]),
+             ((1, 5, 2, 3), [1.1, 1.1]), ((1, 2, 2, 2, 2), 1.1), ((1, 2, 3, 3, 2), [1.1, 2.2, 1.05])]
+    for shape, sf in cases:
+        x = torch.randn(shape, generator=g, dtype=dtype)
+        for cl in (False, True):
+            if cl and len(shape) == 3:
+                continue
+            xx = x.contiguous(memory_format=torch.channels_last if len(shape) == 4 else torch.channels_last_3d) if cl else x
+            want = F.interpolate(xx, scale_factor=sf, mode="nearest")
+            got = F.interpolate(xx.to("neuron"), scale_factor=sf, mode="nearest").cpu()
+            assert torch.equal(got, want), (shape, sf, cl)
+    assert_no_fallbacks()

@@ -257,6 +257,20 @@ int64_t cpu_linear_lanes(const Tensor &self, const Tensor &result, int64_t nsp) 
   return 8;
 }
 
+// INTERP's p3 for the nearest modes: 1 when the CPU's forward takes its
+// generic kernel (UpSampleKernel.cpp: 1-d always; 2-d unless a channels-last
+// input of more than 3 channels or OH + OW <= 128; 3-d unless channels-last
+// of more than 3 channels), whose indices do not special-case the equal and
+// doubled sizes (nearest_idx, of its channels-last kernel, does).
+int64_t cpu_nearest_generic(const Tensor &self, const Tensor &result, int64_t nsp) {
+  int64_t c = self.size(1);
+  if (nsp == 1) return 1;
+  bool cl = nsp == 2 ? (self.is_contiguous(at::MemoryFormat::ChannelsLast) && c > 3) ||
+                           result.size(-2) + result.size(-1) <= 128
+                     : self.is_contiguous(at::MemoryFormat::ChannelsLast3d) && c > 3;
+  return cl ? 0 : 1;
+}
+
 bool interp_dtype_ok(int mode, int64_t nsp, at::ScalarType st) {
   if (at::isFloatingType(st)) return true;
   if (st != at::kByte) return false;
@@ -310,6 +324,7 @@ Tensor interp_forward(int mode, int64_t nsp, const Tensor &self, IntArrayRef out
   set_operand_5d(d.operands[1], self);
   set_interp_params(d, mode, align, nsp, sc);
   if (mode == NRT_INTERP_LINEAR && nsp >= 2) d.params[3] = cpu_linear_lanes(self, result, nsp);
+  if (mode == NRT_INTERP_NEAREST) d.params[3] = cpu_nearest_generic(self, result, nsp);
   launch(self.device().index(), d);
   return result;
 }

@@ -155,7 +155,7 @@ static void taps_free(taps *t) {
  * reads, and along a dim whose size it keeps, which ATen's separable
  * antialiased kernel skips. */
 static nrt_status taps_build(int mode, bool align, double scale, int64_t in, int64_t out, bool interpolated,
-                             bool fused_index, bool f64, taps *t) {
+                             bool fused_index, bool f64, bool generic_nearest, taps *t) {
   float sc = 0.0f, support = 0.0f;
   double sc64 = 0.0, support64 = 0.0;
   bool aa = mode == NRT_INTERP_AA_LINEAR || mode == NRT_INTERP_AA_CUBIC;
@@ -205,9 +205,14 @@ static nrt_status taps_build(int mode, bool align, double scale, int64_t in, int
     t->cnt[o] = T;
     switch (mode) {
     case NRT_INTERP_NEAREST: {
-      /* nearest_idx: the equal and doubled sizes are special-cased */
-      if (out == in) ix[0] = o;
-      else if (out == 2 * in) ix[0] = o >> 1;
+      /* nearest_idx (the CPU's backward and channels-last forward kernels)
+       * special-cases the equal and doubled sizes; its generic forward
+       * kernel (generic_nearest) does not, and computes a float64 index in
+       * double: with scale_factor=1.1, 2 -> 2 reads element 0 twice there */
+      if (!generic_nearest && out == in) ix[0] = o;
+      else if (!generic_nearest && out == 2 * in) ix[0] = o >> 1;
+      else if (generic_nearest && f64)
+        ix[0] = nrt_min_i64((int64_t)floorf((float)(area_scale_f64(in, out, false, scale) * (double)o)), in - 1);
       else ix[0] = nrt_min_i64((int64_t)floorf((float)o * scale_value(scale, in, out)), in - 1);
       w[0] = 1.0f;
       break;
@@ -859,13 +864,13 @@ nrt_status nrt_resample_interp(const nrt_launch *l) {
   for (int i = 0; i < 3; i++) {
     bool interpolated = i >= 3 - nsp || g->I[i] != 1 || g->O[i] != 1;
     st = taps_build(mode, l->params[1] != 0, l->scalars[i].f, g->I[i], g->O[i], interpolated,
-                    (l->operands[fwd ? 1 : 0].dtype == NRT_FLOAT32 || !fwd), l->operands[0].dtype == NRT_FLOAT64, &j.t[i]);
+                    (l->operands[fwd ? 1 : 0].dtype == NRT_FLOAT32 || !fwd), l->operands[0].dtype == NRT_FLOAT64, fwd && l->params[3] == 1 && j.nearest, &j.t[i]);
     if (st != NRT_SUCCESS) {
       for (int k = 0; k < i; k++) taps_free(&j.t[k]);
       return st;
     }
   }
-  j.lanes = l->params[3] > 0 ? l->params[3] : 0;
+  j.lanes = mode == NRT_INTERP_LINEAR && l->params[3] > 0 ? l->params[3] : 0;
   j.sep2d = fwd && sep2d_applies(&j, mode, l->operands[1].dtype);
   j.two_tap = j.sep2d && mode == NRT_INTERP_LINEAR;
   nrt_dtype xdt = l->operands[1].dtype;
@@ -880,7 +885,7 @@ nrt_status nrt_resample_interp(const nrt_launch *l) {
     for (int i = 0; i < 3; i++) {
       bool interpolated = i >= 3 - nsp || g->I[i] != 1 || g->O[i] != 1;
       taps_free(&j.t[i]);
-      st = taps_build(mode, l->params[1] != 0, l->scalars[i].f, g->I[i], g->O[i], interpolated, true, false, &j.t[i]);
+      st = taps_build(mode, l->params[1] != 0, l->scalars[i].f, g->I[i], g->O[i], interpolated, true, false, false, &j.t[i]);
       if (st != NRT_SUCCESS) {
         for (int k = 0; k < 3; k++) taps_free(&j.t[k]);
         return st;
