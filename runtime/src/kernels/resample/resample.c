@@ -652,6 +652,64 @@ static NRT_TARGET_AVX2 void fwd_linear_rows_avx2(interp_job *j, int64_t begin, i
   fwd_linear_body(j, begin, end);
 }
 
+/* fwd_linear_body's channels-last kernel (p3 > 0) for float32 operands
+ * that are channels-last in memory (the channel stride one element): the
+ * corner offsets and weights of an output point once, then its channels
+ * 8 at a time, each lane the same fused chain fwd_linear_body computes
+ * for a vector channel (fma(T[n-1], W[n-1], T[n-2] W[n-2]), then the
+ * other corners downwards), and the last C % 8 channels in its tail order.
+ * Rows are (n, od, oh). fwd_linear_body is the plain version. */
+static bool linear_cl_applies(const interp_job *j) {
+  const nrt_operand *y = &j->l->operands[0], *x = &j->l->operands[1];
+  return j->cpu_linear && j->lanes == 8 && x->dtype == NRT_FLOAT32 && !j->reference &&
+         x->strides[1] == (int64_t)sizeof(float) && y->strides[1] == (int64_t)sizeof(float) &&
+         nrt_kernels_isa() >= NRT_ISA_AVX2;
+}
+
+static NRT_TARGET_AVX2 void fwd_linear_cl_avx2(void *ctx, int64_t begin, int64_t end) {
+  interp_job *j = ctx;
+  const nrt_resample_geom *g = &j->g;
+  const nrt_operand *y = &j->l->operands[0], *x = &j->l->operands[1];
+  int64_t first = j->t[0].T == 2 ? 0 : 1; /* 2-d or 3-d here (cpu_linear) */
+  int64_t nterms = (int64_t)1 << (3 - first), C = g->C, CV = C - C % 8;
+  for (int64_t r = begin; r < end; r++) {
+    int64_t oh = r % g->O[1], od = (r / g->O[1]) % g->O[0], n = r / (g->O[1] * g->O[0]);
+    const char *xn = (const char *)x->data + n * x->strides[0];
+    char *yr = (char *)y->data + n * y->strides[0] + od * y->strides[2] + oh * y->strides[3];
+    for (int64_t ow = 0; ow < g->O[2]; ow++) {
+      int64_t o[3] = {od, oh, ow};
+      const float *T[8];
+      float W[8];
+      for (int64_t k = 0; k < nterms; k++) {
+        const char *src = xn;
+        float w = 0.0f;
+        for (int64_t d = first; d < 3; d++) {
+          int64_t bit = (k >> (2 - d)) & 1, at = o[d] * j->t[d].T + bit;
+          src += j->t[d].idx[at] * x->strides[2 + d];
+          w = d == first ? j->t[d].w[at] : w * j->t[d].w[at];
+        }
+        if (first == 1) src += j->t[0].idx[od] * x->strides[2];
+        T[k] = (const float *)src;
+        W[k] = w;
+      }
+      float *out = (float *)(yr + ow * y->strides[4]);
+      __m256 wa = _mm256_set1_ps(W[nterms - 2]), wb = _mm256_set1_ps(W[nterms - 1]);
+      int64_t c = 0;
+      for (; c < CV; c += 8) {
+        __m256 v = _mm256_fmadd_ps(_mm256_loadu_ps(T[nterms - 1] + c), wb,
+                                   _mm256_mul_ps(_mm256_loadu_ps(T[nterms - 2] + c), wa));
+        for (int64_t k = nterms - 3; k >= 0; k--) v = _mm256_fmadd_ps(_mm256_loadu_ps(T[k] + c), _mm256_set1_ps(W[k]), v);
+        _mm256_storeu_ps(out + c, v);
+      }
+      for (; c < C; c++) {
+        float v = fmaf(T[0][c], W[0], T[1][c] * W[1]);
+        for (int64_t k = 2; k < nterms; k++) v = fmaf(T[k][c], W[k], v);
+        out[c] = v;
+      }
+    }
+  }
+}
+
 static void fwd_range(void *ctx, int64_t begin, int64_t end) {
   interp_job *j = ctx;
   if (j->nearest) fwd_nearest_rows(j, begin, end);
@@ -895,7 +953,10 @@ nrt_status nrt_resample_interp(const nrt_launch *l) {
   if (j.sep2d && l->operands[0].dtype == NRT_BFLOAT16 && mode == NRT_INTERP_CUBIC)
     for (int i = 1; i < 3; i++) /* the CPU stores bfloat16 bicubic weights as bfloat16 */
       for (int64_t k = 0; k < j.t[i].T * g->O[i]; k++) j.t[i].w[k] = sep_round(j.t[i].w[k], NRT_BFLOAT16);
-  if (fwd) {
+  if (fwd && linear_cl_applies(&j)) {
+    int64_t rows = g->N * g->O[0] * g->O[1];
+    nrt_parallel_for(rows, 1 + 16384 / (g->O[2] * g->C * 8 + 1), fwd_linear_cl_avx2, &j);
+  } else if (fwd) {
     int64_t rows = planes * g->O[0] * g->O[1];
     int64_t per_row = g->O[2] * j.t[0].T * j.t[1].T * j.t[2].T + g->I[2];
     nrt_parallel_for(rows, 1 + 16384 / (per_row + 1), fwd_range, &j);
