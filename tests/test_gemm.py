@@ -834,3 +834,49 @@ def test_float32_one_by_one_addmm_follows_mkls_loop(k, la, lb):
                 failures.append((trial, beta, alpha))
     assert not failures
     assert_no_fallbacks()
+
+
+@pytest.mark.parametrize("la", ["row", "col", "strided"])
+@pytest.mark.parametrize("lb", ["row", "col"])
+def test_float32_bmm_entries_take_mkls_small_sgemm_paths(la, lb):
+    """From 400 multiply-adds per entry the CPU's float32 bmm/baddbmm is one
+    addmm_ per entry, so MKL's small-sgemm loops (and alpha on an operand)
+    apply there as in mm (the packed kernel before: fuzz 9302-16878,
+    baddbmm of 3 x 6 x 13 @ 13 x 6 with alpha 0.5, inf where the CPU is
+    finite)."""
+    g = torch.Generator().manual_seed(89)
+    failures = []
+
+    def lay3(t, how):
+        if how == "col":
+            return t.transpose(1, 2).contiguous().transpose(1, 2)
+        if how == "strided":
+            return torch.cat([t, t], 2)[:, :, ::2]
+        return t
+
+    for bs, m, k, n in [(2, 4, 30, 12), (2, 3, 40, 7)]:
+        a, b, c = _edge((bs, m, k), torch.float32, g), _edge((bs, k, n), torch.float32, g), \
+            _edge((bs, m, n), torch.float32, g)
+        for beta, alpha in [(0, 1), (1.0, 0.5), (1.7, 0.3)]:
+            for op in ("bmm", "baddbmm"):
+                def run(d):
+                    if op == "bmm":
+                        return torch.bmm(lay3(a.to(d), la), lay3(b.to(d), lb)).cpu()
+                    return torch.baddbmm(c.to(d), lay3(a.to(d), la), lay3(b.to(d), lb), beta=beta, alpha=alpha).cpu()
+                want, got = run("cpu"), run("neuron")
+                if not torch.equal(want.nan_to_num(1, 2, 3), got.nan_to_num(1, 2, 3)):
+                    failures.append((m, k, n, op, beta, alpha))
+    assert not failures
+    assert_no_fallbacks()
+
+
+def test_float32_baddbmm_fuzz_9302_16878():
+    b0 = torch.tensor([3.0e38, -1.0, 0.3127, 1.0, -3.4028234663852886e+38, 0.5, 2.0] * 36)[:3 * 6 * 13].view(3, 6, 13)
+    b1 = torch.tensor([1.5, -0.7, 3.4028234663852886e+38, 1.0, -2.0, 0.25, -3.0e38] * 36)[:3 * 13 * 6 + 1]
+    self = torch.tensor(1.25)
+
+    def run(d):
+        return torch.baddbmm(self.to(d), b0.to(d), b1.to(d)[1:].view(3, 13, 6), alpha=0.5).cpu()
+    want, got = run("cpu"), run("neuron")
+    assert torch.equal(want.nan_to_num(1, 2, 3), got.nan_to_num(1, 2, 3))
+    assert_no_fallbacks()

@@ -573,6 +573,29 @@ Tensor &bmm_into(Tensor &out, const Tensor &a, const Tensor &b, const Tensor *bi
     launch_gemm(out, a, b, bias3, alpha, beta, true, bias != nullptr, r.order, r.fused);
     return out;
   }
+  // float32: one addmm_ per entry on the CPU, so MKL's sgemm paths as in
+  // mm_into (its loops for small entries, alpha on an operand), chosen from
+  // the first entry's layout (every entry has it); one launch for the batch
+  if (t == at::kFloat && a.size(0) > 0) {
+    bool gemv;
+    BlasShape bs;
+    int mkl_path = cpu_complex_mm_path(out.select(0, 0), a.select(0, 0), b.select(0, 0), &gemv, true, &bs);
+    int order = sgemm_loop_order(mkl_path, bs);
+    if (order != NRT_GEMM_PACKED) {
+      launch_gemm(out, a, b, bias3, alpha, beta, true, bias != nullptr, order);
+      return out;
+    }
+    double al = alpha.toDouble();
+    int path = al == 1.0 || al == -1.0 ? NRT_CGEMM_ALPHA_AFTER : mkl_path;
+    bool on_a = path == CX_BLAS_ALPHA_A || path == NRT_CGEMM_ALPHA_A;
+    bool on_b = path == CX_BLAS_ALPHA_B || path == NRT_CGEMM_ALPHA_B;
+    if (on_a || on_b) {
+      (void)scalar_in(a, alpha);
+      launch_gemm(out, on_a ? a.mul(alpha) : a, on_b ? b.mul(alpha) : b, bias3, 1, beta, true, bias != nullptr,
+                  NRT_GEMM_PACKED);
+      return out;
+    }
+  }
   launch_gemm(out, a, b, bias3, alpha, beta, true, bias != nullptr, NRT_GEMM_PACKED);
   return out;
 }
