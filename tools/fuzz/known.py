@@ -347,19 +347,28 @@ KNOWN: list[Group] = [
                                 "Tensor.baddbmm_", "torch.addbmm", "Tensor.addbmm_"))),
                  not_(all_of(in_dtype("bfloat16"), fn("torch.mv", "torch.addmv", "Tensor.addmv_"))),
                  not_(all_of(in_dtype("float32"), fn("torch.addmv", "Tensor.addmv_"), not_(phase("backward")),
-                             lambda c, r: c["tensors"][c["args"][1]["t"]]["layout"] == "transposed"))),
+                             lambda c, r: c["tensors"][c["args"][1]["t"]]["layout"] == "transposed")),
+                 # since a31625d: float32 sgemv 't' (a row-major matrix, any vector but a strided one)
+                 not_(all_of(in_dtype("float32"), fn("torch.mv", "torch.addmv", "Tensor.addmv_"),
+                             not_(phase("backward")),
+                             lambda c, r: c["tensors"][c["args"][-1]["t"]]["layout"] != "strided"))),
           "Inputs near the dtype's limits (float32 +-3.4e38) in GEMMs where neuron does not yet follow the CPU's "
-          "order: MKL's sgemv 't' (row-major mv/addmv, one output column with k >= 8, F.linear of a 1-d input: a "
-          "4-row kernel summing a head of (K-1) % 4 + 1 products then 4 lanes, single rows 4 then 8 lanes, both "
-          "following the operands' 16-byte alignment), MKL's sdot and small 'T' dot where a row starts off a "
-          "32-byte boundary, float16 mv/addmv (ATen's float16 gemv), bfloat16 dot, float64 (run at float32 "
+          "order: MKL's sgemv 't' with a strided vector (MKL reads it through a buffer of its own), MKL's "
+          "small-sgemm loops where they are not yet pinned down (e.g. 6 x 13 x 6 with a column-major B: 22 of "
+          "189 crafted 2-d products differ; bmm entries from 400 multiply-adds take the same paths since "
+          "6274aaf), MKL's sdot and small 'T' dot where a row starts off a 32-byte boundary, float16 mv/addmv "
+          "(ATen's float16 gemv), bfloat16 dot, float64 (run at float32 "
           "precision, DESIGN.md 3) and complex64 huge parts. Followed: bmm/baddbmm below 400 multiply-adds per "
           "entry, float32 mm/addmm below MKL's blocked sgemm, addmv of an expanded vector, and since ec267db "
           "bfloat16/float16 mm/addmm/F.linear/bmm/baddbmm (ATen's cpublas loops up to 16^3 multiply-adds for "
           "bfloat16, every float16; oneDNN's fma(beta, bias, alpha * sum) above: 14142135-471423/-861864 "
           "agree), bfloat16 mv/addmv (ATen's gemv<BFloat16>, 21a8dfc) and float32 addmv of a column-major "
-          "matrix (MKL's sgemv 'n', b6d5885). Fresh seeds, 130 s of the gemm ops: 7102 (103k cases) 5, 7103 "
-          "(99k) 7 (1 of them fixed since), all float32/float64."),
+          "matrix (MKL's sgemv 'n', b6d5885), float32 sgemv 't' (row-major mv/addmv, mm/addmm with one output "
+          "column or row, F.linear of a vector: 4-row blocks with a head up to the 16-byte boundary of the "
+          "block's last row, 4 lanes; rows after the blocks from the vector's address, 8 lanes; a31625d: "
+          "57721566-446342 agrees), k == 1 addmm's alpha placement (70a3219: 9301-10022), 1 x 1 addmm "
+          "(1a147d6). Fresh seeds, 120 s of the gemm ops: 9301 (94k cases) 1 (fixed since), 9302 (70k) 3 "
+          "(float32 baddbmm, fixed since; bfloat16 dot; complex64), 9303 (42k) 0."),
     Group("edge-magnitude-conv", ("conv",), VAL, fill("edge"),
           "Convolutions with inputs near the dtype's limits where the CPU's own order decides. Launches whose "
           "sums could pass FLT_MAX run neuron's loop nest in double in the CPU's float64 (im2col) grouping, "
