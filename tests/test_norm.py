@@ -684,3 +684,140 @@ def test_layer_norm_16bit_input_grad_uses_16bit_statistics(dtype, shape, const):
         res.append((out.cpu(), xx.grad.cpu()))
     assert torch.equal(res[0][0], res[1][0])
     assert torch.equal(res[0][1], res[1][1])
+
+
+# ---- layer norm weight / bias gradients in the CPU's order ------------------------------
+
+def _ln_param_grads(dev, x, gy, w, b, ns, threads):
+    old = torch.get_num_threads()
+    torch.set_num_threads(threads)
+    try:
+        xx = x.to(dev, copy=True).requires_grad_()
+        ww = w.to(dev, copy=True).requires_grad_() if w is not None else None
+        bb = b.to(dev, copy=True).requires_grad_() if b is not None else None
+        out = F.layer_norm(xx, ns, ww, bb)
+        (out * gy.to(dev)).sum().backward()
+        return [t.grad.cpu() for t in (xx, ww, bb) if t is not None]
+    finally:
+        torch.set_num_threads(old)
+
+
+@pytest.mark.parametrize("dtype,wdtype", [(torch.float32, torch.float32), (torch.bfloat16, torch.bfloat16),
+                                          (torch.bfloat16, torch.float32), (torch.float16, torch.float16),
+                                          (torch.float16, torch.float32)])
+@pytest.mark.parametrize("threads", [1, 2])
+def test_layer_norm_weight_and_bias_grads_match_the_cpu_bitwise(dtype, wdtype, threads):
+    """d(weight) and d(bias) as the CPU sums them: per thread a buffer of the
+    input's dtype over its chunk of rows (16-bit partial sums rounded after
+    every row), dy * (rstd * x - rstd * mean), the buffers then added in
+    float; rows of +-3.4e38 overflow where the CPU's do."""
+    g = torch.Generator().manual_seed(4100 + threads)
+    for rows, n in [(1, 9), (7, 5), (33, 19), (5, 40)]:
+        big = torch.finfo(dtype).max
+        x = torch.randn(rows, n, generator=g) * torch.exp(torch.randn(rows, n, generator=g) * 2)
+        x[torch.rand(rows, n, generator=g) < 0.08] = big
+        x = x.to(dtype)
+        gy = (torch.randn(rows, n, generator=g) * torch.exp(torch.randn(rows, n, generator=g) * 2)).to(dtype)
+        w = torch.randn(n, generator=g).to(wdtype)
+        b = torch.randn(n, generator=g).to(wdtype)
+        ref = _ln_param_grads("cpu", x, gy, w, b, [n], threads)
+        dev = _ln_param_grads("neuron", x, gy, w, b, [n], threads)
+        for r, d in zip(ref[1:], dev[1:]):
+            assert r.dtype == d.dtype
+            assert _same_bits(r, d), (rows, n, r, d)
+
+
+def test_layer_norm_weight_grad_of_a_row_at_the_float_limit_is_the_cpus():
+    """Fuzz 57721566-705600: a [5, 5] row holding +-3.4e38 with a [5, 5]
+    weight; the weight gradient is inf on the CPU (rstd * x - rstd * mean),
+    was NaN/finite through (x - mean) * rstd."""
+    big = 3.4028234663852886e38
+    x = torch.tensor([[-0.0605, -0.2751, -0.1381, -1.6137, -0.8070], [-0.0, -0.0, -0.0, 0.3867, -big],
+                      [2.9e-39, -0.0, 0.0735, -2.2686, -0.9344], [1.0259, big, 0.7120, -0.8527, -0.6775],
+                      [0.8811, -big, 0.4211, 1.0546, 0.9495]]).t()
+    w = torch.linspace(-2, 2, 25).view(5, 5)
+    gy = (torch.randint(-2, 3, (5, 5), generator=torch.Generator().manual_seed(1831253378)) * 0.5)
+    res = []
+    for dev in ("cpu", "neuron"):
+        xx = x.to(dev, copy=True).requires_grad_()
+        ww = w.to(dev, copy=True).requires_grad_()
+        (F.layer_norm(xx, [5, 5], weight=ww, eps=0.001) * gy.to(dev)).sum().backward()
+        res.append(ww.grad.cpu())
+    assert _same_bits(res[0], res[1])
+
+
+# ---- 16-bit batch norm / instance norm backward in the CPU's order --------------------------
+
+def _bn_bwd(dev, x, gy, w, threads, training=True, rm=None, rv=None, fn="batch_norm"):
+    old = torch.get_num_threads()
+    torch.set_num_threads(threads)
+    try:
+        xx = x.to(dev, copy=True).requires_grad_()
+        ww = w.to(dev, copy=True).requires_grad_() if w is not None else None
+        if fn == "instance_norm":
+            out = F.instance_norm(xx, weight=ww, bias=None)
+        else:
+            out = F.batch_norm(xx, rm.to(dev) if rm is not None else None, rv.to(dev) if rv is not None else None,
+                               ww, None, training=training)
+        gyd = gy.to(dev)
+        if gy.is_contiguous(memory_format=torch.channels_last) and not gy.is_contiguous():
+            gyd = gyd.contiguous(memory_format=torch.channels_last)
+        out.backward(gyd)
+        return [t.grad.cpu() for t in (xx, ww) if t is not None]
+    finally:
+        torch.set_num_threads(old)
+
+
+@pytest.mark.parametrize("dtype,wdtype", [(torch.bfloat16, torch.bfloat16), (torch.float16, torch.float16),
+                                          (torch.bfloat16, torch.float32)])
+@pytest.mark.parametrize("threads", [1, 2])
+def test_batch_norm_16bit_backward_matches_the_cpu_bitwise(dtype, wdtype, threads):
+    """A 16-bit batch_norm backward as the CPU's float kernels: contiguous
+    planes (8 lanes over 16-value vectors, a scalar tail), channels-last and
+    one-value planes (per-thread float buffers), the saved mean / invstd
+    16-bit unless a parameter is float32."""
+    g = torch.Generator().manual_seed(4200 + threads)
+    for shape, cl in [((3, 4, 8), False), ((2, 3, 21), False), ((2, 2, 5, 7), False), ((6, 20), False),
+                      ((3, 18, 1), False), ((2, 20, 2, 3), True), ((5, 7, 2, 1), True)]:
+        x = (torch.randn(shape, generator=g) * 3 + torch.randn(shape[1], *[1] * (len(shape) - 2), generator=g) * 4)
+        gy = torch.randn(shape, generator=g) * 2
+        x, gy = x.to(dtype), gy.to(dtype)
+        if cl:
+            x, gy = (t.contiguous(memory_format=torch.channels_last) for t in (x, gy))
+        w = torch.randn(shape[1], generator=g).to(wdtype)
+        for training in (True, False):
+            rm = torch.randn(shape[1], generator=g).to(wdtype)
+            rv = torch.rand(shape[1], generator=g).to(wdtype) + 0.5
+            ref = _bn_bwd("cpu", x, gy, w, threads, training, rm, rv)
+            dev = _bn_bwd("neuron", x, gy, w, threads, training, rm, rv)
+            for r, d in zip(ref, dev):
+                assert r.dtype == d.dtype
+                assert _same_bits(r, d), (shape, cl, training, (r.float() - d.float()).abs().max())
+
+
+@pytest.mark.parametrize("case", ["14142135-273746", "14142135-817771", "14142135-846423"])
+def test_instance_norm_16bit_backward_of_the_fuzz_cases_matches_the_cpu(case):
+    """Expanded (constant) 16-bit instance_norm planes: invstd is 316 in
+    bfloat16 on the CPU, not 316.2, and the input gradients summed over the
+    expansion cancel as the CPU's only in its order."""
+    gen = torch.Generator().manual_seed(int(case.split("-")[1]))
+    if case == "14142135-273746":
+        dt, base, shape = torch.bfloat16, torch.tensor([[[[-0.1826171875]]]]), (3, 4, 4, 2)
+        w = torch.tensor([1.3203125, -0.2294921875, -1.2421875, -0.93359375])
+    elif case == "14142135-817771":
+        dt, shape = torch.float16, (2, 4, 4)
+        base = torch.tensor([[[1.7197], [-1.0361], [-0.0219], [0.1379]], [[0.5430], [-0.6997], [-1.3223], [-0.3245]]])
+        w = torch.tensor([3.0, 3.0, -2.0, -3.0])
+    else:
+        dt, base, shape = torch.bfloat16, torch.randn(3, 4, 2, generator=gen), (3, 4, 2)
+        w = torch.tensor([-0.306640625, 2.640625, -0.82421875, -1.5078125])
+    res = []
+    for dev in ("cpu", "neuron"):
+        bb = base.to(dt).to(dev).requires_grad_()
+        ww = w.to(dt).to(dev).requires_grad_()
+        out = F.instance_norm(bb.expand(shape), weight=ww)
+        gy = (torch.randint(-2, 3, out.shape, generator=torch.Generator().manual_seed(5)) * 0.5).to(dt)
+        (out * gy.to(dev)).sum().backward()
+        res.append((bb.grad.cpu(), ww.grad.cpu()))
+    for r, d in zip(*res):
+        assert _same_bits(r, d), (r, d)

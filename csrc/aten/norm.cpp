@@ -56,6 +56,16 @@ void check_param_dtypes(const Tensor &input, std::initializer_list<const std::op
                 input.scalar_type(), " but found ", (*p)->scalar_type());
 }
 
+// The thread count the CPU's kernels split their work by (its per-thread
+// partial sums decide the order). A backward runs on the autograd engine's
+// device thread, whose OpenMP setting is its own: init_num_threads re-reads
+// the count torch.set_num_threads last set, as the caller's CPU backward
+// sees it.
+int64_t cpu_threads() {
+  at::init_num_threads();
+  return at::get_num_threads();
+}
+
 at::TensorOptions act_options(const Tensor &like) {
   return like.options().memory_format(like.suggest_memory_format());
 }
@@ -143,20 +153,31 @@ std::tuple<Tensor, Tensor, Tensor> layer_norm_backward_fn(const Tensor &grad_out
       launch(input.device().index(), d);
     }
   }
-  if (mask[1] && has_w) {
-    // d(weight) = sum over rows of grad * xhat, xhat = (x - mean) * rstd, in
-    // float32 for 16-bit inputs and rounded once, as the CPU's kernel (three
-    // bfloat16 roundings per term were 8x farther from float64)
-    auto acc = at::isReducedFloatingType(x.scalar_type()) ? at::kFloat : x.scalar_type();
-    // the CPU's statistics of a 16-bit input are 16-bit unless the weight
-    // is float32 (its mixed-type path); the kernel rounds them likewise
-    bool stat16 = acc != x.scalar_type() && weight->scalar_type() == x.scalar_type();
-    Tensor mean_a = stat16 ? mean1.to(x.scalar_type()).to(acc) : mean1.to(acc);
-    Tensor rstd_a = stat16 ? rstd1.to(x.scalar_type()).to(acc) : rstd1.to(acc);
-    Tensor xhat = x.to(acc).sub(mean_a.unsqueeze(1)).mul(rstd_a.unsqueeze(1));
-    gw = g.to(acc).mul(xhat).sum(0).to(weight->scalar_type()).view(weight->sizes());
+  bool want_w = mask[1] && has_w, want_b = mask[2] && bias && bias->defined();
+  if (want_w) gw = at::empty(weight->sizes(), weight->options());
+  if (want_b) gb = at::empty(bias->sizes(), bias->options());
+  if ((want_w || want_b) && m == 0) {
+    if (want_w) gw.zero_();
+    if (want_b) gb.zero_();
+  } else if ((want_w || want_b) && n > 0) {
+    // d(weight) and d(bias) in the CPU's order (layer_norm.c): per-thread
+    // partial sums over its chunks of rows, in the input's dtype
+    nrt_launch d = new_launch(NRT_OP(LAYER_NORM_PARAM_GRADS), {m, n});
+    int k = 0;
+    if (want_w) set_operand(d.operands[k++], gw.view({n}), {-1, 0});
+    if (want_b) set_operand(d.operands[k++], gb.view({n}), {-1, 0});
+    d.noutputs = k;
+    set_operand(d.operands[k++], g, {0, 1});
+    set_operand(d.operands[k++], x, {0, 1});
+    set_operand(d.operands[k++], mean1, {0, -1});
+    set_operand(d.operands[k++], rstd1, {0, -1});
+    d.ninputs = 4;
+    d.params[0] = (want_w ? 2 : 0) | (want_b ? 4 : 0);
+    d.params[1] = has_w && weight->scalar_type() == at::kFloat && at::isReducedFloatingType(x.scalar_type()) ? 1 : 0;
+    d.params[3] = cpu_threads();
+    d.compute_dtype = to_nrt_dtype(input.scalar_type());
+    launch(input.device().index(), d);
   }
-  if (mask[2] && bias && bias->defined()) gb = g.sum(0).to(bias->scalar_type()).view(bias->sizes());
   return {gi, gw, gb};
 }
 
@@ -400,6 +421,21 @@ std::tuple<Tensor, Tensor, Tensor> bn_backward(const Tensor &grad_out, const Ten
   d.params[0] = (mask[0] ? 1 : 0) | (mask[1] ? 2 : 0) | (mask[2] ? 4 : 0);
   d.params[1] = defined(weight) ? 1 : 0;
   d.params[2] = train ? 1 : 0;
+  // Which of the CPU's backward kernels runs (its batch_norm_backward_cpu
+  // template): input and grad contiguous in one memory format take its
+  // stub, channels-last or one value per plane its channels-last kernel;
+  // a 16-bit input's saved statistics are 16-bit there unless a parameter
+  // is float32 (its forward's mixed type).
+  auto dense = [](const Tensor &t) {
+    return t.is_contiguous() || t.is_contiguous(at::MemoryFormat::ChannelsLast) ||
+           t.is_contiguous(at::MemoryFormat::ChannelsLast3d);
+  };
+  if (!(dense(input) && dense(grad_out) && input.suggest_memory_format() == grad_out.suggest_memory_format()))
+    d.params[1] |= NRT_BN_STRIDED;
+  else if (!input.is_contiguous() || s == 1) d.params[1] |= NRT_BN_BWD_ROWS;
+  if (at::isReducedFloatingType(input.scalar_type()) && stat_type(input, {&weight, &running_mean, &running_var}) != at::kFloat)
+    d.params[1] |= NRT_BN_ROUND16;
+  d.params[3] = cpu_threads();
   int k = 0;
   if (mask[0]) put_ncs(d.operands[k++], gi);
   if (mask[1]) put_vec(d.operands[k++], gw);

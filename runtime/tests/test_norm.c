@@ -441,6 +441,65 @@ static void test_nonfinite_rows(void) {
   }
 }
 
+/* LAYER_NORM_PARAM_GRADS: the fast path against the reference bit for bit
+ * (float32 and bfloat16 buffers, 1-3 CPU threads, each output mask), and
+ * float32 results near the double sums of dy * (x - mean) * rstd. */
+static void test_param_grads(void) {
+  const int64_t shapes[][2] = {{1, 9}, {7, 5}, {300, 40}, {33, 700}};
+  for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++)
+    for (int bf = 0; bf < 2; bf++) {
+      nrt_dtype dt = bf ? NRT_BFLOAT16 : NRT_FLOAT32;
+      int64_t rows = shapes[s][0], n = shapes[s][1], es = bf ? 2 : 4;
+      char *x = malloc((size_t)(rows * n * es)), *gy = malloc((size_t)(rows * n * es));
+      float *mean = malloc(sizeof(float) * (size_t)rows), *rstd = malloc(sizeof(float) * (size_t)rows);
+      float *out = malloc(sizeof(float) * (size_t)(4 * n));
+      double *want = calloc((size_t)n, sizeof(double));
+      for (int64_t i = 0; i < rows * n; i++) {
+        float v = (float)nrt_test_uniform(-3, 3), d = (float)nrt_test_uniform(-1, 1);
+        nrt_store_f32(x + i * es, 0, dt, &v, 1);
+        nrt_store_f32(gy + i * es, 0, dt, &d, 1);
+      }
+      for (int64_t r = 0; r < rows; r++) {
+        mean[r] = (float)nrt_test_uniform(-0.5, 0.5);
+        rstd[r] = (float)nrt_test_uniform(0.5, 2);
+        for (int64_t i = 0; i < n; i++) {
+          float xv, dv;
+          nrt_load_f32(&xv, x + (r * n + i) * es, 0, dt, 1);
+          nrt_load_f32(&dv, gy + (r * n + i) * es, 0, dt, 1);
+          want[i] += (double)dv * ((double)xv - mean[r]) * rstd[r];
+        }
+      }
+      for (int64_t threads = 1; threads <= 3; threads++)
+        for (int mask = 2; mask <= 6; mask += 2) {
+          for (int ref = 0; ref < 2; ref++) {
+            int nout = (mask & 2 ? 1 : 0) + (mask & 4 ? 1 : 0);
+            nrt_launch l = nrt_test_launch(NRT_OP(LAYER_NORM_PARAM_GRADS), dt, 2, S(rows, n), nout, 4);
+            int k = 0;
+            if (mask & 2) nrt_test_operand(&l, k++, out + (2 * ref) * n, NRT_FLOAT32, S(0, 4));
+            if (mask & 4) nrt_test_operand(&l, k++, out + (2 * ref + 1) * n, NRT_FLOAT32, S(0, 4));
+            nrt_test_operand(&l, k++, gy, dt, S(n * es, es));
+            nrt_test_operand(&l, k++, x, dt, S(n * es, es));
+            nrt_test_operand(&l, k++, mean, NRT_FLOAT32, S(4, 0));
+            nrt_test_operand(&l, k++, rstd, NRT_FLOAT32, S(4, 0));
+            l.params[0] = mask;
+            l.params[1] = 1; /* float32 statistics */
+            l.params[3] = threads;
+            CHECK_OK(nrt_test_run(&l, ref));
+          }
+          if (mask & 2) CHECK(memcmp(out, out + 2 * n, sizeof(float) * (size_t)n) == 0);
+          if (mask & 4) CHECK(memcmp(out + n, out + 3 * n, sizeof(float) * (size_t)n) == 0);
+          if ((mask & 2) && !bf)
+            for (int64_t i = 0; i < n; i++) CHECK(fabs(out[i] - want[i]) <= 1e-4 * (1 + fabs(want[i])) * rows);
+        }
+      free(x);
+      free(gy);
+      free(mean);
+      free(rstd);
+      free(out);
+      free(want);
+    }
+}
+
 int main(void) {
   printf("test_kernels_norm\n");
   RUN_TEST(test_known_values);
@@ -450,5 +509,6 @@ int main(void) {
   RUN_TEST(test_per_row_weight);
   RUN_TEST(test_errors);
   RUN_TEST(test_nonfinite_rows);
+  RUN_TEST(test_param_grads);
   return TEST_RESULT();
 }

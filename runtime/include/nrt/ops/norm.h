@@ -36,7 +36,12 @@
      rstd (strides {n, g}); inputs x, weight?, bias? (1..3); s0 eps */      \
   X(GROUP_NORM_BACKWARD, NORM, 4, 5)      /* sizes {N, G, Cg, S}; outputs   \
      by p0 mask as BATCH_NORM_BACKWARD (grad_x, grad_weight, grad_bias);   \
-     inputs grad_y, x, mean, rstd, weight? (4..5) */
+     inputs grad_y, x, mean, rstd, weight? (4..5) */                        \
+  X(LAYER_NORM_PARAM_GRADS, NORM, 4, 4) /* layer norm's grad_weight[row] and \
+     grad_bias[row] (outputs by p0 mask bit1 / bit2, in that order; stride  \
+     0 over the leading dims) from inputs grad_y, x, mean, rstd, in the      \
+     CPU's order: p3 = its thread count; p1 = 1: its weight is float32 (its  \
+     statistics of a 16-bit input are float32, else 16-bit) */
 
 NRT_OP_FAMILY_ENUM(NORM, NRT_OPS_NORM);
 
@@ -50,6 +55,12 @@ NRT_OP_FAMILY_ENUM(NORM, NRT_OPS_NORM);
  * count (ROWS splits the rows in that many chunks). */
 #define NRT_BN_STRIDED 4
 #define NRT_BN_ROUND16 8
+/* BATCH_NORM_BACKWARD p1 (bit0: has weight): NRT_BN_STRIDED, the CPU's
+ * TensorIterator path (input and grad not contiguous in one format);
+ * NRT_BN_ROUND16, the CPU's saved mean / invstd of a 16-bit input are
+ * 16-bit; NRT_BN_BWD_ROWS, its channels-last kernel (channels-last, or one
+ * value per plane), else its contiguous one; p3 its thread count. */
+#define NRT_BN_BWD_ROWS 16
 #define NRT_BN_STATS_PLANES 0  /* contiguous NCHW with S > 1 */
 #define NRT_BN_STATS_ROWS 1    /* channels-last, or S == 1 */
 #define NRT_BN_STATS_STRIDED 2 /* any other input */

@@ -304,8 +304,10 @@ static void planes_sums(const nrt_operand *x, const cn_geom *g, int64_t c0, int 
  * order from lane 0 (vec_reduce_all with a size) and added to that scalar.
  * L = 8: batch norm has no AVX-512 kernel (REGISTER_DISPATCH leaves the
  * AVX512 slot empty, so the AVX2 one runs; 24 of 24 crafted bfloat16
- * channels agree with 8 lanes, 13-18 with 16). dev: the terms are fma(d,
- * d, acc), d = x - *dev, as the CPU's compiler contracts acc + d * d. */
+ * channels agree with 8 lanes, 13-18 with 16). dev: the lanes' terms
+ * are fma(d, d, acc), d = x - *dev, as the CPU's compiler contracts acc +
+ * d * d; the scalar tail's are not (float32 parameters, images of fewer
+ * than 16 values: the saved invstd was an ulp off fused). */
 #define BN_LANES 8
 static float lanes16_sum(const nrt_operand *x, const cn_geom *g, int64_t c, const float *dev, float *buf) {
   const int L = BN_LANES;
@@ -319,8 +321,8 @@ static float lanes16_sum(const nrt_operand *x, const cn_geom *g, int64_t c, cons
         int64_t d = b0 + i;
         if (dev) {
           float e = v - *dev;
-          if (d < main_end) lane[d % L] = fmaf(e, e, lane[d % L]);
-          else tail = fmaf(e, e, tail);
+          if (d < main_end) lane[d % L] = lane[d % L] + e * e;
+          else tail = tail + e * e; /* the scalar tail is not contracted (probes) */
         } else if (d < main_end) {
           lane[d % L] += v;
         } else {
@@ -826,6 +828,206 @@ static nrt_status bn_backward_channels_last(cn_job *j) {
   return j->failed ? NRT_ERROR_OUT_OF_MEMORY : NRT_SUCCESS;
 }
 
+/* ---- batch norm backward, 16-bit: ATen's CPU kernels ---------------------------------
+ * A 16-bit input whose input and gradient are contiguous in one memory
+ * format runs the CPU's batch_norm_cpu_backward_{contiguous,channels_last}
+ * _internal, all in float, and the glue says which (p1 NRT_BN_BWD_ROWS:
+ * channels-last or one value per plane; NRT_BN_ROUND16: the CPU's saved
+ * mean / invstd are 16-bit, as its forward keeps them without a float32
+ * parameter; p3 its thread count). Planes: per channel 8 float lanes over
+ * each image's whole 16-value vectors (a vector's first 8 values, then its
+ * last 8) and one float scalar over the images' remaining values, the
+ * lanes then summed from lane 0 and added to the scalar. Rows: per chunk of
+ * the CPU's threads a float buffer per channel, summed over the rows in
+ * order, the chunks then added from 0 in float. Then k = dotp * invstd *
+ * invstd / M, grad_mean = sum / M, dx = (dy - grad_mean - (x - mean) * k)
+ * * invstd * w rounded once, grad_weight = dotp * invstd, grad_bias = sum.
+ * The contractions are the CPU build's (settled by probes). A constant
+ * (expanded) 16-bit plane has invstd 316 there, not 316.2: its gradients,
+ * summed over the expansion, then cancel as the CPU's (fuzz
+ * 14142135-273746). */
+/* Contractions (probes with float32 weights, where the 16-bit rounding of
+ * the statistics does not hide them): the dot product's vector lanes and
+ * the channels-last buffers are fused (15 of 15 / 10 of 10 shapes), the
+ * contiguous kernel's scalar tail is not (the fused tail: 6 of 15); nor is
+ * dy - grad_mean - (x - mean) * k (a fused one missed two channels-last
+ * bfloat16 gradients). */
+#define BNB_DOT(e, dy, acc) fmaf((e), (dy), (acc))
+#define BNB_DOT_TAIL(e, dy, acc) ((acc) + (e) * (dy))
+#define BNB_DX_FUSED 0
+
+typedef struct bnb_chan {
+  float mean, invstd, w;
+} bnb_chan;
+
+/* Channel c's mean, invstd and weight as the CPU's backward reads them. */
+static bnb_chan bnb_chan_of(const cn_job *j, int64_t c) {
+  const nrt_launch *l = j->l;
+  const nrt_operand *w = j->g.has_w ? j->in[4] : NULL;
+  bool train = l->params[2] != 0;
+  nrt_dtype r = (l->params[1] & NRT_BN_ROUND16) ? l->compute_dtype : NRT_FLOAT32;
+  bnb_chan ch = {.w = w ? vload(w, c) : 1.0f};
+  if (train) {
+    ch.mean = round_to(vload(j->in[2], c), r);
+    ch.invstd = round_to(vload(j->in[3], c), r);
+  } else {
+    ch.mean = vload(j->in[2], c);
+    ch.invstd = (float)(1.0 / sqrt((double)vload(j->in[3], c) + l->scalars[0].f));
+  }
+  return ch;
+}
+
+static inline float bnb_dx(float dy, float x, const bnb_chan *ch, float k, float gm, bool train) {
+  if (!train) return (dy * ch->invstd) * ch->w;
+  float e = x - ch->mean, t = BNB_DX_FUSED ? fmaf(-e, k, dy - gm) : (dy - gm) - e * k;
+  return (t * ch->invstd) * ch->w;
+}
+
+/* Stores grad_weight / grad_bias of channel c and returns k and grad_mean. */
+static void bnb_finish(const cn_job *j, int64_t c, const bnb_chan *ch, float sum, float dotp, float *k, float *gm) {
+  int slot[3];
+  mask_slots(j->l->params[0], slot);
+  float cnt = (float)(j->g.N * j->g.S);
+  *k = dotp * ch->invstd * ch->invstd / cnt;
+  *gm = sum / cnt;
+  if (slot[1] >= 0) vstore(j->out[slot[1]], c, dotp * ch->invstd);
+  if (slot[2] >= 0) vstore(j->out[slot[2]], c, sum);
+}
+
+/* Planes: units are channels. */
+static void bnb_planes16(void *ctx, int64_t begin, int64_t end) {
+  cn_job *j = ctx;
+  const cn_geom *g = &j->g;
+  const nrt_launch *l = j->l;
+  const nrt_operand *gy = j->in[0], *x = j->in[1];
+  int slot[3];
+  mask_slots(l->params[0], slot);
+  bool train = l->params[2] != 0;
+  const int64_t S = g->S, main = S - S % 16;
+  float bx[BLK], by[BLK];
+  for (int64_t c = begin; c < end; c++) {
+    bnb_chan ch = bnb_chan_of(j, c);
+    float ls[8] = {0}, ld[8] = {0}, s = 0.0f, d = 0.0f;
+    for (int64_t n = 0; n < g->N; n++) FOR_BLOCKS(S, b0, bn) {
+        seg_load(gy, n, c, b0, bn, by);
+        seg_load(x, n, c, b0, bn, bx);
+        for (int64_t i = 0; i < bn; i++) {
+          float e = bx[i] - ch.mean;
+          if (b0 + i < main) {
+            int k = (int)((b0 + i) % 8);
+            ls[k] = ls[k] + by[i];
+            ld[k] = BNB_DOT(e, by[i], ld[k]);
+          } else {
+            s = s + by[i];
+            d = BNB_DOT_TAIL(e, by[i], d);
+          }
+        }
+      }
+    float as = ls[0], ad = ld[0];
+    for (int k = 1; k < 8; k++) {
+      as = as + ls[k];
+      ad = ad + ld[k];
+    }
+    s = s + as;
+    d = d + ad;
+    float kk, gm;
+    bnb_finish(j, c, &ch, s, d, &kk, &gm);
+    if (slot[0] < 0) continue;
+    for (int64_t n = 0; n < g->N; n++) FOR_BLOCKS(S, b0, bn) {
+        seg_load(gy, n, c, b0, bn, by);
+        seg_load(x, n, c, b0, bn, bx);
+        for (int64_t i = 0; i < bn; i++) by[i] = bnb_dx(by[i], bx[i], &ch, kk, gm, train);
+        seg_store(j->out[slot[0]], n, c, b0, bn, by);
+      }
+  }
+}
+
+/* Rows: the CPU's per-thread buffers. */
+typedef struct bnb_rows {
+  cn_job *j;
+  bnb_chan *ch;
+  float *part;         /* [chunks][2][C]: sum, dotp */
+  float *k, *gm;       /* per channel */
+  int64_t chunk_rows, chunks, blocks;
+} bnb_rows;
+
+static void bnb_rows_sums(void *ctx, int64_t begin, int64_t end) {
+  bnb_rows *b = ctx;
+  cn_job *j = b->j;
+  const cn_geom *g = &j->g;
+  const int64_t C = g->C, R = g->N * g->S;
+  float bx[RCB], by[RCB];
+  for (int64_t u = begin; u < end; u++) {
+    int64_t t = u / b->blocks, c0 = (u % b->blocks) * RCB, cn = C - c0 < RCB ? C - c0 : RCB;
+    float *ps = b->part + t * 2 * C + c0, *pd = ps + C;
+    for (int64_t c = 0; c < cn; c++) ps[c] = pd[c] = 0.0f;
+    int64_t r1 = (t + 1) * b->chunk_rows < R ? (t + 1) * b->chunk_rows : R;
+    for (int64_t r = t * b->chunk_rows; r < r1; r++) {
+      nrt_load_f32(by, row_ptr(j->in[0], g, r) + c0 * j->in[0]->strides[1], j->in[0]->strides[1], j->in[0]->dtype, cn);
+      nrt_load_f32(bx, row_ptr(j->in[1], g, r) + c0 * j->in[1]->strides[1], j->in[1]->strides[1], j->in[1]->dtype, cn);
+      for (int64_t c = 0; c < cn; c++) {
+        ps[c] = by[c] + ps[c];
+        pd[c] = BNB_DOT(bx[c] - b->ch[c0 + c].mean, by[c], pd[c]);
+      }
+    }
+  }
+}
+
+static void bnb_rows_dx(void *ctx, int64_t begin, int64_t end) {
+  bnb_rows *b = ctx;
+  cn_job *j = b->j;
+  const cn_geom *g = &j->g;
+  const int64_t C = g->C, R = g->N * g->S;
+  int slot[3];
+  mask_slots(j->l->params[0], slot);
+  bool train = j->l->params[2] != 0;
+  const nrt_operand *gx = j->out[slot[0]];
+  float *bx = malloc(sizeof(float) * (size_t)(2 * C + 1)), *by = bx + C;
+  if (!bx) {
+    j->failed = 1;
+    return;
+  }
+  for (int64_t chunk = begin; chunk < end; chunk++)
+    for (int64_t r = chunk * R / CL_CHUNKS; r < (chunk + 1) * R / CL_CHUNKS; r++) {
+      nrt_load_f32(by, row_ptr(j->in[0], g, r), j->in[0]->strides[1], j->in[0]->dtype, C);
+      nrt_load_f32(bx, row_ptr(j->in[1], g, r), j->in[1]->strides[1], j->in[1]->dtype, C);
+      for (int64_t c = 0; c < C; c++) by[c] = bnb_dx(by[c], bx[c], &b->ch[c], b->k[c], b->gm[c], train);
+      nrt_store_f32(row_ptr(gx, g, r), gx->strides[1], gx->dtype, by, C);
+    }
+  free(bx);
+}
+
+static nrt_status bnb_rows16(cn_job *j) {
+  const cn_geom *g = &j->g;
+  const int64_t C = g->C, R = g->N * g->S, T = j->l->params[3] > 0 ? j->l->params[3] : 1;
+  bnb_rows b = {.j = j, .blocks = (C + RCB - 1) / RCB};
+  b.chunks = R > 1 ? (T < R ? T : R) : 1;
+  b.chunk_rows = (R + b.chunks - 1) / b.chunks;
+  b.part = malloc(sizeof(float) * (size_t)(2 * b.chunks * C + 2 * C));
+  b.ch = malloc(sizeof(bnb_chan) * (size_t)C);
+  if (!b.part || !b.ch) {
+    free(b.part);
+    free(b.ch);
+    return NRT_ERROR_OUT_OF_MEMORY;
+  }
+  b.k = b.part + 2 * b.chunks * C;
+  b.gm = b.k + C;
+  for (int64_t c = 0; c < C; c++) b.ch[c] = bnb_chan_of(j, c);
+  nrt_parallel_for(b.chunks * b.blocks, 1, bnb_rows_sums, &b);
+  for (int64_t c = 0; c < C; c++) {
+    float s = 0.0f, d = 0.0f;
+    for (int64_t t = 0; t < b.chunks; t++) {
+      s = s + b.part[t * 2 * C + c];
+      d = d + b.part[t * 2 * C + C + c];
+    }
+    bnb_finish(j, c, &b.ch[c], s, d, &b.k[c], &b.gm[c]);
+  }
+  if (j->l->params[0] & 1) nrt_parallel_for(CL_CHUNKS, 1, bnb_rows_dx, &b);
+  free(b.part);
+  free(b.ch);
+  return j->failed ? NRT_ERROR_OUT_OF_MEMORY : NRT_SUCCESS;
+}
+
 /* ---- group norm (fast) --------------------------------------------------------- */
 
 /* Group norm forward where the CPU runs its contiguous kernel (p2 = 1):
@@ -1236,6 +1438,12 @@ nrt_status nrt_channel_norm_run(const nrt_launch *l) {
   if (g->C == 0) return NRT_SUCCESS;
   if (nrt_kernels_reference()) return reference(&j);
   int64_t per_channel = g->N * g->S;
+  if (l->op == NRT_OP(BATCH_NORM_BACKWARD) && (l->compute_dtype == NRT_BFLOAT16 || l->compute_dtype == NRT_FLOAT16) &&
+      !(l->params[1] & NRT_BN_STRIDED)) {
+    if (l->params[1] & NRT_BN_BWD_ROWS) return bnb_rows16(&j);
+    nrt_parallel_for(g->C, per_channel >= 8192 ? 1 : 8192 / (per_channel + 1) + 1, bnb_planes16, &j);
+    return NRT_SUCCESS;
+  }
   if (l->op == NRT_OP(BATCH_NORM_BACKWARD) && g->C > 1 && per_channel >= CL_CHUNKS) {
     /* every activation operand channels-innermost: the row path */
     bool cl = !(l->params[0] & 1) || channels_inner(j.out[0]);

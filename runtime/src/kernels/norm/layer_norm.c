@@ -405,6 +405,156 @@ static void norm_range(const nrt_rows_job *j, int64_t begin, int64_t end, void *
   }
 }
 
+/* ---- weight and bias gradients (LAYER_NORM_PARAM_GRADS) --------------------------
+ * ATen's two-pass reduction (LayerNormBackwardKernelImplInternal): the CPU
+ * splits the rows over its threads (at::parallel_for over M, grain 1:
+ * chunks of ceil(M / min(T, M)) rows, one chunk when M == 1); each chunk
+ * accumulates into a buffer of X's dtype, row after row, dgamma += dy *
+ * (rstd * x + (-rstd * mean)) and dbeta += dy in float, rounded to that
+ * dtype after every row (a 16-bit input's partial sums are 16-bit, even
+ * with a float32 weight). The chunks' buffers are then added in float from
+ * 0, chunk 0 first (idle threads' zero buffers change nothing), and stored
+ * in the weight's dtype. At the limits this order decides: rstd * x - rstd
+ * * mean stays finite where (x - mean) * rstd overflows (fuzz
+ * 57721566-705600: inf). Columns are independent, so the work splits by
+ * column blocks, each walking every row. */
+#define PG_BLK 256
+
+typedef struct pg_plan {
+  int nops;
+  int gw, gb;       /* output operands, -1 if not asked */
+  int in0;          /* grad_y; x, mean, rstd follow */
+  nrt_dtype buf16;  /* the CPU's buffer dtype when 16-bit, else float32 */
+  nrt_dtype stat16; /* as norm_plan's */
+  int64_t threads;  /* the CPU's */
+  const nrt_launch *l;
+  nrt_rows g;
+} pg_plan;
+
+static inline float round16(float v, nrt_dtype d) {
+  if (d == NRT_BFLOAT16) return nrt_k_bf16_to_f32(nrt_k_f32_to_bf16(v));
+  if (d == NRT_FLOAT16) return nrt_k_f16_to_f32(nrt_k_f32_to_f16(v));
+  return v;
+}
+
+#define PG_UPDATE(acc, dy, a, x, b) __builtin_fmaf((dy), __builtin_fmaf((a), (x), (b)), (acc))
+
+/* One row's update of the dgamma buffer: acc + dy * (a * x + b), the
+ * products contracted as the CPU's build is (settled by probes). */
+NORM_INLINE float pg_term(float acc, float dy, float a, float x, float b) {
+  return PG_UPDATE(acc, dy, a, x, b);
+}
+
+/* Column block [c0, c0 + cn) of the outputs; buf holds 6 * PG_BLK floats. */
+static void pg_block(const pg_plan *p, int64_t c0, int64_t cn, float *buf) {
+  const nrt_launch *l = p->l;
+  const int64_t M = p->g.count;
+  float *aw = buf, *ab = aw + PG_BLK, *xv = ab + PG_BLK, *dv = xv + PG_BLK, *tw = dv + PG_BLK, *tb = tw + PG_BLK;
+  const int k_gy = p->in0, k_x = p->in0 + 1, k_m = p->in0 + 2, k_r = p->in0 + 3;
+  int64_t nt = M > 1 ? (p->threads < M ? p->threads : M) : 1, chunk = (M + nt - 1) / nt;
+  for (int64_t j = 0; j < cn; j++) tw[j] = tb[j] = 0.0f;
+  for (int64_t t = 0; t < nt; t++) {
+    for (int64_t j = 0; j < cn; j++) aw[j] = ab[j] = 0.0f;
+    int64_t r1 = (t + 1) * chunk < M ? (t + 1) * chunk : M;
+    for (int64_t r = t * chunk; r < r1; r++) {
+      char *ptr[NRT_MAX_OPERANDS];
+      nrt_rows_start(l, p->nops, r, ptr);
+      nrt_load_f32(dv, ptr[k_gy] + c0 * p->g.st[k_gy], p->g.st[k_gy], l->operands[k_gy].dtype, cn);
+      if (p->gw >= 0) {
+        nrt_load_f32(xv, ptr[k_x] + c0 * p->g.st[k_x], p->g.st[k_x], l->operands[k_x].dtype, cn);
+        float a = stat_in(&(norm_plan){.stat16 = p->stat16}, scalar_in(l, k_r, ptr[k_r]));
+        float m = stat_in(&(norm_plan){.stat16 = p->stat16}, scalar_in(l, k_m, ptr[k_m]));
+        float b = -a * m;
+        if (p->buf16 == NRT_FLOAT32)
+          for (int64_t j = 0; j < cn; j++) aw[j] = pg_term(aw[j], dv[j], a, xv[j], b);
+        else
+          for (int64_t j = 0; j < cn; j++) aw[j] = round16(pg_term(aw[j], dv[j], a, xv[j], b), p->buf16);
+      }
+      if (p->gb >= 0) {
+        if (p->buf16 == NRT_FLOAT32)
+          for (int64_t j = 0; j < cn; j++) ab[j] = ab[j] + dv[j];
+        else
+          for (int64_t j = 0; j < cn; j++) ab[j] = round16(ab[j] + dv[j], p->buf16);
+      }
+    }
+    for (int64_t j = 0; j < cn; j++) {
+      tw[j] = tw[j] + aw[j];
+      tb[j] = tb[j] + ab[j];
+    }
+  }
+  char *ptr[NRT_MAX_OPERANDS];
+  nrt_rows_start(l, p->nops, 0, ptr);
+  if (p->gw >= 0) nrt_store_f32(ptr[p->gw] + c0 * p->g.st[p->gw], p->g.st[p->gw], l->operands[p->gw].dtype, tw, cn);
+  if (p->gb >= 0) nrt_store_f32(ptr[p->gb] + c0 * p->g.st[p->gb], p->g.st[p->gb], l->operands[p->gb].dtype, tb, cn);
+}
+
+static void pg_range(void *ctx, int64_t begin, int64_t end) {
+  const pg_plan *p = ctx;
+  float buf[6 * PG_BLK];
+  for (int64_t u = begin; u < end; u++) {
+    int64_t c0 = u * PG_BLK, cn = p->g.len - c0 < PG_BLK ? p->g.len - c0 : PG_BLK;
+    pg_block(p, c0, cn, buf);
+  }
+}
+
+/* The reference: the same arithmetic a column at a time, elements loaded
+ * one by one. */
+static void pg_reference(const pg_plan *p) {
+  const nrt_launch *l = p->l;
+  const nrt_rows *g = &p->g;
+  const int64_t M = g->count;
+  int64_t nt = M > 1 ? (p->threads < M ? p->threads : M) : 1, chunk = (M + nt - 1) / nt;
+  norm_plan sp = {.stat16 = p->stat16};
+  for (int64_t j = 0; j < g->len; j++) {
+    float tw = 0.0f, tb = 0.0f;
+    for (int64_t t = 0; t < nt; t++) {
+      float aw = 0.0f, ab = 0.0f;
+      for (int64_t r = t * chunk; r < M && r < (t + 1) * chunk; r++) {
+        char *ptr[NRT_MAX_OPERANDS];
+        nrt_rows_start(l, p->nops, r, ptr);
+        float dy = nrt_rows_ref_ld(l, g, ptr, p->in0, j), x = nrt_rows_ref_ld(l, g, ptr, p->in0 + 1, j);
+        float m = stat_in(&sp, nrt_rows_ref_ld(l, g, ptr, p->in0 + 2, 0));
+        float a = stat_in(&sp, nrt_rows_ref_ld(l, g, ptr, p->in0 + 3, 0));
+        aw = round16(PG_UPDATE(aw, dy, a, x, -a * m), p->buf16);
+        ab = round16(ab + dy, p->buf16);
+      }
+      tw += aw;
+      tb += ab;
+    }
+    char *ptr[NRT_MAX_OPERANDS];
+    nrt_rows_start(l, p->nops, 0, ptr);
+    if (p->gw >= 0) nrt_rows_ref_st(l, g, ptr, p->gw, j, tw);
+    if (p->gb >= 0) nrt_rows_ref_st(l, g, ptr, p->gb, j, tb);
+  }
+}
+
+static nrt_status pg_run(const nrt_launch *l) {
+  const char *name = nrt_op_name(l->op);
+  int64_t mask = l->params[0];
+  int want = (int)(((mask >> 1) & 1) + ((mask >> 2) & 1));
+  if ((mask & ~(int64_t)6) || want == 0 || l->noutputs != want || l->ninputs != 4)
+    return nrt_kernel_fail(NRT_ERROR_INVALID_ARGUMENT,
+                           "%s: p0 = %lld (bit1 grad_weight, bit2 grad_bias) needs that many outputs and 4 inputs, "
+                           "got %d and %d", name, (long long)mask, l->noutputs, l->ninputs);
+  pg_plan p = {.nops = l->noutputs + l->ninputs, .gw = -1, .gb = -1, .in0 = l->noutputs, .l = l,
+               .buf16 = NRT_FLOAT32, .stat16 = NRT_FLOAT32, .threads = l->params[3] > 0 ? l->params[3] : 1};
+  int k = 0;
+  if (mask & 2) p.gw = k++;
+  if (mask & 4) p.gb = k++;
+  bool half = l->compute_dtype == NRT_BFLOAT16 || l->compute_dtype == NRT_FLOAT16;
+  if (half) p.buf16 = l->compute_dtype;
+  /* the statistics: 16-bit on the CPU unless its weight is float32 (p1 = 1) */
+  if (half && l->params[1] != 1) p.stat16 = l->compute_dtype;
+  nrt_rows_init(&p.g, l);
+  if (p.g.len == 0) return NRT_SUCCESS;
+  if (nrt_kernels_reference()) {
+    pg_reference(&p);
+    return NRT_SUCCESS;
+  }
+  nrt_parallel_for((p.g.len + PG_BLK - 1) / PG_BLK, 1, pg_range, &p);
+  return NRT_SUCCESS;
+}
+
 /* ---- reference: element at a time, one chunk at a time ------------------------
  * The same arithmetic as the fast path, written plainly: no chunks side by
  * side, elements loaded and stored one at a time by dtype.c. */
@@ -506,6 +656,7 @@ static void norm_reference(const nrt_rows_job *j, int64_t r, char *const *ptr, v
 }
 
 nrt_status nrt_layer_norm_run(const nrt_launch *l) {
+  if (l->op == NRT_OP(LAYER_NORM_PARAM_GRADS)) return pg_run(l);
   norm_plan p = {.nops = l->noutputs + l->ninputs, .wk = -1, .bk = -1, .parts = 1, .stat16 = NRT_FLOAT32};
   const char *name = nrt_op_name(l->op);
   if (l->op == NRT_OP(LAYER_NORM)) {
