@@ -814,16 +814,26 @@ static NRT_TARGET_AVX2 void bwd_planes8_avx2(interp_job *j, int64_t p0, float *a
   const int64_t IW = g->I[2], IH = g->I[1], OW = g->O[2];
   const taps *td = &j->t[0], *th = &j->t[1], *tw = &j->t[2];
   const bool fused = j->bwd_fused;
+  /* float32 channels-last operands with the 8 planes the same n: the
+   * lanes are 8 adjacent floats in memory, loaded and stored as they are */
+  const bool cl = gy->dtype == NRT_FLOAT32 && gy->strides[1] == (int64_t)sizeof(float) &&
+                  gx->strides[1] == (int64_t)sizeof(float) && p0 / g->C == (p0 + 7) / g->C;
   for (int64_t i = 0; i < g->IL * 8; i += 8) _mm256_storeu_ps(acc + i, _mm256_setzero_ps());
   for (int64_t od = 0; od < g->O[0]; od++)
     for (int64_t oh = 0; oh < g->O[1]; oh++) {
-      for (int64_t q = 0; q < 8; q++) {
-        int64_t n = (p0 + q) / g->C, c = (p0 + q) % g->C;
-        nrt_load_f32(rows + q * OW, PLANE(gy, n, c) + od * gy->strides[2] + oh * gy->strides[3], gy->strides[4],
-                     gy->dtype, OW);
+      if (cl) {
+        const char *src = PLANE(gy, p0 / g->C, p0 % g->C) + od * gy->strides[2] + oh * gy->strides[3];
+        for (int64_t ow = 0; ow < OW; ow++)
+          _mm256_storeu_ps(gt + ow * 8, _mm256_loadu_ps((const float *)(src + ow * gy->strides[4])));
+      } else {
+        for (int64_t q = 0; q < 8; q++) {
+          int64_t n = (p0 + q) / g->C, c = (p0 + q) % g->C;
+          nrt_load_f32(rows + q * OW, PLANE(gy, n, c) + od * gy->strides[2] + oh * gy->strides[3], gy->strides[4],
+                       gy->dtype, OW);
+        }
+        for (int64_t ow = 0; ow < OW; ow++)
+          for (int64_t q = 0; q < 8; q++) gt[ow * 8 + q] = rows[q * OW + ow];
       }
-      for (int64_t ow = 0; ow < OW; ow++)
-        for (int64_t q = 0; q < 8; q++) gt[ow * 8 + q] = rows[q * OW + ow];
       const int64_t *id = td->idx + od * td->T, *ih = th->idx + oh * th->T;
       const float *wd = td->w + od * td->T, *wh = th->w + oh * th->T;
       for (int64_t ow = 0; ow < OW; ow++) {
@@ -861,6 +871,11 @@ static NRT_TARGET_AVX2 void bwd_planes8_avx2(interp_job *j, int64_t p0, float *a
   for (int64_t d = 0; d < g->I[0]; d++)
     for (int64_t h = 0; h < IH; h++) {
       const float *src = acc + (d * IH + h) * IW * 8;
+      if (cl) {
+        char *dst = PLANE(gx, p0 / g->C, p0 % g->C) + d * gx->strides[2] + h * gx->strides[3];
+        for (int64_t w = 0; w < IW; w++) _mm256_storeu_ps((float *)(dst + w * gx->strides[4]), _mm256_loadu_ps(src + w * 8));
+        continue;
+      }
       for (int64_t q = 0; q < 8; q++) {
         float *r = rows + q * IW;
         for (int64_t w = 0; w < IW; w++) r[w] = src[w * 8 + q];
