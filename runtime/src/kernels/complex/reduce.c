@@ -6,7 +6,7 @@
  * fixed order in double, so results do not depend on the thread count.
  * This loop is also the reference path. A product with p1 != 0 follows
  * the CPU's order and precision instead (cx_prod_stepwise, one plain loop
- * for both paths). (Complex sums in the CPU's order are the reduce
+ * for both paths, its rows split over threads on the fast one). (Complex sums in the CPU's order are the reduce
  * family's cascade.) */
 #include "kernels/complex/complex.h"
 
@@ -151,10 +151,27 @@ static void cxp_columns(const cx_prod *p, char *out, const char *in, int64_t in0
       cxp_into(p, out + j * p->es, nrt_cx_load(in + j * p->es + i * in0, dt), true);
 }
 
+typedef struct cxp_rows {
+  const cx_prod *p;
+  char *out;
+  const char *in;
+  int64_t n, out1, in1;
+} cxp_rows;
+
+static void cxp_rows_range(void *ctx, int64_t begin, int64_t end) {
+  const cxp_rows *r = ctx;
+  for (int64_t j = begin; j < end; j++) cxp_row(r->p, r->out + j * r->out1, r->in + j * r->in1, r->n);
+}
+
 static void cxp_loop2d(const cx_prod *p, char *out, const char *in, int64_t size0, int64_t size1, int64_t out0,
                        int64_t in0, int64_t out1, int64_t in1) {
   if (out0 == 0 && in0 == p->es) {
-    for (int64_t j = 0; j < size1; j++) cxp_row(p, out + j * out1, in + j * in1, size0);
+    /* rows into different outputs are independent: they may run in parallel */
+    cxp_rows r = {.p = p, .out = out, .in = in, .n = size0, .out1 = out1, .in1 = in1};
+    if (out1 != 0 && !nrt_kernels_reference())
+      nrt_parallel_for(size1, size0 >= 4096 ? 1 : 4096 / (size0 > 0 ? size0 : 1), cxp_rows_range, &r);
+    else
+      cxp_rows_range(&r, 0, size1);
   } else if (out0 == 0 && out1 == p->es && in1 == p->es) {
     cxp_columns(p, out, in, in0, size0, size1);
   } else {
@@ -165,8 +182,8 @@ static void cxp_loop2d(const cx_prod *p, char *out, const char *in, int64_t size
   }
 }
 
-/* The 2-d loops run in the CPU's order on one thread: outputs that share
- * a 2-d loop share its blocks, so a split would need the CPU's own. */
+/* The 2-d loops run in the CPU's order; only the rows of a contiguous
+ * reduction, each into its own output, are split over threads. */
 static nrt_status cx_prod_stepwise(const nrt_launch *l) {
   nrt_dtype dt = l->operands[0].dtype;
   if ((dt != NRT_COMPLEX64 && dt != NRT_COMPLEX128) || l->operands[1].dtype != dt)

@@ -20,7 +20,10 @@
  * such sums, one per part, with the complex element as the lane: the CPU's
  * Vectorized<complex<float>> adds parts lane by lane, so its real parts
  * follow this same cascade with 4 complex64 (2 complex128) per 32-byte
- * vector, in float (double). p1 is the CPU's vector width in
+ * vector, in float (double). Both parts run together: the accumulators
+ * hold components (a vector of 4 complex64 is 8 float lanes, interleaved
+ * as in memory), so the float32 vector loops serve complex64 as they are.
+ * p1 is the CPU's vector width in
  * bytes (64 for AVX-512), p2 = 1 reads NaN as 0 (nansum). The input and the
  * output share one dtype: the glue converts first, as the CPU does.
  *
@@ -47,22 +50,24 @@
 
 typedef struct cs_plan {
   const nrt_launch *l;
-  nrt_dtype dt;         /* the summed values' dtype: a complex launch's part */
-  int64_t es;           /* element size (a whole complex element for a part) */
-  bool cx;              /* one part of complex elements: lanes are es apart */
+  nrt_dtype dt;         /* the summed components' dtype: a complex launch's part dtype */
+  int64_t es;           /* element size (a whole complex element) */
+  int parts;            /* components per element: 2 for complex, else 1 */
+  int64_t ces;          /* component size, es / parts */
   bool f32acc;          /* float accumulator (rounded after every add) */
   bool nan0;            /* NaN reads as 0 */
-  int vec, vacc;        /* lanes of Vectorized<scalar_t> and of Vectorized<acc_t> */
+  int vec, vacc;        /* elements in Vectorized<scalar_t> and in Vectorized<acc_t> */
+  int vw;               /* components in Vectorized<acc_t>: vacc * parts */
   const char *in;
   char *out;
 } cs_plan;
 
 enum { LD_SCALAR, LD_INNER, LD_OUTER };
 
-/* The float32 vector loops read lanes as adjacent floats: plain float32
- * elements only. */
+/* The float32 vector loops read lanes as adjacent floats: float32 and
+ * complex64 elements (their components). */
 static inline bool cs_fast_f32(const cs_plan *p) {
-  return p->dt == NRT_FLOAT32 && !p->cx && !p->nan0 && !nrt_kernels_reference();
+  return p->dt == NRT_FLOAT32 && !p->nan0 && !nrt_kernels_reference();
 }
 
 static inline double cs_round(const cs_plan *p, double v) { return p->f32acc ? (double)(float)v : v; }
@@ -84,14 +89,15 @@ static inline double cs_load1(const cs_plan *p, const char *src) {
   return p->nan0 && v != v ? 0.0 : v;
 }
 
-/* One load of width w (1 for LD_SCALAR, vacc otherwise) at src into v. */
+/* One load of w components (an element's parts for LD_SCALAR, vw
+ * otherwise) at src into v. */
 static inline void cs_load(const cs_plan *p, int mode, const char *src, double *v) {
   if (mode == LD_SCALAR) {
-    v[0] = cs_load1(p, src);
+    for (int c = 0; c < p->parts; c++) v[c] = cs_load1(p, src + c * p->ces);
     return;
   }
   if (mode == LD_OUTER || p->vec == p->vacc) {
-    for (int k = 0; k < p->vacc; k++) v[k] = cs_load1(p, src + k * p->es);
+    for (int k = 0; k < p->vw; k++) v[k] = cs_load1(p, src + k * p->ces);
     return;
   }
   /* LD_INNER of 16-bit elements: a vector of vec = 2 * vacc elements
@@ -207,7 +213,7 @@ static int64_t cs_level_power(int64_t size) {
 
 static void multi_row_sum(const cs_plan *p, int mode, const char *in, int64_t row_stride, int64_t col_stride,
                           int64_t size, int nrows, double *ret /* nrows * w */) {
-  int w = mode == LD_SCALAR ? 1 : p->vacc;
+  int w = mode == LD_SCALAR ? p->parts : p->vw;
   int64_t lp = cs_ceil_log2(size) / CS_LEVELS;
   if (lp < 4) lp = 4;
   if (mode != LD_SCALAR && cs_fast_f32(p)) {
@@ -251,7 +257,7 @@ static void multi_row_sum(const cs_plan *p, int mode, const char *in, int64_t ro
 /* ATen's row_sum: four interleaved multi_row_sum rows, the tail into the
  * first, then the four added left to right. */
 static void row_sum(const cs_plan *p, int mode, const char *in, int64_t stride, int64_t size, double *ret) {
-  int w = mode == LD_SCALAR ? 1 : p->vacc;
+  int w = mode == LD_SCALAR ? p->parts : p->vw;
   double part[4 * CS_MAX_LANES], v[CS_MAX_LANES];
   int64_t n4 = size / 4;
   multi_row_sum(p, mode, in, stride * 4, stride, n4, 4, part);
@@ -310,66 +316,75 @@ static int64_t cs_unit(const cs_plan *p, const cs_call *c) {
 /* The 2-d loop body for dim-1 indices [j0, j1) (j0 on a block boundary). */
 static void cs_run(const cs_plan *p, const cs_call *c, int64_t j0, int64_t j1) {
   double r[4 * CS_MAX_LANES];
+  int np = p->parts;
+  int64_t ces = p->ces;
   switch (c->path) {
   case P_ELEMENTWISE:
     for (int64_t j = j0; j < j1; j++)
       for (int64_t i = 0; i < c->size0; i++)
-        cs_store(p, c->out + j * c->out1 + i * c->out0, cs_load1(p, c->in + j * c->in1 + i * c->in0));
+        for (int q = 0; q < np; q++)
+          cs_store(p, c->out + j * c->out1 + i * c->out0 + q * ces,
+                   cs_load1(p, c->in + j * c->in1 + i * c->in0 + q * ces));
     break;
   case P_VEC_INNER: {
     int64_t nv = c->size0 / p->vec;
     for (int64_t j = j0; j < j1; j++) {
       const char *row = c->in + j * c->in1;
       row_sum(p, LD_INNER, row, p->vec * p->es, nv, r);
-      double fin = 0.0;
-      for (int64_t k = nv * p->vec; k < c->size0; k++) fin = cs_round(p, fin + cs_load1(p, row + k * p->es));
-      for (int k = 0; k < p->vacc; k++) fin = cs_round(p, fin + r[k]);
-      cs_store(p, c->out + j * c->out1, fin);
+      for (int q = 0; q < np; q++) {
+        double fin = 0.0;
+        for (int64_t k = nv * p->vec; k < c->size0; k++)
+          fin = cs_round(p, fin + cs_load1(p, row + k * p->es + q * ces));
+        for (int k = 0; k < p->vacc; k++) fin = cs_round(p, fin + r[k * np + q]);
+        cs_store(p, c->out + j * c->out1 + q * ces, fin);
+      }
     }
     break;
   }
   case P_VEC_OUTER: {
+    /* w elements a vector; r holds their components, element k's part q
+     * at k * np + q */
     int64_t j = j0, w = p->vacc;
     if (cs_fast_f32(p)) {
       double t[CS_TILE];
-      int64_t lp = cs_level_power(c->size0), blocks = (j1 - j) / (4 * w), most = CS_TILE / (4 * w);
+      int64_t lp = cs_level_power(c->size0), blocks = (j1 - j) / (4 * w), most = CS_TILE / (4 * w * np);
       while (blocks > 0) {
         int64_t nb = blocks < most ? blocks : most, ncols = nb * 4 * w;
-        mrs_f32_tile(c->in + j * p->es, c->in0, ncols, c->size0, lp, t);
-        for (int64_t k = 0; k < ncols; k++) cs_store(p, c->out + (j + k) * c->out1, t[k]);
+        mrs_f32_tile(c->in + j * p->es, c->in0, ncols * np, c->size0, lp, t);
+        for (int64_t k = 0; k < ncols * np; k++) cs_store(p, c->out + (j + k / np) * c->out1 + k % np * ces, t[k]);
         j += ncols;
         blocks -= nb;
       }
     }
     for (; j + 4 * w <= j1; j += 4 * w) {
       multi_row_sum(p, LD_OUTER, c->in + j * p->es, c->in0, w * p->es, c->size0, 4, r);
-      for (int64_t k = 0; k < 4 * w; k++) cs_store(p, c->out + (j + k) * c->out1, r[k]);
+      for (int64_t k = 0; k < 4 * w * np; k++) cs_store(p, c->out + (j + k / np) * c->out1 + k % np * ces, r[k]);
     }
     for (; j + w <= j1; j += w) {
       row_sum(p, LD_OUTER, c->in + j * p->es, c->in0, c->size0, r);
-      for (int64_t k = 0; k < w; k++) cs_store(p, c->out + (j + k) * c->out1, r[k]);
+      for (int64_t k = 0; k < w * np; k++) cs_store(p, c->out + (j + k / np) * c->out1 + k % np * ces, r[k]);
     }
     for (; j < j1; j++) {
       row_sum(p, LD_SCALAR, c->in + j * p->es, c->in0, c->size0, r);
-      cs_store(p, c->out + j * c->out1, r[0]);
+      for (int q = 0; q < np; q++) cs_store(p, c->out + j * c->out1 + q * ces, r[q]);
     }
     break;
   }
   case P_SCALAR_INNER:
     for (int64_t j = j0; j < j1; j++) {
       row_sum(p, LD_SCALAR, c->in + j * c->in1, c->in0, c->size0, r);
-      cs_store(p, c->out + j * c->out1, r[0]);
+      for (int q = 0; q < np; q++) cs_store(p, c->out + j * c->out1 + q * ces, r[q]);
     }
     break;
   case P_SCALAR_OUTER: {
     int64_t j = j0;
     for (; j + 3 < j1; j += 4) {
       multi_row_sum(p, LD_SCALAR, c->in + j * c->in1, c->in0, c->in1, c->size0, 4, r);
-      for (int k = 0; k < 4; k++) cs_store(p, c->out + (j + k) * c->out1, r[k]);
+      for (int k = 0; k < 4 * np; k++) cs_store(p, c->out + (j + k / np) * c->out1 + k % np * ces, r[k]);
     }
     for (; j < j1; j++) {
       row_sum(p, LD_SCALAR, c->in + j * c->in1, c->in0, c->size0, r);
-      cs_store(p, c->out + j * c->out1, r[0]);
+      for (int q = 0; q < np; q++) cs_store(p, c->out + j * c->out1 + q * ces, r[q]);
     }
     break;
   }
@@ -441,7 +456,7 @@ static nrt_status cs_two_pass_sum(const cs_plan *p, int64_t numel, int64_t threa
   if (threads > 64)
     return nrt_kernel_fail(NRT_ERROR_INVALID_ARGUMENT, "%s: p3 = %lld CPU threads, at most 64",
                            nrt_op_name(p->l->op), (long long)threads);
-  for (int64_t k = 0; k < threads; k++) nrt_ref_store_f64(slot_mem + k * p->es, p->dt, 0.0);
+  for (int64_t k = 0; k < threads * p->parts; k++) nrt_ref_store_f64(slot_mem + k * p->ces, p->dt, 0.0);
   int64_t tasks = (numel + CS_GRAIN - 1) / CS_GRAIN;
   if (tasks > threads) tasks = threads;
   cs_two_pass t = {.p = p, .slots = slot_mem, .chunk = (numel + tasks - 1) / tasks, .numel = numel};
@@ -479,7 +494,6 @@ static int64_t cs_out_offset(const nrt_launch *l, int64_t g) {
   return off;
 }
 
-/* One sum (a real launch, or one part of a complex one) into p's output. */
 static nrt_status cs_sum(const cs_plan *pp) {
   const nrt_launch *l = pp->l;
   cs_plan p = *pp;
@@ -492,7 +506,8 @@ static nrt_status cs_sum(const cs_plan *pp) {
     if (l->operands[0].strides[d] != 0) nout *= l->sizes[d];
   }
   if (numel == 0) return NRT_SUCCESS;
-  for (int64_t g = 0; g < nout; g++) nrt_ref_store_f64(p.out + cs_out_offset(l, g), dt, 0.0);
+  for (int64_t g = 0; g < nout; g++)
+    for (int q = 0; q < p.parts; q++) nrt_ref_store_f64(p.out + cs_out_offset(l, g) + q * p.ces, dt, 0.0);
 
   int64_t threads = l->params[3], outer = 1;
   for (int d = 2; d < l->ndim; d++) outer *= l->sizes[d];
@@ -557,18 +572,14 @@ nrt_status nrt_reduce_cascade(const nrt_launch *l) {
     return nrt_kernel_fail(NRT_ERROR_INVALID_ARGUMENT, "%s: p3 = %lld is not a CPU thread count", nrt_op_name(l->op),
                            (long long)l->params[3]);
   nrt_dtype part = dt == NRT_COMPLEX64 ? NRT_FLOAT32 : dt == NRT_COMPLEX128 ? NRT_FLOAT64 : dt;
-  cs_plan p = {.l = l, .dt = part, .es = (int64_t)nrt_dtype_size(dt), .cx = cx, .f32acc = part != NRT_FLOAT64,
-               .nan0 = l->params[2] != 0};
+  cs_plan p = {.l = l, .dt = part, .es = (int64_t)nrt_dtype_size(dt), .parts = cx ? 2 : 1,
+               .f32acc = part != NRT_FLOAT64, .nan0 = l->params[2] != 0, .in = l->operands[1].data,
+               .out = l->operands[0].data};
+  p.ces = p.es / p.parts;
   /* the accumulator vector holds acc_t: float/double, or complex of them */
-  int64_t acc_es = (p.f32acc ? 4 : 8) * (cx ? 2 : 1);
+  int64_t acc_es = (p.f32acc ? 4 : 8) * p.parts;
   p.vec = (int)(vbytes / p.es);
   p.vacc = (int)(vbytes / acc_es);
-  int64_t half = cx ? p.es / 2 : 0;
-  for (int k = 0; k < (cx ? 2 : 1); k++) {
-    p.in = (const char *)l->operands[1].data + k * half;
-    p.out = (char *)l->operands[0].data + k * half;
-    nrt_status st = cs_sum(&p);
-    if (st != NRT_SUCCESS) return st;
-  }
-  return NRT_SUCCESS;
+  p.vw = p.vacc * p.parts;
+  return cs_sum(&p);
 }
