@@ -668,3 +668,39 @@ def test_sdpa_bfloat16_dead_row_with_inf_value_backward():
         torch.testing.assert_close(gt.nan_to_num(), w.nan_to_num(), **TOL[torch.bfloat16], msg=name)
     assert want[2][0, 0, 2].isnan().all()
     assert_no_fallbacks()
+
+
+# Inputs holding inf or NaN take the reference path, which follows the
+# CPU's flash kernel in float32: the output as sum_j e_j v_j times 1 / sum,
+# dS_j = P_j (dO . v_j - dO . out), and, for keys expanded over the
+# sequence (row stride 0: no BLAS operand), grad_q by ATen's gemm loop
+# (per key, c += k * (dS * scale) fused). With a value of 1e18 the float32
+# residual of dO . v_j - dO . out is ~1e11, so dq is ~1e9 on the CPU; double
+# sums gave other values (fuzz 9161-41571: -9.7e8 where the CPU has -2.0e9).
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_sdpa_reference_path_cancels_in_float32(dtype):
+    g = torch.Generator().manual_seed(41571)
+    B, H, L, S, E = 2, 3, 1, 4, 7
+    q = torch.randint(-3, 4, (B, H, L, E), generator=g).float()
+    kb = torch.randn(B, 1, 1, E, generator=g)
+    v = torch.randn(B, H, S, E, generator=g)
+    v[1, 1, 1, 4] = -1e18
+    v[0, 0, 1, 0] = float("nan")  # another head: the whole problem takes the reference path
+    w = torch.randint(-2, 3, (B, H, L, E), generator=g) * 0.5
+    results = []
+    for dev in ("cpu", "neuron"):
+        # float64: against the CPU's float32 (neuron's float64 precision)
+        dt = dtype if dev == "neuron" else torch.float32
+        leaves = [t.to(dev, dt, copy=True).requires_grad_() for t in (q, kb, v)]
+        out = F.scaled_dot_product_attention(leaves[0], leaves[1].expand(B, H, S, E), leaves[2])
+        (out * w.to(out.dtype).to(dev)).sum().backward()
+        results.append([t.detach().float().cpu() for t in (out, leaves[0].grad)])
+    (want_out, want_dq), (got_out, got_dq) = results
+    same = lambda a, b: ((a == b) | (a.isnan() & b.isnan())).all()  # noqa: E731
+    assert same(got_out, want_out), (got_out - want_out).abs().nan_to_num().max()
+    # the head whose dO meets a 1e18 value: the float32 residual, bit for bit
+    # (elsewhere dq is rounding noise of 1e-8, which MKL's order decides)
+    assert same(got_dq[1, 1], want_dq[1, 1]), (got_dq[1, 1], want_dq[1, 1])
+    assert want_dq[1, 1].abs().max() > 1e8  # not an exact cancellation
+    torch.testing.assert_close(got_dq, want_dq, atol=1e-6, rtol=1e-6, equal_nan=True)
+    assert_no_fallbacks()

@@ -96,7 +96,9 @@ typedef struct ref_ctx {
 
 typedef struct ref_buf {
   double *s, *prob, *ds, *acc;
-  float *z;
+  float *z, *o, *g; /* o, g: the backward's float32 out and dO rows */
+  float *ef;        /* the row's exp(s - max) as the CPU's forward multiplies v by them */
+  float rsum;       /* 1 / their float32 sum */
 } ref_buf;
 
 static bool ref_buf_init(ref_buf *r, const nrt_attn_problem *p) {
@@ -106,7 +108,10 @@ static bool ref_buf_init(ref_buf *r, const nrt_attn_problem *p) {
   r->ds = malloc((size_t)S * sizeof(double));
   r->acc = malloc((size_t)W * sizeof(double));
   r->z = malloc((size_t)S * sizeof(float));
-  return r->s && r->prob && r->ds && r->acc && r->z;
+  r->o = malloc((size_t)W * sizeof(float));
+  r->g = malloc((size_t)W * sizeof(float));
+  r->ef = malloc((size_t)S * sizeof(float));
+  return r->s && r->prob && r->ds && r->acc && r->z && r->o && r->g && r->ef;
 }
 
 static void ref_buf_free(ref_buf *r) {
@@ -115,13 +120,19 @@ static void ref_buf_free(ref_buf *r) {
   free(r->ds);
   free(r->acc);
   free(r->z);
+  free(r->o);
+  free(r->g);
+  free(r->ef);
 }
 
 /* x, or an infinity of its sign where x is past float32's range. */
 static double f32_range(double x) { return fabs(x) > FLT_MAX ? copysign(INFINITY, x) : x; }
 
+/* float64 at float32 precision, as the blocked kernels load it: the fuzz
+ * and users compare with the CPU's float32 computation of the same values. */
 static double ref_load(const nrt_attn_view *t, const char *row, int64_t col) {
-  return nrt_ref_load_f64(row + col * t->s[3], t->dtype);
+  double x = nrt_ref_load_f64(row + col * t->s[3], t->dtype);
+  return t->dtype == NRT_FLOAT64 ? (double)(float)x : x;
 }
 
 /* Whether a NaN score of key j reaches an unmasked row's maximum on the
@@ -216,17 +227,24 @@ static bool ref_row_probs(const nrt_attn_problem *p, int64_t b, int64_t h, int64
     for (int64_t j = 0; j < p->S; j++) r->prob[j] = backward && isnan(r->s[j]) ? NAN : 0.0;
     return false;
   }
-  double sum = 0;
+  /* float32 as the CPU's flash forward: exp(s - max) (expf; the CPU's
+   * vector part, whole 16-key vectors, takes its own exp_u20), summed in
+   * key order from 0 (fewer keys than a vector: the CPU's scalar tail),
+   * lse = max + log(sum); the output is then sum_j e_j v_j times 1 / sum
+   * (ref_forward_row), the order that decides where 1e18-scale values
+   * cancel, and the backward's dO . out with them. */
+  float sum = 0.0f, mxf = (float)mx;
   for (int64_t j = 0; j < p->S; j++) {
-    r->prob[j] = r->s[j] == -INFINITY ? 0.0 : exp(r->s[j] - mx);
-    sum += r->prob[j];
+    r->ef[j] = r->s[j] == -INFINITY ? 0.0f : expf((float)r->s[j] - mxf);
+    sum += r->ef[j];
   }
-  for (int64_t j = 0; j < p->S; j++) r->prob[j] /= sum;
+  r->rsum = 1.0f / sum;
   /* keys a causal row cannot see weigh exactly 0 (the CPU zeroes them after
    * the exponential), also in a row whose sum is NaN */
   if (p->causal)
-    for (int64_t j = i + 1; j < p->S; j++) r->prob[j] = 0.0;
-  r->acc[0] = mx + log(sum); /* the row's logsumexp, for the forward */
+    for (int64_t j = i + 1; j < p->S; j++) r->ef[j] = 0.0f;
+  for (int64_t j = 0; j < p->S; j++) r->prob[j] = (double)r->ef[j] / sum;
+  r->acc[0] = mxf + logf(sum); /* the row's logsumexp, for the forward */
   return true;
 }
 
@@ -250,16 +268,37 @@ static void ref_rows(void *ctx, int64_t lo, int64_t hi, ref_row_fn fn) {
   ref_buf_free(&r);
 }
 
+/* The forward's output element o (computed in double) as the CPU's
+ * backward reads it: stored in the output's dtype, float64 at float32
+ * precision (neuron's float64 is the CPU's float32 computation). */
+static float stored_out(nrt_dtype dt, double o) {
+  if (dt != NRT_BFLOAT16 && dt != NRT_FLOAT16) return (float)o;
+  char buf[8];
+  nrt_ref_store_f64(buf, dt, o);
+  return (float)nrt_ref_load_f64(buf, dt);
+}
+
 static void ref_forward_row(const nrt_attn_problem *p, int64_t b, int64_t h, int64_t i, ref_buf *r) {
   int64_t hk = h / p->group;
   bool live = ref_row_probs(p, b, h, i, r, false);
   double lse = live ? r->acc[0] : -INFINITY;
   char *o = nrt_attn_at(&p->out, b, h, i);
   for (int64_t e = 0; e < p->Ev; e++) {
-    double a = 0;
+    if (!live) { /* weights 0 (0 * inf in v is still NaN) */
+      double a = 0;
+      for (int64_t j = 0; j < p->S; j++)
+        a += r->prob[j] * r->z[j] * ref_load(&p->v, nrt_attn_at(&p->v, b, hk, j), e);
+      nrt_ref_store_f64(o + e * p->out.s[3], p->out.dtype, a);
+      continue;
+    }
+    /* the CPU's gemm of weights and v: key order from 0, products rounded
+     * (its 16-bit kernel rounds the weights to bfloat16/float16 first, which
+     * neuron does not: a 16-bit output is the float32 result rounded once,
+     * runtime/tests/test_attention.c test_bf16_rounds_once) */
+    float a = 0.0f;
     for (int64_t j = 0; j < p->S; j++)
-      a += r->prob[j] * r->z[j] * ref_load(&p->v, nrt_attn_at(&p->v, b, hk, j), e);
-    nrt_ref_store_f64(o + e * p->out.s[3], p->out.dtype, a);
+      a += r->ef[j] * r->z[j] * (float)ref_load(&p->v, nrt_attn_at(&p->v, b, hk, j), e);
+    nrt_ref_store_f64(o + e * p->out.s[3], p->out.dtype, a * r->rsum);
   }
   *(float *)nrt_attn_at(&p->lse, b, h, i) = (float)lse;
 }
@@ -279,25 +318,32 @@ static void ref_prep_row(const nrt_attn_problem *p, int64_t b, int64_t h, int64_
   nrt_attn_store_rowstat(p, b, h, i, *(const float *)nrt_attn_at(&p->lse, b, h, i), (float)d);
 }
 
-/* Gradient of the row's scores, r->ds (and r->prob, r->z) from dO. A live
- * row takes its weights as the CPU's flash backward does, P = exp(s - lse)
- * with the forward's float32 logsumexp, and dsum = dO . out (not
- * sum_j prob_j dLoss/dprob_j). Both differ from the textbook at the edges:
- * scores near 1.7e38 absorb log(sum) into lse, so five equal maxima weigh 1
- * each, not 0.2; and a dead row's out is 0, so its NaN scores do not spread
- * NaN to the keys they do not reach. out is recomputed here in double from
- * the forward's weights (not the rowstat's float32 D): a lone key's
- * dLoss/dprob - dsum must cancel exactly, as the CPU's float32 sums of the
- * same terms do, or 1e-7 of it times a key of 1e18 is a gradient of 1e11. */
+/* Gradient of the row's scores, r->ds (and r->prob, r->z) from dO, in the
+ * CPU flash backward's float32 arithmetic: dsum = dO . out over the stored
+ * output (at::vec::map2_reduce_all's lane order), dP_j = dO . v_j term by
+ * term from e = 0 with each product rounded (MKL's sgemm order for head
+ * dims up to 11, as q k^T in ref_row_probs), dS_j = P_j * (dP_j - dsum).
+ * Where v holds 1e18-scale values dP_j and dsum cancel to a float32
+ * residual (1e11, a gradient of 1e9 or, with keys of 1e18, 1e30) that the
+ * CPU keeps and double arithmetic would not (fuzz 9161-41571: dq -2e9 on
+ * the CPU, -6 in double). A lone key still cancels exactly: out is v_j.
+ * A live row takes its weights as the CPU's flash backward does,
+ * P = exp(s - lse) with the forward's float32 logsumexp (not the textbook
+ * sum_j prob_j dLoss/dprob_j): scores near 1.7e38 absorb log(sum) into lse,
+ * so five equal maxima weigh 1 each, not 0.2; and a dead row's out is 0,
+ * so its NaN scores do not spread NaN to the keys they do not reach. */
 static void ref_row_grad(const nrt_attn_problem *p, int64_t b, int64_t h, int64_t i, ref_buf *r) {
   int64_t hk = h / p->group;
   bool live = ref_row_probs(p, b, h, i, r, true);
   const char *g = nrt_attn_at(&p->dout, b, h, i);
-  double dsum = 0;
   /* The forward found no weight (the CPU's lse 0), but prescaled scores can
    * be finite where the forward's were not: weights exp(s - 0) below. */
   bool fwd_dead = prescaled(p) && *(const float *)nrt_attn_at(&p->rowstat, b, h, i) == -INFINITY;
   if (fwd_dead) live = false;
+  /* 16-bit: the CPU's backward rounds its weights and dS to the input's
+   * dtype between the GEMMs (not followed here); double sums as before */
+  bool f32 = p->q.dtype == NRT_FLOAT32 || p->q.dtype == NRT_FLOAT64;
+  double dsum16 = 0;
   for (int64_t e = 0; e < p->Ev; e++) {
     double o = 0;
     for (int64_t j = 0; j < p->S; j++) {
@@ -305,22 +351,36 @@ static void ref_row_grad(const nrt_attn_problem *p, int64_t b, int64_t h, int64_
       double w = fwd_dead ? 0.0 : live || !isnan(r->prob[j]) ? r->prob[j] : 0.0;
       o += w * r->z[j] * ref_load(&p->v, nrt_attn_at(&p->v, b, hk, j), e);
     }
-    dsum += ref_load(&p->dout, g, e) * o;
+    r->o[e] = stored_out(p->q.dtype, o);
+    r->g[e] = (float)ref_load(&p->dout, g, e);
+    dsum16 += ref_load(&p->dout, g, e) * o;
   }
+  /* float32: the rowstat's D, taken from the stored output itself (a
+   * recomputed one can be an ulp off, which the cancellation magnifies) */
+  float dsum = p->q.dtype == NRT_FLOAT32 ? *(const float *)(nrt_attn_at(&p->rowstat, b, h, i) + p->rowstat.s[3])
+                                         : nrt_attn_vec_sum(r->g, r->o, p->Ev);
   if (fwd_dead) /* 0 for s = -2e38, NaN for NaN */
     for (int64_t j = 0; j < p->S; j++) r->prob[j] = p->causal && j > i ? 0.0 : exp(r->s[j]);
   if (live) {
     double lse = *(const float *)nrt_attn_at(&p->rowstat, b, h, i);
-    /* exp(-inf - lse) is NaN where lse is (a row with +inf and NaN scores) */
-    for (int64_t j = 0; j < p->S; j++) r->prob[j] = exp(r->s[j] - lse);
+    /* exp(-inf - lse) is NaN where lse is (a row with +inf and NaN scores);
+     * float32: Vectorized<float>::exp, as the CPU's vec::map over the row */
+    for (int64_t j = 0; j < p->S; j++)
+      r->prob[j] = f32 ? nrt_attn_sleef_expf((float)r->s[j] - (float)lse) : exp(r->s[j] - lse);
     if (p->causal) /* the CPU fills 0 after the exponential */
       for (int64_t j = i + 1; j < p->S; j++) r->prob[j] = 0.0;
   }
   for (int64_t j = 0; j < p->S; j++) {
     const char *v = nrt_attn_at(&p->v, b, hk, j);
-    double dp = 0;
-    for (int64_t e = 0; e < p->Ev; e++) dp += ref_load(&p->dout, g, e) * ref_load(&p->v, v, e);
-    r->ds[j] = r->prob[j] * (dp * r->z[j] - dsum); /* dLoss/dprob_j - dsum, weighted */
+    if (!f32) {
+      double dp = 0;
+      for (int64_t e = 0; e < p->Ev; e++) dp += ref_load(&p->dout, g, e) * ref_load(&p->v, v, e);
+      r->ds[j] = r->prob[j] * (dp * r->z[j] - dsum16);
+      continue;
+    }
+    float dp = 0.0f;
+    for (int64_t e = 0; e < p->Ev; e++) dp += r->g[e] * (float)ref_load(&p->v, v, e);
+    r->ds[j] = (float)r->prob[j] * (dp * r->z[j] - dsum); /* dLoss/dprob_j - dsum, weighted */
   }
 }
 
@@ -328,7 +388,20 @@ static void ref_backward_q_row(const nrt_attn_problem *p, int64_t b, int64_t h, 
   int64_t hk = h / p->group;
   ref_row_grad(p, b, h, i, r);
   char *dq = p->dq.data ? nrt_attn_at(&p->dq, b, h, i) : NULL;
-  for (int64_t e = 0; dq && e < p->E; e++) {
+  /* Keys whose row stride is below the head dim (expanded over keys: 0) are
+   * no valid BLAS operand (use_blas_gemm), so the CPU's grad_q += scale *
+   * dS k falls back to ATen's gemm_notrans_: per key in order, c += k_je *
+   * (dS_j * scale), the multiply-add fused, in float32 (fuzz 9161-41571:
+   * -2.0e9 where double sums give -9.7e8). */
+  bool aten_gemm = (p->q.dtype == NRT_FLOAT32 || p->q.dtype == NRT_FLOAT64) &&
+                   llabs(p->k.s[2]) < p->E * (int64_t)nrt_dtype_size(p->k.dtype);
+  for (int64_t e = 0; dq && aten_gemm && e < p->E; e++) {
+    float a = 0.0f;
+    for (int64_t j = 0; j < p->S; j++)
+      a = fmaf((float)ref_load(&p->k, nrt_attn_at(&p->k, b, hk, j), e), (float)r->ds[j] * p->scale, a);
+    nrt_ref_store_f64(dq + e * p->dq.s[3], p->dq.dtype, a);
+  }
+  for (int64_t e = 0; dq && !aten_gemm && e < p->E; e++) {
     double a = 0;
     for (int64_t j = 0; j < p->S; j++) a += r->ds[j] * ref_load(&p->k, nrt_attn_at(&p->k, b, hk, j), e);
     nrt_ref_store_f64(dq + e * p->dq.s[3], p->dq.dtype, (double)p->scale * a);

@@ -55,6 +55,13 @@ nrt_status nrt_attn_prep_blocked(const nrt_attn_problem *p); /* D from a recompu
 nrt_status nrt_attn_backward_blocked(const nrt_attn_problem *p);    /* dQ, dK, dV in one pass */
 nrt_status nrt_attn_backward_ds_blocked(const nrt_attn_problem *p); /* dS only */
 
+/* Sleef's expf_u10, Vectorized<float>::exp on the CPU (math.c). */
+float nrt_attn_sleef_expf(float d);
+
+/* at::vec's reduce_all / map2_reduce_all with + (b NULL: the terms are
+ * a[i], else a[i] * b[i]) in the CPU's lane order (math.c). */
+float nrt_attn_vec_sum(const float *a, const float *b, int64_t n);
+
 /* The CPU's math decomposition replayed (math.c), for problems whose
  * products are small: mode 0 the forward, 1 dQ/dK/dV, 2 dS. */
 nrt_status nrt_attn_math(const nrt_attn_problem *p, int mode);

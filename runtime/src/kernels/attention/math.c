@@ -23,7 +23,7 @@
  * Softmax and its backward follow ATen's last-dim kernels
  * (_vec_softmax_lastdim, _vec_host_softmax_backward_lastdim): a NaN-
  * propagating maximum, Sleef's expf_u10, the sum in the vector reduction's
- * order (vec_sum below), then x * (1 / sum); the backward's
+ * order (nrt_attn_vec_sum below), then x * (1 / sum); the backward's
  * sum_j dP_j P_j in the same order with the tail's multiply-add fused.
  * Probed against torch 2.13's CPU: bit-exact on rows of 1..70 keys with
  * edge values, NaN and all -inf rows, 1 and 2 threads.
@@ -50,7 +50,7 @@ static float pow2i(int q) {
  * rint(d / ln 2), a two-part Cody-Waite reduction and a degree-6
  * polynomial, each step a fused multiply-add; scaled by 2^q in two halves
  * so that subnormal results keep their bits. */
-static float sleef_expf(float d) {
+float nrt_attn_sleef_expf(float d) {
   if (isnan(d)) return d;
   if (d < -104.0f) return 0.0f;
   if (d > 104.0f) return INFINITY;
@@ -77,7 +77,7 @@ static int64_t cpu_lanes(void) { return nrt_kernels_isa() >= NRT_ISA_AVX512 ? 16
  * products a[i] * b[i], as the compiler fuses Vec::set(acc, acc + a * b)),
  * and the lanes are halved pairwise (l + W/2, then l + W/4, ...), the
  * vec_reduce_all shuffle tree. b NULL: the terms are a[i] themselves. */
-static float vec_sum(const float *a, const float *b, int64_t n) {
+float nrt_attn_vec_sum(const float *a, const float *b, int64_t n) {
   int64_t W = cpu_lanes();
   if (n < W) {
     float acc = b ? a[0] * b[0] : a[0];
@@ -109,8 +109,8 @@ static float softmax_row(float *s, int64_t n) {
     return -INFINITY;
   }
   if (nan) mx = NAN; /* vec::maximum propagates NaN */
-  for (int64_t j = 0; j < n; j++) s[j] = sleef_expf(s[j] - mx);
-  float sum = vec_sum(s, NULL, n), r = 1.0f / sum;
+  for (int64_t j = 0; j < n; j++) s[j] = nrt_attn_sleef_expf(s[j] - mx);
+  float sum = nrt_attn_vec_sum(s, NULL, n), r = 1.0f / sum;
   for (int64_t j = 0; j < n; j++) s[j] *= r;
   return mx + logf(sum);
 }
@@ -226,7 +226,7 @@ static void head_backward(const nrt_attn_problem *p, int64_t b, int64_t h, math_
   for (int64_t i = 0; i < L; i++) {                    /* _softmax_backward_data */
     float *dp = w->dp + i * S;
     const float *pr = w->p + i * S;
-    float sum = vec_sum(dp, pr, S);
+    float sum = nrt_attn_vec_sum(dp, pr, S);
     for (int64_t j = 0; j < S; j++) dp[j] = (dp[j] - sum) * pr[j];
   }
   if (ds_only) {
