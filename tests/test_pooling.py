@@ -159,3 +159,29 @@ def test_adaptive_pooling_of_int64_like_the_cpu(shape, fn):
         got = fn(x.neuron(), 2)
         assert got.shape == want.shape and got.dtype == want.dtype
     assert_no_fallbacks()
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float16])
+def test_adaptive_avg_pool3d_in_the_cpus_dtype_arithmetic(dtype):
+    """The CPU's adaptive_avg_pool3d (AdaptiveAveragePooling3d.cpp) sums a
+    window in the tensor's dtype, each add rounded (two float16 values of
+    0.9 * 65504 make inf), and divides by kT, kH and kW one after another;
+    its backward adds g / kT / kH / kW into grad_input the same way. Exact,
+    forward and backward, with values near the dtype's max."""
+    import torch_neuronx  # noqa: F401
+    g = torch.Generator().manual_seed(51)
+    big = torch.finfo(dtype).max
+    for shape, osz in [((2, 3, 5, 4, 6), (2, 3, 4)), ((1, 2, 7, 3, 5), (3, 2, 2)), ((3, 6, 4, 4), (2, 1, 3))]:
+        x = torch.randn(shape, generator=g) * torch.exp2(torch.randint(-8, 8, shape, generator=g).float())
+        x = torch.where(torch.rand(shape, generator=g) < 0.3, big * 0.9 * torch.randn(shape, generator=g).sign(), x)
+        x = x.to(dtype)
+        xc = x.clone().requires_grad_()
+        xd = x.to("neuron").requires_grad_()
+        yc, yd = F.adaptive_avg_pool3d(xc, osz), F.adaptive_avg_pool3d(xd, osz)
+        go = (torch.randn(yc.shape, generator=g) * torch.exp2(torch.randint(-8, 14, yc.shape, generator=g).float()))
+        go = go.to(dtype)
+        yc.backward(go)
+        yd.backward(go.to("neuron"))
+        for want, got in ((yc.detach(), yd.detach().cpu()), (xc.grad, xd.grad.cpu())):
+            torch.testing.assert_close(got, want, rtol=0, atol=0, equal_nan=True)
+    assert_no_fallbacks()

@@ -111,7 +111,7 @@ std::vector<int64_t> out_shape(const Tensor &xb, int64_t nsp, const int64_t o[3]
 // tensor holding the input-shaped side (x, or grad_x for backward).
 void launch_pool(nrt_op op, const Win &w, bool adaptive, const Tensor &in_side, const Tensor &out_side,
                  std::initializer_list<const Tensor *> outs, std::initializer_list<const Tensor *> ins,
-                 int64_t count_include_pad = 0, int64_t divisor = 0) {
+                 int64_t count_include_pad = 0, int64_t divisor = 0, bool adaptive3d = false) {
   int64_t nsp = in_side.dim() - 2;
   nrt_launch d = new_launch(op);
   d.ndim = 11;
@@ -135,6 +135,7 @@ void launch_pool(nrt_op op, const Win &w, bool adaptive, const Tensor &in_side, 
   d.params[0] = adaptive ? 1 : 0;
   d.params[1] = count_include_pad;
   d.params[2] = divisor;
+  d.params[3] = adaptive3d ? 1 : 0;
   int64_t numel = 1;
   for (int j = 0; j < 11; ++j) numel *= d.sizes[j];
   if (numel == 0) return;
@@ -291,7 +292,8 @@ Tensor adaptive_avg_into(Tensor out, const Tensor &self, IntArrayRef output_size
   if (c10::multiply_integers(shape) > 0) check_dtype(self, Dtypes::kFloat, op);
   Tensor result = output_for(out, shape, self, self.scalar_type());
   Tensor yb = batch_view(result, unbatched);
-  launch_pool(NRT_OP(AVG_POOL), Win(), true, xb, yb, {&yb}, {&xb});
+  // 3-d: AdaptiveAveragePooling3d.cpp's arithmetic (p3; 2-d has a kernel of its own)
+  launch_pool(NRT_OP(AVG_POOL), Win(), true, xb, yb, {&yb}, {&xb}, 0, 0, nsp == 3);
   return result;
 }
 
@@ -309,7 +311,7 @@ Tensor adaptive_avg_backward(const Tensor &grad_output, const Tensor &self) {
   Tensor gi = at::empty(self.sizes(), act_options(self));
   Tensor gy = grad_output.scalar_type() == self.scalar_type() ? grad_output : grad_output.to(self.scalar_type());
   Tensor gib = batch_view(gi, unbatched), gyb = batch_view(gy, unbatched);
-  launch_pool(NRT_OP(AVG_POOL_BACKWARD), Win(), true, gib, gyb, {&gib}, {&gyb});
+  launch_pool(NRT_OP(AVG_POOL_BACKWARD), Win(), true, gib, gyb, {&gib}, {&gyb}, 0, 0, nsp == 3);
   return gi;
 }
 

@@ -28,6 +28,7 @@ typedef struct pool_geom {
   int64_t N, C, O[3], I[3], K[3], S[3], P[3], D[3];
   int64_t OL, IL; /* elements per output / input plane */
   bool adaptive, count_include_pad;
+  bool adaptive3d; /* p3: AdaptiveAveragePooling3d.cpp's arithmetic (cpu3d_round) */
   int64_t divisor_override; /* 0: none */
 } pool_geom;
 
@@ -51,6 +52,7 @@ static nrt_status geom_init(const nrt_launch *l, pool_geom *g) {
   g->adaptive = l->params[0] != 0;
   g->count_include_pad = l->params[1] != 0;
   g->divisor_override = l->params[2];
+  g->adaptive3d = g->adaptive && l->params[3] != 0;
   for (int i = 0; i < 3; i++) {
     g->O[i] = l->sizes[2 + i];
     g->I[i] = l->sizes[5 + i];
@@ -224,6 +226,23 @@ static void fixed_row_avg_backward(const pool_geom *g, float *gin, int64_t od, i
     }
 }
 
+/* The CPU's 3-d adaptive average pooling computes in the tensor's dtype,
+ * not in float: each add of the window sum (forward) or of the gradient
+ * (backward) rounds to it, and the divisor is three divisions, by the
+ * window's depth, height and width, each rounded (sum / kT / kH / kW). In
+ * float16 a window of two 60000s is inf there; in float32 three divisions
+ * round differently from one by their product. */
+static inline float cpu3d_round(float v, nrt_dtype dt) {
+  if (dt == NRT_BFLOAT16) return nrt_k_bf16_to_f32(nrt_k_f32_to_bf16(v));
+  if (dt == NRT_FLOAT16) return nrt_k_f16_to_f32(nrt_k_f32_to_f16(v));
+  return v;
+}
+
+static inline float cpu3d_divide(float s, const win w[3], nrt_dtype dt) {
+  for (int i = 0; i < 3; i++) s = cpu3d_round(s / (float)(w[i].hi - w[i].lo), dt);
+  return s;
+}
+
 typedef struct pool_job {
   const nrt_launch *l;
   const pool_geom *g;
@@ -285,6 +304,15 @@ static void fast_planes(void *ctx, int64_t begin, int64_t end) {
               idx[ob + ow] = best;
             } else if (win_empty(w)) {
               out[ob + ow] = 0.0f;
+            } else if (g->adaptive3d) {
+              nrt_dtype dt = l->operands[0].dtype;
+              float s = 0.0f;
+              for (int64_t d = w[0].lo; d < w[0].hi; d++)
+                for (int64_t h = w[1].lo; h < w[1].hi; h++) {
+                  const float *r = in + d * HW + h * g->I[2];
+                  for (int64_t x = w[2].lo; x < w[2].hi; x++) s = cpu3d_round(s + r[x], dt);
+                }
+              out[ob + ow] = cpu3d_divide(s, w, dt);
             } else {
               float s = 0.0f;
               for (int64_t d = w[0].lo; d < w[0].hi; d++)
@@ -319,11 +347,15 @@ static void fast_planes(void *ctx, int64_t begin, int64_t end) {
             for (int64_t ow = 0; ow < g->O[2]; ow++) {
               w[2] = ww[ow];
               if (win_empty(w)) continue;
-              float v = out[ob + ow] / (float)avg_divisor(g, w);
+              nrt_dtype dt = l->operands[0].dtype;
+              float v = g->adaptive3d ? cpu3d_divide(out[ob + ow], w, dt) : out[ob + ow] / (float)avg_divisor(g, w);
               for (int64_t d = w[0].lo; d < w[0].hi; d++)
                 for (int64_t h = w[1].lo; h < w[1].hi; h++) {
                   float *r = in + d * HW + h * g->I[2];
-                  for (int64_t x = w[2].lo; x < w[2].hi; x++) r[x] += v;
+                  if (g->adaptive3d)
+                    for (int64_t x = w[2].lo; x < w[2].hi; x++) r[x] = cpu3d_round(r[x] + v, dt);
+                  else
+                    for (int64_t x = w[2].lo; x < w[2].hi; x++) r[x] += v;
                 }
             }
           }
