@@ -821,3 +821,24 @@ def test_instance_norm_16bit_backward_of_the_fuzz_cases_matches_the_cpu(case):
         res.append((bb.grad.cpu(), ww.grad.cpu()))
     for r, d in zip(*res):
         assert _same_bits(r, d), (r, d)
+
+
+def test_instance_norm_float32_backward_with_a_huge_weight_matches_the_cpu():
+    """Fuzz 8311-33050: float32 instance_norm with a 3.4e38 weight. The CPU's
+    contiguous backward sums each plane in float lanes, takes k in float and
+    contracts dy - grad_mean - (x - mean) * k; a 0.1 weight's gradient
+    differed in its last bits, which the later 1e38-scale terms amplified."""
+    big = 3.4028234663852886e38
+    w = torch.tensor([1.1906182765960693, -0.0, big, 0.1227516457438469])
+    b = torch.tensor([-0.8165751695632935, 0.9166620969772339, -0.5702962279319763, -0.16471070051193237])
+    x = torch.tensor([[[2.0, -1.0, -2.0, 1.0], [3.0, 1.0, 3.0, -2.0]], [[-2.0, 1.0, 1.0, 2.0], [3.0, 0.0, 3.0, -1.0]]])
+    res = []
+    for dev in ("cpu", "neuron"):
+        xx = x.to(dev, copy=True).requires_grad_()
+        ww = w.to(dev, copy=True).requires_grad_()
+        out = F.instance_norm(xx.transpose(-1, -2), weight=ww, bias=b.to(dev))
+        gy = torch.randint(-2, 3, out.shape, generator=torch.Generator().manual_seed(65847859)) * 0.5
+        (out * gy.to(dev)).sum().backward()
+        res.append((xx.grad.cpu(), ww.grad.cpu()))
+    for r, d in zip(*res):
+        assert _same_bits(r, d), (r, d)

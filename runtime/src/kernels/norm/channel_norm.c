@@ -673,16 +673,27 @@ static void bn_backward_channels(void *ctx, int64_t begin, int64_t end) {
   bool train = l->params[2] != 0;
   double count = (double)(g->N * g->S), eps = l->scalars[0].f;
   float bx[BLK], by[BLK];
+  /* a whole plane of dy and x - mean: the CPU's contiguous kernel sums
+   * each image's plane in float (vec::reduce_all / map2_reduce_all: 8
+   * lanes, then across them) and adds those sums in double */
+  float *pd = malloc(sizeof(float) * (size_t)(2 * g->S + 2)), *pe = pd + g->S;
+  if (!pd) {
+    j->failed = 1;
+    return;
+  }
   for (int64_t c = begin; c < end; c++) {
     float mean = vload(j->in[2], c);
     double invstd = train ? vload(j->in[3], c) : 1.0 / sqrt((double)vload(j->in[3], c) + eps);
     double sdy = 0.0, dot = 0.0;
-    for (int64_t n = 0; n < g->N; n++) FOR_BLOCKS(g->S, b0, bn) {
-        seg_load(gy, n, c, b0, bn, by);
-        seg_load(x, n, c, b0, bn, bx);
-        sdy += sum_f(by, bn);
-        dot += dot_dev_f(bx, mean, by, bn);
-      }
+    for (int64_t n = 0; n < g->N; n++) {
+      seg_load(gy, n, c, 0, g->S, pd);
+      seg_load(x, n, c, 0, g->S, pe);
+      for (int64_t i = 0; i < g->S; i++) pe[i] = pe[i] - mean;
+      float ds, db;
+      nrt_norm_row_dot_sums(pd, pe, g->S, &ds, &db);
+      sdy += db;
+      dot += ds;
+    }
     if (slot[1] >= 0) vstore(j->out[slot[1]], c, dot * invstd);
     if (slot[2] >= 0) vstore(j->out[slot[2]], c, sdy);
     if (slot[0] < 0) continue;
@@ -690,11 +701,18 @@ static void bn_backward_channels(void *ctx, int64_t begin, int64_t end) {
     float wv = w ? vload(w, c) : 1.0f, is = (float)invstd;
     if (train) {
       /* (t * invstd) * w as the CPU: invstd * w alone can overflow */
-      float k = (float)(dot * invstd * invstd / count), gm = (float)(sdy / count);
+      /* k in float from the float dot product, grad_mean rounded from the
+       * double quotient: the CPU's contiguous kernel (a weight near 1e38
+       * multiplies any difference; fuzz 8311-33050) */
+      float k = (float)dot * is * is / (float)count, gm = (float)(sdy / count);
+      bool fused = !(l->params[1] & (NRT_BN_STRIDED | NRT_BN_BWD_ROWS));
       for (int64_t n = 0; n < g->N; n++) FOR_BLOCKS(g->S, b0, bn) {
           seg_load(gy, n, c, b0, bn, by);
           seg_load(x, n, c, b0, bn, bx);
-          for (int64_t i = 0; i < bn; i++) by[i] = ((by[i] - gm - (bx[i] - mean) * k) * is) * wv;
+          if (fused) /* the contiguous kernel's vector code contracts it (probe: fuzz 8311-33050) */
+            for (int64_t i = 0; i < bn; i++) by[i] = (fmaf(-(bx[i] - mean), k, by[i] - gm) * is) * wv;
+          else
+            for (int64_t i = 0; i < bn; i++) by[i] = ((by[i] - gm - (bx[i] - mean) * k) * is) * wv;
           seg_store(gx, n, c, b0, bn, by);
         }
     } else {
@@ -705,6 +723,7 @@ static void bn_backward_channels(void *ctx, int64_t begin, int64_t end) {
         }
     }
   }
+  free(pd);
 }
 
 /* ---- batch norm backward, channels innermost (channels-last) ----------------------
@@ -811,14 +830,16 @@ static nrt_status bn_backward_channels_last(cn_job *j) {
     cl_combine(&cj, 1, C, s1);
     for (int64_t c = 0; c < C; c++) {
       double invstd = train ? vload(j->in[3], c) : 1.0 / sqrt((double)vload(j->in[3], c) + eps);
-      if (slot[1] >= 0) vstore(j->out[slot[1]], c, s1[c] * invstd);
+      if (slot[1] >= 0) vstore(j->out[slot[1]], c, (float)s1[c] * (float)invstd);
       if (slot[2] >= 0) vstore(j->out[slot[2]], c, s0[c]);
       /* dx = (t * invstd) * w, the CPU's order: invstd * w alone can
        * overflow (3.4e38 weights) where the product through t does not */
       cj.a[c] = (float)invstd;
       cj.b[c] = w ? vload(w, c) : 1.0f;
-      cj.k[c] = (float)(s1[c] * invstd * invstd / count);
-      cj.gm[c] = (float)(s0[c] / count);
+      /* the CPU's channels-last kernel keeps the combined sums in float and
+       * derives k and grad_mean from them in float */
+      cj.k[c] = (float)s1[c] * cj.a[c] * cj.a[c] / (float)count;
+      cj.gm[c] = (float)s0[c] / (float)count;
     }
     cj.phase = slot[0] >= 0 ? 4 : -1;
   }
@@ -1476,6 +1497,7 @@ nrt_status nrt_channel_norm_run(const nrt_launch *l) {
   switch ((int)l->op) {
   case NRT_OP(BATCH_NORM_BACKWARD):
     nrt_parallel_for(g->C, per_channel >= 8192 ? 1 : 8192 / (per_channel + 1) + 1, bn_backward_channels, &j);
+    if (j.failed) return NRT_ERROR_OUT_OF_MEMORY;
     break;
   case NRT_OP(GROUP_NORM): {
     int64_t per_row = g->Cg * g->S;

@@ -418,7 +418,7 @@ static void norm_range(const nrt_rows_job *j, int64_t begin, int64_t end, void *
  * * mean stays finite where (x - mean) * rstd overflows (fuzz
  * 57721566-705600: inf). Columns are independent, so the work splits by
  * column blocks, each walking every row. */
-#define PG_BLK 256
+#define PG_BLK 128
 
 typedef struct pg_plan {
   int nops;
@@ -445,55 +445,74 @@ NORM_INLINE float pg_term(float acc, float dy, float a, float x, float b) {
   return PG_UPDATE(acc, dy, a, x, b);
 }
 
-/* Column block [c0, c0 + cn) of the outputs; buf holds 6 * PG_BLK floats. */
-static void pg_block(const pg_plan *p, int64_t c0, int64_t cn, float *buf) {
-  const nrt_launch *l = p->l;
-  const int64_t M = p->g.count;
-  float *aw = buf, *ab = aw + PG_BLK, *xv = ab + PG_BLK, *dv = xv + PG_BLK, *tw = dv + PG_BLK, *tb = tw + PG_BLK;
-  const int k_gy = p->in0, k_x = p->in0 + 1, k_m = p->in0 + 2, k_r = p->in0 + 3;
-  int64_t nt = M > 1 ? (p->threads < M ? p->threads : M) : 1, chunk = (M + nt - 1) / nt;
-  for (int64_t j = 0; j < cn; j++) tw[j] = tb[j] = 0.0f;
-  for (int64_t t = 0; t < nt; t++) {
-    for (int64_t j = 0; j < cn; j++) aw[j] = ab[j] = 0.0f;
-    int64_t r1 = (t + 1) * chunk < M ? (t + 1) * chunk : M;
-    for (int64_t r = t * chunk; r < r1; r++) {
-      char *ptr[NRT_MAX_OPERANDS];
-      nrt_rows_start(l, p->nops, r, ptr);
-      nrt_load_f32(dv, ptr[k_gy] + c0 * p->g.st[k_gy], p->g.st[k_gy], l->operands[k_gy].dtype, cn);
-      if (p->gw >= 0) {
-        nrt_load_f32(xv, ptr[k_x] + c0 * p->g.st[k_x], p->g.st[k_x], l->operands[k_x].dtype, cn);
-        float a = stat_in(&(norm_plan){.stat16 = p->stat16}, scalar_in(l, k_r, ptr[k_r]));
-        float m = stat_in(&(norm_plan){.stat16 = p->stat16}, scalar_in(l, k_m, ptr[k_m]));
-        float b = -a * m;
-        if (p->buf16 == NRT_FLOAT32)
-          for (int64_t j = 0; j < cn; j++) aw[j] = pg_term(aw[j], dv[j], a, xv[j], b);
-        else
-          for (int64_t j = 0; j < cn; j++) aw[j] = round16(pg_term(aw[j], dv[j], a, xv[j], b), p->buf16);
-      }
-      if (p->gb >= 0) {
-        if (p->buf16 == NRT_FLOAT32)
-          for (int64_t j = 0; j < cn; j++) ab[j] = ab[j] + dv[j];
-        else
-          for (int64_t j = 0; j < cn; j++) ab[j] = round16(ab[j] + dv[j], p->buf16);
-      }
-    }
-    for (int64_t j = 0; j < cn; j++) {
-      tw[j] = tw[j] + aw[j];
-      tb[j] = tb[j] + ab[j];
-    }
+/* One row's update of a column block's buffers (w: dgamma, b: dbeta, NULL
+ * when not asked); round: the 16-bit buffer dtype, else float32. Built
+ * plain and with FMA (fmaf is a library call in the baseline build). */
+NORM_INLINE void pg_row_body(float *restrict aw, float *restrict ab, const float *restrict dv,
+                             const float *restrict xv, float a, float b, int64_t cn, nrt_dtype round) {
+  if (aw) {
+    if (round == NRT_FLOAT32)
+      for (int64_t j = 0; j < cn; j++) aw[j] = pg_term(aw[j], dv[j], a, xv[j], b);
+    else
+      for (int64_t j = 0; j < cn; j++) aw[j] = round16(pg_term(aw[j], dv[j], a, xv[j], b), round);
   }
-  char *ptr[NRT_MAX_OPERANDS];
-  nrt_rows_start(l, p->nops, 0, ptr);
-  if (p->gw >= 0) nrt_store_f32(ptr[p->gw] + c0 * p->g.st[p->gw], p->g.st[p->gw], l->operands[p->gw].dtype, tw, cn);
-  if (p->gb >= 0) nrt_store_f32(ptr[p->gb] + c0 * p->g.st[p->gb], p->g.st[p->gb], l->operands[p->gb].dtype, tb, cn);
+  if (ab) {
+    if (round == NRT_FLOAT32)
+      for (int64_t j = 0; j < cn; j++) ab[j] = ab[j] + dv[j];
+    else
+      for (int64_t j = 0; j < cn; j++) ab[j] = round16(ab[j] + dv[j], round);
+  }
+}
+static void pg_row_base(float *aw, float *ab, const float *dv, const float *xv, float a, float b, int64_t cn,
+                        nrt_dtype round) {
+  pg_row_body(aw, ab, dv, xv, a, b, cn, round);
+}
+NRT_TARGET_AVX2 static void pg_row_avx2(float *aw, float *ab, const float *dv, const float *xv, float a, float b,
+                                        int64_t cn, nrt_dtype round) {
+  pg_row_body(aw, ab, dv, xv, a, b, cn, round);
 }
 
+/* Units (CPU chunk t, column block): the chunk's rows in order into its
+ * partial buffers part[t][0 / 1][c0 ..], in float (rounded as the CPU's
+ * buffer dtype after every row). */
+typedef struct pg_job {
+  const pg_plan *p;
+  int64_t nt, chunk, blocks;
+  float *part; /* [nt][2][len] */
+} pg_job;
+
 static void pg_range(void *ctx, int64_t begin, int64_t end) {
-  const pg_plan *p = ctx;
-  float buf[6 * PG_BLK];
+  const pg_job *pj = ctx;
+  const pg_plan *p = pj->p;
+  const nrt_launch *l = p->l;
+  const int64_t M = p->g.count, N = p->g.len;
+  const int k_gy = p->in0, k_x = p->in0 + 1, k_m = p->in0 + 2, k_r = p->in0 + 3;
+  const norm_plan sp = {.stat16 = p->stat16};
+  bool fma = nrt_kernels_isa() >= NRT_ISA_AVX2;
+  float xb[PG_BLK], db[PG_BLK];
   for (int64_t u = begin; u < end; u++) {
-    int64_t c0 = u * PG_BLK, cn = p->g.len - c0 < PG_BLK ? p->g.len - c0 : PG_BLK;
-    pg_block(p, c0, cn, buf);
+    int64_t t = u / pj->blocks, c0 = (u % pj->blocks) * PG_BLK, cn = N - c0 < PG_BLK ? N - c0 : PG_BLK;
+    float *aw = p->gw >= 0 ? pj->part + (t * 2) * N + c0 : NULL;
+    float *ab = p->gb >= 0 ? pj->part + (t * 2 + 1) * N + c0 : NULL;
+    for (int64_t j = 0; j < cn; j++) {
+      if (aw) aw[j] = 0.0f;
+      if (ab) ab[j] = 0.0f;
+    }
+    int64_t r1 = (t + 1) * pj->chunk < M ? (t + 1) * pj->chunk : M;
+    for (int64_t r = t * pj->chunk; r < r1; r++) {
+      char *ptr[NRT_MAX_OPERANDS];
+      nrt_rows_start(l, p->nops, r, ptr);
+      const float *dv = row_in(l, k_gy, ptr[k_gy] + c0 * p->g.st[k_gy], p->g.st[k_gy], cn, db);
+      const float *xv = dv;
+      float a = 0.0f, b = 0.0f;
+      if (aw) {
+        xv = row_in(l, k_x, ptr[k_x] + c0 * p->g.st[k_x], p->g.st[k_x], cn, xb);
+        a = stat_in(&sp, scalar_in(l, k_r, ptr[k_r]));
+        b = -a * stat_in(&sp, scalar_in(l, k_m, ptr[k_m]));
+      }
+      if (fma) pg_row_avx2(aw, ab, dv, xv, a, b, cn, p->buf16);
+      else pg_row_base(aw, ab, dv, xv, a, b, cn, p->buf16);
+    }
   }
 }
 
@@ -551,7 +570,29 @@ static nrt_status pg_run(const nrt_launch *l) {
     pg_reference(&p);
     return NRT_SUCCESS;
   }
-  nrt_parallel_for((p.g.len + PG_BLK - 1) / PG_BLK, 1, pg_range, &p);
+  const int64_t M = p.g.count, N = p.g.len;
+  pg_job pj = {.p = &p, .nt = M > 1 ? (p.threads < M ? p.threads : M) : 1, .blocks = (N + PG_BLK - 1) / PG_BLK};
+  pj.chunk = (M + pj.nt - 1) / pj.nt;
+  pj.part = malloc(sizeof(float) * (size_t)(2 * pj.nt * N + 2 * N));
+  if (!pj.part) return nrt_kernel_fail(NRT_ERROR_OUT_OF_MEMORY, "%s: out of host memory", nrt_op_name(l->op));
+  nrt_parallel_for(pj.nt * pj.blocks, 1, pg_range, &pj);
+  /* the chunks' buffers added from 0 in chunk order (idle CPU threads'
+   * zero buffers change nothing) */
+  float *tw = pj.part + 2 * pj.nt * N, *tb = tw + N;
+  for (int64_t c = 0; c < N; c++) {
+    float sw = 0.0f, sb = 0.0f;
+    for (int64_t t = 0; t < pj.nt; t++) {
+      sw = sw + pj.part[(t * 2) * N + c];
+      sb = sb + pj.part[(t * 2 + 1) * N + c];
+    }
+    tw[c] = sw;
+    tb[c] = sb;
+  }
+  char *ptr[NRT_MAX_OPERANDS];
+  nrt_rows_start(l, p.nops, 0, ptr);
+  if (p.gw >= 0) nrt_store_f32(ptr[p.gw], p.g.st[p.gw], l->operands[p.gw].dtype, tw, N);
+  if (p.gb >= 0) nrt_store_f32(ptr[p.gb], p.g.st[p.gb], l->operands[p.gb].dtype, tb, N);
+  free(pj.part);
   return NRT_SUCCESS;
 }
 
