@@ -219,21 +219,6 @@ KNOWN: list[Group] = [
           "run at float32 precision: nanmean's division (its float64 nansum of -6.8e38 divided by the count "
           "is -inf), the float64 backward formulas of cumprod."),
 
-    Group("nonfinite-pointwise", ("lerp",), VAL,
-          all_of(fn("torch.lerp", "Tensor.lerp", "Tensor.lerp_"), phase("backward"),
-                 any_of(fill("edge"), py_scalar_beyond(1e18))),
-          "What is left of the pointwise ops' non-finite cases (real lerp now fuses its multiply-add as the "
-          "CPU does, logit's gradient follows the CPU's vector body, complex addcmul/addcdiv take value * t1 "
-          "first with the CPU's textbook and GCC-fused products, complex index_add and index_reduce 'mean' multiply "
-          "the source by alpha = 1 + 0i as the CPU does: 0 complex index_add/index_reduce cases in seeds 2718, "
-          "4242 and 6060 (414k cases of the index ops and lerp), and float64 ones are float64-beyond-float32): "
-          "lerp's gradients for a broadcast end or weight, sums of terms of +-3.4e38 or inf that cancel in the "
-          "CPU's summation order and not in neuron's (the sum over the broadcast dims is the reduce family's sum: "
-          "seed 27182818's case is torch.sum((0, 1)) of the float32 gradient, 0.0 on the CPU, -0.514 on neuron; "
-          "a Python weight of 1e30 makes terms of +-5e29 whose float sum keeps a residual of one ulp, 7.6e22, "
-          "where neuron's cancels to 0; the same root as edge-magnitude-broadcast-grad)."),
-
-    # ---- dtype= and type promotion --------------------------------------------------------------------------
     Group("reduce-dtype-kwarg", ("sum", "mean", "nansum", "nanmean", "prod", "cumprod", "vector_norm"),
           VAL + DTYPE + CPU_RJ + DEV_RJ + EXC, kwarg("dtype"),
           "Reductions with dtype= where the arithmetic differs from the CPU's "
@@ -409,12 +394,4 @@ KNOWN: list[Group] = [
           "cascade's NaN-as-0 mode on self) and var_mean/std_mean (the CPU's Welford order) left the group "
           "(build/fuzz-16180339's 13 var_mean/std_mean and nansum cases agree by --explain; seed 16180339, 112 s "
           "of the reduce family, 122k cases: none)."),
-    Group("edge-magnitude-broadcast-grad", ("operator", "mul", "add", "sub", "div", "addcmul"), VAL,
-          all_of(fill("edge"), phase("backward")),
-          "The gradient of a broadcast operand sums dy * other over the broadcast dims (addcmul/addcdiv: dy * "
-          "value * t2 or dy * value / t2, where t2 = 1.2e-7 makes terms of 2.7e7): with terms near "
-          "+-3.4e38 that sum cancels, and what is left depends on the order (neuron adds in double over 32 "
-          "partial sums, the CPU in float in its own order; seed 90210: 0.219 on the CPU, -0.055 on neuron for "
-          "13 terms of +-1.7e38 and small values). The forward is exact on both."),
-
 ]
