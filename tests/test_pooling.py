@@ -185,3 +185,27 @@ def test_adaptive_avg_pool3d_in_the_cpus_dtype_arithmetic(dtype):
         for want, got in ((yc.detach(), yd.detach().cpu()), (xc.grad, xd.grad.cpu())):
             torch.testing.assert_close(got, want, rtol=0, atol=0, equal_nan=True)
     assert_no_fallbacks()
+
+
+@pytest.mark.parametrize("nd", [2, 3])
+def test_avg_pool_backward_sums_overlaps_in_output_order(nd):
+    """With a stride below the kernel an input element takes shares from
+    several outputs; the CPU adds them output by output. Gradients spread
+    over 2^-20..2^20 make any other order an ulp off: exact, both layouts."""
+    import torch_neuronx  # noqa: F401
+    g = torch.Generator().manual_seed(61)
+    pool = F.avg_pool2d if nd == 2 else F.avg_pool3d
+    shape = (2, 3, 9, 8) if nd == 2 else (1, 2, 5, 6, 7)
+    for k, s, p, cip in [(3, 1, 1, True), (3, 2, 1, False), (4, 1, 0, True), (5, 2, 2, False)]:
+        for cl in (False, True):
+            x = torch.randn(shape, generator=g)
+            if cl:
+                x = x.contiguous(memory_format=torch.channels_last if nd == 2 else torch.channels_last_3d)
+            xc = x.clone().requires_grad_()
+            xd = x.to("neuron").requires_grad_()
+            yc = pool(xc, k, s, p, count_include_pad=cip)
+            go = torch.randn(yc.shape, generator=g) * torch.exp2(torch.randint(-20, 20, yc.shape, generator=g).float())
+            yc.backward(go)
+            pool(xd, k, s, p, count_include_pad=cip).backward(go.to("neuron"))
+            torch.testing.assert_close(xd.grad.cpu(), xc.grad, rtol=0, atol=0)
+    assert_no_fallbacks()
