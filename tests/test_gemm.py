@@ -880,3 +880,34 @@ def test_float32_baddbmm_fuzz_9302_16878():
     want, got = run("cpu"), run("neuron")
     assert torch.equal(want.nan_to_num(1, 2, 3), got.nan_to_num(1, 2, 3))
     assert_no_fallbacks()
+
+
+@pytest.mark.parametrize("m,k", [(5, 13), (7, 22), (3, 40)])
+@pytest.mark.parametrize("inc", [2, 3])
+def test_float32_mm_with_a_strided_column_follows_mkls_buffered_sgemv(m, k, inc):
+    """mm/addmm with one output column read from a strided vector: MKL's
+    sgemm copies the vector into an aligned buffer of its own before its
+    sgemv 't', so the rows after the 4-row blocks take an aligned
+    vector's head."""
+    g = torch.Generator().manual_seed(97)
+    failures = []
+    for trial in range(3):
+        a, x, y = _edge((m, k), torch.float32, g), _edge((k,), torch.float32, g), _edge((m, 1), torch.float32, g)
+        x = torch.where(x.abs() > 10, torch.tensor(1.3), x)
+        for xoff in range(3):
+            def vec(d):
+                st = torch.zeros(xoff + k * inc, device=d)
+                v = st[xoff:].as_strided((k,), (inc,))
+                v.copy_(x.to(d))
+                return v
+            cases = {
+                "mm": lambda d: torch.mm(a.to(d), vec(d).view(k, 1)),
+                "addmm": lambda d: torch.addmm(y.to(d), a.to(d), vec(d).view(k, 1), beta=1.7, alpha=0.3),
+                "row": lambda d: torch.mm(vec(d).view(1, k), a.to(d).t()),
+            }
+            for name, fn in cases.items():
+                want, got = fn("cpu"), fn("neuron").cpu()
+                if not torch.equal(want.nan_to_num(1, 2, 3), got.nan_to_num(1, 2, 3)):
+                    failures.append((trial, xoff, name))
+    assert not failures
+    assert_no_fallbacks()
