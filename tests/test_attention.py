@@ -704,3 +704,24 @@ def test_sdpa_reference_path_cancels_in_float32(dtype):
     assert want_dq[1, 1].abs().max() > 1e8  # not an exact cancellation
     torch.testing.assert_close(got_dq, want_dq, atol=1e-6, rtol=1e-6, equal_nan=True)
     assert_no_fallbacks()
+
+
+# A float64 output holds the float32 result exactly, so the backward's
+# D = dO . out reads it as the float32 backward does (it was recomputed from
+# q, k, v as for 16-bit outputs): with q = 1e18 the cancellation dP - D then
+# leaves the same residual as the CPU's float32 computation (fuzz 9161-26311:
+# dk 1.25e18 / -1.25e18 there, 1e18 / -1.5e18 before).
+def test_sdpa_float64_backward_reads_the_stored_output():
+    q = torch.tensor([1e18, -1.0, 1e-30], dtype=torch.float64).reshape(1, 3, 1, 1)
+    k = torch.tensor([3.0, 3.0, 2.0, 1.0, 3.0, -3.0], dtype=torch.float64).reshape(1, 3, 2, 1)
+    v = torch.tensor([-3.0, 2.0, 1.0, -2.0, 1.0, 3.0], dtype=torch.float64).reshape(1, 3, 2, 1)
+    grad = torch.tensor([0.5, -1.0, 1.0], dtype=torch.float64).reshape(1, 3, 1, 1)
+    results = []
+    for dev, dt in (("cpu", torch.float32), ("neuron", torch.float64)):
+        leaves = [t.to(dev, dt, copy=True).requires_grad_() for t in (q, k, v)]
+        out = F.scaled_dot_product_attention(*leaves)
+        out.backward(grad.to(dev, dt))
+        results.append([out.detach().cpu().float()] + [t.grad.cpu().float() for t in leaves])
+    for name, want, got in zip(("out", "dq", "dk", "dv"), *results):
+        assert torch.equal(got, want), (name, got.flatten(), want.flatten())
+    assert results[0][2].abs().max() > 1e17  # a 1e18-scale gradient

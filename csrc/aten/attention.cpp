@@ -300,9 +300,12 @@ std::tuple<Tensor, Tensor, Tensor, Tensor> sdpa_backward(
     put4(d.operands[1], out);
     put4(d.operands[2], grad_out);
     put_rows(d.operands[3], lse);
-    if (out.scalar_type() != at::kFloat) {
+    if (out.scalar_type() != at::kFloat && out.scalar_type() != at::kDouble) {
       // D = dO . out cancels in dP - D: a 16-bit out would spoil the
       // gradients, so the kernel recomputes out in float32 from q, k, v.
+      // A float64 out holds the float32 result exactly and is read as it
+      // is, as the float32 one: a recomputed out (double sums on the
+      // reference path) leaves other residuals where 1e18 terms cancel.
       d.ninputs = bias ? 7 : 6;
       put4(d.operands[4], q);
       put4(d.operands[5], k);

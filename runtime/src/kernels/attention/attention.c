@@ -79,10 +79,10 @@ static void prep_range(void *ctx, int64_t lo, int64_t hi) {
      * out is v_j (a lone key, weight 1) dP - D cancels to exactly 0, as on
      * the CPU, instead of leaving a rounding residual that a q or k of
      * 3.4e38 turns into a gradient of 1e31. */
-    float d = 0.0f;
+    float d = 0.0f; /* float64 operands at float32 precision */
     for (int64_t e = 0; e < p->Ev; e++)
-      d += (float)(nrt_ref_load_f64(g + e * p->dout.s[3], p->dout.dtype) *
-                   nrt_ref_load_f64(o + e * p->out.s[3], p->out.dtype));
+      d += (float)nrt_ref_load_f64(g + e * p->dout.s[3], p->dout.dtype) *
+           (float)nrt_ref_load_f64(o + e * p->out.s[3], p->out.dtype);
     nrt_attn_store_rowstat(p, b, h, i, *(const float *)nrt_attn_at(&p->lse, b, h, i), d);
   }
 }
