@@ -663,6 +663,20 @@ static void mask_slots(int64_t mask, int slot[3]) {
   for (int i = 0; i < 3; i++) slot[i] = (mask >> i) & 1 ? k++ : -1;
 }
 
+/* dx = (fma(-(x - mean), k, dy - grad_mean) * invstd) * w over a block, in
+ * place of dy: plain (fmaf is a library call there) and with FMA. */
+static inline __attribute__((always_inline)) void bn_dx_fused_body(float *by, const float *bx, int64_t n, float mean,
+                                                                  float k, float gm, float is, float wv) {
+  for (int64_t i = 0; i < n; i++) by[i] = (__builtin_fmaf(-(bx[i] - mean), k, by[i] - gm) * is) * wv;
+}
+static void bn_dx_fused_base(float *by, const float *bx, int64_t n, float mean, float k, float gm, float is, float wv) {
+  bn_dx_fused_body(by, bx, n, mean, k, gm, is, wv);
+}
+NRT_TARGET_AVX2 static void bn_dx_fused_fma(float *by, const float *bx, int64_t n, float mean, float k, float gm,
+                                            float is, float wv) {
+  bn_dx_fused_body(by, bx, n, mean, k, gm, is, wv);
+}
+
 static void bn_backward_channels(void *ctx, int64_t begin, int64_t end) {
   cn_job *j = ctx;
   const cn_geom *g = &j->g;
@@ -686,11 +700,15 @@ static void bn_backward_channels(void *ctx, int64_t begin, int64_t end) {
     double invstd = train ? vload(j->in[3], c) : 1.0 / sqrt((double)vload(j->in[3], c) + eps);
     double sdy = 0.0, dot = 0.0;
     for (int64_t n = 0; n < g->N; n++) {
-      seg_load(gy, n, c, 0, g->S, pd);
-      seg_load(x, n, c, 0, g->S, pe);
-      for (int64_t i = 0; i < g->S; i++) pe[i] = pe[i] - mean;
+      /* float32 planes are read in place */
+      const float *dyp = pd, *xp = pe;
+      if (gy->dtype == NRT_FLOAT32 && gy->strides[2] == 4) dyp = (const float *)seg(gy, n, c);
+      else seg_load(gy, n, c, 0, g->S, pd);
+      if (x->dtype == NRT_FLOAT32 && x->strides[2] == 4) xp = (const float *)seg(x, n, c);
+      else seg_load(x, n, c, 0, g->S, pe);
+      for (int64_t i = 0; i < g->S; i++) pe[i] = xp[i] - mean;
       float ds, db;
-      nrt_norm_row_dot_sums(pd, pe, g->S, &ds, &db);
+      nrt_norm_row_dot_sums(dyp, pe, g->S, &ds, &db);
       sdy += db;
       dot += ds;
     }
@@ -709,8 +727,10 @@ static void bn_backward_channels(void *ctx, int64_t begin, int64_t end) {
       for (int64_t n = 0; n < g->N; n++) FOR_BLOCKS(g->S, b0, bn) {
           seg_load(gy, n, c, b0, bn, by);
           seg_load(x, n, c, b0, bn, bx);
-          if (fused) /* the contiguous kernel's vector code contracts it (probe: fuzz 8311-33050) */
-            for (int64_t i = 0; i < bn; i++) by[i] = (fmaf(-(bx[i] - mean), k, by[i] - gm) * is) * wv;
+          if (fused && have_fma()) /* the contiguous kernel's vector code contracts it (fuzz 8311-33050) */
+            bn_dx_fused_fma(by, bx, bn, mean, k, gm, is, wv);
+          else if (fused)
+            bn_dx_fused_base(by, bx, bn, mean, k, gm, is, wv);
           else
             for (int64_t i = 0; i < bn; i++) by[i] = ((by[i] - gm - (bx[i] - mean) * k) * is) * wv;
           seg_store(gx, n, c, b0, bn, by);
