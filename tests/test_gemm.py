@@ -911,3 +911,28 @@ def test_float32_mm_with_a_strided_column_follows_mkls_buffered_sgemv(m, k, inc)
                     failures.append((trial, xoff, name))
     assert not failures
     assert_no_fallbacks()
+
+
+@pytest.mark.parametrize("m,k", [(2, 20), (7, 25), (3, 13), (6, 34)])
+def test_float32_mv_of_a_strided_vector_follows_mkls_gemv(m, k):
+    """mv/addmv of a strided vector: MKL's gemv sums the rows after the
+    4-row blocks as the first product, then 8 lanes 16 products a pass,
+    the lanes added in order (the blocks as with a unit-stride vector)."""
+    g = torch.Generator().manual_seed(101)
+    failures = []
+    for trial in range(3):
+        a, x, y = _edge((m, k), torch.float32, g), _edge((k,), torch.float32, g), _edge((m,), torch.float32, g)
+        x = torch.where(x.abs() > 10, torch.tensor(1.3), x)
+        for inc in (2, 3):
+            def vec(d):
+                st = torch.zeros(1 + k * inc, device=d)
+                v = st[1:].as_strided((k,), (inc,))
+                v.copy_(x.to(d))
+                return v
+            for name, fn in {"mv": lambda d: torch.mv(a.to(d), vec(d)),
+                             "addmv": lambda d: torch.addmv(y.to(d), a.to(d), vec(d), beta=0.5, alpha=2.0)}.items():
+                want, got = fn("cpu"), fn("neuron").cpu()
+                if not torch.equal(want.nan_to_num(1, 2, 3), got.nan_to_num(1, 2, 3)):
+                    failures.append((trial, inc, name))
+    assert not failures
+    assert_no_fallbacks()

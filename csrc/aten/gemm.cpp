@@ -342,20 +342,23 @@ int sgemm_loop_order(int path, const BlasShape &s) {
 // mat's rows and of vec (modulo 16 bytes), so mat and vec are the tensors
 // ATen hands to BLAS: copied contiguous (a fresh block, aligned as the
 // CPU's fresh copy) where ATen copies them, as is otherwise. A strided
-// vector in mv/addmv (MKL's gemv then sums rows after the blocks in another
-// order) is not followed: the caller keeps its other path (false).
+// vector is copied too: mm's MKL reads it through an aligned buffer, and
+// mv's sums the rows after the blocks in an order of its own (SGEMV_T p2).
 bool sgemv_t_operands(Tensor &mat, Tensor &vec, bool copy_mat, bool copy_vec) {
   if (mat.size(1) < 2) return false;
   if (copy_mat) mat = mat.clone(at::MemoryFormat::Contiguous);
   if (copy_vec) vec = vec.clone(at::MemoryFormat::Contiguous);
   return mat.stride(1) == 1 && vec.stride(0) == 1;
 }
+// strided_mv: vec is a contiguous copy of mv's strided vector (SGEMV_T p2,
+// passed as launch_gemm's `fused`), whose rows after the blocks MKL's gemv
+// sums in an order of its own
 void launch_sgemv_t(const Tensor &y, const Tensor &mat, const Tensor &vec, const Tensor &bias, const Scalar &alpha,
-                    const Scalar &beta) {
+                    const Scalar &beta, bool strided_mv = false) {
   const int64_t m = mat.size(0), k = mat.size(1);
   Tensor b3 = bias.defined() ? bias.unsqueeze(0).unsqueeze(2) : bias;
   launch_gemm(y.view({1, m, 1}), mat.unsqueeze(0), vec.view({1, k, 1}), b3, alpha, beta, false, false,
-              NRT_GEMM_LOOP_SGEMV_T);
+              NRT_GEMM_LOOP_SGEMV_T, strided_mv);
 }
 
 // The CPU computes bfloat16 products of at most 16^3 multiply-adds (larger
@@ -701,7 +704,7 @@ bool addmv_takes_aten_gemv_loop(const Tensor &mat, const Tensor &vec) {
   at::ScalarType t = mat.scalar_type();
   bool column_major = mat.stride(0) == 1 && (mat.size(1) == 1 || mat.stride(1) >= std::max<int64_t>(1, mat.size(0)));
   bool sgemv_n = t == at::kFloat && column_major && vec.stride(0) > 0 && mat.numel() <= 65536;
-  bool sgemv_t = t == at::kFloat && !column_major && vec.stride(0) == 1 && mat.size(1) >= 2;
+  bool sgemv_t = t == at::kFloat && !column_major && vec.stride(0) > 0 && mat.size(1) >= 2;
   return (vec.stride(0) == 0 && (t == at::kFloat || t == at::kDouble)) || t == at::kBFloat16 || sgemv_n || sgemv_t;
 }
 
@@ -719,10 +722,11 @@ Tensor addmv_aten_gemv_loop(const Tensor &self, const Tensor &mat, const Tensor 
   // float32 't' with a unit-stride vector: MKL's sgemv 't' on the matrix
   // ATen hands it (a contiguous copy unless its rows run along k with room)
   Tensor mv_mat = mat, mv_vec = vec;
-  if (mat.scalar_type() == at::kFloat && !column_major && vec.stride(0) == 1 && n >= 2 &&
+  if (mat.scalar_type() == at::kFloat && !column_major && vec.stride(0) > 0 && n >= 2 &&
       sgemv_t_operands(mv_mat, mv_vec, !(mat.stride(1) == 1 && (m == 1 || mat.stride(0) >= std::max<int64_t>(1, n))),
-                       false)) {
-    launch_sgemv_t(c.view({m}), mv_mat, mv_vec, bias.defined() ? bias.view({m}) : bias, alpha, beta);
+                       vec.stride(0) != 1)) {
+    launch_sgemv_t(c.view({m}), mv_mat, mv_vec, bias.defined() ? bias.view({m}) : bias, alpha, beta,
+                   vec.stride(0) != 1);
     return c.view({m});
   }
   if (reduced && m == 1) column_major = false;

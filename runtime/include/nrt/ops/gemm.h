@@ -51,7 +51,8 @@ typedef enum nrt_gemm_order {
   NRT_GEMM_LOOP_VDOT = 6,    /* float only: SUM4's C with the sum as ATen's
                                 vectorised dot (kernels/gemm/loop.c) */
   NRT_GEMM_LOOP_SGEMV_T = 7, /* float32, N = 1, A's rows and B of unit k-stride:
-                                MKL's sgemv 't' order (kernels/gemm/sgemv.c) */
+                                MKL's sgemv 't' order (kernels/gemm/sgemv.c);
+                                p2 != 0: B was a strided vector (mv), copied */
 } nrt_gemm_order;
 
 #endif

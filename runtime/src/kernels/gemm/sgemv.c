@@ -92,6 +92,28 @@ static void block4(const float *a, int64_t lda, const float *x, int64_t K, int64
   }
 }
 
+/* p2 != 0 (mv/addmv of a strided vector, which MKL's gemv reads in a loop
+ * of its own; the glue passes a contiguous copy): the rows after the
+ * blocks sum the first product, then 8 lanes 16 products a pass (lane 0
+ * starting from the first product), the lanes added in order 0..7, then
+ * the rest in order; the plain sum if 17 > K (measured: 416 of 418 rows,
+ * strides 2 and 3, K up to 80). */
+static float row_strided_ref(const float *a, const float *x, int64_t K) {
+  float s = a[0] * x[0];
+  if (17 > K) {
+    for (int64_t k = 1; k < K; k++) s += a[k] * x[k];
+    return s;
+  }
+  float l[8] = {s, 0, 0, 0, 0, 0, 0, 0};
+  int64_t k = 1;
+  for (; k + 16 <= K; k += 16)
+    for (int q = 0; q < 16; q++) l[q % 8] += a[k + q] * x[k + q];
+  float r = l[0];
+  for (int q = 1; q < 8; q++) r += l[q];
+  for (; k < K; k++) r += a[k] * x[k];
+  return r;
+}
+
 typedef struct sgemv_job {
   const nrt_launch *l;
   int64_t M, K, chunks;
@@ -119,7 +141,8 @@ static void sgemv_range(void *ctx, int64_t begin, int64_t end) {
         i += 4;
       } else {
         bool second = i - nb == 1;
-        sums[i - i0] = row_ref(a + i * lda, x, K, head_of(x), second ? 4 : 8, 8);
+        sums[i - i0] = l->params[2] ? row_strided_ref(a + i * lda, x, K)
+                                    : row_ref(a + i * lda, x, K, head_of(x), second ? 4 : 8, 8);
         i++;
       }
     }
