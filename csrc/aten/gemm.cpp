@@ -705,7 +705,8 @@ bool addmv_takes_aten_gemv_loop(const Tensor &mat, const Tensor &vec) {
   bool column_major = mat.stride(0) == 1 && (mat.size(1) == 1 || mat.stride(1) >= std::max<int64_t>(1, mat.size(0)));
   bool sgemv_n = t == at::kFloat && column_major && vec.stride(0) > 0 && mat.numel() <= 65536;
   bool sgemv_t = t == at::kFloat && !column_major && vec.stride(0) > 0 && mat.size(1) >= 2;
-  return (vec.stride(0) == 0 && (t == at::kFloat || t == at::kDouble)) || t == at::kBFloat16 || sgemv_n || sgemv_t;
+  return (vec.stride(0) == 0 && (t == at::kFloat || t == at::kDouble)) || t == at::kBFloat16 || t == at::kHalf ||
+         sgemv_n || sgemv_t;
 }
 
 Tensor addmv_aten_gemv_loop(const Tensor &self, const Tensor &mat, const Tensor &vec, const Scalar &beta,
@@ -714,7 +715,8 @@ Tensor addmv_aten_gemv_loop(const Tensor &self, const Tensor &mat, const Tensor 
   bool column_major = mat.stride(0) == 1 && (n == 1 || mat.stride(1) >= std::max<int64_t>(1, m));
   Tensor c = at::empty({1, m, 1}, vec.options());
   Tensor bias = scalar_is_zero(beta) ? Tensor() : self.expand({m}).unsqueeze(0).unsqueeze(2);
-  bool reduced = mat.scalar_type() == at::kBFloat16;
+  bool reduced = mat.scalar_type() == at::kBFloat16 || mat.scalar_type() == at::kHalf;
+  bool half = mat.scalar_type() == at::kHalf;
   if (vec.stride(0) != 0 && mat.scalar_type() == at::kFloat && scalar_is_zero(alpha)) {
     fill_without_product(c, bias, beta);  // MKL's sgemv reads neither mat nor vec
     return c.view({m});
@@ -733,8 +735,11 @@ Tensor addmv_aten_gemv_loop(const Tensor &self, const Tensor &mat, const Tensor 
   int order = column_major ? NRT_GEMM_LOOP_ALPHA_B : NRT_GEMM_LOOP_AFTER;
   if (reduced && !column_major && vec.stride(0) == 1 && alpha.equal(1) && scalar_is_zero(beta))
     order = NRT_GEMM_LOOP_VDOT;
-  Scalar al = reduced ? Scalar(static_cast<double>(alpha.to<c10::BFloat16>())) : alpha;
-  Scalar be = reduced ? Scalar(static_cast<double>(beta.to<c10::BFloat16>())) : beta;
+  auto to_scalar_t = [&](const Scalar &v) {
+    return half ? Scalar(static_cast<double>(v.to<c10::Half>())) : Scalar(static_cast<double>(v.to<c10::BFloat16>()));
+  };
+  Scalar al = reduced ? to_scalar_t(alpha) : alpha;
+  Scalar be = reduced ? to_scalar_t(beta) : beta;
   launch_gemm(c, mat.unsqueeze(0), vec.unsqueeze(0).unsqueeze(2), bias, al, be, false, false, order, false,
               reduced && order != NRT_GEMM_LOOP_VDOT);
   return c.view({m});
