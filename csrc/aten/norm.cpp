@@ -498,6 +498,9 @@ std::tuple<Tensor, Tensor, Tensor> group_norm_fn(const Tensor &input, const std:
   // p2 = 1: the CPU runs its contiguous kernel (RowwiseMoments over each
   // group), whose order the kernel then follows
   d.params[2] = input.suggest_memory_format() == at::MemoryFormat::Contiguous ? 1 : 0;
+  // p2 = 2: its channels-last kernel's first way (planes under 1024
+  // values, float32 followed)
+  if (d.params[2] == 0 && input.scalar_type() == at::kFloat && hxw < 1024) d.params[2] = 2;
   put_ncs(d.operands[0], y);
   nrt_operand &m = d.operands[1], &r = d.operands[2];
   for (auto [o, t] : {std::pair<nrt_operand *, Tensor *>{&m, &mean}, {&r, &rstd}}) {
