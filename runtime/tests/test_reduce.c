@@ -792,29 +792,32 @@ static void test_var_mean_welford(void) {
 
 /* ---- SUM p0 = 1, p3 > 1: a whole sum split as the CPU's two_pass_reduction ---- */
 
-static float cascade_sum_w(const float *x, int64_t n, int64_t vbytes, int64_t threads, bool ref);
-static float cascade_sum(const float *x, int64_t n, int64_t threads, bool ref) {
-  return cascade_sum_w(x, n, 32, threads, ref);
-}
-
-/* A float32 SUM p0 = 1 of x[0..n) with the CPU's vector width vbytes. */
-static float cascade_sum_w(const float *x, int64_t n, int64_t vbytes, int64_t threads, bool ref) {
+/* A SUM p0 = 1 of n unit-stride elements of dtype dt at x into *out, with
+ * the CPU's vector width vbytes. */
+static void cascade_run(const void *x, void *out, nrt_dtype dt, int64_t n, int64_t vbytes, int64_t threads, bool ref) {
   nrt_launch l;
   memset(&l, 0, sizeof l);
   l.op = NRT_OP_SUM;
   l.ndim = 1;
   l.sizes[0] = n;
-  l.compute_dtype = NRT_FLOAT32;
+  l.compute_dtype = dt;
   l.params[0] = 1;
   l.params[1] = vbytes;
   l.params[3] = threads;
   l.noutputs = 1;
   l.ninputs = 1;
-  float out = -1;
-  l.operands[0] = (nrt_operand){.data = &out, .dtype = NRT_FLOAT32};
-  l.operands[1] = (nrt_operand){.data = (void *)x, .dtype = NRT_FLOAT32, .strides = {4}};
+  l.operands[0] = (nrt_operand){.data = out, .dtype = dt};
+  l.operands[1] = (nrt_operand){.data = (void *)x, .dtype = dt, .strides = {(int64_t)nrt_dtype_size(dt)}};
   CHECK_OK(nrt_test_run(&l, ref));
+}
+
+static float cascade_sum_w(const float *x, int64_t n, int64_t vbytes, int64_t threads, bool ref) {
+  float out = -1;
+  cascade_run(x, &out, NRT_FLOAT32, n, vbytes, threads, ref);
   return out;
+}
+static float cascade_sum(const float *x, int64_t n, int64_t threads, bool ref) {
+  return cascade_sum_w(x, n, 32, threads, ref);
 }
 
 static void test_cascade_two_pass(void) {
@@ -843,23 +846,6 @@ static void test_cascade_two_pass(void) {
 
 /* ---- SUM p0 = 1 of complex64: each part summed with the element as the lane ---- */
 
-static void cx_cascade_sum(const float (*x)[2], int64_t n, int64_t vbytes, int64_t threads, bool ref, float *out) {
-  nrt_launch l;
-  memset(&l, 0, sizeof l);
-  l.op = NRT_OP_SUM;
-  l.ndim = 1;
-  l.sizes[0] = n;
-  l.compute_dtype = NRT_COMPLEX64;
-  l.params[0] = 1;
-  l.params[1] = vbytes;
-  l.params[3] = threads;
-  l.noutputs = 1;
-  l.ninputs = 1;
-  l.operands[0] = (nrt_operand){.data = out, .dtype = NRT_COMPLEX64};
-  l.operands[1] = (nrt_operand){.data = (void *)x, .dtype = NRT_COMPLEX64, .strides = {8}};
-  CHECK_OK(nrt_test_run(&l, ref));
-}
-
 /* A 32-byte vector holds 4 complex64: each part sums as a float32 sum of
  * 4 lanes (a 16-byte float vector) does, not as one of 8 lanes. */
 static void test_cascade_complex(void) {
@@ -879,7 +865,7 @@ static void test_cascade_complex(void) {
     for (int64_t threads = 1; threads <= 2; threads++)
       BOTH(r) {
         float out[2] = {-1, -1};
-        cx_cascade_sum(x, sizes[s], 32, threads, r, out);
+        cascade_run(x, out, NRT_COMPLEX64, sizes[s], 32, threads, r);
         float want_re = cascade_sum_w(re, sizes[s], 16, threads, true);
         float want_im = cascade_sum_w(im, sizes[s], 16, threads, true);
         CHECK((out[0] == want_re || (isnan(out[0]) && isnan(want_re))) && out[1] == want_im);
