@@ -380,10 +380,14 @@ KNOWN: list[Group] = [
           "+-65504 cancel in float32 in another order (not rerouted: real float16 data reach such products)."),
     Group("edge-magnitude-norm", ("layer_norm", "group_norm"), VAL,
           all_of(fill("edge"), any_of(layout("channels_last"), phase("backward")),
-                 not_(fn("F.layer_norm")), not_(fn("F.instance_norm"))),
+                 not_(fn("F.layer_norm")), not_(fn("F.instance_norm")),
+                 # float32 channels-last forwards follow ColumnwiseMoments (0a4bb37)
+                 not_(all_of(fn("F.group_norm"), phase("forward"), in_dtype("float32")))),
           "group_norm/rms_norm with inputs near the dtype's limits where neuron does not yet "
-          "follow the CPU's order: channels-last group_norm statistics (the CPU's ColumnwiseMoments / "
-          "CalcMeanVar), and group_norm's backward. (F.layer_norm's weight/bias gradients follow the CPU's "
+          "follow the CPU's order: 16-bit channels-last group_norm statistics (the CPU's ColumnwiseMoments / "
+          "CalcMeanVar in float lanes of paired halves), and group_norm's backward. (float32 channels-last "
+          "group_norm forwards of planes under 1024 values follow ColumnwiseMoments bit for bit, 8313-76726 "
+          "agrees.) (F.layer_norm's weight/bias gradients follow the CPU's "
           "per-thread buffers, 57721566-705600 agrees; F.instance_norm's backward is batch_norm's, which "
           "follows the CPU's contiguous and channels-last kernels, 8311-33050 agrees.) layer_norm and contiguous group_norm forwards follow ATen's "
           "RowwiseMoments (float Welford, 8 lanes, cascade) bit for bit (fe08159 and after): of the 9 cases of "
