@@ -862,3 +862,17 @@ def test_group_norm_channels_last_float32_matches_the_cpu_bitwise(shape, groups)
                                            groups, 1e-5)
     for r, d in zip(ref, dev):
         assert _same_bits(r, d), (r, d.cpu())
+
+
+def test_batch_norm_bfloat16_strided_input_variance_uses_the_rounded_mean():
+    """Fuzz 8314-89297: a strided bfloat16 training input whose channel holds
+    two nearly equal values; the CPU's variance subtracts at::mean's
+    bfloat16-rounded mean and sums in float (-0.9297 there; the unrounded
+    mean gave -1.0547)."""
+    x = torch.tensor([[-0.63671875, -1.53125, 1.34375, 0.1455078125],
+                      [-0.6328125, 0.2041015625, 0.7265625, -0.9453125]], dtype=torch.bfloat16)
+    rm = torch.tensor([-1.4296875, -0.68359375], dtype=torch.bfloat16)
+    rv = torch.tensor([1.640625, 1.2109375], dtype=torch.bfloat16)
+    ref = F.batch_norm(x[..., ::2], rm.clone(), rv.clone(), training=True)
+    dev = F.batch_norm(x.to("neuron")[..., ::2], rm.to("neuron"), rv.to("neuron"), training=True)
+    assert _same_bits(ref, dev)

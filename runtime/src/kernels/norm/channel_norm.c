@@ -246,14 +246,15 @@ static void seg_apply(const nrt_operand *x, const nrt_operand *y, int64_t n, int
 
 /* PLANES order for channels c0 .. c0+kc-1 (kc <= KCH), side by side:
  * kind 0 sums x, kind 1 the float (x - mean)^2, kind 2 the double
- * ((double)x - mean)^2, kind 3 the float x - mean squared in double (ATen's
+ * ((double)x - mean)^2, kind 4 the float (x - mean)^2 summed in float (a
+ * strided 16-bit input), kind 3 the float x - mean squared in double (ATen's
  * channels-last kernel with no more rows than threads: its compiler widens
  * the float product into a double fma); each channel's order is (n, s). */
 static void planes_sums(const nrt_operand *x, const cn_geom *g, int64_t c0, int kc, int kind, const float *mean,
                         double *out) {
   float buf[KCH][SBLK];
   double acc[KCH] = {0};
-  float mf[KCH] = {0};
+  float mf[KCH] = {0}, facc[KCH] = {0};
   memset(buf, 0, sizeof buf);
   for (int k = 0; k < kc; k++) mf[k] = mean ? mean[k] : 0.0f;
   for (int64_t n = 0; n < g->N; n++)
@@ -275,15 +276,21 @@ static void planes_sums(const nrt_operand *x, const cn_geom *g, int64_t c0, int 
             double d = (double)buf[k][i] - mf[k];
             acc[k] += d * d;
           }
-      } else {
+      } else if (kind == 3) {
         for (int64_t i = 0; i < bn; i++)
           for (int k = 0; k < KCH; k++) {
             double d = buf[k][i] - mf[k];
             acc[k] += d * d;
           }
+      } else {
+        for (int64_t i = 0; i < bn; i++)
+          for (int k = 0; k < KCH; k++) {
+            float d = buf[k][i] - mf[k];
+            facc[k] = facc[k] + d * d;
+          }
       }
     }
-  for (int k = 0; k < kc; k++) out[k] = acc[k];
+  for (int k = 0; k < kc; k++) out[k] = kind == 4 ? facc[k] : acc[k];
 }
 
 /* ATen's 16-bit contiguous statistics (its collect_stats_contiguous
@@ -406,7 +413,14 @@ static void bn_train_planes(void *ctx, int64_t begin, int64_t end) {
         planes_sums(x, g, c0, kc, 0, NULL, s);
         for (int k = 0; k < kc; k++) mean[k] = (float)(s[k] / count);
       }
-      planes_sums(x, g, c0, kc, m.stats == NRT_BN_STATS_STRIDED ? 2 : m.stats == NRT_BN_STATS_ROWS ? 3 : 1, mean,
+      /* 16-bit statistics of a strided input: the CPU's at::mean is a
+       * 16-bit tensor, and its variance loop subtracts that rounded mean,
+       * summing in float (8314-89297: two nearly equal values) */
+      bool strided16 = m.stats == NRT_BN_STATS_STRIDED && m.r16 != NRT_FLOAT32;
+      if (strided16)
+        for (int k = 0; k < kc; k++) mean[k] = round_to(mean[k], m.r16);
+      planes_sums(x, g, c0, kc,
+                  strided16 ? 4 : m.stats == NRT_BN_STATS_STRIDED ? 2 : m.stats == NRT_BN_STATS_ROWS ? 3 : 1, mean,
                   ss);
     }
     for (int k = 0; k < kc; k++) {
