@@ -369,9 +369,9 @@ static void scalar_out(const nrt_launch *l, int k, char *ptr, float v) {
  * bfloat16 row: rstd 316 not 316.2, a gradient term 410 not 412). */
 static float stat_in(const norm_plan *p, float v) {
   if (p->stat16 == NRT_FLOAT32) return v;
-  uint16_t h;
-  nrt_store_f32(&h, 0, p->stat16, &v, 1);
-  nrt_load_f32(&v, &h, 0, p->stat16, 1);
+  char h[2];
+  nrt_store_f32(h, 0, p->stat16, &v, 1);
+  nrt_load_f32(&v, h, 0, p->stat16, 1);
   return v;
 }
 
