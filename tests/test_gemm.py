@@ -962,3 +962,22 @@ def test_float16_mv_follows_atens_gemv(m, n, layout):
             failures.append((trial, "mv"))
     assert not failures
     assert_no_fallbacks()
+
+
+def test_float16_addmv_keeps_beta_times_self_in_float_with_alpha_1_like_the_cpu():
+    # ATen's float16 gemv 't' with alpha == 1 adds beta * y in float (2 *
+    # -65504 + 65505 is -65504, not -inf; fuzz 60221409-1330142); with
+    # another alpha, and in bfloat16, beta * y is rounded first
+    g = torch.Generator().manual_seed(0)
+    for _ in range(60):
+        m, n = int(torch.randint(1, 6, (1,), generator=g)), int(torch.randint(1, 20, (1,), generator=g))
+        mat, vec = (torch.randn(m, n, generator=g) * 3).half(), (torch.randn(n, generator=g) * 3).half()
+        bias = (torch.randn(m, generator=g) * 30000).half()
+        for al, be in ((1.0, -1.5), (1.0, 2.0), (0.3, -1.5), (2.0, 0.5)):
+            want = torch.addmv(bias, mat, vec, beta=be, alpha=al)
+            got = torch.addmv(bias.neuron(), mat.neuron(), vec.neuron(), beta=be, alpha=al).cpu()
+            assert torch.equal(got.nan_to_num(0, 1, -1), want.nan_to_num(0, 1, -1)), (m, n, al, be)
+    mat, vec = torch.ones(3, 6, dtype=torch.half), torch.tensor([65504.0, 0, 0, 0, 0, 1], dtype=torch.half)
+    bias = torch.full((3,), -65504.0, dtype=torch.half)
+    assert torch.equal(torch.addmv(bias.neuron(), mat.neuron(), vec.neuron(), beta=2.0).cpu(),
+                       torch.addmv(bias, mat, vec, beta=2.0))
