@@ -494,10 +494,36 @@ static int64_t cs_out_offset(const nrt_launch *l, int64_t g) {
   return off;
 }
 
-static nrt_status cs_sum(const cs_plan *pp) {
-  const nrt_launch *l = pp->l;
-  cs_plan p = *pp;
-  nrt_dtype dt = p.dt;
+
+nrt_status nrt_reduce_cascade(const nrt_launch *l) {
+  nrt_dtype dt = l->operands[0].dtype, in_dt = l->operands[1].dtype;
+  bool cx = dt == NRT_COMPLEX64 || dt == NRT_COMPLEX128;
+  if (dt != in_dt || (dt != NRT_FLOAT32 && dt != NRT_FLOAT64 && dt != NRT_BFLOAT16 && dt != NRT_FLOAT16 && !cx))
+    return nrt_kernel_fail(NRT_ERROR_INVALID_ARGUMENT,
+                           "%s: p0 = 1 needs one float or complex dtype for input and output, got %s and %s",
+                           nrt_op_name(l->op), nrt_dtype_name(in_dt), nrt_dtype_name(dt));
+  /* The CPU's complex mean divides the sum by a complex count (the glue's
+   * div_), which is not a division of each part. */
+  if (cx && (l->op != NRT_OP_SUM || l->params[2] != 0))
+    return nrt_kernel_fail(NRT_ERROR_INVALID_ARGUMENT, "%s: p0 = 1 of %s is a plain sum only", nrt_op_name(l->op),
+                           nrt_dtype_name(dt));
+  int64_t vbytes = l->params[1];
+  if (vbytes != 16 && vbytes != 32 && vbytes != 64)
+    return nrt_kernel_fail(NRT_ERROR_INVALID_ARGUMENT, "%s: p1 = %lld is not a vector width of 16, 32 or 64 bytes",
+                           nrt_op_name(l->op), (long long)vbytes);
+  if (l->params[3] < 0)
+    return nrt_kernel_fail(NRT_ERROR_INVALID_ARGUMENT, "%s: p3 = %lld is not a CPU thread count", nrt_op_name(l->op),
+                           (long long)l->params[3]);
+  nrt_dtype part = dt == NRT_COMPLEX64 ? NRT_FLOAT32 : dt == NRT_COMPLEX128 ? NRT_FLOAT64 : dt;
+  cs_plan p = {.l = l, .dt = part, .es = (int64_t)nrt_dtype_size(dt), .parts = cx ? 2 : 1,
+               .f32acc = part != NRT_FLOAT64, .nan0 = l->params[2] != 0, .in = l->operands[1].data,
+               .out = l->operands[0].data};
+  p.ces = p.es / p.parts;
+  /* the accumulator vector holds acc_t: float/double, or complex of them */
+  int64_t acc_es = (p.f32acc ? 4 : 8) * p.parts;
+  p.vec = (int)(vbytes / p.es);
+  p.vacc = (int)(vbytes / acc_es);
+  p.vw = p.vacc * p.parts;
 
   /* The output starts at 0 (the CPU fills it before its loops). */
   int64_t numel = 1, nout = 1;
@@ -507,7 +533,7 @@ static nrt_status cs_sum(const cs_plan *pp) {
   }
   if (numel == 0) return NRT_SUCCESS;
   for (int64_t g = 0; g < nout; g++)
-    for (int q = 0; q < p.parts; q++) nrt_ref_store_f64(p.out + cs_out_offset(l, g) + q * p.ces, dt, 0.0);
+    for (int q = 0; q < p.parts; q++) nrt_ref_store_f64(p.out + cs_out_offset(l, g) + q * p.ces, p.dt, 0.0);
 
   int64_t threads = l->params[3], outer = 1;
   for (int d = 2; d < l->ndim; d++) outer *= l->sizes[d];
@@ -546,40 +572,8 @@ static nrt_status cs_sum(const cs_plan *pp) {
     double n = (double)(numel / nout);
     for (int64_t g = 0; g < nout; g++) {
       char *o = p.out + cs_out_offset(l, g);
-      nrt_ref_store_f64(o, dt, cs_elem(&p, o) / n);
+      nrt_ref_store_f64(o, p.dt, cs_elem(&p, o) / n);
     }
   }
   return NRT_SUCCESS;
-}
-
-nrt_status nrt_reduce_cascade(const nrt_launch *l) {
-  nrt_dtype dt = l->operands[0].dtype, in_dt = l->operands[1].dtype;
-  bool cx = dt == NRT_COMPLEX64 || dt == NRT_COMPLEX128;
-  if (dt != in_dt || (dt != NRT_FLOAT32 && dt != NRT_FLOAT64 && dt != NRT_BFLOAT16 && dt != NRT_FLOAT16 && !cx))
-    return nrt_kernel_fail(NRT_ERROR_INVALID_ARGUMENT,
-                           "%s: p0 = 1 needs one float or complex dtype for input and output, got %s and %s",
-                           nrt_op_name(l->op), nrt_dtype_name(in_dt), nrt_dtype_name(dt));
-  /* The CPU's complex mean divides the sum by a complex count (the glue's
-   * div_), which is not a division of each part. */
-  if (cx && (l->op != NRT_OP_SUM || l->params[2] != 0))
-    return nrt_kernel_fail(NRT_ERROR_INVALID_ARGUMENT, "%s: p0 = 1 of %s is a plain sum only", nrt_op_name(l->op),
-                           nrt_dtype_name(dt));
-  int64_t vbytes = l->params[1];
-  if (vbytes != 16 && vbytes != 32 && vbytes != 64)
-    return nrt_kernel_fail(NRT_ERROR_INVALID_ARGUMENT, "%s: p1 = %lld is not a vector width of 16, 32 or 64 bytes",
-                           nrt_op_name(l->op), (long long)vbytes);
-  if (l->params[3] < 0)
-    return nrt_kernel_fail(NRT_ERROR_INVALID_ARGUMENT, "%s: p3 = %lld is not a CPU thread count", nrt_op_name(l->op),
-                           (long long)l->params[3]);
-  nrt_dtype part = dt == NRT_COMPLEX64 ? NRT_FLOAT32 : dt == NRT_COMPLEX128 ? NRT_FLOAT64 : dt;
-  cs_plan p = {.l = l, .dt = part, .es = (int64_t)nrt_dtype_size(dt), .parts = cx ? 2 : 1,
-               .f32acc = part != NRT_FLOAT64, .nan0 = l->params[2] != 0, .in = l->operands[1].data,
-               .out = l->operands[0].data};
-  p.ces = p.es / p.parts;
-  /* the accumulator vector holds acc_t: float/double, or complex of them */
-  int64_t acc_es = (p.f32acc ? 4 : 8) * p.parts;
-  p.vec = (int)(vbytes / p.es);
-  p.vacc = (int)(vbytes / acc_es);
-  p.vw = p.vacc * p.parts;
-  return cs_sum(&p);
 }

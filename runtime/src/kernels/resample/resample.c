@@ -593,6 +593,28 @@ static inline __attribute__((always_inline)) float nested_dhw(const interp_job *
                  j->t[0].w + o[0] * 2);
 }
 
+/* The 2^(3 - first) corners of output point o of a linear job (dims first..
+ * interpolated, a 2-d job's depth taken at o[0]): each corner's address
+ * from base (a plane, or an image for channels-last rows) and its weight,
+ * the product of the dims' weights from the outermost in. */
+static inline __attribute__((always_inline)) void linear_corners(const interp_job *j, const char *base,
+                                                                 const int64_t *o, int64_t first, int64_t nterms,
+                                                                 const char **src, float *w) {
+  const nrt_operand *x = &j->l->operands[1];
+  for (int64_t k = 0; k < nterms; k++) {
+    const char *p = base;
+    float wk = 0.0f;
+    for (int64_t d = first; d < 3; d++) {
+      int64_t bit = (k >> (2 - d)) & 1, at = o[d] * j->t[d].T + bit;
+      p += j->t[d].idx[at] * x->strides[2 + d];
+      wk = d == first ? j->t[d].w[at] : wk * j->t[d].w[at];
+    }
+    if (first == 1) p += j->t[0].idx[o[0]] * x->strides[2];
+    src[k] = p;
+    w[k] = wk;
+  }
+}
+
 static inline __attribute__((always_inline)) void fwd_linear_body(interp_job *j, int64_t begin, int64_t end) {
   const nrt_resample_geom *g = &j->g;
   const nrt_operand *y = &j->l->operands[0], *x = &j->l->operands[1];
@@ -614,18 +636,9 @@ static inline __attribute__((always_inline)) void fwd_linear_body(interp_job *j,
                          : nested_w(j, xd + j->t[1].idx[oh] * x->strides[3], o); /* 16-bit 1-d linear */
       } else {
         float T[8], W[8];
-        for (int64_t k = 0; k < nterms; k++) {
-          const char *src = xp;
-          float w = 0.0f;
-          for (int64_t d = first; d < 3; d++) {
-            int64_t bit = (k >> (2 - d)) & 1, at = o[d] * j->t[d].T + bit;
-            src += j->t[d].idx[at] * x->strides[2 + d];
-            w = d == first ? j->t[d].w[at] : w * j->t[d].w[at];
-          }
-          if (first == 1) src += j->t[0].idx[od] * x->strides[2];
-          T[k] = in_f32(src, x->dtype);
-          W[k] = w;
-        }
+        const char *src[8];
+        linear_corners(j, xp, o, first, nterms, src, W);
+        for (int64_t k = 0; k < nterms; k++) T[k] = in_f32(src[k], x->dtype);
         /* The first pair's fused product differs by dtype (the 16-bit
          * widening compiles differently): 16-bit lanes fuse T[n-2] W[n-2]
          * and float16's tail T[1] W[1] (probed: lanes 320/320 for both,
@@ -678,20 +691,11 @@ static NRT_TARGET_AVX2 void fwd_linear_cl_avx2(void *ctx, int64_t begin, int64_t
     char *yr = (char *)y->data + n * y->strides[0] + od * y->strides[2] + oh * y->strides[3];
     for (int64_t ow = 0; ow < g->O[2]; ow++) {
       int64_t o[3] = {od, oh, ow};
-      const float *T[8];
+      const char *src[8];
       float W[8];
-      for (int64_t k = 0; k < nterms; k++) {
-        const char *src = xn;
-        float w = 0.0f;
-        for (int64_t d = first; d < 3; d++) {
-          int64_t bit = (k >> (2 - d)) & 1, at = o[d] * j->t[d].T + bit;
-          src += j->t[d].idx[at] * x->strides[2 + d];
-          w = d == first ? j->t[d].w[at] : w * j->t[d].w[at];
-        }
-        if (first == 1) src += j->t[0].idx[od] * x->strides[2];
-        T[k] = (const float *)src;
-        W[k] = w;
-      }
+      linear_corners(j, xn, o, first, nterms, src, W);
+      const float *T[8];
+      for (int64_t k = 0; k < nterms; k++) T[k] = (const float *)src[k];
       float *out = (float *)(yr + ow * y->strides[4]);
       __m256 wa = _mm256_set1_ps(W[nterms - 2]), wb = _mm256_set1_ps(W[nterms - 1]);
       int64_t c = 0;
