@@ -725,3 +725,27 @@ def test_sdpa_float64_backward_reads_the_stored_output():
     for name, want, got in zip(("out", "dq", "dk", "dv"), *results):
         assert torch.equal(got, want), (name, got.flatten(), want.flatten())
     assert results[0][2].abs().max() > 1e17  # a 1e18-scale gradient
+
+
+# The CPU's float32 flash kernel takes q k^T from MKL, whose kernel (picked
+# by the block's shape) sums the head dim in its own tree; with values near
+# float32's limit that tree decides whether a score overflows. Inputs beyond
+# 2^64 take the reference path, which follows the probed trees
+# (kernels/attention/qk_order.c): one query and one key (e = 0 added last:
+# 3e38 * 3e38 + -2e38 * 1.7e38 is NaN, a dead row, 0 on the CPU; the blocked
+# kernel gave NaN), and 8 lanes for 2 keys ((e0 + e2) + e1 stays finite where
+# e0 + e1 overflows).
+@pytest.mark.parametrize("case", ["one_key", "lanes"])
+def test_sdpa_huge_scores_follow_the_cpu_qk_order(case):
+    g = torch.Generator().manual_seed(3)
+    if case == "one_key":
+        q = torch.tensor([0.0, 3e38, -2e38, -1.0]).view(1, 1, 1, 4)
+        k = torch.tensor([-1.0, 3e38, 1.7e38, -3e38]).view(1, 1, 1, 4)
+    else:
+        q = torch.tensor([[3e38, 2.48e38, -2.245e38], [1.0, 1.0, 1.0]]).view(1, 1, 2, 3)
+        k = torch.tensor([[1.0, 1.0, 1.0], [0.5, 0.5, 0.5]]).view(1, 1, 2, 3)
+    v = torch.randn(*k.shape, generator=g)
+    want = F.scaled_dot_product_attention(q, k, v)
+    got = F.scaled_dot_product_attention(q.to("neuron"), k.to("neuron"), v.to("neuron")).cpu()
+    assert torch.equal(got.isnan(), want.isnan()) and want.isfinite().all(), (got, want)
+    torch.testing.assert_close(got, want)

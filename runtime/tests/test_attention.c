@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "testing.h"
+#include "kernels/attention/attention.h"
 #include "kernels/common/common.h"
 #include "nrt/ops/attention.h"
 
@@ -704,6 +705,36 @@ static void test_bad_args(void) {
   CHECK_STATUS(nrt_launch_run(&l), NRT_ERROR_INVALID_ARGUMENT); /* integer query */
 }
 
+/* The probed q . k trees (qk_order.c): products 2^25, -2^25 and 1 at three
+ * positions sum to 1 exactly when the first two meet before the third. */
+static float qk_triple(nrt_attn_qk_kernel kind, int64_t E, int a, int b, int c) {
+  float q[16], k[16];
+  for (int64_t e = 0; e < E; e++) q[e] = 1.0f, k[e] = 0.0f;
+  k[a] = 0x1p25f;
+  k[b] = -0x1p25f;
+  k[c] = 1.0f;
+  return nrt_attn_qk_dot(kind, q, k, E);
+}
+
+static void test_qk_order(void) {
+  /* SEQ: 0 + 1 first, so 2^25 absorbs the 1 at e = 0 (0, 1 | 2 keeps it) */
+  CHECK(qk_triple(NRT_ATTN_QK_SEQ, 9, 0, 1, 2) == 1.0f);
+  CHECK(qk_triple(NRT_ATTN_QK_SEQ, 9, 0, 8, 1) == 0.0f);
+  /* LANES: e and e + 8 share a lane */
+  CHECK(qk_triple(NRT_ATTN_QK_LANES, 13, 0, 8, 1) == 1.0f);
+  CHECK(qk_triple(NRT_ATTN_QK_LANES, 13, 0, 1, 8) == 0.0f);
+  /* HEAD: e = 0 seeds lane 0 with e = 1; TAIL: e = 0 comes last */
+  CHECK(qk_triple(NRT_ATTN_QK_HEAD, 10, 0, 1, 2) == 1.0f);
+  CHECK(qk_triple(NRT_ATTN_QK_TAIL, 10, 1, 2, 0) == 1.0f);
+  CHECK(qk_triple(NRT_ATTN_QK_TAIL, 10, 0, 1, 2) == 0.0f);
+  /* the kernel by block shape and place */
+  CHECK(nrt_attn_qk_kernel_of(1, 5, 8, 0, 3) == NRT_ATTN_QK_HEAD);
+  CHECK(nrt_attn_qk_kernel_of(1, 5, 8, 0, 4) == NRT_ATTN_QK_TAIL);
+  CHECK(nrt_attn_qk_kernel_of(3, 2, 8, 1, 1) == NRT_ATTN_QK_LANES);
+  CHECK(nrt_attn_qk_kernel_of(3, 5, 8, 1, 1) == NRT_ATTN_QK_SEQ);
+  CHECK(nrt_attn_qk_kernel_of(3, 5, 17, 1, 1) == NRT_ATTN_QK_OWN);
+}
+
 int main(void) {
   CHECK_OK(nrt_init());
   RUN_TEST(test_plain);
@@ -718,5 +749,6 @@ int main(void) {
   RUN_TEST(test_nonfinite);
   RUN_TEST(test_math_order);
   RUN_TEST(test_bad_args);
+  RUN_TEST(test_qk_order);
   return TEST_RESULT();
 }

@@ -98,6 +98,7 @@ typedef struct ref_buf {
   double *s, *prob, *ds, *acc;
   float *z, *o, *g; /* o, g: the backward's float32 out and dO rows */
   float *ef;        /* the row's exp(s - max) as the CPU's forward multiplies v by them */
+  float *qf, *kf;   /* float32 q and k rows for the CPU's q . k orders (qk_order.c) */
   float rsum;       /* 1 / their float32 sum */
 } ref_buf;
 
@@ -111,7 +112,9 @@ static bool ref_buf_init(ref_buf *r, const nrt_attn_problem *p) {
   r->o = malloc((size_t)W * sizeof(float));
   r->g = malloc((size_t)W * sizeof(float));
   r->ef = malloc((size_t)S * sizeof(float));
-  return r->s && r->prob && r->ds && r->acc && r->z && r->o && r->g && r->ef;
+  r->qf = malloc((size_t)W * sizeof(float));
+  r->kf = malloc((size_t)W * sizeof(float));
+  return r->s && r->prob && r->ds && r->acc && r->z && r->o && r->g && r->ef && r->qf && r->kf;
 }
 
 static void ref_buf_free(ref_buf *r) {
@@ -123,6 +126,8 @@ static void ref_buf_free(ref_buf *r) {
   free(r->o);
   free(r->g);
   free(r->ef);
+  free(r->qf);
+  free(r->kf);
 }
 
 /* x, or an infinity of its sign where x is past float32's range. */
@@ -146,6 +151,20 @@ static bool nan_reaches_max(const nrt_attn_problem *p, int64_t j) {
   int64_t lanes = (nrt_kernels_isa() >= NRT_ISA_AVX512 ? 64 : 32) / (p->q.dtype == NRT_FLOAT64 ? 8 : 4);
   int64_t n = j - j % 512, len = p->S - n < 512 ? p->S - n : 512;
   return j < n + len / lanes * lanes;
+}
+
+/* The MKL kernel of the CPU's float32 q k^T for score (i, j): the flash
+ * kernels take it per block of up to 32 queries (64 from 192, 256 from
+ * 768) and 512 keys, so the block's shape and the score's place in it
+ * decide (qk_order.c). The trees were probed on an Intel AVX-512 host;
+ * other hosts' MKL (AMD's Zen kernels) and other dtypes keep neuron's
+ * order. */
+static nrt_attn_qk_kernel qk_kernel(const nrt_attn_problem *p, int64_t i, int64_t j) {
+  if (p->q.dtype != NRT_FLOAT32 || p->k.dtype != NRT_FLOAT32 || nrt_kernels_host_blas() != NRT_HOST_BLAS_INTEL_AVX512)
+    return NRT_ATTN_QK_OWN;
+  int64_t qs = p->L >= 768 ? 256 : p->L >= 192 ? 64 : 32;
+  int64_t lb = p->L - i / qs * qs, sb = p->S - j / 512 * 512;
+  return nrt_attn_qk_kernel_of(lb < qs ? lb : qs, sb < 512 ? sb : 512, p->E, i % qs, j % 512);
 }
 
 /* Whether the CPU's backward scales an operand before q k^T (see ref_row_probs). */
@@ -173,6 +192,7 @@ static bool ref_row_probs(const nrt_attn_problem *p, int64_t b, int64_t h, int64
    * scaling the other operand breaks finite 1e38 scores' equality with the
    * forward's lse (exp(s - lse) = exp(+-1e31) instead of 1). */
   bool prescale = backward && prescaled(p);
+  for (int64_t e = 0; e < p->E; e++) r->qf[e] = (float)ref_load(&p->q, q, e);
   for (int64_t j = 0; j < p->S; j++) {
     const char *k = nrt_attn_at(&p->k, b, hk, j);
     /* In float32, term by term from e = 0, each product rounded before it
@@ -202,7 +222,13 @@ static bool ref_row_probs(const nrt_attn_problem *p, int64_t b, int64_t h, int64
       if (main == p->E) dot = (acc[0] + acc[2]) + (acc[1] + acc[3]);
       s = dot;
     } else {
-      for (int64_t e = 0; e < p->E; e++) dot += (float)(ref_load(&p->q, q, e) * ref_load(&p->k, k, e));
+      nrt_attn_qk_kernel kind = qk_kernel(p, i, j);
+      if (kind != NRT_ATTN_QK_OWN) {
+        for (int64_t e = 0; e < p->E; e++) r->kf[e] = (float)ref_load(&p->k, k, e);
+        dot = nrt_attn_qk_dot(kind, r->qf, r->kf, p->E);
+      } else {
+        for (int64_t e = 0; e < p->E; e++) dot += (float)(ref_load(&p->q, q, e) * ref_load(&p->k, k, e));
+      }
       s = (float)((double)p->scale * dot);
     }
     if (p->has_mask) {
@@ -578,7 +604,7 @@ static nrt_status decode(const nrt_launch *l, nrt_attn_problem *p) {
 }
 
 /* Whether a [B, H, R, C] operand holds an inf or NaN. */
-static bool view_nonfinite(const nrt_attn_view *t, int64_t B, int64_t H, int64_t R, int64_t C) {
+static bool view_beyond(const nrt_attn_view *t, int64_t B, int64_t H, int64_t R, int64_t C, float bound) {
   float buf[64];
   if (!t->data) return false;
   for (int64_t b = 0; b < B; b++)
@@ -589,7 +615,7 @@ static bool view_nonfinite(const nrt_attn_view *t, int64_t B, int64_t H, int64_t
           int64_t n = C - c < 64 ? C - c : 64;
           nrt_load_f32(buf, row + c * t->s[3], t->s[3], t->dtype, n);
           for (int64_t x = 0; x < n; x++)
-            if (!isfinite(buf[x])) return true;
+            if (!(fabsf(buf[x]) <= bound)) return true;
         }
       }
   return false;
@@ -601,12 +627,18 @@ static bool view_nonfinite(const nrt_attn_view *t, int64_t B, int64_t H, int64_t
  * (0 x inf = NaN) or not, and every row of the backward contributes, a
  * fully masked one too (0 times a NaN gradient). The blocked kernels skip
  * the keys a causal row cannot see and the rows nothing reaches, which is
- * exact only for finite values. One pass over the inputs decides; it costs
- * about 1/S of the attention itself. */
+ * exact only for finite values. On hosts whose q . k order the reference
+ * path follows (qk_order.c: Intel AVX-512), float32 inputs beyond 2^64
+ * take it too: their products can overflow, and the order decides
+ * (sdpa-only fuzz there, seed 15001, 150k cases: 79 -> 60
+ * nonfinite-attention cases). One pass over the
+ * inputs decides; it costs about 1/S of the attention itself. */
 static bool inputs_nonfinite(const nrt_attn_problem *p, bool backward) {
-  return view_nonfinite(&p->q, p->B, p->Hq, p->L, p->E) || view_nonfinite(&p->k, p->B, p->Hk, p->S, p->E) ||
-         view_nonfinite(&p->v, p->B, p->Hk, p->S, p->Ev) ||
-         (backward && view_nonfinite(&p->dout, p->B, p->Hq, p->L, p->Ev));
+  bool huge = p->q.dtype == NRT_FLOAT32 && nrt_kernels_host_blas() == NRT_HOST_BLAS_INTEL_AVX512;
+  float bound = huge ? 0x1p64f : FLT_MAX;
+  return view_beyond(&p->q, p->B, p->Hq, p->L, p->E, bound) || view_beyond(&p->k, p->B, p->Hk, p->S, p->E, bound) ||
+         view_beyond(&p->v, p->B, p->Hk, p->S, p->Ev, bound) ||
+         (backward && view_beyond(&p->dout, p->B, p->Hq, p->L, p->Ev, bound));
 }
 
 nrt_status nrt_attention_execute(const nrt_launch *l) {

@@ -62,6 +62,18 @@ float nrt_attn_sleef_expf(float d);
  * a[i], else a[i] * b[i]) in the CPU's lane order (math.c). */
 float nrt_attn_vec_sum(const float *a, const float *b, int64_t n);
 
+/* The kernel the CPU's float32 flash q k^T takes for score (i, j) of a block
+ * of L queries and S keys with head dim E, and that kernel's sum (qk_order.c). */
+typedef enum {
+  NRT_ATTN_QK_OWN, /* not probed: neuron's order */
+  NRT_ATTN_QK_SEQ,
+  NRT_ATTN_QK_LANES,
+  NRT_ATTN_QK_HEAD,
+  NRT_ATTN_QK_TAIL
+} nrt_attn_qk_kernel;
+nrt_attn_qk_kernel nrt_attn_qk_kernel_of(int64_t L, int64_t S, int64_t E, int64_t i, int64_t j);
+float nrt_attn_qk_dot(nrt_attn_qk_kernel kind, const float *q, const float *k, int64_t E);
+
 /* The CPU's math decomposition replayed (math.c), for problems whose
  * products are small: mode 0 the forward, 1 dQ/dK/dV, 2 dS. */
 nrt_status nrt_attn_math(const nrt_attn_problem *p, int mode);

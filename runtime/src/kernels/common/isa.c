@@ -41,3 +41,21 @@ nrt_isa nrt_kernels_isa(void) {
 }
 
 void nrt_kernels_limit_isa(nrt_isa limit) { isa_limit = (int)limit; }
+
+/* MKL picks its kernels by the CPU's vendor as well as its ISA, and the
+ * kernels sum in different orders; families that follow the CPU's BLAS
+ * order where it decides overflow ask which kernel set the host takes. */
+static _Atomic int detected_blas = -1;
+
+static int detect_blas(void) {
+  __builtin_cpu_init();
+  if (__builtin_cpu_is("amd")) return NRT_HOST_BLAS_AMD;
+  if (__builtin_cpu_is("intel") && __builtin_cpu_supports("avx512f")) return NRT_HOST_BLAS_INTEL_AVX512;
+  return NRT_HOST_BLAS_OTHER;
+}
+
+nrt_host_blas nrt_kernels_host_blas(void) {
+  int d = detected_blas;
+  if (d < 0) detected_blas = d = detect_blas();
+  return (nrt_host_blas)d;
+}
