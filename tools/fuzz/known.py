@@ -104,6 +104,18 @@ KNOWN: list[Group] = [
           "'corrupted size vs. prev_size'. Reproduced on the CPU alone (the fuzzer now runs only the "
           "forward of such cases); the "
           "device side survives 1,200 such calls."),
+    Group("cpu-bug-conv-16bit-empty-output", ("conv",), DEV_RJ,
+          all_of(in_dtype("float16", "bfloat16"), dev_msg("Output size is too small")),
+          "CPU bug (Intel AVX-512 hosts): a float16/bfloat16 convolution whose output would have a size-0 "
+          "spatial dim (conv_transpose2d of a 1 x 1 input with padding=1 and a 2 x 3 kernel) returns an empty "
+          "tensor through oneDNN there, where the same call in float32, and on AMD hosts in every dtype, raises "
+          "'Output size is too small' (seed 15101: 14 cases). neuron raises as float32 does."),
+    Group("cpu-bug-conv3d-bf16-dilated-backward-segfault", ("conv",), ("crash",),
+          all_of(fn("F.conv3d"), in_dtype("bfloat16"), kwarg("dilation")),
+          "CPU bug (Intel AVX-512 hosts): the backward of a bfloat16 conv3d with dilation=2 and padding=1 "
+          "(input [2, 3, 1, 1, 4], weight [3, 2, 3, 2, 2], groups by the channel count) segfaults inside the "
+          "CPU's kernel; the forward runs, and the same call in float32 runs (15101-276963, reproduced on "
+          "the CPU alone)."),
     Group("cpu-bug-batch-norm-eval-backward", ("batch_norm",), VAL,
           all_of(phase("backward"), kwarg("training", False), layout("transposed", "strided", "offset", "expanded")),
           "CPU bug: batch_norm in eval mode, backward, with a non-contiguous input: the CPU's input gradient "
