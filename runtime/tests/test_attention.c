@@ -708,7 +708,7 @@ static void test_bad_args(void) {
 /* The probed q . k trees (qk_order.c): products 2^25, -2^25 and 1 at three
  * positions sum to 1 exactly when the first two meet before the third. */
 static float qk_triple(nrt_attn_qk_kernel kind, int64_t E, int a, int b, int c) {
-  float q[16], k[16];
+  float q[32], k[32];
   for (int64_t e = 0; e < E; e++) q[e] = 1.0f, k[e] = 0.0f;
   k[a] = 0x1p25f;
   k[b] = -0x1p25f;
@@ -732,7 +732,14 @@ static void test_qk_order(void) {
   CHECK(nrt_attn_qk_kernel_of(1, 5, 8, 0, 4) == NRT_ATTN_QK_TAIL);
   CHECK(nrt_attn_qk_kernel_of(3, 2, 8, 1, 1) == NRT_ATTN_QK_LANES);
   CHECK(nrt_attn_qk_kernel_of(3, 5, 8, 1, 1) == NRT_ATTN_QK_SEQ);
-  CHECK(nrt_attn_qk_kernel_of(3, 5, 17, 1, 1) == NRT_ATTN_QK_OWN);
+  CHECK(nrt_attn_qk_kernel_of(3, 5, 3, 1, 1) == NRT_ATTN_QK_LANES);
+  CHECK(nrt_attn_qk_kernel_of(12, 3, 9, 1, 1) == NRT_ATTN_QK_SEQ);
+  CHECK(nrt_attn_qk_kernel_of(3, 5, 17, 1, 1) == NRT_ATTN_QK_SEQ);
+  CHECK(nrt_attn_qk_kernel_of(3, 5, 33, 1, 1) == NRT_ATTN_QK_OWN);
+  CHECK(nrt_attn_qk_kernel_of(1, 5, 20, 0, 0) == NRT_ATTN_QK_OWN);
+  /* 16 lanes above a head dim of 16: e and e + 16 share one */
+  CHECK(qk_triple(NRT_ATTN_QK_LANES, 20, 0, 16, 1) == 1.0f);
+  CHECK(qk_triple(NRT_ATTN_QK_LANES, 20, 0, 8, 16) == 0.0f);
 }
 
 int main(void) {

@@ -160,8 +160,12 @@ static bool nan_reaches_max(const nrt_attn_problem *p, int64_t j) {
  * other hosts' MKL (AMD's Zen kernels) and other dtypes keep neuron's
  * order. */
 static nrt_attn_qk_kernel qk_kernel(const nrt_attn_problem *p, int64_t i, int64_t j) {
-  if (p->q.dtype != NRT_FLOAT32 || p->k.dtype != NRT_FLOAT32 || nrt_kernels_host_blas() != NRT_HOST_BLAS_INTEL_AVX512)
-    return NRT_ATTN_QK_OWN;
+  if (p->q.dtype != NRT_FLOAT32 || p->k.dtype != NRT_FLOAT32) return NRT_ATTN_QK_OWN;
+  /* cpublas::gemm's BLAS check: lda (keys' row stride) and ldb (queries')
+   * at least the head dim, else ATen's loop, on every host */
+  int64_t row = p->E * (int64_t)sizeof(float);
+  if (p->k.s[2] < row || p->q.s[2] < row) return NRT_ATTN_QK_ATEN;
+  if (nrt_kernels_host_blas() != NRT_HOST_BLAS_INTEL_AVX512) return NRT_ATTN_QK_OWN;
   int64_t qs = p->L >= 768 ? 256 : p->L >= 192 ? 64 : 32;
   int64_t lb = p->L - i / qs * qs, sb = p->S - j / 512 * 512;
   return nrt_attn_qk_kernel_of(lb < qs ? lb : qs, sb < 512 ? sb : 512, p->E, i % qs, j % 512);

@@ -11,67 +11,86 @@
  * +2^25, -2^25 and 1 at three positions give a score of 1 exactly when the
  * first two meet before the third joins them, and the score is visible as
  * the logsumexp of a one-key problem (the other keys' scores at -1e3).
- * Every triple of positions at head dims 3..16 for the first block shapes,
- * every row and key of blocks of 1..9 queries and 1..12 keys at head dim
- * 9, on an Intel AVX-512 host (MKL's AVX-512 kernels; its AMD kernels sum
- * otherwise, so attention.c applies these on such hosts only): four
- * kernels, named here by their trees. Head dims below 9 were probed at the
- * first shapes only; a random probe of +-3e38 / inf rows (300 problems)
- * still differs in 1 of 10 problems, mostly 4..11 keys at small head dims,
- * where the kernel is not the one the head dim 9 table gives.
- *   SEQ    one accumulator from e = 0, fused multiply-adds (queries >= 2,
- *          keys 4..8, 12, and 9..11 with more than 8 queries)
+ * Every triple of positions at head dims 3..8 (blocks of 1..6 queries and
+ * 1..9 keys, first and last score) and a discriminating subset at head
+ * dims 9..16 (1..20 queries, 1..24 keys), on an Intel AVX-512 host
+ * (MKL's AVX-512 kernels; its AMD kernels sum otherwise, so attention.c
+ * applies these on such hosts only): four kernels, named by their trees.
+ *   SEQ    one accumulator from e = 0, fused multiply-adds
  *   LANES  8 lanes, lane e % 8 adds its rounded products in order, then
- *          ((l0 + l4) + (l2 + l6)) + ((l1 + l5) + (l3 + l7)) (queries >= 2,
- *          keys 2..3, and 9..11 with up to 8 queries)
+ *          ((l0 + l4) + (l2 + l6)) + ((l1 + l5) + (l3 + l7))
  *   HEAD   one query or one key (a matrix-vector kernel): positions in the
  *          whole groups of 4 along the other side; q_0 k_0 + q_1 k_1 fused
  *          seeds lane 0, e = 2.. go to lane (e - 1) % 8 rounded, the lanes
  *          summed as LANES
  *   TAIL   the rest of that side: the lanes of e = 1.. as HEAD, unfused,
  *          and the product of e = 0 added last
- * Head dims above 16 (MKL moves to 16 lanes and blocks the head dim) and
- * larger blocks keep neuron's own order (nrt_attn_qk_kernel returns
- * NRT_ATTN_QK_OWN). */
+ * With 2 or more of each: LANES for 2 keys up to 15 queries and 3 keys up
+ * to 10, and for 4..11 keys where the keys outnumber both the queries and
+ * the head dim minus one; SEQ otherwise. Whether SEQ fuses its first
+ * products is not settled (a head dim of 2 rounded as unfused); the trees
+ * decide where sums overflow, which is what inputs at float32's limits show.
+ * Keys or queries whose row stride is below the head dim (expanded over
+ * the sequence: 0) are no valid BLAS operand (cpublas use_blas_gemm), and
+ * the CPU takes ATen's own loop instead, on every host: NRT_ATTN_QK_ATEN.
+ * Head dims 17..32 (probed to 33): LANES and TAIL take 16 lanes, paired
+ * the same way; HEAD blocks the head dim (not followed: neuron's own
+ * order, NRT_ATTN_QK_OWN), as do head dims above 32. */
 #include <math.h>
 #include "kernels/attention/attention.h"
 
 nrt_attn_qk_kernel nrt_attn_qk_kernel_of(int64_t L, int64_t S, int64_t E, int64_t i, int64_t j) {
-  if (E > 16) return NRT_ATTN_QK_OWN;
+  if (E > 32) return NRT_ATTN_QK_OWN;
   if (L == 1 || S == 1) {
     int64_t n = L == 1 ? S : L, pos = L == 1 ? j : i;
-    return pos < n - n % 4 ? NRT_ATTN_QK_HEAD : NRT_ATTN_QK_TAIL;
+    if (pos >= n - n % 4) return NRT_ATTN_QK_TAIL;
+    return E <= 16 ? NRT_ATTN_QK_HEAD : NRT_ATTN_QK_OWN; /* HEAD blocks the head dim above 16 */
   }
-  if (S <= 3) return NRT_ATTN_QK_LANES;
-  if (S <= 8 || S == 12) return NRT_ATTN_QK_SEQ;
-  if (S <= 11) return L <= 8 ? NRT_ATTN_QK_LANES : NRT_ATTN_QK_SEQ;
-  return NRT_ATTN_QK_OWN;
+  if (S == 2) return L <= 15 ? NRT_ATTN_QK_LANES : NRT_ATTN_QK_SEQ;
+  if (S == 3) return L <= 10 ? NRT_ATTN_QK_LANES : NRT_ATTN_QK_SEQ;
+  int64_t seq_up_to = L > E - 1 ? L : E - 1;
+  return S > seq_up_to && S <= 11 ? NRT_ATTN_QK_LANES : NRT_ATTN_QK_SEQ;
 }
 
-/* ((l0 + l4) + (l2 + l6)) + ((l1 + l5) + (l3 + l7)) */
-static float lanes8_sum(const float *l) {
-  return ((l[0] + l[4]) + (l[2] + l[6])) + ((l[1] + l[5]) + (l[3] + l[7]));
+/* Lane i meets lane i + W/2, then i + W/4, ...: for 8 lanes
+ * ((l0 + l4) + (l2 + l6)) + ((l1 + l5) + (l3 + l7)). */
+static float lanes_sum(float *l, int w) {
+  for (int h = w / 2; h >= 1; h /= 2)
+    for (int x = 0; x < h; x++) l[x] += l[x + h];
+  return l[0];
 }
 
 float nrt_attn_qk_dot(nrt_attn_qk_kernel kind, const float *q, const float *k, int64_t E) {
-  float l[8] = {0, 0, 0, 0, 0, 0, 0, 0}, acc = 0.0f;
+  /* 16 lanes above a head dim of 16 (probed to 33), 8 up to it */
+  float l[16] = {0}, acc = 0.0f;
+  int w = E > 16 ? 16 : 8;
   switch (kind) {
   case NRT_ATTN_QK_SEQ:
     for (int64_t e = 0; e < E; e++) acc = fmaf(q[e], k[e], acc);
     return acc;
   case NRT_ATTN_QK_LANES:
-    for (int64_t e = 0; e < E; e++) l[e % 8] += q[e] * k[e];
-    return lanes8_sum(l);
+    for (int64_t e = 0; e < E; e++) l[e % w] += q[e] * k[e];
+    return lanes_sum(l, w);
   case NRT_ATTN_QK_HEAD:
     if (E == 0) return 0.0f;
     l[0] = q[0] * k[0];
     if (E > 1) l[0] = fmaf(q[1], k[1], l[0]);
     for (int64_t e = 2; e < E; e++) l[(e - 1) % 8] += q[e] * k[e];
-    return lanes8_sum(l);
+    return lanes_sum(l, 8);
   case NRT_ATTN_QK_TAIL:
     if (E == 0) return 0.0f;
-    for (int64_t e = 1; e < E; e++) l[(e - 1) % 8] += q[e] * k[e];
-    return lanes8_sum(l) + q[0] * k[0];
+    for (int64_t e = 1; e < E; e++) l[(e - 1) % w] += q[e] * k[e];
+    return lanes_sum(l, w) + q[0] * k[0];
+  case NRT_ATTN_QK_ATEN: {
+    /* ATen's sum(): 4 partial sums of e mod 4, the tail into the first,
+     * then ((p0 + p1) + p2) + p3 */
+    float part[4] = {0, 0, 0, 0};
+    int64_t e = 0;
+    for (; e + 4 <= E; e += 4)
+      for (int u = 0; u < 4; u++) part[u] += q[e + u] * k[e + u];
+    for (; e < E; e++) part[0] += q[e] * k[e];
+    return ((part[0] + part[1]) + part[2]) + part[3];
+  }
   default: /* NRT_ATTN_QK_OWN: term by term, each product rounded */
     for (int64_t e = 0; e < E; e++) acc += q[e] * k[e];
     return acc;
