@@ -160,10 +160,13 @@ static bool nan_reaches_max(const nrt_attn_problem *p, int64_t j) {
  * other hosts' MKL (AMD's Zen kernels) and other dtypes keep neuron's
  * order. */
 static nrt_attn_qk_kernel qk_kernel(const nrt_attn_problem *p, int64_t i, int64_t j) {
-  if (p->q.dtype != NRT_FLOAT32 || p->k.dtype != NRT_FLOAT32) return NRT_ATTN_QK_OWN;
+  /* float64 runs at float32 precision: the CPU's float32 run of the same
+   * values is its reference, so it takes float32's orders */
+  bool f32 = (p->q.dtype == NRT_FLOAT32 || p->q.dtype == NRT_FLOAT64) && p->k.dtype == p->q.dtype;
+  if (!f32) return NRT_ATTN_QK_OWN;
   /* cpublas::gemm's BLAS check: lda (keys' row stride) and ldb (queries')
    * at least the head dim, else ATen's loop, on every host */
-  int64_t row = p->E * (int64_t)sizeof(float);
+  int64_t row = p->E * (int64_t)nrt_dtype_size(p->q.dtype);
   if (p->k.s[2] < row || p->q.s[2] < row) return NRT_ATTN_QK_ATEN;
   if (nrt_kernels_host_blas() != NRT_HOST_BLAS_INTEL_AVX512) return NRT_ATTN_QK_OWN;
   int64_t qs = p->L >= 768 ? 256 : p->L >= 192 ? 64 : 32;
@@ -638,7 +641,8 @@ static bool view_beyond(const nrt_attn_view *t, int64_t B, int64_t H, int64_t R,
  * nonfinite-attention cases). One pass over the
  * inputs decides; it costs about 1/S of the attention itself. */
 static bool inputs_nonfinite(const nrt_attn_problem *p, bool backward) {
-  bool huge = p->q.dtype == NRT_FLOAT32 && nrt_kernels_host_blas() == NRT_HOST_BLAS_INTEL_AVX512;
+  bool huge = (p->q.dtype == NRT_FLOAT32 || p->q.dtype == NRT_FLOAT64) &&
+              nrt_kernels_host_blas() == NRT_HOST_BLAS_INTEL_AVX512;
   float bound = huge ? 0x1p64f : FLT_MAX;
   return view_beyond(&p->q, p->B, p->Hq, p->L, p->E, bound) || view_beyond(&p->k, p->B, p->Hk, p->S, p->E, bound) ||
          view_beyond(&p->v, p->B, p->Hk, p->S, p->Ev, bound) ||
