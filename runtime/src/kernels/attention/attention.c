@@ -164,6 +164,11 @@ static nrt_attn_qk_kernel qk_kernel(const nrt_attn_problem *p, int64_t i, int64_
    * values is its reference, so it takes float32's orders */
   bool f32 = (p->q.dtype == NRT_FLOAT32 || p->q.dtype == NRT_FLOAT64) && p->k.dtype == p->q.dtype;
   if (!f32) return NRT_ATTN_QK_OWN;
+  /* only where the CPU took its flash kernel: it needs every last dim
+   * contiguous and one head dim (else its math decomposition ran, whose
+   * bmm takes other kernels) */
+  int64_t elt = (int64_t)nrt_dtype_size(p->q.dtype);
+  if (p->q.s[3] != elt || p->k.s[3] != elt || p->v.s[3] != elt || p->E != p->Ev) return NRT_ATTN_QK_OWN;
   /* cpublas::gemm's BLAS check: lda (keys' row stride) and ldb (queries')
    * at least the head dim, else ATen's loop, on every host */
   int64_t row = p->E * (int64_t)nrt_dtype_size(p->q.dtype);
