@@ -306,7 +306,15 @@ KNOWN: list[Group] = [
           "-350498 agree); other bfloat16 backward blocks were probed only by their scaling (mostly after the "
           "sum, as neuron; L = 2..17 with S = 33 before). The float32 cases 14142135-596436 / -778009 are the "
           "math path with a bmm of 400 or more (expanded q, transposed v): MKL's sgemm sums K = 8 so that "
-          "2e38 + 2e38 - 2e38 stays finite (neuron's bmm: inf)."),
+          "2e38 + 2e38 - 2e38 stays finite (neuron's bmm: inf). The MKL orders above were probed on AMD (Zen) "
+          "hosts. On Intel AVX-512 hosts the reference path sums q . k in the tree of the MKL kernel the CPU's "
+          "flash kernel takes there (kernels/attention/qk_order.c: four kernels by block shape, read off with "
+          "rooted-triple probes), ATen's loop for operands BLAS refuses on every host, and float32/float64 "
+          "inputs beyond 2^64 take the reference path there (sdpa-only fuzz, seed 15001, ~150k cases: 79 -> 53). "
+          "Left on Intel: bfloat16 (the CPU's oneDNN bf16 GEMM: NaN rows where neuron's are dead, 0), dP - D "
+          "cancellations with 1e18-scale v (the CPU's dP and its map2_reduce_all D in orders not followed: "
+          "following dP alone broke 4 lone-key cases), P . V at the limits, and one-query/one-key kernels above "
+          "head dim 16."),
     Group("edge-magnitude-batch-norm-stats",
           ("batch_norm",), VAL,
           all_of(fill("edge"), any_of(all_of(kwarg("training", True), _bn_input_not_contiguous,
