@@ -34,7 +34,8 @@
  * the sequence: 0) are no valid BLAS operand (cpublas use_blas_gemm), and
  * the CPU takes ATen's own loop instead, on every host: NRT_ATTN_QK_ATEN.
  * Head dims 17..32 (probed to 33): LANES and TAIL take 16 lanes, paired
- * the same way; HEAD blocks the head dim (not followed: neuron's own
+ * the same way, and fuse each lane's multiply-adds (a product past
+ * float32's range lands in range when added to its lane: 2.3e38 - 4e38); HEAD blocks the head dim (not followed: neuron's own
  * order, NRT_ATTN_QK_OWN), as do head dims above 32. */
 #include <math.h>
 #include "kernels/attention/attention.h"
@@ -69,7 +70,10 @@ float nrt_attn_qk_dot(nrt_attn_qk_kernel kind, const float *q, const float *k, i
     for (int64_t e = 0; e < E; e++) acc = fmaf(q[e], k[e], acc);
     return acc;
   case NRT_ATTN_QK_LANES:
-    for (int64_t e = 0; e < E; e++) l[e % w] += q[e] * k[e];
+    if (w == 16) /* the 16-lane kernels fuse their multiply-adds, the 8-lane ones do not */
+      for (int64_t e = 0; e < E; e++) l[e % w] = fmaf(q[e], k[e], l[e % w]);
+    else
+      for (int64_t e = 0; e < E; e++) l[e % w] += q[e] * k[e];
     return lanes_sum(l, w);
   case NRT_ATTN_QK_HEAD:
     if (E == 0) return 0.0f;
@@ -79,7 +83,10 @@ float nrt_attn_qk_dot(nrt_attn_qk_kernel kind, const float *q, const float *k, i
     return lanes_sum(l, 8);
   case NRT_ATTN_QK_TAIL:
     if (E == 0) return 0.0f;
-    for (int64_t e = 1; e < E; e++) l[(e - 1) % w] += q[e] * k[e];
+    if (w == 16)
+      for (int64_t e = 1; e < E; e++) l[(e - 1) % w] = fmaf(q[e], k[e], l[(e - 1) % w]);
+    else
+      for (int64_t e = 1; e < E; e++) l[(e - 1) % w] += q[e] * k[e];
     return lanes_sum(l, w) + q[0] * k[0];
   case NRT_ATTN_QK_ATEN: {
     /* ATen's sum(): 4 partial sums of e mod 4, the tail into the first,
