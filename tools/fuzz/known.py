@@ -69,6 +69,18 @@ def _tiny_scalar_arg(c: dict, r: dict) -> bool:
     return any(isinstance(v, float) and 0.0 < abs(v) < 1.1754943508222875e-38 for v in vals)
 
 
+def _value_last_dim_expanded(c: dict, r: dict) -> bool:
+    """sdpa's value (third tensor) is an expanded view whose last dim has stride 0."""
+    from fuzz_case import base_shape, shape_of
+
+    ins = [t for t in c.get("tensors", []) if t.get("role") == "in"]
+    if len(ins) < 3 or ins[2].get("layout") != "expanded":
+        return False
+    shape = shape_of(c, ins[2])
+    base, how = base_shape(ins[2], shape)
+    return how[0] == "expand" and len(shape) >= 1 and base[-1] == 1 and shape[-1] != 1
+
+
 def _elementwise_in_float32(c: dict, r: dict) -> bool:
     """An elementwise op's result that float32's range explains: its forward, a unary op's gradient, or a
     gradient that overflowed (a binary op's finite gradient of a broadcast operand is a sum, whose order
@@ -172,6 +184,12 @@ KNOWN: list[Group] = [
           "neuron's fresh block held zeros. Every written element agrees: the wraps copied from the output "
           "itself follow the CPU's copy order since COPY_ORDERED (a 90 s pad fuzz of seed 8675309: the 43 cases left "
           "are all of this kind)."),
+    Group("cpu-bug-sdpa-value-stride0-last-dim", ("sdpa",), VAL, _value_last_dim_expanded,
+          "CPU bug (Intel AVX-512 hosts): scaled_dot_product_attention with a value expanded along its last dim "
+          "(stride 0; the CPU then takes its math path) gives NaN rows where the same values made contiguous give "
+          "numbers: 15001-28795, a causal row whose one visible value row is 0 and whose masked keys hold -3.4e38, "
+          "is NaN on the CPU, 0 with v.contiguous() on the CPU and on neuron (bit for bit). Ordinary values agree "
+          "(100 random problems)."),
     Group("cpu-quirk-sdpa-zero-scale", ("sdpa",), VAL, kwarg("scale", 0.0),
           "scaled_dot_product_attention with scale=0.0: the documented math (softmax(q k^T * 0 + bias)) gives "
           "a causal row the mean of its visible values. The CPU's flash kernel fills the causal -inf before "
