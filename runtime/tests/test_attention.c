@@ -737,6 +737,9 @@ static void test_qk_order(void) {
   CHECK(nrt_attn_qk_kernel_of(3, 5, 17, 1, 1) == NRT_ATTN_QK_SEQ);
   CHECK(nrt_attn_qk_kernel_of(3, 5, 33, 1, 1) == NRT_ATTN_QK_OWN);
   CHECK(nrt_attn_qk_kernel_of(1, 5, 20, 0, 0) == NRT_ATTN_QK_OWN);
+  /* ATen: partials of e mod 4, the tail into the first */
+  CHECK(qk_triple(NRT_ATTN_QK_ATEN, 9, 0, 4, 1) == 1.0f);
+  CHECK(qk_triple(NRT_ATTN_QK_ATEN, 9, 0, 1, 8) == 0.0f);
   /* 16 lanes above a head dim of 16: e and e + 16 share one */
   CHECK(qk_triple(NRT_ATTN_QK_LANES, 20, 0, 16, 1) == 1.0f);
   CHECK(qk_triple(NRT_ATTN_QK_LANES, 20, 0, 8, 16) == 0.0f);

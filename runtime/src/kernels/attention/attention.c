@@ -169,14 +169,19 @@ static nrt_attn_qk_kernel qk_kernel(const nrt_attn_problem *p, int64_t i, int64_
    * bmm takes other kernels) */
   int64_t elt = (int64_t)nrt_dtype_size(p->q.dtype);
   if (p->q.s[3] != elt || p->k.s[3] != elt || p->v.s[3] != elt || p->E != p->Ev) return NRT_ATTN_QK_OWN;
-  /* cpublas::gemm's BLAS check: lda (keys' row stride) and ldb (queries')
-   * at least the head dim, else ATen's loop, on every host */
-  int64_t row = p->E * (int64_t)nrt_dtype_size(p->q.dtype);
-  if (p->k.s[2] < row || p->q.s[2] < row) return NRT_ATTN_QK_ATEN;
-  if (nrt_kernels_host_blas() != NRT_HOST_BLAS_INTEL_AVX512) return NRT_ATTN_QK_OWN;
   int64_t qs = p->L >= 768 ? 256 : p->L >= 192 ? 64 : 32;
   int64_t lb = p->L - i / qs * qs, sb = p->S - j / 512 * 512;
-  return nrt_attn_qk_kernel_of(lb < qs ? lb : qs, sb < 512 ? sb : 512, p->E, i % qs, j % 512);
+  lb = lb < qs ? lb : qs;
+  sb = sb < 512 ? sb : 512;
+  /* cpublas::gemm's BLAS check wants lda (the keys' row stride) and ldb
+   * (the queries') of at least the head dim, after it normalises them for
+   * a block of one key or one query; else the CPU runs ATen's own loop, on
+   * every host (probed: keys expanded over the sequence sum in ATen's
+   * 4-partial order; one transposed key still takes MKL's TAIL tree) */
+  int64_t row = p->E * elt;
+  if ((sb > 1 && p->k.s[2] < row) || (lb > 1 && p->q.s[2] < row)) return NRT_ATTN_QK_ATEN;
+  if (nrt_kernels_host_blas() != NRT_HOST_BLAS_INTEL_AVX512) return NRT_ATTN_QK_OWN;
+  return nrt_attn_qk_kernel_of(lb, sb, p->E, i % qs, j % 512);
 }
 
 /* Whether the CPU's backward scales an operand before q k^T (see ref_row_probs). */

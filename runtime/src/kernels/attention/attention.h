@@ -70,7 +70,7 @@ typedef enum {
   NRT_ATTN_QK_LANES,
   NRT_ATTN_QK_HEAD,
   NRT_ATTN_QK_TAIL,
-  NRT_ATTN_QK_ATEN /* ATen's gemm loop (operands no BLAS accepts) */
+  NRT_ATTN_QK_ATEN /* ATen's gemm loop (operands BLAS refuses) */
 } nrt_attn_qk_kernel;
 nrt_attn_qk_kernel nrt_attn_qk_kernel_of(int64_t L, int64_t S, int64_t E, int64_t i, int64_t j);
 float nrt_attn_qk_dot(nrt_attn_qk_kernel kind, const float *q, const float *k, int64_t E);

@@ -30,9 +30,8 @@
  * the head dim minus one; SEQ otherwise. Whether SEQ fuses its first
  * products is not settled (a head dim of 2 rounded as unfused); the trees
  * decide where sums overflow, which is what inputs at float32's limits show.
- * Keys or queries whose row stride is below the head dim (expanded over
- * the sequence: 0) are no valid BLAS operand (cpublas use_blas_gemm), and
- * the CPU takes ATen's own loop instead, on every host: NRT_ATTN_QK_ATEN.
+ * Operands cpublas's BLAS check refuses take ATen's loop instead, on every
+ * host (NRT_ATTN_QK_ATEN, chosen in attention.c).
  * Head dims 17..32 (probed to 33): LANES and TAIL take 16 lanes, paired
  * the same way, and fuse each lane's multiply-adds (a product past
  * float32's range lands in range when added to its lane: 2.3e38 - 4e38); HEAD blocks the head dim (not followed: neuron's own
