@@ -329,7 +329,11 @@ KNOWN: list[Group] = [
           "flash kernel takes there (kernels/attention/qk_order.c: four kernels by block shape, read off with "
           "rooted-triple probes), ATen's loop for operands BLAS refuses on every host, and float32/float64 "
           "inputs beyond 2^64 take the reference path there (sdpa-only fuzz, seed 15001, ~150k cases: 79 -> 53). "
-          "Left on Intel: bfloat16 (the CPU's oneDNN bf16 GEMM: NaN rows where neuron's are dead, 0), dP - D "
+          "Left on Intel: bfloat16 (the CPU's oneDNN AMX GEMM treats denormal inputs as 0, so 1e-39 x inf is NaN, "
+          "and sums the even and the odd positions in two chains; one query or one key in a pairwise tree; its "
+          "row maximum takes NaN from fewer than 16 keys: a model of the GEMM alone moved random +-3e38/inf/"
+          "denormal problems from 175 to 118 of 300 NaN-pattern mismatches but fixed no fuzz case and broke a "
+          "backward one, so it is not in), dP - D "
           "cancellations with 1e18-scale v (the CPU's dP and its map2_reduce_all D in orders not followed: "
           "following dP alone broke 4 lone-key cases), P . V at the limits, and one-query/one-key kernels above "
           "head dim 16."),
