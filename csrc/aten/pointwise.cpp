@@ -428,6 +428,18 @@ Tensor pow_ts_into(Tensor out, const Tensor &a, const Scalar &e) {
   // POW_SCALAR takes a real exponent: a complex one with an imaginary part
   // runs as the complex a ** b of a wrapped number.
   bool real_exponent = !e.isComplex() || e.toComplexDouble().imag() == 0.0;
+  // An out= of another dtype: the CPU computes in the result dtype (with
+  // the special forms: x ** 0.5 is sqrt, NaN for -inf) and casts on the
+  // store; so does this, through a temporary (fuzz 161803398-2695336:
+  // pow(-inf, 0.5) into bfloat16 was inf, the generic powf's answer).
+  if (rt == a.scalar_type() && out.defined() && out.scalar_type() != rt && real_exponent &&
+      at::canCast(rt, out.scalar_type())) {
+    at::assert_no_internal_overlap(out);
+    at::assert_no_partial_overlap(out, a);
+    Tensor tmp = pow_ts_into(Tensor(), a, e);
+    at::native::resize_output(out, tmp.sizes());
+    return out.copy_(tmp);
+  }
   if (rt == a.scalar_type() && (!out.defined() || out.scalar_type() == rt) && real_exponent) {
     auto iter = TensorIterator::unary_op(out, a);
     check_cpu_dtype(iter, NRT_OP_POW_SCALAR);
