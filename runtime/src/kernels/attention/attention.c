@@ -156,9 +156,10 @@ static bool nan_reaches_max(const nrt_attn_problem *p, int64_t j) {
 /* The MKL kernel of the CPU's float32 q k^T for score (i, j): the flash
  * kernels take it per block of up to 32 queries (64 from 192, 256 from
  * 768) and 512 keys, so the block's shape and the score's place in it
- * decide (qk_order.c). The trees were probed on an Intel AVX-512 host;
- * other hosts' MKL (AMD's Zen kernels) and other dtypes keep neuron's
- * order. */
+ * decide (qk_order.c). MKL's trees were probed on an Intel AVX-512 host
+ * and apply there only: other hosts' MKL (AMD's Zen kernels) and other
+ * dtypes keep neuron's order. ATen's own loop (operands BLAS refuses) is
+ * the same code on every host and is followed everywhere. */
 static nrt_attn_qk_kernel qk_kernel(const nrt_attn_problem *p, int64_t i, int64_t j) {
   /* float64 runs at float32 precision: the CPU's float32 run of the same
    * values is its reference, so it takes float32's orders */
@@ -620,7 +621,7 @@ static nrt_status decode(const nrt_launch *l, nrt_attn_problem *p) {
   return NRT_SUCCESS;
 }
 
-/* Whether a [B, H, R, C] operand holds an inf or NaN. */
+/* Whether a [B, H, R, C] operand holds a value beyond bound, or NaN. */
 static bool view_beyond(const nrt_attn_view *t, int64_t B, int64_t H, int64_t R, int64_t C, float bound) {
   float buf[64];
   if (!t->data) return false;
