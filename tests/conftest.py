@@ -17,30 +17,11 @@ def _clean_tracking():
     torch.neuron.synchronize()
 
 
-def _host_kind() -> str:
-    """'amd', 'intel-avx512' or 'other': which of MKL's kernel sets the CPU takes
-    (tests/conformance/known_gaps.py HOST_BLAS_GAPS)."""
-    vendor, flags = "", ""
-    try:
-        with open("/proc/cpuinfo") as f:
-            for line in f:
-                if line.startswith("vendor_id") and not vendor:
-                    vendor = line.split(":", 1)[1].strip()
-                elif line.startswith("flags") and not flags:
-                    flags = line.split(":", 1)[1]
-    except OSError:
-        pass
-    if vendor == "AuthenticAMD":
-        return "amd"
-    if vendor == "GenuineIntel" and " avx512f" in flags:
-        return "intel-avx512"
-    return "other"
-
-
 def pytest_collection_modifyitems(config, items):
     from conformance.known_gaps import HOST_BLAS_GAPS
+    from torch_neuronx.limits import host_blas_kind
 
-    host = _host_kind()
+    host = host_blas_kind()
     for item in items:
         key = f"{item.path.name}::{getattr(item, 'originalname', item.name)}"
         gap = HOST_BLAS_GAPS.get(key)

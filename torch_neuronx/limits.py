@@ -10,6 +10,7 @@ measures again in its own run, at full length.
 """
 from __future__ import annotations
 
+import functools
 import json
 import os
 import subprocess
@@ -19,16 +20,34 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 CACHE = os.path.join(ROOT, "build", "machine-limits.json")
 
 
-def cpu_model() -> str:
+def _cpuinfo(field: str) -> str:
+    """The first CPU's /proc/cpuinfo value of `field`, or ''."""
     try:
         with open("/proc/cpuinfo") as f:
             for line in f:
                 key, _, value = line.partition(":")
-                if key.strip() == "model name":
+                if key.strip() == field:
                     return value.strip()
     except OSError:
         pass
-    return "unknown"
+    return ""
+
+
+def cpu_model() -> str:
+    return _cpuinfo("model name") or "unknown"
+
+
+@functools.lru_cache(maxsize=None)
+def host_blas_kind() -> str:
+    """'amd', 'intel-avx512' or 'other': which of MKL's kernel sets the CPU's
+    PyTorch takes, the same rule as the runtime's nrt_kernels_host_blas()
+    (docs/architecture.md): MKL's summation orders differ between them."""
+    vendor = _cpuinfo("vendor_id")
+    if vendor == "AuthenticAMD":
+        return "amd"
+    if vendor == "GenuineIntel" and "avx512f" in _cpuinfo("flags").split():
+        return "intel-avx512"
+    return "other"
 
 
 def run_tool(name: str, args: list[str], timeout: float = 600) -> dict | None:

@@ -84,17 +84,9 @@ def _value_last_dim_expanded(c: dict, r: dict) -> bool:
 def _host_amd(c: dict, r: dict) -> bool:
     """The host is AMD: the MKL orders the gemm family follows were probed there (MKL's Intel AVX-512
     kernels sum in other trees; docs/architecture.md)."""
-    global _HOST_AMD
-    if _HOST_AMD is None:
-        try:
-            with open("/proc/cpuinfo") as f:
-                _HOST_AMD = any(line.startswith("vendor_id") and "AuthenticAMD" in line for line in f)
-        except OSError:
-            _HOST_AMD = False
-    return _HOST_AMD
+    from torch_neuronx.limits import host_blas_kind
 
-
-_HOST_AMD: bool | None = None
+    return host_blas_kind() == "amd"
 
 
 def _elementwise_in_float32(c: dict, r: dict) -> bool:

@@ -34,8 +34,9 @@
  * host (NRT_ATTN_QK_ATEN, chosen in attention.c).
  * Head dims 17..32 (probed to 33): LANES and TAIL take 16 lanes, paired
  * the same way, and fuse each lane's multiply-adds (a product past
- * float32's range lands in range when added to its lane: 2.3e38 - 4e38); HEAD blocks the head dim (not followed: neuron's own
- * order, NRT_ATTN_QK_OWN), as do head dims above 32. */
+ * float32's range lands in range when added to its lane: 2.3e38 - 4e38);
+ * HEAD blocks the head dim (not followed: neuron's own order,
+ * NRT_ATTN_QK_OWN), as do head dims above 32. */
 #include <math.h>
 #include "kernels/attention/attention.h"
 
