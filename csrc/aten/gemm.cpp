@@ -43,12 +43,16 @@ nrt_scalar scalar_in(const Tensor &t, const Scalar &s) { return checked_scalar(s
 // kernel scales one operand by alpha (measured: the one it gets as BLAS's
 // 'a', alpha_on_b: our B) unless alpha is 1 or -1, and adds a bias it scales
 // unless beta == 1.
+// alpha_after: the sum times alpha (a complex product even for -1; none
+// for 1) instead of an operand (MKL's AVX-512 cgemm adding a beta == 1
+// bias, cpu_complex_mm_path).
 void complex_gemm_blas(const Tensor &c, const Tensor &a, const Tensor &b, const Tensor &bias, const Scalar &alpha,
-                       const Scalar &beta, bool alpha_on_b) {
+                       const Scalar &beta, bool alpha_on_b, bool alpha_after = false) {
   Tensor a1 = a.resolve_conj().resolve_neg(), b1 = b.resolve_conj().resolve_neg();
   c10::complex<double> al = alpha.toComplexDouble();
   bool alpha_one = al == c10::complex<double>(1, 0), alpha_minus_one = al == c10::complex<double>(-1, 0);
-  if (!alpha_one && !alpha_minus_one) {
+  if (alpha_after) alpha_minus_one = false;
+  if (!alpha_one && !alpha_minus_one && !alpha_after) {
     if (alpha_on_b) b1 = b1.mul(alpha);
     else a1 = a1.mul(alpha);
   }
@@ -58,6 +62,7 @@ void complex_gemm_blas(const Tensor &c, const Tensor &a, const Tensor &b, const 
   Tensor im = at::bmm(a0, bi).add_(at::bmm(ai, b0));
   Tensor t = at::complex(re, im);
   if (alpha_minus_one) t = t.neg();  // MKL negates the sum (measured) rather than scaling an operand
+  if (alpha_after && !alpha_one) t = t.mul(alpha);
   if (bias.defined()) {
     bool beta_one = !beta.isComplex() ? beta.toDouble() == 1.0 : beta.toComplexDouble() == c10::complex<double>(1, 0);
     // part by part, as BLAS adds: a complex add multiplies its other operand
@@ -84,7 +89,7 @@ void complex_gemm_blas(const Tensor &c, const Tensor &a, const Tensor &b, const 
 // scales 'b' whatever 'a' is, and m == n == 1 follows 'b' instead of 'a' (its 'T'
 // scales 'a'). With n == 1 (*gemv) MKL's loop adds a beta == 1 bias as
 // is (measured; as its gemv). 2-d views (one batch entry).
-constexpr int CX_BLAS_ALPHA_A = -1, CX_BLAS_ALPHA_B = -2;
+constexpr int CX_BLAS_ALPHA_A = -1, CX_BLAS_ALPHA_B = -2, CX_BLAS_ALPHA_AFTER = -3;
 // sgemm (float32, measured as above on 8100 shapes up to 64 x 64 x 64 and
 // three layouts per operand, each row of A holding 3e38 and alpha = 0.5):
 // the same paths, except that with 'a' transposed the blocked kernel
@@ -94,7 +99,7 @@ struct BlasShape {
   bool ta, tb, tc;  // tc: BLAS computes C^T = B^T A^T ('a' is our B)
 };
 int cpu_complex_mm_path(const Tensor &c, const Tensor &a, const Tensor &b, bool *gemv, bool sgemm = false,
-                        BlasShape *shape = nullptr) {
+                        BlasShape *shape = nullptr, bool bias_beta_one = false) {
   const int64_t M = c.size(0), N = c.size(1), K = a.size(1);
   auto cs = c.strides();
   bool tc;
@@ -114,10 +119,39 @@ int cpu_complex_mm_path(const Tensor &c, const Tensor &a, const Tensor &b, bool 
   else tb = !tc;
   *gemv = n == 1;
   if (shape) *shape = BlasShape{m, n, k, ta, tb, tc};
-  bool blocked = sgemm && ta ? m >= 12 && n >= 4 && k >= 2 : m >= 4 && n >= 2 && k >= 4;
-  if (blocked) return tc ? CX_BLAS_ALPHA_B : CX_BLAS_ALPHA_A;
+  const int blas_kernel = tc ? CX_BLAS_ALPHA_B : CX_BLAS_ALPHA_A;
   // alpha on BLAS's 'b' / 'a' element, in our operands' names
   const int on_b = tc ? NRT_CGEMM_ALPHA_A : NRT_CGEMM_ALPHA_B, on_a = tc ? NRT_CGEMM_ALPHA_B : NRT_CGEMM_ALPHA_A;
+  if (!sgemm && nrt_kernels_host_blas() == NRT_HOST_BLAS_INTEL_AVX512) {
+    // MKL's AVX-512 cgemm/zgemm split otherwise (measured on an Intel
+    // Xeon: complex64 and complex128 mm, every shape up to 12 x 12 x 8 and
+    // random ones up to 150, all four transposes, against inf/NaN parts).
+    // The blocked kernel: m >= 2, n >= 4, k >= 2, or with only 'a'
+    // transposed n >= 2 and m >= 8 (zgemm: 12). Below that, 'a' transposed
+    // sums then scales, 'a' not transposed scales 'b'. k == 1 sums then
+    // scales for a single row or column of C, else scales 'b'. A 1 x 1
+    // result scales 'a'; a column result (n == 1, C column-major) follows
+    // the transpose rule; a row of a transposed problem (m == 1) scales 'a'
+    // if 'b' is transposed.
+    // With a bias added as is (beta == 1) cgemm takes a small kernel of
+    // its own for m and n in 3..10 and k in 2..10, which scales the sum by
+    // alpha (zgemm splits otherwise there, not followed). The loops' bias: as is
+    // for beta == 1 in a single column (n == 1), else times beta (a
+    // complex product even for 1).
+    if (k == 1 && (m == 1 || (n == 1 && !tc))) return NRT_CGEMM_ALPHA_AFTER;
+    if (m == 1 && n == 1) return on_a;
+    if (n == 1 && !tc) return ta ? NRT_CGEMM_ALPHA_AFTER : on_b;
+    if (m == 1) return tb ? on_a : NRT_CGEMM_ALPHA_AFTER;
+    if (k == 1) return on_b;
+    if (bias_beta_one && a.scalar_type() == at::kComplexFloat && std::min(m, n) >= 3 && std::max({m, n, k}) <= 10)
+      return CX_BLAS_ALPHA_AFTER;
+    if (ta && !tb) return n >= 2 && m >= (a.scalar_type() == at::kComplexDouble ? 12 : 8) ? blas_kernel
+                                                                                       : NRT_CGEMM_ALPHA_AFTER;
+    if (n >= 4) return blas_kernel;
+    return ta ? NRT_CGEMM_ALPHA_AFTER : on_b;
+  }
+  bool blocked = sgemm && ta ? m >= 12 && n >= 4 && k >= 2 : m >= 4 && n >= 2 && k >= 4;
+  if (blocked) return blas_kernel;
   if (m == 1 && (n == 1 || !sgemm)) {
     *gemv = true;
     return tb ? on_a : NRT_CGEMM_ALPHA_AFTER;
@@ -134,11 +168,12 @@ int cpu_complex_mm_path(const Tensor &c, const Tensor &a, const Tensor &b, bool 
 // The CPU's path for a batched product (bmm_out_or_baddbmm_): ATen's own
 // loop below 400 multiply-adds per batch entry (the plain sum for bmm,
 // alpha * sum + beta * self for baddbmm), else the 2-d choice per entry.
-int cpu_complex_path(const Tensor &c, const Tensor &a, const Tensor &b, bool batched, bool has_self, bool *gemv) {
+int cpu_complex_path(const Tensor &c, const Tensor &a, const Tensor &b, bool batched, bool has_self, bool *gemv,
+                     bool bias_beta_one) {
   *gemv = false;
   if (batched && a.size(1) * a.size(2) * b.size(2) < 400)
     return has_self ? NRT_CGEMM_ALPHA_AFTER : NRT_CGEMM_ALPHA_NONE;
-  return cpu_complex_mm_path(c.select(0, 0), a.select(0, 0), b.select(0, 0), gemv);
+  return cpu_complex_mm_path(c.select(0, 0), a.select(0, 0), b.select(0, 0), gemv, false, nullptr, bias_beta_one);
 }
 
 // Complex C = A @ B with alpha/beta where the CPU's path puts them: its
@@ -148,10 +183,15 @@ void launch_cgemm(const Tensor &c, const Tensor &a, const Tensor &b, const Tenso
 void complex_gemm(const Tensor &c, const Tensor &a, const Tensor &b, const Tensor &bias, const Scalar &alpha,
                   const Scalar &beta, bool batched, bool has_self) {
   bool gemv;
-  int path = cpu_complex_path(c, a, b, batched, has_self, &gemv);
-  if (path < 0) return complex_gemm_blas(c, a, b, bias, alpha, beta, path == CX_BLAS_ALPHA_B);
+  bool beta_one = !beta.isComplex() ? beta.toDouble() == 1.0 : beta.toComplexDouble() == c10::complex<double>(1, 0);
+  int path = cpu_complex_path(c, a, b, batched, has_self, &gemv, bias.defined() && beta_one);
+  if (path < 0)
+    return complex_gemm_blas(c, a, b, bias, alpha, beta, path == CX_BLAS_ALPHA_B, path == CX_BLAS_ALPHA_AFTER);
   bool aten_loop = batched && a.size(1) * a.size(2) * b.size(2) < 400;
-  launch_cgemm(c, a, b, bias, alpha, beta, path, gemv, !aten_loop);
+  // MKL's AMD loops scale a beta != 1 bias in a pass of their own, its
+  // AVX-512 ones multiply it in place (measured, cpu_complex_mm_path)
+  bool beta_pass = !aten_loop && nrt_kernels_host_blas() != NRT_HOST_BLAS_INTEL_AVX512;
+  launch_cgemm(c, a, b, bias, alpha, beta, path, gemv, beta_pass);
 }
 
 // The CGEMM kernel with the CPU path `path` (nrt_cgemm_alpha); gemv: a
@@ -326,6 +366,7 @@ void check_mm(const Tensor &a, const Tensor &b, const char *an, const char *bn) 
 // elsewhere the packed kernels (fused, C added to the finished sum).
 int sgemm_loop_order(int path, const BlasShape &s) {
   if ((s.m >= 12 && s.n >= 4) || s.m * s.n * s.k > 65536) return NRT_GEMM_PACKED;
+  if (nrt_kernels_host_blas() == NRT_HOST_BLAS_INTEL_AVX512 && s.m >= 2 && s.n >= 2) return NRT_GEMM_PACKED;
   // one column: MKL's sgemv (launch_sgemv_t for 'a' along k; its 'n' is not
   // followed); a 1 x 1 result runs the loops (measured: C = beta * y, then
   // (alpha * a_k) * b_k added in k order, 500 of 500 crafted addmm, K < 60)

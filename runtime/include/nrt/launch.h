@@ -322,6 +322,18 @@ nrt_status nrt_launch_run(const nrt_launch *launch);
 void nrt_kernels_set_reference(bool use_reference);
 bool nrt_kernels_reference(void);
 
+/* Which of MKL's kernel sets the host's PyTorch CPU build takes (by the
+ * CPU's vendor and ISA). The kernels sum in different orders and pick
+ * different paths by shape, so a family that follows the CPU's result
+ * where the order decides overflow or an inf/NaN pattern (the GEMM glue's
+ * path tables, sdpa's q . k trees) asks which set the host takes. */
+typedef enum nrt_host_blas {
+  NRT_HOST_BLAS_OTHER,
+  NRT_HOST_BLAS_AMD,          /* MKL's Zen kernels */
+  NRT_HOST_BLAS_INTEL_AVX512, /* MKL's AVX-512 kernels */
+} nrt_host_blas;
+nrt_host_blas nrt_kernels_host_blas(void);
+
 #ifdef __cplusplus
 }
 #endif

@@ -24,14 +24,6 @@ typedef enum nrt_isa {
 } nrt_isa;
 nrt_isa nrt_kernels_isa(void);            /* best usable, after the limit */
 void nrt_kernels_limit_isa(nrt_isa limit); /* tests: cap the ISA used */
-
-/* Which of MKL's kernel sets the host CPU takes (isa.c): the PyTorch CPU
- * results that families follow in their summation order come from them. */
-typedef enum nrt_host_blas {
-  NRT_HOST_BLAS_OTHER,
-  NRT_HOST_BLAS_AMD,           /* MKL's Zen kernels */
-  NRT_HOST_BLAS_INTEL_AVX512,  /* MKL's AVX-512 kernels */
-} nrt_host_blas;
-nrt_host_blas nrt_kernels_host_blas(void);
+/* nrt_kernels_host_blas (nrt/launch.h) is implemented in isa.c too. */
 
 #endif
