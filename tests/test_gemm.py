@@ -161,7 +161,8 @@ def test_complex_gemm_inf_nan_like_the_cpu(m, k, n, ta, tb):
     depends on the CPU's path (MKL's reference loops below m 4, n 2, k 4 in
     BLAS terms scale one operand's element or the sum by alpha, even alpha
     == 1; its blocked kernel keeps the plain sum; ATen's own small-batch
-    loop), which neuron follows element for element."""
+    loop), which neuron follows element for element. Those are MKL's Zen
+    kernels; its AVX-512 ones split by other sizes (cpu_complex_mm_path)."""
     failures = []
     for seed in range(6):
         a = _nonfinite_complex((m, k), 100 * seed + 1, ta)
@@ -185,6 +186,41 @@ def test_complex_gemm_inf_nan_like_the_cpu(m, k, n, ta, tb):
             except AssertionError as e:
                 failures.append(f"{name} seed {seed}: {str(e).splitlines()[-1]}")
     assert not failures, failures
+    assert_no_fallbacks()
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_complex64_addmm_takes_mkls_avx512_paths(seed):
+    """MKL's AVX-512 cgemm (Intel hosts) splits small products among its
+    loops, its blocked kernel and, for a bias added as is (beta == 1), a small
+    kernel of its own for m, n in 3..10 and k in 2..10 that scales the sum by
+    alpha; each places alpha and the bias where inf parts meet differently.
+    Random shapes, layouts (vectors with every stride ATen tells apart) and
+    alpha/beta pairs, bit for bit against the CPU."""
+    g = torch.Generator().manual_seed(1000 + seed)
+    failures = []
+    for trial in range(40):
+        m, k, n = (int(v) for v in torch.randint(1, 13, (3,), generator=g))
+        la, lb, lc = (("row", "col", "strided")[int(v)] for v in torch.randint(0, 3, (3,), generator=g))
+        alpha, beta = [(1, 1), (2, 1), (-1, 1), (1j, 1), (1, 2), (1j, 0.5), (0.5 + 1j, 0), (-1, 2)][trial % 8]
+        a = _nonfinite_complex((m, k), 10 * trial + seed, la == "col")
+        b = _nonfinite_complex((k, n), 10 * trial + seed + 5000, lb == "col")
+        c = _nonfinite_complex((m, n), 10 * trial + seed + 9000)
+        if la == "strided":
+            a = _strided(a)
+        if lb == "strided":
+            b = _strided(b)
+
+        def run(d):
+            out = torch.addmm(c.to(d), a.to(d), b.to(d), beta=beta, alpha=alpha)
+            self_ = _layout(c.clone().to(d), "col") if lc == "col" else c.clone().to(d)
+            self_.addmm_(a.to(d), b.to(d), beta=beta, alpha=alpha)
+            return torch.view_as_real(torch.stack([out, self_]).cpu())
+
+        want, got = run("cpu"), run("neuron")
+        if not torch.equal(want.nan_to_num(1, 2, 3), got.nan_to_num(1, 2, 3)):
+            failures.append((m, k, n, la, lb, lc, alpha, beta))
+    assert not failures
     assert_no_fallbacks()
 
 
@@ -250,10 +286,11 @@ def test_complex_addr_inf_nan_like_the_cpu(m, n, beta, alpha):
 @pytest.mark.parametrize("step", [1, 2])
 @pytest.mark.parametrize("fn", [torch.dot, torch.vdot, torch.inner])
 def test_complex_dot_inf_nan_like_the_cpu(n, step, fn):
-    """MKL's cdotu/cdotc add 0 times the real part of x (cdotu) or y
+    """MKL's Zen cdotu/cdotc add 0 times the real part of x (cdotu) or y
     (cdotc) to the imaginary part for the elements outside their paired
     loop (an odd count's last one on unit strides, all on others), so an
-    inf real part there makes it NaN; neuron places the NaNs the same way."""
+    inf real part there makes it NaN; its AVX-512 ones (Intel hosts) keep
+    the plain sum; neuron places the NaNs as the host's do."""
     for seed in range(8):
         g = torch.Generator().manual_seed(seed)
         x = torch.view_as_complex(torch.randint(-3, 4, (n * step, 2), generator=g).float())

@@ -28,6 +28,7 @@
 
 #include "launch/launch.h"
 #include "launch/scalar.h"
+#include "nrt/launch.h"
 #include "registry/variants.h"
 
 namespace torch_neuronx {
@@ -50,9 +51,12 @@ using c10::Scalar;
 // outside its paired vector loop: the last one of an odd count on unit
 // strides, every one on other strides (an inf there makes it NaN). An mm
 // of 1 x n by n x 1 placed its NaNs elsewhere. Composed from native ops.
+// MKL's AVX-512 cdotu/cdotc (Intel hosts) keep the plain sum (measured: an
+// inf real part at any place, counts 1..33, strides 1 and 2).
 Tensor complex_dot(const Tensor &a, const Tensor &b, bool conjugate_a) {
   const int64_t n = a.numel();
   Tensor r = (conjugate_a ? a.conj() : a).mul(b).sum();
+  if (nrt_kernels_host_blas() == NRT_HOST_BLAS_INTEL_AVX512) return r;
   Tensor quirk_src = (conjugate_a ? b : a).resolve_conj();
   bool unit = n == 1 || (a.stride(0) == 1 && b.stride(0) == 1);  // ATen passes inc 1 for one element
   Tensor lanes = unit ? (n % 2 == 1 ? quirk_src.narrow(0, n - 1, 1) : quirk_src.narrow(0, 0, 0)) : quirk_src;

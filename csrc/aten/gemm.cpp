@@ -128,20 +128,23 @@ int cpu_complex_mm_path(const Tensor &c, const Tensor &a, const Tensor &b, bool 
     // random ones up to 150, all four transposes, against inf/NaN parts).
     // The blocked kernel: m >= 2, n >= 4, k >= 2, or with only 'a'
     // transposed n >= 2 and m >= 8 (zgemm: 12). Below that, 'a' transposed
-    // sums then scales, 'a' not transposed scales 'b'. k == 1 sums then
-    // scales for a single row or column of C, else scales 'b'. A 1 x 1
-    // result scales 'a'; a column result (n == 1, C column-major) follows
-    // the transpose rule; a row of a transposed problem (m == 1) scales 'a'
-    // if 'b' is transposed.
+    // sums then scales, 'a' not transposed scales 'b', as does k == 1.
+    // One column of C (n == 1, any k) follows 'a' the same way; one row
+    // (m == 1) scales 'a' if 'b' is transposed, else sums then scales, as
+    // does a 1 x 1 result unless k >= 2 and 'b' is transposed (then 'a').
+    // The vector cases were probed with every stride ATen tells apart
+    // (a unit leading dimension makes a vector count as transposed).
     // With a bias added as is (beta == 1) cgemm takes a small kernel of
     // its own for m and n in 3..10 and k in 2..10, which scales the sum by
     // alpha (zgemm splits otherwise there, not followed). The loops' bias: as is
     // for beta == 1 in a single column (n == 1), else times beta (a
     // complex product even for 1).
-    if (k == 1 && (m == 1 || (n == 1 && !tc))) return NRT_CGEMM_ALPHA_AFTER;
-    if (m == 1 && n == 1) return on_a;
-    if (n == 1 && !tc) return ta ? NRT_CGEMM_ALPHA_AFTER : on_b;
-    if (m == 1) return tb ? on_a : NRT_CGEMM_ALPHA_AFTER;
+    if (m == 1 && n == 1) return k == 1 || !tb ? NRT_CGEMM_ALPHA_AFTER : on_a;
+    if (m == 1) {
+      *gemv = true;
+      return tb ? on_a : NRT_CGEMM_ALPHA_AFTER;
+    }
+    if (n == 1) return ta ? NRT_CGEMM_ALPHA_AFTER : on_b;
     if (k == 1) return on_b;
     if (bias_beta_one && a.scalar_type() == at::kComplexFloat && std::min(m, n) >= 3 && std::max({m, n, k}) <= 10)
       return CX_BLAS_ALPHA_AFTER;
