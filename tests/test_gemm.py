@@ -589,6 +589,52 @@ def test_small_sgemm_follows_mkls_loops_at_the_float_limits(m, k, n, la, lb):
     assert_no_fallbacks()
 
 
+def _limits(shape, g, p):
+    """float32 normals with a share p of +-3.4e38 and p / 2 of +-inf."""
+    t = torch.randn(shape, generator=g)
+    u = torch.rand(shape, generator=g)
+    big = torch.finfo(torch.float32).max
+    for lo, v in ((0, big), (p, -big), (2 * p, float("inf")), (2.5 * p, float("-inf"))):
+        t[(u >= lo) & (u < lo + (p if abs(v) == big else p / 2))] = v
+    return t
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_float32_gemm_and_sgemv_n_take_mkls_avx512_orders(seed):
+    """MKL's AVX-512 sgemm (Intel hosts) fuses each product into one
+    accumulator in k order for C of at least 2 x 2 with 'a' not transposed;
+    its sgemv 'n' (one row of C over a row-major B, one column over a
+    column-major A, mv of a column-major matrix) fuses them in order below 16
+    outputs and takes k in blocks of 8 for the outputs in whole vectors of
+    16. Huge and infinite values make the order visible; bit for bit
+    against the CPU, alpha and beta included."""
+    g = torch.Generator().manual_seed(300 + seed)
+    failures = []
+    for trial in range(60):
+        kind = ("mm", "row", "col", "mv")[trial % 4]
+        m, k = (int(v) for v in torch.randint(2, 41, (2,), generator=g))
+        n = int(torch.randint(2, 20, (1,), generator=g))
+        alpha, beta = [(1, 0), (1, 1), (0.5, 1), (2, 0.5), (-1.5, 1)][trial % 5]
+        p = min(0.1, 0.5 / k)
+        if kind == "mm":
+            a, b, c = _limits((n, k), g, p), _limits((k, m), g, 0.02), _limits((n, m), g, 0.05)
+        elif kind == "row":
+            a, b, c = _limits((1, k), g, p), _limits((k, m), g, 0.02), _limits((1, m), g, 0.05)
+        else:
+            a, b, c = _limits((m, k), g, 0.02).t().contiguous().t(), _limits((k, 1), g, p), _limits((m, 1), g, 0.05)
+
+        def run(d):
+            if kind == "mv":
+                return torch.addmv(c.to(d).view(-1), a.to(d), b.to(d).view(-1), alpha=alpha, beta=beta)
+            return torch.addmm(c.to(d), a.to(d), b.to(d), alpha=alpha, beta=beta)
+
+        want, got = run("cpu"), run("neuron").cpu()
+        if not torch.equal(want.nan_to_num(1, 2, 3), got.nan_to_num(1, 2, 3)):
+            failures.append((kind, m, k, n, alpha, beta))
+    assert not failures
+    assert_no_fallbacks()
+
+
 def _one_hot_rows(shape, dtype, g):
     """Rows of ones with +L and -L at two random places (L absorbs a 1): the
     sum keeps exactly the ones that met neither before they cancel, so it

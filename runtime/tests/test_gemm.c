@@ -473,6 +473,45 @@ static void test_gemm_loop_orders(void) {
   CHECK(shared == 127); /* 1 -> 3 -> 7 -> 15 -> 31 -> 63 -> 127 */
 }
 
+/* SGEMV_N8 (MKL's AVX-512 sgemv 'n'): output j of a 1 x k by k x n
+ * product with products 2^25, -2^25 and 1 at k = p, q, r (zeros elsewhere)
+ * is 1 exactly when p and q meet before r joins. */
+static float n8_triple(int64_t k, int64_t n, int64_t j, int64_t p, int64_t q, int64_t r) {
+  float a[32] = {0}, b[32 * 20], c[20];
+  for (int64_t i = 0; i < k * n; i++) b[i] = 1.0f;
+  a[p] = 0x1p25f;
+  a[q] = -0x1p25f;
+  a[r] = 1.0f;
+  gemm_loop_run(NRT_GEMM_LOOP_SGEMV_N8, 0, a, b, NULL, 1.0f, 0.0f, c, 4, 1, n, k);
+  return c[j];
+}
+
+static void test_gemm_sgemv_n8(void) {
+  /* in a vector of 16 (j < 16): ((p0 + p2) + (p1 + p3)) + ((p4 + p6) + (p5 + p7)) */
+  CHECK(n8_triple(9, 20, 0, 0, 2, 1) == 1.0f);
+  CHECK(n8_triple(9, 20, 0, 0, 1, 2) == 0.0f);
+  CHECK(n8_triple(9, 20, 15, 4, 6, 0) == 1.0f);
+  CHECK(n8_triple(9, 20, 0, 0, 4, 8) == 1.0f); /* the tail joins the finished block */
+  /* the second block: C + p14 + p12 first, then (p13 + p15), then p8..p11 */
+  CHECK(n8_triple(17, 20, 0, 0, 14, 12) == 1.0f);
+  CHECK(n8_triple(17, 20, 0, 0, 12, 14) == 0.0f); /* p14 joins before p12 */
+  CHECK(n8_triple(17, 20, 0, 0, 13, 14) == 0.0f);
+  CHECK(n8_triple(17, 20, 0, 14, 12, 13) == 1.0f);
+  CHECK(n8_triple(17, 20, 0, 8, 10, 12) == 1.0f);
+  /* past the last whole vector (j >= 16): every product in k order */
+  CHECK(n8_triple(9, 20, 16, 0, 1, 2) == 1.0f);
+  CHECK(n8_triple(9, 20, 19, 0, 2, 1) == 0.0f);
+  /* fused: 3e38 * 2 - 3e38 stays finite in a pair (p7 rounded, p5 fused in) */
+  float a[8] = {0, 0, 0, 0, 0, 3e38f, 0, -3e38f}, b[8 * 16], c[16], y[16];
+  for (int i = 0; i < 8 * 16; i++) b[i] = i / 16 == 5 ? 2.0f : 1.0f;
+  gemm_loop_run(NRT_GEMM_LOOP_SGEMV_N8, 0, a, b, NULL, 1.0f, 0.0f, c, 4, 1, 16, 8);
+  CHECK(c[0] == 3e38f);
+  /* C = beta * bias first, then the block */
+  for (int i = 0; i < 16; i++) y[i] = 1.0f;
+  gemm_loop_run(NRT_GEMM_LOOP_SGEMV_N8, 0, a, b, y, 1.0f, 0.5f, c, 4, 1, 16, 8);
+  CHECK(c[3] == 3e38f + 0.5f);
+}
+
 /* ATen's 16-bit loop orders (SUM4, VDOT, fused ALPHA_A): rows of ones
  * with +L and -L (L = 2^40 absorbs a 1) keep exactly the ones that meet
  * neither before they cancel, so each order's grouping shows in the sum. */
@@ -615,5 +654,6 @@ int main(void) {
   RUN_TEST(test_gemm_loop_orders);
   RUN_TEST(test_gemm_reduced_loop_orders);
   RUN_TEST(test_gemm_sgemv_t);
+  RUN_TEST(test_gemm_sgemv_n8);
   return TEST_RESULT();
 }

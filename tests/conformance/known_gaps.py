@@ -123,9 +123,9 @@ _ZEN = ("amd", "gap: neuron's float32 GEMM, GEMV and complex GEMM kernels follow
                "orders as probed on AMD (Zen) hosts; on this host MKL takes its Intel AVX-512 "
                "kernels, whose orders are not followed yet, so results at the float32 limits differ "
                "(ordinary values agree within tolerance)")
-_INTEL_GEMM = ("intel-avx512", "gap: the complex GEMM paths of MKL's AVX-512 cgemm were probed on an "
-                               "Intel host (csrc/aten/gemm.cpp cpu_complex_mm_path); the AMD (Zen) tables "
-                               "were probed on products up to 8 x 8 x 8 only")
+_INTEL_GEMM = ("intel-avx512", "gap: MKL's AVX-512 cgemm paths and sgemm/sgemv 'n' orders were probed "
+                               "on an Intel host (csrc/aten/gemm.cpp); on AMD (Zen) hosts neuron follows "
+                               "the Zen kernels, whose tables cover other shapes and orders")
 _ZEN_SDPA = ("amd", "gap: the sdpa reference path's bfloat16 prescaling and the blocked kernel's "
                     "lone-key cancellation follow the CPU flash kernel's MKL GEMMs as probed on AMD "
                     "(Zen) hosts; this host's MKL (Intel AVX-512) sums q k^T and dO v^T in other trees")
@@ -134,11 +134,7 @@ _INTEL_SDPA = ("intel-avx512", "gap: the sdpa reference path's q k^T trees (kern
                                "only; MKL's AMD (Zen) trees for head dims above 11 are not followed")
 HOST_BLAS_GAPS: dict[str, tuple[str, str]] = {
     **{f"test_gemm.py::{name}": _ZEN for name in (
-        "test_addbmm_adds_one_batch_entry_at_a_time_like_the_cpu",
         "test_alpha_zero_ignores_the_product_where_the_cpu_does",
-        "test_float32_addmv_of_a_column_major_matrix_follows_mkls_sgemv",
-        "test_float32_baddbmm_fuzz_9302_16878",
-        "test_float32_bmm_entries_take_mkls_small_sgemm_paths",
         "test_float32_k1_addmm_scales_the_operand_mkl_scales",
         "test_float32_mm_with_a_strided_column_follows_mkls_buffered_sgemv",
         "test_float32_mv_of_a_strided_vector_follows_mkls_gemv",
@@ -147,6 +143,7 @@ HOST_BLAS_GAPS: dict[str, tuple[str, str]] = {
         "test_sgemm_scales_an_operand_by_alpha_where_mkl_does",
         "test_small_sgemm_follows_mkls_loops_at_the_float_limits")},
     "test_gemm.py::test_complex64_addmm_takes_mkls_avx512_paths": _INTEL_GEMM,
+    "test_gemm.py::test_float32_gemm_and_sgemv_n_take_mkls_avx512_orders": _INTEL_GEMM,
     "test_attention.py::test_sdpa_bfloat16_backward_scales_before_the_product": _ZEN_SDPA,
     "test_attention.py::test_sdpa_lone_key_gradient_cancels_on_the_blocked_kernel": _ZEN_SDPA,
     "test_attention.py::test_sdpa_huge_scores_follow_the_cpu_qk_order": _INTEL_SDPA,

@@ -37,7 +37,8 @@ typedef enum nrt_cgemm_alpha {
  * ALPHA_B): each product is fused into C (fma(alpha * a_k, b_k, c)); p3 != 0
  * (ALPHA_A / ALPHA_B): the products summed from 0, the sum and beta * bias
  * each rounded to C's dtype and added last;
- * (AFTER) beta * bias rounded to C's dtype before the sum is added. */
+ * (AFTER) beta * bias rounded to C's dtype before the sum is added;
+ * (PACKED) C = fma(beta, bias, alpha * sum) unless alpha == beta == 1. */
 typedef enum nrt_gemm_order {
   NRT_GEMM_PACKED = 0,
   NRT_GEMM_LOOP_AFTER = 1,   /* C = alpha * sum + beta * bias */
@@ -53,6 +54,9 @@ typedef enum nrt_gemm_order {
   NRT_GEMM_LOOP_SGEMV_T = 7, /* float32, N = 1, A's rows and B of unit k-stride:
                                 MKL's sgemv 't' order (kernels/gemm/sgemv.c);
                                 p2 != 0: B was a strided vector (mv), copied */
+  NRT_GEMM_LOOP_SGEMV_N8 = 8, /* float only: C = beta * bias, then k in blocks of
+                                 8 and a fused tail, as MKL's AVX-512 sgemv 'n'
+                                 (kernels/gemm/loop.c); alpha on A's element */
 } nrt_gemm_order;
 
 #endif

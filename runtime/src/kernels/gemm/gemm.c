@@ -711,12 +711,15 @@ nrt_status nrt_gemm_execute(const nrt_launch *l) {
    * crafted addmm, alpha 0.3..1.1, beta 0.3..1.7; C = beta * bias first
    * and fma(alpha, sum, C) matched 20), so 2 * 3.4e38 - 3.4e38 stays
    * finite there. alpha = beta = 1 is the same either way: the usual
-   * bias (F.linear) keeps the tile path. */
-  p.bias_last = p.bias && p.A->dtype == NRT_BFLOAT16 && p.B->dtype == NRT_BFLOAT16 && p.C->dtype != NRT_FLOAT32 &&
+   * bias (F.linear) keeps the tile path. p3 != 0 asks for that finish for
+   * any dtype (MKL's AVX-512 sgemm: C = fma(beta, bias, alpha * sum),
+   * chosen by the glue on Intel hosts); C then goes through the tile. */
+  p.bias_last = p.bias && (l->params[3] || (p.A->dtype == NRT_BFLOAT16 && p.B->dtype == NRT_BFLOAT16 &&
+                                             p.C->dtype != NRT_FLOAT32)) &&
                 !(p.alpha == 1.0f && p.beta == 1.0f) && p.K > 0;
   nrt_status gst;
   if ((p.M == 1 || p.N == 1) && try_gemv(&p, &gst)) return gst;
-  p.c_direct = p.C->dtype == NRT_FLOAT32 && p.C->strides[2] == 4 && p.C->strides[1] % 4 == 0;
+  p.c_direct = p.C->dtype == NRT_FLOAT32 && p.C->strides[2] == 4 && p.C->strides[1] % 4 == 0 && !p.bias_last;
   int64_t mr = p.uk->mr, nr = p.uk->nr;
   p.strided = p.uk == &nrt_gemm_ukernel_avx512;
   {
