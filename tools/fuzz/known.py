@@ -89,6 +89,13 @@ def _host_amd(c: dict, r: dict) -> bool:
     return host_blas_kind() == "amd"
 
 
+def _host_amd_or_intel(c: dict, r: dict) -> bool:
+    """The host takes MKL's Zen or its Intel AVX-512 kernels, whose sgemv 'n' orders neuron follows."""
+    from torch_neuronx.limits import host_blas_kind
+
+    return host_blas_kind() in ("amd", "intel-avx512")
+
+
 def _elementwise_in_float32(c: dict, r: dict) -> bool:
     """An elementwise op's result that float32's range explains: its forward, a unary op's gradient, or a
     gradient that overflowed (a binary op's finite gradient of a broadcast operand is a sum, whose order
@@ -414,11 +421,11 @@ KNOWN: list[Group] = [
                  # float16 gemv like bfloat16's since this session (a strided matrix: 2 of 400 still differ)
                  not_(all_of(in_dtype("float16"), fn("torch.mv", "torch.addmv", "Tensor.addmv_"),
                              lambda c, r: c["tensors"][c["args"][-2]["t"]]["layout"] != "strided")),
-                 # MKL's sgemv orders: followed on AMD hosts only (probed there)
-                 not_(all_of(_host_amd, in_dtype("float32"), fn("torch.addmv", "Tensor.addmv_"),
+                 # MKL's sgemv 'n' (a column-major matrix): followed on AMD and Intel AVX-512 hosts
+                 not_(all_of(_host_amd_or_intel, in_dtype("float32"), fn("torch.addmv", "Tensor.addmv_"),
                              not_(phase("backward")),
                              lambda c, r: c["tensors"][c["args"][1]["t"]]["layout"] == "transposed")),
-                 # since a31625d: float32 sgemv 't' (a row-major matrix, any vector but a strided one)
+                 # since a31625d: float32 sgemv 't' (a row-major matrix, any vector but a strided one), AMD only
                  not_(all_of(_host_amd, in_dtype("float32"), fn("torch.mv", "torch.addmv", "Tensor.addmv_"),
                              not_(phase("backward")),
                              lambda c, r: c["tensors"][c["args"][-1]["t"]]["layout"] != "strided"))),
@@ -438,7 +445,15 @@ KNOWN: list[Group] = [
           "block's last row, 4 lanes; rows after the blocks from the vector's address, 8 lanes; a31625d: "
           "57721566-446342 agrees), k == 1 addmm's alpha placement (70a3219: 9301-10022), 1 x 1 addmm "
           "(1a147d6). Fresh seeds, 120 s of the gemm ops: 9301 (94k cases) 1 (fixed since), 9302 (70k) 3 "
-          "(float32 baddbmm, fixed since; bfloat16 dot; complex64), 9303 (42k) 0."),
+          "(float32 baddbmm, fixed since; bfloat16 dot; complex64), 9303 (42k) 0. Those are MKL's Zen "
+          "kernels. On Intel AVX-512 hosts (session 18) neuron follows MKL's AVX-512 cgemm/zgemm paths and "
+          "cdotu/cdotc (inf/NaN parts), sgemm's fused k order with C = fma(beta, bias, alpha * sum) for C of "
+          "2 x 2 and more with 'a' not transposed, and sgemv 'n' (SGEMV_N8); not yet its sgemv 't' (mv of a "
+          "row-major matrix, F.linear of a vector, one column of C over a row-major A: a head product, 8 or 16 "
+          "lanes by k and by 4-row block), its 'a'-transposed lane kernels (8 lanes for k < 10 on some shapes, "
+          "4-deep chunks for m >= 13 with both transposed), 1 x 1 results with a transposed 'b', zgemm's "
+          "beta == 1 split. 120 s of the gemm ops, 2 workers (~210k cases each): 316 (seed 18001, before) -> "
+          "50 (18004)."),
     Group("edge-magnitude-conv", ("conv",), VAL, fill("edge"),
           "Convolutions with inputs near the dtype's limits where the CPU's own order decides. Launches whose "
           "sums could pass FLT_MAX run neuron's loop nest in double in the CPU's float64 (im2col) grouping, "
