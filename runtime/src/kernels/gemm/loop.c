@@ -189,31 +189,47 @@ NRT_TARGET_AVX2 static void row_sgemv_n8(const loop_job *jb, int64_t b, int64_t 
   const nrt_operand *C = &l->operands[0], *A = &l->operands[1], *B = &l->operands[2], *Y = &l->operands[3];
   const float alpha = (float)l->scalars[0].f, beta = (float)l->scalars[1].f;
   const int64_t whole = jb->K / 8 * 8, vec_end = jb->N / 16 * 16;
-  float x[8];
-  for (int64_t j = j0; j < j0 + nj; j++) {
-    float acc = 0;
+  /* columns [j0, jv) lie in whole vectors of 16 and take the blocks */
+  const int64_t jv = nrt_max_i64(j0, nrt_min_i64(j0 + nj, vec_end));
+  const bool b_plain = B->dtype == NRT_FLOAT32 && B->strides[2] == 4;
+  float acc[LOOP_NB], y[8][LOOP_NB];
+  for (int64_t j = 0; j < nj; j++) {
+    acc[j] = 0;
     if (jb->bias) {
-      acc = (float)ld(AT(Y, b, i, j), Y->dtype);
-      if (beta != 1) acc = beta * acc;
+      acc[j] = (float)ld(AT(Y, b, i, j0 + j), Y->dtype);
+      if (beta != 1) acc[j] = beta * acc[j];
     }
-    int64_t k = 0;
-    if (j < vec_end) /* outputs in whole vectors of 16: the 8-deep blocks */
-      for (; k < whole; k += 8) {
-        float y[8];
-        for (int q = 0; q < 8; q++) {
-          x[q] = alpha * (float)ld(AT(A, b, i, k + q), A->dtype);
-          y[q] = (float)ld(AT(B, b, k + q, j), B->dtype);
-        }
-        float t1 = fmaf(x[4], y[4], fmaf(x[6], y[6], acc));
-        float t2 = fmaf(x[5], y[5], x[7] * y[7]);
-        float t3 = fmaf(x[0], y[0], x[2] * y[2]);
-        float t4 = fmaf(x[1], y[1], x[3] * y[3]);
-        acc = (t1 + t2) + (t3 + t4);
-      }
-    for (; k < jb->K; k++) /* the tail, and the outputs past the last vector */
-      acc = fmaf(alpha * (float)ld(AT(A, b, i, k), A->dtype), (float)ld(AT(B, b, k, j), B->dtype), acc);
-    st(AT(C, b, i, j), C->dtype, (double)acc);
   }
+  const int64_t nv = jv - j0;
+  for (int64_t k = 0; nv > 0 && k < whole; k += 8) {
+    float x[8];
+    const float *r[8];
+    for (int q = 0; q < 8; q++) {
+      x[q] = alpha * (float)ld(AT(A, b, i, k + q), A->dtype);
+      if (b_plain) {
+        r[q] = (const float *)AT(B, b, k + q, j0);
+      } else {
+        for (int64_t j = 0; j < nv; j++) y[q][j] = (float)ld(AT(B, b, k + q, j0 + j), B->dtype);
+        r[q] = y[q];
+      }
+    }
+    for (int64_t j = 0; j < nv; j++) {
+      float t1 = fmaf(x[4], r[4][j], fmaf(x[6], r[6][j], acc[j]));
+      float t2 = fmaf(x[5], r[5][j], x[7] * r[7][j]);
+      float t3 = fmaf(x[0], r[0][j], x[2] * r[2][j]);
+      float t4 = fmaf(x[1], r[1][j], x[3] * r[3][j]);
+      acc[j] = (t1 + t2) + (t3 + t4);
+    }
+  }
+  /* the k % 8 tail of those, and every k of the columns past the last
+   * whole vector, fused in order */
+  for (int64_t k = 0; k < jb->K; k++) {
+    float xk = alpha * (float)ld(AT(A, b, i, k), A->dtype);
+    for (int64_t j = k < whole ? nv : 0; j < nj; j++)
+      acc[j] = fmaf(xk, b_plain ? ((const float *)AT(B, b, k, j0))[j] : (float)ld(AT(B, b, k, j0 + j), B->dtype),
+                    acc[j]);
+  }
+  for (int64_t j = 0; j < nj; j++) st(AT(C, b, i, j0 + j), C->dtype, (double)acc[j]);
 }
 #pragma GCC pop_options
 
