@@ -1351,6 +1351,57 @@ static double rl2(const nrt_operand *o, int64_t n, int64_t g) {
   return (float)nrt_ref_load_f64(stat2(o, n, g), o->dtype);
 }
 
+/* ---- batch norm backward, a strided float32 input ------------------------------
+ * ATen's generic loop (batch_norm_backward_cpu_template for an input or
+ * gradient that is not dense in one memory format), in its float steps:
+ * dot = the double sum of the float products (x - mean) * dy in (n, s)
+ * order; k = (float)dot * invstd * invstd / count and grad_mean = sum / count
+ * in float; dx = ((dy - grad_mean) - (x - mean) * k) * invstd * w, each step
+ * in float; grad_weight = dot * invstd in double. A huge x there keeps its
+ * product finite where float lane sums overflow (fuzz 18101-863788). The
+ * gradient's sum stays the double sum of the planes path (ATen's at::sum). */
+#pragma GCC push_options
+#pragma GCC optimize("fp-contract=off")
+static void bn_backward_strided(void *ctx, int64_t begin, int64_t end) {
+  cn_job *j = ctx;
+  const cn_geom *g = &j->g;
+  const nrt_launch *l = j->l;
+  const nrt_operand *gy = j->in[0], *x = j->in[1], *w = g->has_w ? j->in[4] : NULL;
+  int slot[3];
+  mask_slots(l->params[0], slot);
+  const bool train = l->params[2] != 0;
+  const float count = (float)(g->N * g->S);
+  for (int64_t c = begin; c < end; c++) {
+    float mean = (float)rv(j->in[2], c);
+    float invstd = train ? (float)rv(j->in[3], c) : (float)(1.0 / sqrt(rv(j->in[3], c) + (double)l->scalars[0].f));
+    float wv = w ? (float)rv(w, c) : 1.0f;
+    double sdy = 0.0, dot = 0.0;
+    for (int64_t n = 0; n < g->N; n++)
+      for (int64_t s = 0; s < g->S; s++) {
+        float dy = (float)rl(gy, n, c, s), d = (float)rl(x, n, c, s) - mean;
+        sdy += dy;
+        dot += (double)(d * dy);
+      }
+    if (slot[1] >= 0) rvs(j->out[slot[1]], c, dot * (double)invstd);
+    if (slot[2] >= 0) rvs(j->out[slot[2]], c, (double)(float)sdy);
+    if (slot[0] < 0) continue;
+    float k = (float)dot * invstd * invstd / count, gm = (float)sdy / count;
+    for (int64_t n = 0; n < g->N; n++)
+      for (int64_t s = 0; s < g->S; s++) {
+        float dy = (float)rl(gy, n, c, s), v;
+        if (train) {
+          float t = ((float)rl(x, n, c, s) - mean) * k;
+          v = ((dy - gm) - t) * invstd * wv;
+        } else {
+          v = dy * invstd * wv;
+        }
+        rs(j->out[slot[0]], n, c, s, (double)v);
+      }
+  }
+}
+
+#pragma GCC pop_options
+
 static nrt_status reference(cn_job *j) {
   const cn_geom *g = &j->g;
   const nrt_launch *l = j->l;
@@ -1542,6 +1593,10 @@ nrt_status nrt_channel_norm_run(const nrt_launch *l) {
       !(l->params[1] & NRT_BN_STRIDED)) {
     if (l->params[1] & NRT_BN_BWD_ROWS) return bnb_rows16(&j);
     nrt_parallel_for(g->C, per_channel >= 8192 ? 1 : 8192 / (per_channel + 1) + 1, bnb_planes16, &j);
+    return NRT_SUCCESS;
+  }
+  if (l->op == NRT_OP(BATCH_NORM_BACKWARD) && l->compute_dtype == NRT_FLOAT32 && (l->params[1] & NRT_BN_STRIDED)) {
+    nrt_parallel_for(g->C, per_channel >= 8192 ? 1 : 8192 / (per_channel + 1) + 1, bn_backward_strided, &j);
     return NRT_SUCCESS;
   }
   if (l->op == NRT_OP(BATCH_NORM_BACKWARD) && g->C > 1 && per_channel >= CL_CHUNKS) {
