@@ -606,17 +606,20 @@ def test_float32_gemm_and_sgemv_n_take_mkls_avx512_orders(seed):
     its sgemv 'n' (one row of C over a row-major B, one column over a
     column-major A, mv of a column-major matrix) fuses them in order below 16
     outputs and takes k in blocks of 8 for the outputs in whole vectors of
-    16. Huge and infinite values make the order visible; bit for bit
-    against the CPU, alpha and beta included."""
+    16; k == 1 scales BLAS's 'b' and fuses the product into C for beta == 1.
+    Huge and infinite values make the order visible; bit for bit against the
+    CPU, alpha and beta included."""
     g = torch.Generator().manual_seed(300 + seed)
     failures = []
-    for trial in range(60):
-        kind = ("mm", "row", "col", "mv")[trial % 4]
+    for trial in range(90):
+        kind = ("mm", "row", "col", "mv", "k1")[trial % 5]
         m, k = (int(v) for v in torch.randint(2, 41, (2,), generator=g))
         n = int(torch.randint(2, 20, (1,), generator=g))
-        alpha, beta = [(1, 0), (1, 1), (0.5, 1), (2, 0.5), (-1.5, 1)][trial % 5]
+        alpha, beta = [(1, 0), (1, 1), (0.5, 1), (2, 0.5), (-1.5, 1), (0.3, 0.7)][(trial // 5) % 6]
+        if kind == "k1":
+            k = 1
         p = min(0.1, 0.5 / k)
-        if kind == "mm":
+        if kind in ("mm", "k1"):
             a, b, c = _limits((n, k), g, p), _limits((k, m), g, 0.02), _limits((n, m), g, 0.05)
         elif kind == "row":
             a, b, c = _limits((1, k), g, p), _limits((k, m), g, 0.02), _limits((1, m), g, 0.05)

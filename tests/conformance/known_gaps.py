@@ -135,7 +135,6 @@ _INTEL_SDPA = ("intel-avx512", "gap: the sdpa reference path's q k^T trees (kern
 HOST_BLAS_GAPS: dict[str, tuple[str, str]] = {
     **{f"test_gemm.py::{name}": _ZEN for name in (
         "test_alpha_zero_ignores_the_product_where_the_cpu_does",
-        "test_float32_k1_addmm_scales_the_operand_mkl_scales",
         "test_float32_mm_with_a_strided_column_follows_mkls_buffered_sgemv",
         "test_float32_mv_of_a_strided_vector_follows_mkls_gemv",
         "test_float32_one_by_one_addmm_follows_mkls_loop",
