@@ -553,8 +553,12 @@ Tensor &mm_into(Tensor &out, const Tensor &a, const Tensor &b, const Tensor *bia
     }
     if (order != NRT_GEMM_PACKED) {
       // MKL's AVX-512 one-row k == 1 loop fuses (alpha * a) * b into beta * C
-      // (measured: 200 of 200 strided-self addmm_, beta 0 / 0.7 / 1)
-      bool fused = nrt_kernels_host_blas() == NRT_HOST_BLAS_INTEL_AVX512 && bs.m == 1 && bs.k == 1 &&
+      // (measured: 200 of 200 strided-self addmm_, beta 0 / 0.7 / 1), as does
+      // its 1 x 1 loop with 'b' transposed, each product in k order (rooted
+      // triples, C a leaf; with 'b' not transposed it takes sgemv 't', not
+      // followed)
+      bool fused = nrt_kernels_host_blas() == NRT_HOST_BLAS_INTEL_AVX512 && bs.m == 1 &&
+                   (bs.k == 1 || (bs.n == 1 && bs.tb)) &&
                    (order == NRT_GEMM_LOOP_ALPHA_A || order == NRT_GEMM_LOOP_ALPHA_B);
       launch_gemm(out.unsqueeze(0), a.unsqueeze(0), b.unsqueeze(0), bias3, alpha, beta, false, false, order, fused);
       return out;

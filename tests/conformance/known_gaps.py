@@ -137,7 +137,6 @@ HOST_BLAS_GAPS: dict[str, tuple[str, str]] = {
         "test_alpha_zero_ignores_the_product_where_the_cpu_does",
         "test_float32_mm_with_a_strided_column_follows_mkls_buffered_sgemv",
         "test_float32_mv_of_a_strided_vector_follows_mkls_gemv",
-        "test_float32_one_by_one_addmm_follows_mkls_loop",
         "test_float32_row_major_mv_follows_mkls_sgemv_t",
         "test_sgemm_scales_an_operand_by_alpha_where_mkl_does",
         "test_small_sgemm_follows_mkls_loops_at_the_float_limits")},
