@@ -638,6 +638,43 @@ def test_float32_gemm_and_sgemv_n_take_mkls_avx512_orders(seed):
     assert_no_fallbacks()
 
 
+@pytest.mark.parametrize("seed", range(3))
+def test_float32_sgemv_t_takes_mkls_avx512_lanes(seed):
+    """MKL's AVX-512 sgemv 't' (Intel hosts: mv/addmv of a row-major matrix,
+    F.linear of a vector, one column of C over a row-major A, a 1 x 1
+    result with 'b' not transposed) sums each row's first product apart and
+    the others in 16 lanes, fused, halved; rows in blocks of 4 start lane 0
+    from the first product and finish a partial block in 8 lanes, the rows
+    after the blocks add it last (the 1st and 3rd in two registers per 32
+    products); then C = fma(alpha, sum, beta * y). Bit for bit against the
+    CPU at the float32 limits."""
+    g = torch.Generator().manual_seed(500 + seed)
+    failures = []
+    for trial in range(60):
+        kind = ("mv", "linear", "col", "dot")[trial % 4]
+        m, k = int(torch.randint(1, 14, (1,), generator=g)), int(torch.randint(2, 80, (1,), generator=g))
+        alpha, beta = [(1, 0), (1, 1), (0.5, 1), (2, 0.7), (-1.5, 1)][(trial // 4) % 5]
+        p = min(0.1, 0.5 / k)
+        a, x, y = _limits((m, k), g, p), _limits((k,), g, 0.02), _limits((m,), g, 0.05)
+
+        def run(d):
+            if kind == "mv":
+                return torch.addmv(y.to(d), a.to(d), x.to(d), alpha=alpha, beta=beta)
+            if kind == "linear":
+                return F.linear(x.to(d), a.to(d), y.to(d))
+            if kind == "col":
+                return torch.addmm(y.to(d).view(m, 1), a.to(d), x.to(d).view(k, 1).t().contiguous().t(), alpha=alpha,
+                                   beta=beta)
+            b = torch.empty_strided((k, 1), (1, k), device=d).copy_(x.to(d).view(k, 1))
+            return torch.addmm(y[:1].to(d).view(1, 1), a[:1].to(d), b, alpha=alpha, beta=beta)
+
+        want, got = run("cpu"), run("neuron").cpu()
+        if not torch.equal(want.nan_to_num(1, 2, 3), got.nan_to_num(1, 2, 3)):
+            failures.append((kind, m, k, alpha, beta))
+    assert not failures
+    assert_no_fallbacks()
+
+
 def _one_hot_rows(shape, dtype, g):
     """Rows of ones with +L and -L at two random places (L absorbs a 1): the
     sum keeps exactly the ones that met neither before they cancel, so it

@@ -402,8 +402,12 @@ void launch_sgemv_t(const Tensor &y, const Tensor &mat, const Tensor &vec, const
                     const Scalar &beta, bool strided_mv = false) {
   const int64_t m = mat.size(0), k = mat.size(1);
   Tensor b3 = bias.defined() ? bias.unsqueeze(0).unsqueeze(2) : bias;
+  // MKL's AVX-512 sgemv 't' on Intel hosts (SGEMV_T p3, kernels/gemm/sgemv.c:
+  // rows one at a time, so up to 8k multiply-adds, 2-4x the CPU's time
+  // there; above, the Zen order's vector kernel)
+  bool intel = nrt_kernels_host_blas() == NRT_HOST_BLAS_INTEL_AVX512 && m * k <= 8192;
   launch_gemm(y.view({1, m, 1}), mat.unsqueeze(0), vec.view({1, k, 1}), b3, alpha, beta, false, false,
-              NRT_GEMM_LOOP_SGEMV_T, strided_mv);
+              NRT_GEMM_LOOP_SGEMV_T, strided_mv, intel);
 }
 
 // MKL's AVX-512 sgemv 'n' (Intel hosts): y [m] = beta * bias + alpha * mat
@@ -504,7 +508,10 @@ Tensor &mm_into(Tensor &out, const Tensor &a, const Tensor &b, const Tensor *bia
       if (!direct) y.copy_(res);
       return out;
     }
-    if (bs.n == 1 && bs.m >= 2 && bs.ta && bs.k >= 2 && at::has_internal_overlap(out) != at::MemOverlap::Yes) {
+    // (on Intel AVX-512 hosts a 1 x 1 result with 'b' not transposed too)
+    bool intel_dot = nrt_kernels_host_blas() == NRT_HOST_BLAS_INTEL_AVX512 && bs.m == 1 && !bs.tb;
+    if (bs.n == 1 && (bs.m >= 2 || intel_dot) && bs.ta && bs.k >= 2 &&
+        at::has_internal_overlap(out) != at::MemOverlap::Yes) {
       Tensor mat = bs.tc ? b.t() : a, vec = (bs.tc ? a.t() : b).select(1, 0), y = bs.tc ? out.t() : out;
       bool copy_mat = !(mat.stride(1) == 1 && mat.stride(0) >= std::max<int64_t>(1, bs.k));
       // ATen keeps BLAS's 'b' where either layout test passes (cpu_complex_mm_path)

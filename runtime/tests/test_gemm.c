@@ -594,6 +594,54 @@ static void sgemv_t_run(const float *a, int64_t lda, const float *x, float *y, i
   CHECK_OK(nrt_launch_run(&l));
 }
 
+/* SGEMV_T p3 (MKL's AVX-512 sgemv 't'): row i of an m-row product whose
+ * products are 2^25, -2^25 and 1 at k = p, q, r is 1 exactly when p and q
+ * meet before r joins. */
+static float t16_triple(int64_t m, int64_t i, int64_t k, int64_t p, int64_t q, int64_t r) {
+  static float a[8 * 64], x[64], y[8];
+  for (int64_t j = 0; j < m * k; j++) a[j] = 0.0f;
+  for (int64_t j = 0; j < k; j++) x[j] = 1.0f;
+  a[i * k + p] = 0x1p25f;
+  a[i * k + q] = -0x1p25f;
+  a[i * k + r] = 1.0f;
+  nrt_launch l;
+  memset(&l, 0, sizeof l);
+  l.op = NRT_OP(GEMM);
+  l.ndim = 4;
+  l.sizes[0] = 1; l.sizes[1] = m; l.sizes[2] = 1; l.sizes[3] = k;
+  l.noutputs = 1;
+  l.ninputs = 2;
+  l.compute_dtype = NRT_FLOAT32;
+  l.scalars[0].f = 1.0;
+  l.params[0] = NRT_GEMM_LOOP_SGEMV_T;
+  l.params[3] = 1;
+  l.operands[0] = (nrt_operand){.data = y, .dtype = NRT_FLOAT32, .strides = {0, 4, 4}};
+  l.operands[1] = (nrt_operand){.data = a, .dtype = NRT_FLOAT32, .strides = {0, k * 4, 4}};
+  l.operands[2] = (nrt_operand){.data = x, .dtype = NRT_FLOAT32, .strides = {0, 4, 4}};
+  CHECK_OK(nrt_launch_run(&l));
+  return y[i];
+}
+
+static void test_gemm_sgemv_t16(void) {
+  /* a block row (m = 4): p0 starts lane 0, products k - 1 mod 16 share a lane */
+  CHECK(t16_triple(4, 0, 17, 0, 1, 9) == 1.0f);
+  CHECK(t16_triple(4, 0, 17, 1, 9, 0) == 0.0f);
+  CHECK(t16_triple(4, 2, 33, 1, 17, 9) == 1.0f);
+  /* its rest after whole blocks of 16 goes to 8 lanes from the halved sum */
+  CHECK(t16_triple(4, 0, 26, 1, 17, 25) == 1.0f);
+  CHECK(t16_triple(4, 0, 26, 17, 25, 1) == 0.0f);
+  /* a row after the blocks: p0 joins the halved lanes last */
+  CHECK(t16_triple(2, 0, 17, 1, 9, 0) == 1.0f);
+  CHECK(t16_triple(2, 1, 9, 1, 5, 0) == 1.0f);
+  CHECK(t16_triple(5, 4, 5, 1, 3, 2) == 1.0f);
+  CHECK(t16_triple(5, 4, 5, 1, 2, 3) == 0.0f);
+  /* 1st row after the blocks: k and k + 16 of a block of 32 meet first */
+  CHECK(t16_triple(2, 0, 41, 1, 17, 33) == 1.0f);
+  /* 2nd: one register, k, k + 16 and k + 32 in a lane in order */
+  CHECK(t16_triple(2, 1, 41, 1, 17, 33) == 1.0f);
+  CHECK(t16_triple(2, 1, 41, 17, 33, 1) == 0.0f);
+}
+
 static void test_gemm_sgemv_t(void) {
   static float abuf[16 + 11 * 48] __attribute__((aligned(64))), xbuf[16 + 48] __attribute__((aligned(64)));
   float y[11];
@@ -655,5 +703,6 @@ int main(void) {
   RUN_TEST(test_gemm_reduced_loop_orders);
   RUN_TEST(test_gemm_sgemv_t);
   RUN_TEST(test_gemm_sgemv_n8);
+  RUN_TEST(test_gemm_sgemv_t16);
   return TEST_RESULT();
 }

@@ -135,13 +135,11 @@ _INTEL_SDPA = ("intel-avx512", "gap: the sdpa reference path's q k^T trees (kern
 HOST_BLAS_GAPS: dict[str, tuple[str, str]] = {
     **{f"test_gemm.py::{name}": _ZEN for name in (
         "test_alpha_zero_ignores_the_product_where_the_cpu_does",
-        "test_float32_mm_with_a_strided_column_follows_mkls_buffered_sgemv",
-        "test_float32_mv_of_a_strided_vector_follows_mkls_gemv",
-        "test_float32_row_major_mv_follows_mkls_sgemv_t",
         "test_sgemm_scales_an_operand_by_alpha_where_mkl_does",
         "test_small_sgemm_follows_mkls_loops_at_the_float_limits")},
     "test_gemm.py::test_complex64_addmm_takes_mkls_avx512_paths": _INTEL_GEMM,
     "test_gemm.py::test_float32_gemm_and_sgemv_n_take_mkls_avx512_orders": _INTEL_GEMM,
+    "test_gemm.py::test_float32_sgemv_t_takes_mkls_avx512_lanes": _INTEL_GEMM,
     "test_attention.py::test_sdpa_bfloat16_backward_scales_before_the_product": _ZEN_SDPA,
     "test_attention.py::test_sdpa_lone_key_gradient_cancels_on_the_blocked_kernel": _ZEN_SDPA,
     "test_attention.py::test_sdpa_huge_scores_follow_the_cpu_qk_order": _INTEL_SDPA,

@@ -425,8 +425,9 @@ KNOWN: list[Group] = [
                  not_(all_of(_host_amd_or_intel, in_dtype("float32"), fn("torch.addmv", "Tensor.addmv_"),
                              not_(phase("backward")),
                              lambda c, r: c["tensors"][c["args"][1]["t"]]["layout"] == "transposed")),
-                 # since a31625d: float32 sgemv 't' (a row-major matrix, any vector but a strided one), AMD only
-                 not_(all_of(_host_amd, in_dtype("float32"), fn("torch.mv", "torch.addmv", "Tensor.addmv_"),
+                 # float32 sgemv 't' (a row-major matrix, any vector but a strided one): AMD since a31625d,
+                 # Intel AVX-512 since session 18
+                 not_(all_of(_host_amd_or_intel, in_dtype("float32"), fn("torch.mv", "torch.addmv", "Tensor.addmv_"),
                              not_(phase("backward")),
                              lambda c, r: c["tensors"][c["args"][-1]["t"]]["layout"] != "strided"))),
           "Inputs near the dtype's limits (float32 +-3.4e38) in GEMMs where neuron does not yet follow the CPU's "
@@ -448,12 +449,12 @@ KNOWN: list[Group] = [
           "(float32 baddbmm, fixed since; bfloat16 dot; complex64), 9303 (42k) 0. Those are MKL's Zen "
           "kernels. On Intel AVX-512 hosts (session 18) neuron follows MKL's AVX-512 cgemm/zgemm paths and "
           "cdotu/cdotc (inf/NaN parts), sgemm's fused k order with C = fma(beta, bias, alpha * sum) for C of "
-          "2 x 2 and more with 'a' not transposed, and sgemv 'n' (SGEMV_N8); not yet its sgemv 't' (mv of a "
-          "row-major matrix, F.linear of a vector, one column of C over a row-major A: a head product, 8 or 16 "
-          "lanes by k and by 4-row block), its 'a'-transposed lane kernels (8 lanes for k < 10 on some shapes, "
-          "4-deep chunks for m >= 13 with both transposed), 1 x 1 results with a transposed 'b', zgemm's "
-          "beta == 1 split. 120 s of the gemm ops, 2 workers (~210k cases each): 316 (seed 18001, before) -> "
-          "50 (18004)."),
+          "2 x 2 and more with 'a' not transposed, k == 1 and 1 x 1 products, sgemv 'n' (SGEMV_N8) and sgemv "
+          "'t' up to 8k multiply-adds (SGEMV_T p3: mv of a row-major matrix, F.linear of a vector, one column "
+          "of C over a row-major A); not yet its 'a'-transposed lane kernels (8 lanes for k < 10 on some "
+          "shapes, 4-deep chunks for m >= 13 with both transposed), larger sgemv 't', zgemm's beta == 1 "
+          "split. 120 s of the gemm ops, 2 workers (~210k cases each): 316 (seed 18001, before) -> 50 "
+          "(18004); the 20-minute run 18201 (2.56M cases, before sgemv 't'): 10, 7 of them agree since."),
     Group("edge-magnitude-conv", ("conv",), VAL, fill("edge"),
           "Convolutions with inputs near the dtype's limits where the CPU's own order decides. Launches whose "
           "sums could pass FLT_MAX run neuron's loop nest in double in the CPU's float64 (im2col) grouping, "
