@@ -577,7 +577,8 @@ static float sgemv_model_row(const float *a, const float *x, int64_t K, int64_t 
   return r;
 }
 
-static void sgemv_t_run(const float *a, int64_t lda, const float *x, float *y, int64_t m, int64_t k) {
+static void sgemv_t_run_order(const float *a, int64_t lda, const float *x, float *y, int64_t m, int64_t k,
+                              int intel) {
   nrt_launch l;
   memset(&l, 0, sizeof l);
   l.op = NRT_OP(GEMM);
@@ -588,10 +589,14 @@ static void sgemv_t_run(const float *a, int64_t lda, const float *x, float *y, i
   l.compute_dtype = NRT_FLOAT32;
   l.scalars[0].f = 1.0;
   l.params[0] = NRT_GEMM_LOOP_SGEMV_T;
+  l.params[3] = intel; /* MKL's AVX-512 order */
   l.operands[0] = (nrt_operand){.data = y, .dtype = NRT_FLOAT32, .strides = {0, 4, 4}};
   l.operands[1] = (nrt_operand){.data = (void *)a, .dtype = NRT_FLOAT32, .strides = {0, lda * 4, 4}};
   l.operands[2] = (nrt_operand){.data = (void *)x, .dtype = NRT_FLOAT32, .strides = {0, 4, 4}};
   CHECK_OK(nrt_launch_run(&l));
+}
+static void sgemv_t_run(const float *a, int64_t lda, const float *x, float *y, int64_t m, int64_t k) {
+  sgemv_t_run_order(a, lda, x, y, m, k, 0);
 }
 
 /* SGEMV_T p3 (MKL's AVX-512 sgemv 't'): row i of an m-row product whose
@@ -604,21 +609,7 @@ static float t16_triple(int64_t m, int64_t i, int64_t k, int64_t p, int64_t q, i
   a[i * k + p] = 0x1p25f;
   a[i * k + q] = -0x1p25f;
   a[i * k + r] = 1.0f;
-  nrt_launch l;
-  memset(&l, 0, sizeof l);
-  l.op = NRT_OP(GEMM);
-  l.ndim = 4;
-  l.sizes[0] = 1; l.sizes[1] = m; l.sizes[2] = 1; l.sizes[3] = k;
-  l.noutputs = 1;
-  l.ninputs = 2;
-  l.compute_dtype = NRT_FLOAT32;
-  l.scalars[0].f = 1.0;
-  l.params[0] = NRT_GEMM_LOOP_SGEMV_T;
-  l.params[3] = 1;
-  l.operands[0] = (nrt_operand){.data = y, .dtype = NRT_FLOAT32, .strides = {0, 4, 4}};
-  l.operands[1] = (nrt_operand){.data = a, .dtype = NRT_FLOAT32, .strides = {0, k * 4, 4}};
-  l.operands[2] = (nrt_operand){.data = x, .dtype = NRT_FLOAT32, .strides = {0, 4, 4}};
-  CHECK_OK(nrt_launch_run(&l));
+  sgemv_t_run_order(a, k, x, y, m, k, 1);
   return y[i];
 }
 
