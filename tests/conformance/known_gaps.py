@@ -119,10 +119,10 @@ UTILITY_GAPS: dict[str, str] = {
 # against that host's CPU and are skipped, with this reason, on the other kind.
 # Keys: "file::test function"; values: (host kind, reason). Host kinds: "amd" (vendor
 # AuthenticAMD), "intel-avx512" (GenuineIntel with AVX-512).
-_ZEN = ("amd", "gap: neuron's float32 GEMM, GEMV and complex GEMM kernels follow MKL's summation "
-               "orders as probed on AMD (Zen) hosts; on this host MKL takes its Intel AVX-512 "
-               "kernels, whose orders are not followed yet, so results at the float32 limits differ "
-               "(ordinary values agree within tolerance)")
+_ZEN = ("amd", "gap: these float32 GEMM cases follow MKL's Zen kernels as probed on AMD hosts (alpha "
+               "on an operand, the small loops with 'a' transposed, alpha 0); on this host MKL's Intel "
+               "AVX-512 kernels take other orders there, not followed yet, so results at the float32 "
+               "limits differ (ordinary values agree within tolerance)")
 _INTEL_GEMM = ("intel-avx512", "gap: MKL's AVX-512 cgemm paths and sgemm/sgemv 'n' orders were probed "
                                "on an Intel host (csrc/aten/gemm.cpp); on AMD (Zen) hosts neuron follows "
                                "the Zen kernels, whose tables cover other shapes and orders")
