@@ -749,3 +749,48 @@ def test_sdpa_huge_scores_follow_the_cpu_qk_order(case):
     got = F.scaled_dot_product_attention(q.to("neuron"), k.to("neuron"), v.to("neuron")).cpu()
     assert torch.equal(got.isnan(), want.isnan()) and want.isfinite().all(), (got, want)
     torch.testing.assert_close(got, want)
+
+
+# A row with a +inf score has maximum +inf, so exp(s - max) is NaN at that
+# key. The CPU's flash forward takes the keys of whole vectors through
+# Vectorized<float>::exp_u20, whose argument clamp turns NaN into exp(88.7)
+# = inf, and only the scalar tail through expf (NaN): from 16 keys (8 on
+# AVX2 hosts) the row's sum and lse are inf, and its backward weights
+# exp(s - lse) are 0 for every finite score, so the row adds nothing to dV
+# there; below, lse is NaN and the row's dV terms are NaN. neuron took expf
+# everywhere (NaN lse: dV NaN for every key; fuzz 18201-2529230).
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+@pytest.mark.parametrize("S", [7, 15, 16, 17, 33])
+def test_sdpa_inf_score_row_takes_the_vector_exp(dtype, S):
+    g = torch.Generator().manual_seed(S)
+    q = torch.tensor([[1.0], [0.5]]).view(1, 1, 2, 1)
+    k = torch.randn(1, 1, S, 1, generator=g)
+    k[0, 0, S // 3, 0] = float("inf")
+    v = torch.randn(1, 1, S, 1, generator=g)
+    q, k, v = (t.to(dtype) for t in (q, k, v))
+    want = _both(lambda t: t, q, k, v)
+    got = _both(lambda t: t.neuron(), q, k, v)
+    for name, gt, w in zip(("out", "dq", "dk", "dv"), got, want):
+        assert torch.equal(gt.isnan(), w.isnan()), (name, gt, w)
+        torch.testing.assert_close(gt.nan_to_num(), w.nan_to_num(), **TOL[dtype], msg=name)
+
+
+# The CPU's float32 flash backward recomputes the scores with one sgemm per
+# block whose alpha is the scale (keys as the transposed 'a' operand). MKL's
+# Intel AVX-512 kernels scale the keys by it before the products once the
+# block has 12 or more keys, at least the head dim and more than its
+# queries: q = 3.4e38 times k = 1.4 at scale 0.41 is then the score 1.9e38,
+# not inf, and exp(s - lse) with the forward's lse of +inf is 0 there, not
+# NaN (fuzz 18201-2529230: dV NaN on neuron, finite on the CPU).
+def test_sdpa_float32_backward_scales_the_keys_where_mkl_does():
+    g = torch.Generator().manual_seed(7)
+    q = torch.randn(1, 1, 3, 6, generator=g)
+    q[0, 0, 0, 0] = 3.4028234663852886e38
+    k, v = torch.randn(1, 1, 17, 6, generator=g), torch.randn(1, 1, 17, 6, generator=g)
+    k[0, 0, :, 0] = torch.linspace(1.5, -1.5, 17)  # the scalar tail key: score -inf
+    want = _both(lambda t: t, q, k, v)
+    got = _both(lambda t: t.neuron(), q, k, v)
+    assert want[3].isfinite().all(), want[3]
+    for name, gt, w in zip(("out", "dq", "dk", "dv"), got, want):
+        assert torch.equal(gt.isnan(), w.isnan()), (name, gt, w)
+        torch.testing.assert_close(gt.nan_to_num(), w.nan_to_num(), **TOL[torch.float32], msg=name)

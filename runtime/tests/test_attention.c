@@ -745,6 +745,17 @@ static void test_qk_order(void) {
   CHECK(qk_triple(NRT_ATTN_QK_LANES, 20, 0, 8, 16) == 0.0f);
 }
 
+/* The CPU's float32 vector exp: NaN is inf in exp_u20, below ln(FLT_MIN)
+ * it is 0, and inside it is within a few ulp of expf. */
+static void test_vector_exp(void) {
+  CHECK(isinf(nrt_attn_exp_u20(NAN)) && nrt_attn_exp_u20(NAN) > 0);
+  CHECK(nrt_attn_exp_u20(-INFINITY) == 0.0f && nrt_attn_exp_u20(-100.0f) == 0.0f);
+  for (float x = -80.0f; x <= 80.0f; x += 0.37f) {
+    float want = expf(x);
+    CHECK(fabsf(nrt_attn_exp_u20(x) - want) <= 4e-6f * want);
+  }
+}
+
 int main(void) {
   CHECK_OK(nrt_init());
   RUN_TEST(test_plain);
@@ -760,5 +771,6 @@ int main(void) {
   RUN_TEST(test_math_order);
   RUN_TEST(test_bad_args);
   RUN_TEST(test_qk_order);
+  RUN_TEST(test_vector_exp);
   return TEST_RESULT();
 }

@@ -140,18 +140,30 @@ static double ref_load(const nrt_attn_view *t, const char *row, int64_t col) {
   return t->dtype == NRT_FLOAT64 ? (double)(float)x : x;
 }
 
-/* Whether a NaN score of key j reaches an unmasked row's maximum on the
- * CPU's flash kernel: it takes the maximum of each block of 512 keys with
- * vector instructions (at::vec::maximum, which propagates NaN) over whole
- * vectors and with std::max over the tail (which drops a NaN second
- * operand). Vectors are 64 bytes on AVX-512 hosts, 32 elsewhere; float32
- * (also the 16-bit types' accumulators) or float64 lanes. Probed: 16 float
- * keys take NaN from any key, 15 from none, 17 from the first 16. */
-static bool nan_reaches_max(const nrt_attn_problem *p, int64_t j) {
+/* The CPU flash kernel's query block: 32 queries (64 from 192, 256 from 768). */
+static int64_t q_split(const nrt_attn_problem *p) { return p->L >= 768 ? 256 : p->L >= 192 ? 64 : 32; }
+
+/* Whether the CPU's flash forward takes score (i, j) in a whole vector of
+ * keys (vector instructions) rather than its scalar tail: it walks the keys
+ * in blocks of 512, each block's first len / lanes * lanes keys in vectors.
+ * A causal row sees the keys up to the end of its query block only. Vectors
+ * are 64 bytes on AVX-512 hosts, 32 elsewhere; float32 lanes (also the
+ * 16-bit types' accumulators) or float64 ones. */
+static bool key_in_vector(const nrt_attn_problem *p, int64_t i, int64_t j) {
   int64_t lanes = (nrt_kernels_isa() >= NRT_ISA_AVX512 ? 64 : 32) / (p->q.dtype == NRT_FLOAT64 ? 8 : 4);
-  int64_t n = j - j % 512, len = p->S - n < 512 ? p->S - n : 512;
+  int64_t qs = q_split(p), keys = p->S;
+  if (p->causal && i / qs * qs + qs < keys) keys = i / qs * qs + qs;
+  int64_t n = j - j % 512, len = keys - n < 512 ? keys - n : 512;
   return j < n + len / lanes * lanes;
 }
+
+/* Whether a NaN score of key j reaches an unmasked row's maximum on the
+ * CPU's flash kernel: it takes the maximum of each block with vector
+ * instructions (at::vec::maximum, which propagates NaN) over whole vectors
+ * and with std::max over the tail (which drops a NaN second operand).
+ * Probed: 16 float keys take NaN from any key, 15 from none, 17 from the
+ * first 16. */
+static bool nan_reaches_max(const nrt_attn_problem *p, int64_t i, int64_t j) { return key_in_vector(p, i, j); }
 
 /* The MKL kernel of the CPU's float32 q k^T for score (i, j): the flash
  * kernels take it per block of up to 32 queries (64 from 192, 256 from
@@ -170,7 +182,7 @@ static nrt_attn_qk_kernel qk_kernel(const nrt_attn_problem *p, int64_t i, int64_
    * bmm takes other kernels) */
   int64_t elt = (int64_t)nrt_dtype_size(p->q.dtype);
   if (p->q.s[3] != elt || p->k.s[3] != elt || p->v.s[3] != elt || p->E != p->Ev) return NRT_ATTN_QK_OWN;
-  int64_t qs = p->L >= 768 ? 256 : p->L >= 192 ? 64 : 32;
+  int64_t qs = q_split(p);
   int64_t lb = p->L - i / qs * qs, sb = p->S - j / 512 * 512;
   lb = lb < qs ? lb : qs;
   sb = sb < 512 ? sb : 512;
@@ -183,6 +195,27 @@ static nrt_attn_qk_kernel qk_kernel(const nrt_attn_problem *p, int64_t i, int64_
   if ((sb > 1 && p->k.s[2] < row) || (lb > 1 && p->q.s[2] < row)) return NRT_ATTN_QK_ATEN;
   if (nrt_kernels_host_blas() != NRT_HOST_BLAS_INTEL_AVX512) return NRT_ATTN_QK_OWN;
   return nrt_attn_qk_kernel_of(lb, sb, p->E, i % qs, j % 512);
+}
+
+/* Which operand MKL's sgemm scales by alpha before the products on an
+ * Intel AVX-512 host, for the CPU flash backward's float32 scores
+ * (gemm(T, N, m = keys of the block, n = queries, k = E, alpha = scale)):
+ * 1 the keys, 2 the queries, 0 neither (alpha times the sum, as the
+ * forward's separate scaling). Probed with addmm(0, q, k^T, beta=0,
+ * alpha) on one-term products, blocks of 1..33 queries, 1..300 keys and
+ * head dims 1..128: a head dim of 1 scales the queries from 2 x 2; else
+ * the keys once there are at least 12 of them, at least E and more than
+ * the queries (3.4e38 x 1.4 at scale 0.41 is then 1.9e38, not inf: fuzz
+ * 18201-2529230). Head dims above 44 are left out: there the boundary
+ * depends on the queries too (none at 2 queries from 48, none at 3 from
+ * 72, part of the blocks at 8 from 96). */
+static int mkl_alpha_operand(const nrt_attn_problem *p, int64_t i, int64_t j) {
+  int64_t qs = q_split(p), lb = p->L - i / qs * qs, sb = p->S - j / 512 * 512;
+  lb = lb < qs ? lb : qs;
+  sb = sb < 512 ? sb : 512;
+  if (lb < 2 || p->E > 44) return 0;
+  if (p->E == 1) return sb >= 2 ? 2 : 0;
+  return sb >= 12 && sb >= p->E && sb > lb ? 1 : 0;
 }
 
 /* Whether the CPU's backward scales an operand before q k^T (see ref_row_probs). */
@@ -241,13 +274,17 @@ static bool ref_row_probs(const nrt_attn_problem *p, int64_t b, int64_t h, int64
       s = dot;
     } else {
       nrt_attn_qk_kernel kind = qk_kernel(p, i, j);
+      /* the backward's GEMM takes the scale as alpha (mkl_alpha_operand) */
+      int pre = backward && kind != NRT_ATTN_QK_OWN && kind != NRT_ATTN_QK_ATEN ? mkl_alpha_operand(p, i, j) : 0;
       if (kind != NRT_ATTN_QK_OWN) {
-        for (int64_t e = 0; e < p->E; e++) r->kf[e] = (float)ref_load(&p->k, k, e);
-        dot = nrt_attn_qk_dot(kind, r->qf, r->kf, p->E);
+        for (int64_t e = 0; e < p->E; e++)
+          r->kf[e] = pre == 1 ? (float)((double)p->scale * ref_load(&p->k, k, e)) : (float)ref_load(&p->k, k, e);
+        float q0 = pre == 2 ? (float)((double)p->scale * r->qf[0]) : r->qf[0]; /* pre == 2: E is 1 */
+        dot = pre == 2 ? q0 * r->kf[0] : nrt_attn_qk_dot(kind, r->qf, r->kf, p->E);
       } else {
         for (int64_t e = 0; e < p->E; e++) dot += (float)(ref_load(&p->q, q, e) * ref_load(&p->k, k, e));
       }
-      s = (float)((double)p->scale * dot);
+      s = pre ? dot : (float)((double)p->scale * dot);
     }
     if (p->has_mask) {
       const char *m = nrt_attn_at(&p->mask, b, h, i) + j * p->mask.s[3];
@@ -258,7 +295,7 @@ static bool ref_row_probs(const nrt_attn_problem *p, int64_t b, int64_t h, int64
     }
     if (p->causal && j > i) s = -INFINITY;
     r->s[j] = s;
-    if (isnan(s)) nan = nan || p->has_mask || nan_reaches_max(p, j);
+    if (isnan(s)) nan = nan || p->has_mask || nan_reaches_max(p, i, j);
     else if (s > mx) mx = s;
   }
   for (int64_t j = 0; j < p->S; j++) r->z[j] = 1.0f;
@@ -271,17 +308,53 @@ static bool ref_row_probs(const nrt_attn_problem *p, int64_t b, int64_t h, int64
     for (int64_t j = 0; j < p->S; j++) r->prob[j] = backward && isnan(r->s[j]) ? NAN : 0.0;
     return false;
   }
-  /* float32 as the CPU's flash forward: exp(s - max) (expf; the CPU's
-   * vector part, whole 16-key vectors, takes its own exp_u20), summed in
-   * key order from 0 (fewer keys than a vector: the CPU's scalar tail),
-   * lse = max + log(sum); the output is then sum_j e_j v_j times 1 / sum
+  /* float32 as the CPU's flash forward (_exp_reduce_sum_fusion_kernel):
+   * exp(s - max) with Vectorized<float>::exp_u20 over whole vectors of keys
+   * (nrt_attn_exp_u20: NaN, i.e. inf - inf in a row with +inf scores, gives
+   * inf there, so the sum and lse are inf, not NaN) and expf over the tail;
+   * the vector part summed per lane and the lanes reduced pairwise, then
+   * the tail added in key order (per block of 512 keys; the blocks' sums
+   * are added without the CPU's rescaling, exact for one block); lse = max
+   * + log(sum); the output is then sum_j e_j v_j times 1 / sum
    * (ref_forward_row), the order that decides where 1e18-scale values
-   * cancel, and the backward's dO . out with them. */
-  float sum = 0.0f, mxf = (float)mx;
-  for (int64_t j = 0; j < p->S; j++) {
-    r->ef[j] = r->s[j] == -INFINITY ? 0.0f : expf((float)r->s[j] - mxf);
-    sum += r->ef[j];
+   * cancel, and the backward's dO . out with them. 16-bit inputs take
+   * Vectorized<float>::fexp_u20 in the vectors: its NaN passes the range
+   * masks and converts to the integer indefinite, -0.0, so the key weighs
+   * 0 (probed: a bfloat16 row with a +inf score and 16 keys has out 0 and
+   * lse +inf on the CPU); elsewhere its cubic is within 1e-4 of expf,
+   * below bfloat16's and float16's resolution, so expf stands in for it.
+   * float64: Sleef's exp in the vectors, which keeps NaN as expf does. */
+  /* a NaN that reaches the maximum makes it NaN: exp_u20 gives inf, expf NaN */
+  float sum = 0.0f, mxf = nan ? NAN : (float)mx;
+  bool u20 = p->q.dtype != NRT_FLOAT64;
+  for (int64_t j0 = 0; j0 < p->S; j0 += 512) {
+    float lane[16] = {0};
+    int64_t W = (nrt_kernels_isa() >= NRT_ISA_AVX512 ? 64 : 32) / (u20 ? 4 : 8), nvec = 0;
+    for (int64_t j = j0; j < p->S && j < j0 + 512; j++) {
+      float d = (float)r->s[j] - mxf;
+      bool vec = key_in_vector(p, i, j);
+      r->ef[j] = r->s[j] == -INFINITY ? 0.0f
+                 : !vec || !u20 ? expf(d)
+                 : p->q.dtype == NRT_FLOAT32 ? nrt_attn_exp_u20(d)
+                 : isnan(d)                  ? -0.0f
+                                             : expf(d);
+      if (vec) lane[nvec++ % W] += r->ef[j];
+    }
+    float block = 0.0f;
+    if (nvec > 0) {
+      for (int64_t h = W / 2; h > 0; h /= 2)
+        for (int64_t l = 0; l < h; l++) lane[l] += lane[l + h];
+      block = lane[0];
+    }
+    for (int64_t j = j0 + nvec; j < p->S && j < j0 + 512; j++) block += r->ef[j]; /* the scalar tail */
+    sum += block;
   }
+  /* The CPU adds exp(previous max - max) * previous sum, 0 * 0 for the
+   * first block unless the maximum is NaN: then NaN, whatever the weights.
+   * Every weight 0 (16-bit: a +inf maximum's -0.0 from fexp_u20): the CPU
+   * takes a sum of 0 as 1, so out is 0 and lse the maximum. */
+  if (nan) sum = NAN;
+  if (sum == 0.0f) sum = 1.0f;
   r->rsum = 1.0f / sum;
   /* keys a causal row cannot see weigh exactly 0 (the CPU zeroes them after
    * the exponential), also in a row whose sum is NaN */

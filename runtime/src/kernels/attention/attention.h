@@ -58,6 +58,10 @@ nrt_status nrt_attn_backward_ds_blocked(const nrt_attn_problem *p); /* dS only *
 /* Sleef's expf_u10, Vectorized<float>::exp on the CPU (math.c). */
 float nrt_attn_sleef_expf(float d);
 
+/* Vectorized<float>::exp_u20, the CPU flash forward's exp over whole
+ * vectors of keys: NaN gives inf there (math.c). */
+float nrt_attn_exp_u20(float x);
+
 /* at::vec's reduce_all / map2_reduce_all with + (b NULL: the terms are
  * a[i], else a[i] * b[i]) in the CPU's lane order (math.c). */
 float nrt_attn_vec_sum(const float *a, const float *b, int64_t n);

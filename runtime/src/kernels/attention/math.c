@@ -68,6 +68,30 @@ float nrt_attn_sleef_expf(float d) {
   return u * pow2i(m) * pow2i(q - m);
 }
 
+/* Vectorized<float>::exp_u20, the flash forward's exp(s - max) over whole
+ * vectors of keys (vec512/vec256 are the same steps): the argument is
+ * clamped with min/max instructions, which return their second operand for
+ * a NaN, so NaN (inf - inf at a row of +inf scores) becomes exp(88.72) =
+ * 2^128 = inf rather than NaN, and the row's sum, lse and weights follow
+ * from that (the scalar tail's expf keeps NaN). Below ln(FLT_MIN) it is 0.
+ * Each step is one instruction, so the bits are the CPU's. */
+float nrt_attn_exp_u20(float x) {
+  const float ln_min = -87.3365402221679688f, ln_max = 88.7228393554687500f; /* 0xc2aeac50, 0x42b17218 */
+  bool below = x < ln_min;                       /* ordered: false for NaN */
+  float src = x < ln_max ? x : ln_max;           /* _mm512_min_ps(x, ln_max) */
+  src = src > ln_min ? src : ln_min;             /* _mm512_max_ps(src, ln_min) */
+  float fx = fmaf(src, 1.44269502162933349609f, 0.5f); /* log2(e), 0x3fb8aa3b */
+  fx = floorf(fx);                               /* cvt toward -inf, back to float */
+  float r = fmaf(-fx, 0.693147182464599609f, src); /* ln 2, 0x3f317218 */
+  float y = fmaf(r, 0.00828929059f, 0.0418978221f);
+  y = fmaf(r, y, 0.166676521f);
+  y = fmaf(r, y, 0.499991506f);
+  y = fmaf(r, y, 0.999999701f);
+  y = fmaf(r, y, 1.0f);
+  float two_n = below ? 0.0f : pow2i((int)(fx - 1.0f)); /* 2^(fx - 1): fx - 1 <= 127 */
+  return y * two_n * 2.0f;
+}
+
 /* Vector lanes of float32 in the CPU's kernels: 16 on AVX-512 hosts, 8 else. */
 static int64_t cpu_lanes(void) { return nrt_kernels_isa() >= NRT_ISA_AVX512 ? 16 : 8; }
 
