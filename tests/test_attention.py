@@ -794,3 +794,31 @@ def test_sdpa_float32_backward_scales_the_keys_where_mkl_does():
     for name, gt, w in zip(("out", "dq", "dk", "dv"), got, want):
         assert torch.equal(gt.isnan(), w.isnan()), (name, gt, w)
         torch.testing.assert_close(gt.nan_to_num(), w.nan_to_num(), **TOL[torch.float32], msg=name)
+
+
+# A lone key weighs 1, so out is v and the CPU's dS = dP - D would be 0 if
+# dP = dO . v (its q k^T gemm kernel, here MKL's one-key TAIL tree on Intel
+# AVX-512) and D = dO . out (map2_reduce_all, in order below 16 values)
+# summed alike; they do not, and a key of 1e18 turns the residual into a dQ
+# of 3e10 on the CPU. The reference path (-inf in v) now sums both as the
+# CPU does; it took D term by term with dP and gave 0.
+def test_sdpa_lone_key_residual_follows_the_cpu_orders():
+    q = torch.tensor([[-0.6517, -0.1769, -1.1843, 0.3116], [0.4654, -0.8763, 2.2312, 0.7529],
+                      [0.9457, 0.1850, -0.8147, -1e18]]).view(1, 1, 3, 4)
+    k = torch.tensor([1e18, 0.4390, -0.3282, 0.6706]).view(1, 1, 1, 4)
+    v = torch.tensor([-1.9565, 0.0264, -0.6102, 0.8913]).view(1, 1, 1, 4)
+    v2 = torch.tensor([float("-inf"), 1.0, 2.0, 3.0]).view(1, 1, 1, 4)  # a second head takes it to the reference path
+    q, k, v = torch.cat([q, q], 1), torch.cat([k, k], 1), torch.cat([v, v2], 1)
+    w = torch.tensor([[1.0, 1.0, -1.0, 1.0], [0.0, 1.0, -0.5, 0.0], [0.5, 0.5, 0.0, -0.5]]).view(1, 1, 3, 4).expand(1, 2, 3, 4)
+    outs = []
+    for dev in ("cpu", "neuron"):
+        leaves = [t.detach().clone().to(dev).requires_grad_() for t in (q, k, v)]
+        out = F.scaled_dot_product_attention(*leaves)
+        (out * w.to(dev)).sum().backward()
+        outs.append([out.detach().cpu()] + [t.grad.cpu() for t in leaves])
+    want, got = outs
+    assert want[1][0, 0, 0, 0] != 0  # the CPU's residual, magnified
+    for name, g, w_ in zip(("out", "dq", "dk", "dv"), got, want):
+        g, w_ = g[:, :1], w_[:, :1]
+        assert torch.equal(g.isnan(), w_.isnan()), (name, g, w_)
+        torch.testing.assert_close(g.nan_to_num(), w_.nan_to_num(), **TOL[torch.float32], msg=name)

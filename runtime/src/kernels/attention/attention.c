@@ -171,8 +171,11 @@ static bool nan_reaches_max(const nrt_attn_problem *p, int64_t i, int64_t j) { r
  * decide (qk_order.c). MKL's trees were probed on an Intel AVX-512 host
  * and apply there only: other hosts' MKL (AMD's Zen kernels) and other
  * dtypes keep neuron's order. ATen's own loop (operands BLAS refuses) is
- * the same code on every host and is followed everywhere. */
-static nrt_attn_qk_kernel qk_kernel(const nrt_attn_problem *p, int64_t i, int64_t j) {
+ * the same code on every host and is followed everywhere. tn_kernel is
+ * that choice for any gemm(T, N, m = keys of the block, n = queries,
+ * k = E) whose 'a' rows (keys) are a_row bytes apart and 'b' rows
+ * (queries) b_row. */
+static nrt_attn_qk_kernel tn_kernel(const nrt_attn_problem *p, int64_t i, int64_t j, int64_t a_row, int64_t b_row) {
   /* float64 runs at float32 precision: the CPU's float32 run of the same
    * values is its reference, so it takes float32's orders */
   bool f32 = (p->q.dtype == NRT_FLOAT32 || p->q.dtype == NRT_FLOAT64) && p->k.dtype == p->q.dtype;
@@ -192,9 +195,19 @@ static nrt_attn_qk_kernel qk_kernel(const nrt_attn_problem *p, int64_t i, int64_
    * every host (probed: keys expanded over the sequence sum in ATen's
    * 4-partial order; one transposed key still takes MKL's TAIL tree) */
   int64_t row = p->E * elt;
-  if ((sb > 1 && p->k.s[2] < row) || (lb > 1 && p->q.s[2] < row)) return NRT_ATTN_QK_ATEN;
+  if ((sb > 1 && a_row < row) || (lb > 1 && b_row < row)) return NRT_ATTN_QK_ATEN;
   if (nrt_kernels_host_blas() != NRT_HOST_BLAS_INTEL_AVX512) return NRT_ATTN_QK_OWN;
   return nrt_attn_qk_kernel_of(lb, sb, p->E, i % qs, j % 512);
+}
+
+static nrt_attn_qk_kernel qk_kernel(const nrt_attn_problem *p, int64_t i, int64_t j) {
+  return tn_kernel(p, i, j, p->k.s[2], p->q.s[2]);
+}
+
+/* The same for the flash backward's dP = dO v^T, the same gemm(T, N) shape
+ * with v as the keys and dO (contiguous on the CPU) as the queries. */
+static nrt_attn_qk_kernel dp_kernel(const nrt_attn_problem *p, int64_t i, int64_t j) {
+  return tn_kernel(p, i, j, p->v.s[2], p->Ev * (int64_t)nrt_dtype_size(p->q.dtype));
 }
 
 /* Which operand MKL's sgemm scales by alpha before the products on an
@@ -451,15 +464,36 @@ static void ref_prep_row(const nrt_attn_problem *p, int64_t b, int64_t h, int64_
  * so its NaN scores do not spread NaN to the keys they do not reach. */
 static void ref_row_grad(const nrt_attn_problem *p, int64_t b, int64_t h, int64_t i, ref_buf *r) {
   int64_t hk = h / p->group;
-  bool live = ref_row_probs(p, b, h, i, r, true);
   const char *g = nrt_attn_at(&p->dout, b, h, i);
+  /* Where the q k^T order is the CPU's (MKL's kernel on Intel AVX-512
+   * hosts, ATen's loop where BLAS refuses the operands), dP and D follow
+   * the CPU too: dP_j = dO . v_j from the same gemm(T, N) kernel, D by
+   * map2_reduce_all over the stored output (recomputed here bit for bit as
+   * ref_forward_row stores it). Their difference is what a 1e18-scale q
+   * or k magnifies into the gradient: for a lone key (out = v_j) the two
+   * orders leave the CPU's residual, 0 where they agree (random edge
+   * problems: float32 lone/two-key dq and dk). */
+  bool f32 = p->q.dtype == NRT_FLOAT32 || p->q.dtype == NRT_FLOAT64;
+  bool cpu_dp = f32 && dp_kernel(p, i, 0) != NRT_ATTN_QK_OWN, have_dsum = false;
+  float dsum_cpu = 0.0f;
+  if (cpu_dp && ref_row_probs(p, b, h, i, r, false)) {
+    for (int64_t e = 0; e < p->Ev; e++) {
+      float a = 0.0f;
+      for (int64_t j = 0; j < p->S; j++)
+        a += r->ef[j] * r->z[j] * (float)ref_load(&p->v, nrt_attn_at(&p->v, b, hk, j), e);
+      r->o[e] = a * r->rsum;
+      r->g[e] = (float)ref_load(&p->dout, g, e);
+    }
+    dsum_cpu = nrt_attn_vec_sum(r->g, r->o, p->Ev);
+    have_dsum = true;
+  }
+  bool live = ref_row_probs(p, b, h, i, r, true);
   /* The forward found no weight (the CPU's lse 0), but prescaled scores can
    * be finite where the forward's were not: weights exp(s - 0) below. */
   bool fwd_dead = prescaled(p) && *(const float *)nrt_attn_at(&p->rowstat, b, h, i) == -INFINITY;
   if (fwd_dead) live = false;
   /* 16-bit: the CPU's backward rounds its weights and dS to the input's
    * dtype between the GEMMs (not followed here); double sums as before */
-  bool f32 = p->q.dtype == NRT_FLOAT32 || p->q.dtype == NRT_FLOAT64;
   double dsum16 = 0;
   for (int64_t e = 0; e < p->Ev; e++) {
     double o = 0;
@@ -474,8 +508,9 @@ static void ref_row_grad(const nrt_attn_problem *p, int64_t b, int64_t h, int64_
   }
   /* float32: the rowstat's D, taken from the stored output itself (a
    * recomputed one can be an ulp off, which the cancellation magnifies) */
-  float dsum = p->q.dtype == NRT_FLOAT32 ? *(const float *)(nrt_attn_at(&p->rowstat, b, h, i) + p->rowstat.s[3])
-                                         : nrt_attn_vec_sum(r->g, r->o, p->Ev);
+  float dsum = have_dsum                  ? dsum_cpu
+               : p->q.dtype == NRT_FLOAT32 ? *(const float *)(nrt_attn_at(&p->rowstat, b, h, i) + p->rowstat.s[3])
+                                           : nrt_attn_vec_sum(r->g, r->o, p->Ev);
   if (fwd_dead) /* 0 for s = -2e38, NaN for NaN */
     for (int64_t j = 0; j < p->S; j++) r->prob[j] = p->causal && j > i ? 0.0 : exp(r->s[j]);
   if (live) {
@@ -496,7 +531,12 @@ static void ref_row_grad(const nrt_attn_problem *p, int64_t b, int64_t h, int64_
       continue;
     }
     float dp = 0.0f;
-    for (int64_t e = 0; e < p->Ev; e++) dp += r->g[e] * (float)ref_load(&p->v, v, e);
+    if (cpu_dp) {
+      for (int64_t e = 0; e < p->Ev; e++) r->kf[e] = (float)ref_load(&p->v, v, e);
+      dp = nrt_attn_qk_dot(dp_kernel(p, i, j), r->g, r->kf, p->Ev);
+    } else {
+      for (int64_t e = 0; e < p->Ev; e++) dp += r->g[e] * (float)ref_load(&p->v, v, e);
+    }
     r->ds[j] = (float)r->prob[j] * (dp * r->z[j] - dsum); /* dLoss/dprob_j - dsum, weighted */
   }
 }
