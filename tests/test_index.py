@@ -295,3 +295,28 @@ def test_complex_index_reduce_mean_multiplies_by_alpha_like_the_cpu():
     got = self.neuron().index_reduce(0, idx.neuron(), src.neuron(), "mean").cpu()
     torch.testing.assert_close(torch.view_as_real(got), torch.view_as_real(want), rtol=0, atol=0, equal_nan=True)
     assert_no_fallbacks()
+
+
+# index_add with alpha: the CPU adds each slice of a >1-d self with
+# add_(source, alpha), whose kernel fuses self + alpha * source, so 2 *
+# -1.3e38 + 3.4e38... stays finite where a product rounded first is -inf
+# (fuzz 161803398-107143, 18201-332127: neuron scaled the source before
+# index_put_); its loop for a 1-d self rounds the product first.
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+@pytest.mark.parametrize("dim", [0, 1])
+def test_index_add_alpha_fuses_where_the_cpu_does(dtype, dim):
+    g = torch.Generator().manual_seed(dim)
+    self = torch.randn(3, 4, generator=g, dtype=dtype)
+    self[0, 0] = -3.4028234663852886e38
+    src = torch.randn(3, 4, generator=g, dtype=dtype)
+    src[0, 0] = -1.7e38
+    idx = torch.tensor([0, 2, 0, 1])  # 0 twice: a duplicate adds twice, in order
+    # 2-d: fused; 1-d: rounded first (float32 only: a 1-d float64 index_put_
+    # accumulates at float32 precision, the device's float64)
+    cases = ((self, src, dim), (self[0], src[0], 0)) if dtype == torch.float32 else ((self, src, dim),)
+    for s, x, d in cases:
+        i = idx[: x.shape[d]] % s.shape[d]
+        want = s.index_add(d, i, x, alpha=-2.0)
+        got = s.neuron().index_add(d, i.neuron(), x.neuron(), alpha=-2.0).cpu()
+        assert torch.equal(got.isinf(), want.isinf()), (got, want)
+        torch.testing.assert_close(got, want, rtol=0, atol=0)

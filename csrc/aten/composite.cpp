@@ -16,8 +16,6 @@
 #include <ATen/ops/_weight_norm_differentiable_backward.h>
 #include <ATen/ops/empty.h>
 #include <ATen/ops/full.h>
-#include <ATen/ops/gather.h>
-#include <ATen/ops/index_select.h>
 #include <ATen/ops/mm.h>
 #include <ATen/ops/zeros.h>
 #include <ATen/ops/norm_except_dim.h>
@@ -183,128 +181,6 @@ Tensor addmv_into(Tensor out, const Tensor &self, const Tensor &mat, const Tenso
   return at::addmm(self.dim() == 0 ? self : self.unsqueeze(1), mat, vec.unsqueeze(1), beta, alpha).squeeze(1);
 }
 
-// index_add / index_fill_: advanced indexing along `dim` (accumulating for add).
-c10::List<std::optional<Tensor>> dim_index(int64_t dim, const Tensor &index) {
-  c10::List<std::optional<Tensor>> l;
-  for (int64_t d = 0; d < dim; ++d) l.push_back(std::nullopt);
-  l.push_back(index.reshape({-1}));
-  return l;
-}
-// The CPU's index_add kernel checks every index (no negative one) as it
-// adds; here the indices stay on the device, so a kernel checks them: a
-// gather or index_select over a stand-in of the indexed size whose elements
-// all alias one byte (nothing is read), failing as the CPU fails. A 0-d or
-// 1-d self is checked against its element count, even when empty
-// (IndexError "index out of range in self"). A >1-d self goes through
-// scatter_add_ on the CPU along its first or last dim with an int64 index
-// and alpha 1 (RuntimeError "index i is out of bounds for dimension d with
-// size s", which gather reports alike), else through its own loop
-// (IndexError as above).
-bool index_add_is_scatter_add(const Tensor &self, int64_t dim, const Tensor &index, const Scalar &alpha) {
-  return self.dim() > 1 && (dim == 0 || dim == self.dim() - 1) && alpha.equal(1.0) &&
-         index.scalar_type() == at::kLong && self.scalar_type() != at::kComplexHalf;
-}
-void check_index_add_indices(const Tensor &self, int64_t dim, const Tensor &index, const Scalar &alpha) {
-  Tensor idx = index.reshape({-1}).to(self.device());
-  Tensor byte = at::zeros({1}, self.options().dtype(at::kByte));
-  if (self.dim() <= 1) {
-    // an empty self has no index in range: refused here, without a kernel
-    TORCH_CHECK_INDEX(self.numel() > 0 || idx.numel() == 0, "index out of range in self");
-    if (idx.numel() > 0) (void)at::index_select(byte.expand({self.numel()}), 0, idx);
-    return;
-  }
-  if (!index_add_is_scatter_add(self, dim, index, alpha)) {
-    (void)at::index_select(byte.expand({self.size(dim)}), 0, idx);
-    return;
-  }
-  std::vector<int64_t> stand_in(self.dim(), 1), index_shape(self.dim(), 1);
-  stand_in[dim] = self.size(dim);
-  index_shape[dim] = idx.numel();
-  (void)at::gather(byte.expand(stand_in), dim, idx.reshape(index_shape));
-}
-
-Tensor index_add_into(Tensor, const Tensor &self, int64_t dim, const Tensor &index, const Tensor &source,
-                      const Scalar &alpha) {
-  dim = at::maybe_wrap_dim(dim, self.dim());
-  // index_add's meta function (index_func_meta_impl), before anything else:
-  // even an empty self is checked.
-  TORCH_CHECK_INDEX(index.dim() <= 1, "index_add_(): Index is supposed to be a vector, but got dim: ", index.dim(),
-                    " with type: ", index.scalar_type(), " and size: ", index.sizes());
-  TORCH_CHECK(index.scalar_type() == at::kLong || index.scalar_type() == at::kInt,
-              "index_add_(): Expected dtype int32/int64 for index but got: ", index.scalar_type());
-  TORCH_CHECK(self.scalar_type() == source.scalar_type(), "index_add_(): self (", self.scalar_type(), ") and source (",
-              source.scalar_type(), ") must have the same scalar type");
-  TORCH_CHECK(dim == 0 || dim < source.dim(), "index_add_(): Indexing dim ", dim,
-              " is out of bounds of the source tensor with dim ", source.dim());
-  TORCH_CHECK(index.numel() == (source.dim() == 0 ? 1 : source.size(dim)), "index_add_(): Number of indices (",
-              index.numel(), ") should be equal to source.size(dim): (", source.size(dim), "), for dim: ", dim);
-  std::vector<int64_t> self_sizes = self.sizes().vec(), source_sizes = source.sizes().vec();
-  if (source.dim() != 0 && self.dim() != 0) {
-    self_sizes.erase(self_sizes.begin() + dim);
-    source_sizes.erase(source_sizes.begin() + dim);
-  }
-  TORCH_CHECK(self_sizes == source_sizes, "source tensor shape must match self tensor shape, excluding the specified "
-              "dimension. Got self.shape = ", self.sizes(), " source.shape = ", source.sizes());
-  Tensor out = self.clone();
-  if (self.dim() > 1 && (index.numel() == 0 || self.numel() == 0)) return out;  // the CPU's kernel checks nothing then
-  check_index_add_indices(self, dim, index, alpha);
-  if (self.numel() == 0) return out;
-  // index_put_ requires self's dtype. The CPU converts alpha to self's dtype first (Scalar::to<T>): 1000
-  // overflows int8, and a fractional alpha truncates (0.5 adds nothing to
-  // an integer tensor).
-  Scalar a = converted_scalar(alpha, self.scalar_type());
-  // Outside its scatter_add_ path the CPU adds source * alpha even for an
-  // alpha of 1, which a complex source notices: (inf + 1i) * (1 + 0i) is
-  // inf + nan i (the textbook product's inf * 0).
-  bool times_alpha = !a.equal(1) || (self.is_complex() && !index_add_is_scatter_add(self, dim, index, alpha));
-  auto scaled = [&](const Tensor &s) { return times_alpha ? s.mul(a).to(self.scalar_type()) : s; };
-  if (self.dim() == 0) {
-    out.reshape({1}).index_put_(dim_index(0, index), scaled(source.reshape({-1})), /*accumulate=*/true);
-    return out;
-  }
-  Tensor src = scaled(source);
-  out.index_put_(dim_index(dim, index), src.dim() == 0 ? src.reshape({1}) : src, /*accumulate=*/true);
-  return out;
-}
-Tensor &index_fill_scalar(Tensor &self, int64_t dim, const Tensor &index, const Scalar &value) {
-  // ATen's index_fill_, in its order: the index dtype (an IndexError, int32
-  // refused unlike index_add's), a complex value for a real self, the dim (a
-  // 0-d self counts as 1-d), the index rank; all before an empty self returns.
-  TORCH_CHECK_INDEX(index.scalar_type() == at::kLong, "index_fill_(): Expected dtype int64 for index.");
-  TORCH_CHECK(self.is_complex() || !value.isComplex(), "index_fill_(): Converting complex Scalar to non-complex type");
-  dim = at::maybe_wrap_dim(dim, std::max<int64_t>(self.dim(), 1));
-  TORCH_CHECK(index.dim() <= 1, "Index has to be a vector/scalar");
-  // ATen restrides self for its iterator (dim `dim` sized index.numel(),
-  // stride 0) before anything is filled, and as_strided refuses that view
-  // where self's storage cannot hold it (an empty self given indices): the
-  // CPU's setStorage RuntimeError, even with nothing to fill.
-  Tensor self_nonzero_dim = self.dim() == 0 ? self.unsqueeze(-1) : self;
-  std::vector<int64_t> sizes = self_nonzero_dim.sizes().vec(), strides = self_nonzero_dim.strides().vec();
-  sizes[dim] = index.numel();
-  strides[dim] = 0;
-  Tensor restrided = self_nonzero_dim.as_strided(sizes, strides);
-  // converted (and range-checked) as the CPU's index_fill kernel does; a
-  // one-element fill alone would not check a float16 value
-  Tensor v = at::empty({}, self.options()).fill_(converted_scalar(value, self.scalar_type()));
-  // Nothing to iterate: no index checked. An empty self whose storage holds
-  // the view (a slice of a larger tensor) iterates its indices all the same,
-  // and its first is out of range of the size-0 dim (read back to name it).
-  if (restrided.numel() == 0) return self;
-  TORCH_CHECK_INDEX(self.numel() > 0, "index ", index.reshape({-1})[0].item<int64_t>(),
-                    " is out of bounds for dimension ", dim, " with size 0");
-  if (self.dim() == 0) {
-    self.reshape({1}).index_put_(dim_index(0, index), v, false);
-    return self;
-  }
-  self.index_put_(dim_index(dim, index), v, false);
-  return self;
-}
-Tensor &index_fill_tensor(Tensor &self, int64_t dim, const Tensor &index, const Tensor &value) {
-  TORCH_CHECK(value.dim() == 0, "index_fill_ only supports a 0-dimensional value tensor, but got tensor with ",
-              value.dim(), " dimension(s).");
-  return index_fill_scalar(self, dim, index, value.item());
-}
-
 Tensor rsub_fn(const Tensor &self, const Tensor &other, const Scalar &alpha) { return at::sub(other, self, alpha); }
 
 
@@ -375,9 +251,6 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   NEURON_IMPL(m, "embedding_renorm_", embedding_renorm_fn);
   NEURON_IMPL(m, "vdot", vdot_fn);
   NEURON_VARIANTS(m, addmv_into, "addmv", nullptr, "addmv.out");
-  NEURON_VARIANTS(m, index_add_into, "index_add", nullptr, "index_add.out");
-  NEURON_IMPL(m, "index_fill_.int_Scalar", index_fill_scalar);
-  NEURON_IMPL(m, "index_fill_.int_Tensor", index_fill_tensor);
   NEURON_IMPL(m, "rsub.Tensor", rsub_fn);
   NEURON_IMPL(m, "equal", equal_fn);
   NEURON_IMPL(m, "norm.ScalarOpt_dim", norm_dim);

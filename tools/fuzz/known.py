@@ -421,13 +421,6 @@ KNOWN: list[Group] = [
           "shape; seeds 9161 and 9162, 120 s each over interpolate, pool, unfold: 0 cases in this group); "
           "plain bicubic float32/float16 weights, a few ulps from the CPU's (one-hot probes: 238 of 332 1-d "
           "size pairs; fused, unfused and double-index models all miss 83 of 176)."),
-    Group("index-add-alpha-unfused", ("index_select",), VAL,
-          all_of(fn("torch.index_add", "Tensor.index_add_"), fill("edge"),
-                 lambda c, r: c.get("kwargs", {}).get("alpha", 1) not in (1, 1.0)),
-          "index_add with alpha != 1 at the float limits: the CPU's own loop adds each source slice with "
-          "add_(src, alpha), whose kernel fuses self + alpha * src (2 * 3.4e38 - 3.4e38 stays 3.4e38); neuron "
-          "scales the source first and accumulates with index_put_ (alpha * src overflows to inf). Needs a fused "
-          "alpha in INDEX_PUT's accumulate; seen once per ~2.5M cases (161803398-107143, 18201-332127)."),
     Group("edge-magnitude-gemm", ("linear", "mm", "bmm", "matmul", "addmm", "vecdot"), VAL,
           all_of(fill("edge"),
                  # followed since ec267db/21a8dfc/b6d5885: 16-bit GEMMs, bfloat16 gemv, float32 sgemv 'n'

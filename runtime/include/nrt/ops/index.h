@@ -29,7 +29,9 @@
      "INDICES element is out of DATA bounds, id=I axis_dim=N" */            \
   X(INDEX_PUT, INDEX, 1, 1)      /* the inverse: operands out (= self        \
      restrided, written), value, idx_0..idx_{K-1}; p0 = K; aux as above;    \
-     p1 = accumulate (deterministic: duplicates summed in iteration order) */ \
+     p1 = accumulate (deterministic: duplicates summed in iteration order); \
+     p3 = 1: accumulate self += scalars[0] * value with the product fused  \
+     into the sum (index_add's alpha; floating self and value only) */      \
   X(GATHER, INDEX, 2, 2)         /* torch.gather: operands out, src, index,  \
      iterated over index's shape; src has stride 0 along dim.               \
      aux[0] = src size along dim, aux[1] = src byte stride along dim,      \

@@ -328,6 +328,8 @@ typedef struct adv_plan {
   int64_t size[NRT_MAX_OPERANDS], stride[NRT_MAX_OPERANDS];
   mover mv;       /* out <- src (gather), self <- value (put) */
   bool accumulate, fdomain;
+  bool scaled;    /* p3 = 1: self += alpha * value, fused (index_add's alpha) */
+  double alpha;
   bool nowrap;    /* p2 != 0: negative indices are errors (index_select) */
   bad_kind kind;  /* p2 = 2: reported as the CPU's check_indexarray_range */
   bad_index bad;  /* the first bad index, filled by the serial passes */
@@ -373,6 +375,26 @@ static int adv_check_run(void *ctx, char *const *ptr, const int64_t *st, int64_t
   return gather_elems(p, adv_elem_offset, false, &p->bad, &p->mv, ptr, st, ADV_OUT, ADV_SRC, n);
 }
 
+/* *dst += alpha * *src with the product fused into the sum, as the CPU's
+ * index_add adds a slice with alpha (add_(source, alpha): vec::fmadd, and
+ * its scalar loop contracted alike): 3.4e38 + 2 * -1.3 is finite where
+ * the rounded product 2 * -1.7e38 added after would be -inf. float64 in
+ * double, the other floating types in float (16-bit selves come here as
+ * float32, rounded once by the glue). */
+static inline void add_scaled_elem(const adv_plan *p, char *dst, const char *src) {
+  if (p->mv.ddt == NRT_FLOAT32 && p->mv.sdt == NRT_FLOAT32) {
+    float a, b;
+    memcpy(&a, dst, 4);
+    memcpy(&b, src, 4);
+    a = fmaf((float)p->alpha, b, a);
+    memcpy(dst, &a, 4);
+    return;
+  }
+  double a = nrt_ref_load_f64(dst, p->mv.ddt), b = nrt_ref_load_f64(src, p->mv.sdt);
+  nrt_ref_store_f64(dst, p->mv.ddt,
+                    p->mv.ddt == NRT_FLOAT64 ? fma(p->alpha, b, a) : (double)fmaf((float)p->alpha, (float)b, (float)a));
+}
+
 /* dst[j] += src[j] over a float32 run (embedding backward's rows). */
 static void add_run_f32(char *dst, int64_t dst_st, const char *src, int64_t src_st, int64_t n) {
   if (dst_st == 4 && src_st == 4) {
@@ -388,7 +410,7 @@ static int adv_put_run(void *ctx, char *const *ptr, const int64_t *st, int64_t n
   adv_plan *p = ctx;
   int64_t off;
   if (adv_index_constant(p, st)) {
-    bool add_f32 = p->fdomain && p->mv.ddt == NRT_FLOAT32 && p->mv.sdt == NRT_FLOAT32;
+    bool add_f32 = p->fdomain && !p->scaled && p->mv.ddt == NRT_FLOAT32 && p->mv.sdt == NRT_FLOAT32;
     if (!p->accumulate || add_f32) {
       /* in order along the run, like the element loop below */
       if (!adv_offset(p, ptr, st, 0, &off, &p->bad)) return 1;
@@ -401,7 +423,8 @@ static int adv_put_run(void *ctx, char *const *ptr, const int64_t *st, int64_t n
     if (!adv_offset(p, ptr, st, j, &off, &p->bad)) return 1;
     char *dst = ptr[ADV_OUT] + j * st[ADV_OUT] + off;
     const char *src = ptr[ADV_SRC] + j * st[ADV_SRC];
-    if (p->accumulate) reduce_elem(RED_ADD, p->fdomain, &p->mv, dst, src);
+    if (p->scaled) add_scaled_elem(p, dst, src);
+    else if (p->accumulate) reduce_elem(RED_ADD, p->fdomain, &p->mv, dst, src);
     else move_elem(&p->mv, dst, src);
   }
   return 0;
@@ -422,6 +445,7 @@ static nrt_status adv_reference(adv_plan *p, bool put) {
     }
     char *out = elem_ptr(l, ADV_OUT, i), *src = elem_ptr(l, ADV_SRC, i);
     if (!put) convert_elem(out, l->operands[ADV_OUT].dtype, src + off, l->operands[ADV_SRC].dtype);
+    else if (p->scaled) add_scaled_elem(p, out + off, src);
     else if (p->accumulate) reduce_elem(RED_ADD, p->fdomain, &p->mv, out + off, src);
     else convert_elem(out + off, l->operands[ADV_OUT].dtype, src, l->operands[ADV_SRC].dtype);
   }
@@ -479,6 +503,11 @@ static nrt_status advanced_index(const nrt_launch *launch, bool put) {
   p.nowrap = l->params[2] != 0;
   p.kind = l->params[2] == 2 ? BAD_SELECT_BOUNDS : p.nowrap ? BAD_SELECT : BAD_ADVANCED;
   p.fdomain = nrt_dtype_is_floating(l->compute_dtype);
+  p.scaled = put && l->params[3] == 1;
+  p.alpha = l->scalars[0].f;
+  if (p.scaled && !(p.accumulate && nrt_dtype_is_floating(l->operands[ADV_OUT].dtype) &&
+                    nrt_dtype_is_floating(l->operands[ADV_SRC].dtype)))
+    return nrt_kernel_fail(NRT_ERROR_INVALID_ARGUMENT, "index_put: a scaled put (p3 = 1) accumulates into a floating self");
   if (launch_numel(l) == 0) return NRT_SUCCESS;
   if (nrt_kernels_reference()) return adv_reference(&p, put);
   int nops = 2 + p.nidx;
