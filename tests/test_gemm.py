@@ -1104,3 +1104,31 @@ def test_float16_addmv_keeps_beta_times_self_in_float_with_alpha_1_like_the_cpu(
     bias = torch.full((3,), -65504.0, dtype=torch.half)
     assert torch.equal(torch.addmv(bias.neuron(), mat.neuron(), vec.neuron(), beta=2.0).cpu(),
                        torch.addmv(bias, mat, vec, beta=2.0))
+
+
+# torch.dot of float32 vectors is MKL's sdot on the CPU, not a 1 x n by
+# n x 1 sgemm: on Intel AVX-512 hosts 16-lane accumulators (four from 64
+# elements) with fused products for unit strides, 4 lanes and a pairwise
+# tail otherwise (kernels/gemm/sdot.c). Exact, also with 3.4e38 entries,
+# where the order decides between inf, NaN and a number (fuzz 18201-910074:
+# -1 x [-3.4e38, 3.4e38, 0.97, 1.56] is 0 on the CPU, -2.53 in order).
+@pytest.mark.parametrize("kind", ["contiguous", "expanded", "strided"])
+def test_float32_dot_takes_mkls_sdot_order(kind):
+    g = torch.Generator().manual_seed(11)
+    for n in list(range(1, 70)) + [127, 128, 129, 300]:
+        y = torch.randn(2 * n, generator=g)[::2] if kind == "strided" else torch.randn(n, generator=g)
+        if kind == "expanded":
+            x = torch.tensor([-1.0]).expand(n)
+            y = y.clone()
+            y[: min(n, 2)] = torch.tensor([-3.4e38, 3.4e38])[: min(n, 2)]
+        else:
+            x = torch.randn(n, generator=g)
+            x[n // 2] = 3.4e38 if n % 3 == 0 else x[n // 2]
+        want = torch.dot(x, y)
+        xd = torch.tensor([-1.0]).neuron().expand(n) if kind == "expanded" else x.neuron()
+        yd = torch.zeros(2 * n).neuron() if kind == "strided" else y.neuron()
+        if kind == "strided":
+            yd[::2] = y.neuron()
+            yd = yd[::2]
+        got = torch.dot(xd, yd).cpu()
+        assert torch.equal(got.isnan(), want.isnan()) and torch.equal(got.nan_to_num(), want.nan_to_num()), (n, got, want)

@@ -678,6 +678,52 @@ static void test_gemm_sgemv_t(void) {
   CHECK(y[1] == 5.0f);
 }
 
+/* SDOT: x . y with x of stride sx (0: one value) and y ones except 2^25,
+ * -2^25 and 1 at p, q, r: 1 exactly when p and q meet before r joins. */
+static float sdot_triple(int64_t n, int64_t sx, int64_t p, int64_t q, int64_t r) {
+  static float x[2 * 160], y[160], c;
+  for (int64_t j = 0; j < 2 * n; j++) x[j] = 1.0f;
+  for (int64_t j = 0; j < n; j++) y[j] = 0.0f;
+  y[p] = 0x1p25f;
+  y[q] = -0x1p25f;
+  y[r] = 1.0f;
+  nrt_launch l;
+  memset(&l, 0, sizeof l);
+  l.op = NRT_OP(GEMM);
+  l.ndim = 4;
+  l.sizes[0] = 1; l.sizes[1] = 1; l.sizes[2] = 1; l.sizes[3] = n;
+  l.noutputs = 1;
+  l.ninputs = 2;
+  l.compute_dtype = NRT_FLOAT32;
+  l.scalars[0].f = 1.0;
+  l.params[0] = NRT_GEMM_LOOP_SDOT;
+  l.params[2] = sx != 1; /* the strided kernel */
+  l.operands[0] = (nrt_operand){.data = &c, .dtype = NRT_FLOAT32, .strides = {0, 4, 4}};
+  l.operands[1] = (nrt_operand){.data = x, .dtype = NRT_FLOAT32, .strides = {0, 0, sx * 4}};
+  l.operands[2] = (nrt_operand){.data = y, .dtype = NRT_FLOAT32, .strides = {0, 4, 0}};
+  CHECK_OK(nrt_launch_run(&l));
+  return c;
+}
+
+/* The trees measured on the CPU's torch.dot (kernels/gemm/sdot.c). */
+static void test_gemm_sdot(void) {
+  /* unit strides: 16 lanes; k and k + 16 share lane k below 64 */
+  CHECK(sdot_triple(17, 1, 0, 16, 8) == 1.0f);
+  CHECK(sdot_triple(17, 1, 0, 8, 16) == 0.0f);
+  /* from 64: four accumulators, k and k + 64 share a lane, k + 16 joins next */
+  CHECK(sdot_triple(65, 1, 0, 64, 16) == 1.0f);
+  CHECK(sdot_triple(65, 1, 0, 16, 64) == 0.0f);
+  /* halving by 8 and 4, then neighbours: 0 meets 1 before 2 */
+  CHECK(sdot_triple(4, 1, 0, 1, 2) == 1.0f);
+  CHECK(sdot_triple(4, 1, 0, 2, 1) == 0.0f);
+  /* strided (0 or 2): 4 lanes, (l0 + l2) + (l1 + l3), the rest in pairs, then one */
+  CHECK(sdot_triple(8, 0, 0, 4, 2) == 1.0f);
+  CHECK(sdot_triple(8, 2, 0, 2, 1) == 1.0f);
+  CHECK(sdot_triple(6, 2, 0, 1, 4) == 0.0f); /* (((0, 2), 4), ((1, 3), 5)): 4 joins 0 first */
+  CHECK(sdot_triple(6, 0, 0, 2, 4) == 1.0f);
+  CHECK(sdot_triple(7, 0, 0, 1, 6) == 1.0f);
+}
+
 int main(void) {
   RUN_TEST(test_gemm_shapes);
   RUN_TEST(test_gemm_bias_alpha_beta);
@@ -695,5 +741,6 @@ int main(void) {
   RUN_TEST(test_gemm_sgemv_t);
   RUN_TEST(test_gemm_sgemv_n8);
   RUN_TEST(test_gemm_sgemv_t16);
+  RUN_TEST(test_gemm_sdot);
   return TEST_RESULT();
 }

@@ -140,6 +140,7 @@ HOST_BLAS_GAPS: dict[str, tuple[str, str]] = {
     "test_gemm.py::test_complex64_addmm_takes_mkls_avx512_paths": _INTEL_GEMM,
     "test_gemm.py::test_float32_gemm_and_sgemv_n_take_mkls_avx512_orders": _INTEL_GEMM,
     "test_gemm.py::test_float32_sgemv_t_takes_mkls_avx512_lanes": _INTEL_GEMM,
+    "test_gemm.py::test_float32_dot_takes_mkls_sdot_order": _INTEL_GEMM,
     "test_attention.py::test_sdpa_bfloat16_backward_scales_before_the_product": _ZEN_SDPA,
     "test_attention.py::test_sdpa_lone_key_gradient_cancels_on_the_blocked_kernel": _ZEN_SDPA,
     "test_attention.py::test_sdpa_huge_scores_follow_the_cpu_qk_order": _INTEL_SDPA,

@@ -464,7 +464,10 @@ KNOWN: list[Group] = [
           "of C over a row-major A); not yet its 'a'-transposed lane kernels (8 lanes for k < 10 on some "
           "shapes, 4-deep chunks for m >= 13 with both transposed), larger sgemv 't', zgemm's beta == 1 "
           "split. 120 s of the gemm ops, 2 workers (~210k cases each): 316 (seed 18001, before) -> 50 "
-          "(18004); the 20-minute run 18201 (2.56M cases, before sgemv 't'): 10, 7 of them agree since."),
+          "(18004); the 20-minute run 18201 (2.56M cases, before sgemv 't'): 10, 7 of them agree since. "
+          "Session 19: float32 torch.dot follows MKL's AVX-512 sdot there (kernels/gemm/sdot.c: 16-lane "
+          "accumulators, four from 64 elements, fused; strided: 4 lanes and a pairwise tail), 18201-910074 "
+          "agrees."),
     Group("edge-magnitude-conv", ("conv",), VAL, fill("edge"),
           "Convolutions with inputs near the dtype's limits where the CPU's own order decides. Launches whose "
           "sums could pass FLT_MAX run neuron's loop nest in double in the CPU's float64 (im2col) grouping, "

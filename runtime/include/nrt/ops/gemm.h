@@ -57,6 +57,10 @@ typedef enum nrt_gemm_order {
   NRT_GEMM_LOOP_SGEMV_N8 = 8, /* float only: C = beta * bias, then k in blocks of
                                  8 and a fused tail, as MKL's AVX-512 sgemv 'n'
                                  (kernels/gemm/loop.c); alpha on A's element */
+  NRT_GEMM_LOOP_SDOT = 9,     /* float32, M = N = 1, no bias: C = A's row . B's
+                                 column in MKL's AVX-512 sdot order
+                                 (kernels/gemm/sdot.c); p2 != 0: an increment
+                                 other than 1 (its strided kernel) */
 } nrt_gemm_order;
 
 #endif

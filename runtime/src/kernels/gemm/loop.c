@@ -359,6 +359,7 @@ static void loop_range(void *ctx, int64_t begin, int64_t end) {
 
 nrt_status nrt_gemm_loop_execute(const nrt_launch *l) {
   if (l->params[0] == NRT_GEMM_LOOP_SGEMV_T) return nrt_gemm_sgemv_t_execute(l);
+  if (l->params[0] == NRT_GEMM_LOOP_SDOT) return nrt_gemm_sdot_execute(l);
   loop_job jb = {.l = l, .M = l->sizes[1], .N = l->sizes[2], .K = l->sizes[3], .order = (int)l->params[0]};
   if (jb.order < NRT_GEMM_LOOP_AFTER || jb.order > NRT_GEMM_LOOP_SGEMV_N8 || jb.order == NRT_GEMM_LOOP_SGEMV_T)
     return nrt_kernel_fail(NRT_ERROR_INVALID_ARGUMENT, "GEMM: p0 = %d is no loop order", jb.order);

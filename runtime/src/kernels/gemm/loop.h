@@ -8,5 +8,7 @@
 nrt_status nrt_gemm_loop_execute(const nrt_launch *l);
 /* p0 = NRT_GEMM_LOOP_SGEMV_T (sgemv.c): MKL's sgemv 't' order */
 nrt_status nrt_gemm_sgemv_t_execute(const nrt_launch *l);
+/* p0 = NRT_GEMM_LOOP_SDOT (sdot.c): MKL's sdot order */
+nrt_status nrt_gemm_sdot_execute(const nrt_launch *l);
 
 #endif
