@@ -191,3 +191,17 @@ def test_nextafter_inplace_steps_in_the_promoted_dtype():
     got = x.to(DEV).nextafter_(y.to(DEV)).cpu()
     assert torch.equal(got, want)
     assert torch.equal(torch.nextafter(x.to(DEV), x.to(DEV) * 0).cpu(), torch.nextafter(x, x * 0))
+
+
+# float32 polygamma(1, x) (digamma's gradient) is ATen's calc_trigamma in
+# float: at the poles (non-positive integers) its value is the rounding
+# error of float pi * x, 1.7e16 at -3, which a double evaluation gives as
+# 7.3e31 (fuzz 19402-282530: digamma's gradient of an expanded -3).
+def test_trigamma_poles_follow_the_cpus_float_arithmetic():
+    x = torch.tensor([-3.0, -1.0, -7.0, -100.0, -2.5, 0.2, 3.0])
+    want = torch.polygamma(1, x)
+    got = torch.polygamma(1, x.neuron()).cpu()
+    torch.testing.assert_close(got, want, rtol=2e-7, atol=0)
+    leaf = torch.full((14,), -3.0, device="neuron", requires_grad=True)
+    torch.digamma(leaf.expand(14)).sum().backward()
+    assert leaf.grad.cpu()[0].item() == want[0].item()
