@@ -271,13 +271,19 @@ KNOWN: list[Group] = [
                                # cancels to 2e-13)
                                all_of(phase("backward"), maxdiff_below(1.0),
                                       lambda c, r: c.get("family") in ("binary", "ternary")),
+                               # an expanded input's gradient, summed by autograd over its copies, from
+                               # finite ordinary values: the sum at float32 resolution (19402-58844: a
+                               # layer_norm input gradient that cancels to 1e-12 in float64 is 1e-3)
+                               all_of(phase("backward"), layout("expanded"), not_(fill("edge")),
+                                      not_(nonfinite), maxdiff_below(1e-2)),
                                all_of(fill("edge"), lambda c, r: c.get("family") in ("matmul", "conv"))))),
           "float64 is computed at float32 precision on neuron (documented): values past float32's range "
           "become inf (fill_(3.5e38), nan_to_num's default posinf, 1e18 products), parameters round to float32 "
           "(logit's clamp at 1 - 1e-6 is 0.99999899: 13.802 where float64 gives 13.8155), and sums of +-1e18 cancel "
           "(a Python scalar of 1e30 as lerp's weight or add's alpha: the CPU's float64 gradient keeps a rounding "
           "residual of -1.4e14, float32's cancels to 0) "
-          "at float32 resolution; gradients that should cancel to ~1e-13 come out ~1e-4. Python scalars past "
+          "at float32 resolution; gradients that should cancel to ~1e-13 come out ~1e-4 (~1e-3 where an expanded "
+          "input's gradient sums dozens of them). Python scalars past "
           "float32's range also reach index_fill/scatter/masked_fill values (1e308 becomes inf) and float64 "
           "remainder by an integer (1e18 % 255: 100 in float64, 85 from float32(1e18)). Matrix products and "
           "convolutions of float64 edge values likewise sum 1e18 terms at float32 resolution (seed 27182818: "
