@@ -822,3 +822,27 @@ def test_sdpa_lone_key_residual_follows_the_cpu_orders():
         g, w_ = g[:, :1], w_[:, :1]
         assert torch.equal(g.isnan(), w_.isnan()), (name, g, w_)
         torch.testing.assert_close(g.nan_to_num(), w_.nan_to_num(), **TOL[torch.float32], msg=name)
+
+
+# The CPU's bfloat16 q k^T (oneDNN's AVX512-BF16/AMX kernels) fuses each
+# product into its float accumulator: row 1's -0.63 x inf then -1.99 x
+# -3.39e38 stays -inf (the exact product is added to -inf), where rounding
+# the product first gives +inf and a NaN score. The key then weighs 0 and
+# the row's out is value row 0 (fuzz 19402-373996: NaN on neuron). Rows 0
+# and 2 are NaN on both. (Fused in order is a partial model of that GEMM:
+# sdpa-only fuzz, seeds 15001 / 15002: 45 -> 39 and 27 -> 24 cases.)
+def test_sdpa_bfloat16_scores_fuse_their_products():
+    inf = float("inf")
+    q = torch.tensor([[1.8125, 0.640625, 0.2119140625, 0.87109375, -0.6640625, 0.34765625, -1.59375],
+                      [-0.1298828125, -0.6328125, -1.2734375, -1.9921875, 1.8046875, 0.349609375, -0.875],
+                      [-1.6796875, -0.47265625, 1.15625, -0.09619140625, -1.0859375, -0.04541015625, 1.5546875]])
+    k = torch.tensor([[-0.400390625, 1.03125, 0.82421875, -1.6640625, 0.57421875, 1.03125, -1.0],
+                      [-0.69140625, inf, -1.0, -3.3895313892515355e38, -0.1689453125, -inf, -0.0]])
+    v = torch.tensor([[0.921875, -0.75390625, 0.027587890625, 1.0, 0.041259765625, 1.0703125, 0.34375],
+                      [-0.39453125, 0.0, -0.45703125, -1.28125, -0.90625, -3.21875, 0.416015625]])
+    q, k, v = (t.view(1, 1, *t.shape).to(torch.bfloat16) for t in (q, k, v))
+    mask = torch.tensor([[False, False], [True, True], [False, True]]).view(1, 1, 3, 2)
+    want = F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
+    got = F.scaled_dot_product_attention(q.neuron(), k.neuron(), v.neuron(), attn_mask=mask.neuron()).cpu()
+    assert torch.equal(want[0, 0, 1], v[0, 0, 0]), want  # the CPU's answer this test pins
+    assert torch.equal(got.isnan(), want.isnan()) and torch.equal(got.nan_to_num(), want.nan_to_num()), (got, want)
