@@ -846,3 +846,4 @@ def test_sdpa_bfloat16_scores_fuse_their_products():
     got = F.scaled_dot_product_attention(q.neuron(), k.neuron(), v.neuron(), attn_mask=mask.neuron()).cpu()
     assert torch.equal(want[0, 0, 1], v[0, 0, 0]), want  # the CPU's answer this test pins
     assert torch.equal(got.isnan(), want.isnan()) and torch.equal(got.nan_to_num(), want.nan_to_num()), (got, want)
+
