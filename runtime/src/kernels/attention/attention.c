@@ -148,7 +148,11 @@ static int64_t q_split(const nrt_attn_problem *p) { return p->L >= 768 ? 256 : p
  * in blocks of 512, each block's first len / lanes * lanes keys in vectors.
  * A causal row sees the keys up to the end of its query block only. Vectors
  * are 64 bytes on AVX-512 hosts, 32 elsewhere; float32 lanes (also the
- * 16-bit types' accumulators) or float64 ones. */
+ * 16-bit types' accumulators) or float64 ones. This decides the exp (see
+ * ref_row_probs) and whether a NaN score reaches an unmasked row's maximum:
+ * the vectors take it with at::vec::maximum (NaN propagates), the tail with
+ * std::max (a NaN second operand is dropped). Probed: 16 float keys take
+ * NaN from any key, 15 from none, 17 from the first 16. */
 static bool key_in_vector(const nrt_attn_problem *p, int64_t i, int64_t j) {
   int64_t lanes = (nrt_kernels_isa() >= NRT_ISA_AVX512 ? 64 : 32) / (p->q.dtype == NRT_FLOAT64 ? 8 : 4);
   int64_t qs = q_split(p), keys = p->S;
@@ -157,13 +161,13 @@ static bool key_in_vector(const nrt_attn_problem *p, int64_t i, int64_t j) {
   return j < n + len / lanes * lanes;
 }
 
-/* Whether a NaN score of key j reaches an unmasked row's maximum on the
- * CPU's flash kernel: it takes the maximum of each block with vector
- * instructions (at::vec::maximum, which propagates NaN) over whole vectors
- * and with std::max over the tail (which drops a NaN second operand).
- * Probed: 16 float keys take NaN from any key, 15 from none, 17 from the
- * first 16. */
-static bool nan_reaches_max(const nrt_attn_problem *p, int64_t i, int64_t j) { return key_in_vector(p, i, j); }
+/* The CPU flash kernel's block around score (i, j): *lb queries (of at
+ * most q_split) by *sb keys (of at most 512). */
+static void block_shape(const nrt_attn_problem *p, int64_t i, int64_t j, int64_t *lb, int64_t *sb) {
+  int64_t qs = q_split(p), l = p->L - i / qs * qs, s = p->S - j / 512 * 512;
+  *lb = l < qs ? l : qs;
+  *sb = s < 512 ? s : 512;
+}
 
 /* The MKL kernel of the CPU's float32 q k^T for score (i, j): the flash
  * kernels take it per block of up to 32 queries (64 from 192, 256 from
@@ -185,10 +189,8 @@ static nrt_attn_qk_kernel tn_kernel(const nrt_attn_problem *p, int64_t i, int64_
    * bmm takes other kernels) */
   int64_t elt = (int64_t)nrt_dtype_size(p->q.dtype);
   if (p->q.s[3] != elt || p->k.s[3] != elt || p->v.s[3] != elt || p->E != p->Ev) return NRT_ATTN_QK_OWN;
-  int64_t qs = q_split(p);
-  int64_t lb = p->L - i / qs * qs, sb = p->S - j / 512 * 512;
-  lb = lb < qs ? lb : qs;
-  sb = sb < 512 ? sb : 512;
+  int64_t lb, sb;
+  block_shape(p, i, j, &lb, &sb);
   /* cpublas::gemm's BLAS check wants lda (the keys' row stride) and ldb
    * (the queries') of at least the head dim, after it normalises them for
    * a block of one key or one query; else the CPU runs ATen's own loop, on
@@ -197,7 +199,7 @@ static nrt_attn_qk_kernel tn_kernel(const nrt_attn_problem *p, int64_t i, int64_
   int64_t row = p->E * elt;
   if ((sb > 1 && a_row < row) || (lb > 1 && b_row < row)) return NRT_ATTN_QK_ATEN;
   if (nrt_kernels_host_blas() != NRT_HOST_BLAS_INTEL_AVX512) return NRT_ATTN_QK_OWN;
-  return nrt_attn_qk_kernel_of(lb, sb, p->E, i % qs, j % 512);
+  return nrt_attn_qk_kernel_of(lb, sb, p->E, i % q_split(p), j % 512);
 }
 
 static nrt_attn_qk_kernel qk_kernel(const nrt_attn_problem *p, int64_t i, int64_t j) {
@@ -223,9 +225,8 @@ static nrt_attn_qk_kernel dp_kernel(const nrt_attn_problem *p, int64_t i, int64_
  * depends on the queries too (none at 2 queries from 48, none at 3 from
  * 72, part of the blocks at 8 from 96). */
 static int mkl_alpha_operand(const nrt_attn_problem *p, int64_t i, int64_t j) {
-  int64_t qs = q_split(p), lb = p->L - i / qs * qs, sb = p->S - j / 512 * 512;
-  lb = lb < qs ? lb : qs;
-  sb = sb < 512 ? sb : 512;
+  int64_t lb, sb;
+  block_shape(p, i, j, &lb, &sb);
   if (lb < 2 || p->E > 44) return 0;
   if (p->E == 1) return sb >= 2 ? 2 : 0;
   return sb >= 12 && sb >= p->E && sb > lb ? 1 : 0;
@@ -322,13 +323,13 @@ static bool ref_row_probs(const nrt_attn_problem *p, int64_t b, int64_t h, int64
     }
     if (p->causal && j > i) s = -INFINITY;
     r->s[j] = s;
-    if (isnan(s)) nan = nan || p->has_mask || nan_reaches_max(p, i, j);
+    if (isnan(s)) nan = nan || p->has_mask || key_in_vector(p, i, j);
     else if (s > mx) mx = s;
   }
   for (int64_t j = 0; j < p->S; j++) r->z[j] = 1.0f;
   if (p->dropout) nrt_attn_dropout(p, b, h, i, 0, p->S, r->z);
   /* No finite or +inf score: every weight is 0, unless a NaN reached the
-   * maximum (nan: see nan_reaches_max; with a mask any NaN does). */
+   * maximum (nan: see key_in_vector; with a mask any NaN does). */
   if (mx == -INFINITY && !nan) {
     /* The CPU's backward recomputes the weights as exp(s - lse) with the
      * lse such a row gets (0): NaN where the score is NaN. */
@@ -392,6 +393,18 @@ static bool ref_row_probs(const nrt_attn_problem *p, int64_t b, int64_t h, int64
   return true;
 }
 
+/* Output element e of a live row as the CPU's forward stores it (after
+ * ref_row_probs with backward false): the CPU's gemm of weights and v, key
+ * order from 0, products rounded, then times 1 / sum (its 16-bit kernel
+ * rounds the weights to bfloat16/float16 first, which neuron does not: a
+ * 16-bit output is the float32 result rounded once, runtime/tests/
+ * test_attention.c test_bf16_rounds_once). */
+static float ref_out_elem(const nrt_attn_problem *p, int64_t b, int64_t hk, int64_t e, const ref_buf *r) {
+  float a = 0.0f;
+  for (int64_t j = 0; j < p->S; j++) a += r->ef[j] * r->z[j] * (float)ref_load(&p->v, nrt_attn_at(&p->v, b, hk, j), e);
+  return a * r->rsum;
+}
+
 /* The reference's row tasks: one query row (b, h, i) at a time, with row
  * buffers per task. */
 typedef void (*ref_row_fn)(const nrt_attn_problem *p, int64_t b, int64_t h, int64_t i, ref_buf *r);
@@ -435,14 +448,7 @@ static void ref_forward_row(const nrt_attn_problem *p, int64_t b, int64_t h, int
       nrt_ref_store_f64(o + e * p->out.s[3], p->out.dtype, a);
       continue;
     }
-    /* the CPU's gemm of weights and v: key order from 0, products rounded
-     * (its 16-bit kernel rounds the weights to bfloat16/float16 first, which
-     * neuron does not: a 16-bit output is the float32 result rounded once,
-     * runtime/tests/test_attention.c test_bf16_rounds_once) */
-    float a = 0.0f;
-    for (int64_t j = 0; j < p->S; j++)
-      a += r->ef[j] * r->z[j] * (float)ref_load(&p->v, nrt_attn_at(&p->v, b, hk, j), e);
-    nrt_ref_store_f64(o + e * p->out.s[3], p->out.dtype, a * r->rsum);
+    nrt_ref_store_f64(o + e * p->out.s[3], p->out.dtype, ref_out_elem(p, b, hk, e, r));
   }
   *(float *)nrt_attn_at(&p->lse, b, h, i) = (float)lse;
 }
@@ -492,10 +498,7 @@ static void ref_row_grad(const nrt_attn_problem *p, int64_t b, int64_t h, int64_
   float dsum_cpu = 0.0f;
   if (cpu_dp && ref_row_probs(p, b, h, i, r, false)) {
     for (int64_t e = 0; e < p->Ev; e++) {
-      float a = 0.0f;
-      for (int64_t j = 0; j < p->S; j++)
-        a += r->ef[j] * r->z[j] * (float)ref_load(&p->v, nrt_attn_at(&p->v, b, hk, j), e);
-      r->o[e] = a * r->rsum;
+      r->o[e] = ref_out_elem(p, b, hk, e, r);
       r->g[e] = (float)ref_load(&p->dout, g, e);
     }
     dsum_cpu = nrt_attn_vec_sum(r->g, r->o, p->Ev);

@@ -28,11 +28,13 @@
 #pragma GCC push_options
 #pragma GCC optimize("fp-contract=off")
 
+/* x_k, y_k as fmaf's first two arguments */
+#define XY(k) (*(const float *)(x + (k) * sx)), (*(const float *)(y + (k) * sy))
+
 static float unit_ref(const char *x, int64_t sx, const char *y, int64_t sy, int64_t n) {
   float acc[4][16] = {{0}};
   int64_t i = 0;
   bool four = n >= 64;
-#define XY(k) (*(const float *)(x + (k) * sx)), (*(const float *)(y + (k) * sy))
   for (; n - i >= 64; i += 64)
     for (int a = 0; a < 4; a++)
       for (int l = 0; l < 16; l++) acc[a][l] = fmaf(XY(i + 16 * a + l), acc[a][l]);
@@ -62,9 +64,10 @@ static float strided_ref(const char *x, int64_t sx, const char *y, int64_t sy, i
   }
   float s = a + b;
   if (i < n) s = fmaf(XY(i), s);
-#undef XY
   return s;
 }
+
+#undef XY
 
 #pragma GCC pop_options
 

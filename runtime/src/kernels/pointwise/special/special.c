@@ -63,7 +63,7 @@ static float trigamma_f32(float x) {
   result += (1 + 1 / (2 * x) + ixx * (1. / 6 - ixx * (1. / 30 - ixx * (1. / 42)))) / x;
   return sign * result;
 }
-SP_UNARY(polygamma, l->params[0] == 1 && !isnan(x) ? (double)trigamma_f32((float)x) : nrt_sf_polygamma(l->params[0], x))
+SP_UNARY(polygamma, l->params[0] == 1 ? (double)trigamma_f32((float)x) : nrt_sf_polygamma(l->params[0], x))
 
 /* ---- Bessel ------------------------------------------------------------------ */
 SP_UNARY(i0, nrt_sf_i0(x))
