@@ -34,7 +34,8 @@ floating inputs in float64: if the device's error is no larger than the
 CPU's, or the device is within tolerance of the float64 result, it is ok.
 A float64 result that still differs is compared with the case computed in
 float32 on the CPU (the device's documented float64 semantics): within
-float32 tolerance of that, it is ok.
+float32 tolerance of that, or no farther from the CPU's float64 result than
+that float32 computation is, it is ok.
 For sort-like ops (max/argmax/sort/topk/max pooling...), index results and gradients
 are not compared when the input holds equal values or NaN (either index is
 right).
@@ -198,18 +199,26 @@ def rescued_by_f64(dev: dict, cpu: dict, ref: dict, names: list[str], acc: bool)
     return True
 
 
-def rescued_by_f32(dev: dict, ref32: dict, names: list[str], acc: bool) -> bool:
+def rescued_by_f32(dev: dict, cpu: dict, ref32: dict, names: list[str], acc: bool) -> bool:
     """True when every float64 result named is within float32 tolerance of
-    the same case computed in float32 (the device computes float64 at float32
-    precision, documented)."""
+    the same case computed in float32 on the CPU, or no farther from the CPU's
+    float64 result than that float32 computation is (the device computes
+    float64 at float32 precision, documented; the second rule is
+    rescued_by_f64's at that precision: 19501-2001390, an sdpa query gradient
+    next to keys of 1e18, is 1.8e11 from the CPU's float64 9.8 on neuron and
+    on the CPU in float32 alike, in different float32 orders)."""
     for k in names:
-        d, r = dev.get(k), ref32.get(k)
-        if not (isinstance(d, torch.Tensor) and isinstance(r, torch.Tensor)) or d.shape != r.shape:
+        d, c, r = dev.get(k), cpu.get(k), ref32.get(k)
+        if not all(isinstance(v, torch.Tensor) for v in (d, c, r)) or not d.shape == c.shape == r.shape:
             return False
         if d.dtype not in (torch.float64, torch.complex128):
             return False
-        if not tensors_close(d, r.to(d.dtype), acc, torch.float32):
-            return False
+        if tensors_close(d, r.to(d.dtype), acc, torch.float32):
+            continue
+        err = max_err(d, c)   # inf when a NaN or infinity is on one side only: never rescued here
+        if err < float("inf") and err <= max_err(r, c):
+            continue
+        return False
     return True
 
 
@@ -258,7 +267,7 @@ def classify(case: dict, cpu: Side, dev: Side, f64_run: Any, f32_run: Any = None
                 bad = {}
         if bad and set(bad.values()) == {"value-mismatch"} and f32_run is not None:
             r = ref("f32")
-            if getattr(r, exc_attr) is None and rescued_by_f32(dv, getattr(r, attr), list(bad), acc):
+            if getattr(r, exc_attr) is None and rescued_by_f32(dv, cv, getattr(r, attr), list(bad), acc):
                 detail["f32_semantics" + suffix] = sorted(bad)
                 bad = {}
         if bad:

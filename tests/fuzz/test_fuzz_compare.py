@@ -1,0 +1,51 @@
+"""The fuzzer's float64 rule (tools/fuzz/fuzz_compare.py): neuron computes
+float64 at float32 precision (documented), so a float64 result is accepted
+when it is within float32 tolerance of the case computed in float32 on the
+CPU, or no farther from the CPU's float64 result than that computation is,
+and refused otherwise."""
+import os
+import sys
+
+import torch
+
+FUZZ_DIR = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))), "tools", "fuzz")
+if FUZZ_DIR not in sys.path:
+    sys.path.insert(0, FUZZ_DIR)
+
+from fuzz_compare import rescued_by_f32  # noqa: E402
+
+F64 = torch.float64
+
+
+def _sides(dev, cpu64, cpu32):
+    return ({"grad0": torch.tensor(dev, dtype=F64)}, {"grad0": torch.tensor(cpu64, dtype=F64)},
+            {"grad0": torch.tensor(cpu32, dtype=torch.float32)})
+
+
+def test_float64_within_float32_tolerance_of_the_float32_run_is_accepted():
+    dev, cpu, r32 = _sides([1.0, 2.0000001], [1.0, 2.0], [1.0, 2.0000001])
+    assert rescued_by_f32(dev, cpu, r32, ["grad0"], acc=False)
+
+
+def test_float64_no_farther_than_the_cpus_float32_is_accepted():
+    # 19501-2001390's shape: keys of 1e18 leave float32 rounding of 1e11 in a gradient of 9.8
+    dev, cpu, r32 = _sides([-1.79e11, 1.0], [9.8, 1.0], [-1.84e11, 1.0])
+    assert rescued_by_f32(dev, cpu, r32, ["grad0"], acc=True)
+
+
+def test_float64_farther_than_the_cpus_float32_is_refused():
+    # 19501-1454185's shape: the CPU's float32 agrees with its float64 (128), neuron's float32 order does not
+    dev, cpu, r32 = _sides([5.96e10, 1.0], [128.0, 1.0], [128.0, 1.0])
+    assert not rescued_by_f32(dev, cpu, r32, ["grad0"], acc=True)
+
+
+def test_float32_results_are_not_judged_by_the_float64_rule():
+    dev = {"out": torch.tensor([5.0])}
+    cpu = {"out": torch.tensor([1.0])}
+    r32 = {"out": torch.tensor([9.0])}
+    assert not rescued_by_f32(dev, cpu, r32, ["out"], acc=False)
+
+
+def test_nan_on_one_side_only_is_refused():
+    dev, cpu, r32 = _sides([float("nan")], [1.0], [float("inf")])
+    assert not rescued_by_f32(dev, cpu, r32, ["grad0"], acc=False)
