@@ -19,6 +19,14 @@ from helpers import TOL_ATTENTION, assert_no_fallbacks, tol_kw
 
 FWD = "aten::_scaled_dot_product_fused_attention_overrideable"
 BWD = "aten::_scaled_dot_product_fused_attention_overrideable_backward"
+# Where the CPU takes its flash kernel, the default selection runs the CPU's op
+FLASH_FWD = "aten::_scaled_dot_product_flash_attention_for_cpu"
+FLASH_BWD = "aten::_scaled_dot_product_flash_attention_for_cpu_backward"
+
+
+def _fused_ran() -> bool:
+    ops = torch_neuronx.get_executed_ops()
+    return FWD in ops or FLASH_FWD in ops
 TOL = {dtype: tol_kw(TOL_ATTENTION, dtype) for dtype in TOL_ATTENTION}
 
 
@@ -59,7 +67,8 @@ def _neuron(q, k, v, grad, fused=True, **kw):
 
 def _assert_fused():
     ops = torch_neuronx.get_executed_ops()
-    assert FWD in ops and BWD in ops, f"fused attention not used: {sorted(ops)}"
+    assert (FWD in ops and BWD in ops) or (FLASH_FWD in ops and FLASH_BWD in ops), \
+        f"fused attention not used: {sorted(ops)}"
     assert "aten::_scaled_dot_product_attention_math" not in ops
     assert_no_fallbacks()
 
@@ -205,7 +214,7 @@ def test_bf16_forward_rounds_once(mask):
             m[:, 0] = True
         got = F.scaled_dot_product_attention(q.to("neuron"), k.to("neuron"), v.to("neuron"),
                                              attn_mask=None if m is None else m.to("neuron")).cpu()
-        assert FWD in torch_neuronx.get_executed_ops()
+        assert _fused_ran()
         with sdpa_kernel([SDPBackend.MATH]):
             exact = F.scaled_dot_product_attention(q.double(), k.double(), v.double(),
                                                    attn_mask=None if m is None else
@@ -223,7 +232,7 @@ def test_mask_dtype_differs_from_query():
     got = F.scaled_dot_product_attention(q.to("neuron"), k.to("neuron"), v.to("neuron"),
                                          attn_mask=mask.to("neuron")).cpu()
     torch.testing.assert_close(got.float(), want, **TOL[torch.bfloat16])
-    assert FWD in torch_neuronx.get_executed_ops()
+    assert _fused_ran()
     assert_no_fallbacks()
 
 
@@ -299,14 +308,17 @@ def test_math_route_for_uncovered_cases():
         torch_neuronx.clear_op_tracking()
         got = F.scaled_dot_product_attention(*(t.to("neuron") for t in args), is_causal=True).cpu()
         torch.testing.assert_close(got, want, atol=1e-5, rtol=1e-4)
-        assert (FWD in torch_neuronx.get_executed_ops()) == fused
+        assert _fused_ran() == fused
         assert_no_fallbacks()
 
 
 def test_choice():
     q, k, v = (t.to("neuron") for t in _qkv(1, 2, 2, 4, 4, 8, 8))
-    assert torch._fused_sdp_choice(q, k, v) == SDPBackend.OVERRIDEABLE.value
-    assert torch._fused_sdp_choice(q.double(), k.double(), v.double()) == SDPBackend.OVERRIDEABLE.value
+    # the CPU's flash kernel's op where the CPU takes it, the overrideable op
+    # where dropout or the CUDA backend names ask for the fused kernel
+    assert torch._fused_sdp_choice(q, k, v) == SDPBackend.FLASH_ATTENTION.value
+    assert torch._fused_sdp_choice(q.double(), k.double(), v.double()) == SDPBackend.FLASH_ATTENTION.value
+    assert torch._fused_sdp_choice(q, k, v, dropout_p=0.5) == SDPBackend.OVERRIDEABLE.value
     with sdpa_kernel([SDPBackend.MATH]):
         assert torch._fused_sdp_choice(q, k, v) == SDPBackend.MATH.value
     # Where the CPU's selection takes its math path, so does neuron's (their
@@ -329,7 +341,7 @@ def test_choice():
     kg, vg = k[:, :1], v[:, :1]
     assert torch._fused_sdp_choice(cpu_qkv[0], cpu_qkv[1][:, :1], cpu_qkv[2][:, :1], enable_gqa=True) == \
         SDPBackend.FLASH_ATTENTION.value
-    assert torch._fused_sdp_choice(q, kg, vg, enable_gqa=True) == SDPBackend.OVERRIDEABLE.value
+    assert torch._fused_sdp_choice(q, kg, vg, enable_gqa=True) == SDPBackend.FLASH_ATTENTION.value
 
 
 @pytest.mark.parametrize("backend", [SDPBackend.FLASH_ATTENTION, SDPBackend.EFFICIENT_ATTENTION])
@@ -370,6 +382,53 @@ def test_errors():
     with pytest.raises(RuntimeError, match="is_causal"):
         m = torch.ones(4, 4, dtype=torch.bool, device="neuron")
         torch.ops.aten._scaled_dot_product_fused_attention_overrideable(q, k, v, m, is_causal=True)
+
+
+# Where the CPU runs its flash kernel, neuron runs the same op,
+# _scaled_dot_product_flash_attention_for_cpu, whose backward returns each
+# gradient as the transpose of a [B, S, H, E] buffer (its meta function's
+# layout, the CPU kernel's). Autograd sums an expanded input's gradient in
+# that layout, so the order of that sum is the CPU's.
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float64])
+def test_flash_gradients_take_the_cpus_layout(dtype):
+    from torch_neuronx.meta_check import meta_crossref
+
+    q, k, v = (t.to(dtype) for t in _qkv(2, 3, 3, 5, 7, 4, 4))
+    mask = torch.randn(5, 7).to(dtype)
+
+    def strides(dev):
+        leaves = [t.detach().to(dev).requires_grad_() for t in (q, k, v)]
+        seen = []
+        views = [t * 1 for t in leaves]  # non-leaves: a hook sees the op's own gradient
+        for t in views:
+            t.register_hook(lambda g: seen.append(g.stride()))
+        out = F.scaled_dot_product_attention(*views, attn_mask=mask.to(dev))
+        out.sum().backward()
+        return sorted(seen), out.stride(), [t.grad.cpu() for t in leaves]
+
+    torch_neuronx.clear_op_tracking()
+    with meta_crossref():
+        got, got_out, got_grads = strides("neuron")
+    assert FLASH_BWD in torch_neuronx.get_executed_ops()
+    want, want_out, want_grads = strides("cpu")
+    assert got == want and got_out == want_out
+    assert got != sorted(t.stride() for t in (q, k, v))  # not the inputs' contiguous layout
+    for a, b in zip(got_grads, want_grads):
+        torch.testing.assert_close(a, b, **TOL[dtype if dtype != torch.float64 else torch.float32])
+
+
+def test_flash_op_checks_like_the_cpus():
+    q, k, v = (t.to("neuron") for t in _qkv(1, 2, 2, 4, 4, 8, 8))
+    flash = torch.ops.aten._scaled_dot_product_flash_attention_for_cpu
+    with pytest.raises(RuntimeError, match="dropout"):
+        flash(q, k, v, 0.1)
+    with pytest.raises(RuntimeError, match="same data type as query"):
+        flash(q, k, v, attn_mask=torch.ones(4, 4, dtype=torch.bool, device="neuron"))
+    out, lse = flash(q.double(), k.double(), v.double())
+    ref_out, ref_lse = flash(q.double().cpu(), k.double().cpu(), v.double().cpu())
+    assert lse.dtype == ref_lse.dtype == torch.float64 and lse.stride() == ref_lse.stride()
+    torch.testing.assert_close(lse.cpu(), ref_lse, atol=1e-5, rtol=1e-5)
+    torch.testing.assert_close(out.cpu(), ref_out, atol=1e-5, rtol=1e-4)
 
 
 # The CPU takes its math decomposition, not its flash kernel, when a last

@@ -1,11 +1,14 @@
 // Fused scaled dot-product attention (family ATTENTION, nrt/ops/attention.h).
 //
 // How PyTorch reaches it: at::scaled_dot_product_attention asks the
-// device's _fused_sdp_choice_stub which backend to use. We answer
-// SDPBackend::overrideable for the cases the fused kernel covers (4-d
-// query/key/value in float32, bfloat16 or float16, equal batch, key/value
-// heads dividing the query heads, masks broadcastable to (B, Hq, L, S),
-// dropout p < 1) and SDPBackend::math otherwise, so everything else still
+// device's _fused_sdp_choice_stub which backend to use. For the cases the
+// fused kernel covers (4-d query/key/value in float32, float64, bfloat16 or
+// float16, equal batch, key/value heads dividing the query heads, masks
+// broadcastable to (B, Hq, L, S), dropout p < 1) we answer
+// SDPBackend::flash_attention where the CPU takes its flash kernel (ATen
+// then calls _scaled_dot_product_flash_attention_for_cpu, registered here
+// with the CPU op's layouts) and SDPBackend::overrideable for the rest the
+// kernel serves; SDPBackend::math otherwise, so everything else still
 // runs through the decomposition (matmul, softmax, dropout on our other
 // kernels) and keeps PyTorch's own error messages. PyTorch converts a bool
 // mask to an additive float mask before calling
@@ -131,10 +134,19 @@ int64_t fused_sdp_choice(const Tensor &q, const Tensor &k, const Tensor &v, cons
   // kernel serves whatever it covers.
   const Tensor *m = mask_of(mask);
   bool mask_grad = m && m->requires_grad();
+  bool flash = cpu_takes_flash(q, k, v, m, mask_grad);
   if (fused_enabled && fused_covers(q, k, v, mask, dropout_p, is_causal, enable_gqa) &&
-      (cpu_takes_flash(q, k, v, m, mask_grad) || cpu_math_small(q, k, v, m, mask_grad, dropout_p) ||
-       !ctx.userEnabledMathSDP()))
+      (flash || cpu_math_small(q, k, v, m, mask_grad, dropout_p) || !ctx.userEnabledMathSDP())) {
+    // Where the CPU runs its flash kernel, neuron runs the same op,
+    // _scaled_dot_product_flash_attention_for_cpu: its backward's meta
+    // function gives dQ, dK and dV the CPU's [B, S, H, E] layout, so autograd
+    // sums an expanded input's gradient in the CPU's order. Dropout stays on
+    // the overrideable op, which carries the Philox state (the CPU's flash
+    // kernel has no dropout).
+    if (flash && ctx.userEnabledFlashSDP() && dropout_p == 0.0)
+      return static_cast<int64_t>(at::SDPBackend::flash_attention);
     return static_cast<int64_t>(at::SDPBackend::overrideable);
+  }
   if (ctx.userEnabledMathSDP()) return static_cast<int64_t>(at::SDPBackend::math);
   return static_cast<int64_t>(at::SDPBackend::error);
 }
@@ -224,6 +236,25 @@ double default_scale(const Tensor &q, std::optional<double> scale) {
 using ForwardResult =
     std::tuple<Tensor, Tensor, Tensor, Tensor, c10::SymInt, c10::SymInt, Tensor, Tensor, Tensor>;
 
+// Launches the forward into out and lse (float32, [B, Hq, L] in any strides).
+void run_forward(const Tensor &q, const Tensor &k, const Tensor &v, const Tensor *bias, double dropout_p,
+                 bool is_causal, std::optional<double> scale, uint64_t seed, uint64_t offset, const Tensor &out,
+                 const Tensor &lse) {
+  if (lse.numel() == 0) return;
+  bool math_order = cpu_math_small(q, k, v, bias, bias && bias->requires_grad(), dropout_p);
+  nrt_launch d = attn_desc(NRT_OP(SDPA_FORWARD), q, k, v, default_scale(q, scale), dropout_p, is_causal, seed, offset,
+                           math_order);
+  d.noutputs = 2;
+  d.ninputs = bias ? 4 : 3;
+  put4(d.operands[0], out);
+  put_rows(d.operands[1], lse);
+  put4(d.operands[2], q);
+  put4(d.operands[3], k);
+  put4(d.operands[4], v);
+  if (bias) put4(d.operands[5], bias->expand(score_shape(q, k)));
+  launch(q.device().index(), d);
+}
+
 ForwardResult sdpa_forward(const Tensor &q, const Tensor &k, const Tensor &v, const std::optional<Tensor> &attn_bias,
                            double dropout_p, bool is_causal, bool return_debug_mask, std::optional<double> scale) {
   const char *fn = "_scaled_dot_product_fused_attention_overrideable";
@@ -237,25 +268,90 @@ ForwardResult sdpa_forward(const Tensor &q, const Tensor &k, const Tensor &v, co
   uint64_t seed = 0, offset = 0;
   if (dropout_p > 0.0)
     philox_next(nullptr, q.device().index(), static_cast<uint64_t>(B * Hq * L * S), &seed, &offset);
-  if (lse.numel() > 0) {
-    bool math_order = cpu_math_small(q, k, v, bias, bias && bias->requires_grad(), dropout_p);
-    nrt_launch d = attn_desc(NRT_OP(SDPA_FORWARD), q, k, v, default_scale(q, scale), dropout_p, is_causal, seed, offset,
-                             math_order);
-    d.noutputs = 2;
-    d.ninputs = bias ? 4 : 3;
-    put4(d.operands[0], out);
-    put_rows(d.operands[1], lse);
-    put4(d.operands[2], q);
-    put4(d.operands[3], k);
-    put4(d.operands[4], v);
-    if (bias) put4(d.operands[5], bias->expand(score_shape(q, k)));
-    launch(q.device().index(), d);
-  }
+  run_forward(q, k, v, bias, dropout_p, is_causal, scale, seed, offset, out, lse);
   auto cpu_long = at::TensorOptions().dtype(at::kLong);
   Tensor seed_t = at::scalar_tensor(static_cast<int64_t>(seed), cpu_long);
   Tensor offset_t = at::scalar_tensor(static_cast<int64_t>(offset), cpu_long);
   return ForwardResult(out, lse, Tensor(), Tensor(), c10::SymInt(L), c10::SymInt(S), seed_t, offset_t,
                        Tensor());  // no debug mask: None, as the meta function returns
+}
+
+// The shape and device checks both backward ops make on their saved tensors.
+void check_saved(const char *fn, const Tensor &grad_out, const Tensor &q, const Tensor &k, const Tensor &v,
+                 const Tensor &out, const Tensor &lse) {
+  int64_t B = q.size(0), Hq = q.size(1), L = q.size(2), Ev = v.size(3);
+  TORCH_CHECK(grad_out.sizes() == at::IntArrayRef({B, Hq, L, Ev}) && out.sizes() == grad_out.sizes(), fn,
+              ": grad_out and out must have shape ", at::IntArrayRef({B, Hq, L, Ev}));
+  TORCH_CHECK(lse.sizes() == at::IntArrayRef({B, Hq, L}), fn, ": expected a logsumexp of shape ",
+              at::IntArrayRef({B, Hq, L}));
+  TORCH_CHECK(grad_out.device() == q.device() && out.device() == q.device() && lse.device() == q.device(), fn,
+              ": grad_out, out and logsumexp must be on the device of query");
+}
+
+// Launches the backward: dq, dk and dv in whatever layout the caller's meta
+// function gives, and ds (float32 [B, Hq, L, S]) when defined. lse is float32.
+void run_backward(const Tensor &grad_out, const Tensor &q, const Tensor &k, const Tensor &v, const Tensor *bias,
+                  bool bias_grad, const Tensor &out, const Tensor &lse, double dropout_p, bool is_causal,
+                  uint64_t seed, uint64_t offset, std::optional<double> scale, const Tensor &dq, const Tensor &dk,
+                  const Tensor &dv, const Tensor &ds) {
+  int64_t B = q.size(0), Hq = q.size(1), L = q.size(2), Ev = v.size(3);
+  Tensor mask = bias ? bias->expand(score_shape(q, k)) : Tensor();
+  double sc = default_scale(q, scale);
+  c10::DeviceIndex dev = q.device().index();
+  bool math_order = cpu_math_small(q, k, v, bias, bias_grad, dropout_p);
+  if (B * Hq * L == 0) {
+    dq.zero_();
+    dk.zero_();
+    dv.zero_();
+    if (ds.defined()) ds.zero_();
+    return;
+  }
+  // Per row: dO in float32, lse, D = dO . O (see SDPA_BACKWARD_PREP).
+  Tensor rowstat = at::empty({B, Hq, L, Ev + 2}, q.options().dtype(at::kFloat));
+  nrt_launch d = attn_desc(NRT_OP(SDPA_BACKWARD_PREP), q, k, v, sc, dropout_p, is_causal, seed, offset, math_order);
+  d.noutputs = 1;
+  d.ninputs = 3;
+  put4(d.operands[0], rowstat);
+  put4(d.operands[1], out);
+  put4(d.operands[2], grad_out);
+  put_rows(d.operands[3], lse);
+  if (out.scalar_type() != at::kFloat && out.scalar_type() != at::kDouble) {
+    // D = dO . out cancels in dP - D: a 16-bit out would spoil the
+    // gradients, so the kernel recomputes out in float32 from q, k, v.
+    // A float64 out holds the float32 result exactly and is read as it
+    // is, as the float32 one: a recomputed out (double sums on the
+    // reference path) leaves other residuals where 1e18 terms cancel.
+    d.ninputs = bias ? 7 : 6;
+    put4(d.operands[4], q);
+    put4(d.operands[5], k);
+    put4(d.operands[6], v);
+    if (bias) put4(d.operands[7], mask);
+  }
+  launch(dev, d);
+  // One pass gives dQ, dK and dV together (each tile's probabilities
+  // feed all three), so they are computed even when not all are wanted.
+  auto put_inputs = [&](nrt_launch &l, int in) {
+    l.ninputs = bias ? 5 : 4;
+    put4(l.operands[in], q);
+    put4(l.operands[in + 1], k);
+    put4(l.operands[in + 2], v);
+    put4(l.operands[in + 3], rowstat);
+    if (bias) put4(l.operands[in + 4], mask);
+  };
+  d = attn_desc(NRT_OP(SDPA_BACKWARD), q, k, v, sc, dropout_p, is_causal, seed, offset, math_order);
+  d.noutputs = 3;
+  put4(d.operands[0], dq);
+  put4(d.operands[1], dk);
+  put4(d.operands[2], dv);
+  put_inputs(d, 3);
+  launch(dev, d);
+  if (ds.defined()) {
+    d = attn_desc(NRT_OP(SDPA_BACKWARD_DS), q, k, v, sc, dropout_p, is_causal, seed, offset, math_order);
+    d.noutputs = 1;
+    put4(d.operands[0], ds);
+    put_inputs(d, 1);
+    launch(dev, d);
+  }
 }
 
 std::tuple<Tensor, Tensor, Tensor, Tensor> sdpa_backward(
@@ -266,13 +362,8 @@ std::tuple<Tensor, Tensor, Tensor, Tensor> sdpa_backward(
   const char *fn = "_scaled_dot_product_fused_attention_overrideable_backward";
   const Tensor *bias = attn_bias.defined() ? &attn_bias : nullptr;
   check_qkv(fn, q, k, v, bias, is_causal, dropout_p);
-  int64_t B = q.size(0), Hq = q.size(1), L = q.size(2), S = k.size(2), Ev = v.size(3);
-  TORCH_CHECK(grad_out.sizes() == at::IntArrayRef({B, Hq, L, Ev}) && out.sizes() == grad_out.sizes(), fn,
-              ": grad_out and out must have shape ", at::IntArrayRef({B, Hq, L, Ev}));
-  TORCH_CHECK(lse.scalar_type() == at::kFloat && lse.sizes() == at::IntArrayRef({B, Hq, L}), fn,
-              ": expected a float32 logsumexp of shape ", at::IntArrayRef({B, Hq, L}));
-  TORCH_CHECK(grad_out.device() == q.device() && out.device() == q.device() && lse.device() == q.device(), fn,
-              ": grad_out, out and logsumexp must be on the device of query");
+  check_saved(fn, grad_out, q, k, v, out, lse);
+  TORCH_CHECK(lse.scalar_type() == at::kFloat, fn, ": expected a float32 logsumexp, got ", lse.scalar_type());
   c10::DeviceGuard guard(q.device());
   uint64_t seed = 0, offset = 0;
   if (dropout_p > 0.0) {
@@ -285,64 +376,10 @@ std::tuple<Tensor, Tensor, Tensor, Tensor> sdpa_backward(
   bool want_bias = grad_input_mask[3] && bias && bias->scalar_type() != at::kBool;
   // empty_like keeps each input's layout, as the meta function does
   Tensor dq = at::empty_like(q), dk = at::empty_like(k), dv = at::empty_like(v), dbias;
-  Tensor ds = want_bias ? at::empty({B, Hq, L, S}, q.options().dtype(at::kFloat)) : Tensor();
-  Tensor mask = bias ? bias->expand(score_shape(q, k)) : Tensor();
-  double sc = default_scale(q, scale);
-  c10::DeviceIndex dev = q.device().index();
-  bool math_order = cpu_math_small(q, k, v, bias, grad_input_mask[3] && bias, dropout_p);
-  if (B * Hq * L > 0) {
-    // Per row: dO in float32, lse, D = dO . O (see SDPA_BACKWARD_PREP).
-    Tensor rowstat = at::empty({B, Hq, L, Ev + 2}, q.options().dtype(at::kFloat));
-    nrt_launch d = attn_desc(NRT_OP(SDPA_BACKWARD_PREP), q, k, v, sc, dropout_p, is_causal, seed, offset, math_order);
-    d.noutputs = 1;
-    d.ninputs = 3;
-    put4(d.operands[0], rowstat);
-    put4(d.operands[1], out);
-    put4(d.operands[2], grad_out);
-    put_rows(d.operands[3], lse);
-    if (out.scalar_type() != at::kFloat && out.scalar_type() != at::kDouble) {
-      // D = dO . out cancels in dP - D: a 16-bit out would spoil the
-      // gradients, so the kernel recomputes out in float32 from q, k, v.
-      // A float64 out holds the float32 result exactly and is read as it
-      // is, as the float32 one: a recomputed out (double sums on the
-      // reference path) leaves other residuals where 1e18 terms cancel.
-      d.ninputs = bias ? 7 : 6;
-      put4(d.operands[4], q);
-      put4(d.operands[5], k);
-      put4(d.operands[6], v);
-      if (bias) put4(d.operands[7], mask);
-    }
-    launch(dev, d);
-    // One pass gives dQ, dK and dV together (each tile's probabilities
-    // feed all three), so they are computed even when not all are wanted.
-    auto put_inputs = [&](nrt_launch &l, int in) {
-      l.ninputs = bias ? 5 : 4;
-      put4(l.operands[in], q);
-      put4(l.operands[in + 1], k);
-      put4(l.operands[in + 2], v);
-      put4(l.operands[in + 3], rowstat);
-      if (bias) put4(l.operands[in + 4], mask);
-    };
-    d = attn_desc(NRT_OP(SDPA_BACKWARD), q, k, v, sc, dropout_p, is_causal, seed, offset, math_order);
-    d.noutputs = 3;
-    put4(d.operands[0], dq);
-    put4(d.operands[1], dk);
-    put4(d.operands[2], dv);
-    put_inputs(d, 3);
-    launch(dev, d);
-    if (want_bias) {
-      d = attn_desc(NRT_OP(SDPA_BACKWARD_DS), q, k, v, sc, dropout_p, is_causal, seed, offset, math_order);
-      d.noutputs = 1;
-      put4(d.operands[0], ds);
-      put_inputs(d, 1);
-      launch(dev, d);
-    }
-  } else {
-    dq.zero_();
-    dk.zero_();
-    dv.zero_();
-    if (want_bias) ds.zero_();
-  }
+  Tensor ds = want_bias ? at::empty({q.size(0), q.size(1), q.size(2), k.size(2)}, q.options().dtype(at::kFloat))
+                        : Tensor();
+  run_backward(grad_out, q, k, v, bias, grad_input_mask[3] && bias, out, lse, dropout_p, is_causal, seed, offset,
+               scale, dq, dk, dv, ds);
   // The meta function returns empty_like(attn_bias) whenever a bias is given,
   // wanted or not: the same layout here (unused when not wanted).
   if (bias) dbias = at::empty_like(*bias);
@@ -351,12 +388,73 @@ std::tuple<Tensor, Tensor, Tensor, Tensor> sdpa_backward(
   return {dq, dk, dv, dbias};
 }
 
+// The CPU flash kernel's op, taken where the CPU takes it (fused_sdp_choice).
+// Its mask is the query's dtype, or float32 for a 16-bit query (ATen's
+// sdpa has made a bool mask additive before); no dropout, as on the CPU.
+void check_flash_mask(const char *fn, const Tensor &q, const Tensor *mask, double dropout_p) {
+  TORCH_CHECK(dropout_p == 0.0, fn, ": Currently do not support dropout > 0");
+  if (mask)
+    TORCH_CHECK(mask->scalar_type() == q.scalar_type() ||
+                    (mask->scalar_type() == at::kFloat && at::isReducedFloatingType(q.scalar_type())),
+                fn, ": Attention mask is the same data type as query");
+}
+
+// The logsumexp as the flash op's meta function lays it out: [B, L, H]
+// transposed to [B, H, L], in the query's computation dtype (float64 for
+// float64, whose float32 values it holds exactly).
+Tensor flash_lse(const Tensor &q) {
+  at::ScalarType t = q.scalar_type() == at::kDouble ? at::kDouble : at::kFloat;
+  return at::empty({q.size(0), q.size(2), q.size(1)}, q.options().dtype(t)).transpose(1, 2);
+}
+
+std::tuple<Tensor, Tensor> flash_forward(const Tensor &q, const Tensor &k, const Tensor &v, double dropout_p,
+                                         bool is_causal, const std::optional<Tensor> &attn_mask,
+                                         std::optional<double> scale) {
+  const char *fn = "_scaled_dot_product_flash_attention_for_cpu";
+  const Tensor *mask = mask_of(attn_mask);
+  check_qkv(fn, q, k, v, mask, is_causal, 0.0);
+  check_flash_mask(fn, q, mask, dropout_p);
+  TORCH_CHECK(v.size(3) == q.size(3), fn, ": expected query and value of one head dim, got ", q.size(3), " and ",
+              v.size(3));
+  c10::DeviceGuard guard(q.device());
+  Tensor out = at::empty_like(q);  // the meta function's layout
+  Tensor lse = flash_lse(q);
+  Tensor lse32 = lse.scalar_type() == at::kFloat ? lse : at::empty_like(lse, lse.options().dtype(at::kFloat));
+  run_forward(q, k, v, mask, 0.0, is_causal, scale, 0, 0, out, lse32);
+  if (!lse32.is_same(lse)) lse.copy_(lse32);
+  return {out, lse};
+}
+
+std::tuple<Tensor, Tensor, Tensor> flash_backward(const Tensor &grad_out, const Tensor &q, const Tensor &k,
+                                                  const Tensor &v, const Tensor &out, const Tensor &lse,
+                                                  double dropout_p, bool is_causal,
+                                                  const std::optional<Tensor> &attn_mask,
+                                                  std::optional<double> scale) {
+  const char *fn = "_scaled_dot_product_flash_attention_for_cpu_backward";
+  const Tensor *mask = mask_of(attn_mask);
+  check_qkv(fn, q, k, v, mask, is_causal, 0.0);
+  check_flash_mask(fn, q, mask, dropout_p);
+  check_saved(fn, grad_out, q, k, v, out, lse);
+  TORCH_CHECK(lse.scalar_type() == at::kFloat || lse.scalar_type() == at::kDouble, fn,
+              ": expected a float32 or float64 logsumexp, got ", lse.scalar_type());
+  c10::DeviceGuard guard(q.device());
+  // The meta function's layout, the CPU kernel's: each gradient the
+  // transpose(1, 2) of a contiguous [B, S, H, E] buffer.
+  auto permuted = [](const Tensor &t) { return at::empty_permuted(t.sizes(), {0, 2, 1, 3}, t.options()); };
+  Tensor dq = permuted(q), dk = permuted(k), dv = permuted(v);
+  Tensor lse32 = lse.scalar_type() == at::kFloat ? lse : lse.to(at::kFloat);
+  run_backward(grad_out, q, k, v, mask, false, out, lse32, 0.0, is_causal, 0, 0, scale, dq, dk, dv, Tensor());
+  return {dq, dk, dv};
+}
+
 }  // namespace
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   NEURON_IMPL(m, "_fused_sdp_choice", fused_sdp_choice);
   NEURON_IMPL(m, "_scaled_dot_product_fused_attention_overrideable", sdpa_forward);
   NEURON_IMPL(m, "_scaled_dot_product_fused_attention_overrideable_backward", sdpa_backward);
+  NEURON_IMPL(m, "_scaled_dot_product_flash_attention_for_cpu", flash_forward);
+  NEURON_IMPL(m, "_scaled_dot_product_flash_attention_for_cpu_backward", flash_backward);
 }
 
 }  // namespace torch_neuronx
