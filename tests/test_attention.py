@@ -384,6 +384,36 @@ def test_errors():
         torch.ops.aten._scaled_dot_product_fused_attention_overrideable(q, k, v, m, is_causal=True)
 
 
+# The CPU's bfloat16 flash kernel takes q k^T from oneDNN's brgemm. On an
+# Intel host with AVX512-BF16 its kernels fuse each product into float lanes
+# in two arrangements (kernels/attention/qk_order.c): for a block of one
+# query or one key, 16 lanes of product pairs, odd position first; for
+# larger blocks, the even and the odd head positions in two accumulators.
+# With products of +-1e39 (3.4e38 x +-3) at two positions the first infinity
+# a lane meets decides: the score is +inf, -inf or NaN, and the row's out
+# and logsumexp follow (a -inf row is dead: out 0, lse 0). Summed in order,
+# a -inf and a +inf product in two lanes would give an infinity, not NaN.
+@pytest.mark.parametrize("L,S,row", [(1, 2, 0), (1, 16, 0), (2, 2, 0), (4, 1, 3), (33, 3, 32), (34, 3, 32)])
+def test_sdpa_bfloat16_scores_follow_the_brgemm_arrangements(L, S, row):
+    E, big = 40, 3.3895313892515355e38
+    pairs = [(a, b) for a in range(0, E, 3) for b in range(0, E, 5) if a != b]
+    q = torch.zeros(len(pairs), 1, L, E)
+    k = torch.zeros(len(pairs), 1, S, E)
+    for n, (a, b) in enumerate(pairs):
+        q[n, 0, row, a] = q[n, 0, row, b] = big
+        k[n, 0, 0, a], k[n, 0, 0, b] = 3.0, -3.0
+    v = torch.arange(S * E, dtype=torch.float32).reshape(1, 1, S, E).expand(len(pairs), 1, S, E)
+    q, k, v = (t.bfloat16() for t in (q, k, v))
+    flash = torch.ops.aten._scaled_dot_product_flash_attention_for_cpu
+    want_out, want_lse = flash(q, k, v, scale=1.0)
+    got_out, got_lse = (t.cpu() for t in flash(q.neuron(), k.neuron(), v.neuron(), scale=1.0))
+    # the finite logsumexps (log 15 for a -inf score among 16 keys) differ in
+    # float32's last bits: the CPU sums 16-bit rows' exponentials with its
+    # fexp_u20, within 1e-4 of expf
+    torch.testing.assert_close(got_lse[:, 0, row], want_lse[:, 0, row], rtol=1e-4, atol=0, equal_nan=True)
+    torch.testing.assert_close(got_out[:, 0, row], want_out[:, 0, row], rtol=0, atol=0, equal_nan=True)
+
+
 # Where the CPU runs its flash kernel, neuron runs the same op,
 # _scaled_dot_product_flash_attention_for_cpu, whose backward returns each
 # gradient as the transpose of a [B, S, H, E] buffer (its meta function's
@@ -427,6 +457,14 @@ def test_flash_op_checks_like_the_cpus():
     out, lse = flash(q.double(), k.double(), v.double())
     ref_out, ref_lse = flash(q.double().cpu(), k.double().cpu(), v.double().cpu())
     assert lse.dtype == ref_lse.dtype == torch.float64 and lse.stride() == ref_lse.stride()
+    torch.testing.assert_close(lse.cpu(), ref_lse, atol=1e-5, rtol=1e-5)
+    torch.testing.assert_close(out.cpu(), ref_out, atol=1e-5, rtol=1e-4)
+    # a row with every key masked: out 0 and, as the CPU's op gives it, lse 0
+    mask = torch.zeros(4, 4)
+    mask[1] = float("-inf")
+    out, lse = flash(q, k, v, attn_mask=mask.neuron())
+    ref_out, ref_lse = flash(q.cpu(), k.cpu(), v.cpu(), attn_mask=mask)
+    assert float(ref_lse[0, 0, 1]) == 0.0
     torch.testing.assert_close(lse.cpu(), ref_lse, atol=1e-5, rtol=1e-5)
     torch.testing.assert_close(out.cpu(), ref_out, atol=1e-5, rtol=1e-4)
 

@@ -50,6 +50,13 @@ def host_blas_kind() -> str:
     return "other"
 
 
+def host_bf16_dot() -> bool:
+    """Whether the host is an Intel CPU with AVX512-BF16, the runtime's
+    nrt_kernels_host_bf16_dot(): where the bfloat16 flash kernel's oneDNN
+    arrangements, followed by sdpa, were probed."""
+    return _cpuinfo("vendor_id") == "GenuineIntel" and "avx512_bf16" in _cpuinfo("flags").split()
+
+
 def run_tool(name: str, args: list[str], timeout: float = 600) -> dict | None:
     """Runs build/<name> (making it first if needed) and parses its JSON;
     None if it cannot be built or run (a checkout without a compiler)."""

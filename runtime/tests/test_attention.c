@@ -419,11 +419,11 @@ static void test_masks(void) {
   c.mask = 1; /* bool [1,1,L,S] broadcast, with a fully masked row */
   c.mask_dead_row = 1;
   results r = check_case("bool mask", &c, 1e-5);
-  /* The dead row: output 0, lse -inf, gradients 0 (PyTorch's math backend). */
+  /* The dead row: output 0, lse 0 (the CPU flash kernel's), gradients 0 (PyTorch's math backend). */
   for (int64_t b = 0; b < c.B; b++)
     for (int64_t h = 0; h < c.Hq; h++) {
       for (int64_t e = 0; e < c.Ev; e++) CHECK(get(&r.out, b, h, 1, e) == 0.0);
-      CHECK(get(&r.lse, b, h, 1, 0) == -INFINITY);
+      CHECK(get(&r.lse, b, h, 1, 0) == 0.0);
       for (int64_t e = 0; e < c.E; e++) CHECK(get(&r.dq, b, h, 1, e) == 0.0);
     }
   free_results(&r);
@@ -588,10 +588,10 @@ static void test_bf16_rounds_once(void) {
 }
 
 static void test_empty_keys(void) {
-  /* S = 0: every row is fully masked, output 0 and lse -inf. */
+  /* S = 0: every row is fully masked, output 0 and lse 0. */
   cfg c = base_cfg(1, 2, 2, 3, 0, 4, 4);
   results r = check_case("S=0", &c, 1e-6);
-  for (int64_t i = 0; i < 3; i++) CHECK(get(&r.lse, 0, 1, i, 0) == -INFINITY);
+  for (int64_t i = 0; i < 3; i++) CHECK(get(&r.lse, 0, 1, i, 0) == 0.0);
   free_results(&r);
 }
 
@@ -745,6 +745,38 @@ static void test_qk_order(void) {
   CHECK(qk_triple(NRT_ATTN_QK_LANES, 20, 0, 8, 16) == 0.0f);
 }
 
+/* The bfloat16 brgemm arrangements (qk_order.c): q = 3.4e38 at positions a
+ * and b, k = +3 at a and -3 at b; in a shared lane the first infinity
+ * reached wins, separate lanes meet as NaN. */
+static float bf16_pair(int64_t E, int a, int b, bool vector) {
+  float q[64] = {0}, k[64] = {0};
+  q[a] = q[b] = 3.3895313892515355e38f;
+  k[a] = 3.0f;
+  k[b] = -3.0f;
+  return nrt_attn_qk_dot_bf16(q, k, E, vector);
+}
+
+static void test_qk_bf16(void) {
+  /* vector: a pair's odd position first; pairs p and p + 16 share lane p */
+  CHECK(bf16_pair(8, 1, 0, true) == INFINITY);
+  CHECK(bf16_pair(8, 0, 1, true) == -INFINITY);
+  CHECK(isnan(bf16_pair(8, 0, 2, true)));
+  CHECK(bf16_pair(40, 0, 32, true) == INFINITY && bf16_pair(40, 33, 1, true) == -INFINITY);
+  /* blocks: even and odd positions apart, in order, per 32 positions */
+  CHECK(bf16_pair(8, 0, 2, false) == INFINITY && bf16_pair(8, 4, 2, false) == -INFINITY);
+  CHECK(isnan(bf16_pair(8, 1, 0, false)) && isnan(bf16_pair(40, 0, 32, false)));
+  /* the lanes' tree: lane x meets x + 8 first, then its neighbour */
+  float q[32] = {0}, k[32] = {0};
+  q[1] = 0x1p25f, q[17] = -0x1p25f, q[3] = 1.0f; /* lanes 0, 8, 1 */
+  k[1] = k[17] = k[3] = 1.0f;
+  CHECK(nrt_attn_qk_dot_bf16(q, k, 32, true) == 1.0f);
+  q[17] = 1.0f, q[3] = -0x1p25f; /* lane 8 holds the 1 now */
+  CHECK(nrt_attn_qk_dot_bf16(q, k, 32, true) == 0.0f);
+  /* subnormal operands count as zero */
+  q[1] = 1e-39f, q[3] = 0.0f, q[17] = 0.0f, k[1] = 1.0f;
+  CHECK(nrt_attn_qk_dot_bf16(q, k, 32, true) == 0.0f);
+}
+
 /* The CPU's float32 vector exp: NaN is inf in exp_u20, below ln(FLT_MIN)
  * it is 0, and inside it is within a few ulp of expf. */
 static void test_vector_exp(void) {
@@ -771,6 +803,7 @@ int main(void) {
   RUN_TEST(test_math_order);
   RUN_TEST(test_bad_args);
   RUN_TEST(test_qk_order);
+  RUN_TEST(test_qk_bf16);
   RUN_TEST(test_vector_exp);
   return TEST_RESULT();
 }

@@ -132,6 +132,8 @@ _ZEN_SDPA = ("amd", "gap: the sdpa reference path's bfloat16 prescaling and the 
 _INTEL_SDPA = ("intel-avx512", "gap: the sdpa reference path's q k^T trees (kernels/attention/"
                                "qk_order.c) were probed on an Intel AVX-512 host and apply there "
                                "only; MKL's AMD (Zen) trees for head dims above 11 are not followed")
+_INTEL_BF16 = ("intel-avx512-bf16", "gap: the bfloat16 flash kernel's brgemm arrangements (kernels/attention/"
+                                    "qk_order.c) were probed on an Intel host with AVX512-BF16 and apply there only")
 HOST_BLAS_GAPS: dict[str, tuple[str, str]] = {
     **{f"test_gemm.py::{name}": _ZEN for name in (
         "test_alpha_zero_ignores_the_product_where_the_cpu_does",
@@ -147,4 +149,5 @@ HOST_BLAS_GAPS: dict[str, tuple[str, str]] = {
     "test_attention.py::test_sdpa_float32_backward_scales_the_keys_where_mkl_does": _INTEL_SDPA,
     "test_attention.py::test_sdpa_lone_key_residual_follows_the_cpu_orders": _INTEL_SDPA,
     "test_attention.py::test_sdpa_bfloat16_scores_fuse_their_products": _INTEL_SDPA,
+    "test_attention.py::test_sdpa_bfloat16_scores_follow_the_brgemm_arrangements": _INTEL_BF16,
 }

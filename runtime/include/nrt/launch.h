@@ -334,6 +334,11 @@ typedef enum nrt_host_blas {
 } nrt_host_blas;
 nrt_host_blas nrt_kernels_host_blas(void);
 
+/* Whether the host is an Intel CPU with AVX512-BF16: there oneDNN's
+ * bfloat16 kernels (the CPU flash attention's brgemm) sum pairs of
+ * products with its dot-product instructions, in orders sdpa follows. */
+bool nrt_kernels_host_bf16_dot(void);
+
 #ifdef __cplusplus
 }
 #endif

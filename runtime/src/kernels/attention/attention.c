@@ -169,6 +169,14 @@ static void block_shape(const nrt_attn_problem *p, int64_t i, int64_t j, int64_t
   *sb = s < 512 ? s : 512;
 }
 
+/* Whether the CPU took its flash kernel for these operands as far as their
+ * layout decides: every last dim contiguous and one head dim (else its
+ * math decomposition ran, whose bmm takes other kernels). */
+static bool flash_layout(const nrt_attn_problem *p) {
+  int64_t elt = (int64_t)nrt_dtype_size(p->q.dtype);
+  return p->q.s[3] == elt && p->k.s[3] == elt && p->v.s[3] == elt && p->E == p->Ev;
+}
+
 /* The MKL kernel of the CPU's float32 q k^T for score (i, j): the flash
  * kernels take it per block of up to 32 queries (64 from 192, 256 from
  * 768) and 512 keys, so the block's shape and the score's place in it
@@ -184,11 +192,8 @@ static nrt_attn_qk_kernel tn_kernel(const nrt_attn_problem *p, int64_t i, int64_
    * values is its reference, so it takes float32's orders */
   bool f32 = (p->q.dtype == NRT_FLOAT32 || p->q.dtype == NRT_FLOAT64) && p->k.dtype == p->q.dtype;
   if (!f32) return NRT_ATTN_QK_OWN;
-  /* only where the CPU took its flash kernel: it needs every last dim
-   * contiguous and one head dim (else its math decomposition ran, whose
-   * bmm takes other kernels) */
+  if (!flash_layout(p)) return NRT_ATTN_QK_OWN; /* only where the CPU took its flash kernel */
   int64_t elt = (int64_t)nrt_dtype_size(p->q.dtype);
-  if (p->q.s[3] != elt || p->k.s[3] != elt || p->v.s[3] != elt || p->E != p->Ev) return NRT_ATTN_QK_OWN;
   int64_t lb, sb;
   block_shape(p, i, j, &lb, &sb);
   /* cpublas::gemm's BLAS check wants lda (the keys' row stride) and ldb
@@ -262,6 +267,13 @@ static bool ref_row_probs(const nrt_attn_problem *p, int64_t b, int64_t h, int64
    * scaling the other operand breaks finite 1e38 scores' equality with the
    * forward's lse (exp(s - lse) = exp(+-1e31) instead of 1). */
   bool prescale = backward && prescaled(p);
+  /* the bfloat16 brgemm's arrangements on AVX512-BF16 Intel hosts (the
+   * flash path's inputs only: every last dim contiguous, one head dim;
+   * not expanded over the sequence: such keys take
+   * another kernel there, which keeps a subnormal key, 15002-111265: inf x
+   * 2.9e-39 is inf on the CPU, NaN in the brgemm's arrangements) */
+  bool bf16_dot = p->q.dtype == NRT_BFLOAT16 && p->k.dtype == NRT_BFLOAT16 && flash_layout(p) &&
+                  p->q.s[2] != 0 && p->k.s[2] != 0 && nrt_kernels_host_bf16_dot();
   for (int64_t e = 0; e < p->E; e++) r->qf[e] = (float)ref_load(&p->q, q, e);
   for (int64_t j = 0; j < p->S; j++) {
     const char *k = nrt_attn_at(&p->k, b, hk, j);
@@ -304,10 +316,22 @@ static bool ref_row_probs(const nrt_attn_problem *p, int64_t b, int64_t h, int64
         /* 16-bit: the CPU's oneDNN kernels (AVX512-BF16, AMX) fuse each
          * product into the float accumulator, so -0.6 x inf then -2 x
          * -3.4e38 stays -inf instead of meeting a rounded +inf (fuzz
-         * 19402-373996). In order is a partial model of their chains
-         * (sdpa-only fuzz: 45 -> 39 and 27 -> 24 cases on seeds 15001 and
-         * 15002; 3 new there, rows the CPU finds dead). */
-        if (p->q.dtype == NRT_BFLOAT16 || p->q.dtype == NRT_FLOAT16)
+         * 19402-373996). bfloat16 on AVX512-BF16 Intel hosts: the
+         * forward's brgemm arrangements (qk_order.c), taken for the
+         * backward's recomputed scores too, which must equal the
+         * forward's where exp(s - lse) meets 1e36-scale scores (sdpa-only
+         * fuzz, seed 15001: 27 -> 16 cases; the backward's gemm with keys
+         * expanded over the sequence is not followed: probes give NaN
+         * where this gives -inf, yet 15001-123700 agrees only this way).
+         * Elsewhere in order, a partial model of their chains (sdpa-only
+         * fuzz: 45 -> 39 and 27 -> 24 cases on seeds 15001 and 15002; 3
+         * new there, rows the CPU finds dead). */
+        if (bf16_dot) {
+          for (int64_t e = 0; e < p->E; e++) r->kf[e] = (float)ref_load(&p->k, k, e);
+          int64_t lb, sb;
+          block_shape(p, i, j, &lb, &sb);
+          dot = nrt_attn_qk_dot_bf16(r->qf, r->kf, p->E, lb == 1 || sb == 1);
+        } else if (p->q.dtype == NRT_BFLOAT16 || p->q.dtype == NRT_FLOAT16)
           for (int64_t e = 0; e < p->E; e++) dot = fmaf((float)ref_load(&p->q, q, e), (float)ref_load(&p->k, k, e), dot);
         else
           for (int64_t e = 0; e < p->E; e++) dot += (float)(ref_load(&p->q, q, e) * ref_load(&p->k, k, e));
@@ -438,7 +462,7 @@ static float stored_out(nrt_dtype dt, double o) {
 static void ref_forward_row(const nrt_attn_problem *p, int64_t b, int64_t h, int64_t i, ref_buf *r) {
   int64_t hk = h / p->group;
   bool live = ref_row_probs(p, b, h, i, r, false);
-  double lse = live ? r->acc[0] : -INFINITY;
+  double lse = live ? r->acc[0] : 0.0; /* a row with no weight: the CPU's lse is 0 */
   char *o = nrt_attn_at(&p->out, b, h, i);
   for (int64_t e = 0; e < p->Ev; e++) {
     if (!live) { /* weights 0 (0 * inf in v is still NaN) */
@@ -496,7 +520,10 @@ static void ref_row_grad(const nrt_attn_problem *p, int64_t b, int64_t h, int64_
   bool f32 = p->q.dtype == NRT_FLOAT32 || p->q.dtype == NRT_FLOAT64;
   bool cpu_dp = f32 && dp_kernel(p, i, 0) != NRT_ATTN_QK_OWN, have_dsum = false;
   float dsum_cpu = 0.0f;
-  if (cpu_dp && ref_row_probs(p, b, h, i, r, false)) {
+  /* Whether the forward found a weight: recomputed, not read off the lse
+   * (the flash op's lse is 0 for such a row, as the CPU's) */
+  bool fwd_live = !(cpu_dp || prescaled(p)) || ref_row_probs(p, b, h, i, r, false);
+  if (cpu_dp && fwd_live) {
     for (int64_t e = 0; e < p->Ev; e++) {
       r->o[e] = ref_out_elem(p, b, hk, e, r);
       r->g[e] = (float)ref_load(&p->dout, g, e);
@@ -507,7 +534,7 @@ static void ref_row_grad(const nrt_attn_problem *p, int64_t b, int64_t h, int64_
   bool live = ref_row_probs(p, b, h, i, r, true);
   /* The forward found no weight (the CPU's lse 0), but prescaled scores can
    * be finite where the forward's were not: weights exp(s - 0) below. */
-  bool fwd_dead = prescaled(p) && *(const float *)nrt_attn_at(&p->rowstat, b, h, i) == -INFINITY;
+  bool fwd_dead = prescaled(p) && !fwd_live;
   if (fwd_dead) live = false;
   /* 16-bit: the CPU's backward rounds its weights and dS to the input's
    * dtype between the GEMMs (not followed here); double sums as before */
@@ -779,11 +806,13 @@ static bool view_beyond(const nrt_attn_view *t, int64_t B, int64_t H, int64_t R,
  * path follows (qk_order.c: Intel AVX-512), float32 inputs beyond 2^64
  * take it too: their products can overflow, and the order decides
  * (sdpa-only fuzz there, seed 15001, 150k cases: 79 -> 60
- * nonfinite-attention cases). One pass over the
+ * nonfinite-attention cases); so do bfloat16 ones where the bfloat16
+ * forward's order is followed (AVX512-BF16). One pass over the
  * inputs decides; it costs about 1/S of the attention itself. */
 static bool inputs_nonfinite(const nrt_attn_problem *p, bool backward) {
-  bool huge = (p->q.dtype == NRT_FLOAT32 || p->q.dtype == NRT_FLOAT64) &&
-              nrt_kernels_host_blas() == NRT_HOST_BLAS_INTEL_AVX512;
+  bool huge = ((p->q.dtype == NRT_FLOAT32 || p->q.dtype == NRT_FLOAT64) &&
+               nrt_kernels_host_blas() == NRT_HOST_BLAS_INTEL_AVX512) ||
+              (p->q.dtype == NRT_BFLOAT16 && nrt_kernels_host_bf16_dot());
   float bound = huge ? 0x1p64f : FLT_MAX;
   return view_beyond(&p->q, p->B, p->Hq, p->L, p->E, bound) || view_beyond(&p->k, p->B, p->Hk, p->S, p->E, bound) ||
          view_beyond(&p->v, p->B, p->Hk, p->S, p->Ev, bound) ||

@@ -78,6 +78,9 @@ typedef enum {
 } nrt_attn_qk_kernel;
 nrt_attn_qk_kernel nrt_attn_qk_kernel_of(int64_t L, int64_t S, int64_t E, int64_t i, int64_t j);
 float nrt_attn_qk_dot(nrt_attn_qk_kernel kind, const float *q, const float *k, int64_t E);
+/* The CPU's bfloat16 flash forward's q . k on an AVX512-BF16 Intel host;
+ * vector: the block has one query or one key (qk_order.c). */
+float nrt_attn_qk_dot_bf16(const float *q, const float *k, int64_t E, bool vector);
 
 /* The CPU's math decomposition replayed (math.c), for problems whose
  * products are small: mode 0 the forward, 1 dQ/dK/dV, 2 dS. */

@@ -163,7 +163,7 @@ INLINE void fwd_body(const nrt_attn_problem *p, int64_t task, int64_t blocks, fl
     for (int64_t r = r0; r < BQ; r++) {
       int64_t i = i0 + r;
       float *s = sb + r * BK;
-      if (r >= nq || (p->causal && j0 > i) || (prep && m[r] == -INFINITY)) { /* contributes nothing */
+      if (r >= nq || (p->causal && j0 > i)) { /* contributes nothing */
         memset(s, 0, sizeof(float) * BK);
         continue;
       }
@@ -228,7 +228,7 @@ INLINE void fwd_body(const nrt_attn_problem *p, int64_t task, int64_t blocks, fl
     float lse;
     if (l[r] == 0.0f) { /* fully masked row: the sum of its zero weights times v, 0 (v is finite here) */
       for (int64_t e = 0; e < Ev; e++) o[e] = acc[r * Evp + e];
-      lse = -INFINITY;
+      lse = 0.0f; /* the CPU's: its backward then takes exp(s - 0), 0 for every masked score */
     } else {
       float inv = 1.0f / l[r];
       for (int64_t e = 0; e < Ev; e++) o[e] = acc[r * Evp + e] * inv;
@@ -281,7 +281,8 @@ INLINE void bwd_tile(const nrt_attn_problem *p, const bwd_plan *pl, const kv_blk
   for (int64_t r = 0; r < BQ; r++) {
     int64_t i = i0 + r;
     float *s = sb + r * BK, *d = db + r * BK;
-    /* Fully masked rows (lse -inf) have no gradient. */
+    /* Padding rows (lse -inf) have no gradient; a fully masked row's lse
+     * is 0, the CPU's, and weighs its -inf scores exp(-inf) = 0. */
     if (r >= nq || lse[i] == -INFINITY || (p->causal && j0 > i)) {
       memset(s, 0, sizeof(float) * BK);
       memset(d, 0, sizeof(float) * BK);

@@ -103,3 +103,46 @@ float nrt_attn_qk_dot(nrt_attn_qk_kernel kind, const float *q, const float *k, i
     return acc;
   }
 }
+
+/* bfloat16 operands enter as zero when subnormal and each step's result
+ * leaves as zero when subnormal (the dot-product instructions' DAZ/FTZ). */
+static float daz(float x) { return fpclassify(x) == FP_SUBNORMAL ? copysignf(0.0f, x) : x; }
+
+static float fma_ftz(float a, float b, float c) { return daz(fmaf(daz(a), daz(b), c)); }
+
+/* The CPU's bfloat16 flash forward takes q k^T from oneDNN's brgemm; on an
+ * Intel host with AVX512-BF16 its kernels fuse each product into a float
+ * accumulator, in one of two arrangements, read off by probing the
+ * logsumexp of one-key problems whose products are +-1e39 at two head
+ * positions (the first reached of +inf and -inf wins a shared accumulator,
+ * separate accumulators meet as NaN; every pair of positions, head dims
+ * 8, 16 and 40, blocks of 1..33 queries and 1..64 keys):
+ *   one query or one key in the block (a matrix-vector product): 16 lanes; the pair (2p, 2p + 1) goes to lane
+ *     p % 16, its odd product first; lane x then meets lane x + 8, and the
+ *     eight sums meet as neighbours, pairs, halves (probed with 2^25, 1
+ *     and -2^25 in three lanes: 300 of 300 random triples)
+ *   two or more of each: per 32 positions of the head dim, one accumulator for the
+ *     even positions and one for the odd ones, each in order; their sum,
+ *     the blocks' sums added in order.
+ * The finite sums' rounding follows the same arrangement. */
+float nrt_attn_qk_dot_bf16(const float *q, const float *k, int64_t E, bool vector) {
+  if (vector) {
+    float l[16] = {0};
+    for (int64_t e = 0; e < E; e += 2) {
+      float *acc = &l[(e / 2) % 16];
+      if (e + 1 < E) *acc = fma_ftz(q[e + 1], k[e + 1], *acc);
+      *acc = fma_ftz(q[e], k[e], *acc);
+    }
+    /* lane x meets x + 8, then neighbours, then pairs of them, then halves */
+    for (int x = 0; x < 8; x++) l[x] += l[x + 8];
+    return ((l[0] + l[1]) + (l[2] + l[3])) + ((l[4] + l[5]) + (l[6] + l[7]));
+  }
+  float total = 0.0f;
+  for (int64_t b = 0; b < E; b += 32) {
+    float acc[2] = {0.0f, 0.0f};
+    for (int64_t e = b; e < E && e < b + 32; e++) acc[e % 2] = fma_ftz(q[e], k[e], acc[e % 2]);
+    float blk = acc[0] + acc[1];
+    total = b == 0 ? blk : total + blk;
+  }
+  return total;
+}

@@ -59,3 +59,8 @@ nrt_host_blas nrt_kernels_host_blas(void) {
   if (d < 0) detected_blas = d = detect_blas();
   return (nrt_host_blas)d;
 }
+
+bool nrt_kernels_host_bf16_dot(void) {
+  __builtin_cpu_init();
+  return __builtin_cpu_is("intel") && __builtin_cpu_supports("avx512bf16");
+}
