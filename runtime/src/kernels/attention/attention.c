@@ -189,8 +189,12 @@ static bool flash_layout(const nrt_attn_problem *p) {
  * (queries) b_row. */
 static nrt_attn_qk_kernel tn_kernel(const nrt_attn_problem *p, int64_t i, int64_t j, int64_t a_row, int64_t b_row) {
   /* float64 runs at float32 precision: the CPU's float32 run of the same
-   * values is its reference, so it takes float32's orders */
-  bool f32 = (p->q.dtype == NRT_FLOAT32 || p->q.dtype == NRT_FLOAT64) && p->k.dtype == p->q.dtype;
+   * values is its reference, so it takes float32's orders; float16 too:
+   * its flash kernel's GEMM sums as MKL's sgemm does (probed with products
+   * 2^25, -2^25 and 1 at head dims 8 and 40: the LANES/SEQ switch at 2
+   * keys and 16 queries, 3 keys and 11, as float32's) */
+  bool f32 = (p->q.dtype == NRT_FLOAT32 || p->q.dtype == NRT_FLOAT64 || p->q.dtype == NRT_FLOAT16) &&
+             p->k.dtype == p->q.dtype;
   if (!f32) return NRT_ATTN_QK_OWN;
   if (!flash_layout(p)) return NRT_ATTN_QK_OWN; /* only where the CPU took its flash kernel */
   int64_t elt = (int64_t)nrt_dtype_size(p->q.dtype);
@@ -807,13 +811,18 @@ static bool view_beyond(const nrt_attn_view *t, int64_t B, int64_t H, int64_t R,
  * take it too: their products can overflow, and the order decides
  * (sdpa-only fuzz there, seed 15001, 150k cases: 79 -> 60
  * nonfinite-attention cases); so do bfloat16 ones where the bfloat16
- * forward's order is followed (AVX512-BF16). One pass over the
+ * forward's order is followed (AVX512-BF16), and float16 ones beyond 1024
+ * there: their scores can reach 1e9, whose last bits exp(s - lse) turns
+ * into factors of e^256 (sdpa-only fuzz, seeds 15001 and 15002: 7 -> 2
+ * float16 cases; the reference path costs about 100x the blocked kernel,
+ * 0.18 s for 8 heads of 256 x 256 x 64). One pass over the
  * inputs decides; it costs about 1/S of the attention itself. */
 static bool inputs_nonfinite(const nrt_attn_problem *p, bool backward) {
   bool huge = ((p->q.dtype == NRT_FLOAT32 || p->q.dtype == NRT_FLOAT64) &&
                nrt_kernels_host_blas() == NRT_HOST_BLAS_INTEL_AVX512) ||
               (p->q.dtype == NRT_BFLOAT16 && nrt_kernels_host_bf16_dot());
-  float bound = huge ? 0x1p64f : FLT_MAX;
+  bool half = p->q.dtype == NRT_FLOAT16 && nrt_kernels_host_blas() == NRT_HOST_BLAS_INTEL_AVX512;
+  float bound = huge ? 0x1p64f : half ? 1024.0f : FLT_MAX;
   return view_beyond(&p->q, p->B, p->Hq, p->L, p->E, bound) || view_beyond(&p->k, p->B, p->Hk, p->S, p->E, bound) ||
          view_beyond(&p->v, p->B, p->Hk, p->S, p->Ev, bound) ||
          (backward && view_beyond(&p->dout, p->B, p->Hq, p->L, p->Ev, bound));
