@@ -1132,3 +1132,26 @@ def test_float32_dot_takes_mkls_sdot_order(kind):
             yd = yd[::2]
         got = torch.dot(xd, yd).cpu()
         assert torch.equal(got.isnan(), want.isnan()) and torch.equal(got.nan_to_num(), want.nan_to_num()), (n, got, want)
+
+
+# From 400 multiply-adds per entry the CPU runs baddbmm_ as one addmm_ per
+# batch entry: an in-place self expanded over the batch is taken (each entry
+# sees the previous one's writes), one expanded over rows is refused because
+# each entry overlaps itself (20101-1952986).
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+@pytest.mark.parametrize("shape", [(2, 4, 17, 6), (3, 4, 100, 4)])
+def test_baddbmm_inplace_self_expanded_over_the_batch(dtype, shape):
+    B, M, K, N = shape
+    g = torch.Generator().manual_seed(4)
+    base = torch.randn(M, N, generator=g).to(dtype)
+    a, b = torch.randn(B, M, K, generator=g).to(dtype), torch.randn(B, K, N, generator=g).to(dtype)
+    want = base.clone()
+    want.expand(B, M, N).baddbmm_(a, b)
+    got = base.to("neuron")
+    got.expand(B, M, N).baddbmm_(a.to("neuron"), b.to("neuron"))
+    torch.testing.assert_close(got.cpu(), want, rtol=1e-5, atol=1e-4)
+    rows = torch.zeros(B, 1, N, dtype=dtype)
+    with pytest.raises(RuntimeError, match="single memory location"):
+        rows.expand(B, M, N).baddbmm_(a, b)
+    with pytest.raises(RuntimeError, match="single memory location"):
+        rows.to("neuron").expand(B, M, N).baddbmm_(a.to("neuron"), b.to("neuron"))

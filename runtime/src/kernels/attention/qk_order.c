@@ -117,14 +117,17 @@ static float fma_ftz(float a, float b, float c) { return daz(fmaf(daz(a), daz(b)
  * positions (the first reached of +inf and -inf wins a shared accumulator,
  * separate accumulators meet as NaN; every pair of positions, head dims
  * 8, 16 and 40, blocks of 1..33 queries and 1..64 keys):
- *   one query or one key in the block (a matrix-vector product): 16 lanes; the pair (2p, 2p + 1) goes to lane
- *     p % 16, its odd product first; lane x then meets lane x + 8, and the
- *     eight sums meet as neighbours, pairs, halves (probed with 2^25, 1
- *     and -2^25 in three lanes: 300 of 300 random triples)
- *   two or more of each: per 32 positions of the head dim, one accumulator for the
- *     even positions and one for the odd ones, each in order; their sum,
- *     the blocks' sums added in order.
- * The finite sums' rounding follows the same arrangement. */
+ *   one query or one key in the block (a matrix-vector product): 16
+ *     lanes; the pair (2p, 2p + 1) goes to lane p % 16, its odd product
+ *     first; lane x then meets lane x + 8, and the eight sums meet as
+ *     neighbours, pairs, halves (probed with 2^25, 1 and -2^25 in three
+ *     lanes: 300 of 300 random triples)
+ *   two or more of each: per 32 positions of the head dim, one
+ *     accumulator for the even positions and one for the odd ones, each
+ *     in order; their sum, the blocks' sums added in order.
+ * Finite sums round as these arrangements say (products 2^25, -2^25 and 1
+ * at three positions: 400 of 400 random triples at head dims 8, 40 and 70,
+ * blocks of one and of several queries). */
 float nrt_attn_qk_dot_bf16(const float *q, const float *k, int64_t E, bool vector) {
   if (vector) {
     float l[16] = {0};
