@@ -549,8 +549,12 @@ std::tuple<Tensor, Tensor, Tensor> group_norm_backward_fn(const Tensor &grad_out
   d.compute_dtype = to_nrt_dtype(input.scalar_type());
   d.params[0] = (mask[0] ? 1 : 0) | (mask[1] ? 2 : 0) | (mask[2] ? 4 : 0);
   d.params[1] = defined(weight) ? 1 : 0;
-  // p2 = 1: the CPU's contiguous kernel (float32: its float order is followed)
-  d.params[2] = input.scalar_type() == at::kFloat && input.suggest_memory_format() == at::MemoryFormat::Contiguous;
+  // p2 = 1: the CPU's contiguous kernel (float32: its float order is
+  // followed; float64, computed at float32 precision, takes the same order
+  // so that it gives the float32 result: a group of 2 nearly equal values
+  // with equal gradients cancels to 0 there, not to 1.5e-3, 20101-2263595)
+  d.params[2] = (input.scalar_type() == at::kFloat || input.scalar_type() == at::kDouble) &&
+                input.suggest_memory_format() == at::MemoryFormat::Contiguous;
   int k = 0;
   if (mask[0]) put_ncs(d.operands[k++], gi);
   if (mask[1]) put_vec(d.operands[k++], gw);
