@@ -669,6 +669,9 @@ Tensor &bmm_into(Tensor &out, const Tensor &a, const Tensor &b, const Tensor *bi
   // entry that overlaps itself (self expanded over rows or columns); one
   // expanded over the batch only is taken, each entry seeing the last
   // one's writes (20101-1952986); below 400, its loop takes either.
+  // (A float16 or bfloat16 product oneDNN takes whole, on hosts with its
+  // support, takes a self expanded within an entry too, with a result that
+  // depends on its blocking and thread count, or a SIGFPE: refused here.)
   if (a.size(1) * a.size(2) * b.size(2) >= 400 && bias && bias->is_same(out) && out.size(0) > 0)
     at::assert_no_internal_overlap(out.select(0, 0));
   if (cpu_skips_product(a, alpha, true, a.size(1) * a.size(2) * b.size(2))) {
@@ -692,7 +695,18 @@ Tensor &bmm_into(Tensor &out, const Tensor &a, const Tensor &b, const Tensor *bi
   if (out.numel() == 0) return out;
   if (!whole_blas && cpu_reduced_loops(t, a.size(0) * macs)) {
     ReducedLoop r = reduced_loop_order(out.select(0, 0), a.select(0, 0), b.select(0, 0));
-    launch_gemm(out, a, b, bias3, alpha, beta, true, bias != nullptr, r.order, r.fused);
+    if (at::has_internal_overlap(out) != at::MemOverlap::Yes) {
+      launch_gemm(out, a, b, bias3, alpha, beta, true, bias != nullptr, r.order, r.fused);
+      return out;
+    }
+    // a self expanded over the batch: the CPU's addmm_ per entry (or
+    // oneDNN's whole-batch loop, with one thread), each entry reading the
+    // last one's result; one launch per entry, in order (the 16-bit dot
+    // loops take no aliased C)
+    for (int64_t i = 0; i < out.size(0); i++)
+      launch_gemm(out.narrow(0, i, 1), a.narrow(0, i, 1), b.narrow(0, i, 1),
+                  bias3.defined() ? bias3.narrow(0, i, 1) : bias3, alpha, beta, true, bias != nullptr, r.order,
+                  r.fused);
     return out;
   }
   // float32: one addmm_ per entry on the CPU, so MKL's sgemm paths as in

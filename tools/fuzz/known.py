@@ -111,6 +111,17 @@ def _elementwise_in_float32(c: dict, r: dict) -> bool:
     return phase("forward")(c, r) or family == "unary" or nonfinite(c, r) or _no_broadcast(c)
 
 
+def _bmm_over_16_cubed(c: dict, r: dict) -> bool:
+    """baddbmm_'s batch1 [B, M, K] and batch2 [B, K, N] (the arguments after self) make more than 16^3
+    multiply-adds in all: oneDNN's whole-batch size rule."""
+    try:
+        a, b = ([s if isinstance(s, int) else c["sizes"].get(s, 1) for s in c["tensors"][x["t"]]["shape"]]
+                for x in c["args"][1:3])
+        return a[0] * a[1] * a[2] * b[2] > 4096
+    except (KeyError, IndexError, TypeError, ValueError):
+        return False
+
+
 def _no_broadcast(c: dict) -> bool:
     """Every tensor operand has one shape: each gradient is elementwise, no sum over a broadcast dim
     (atan2(0, -1e-30)'s float64 gradient -1e30 needs 1e-60, which float32 flushes: 60221409-1126032)."""
@@ -153,6 +164,16 @@ KNOWN: list[Group] = [
           "in the CPU's forward (161803398-517630: 4 cases of that run, reproduced on the CPU alone); bfloat16 "
           "conv_transpose2d/3d with dilation=2 likewise (161803398-1017376, -2135822; the pool records the CPU "
           "side)."),
+    Group("cpu-bug-baddbmm-16bit-self-expanded-within-entry", ("addmm",), DEV_RJ + ("crash",),
+          all_of(fn("Tensor.baddbmm_"), in_dtype("float16", "bfloat16"), _bmm_over_16_cubed,
+                 any_of(dev_msg("single memory location"), lambda c, r: r.get("detail", {}).get("side") == "cpu")),
+          "CPU bug (hosts with oneDNN's 16-bit support: AVX512-FP16 for float16, AVX-512 for bfloat16): a "
+          "float16/bfloat16 baddbmm_ over 16^3 multiply-adds in all runs through oneDNN's whole-batch matmul, "
+          "which does not check the in-place self for overlap. A self expanded over rows or columns then gets "
+          "a result that depends on oneDNN's blocking (rows read per register block, columns chained element "
+          "by element) and, with more than one thread, races (two runs differ by 17); bfloat16 raises SIGFPE. "
+          "Smaller products take the CPU's addmm_ per entry, which refuses such a self as neuron always does "
+          "(a self expanded over the batch only is taken on both)."),
     Group("cpu-bug-batch-norm-eval-backward", ("batch_norm",), VAL,
           all_of(phase("backward"), kwarg("training", False), layout("transposed", "strided", "offset", "expanded")),
           "CPU bug: batch_norm in eval mode, backward, with a non-contiguous input: the CPU's input gradient "
