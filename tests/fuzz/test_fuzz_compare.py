@@ -39,6 +39,15 @@ def test_float64_farther_than_the_cpus_float32_is_refused():
     assert not rescued_by_f32(dev, cpu, r32, ["grad0"], acc=True)
 
 
+def test_float64_a_few_float32_errors_off_is_accepted_and_more_is_refused():
+    # 20101-2886051's shape: six gradient terms of 2.3e6 (float32 ulp 0.25) cancel to 0 in float64;
+    # neuron's float32 order leaves 0.5, the CPU's float32 run 0.25
+    dev, cpu, r32 = _sides([0.5, 1.0], [-1.86e-9, 1.0], [0.25, 1.0])
+    assert rescued_by_f32(dev, cpu, r32, ["grad0"], acc=True)
+    dev, cpu, r32 = _sides([1.25, 1.0], [-1.86e-9, 1.0], [0.25, 1.0])
+    assert not rescued_by_f32(dev, cpu, r32, ["grad0"], acc=True)
+
+
 def test_float32_results_are_not_judged_by_the_float64_rule():
     dev = {"out": torch.tensor([5.0])}
     cpu = {"out": torch.tensor([1.0])}

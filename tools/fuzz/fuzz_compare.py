@@ -199,14 +199,23 @@ def rescued_by_f64(dev: dict, cpu: dict, ref: dict, names: list[str], acc: bool)
     return True
 
 
+# how many times the CPU's own float32 error a float64 result computed at
+# float32 precision may be off (rescued_by_f32)
+F32_ORDER_SLACK = 4.0
+
+
 def rescued_by_f32(dev: dict, cpu: dict, ref32: dict, names: list[str], acc: bool) -> bool:
     """True when every float64 result named is within float32 tolerance of
     the same case computed in float32 on the CPU, or no farther from the CPU's
-    float64 result than that float32 computation is (the device computes
-    float64 at float32 precision, documented; the second rule is
-    rescued_by_f64's at that precision: 19501-2001390, an sdpa query gradient
-    next to keys of 1e18, is 1.8e11 from the CPU's float64 9.8 on neuron and
-    on the CPU in float32 alike, in different float32 orders)."""
+    float64 result than F32_ORDER_SLACK times that float32 computation is
+    (the device computes float64 at float32 precision, documented; the second
+    rule is rescued_by_f64's at that precision: 19501-2001390, an sdpa query
+    gradient next to keys of 1e18, is 1.8e11 from the CPU's float64 9.8 on
+    neuron and on the CPU in float32 alike, in different float32 orders).
+    The slack: float32 arithmetic in another order has an error of the same
+    size, not the same error (20101-2886051: the summed gradient of an
+    expanded row of 1.2e-7, six terms of 2.3e6 whose float32 ulp is 0.25,
+    cancels to 0.5 on neuron and to 0.25 in the CPU's float32 run)."""
     for k in names:
         d, c, r = dev.get(k), cpu.get(k), ref32.get(k)
         if not all(isinstance(v, torch.Tensor) for v in (d, c, r)) or not d.shape == c.shape == r.shape:
@@ -216,7 +225,7 @@ def rescued_by_f32(dev: dict, cpu: dict, ref32: dict, names: list[str], acc: boo
         if tensors_close(d, r.to(d.dtype), acc, torch.float32):
             continue
         err = max_err(d, c)   # inf when a NaN or infinity is on one side only: never rescued here
-        if err < float("inf") and err <= max_err(r, c):
+        if err < float("inf") and err <= F32_ORDER_SLACK * max_err(r, c):
             continue
         return False
     return True
