@@ -435,3 +435,20 @@ def test_conv_transpose_adds_the_bias_after_large_terms_cancel(cin, stride, dtyp
     got = F.conv_transpose1d(x.to(dtype).neuron(), w.to(dtype).neuron(), b.to(dtype).neuron(), stride=stride)
     assert got.dtype == want.dtype and torch.equal(got.cpu(), want)
     assert_no_fallbacks()
+
+
+# Near the float limits a convolution's sums take the loop nest, in the
+# order of the CPU's float64 im2col GEMM (the fuzz's reference): the bias
+# first for one or two output channels, after the products from three (taps
+# [3e38, -3e38, 1], bias 0.375: 1.0 and 1.375; 20101-1041488 lost its bias
+# with three channels). The CPU's float64 result is the reference here.
+@pytest.mark.parametrize("cout,want_first", [(1, 1.0), (2, 1.0), (3, 1.375), (8, 1.375)])
+def test_conv_bias_place_near_the_float_limits_follows_the_cpus_gemm(cout, want_first):
+    w = torch.zeros(cout, 1, 3)
+    w[:, 0] = torch.tensor([3e38, -3e38, 1.0])
+    x, b = torch.ones(1, 1, 6), torch.full((cout,), 0.375)
+    want = F.conv1d(x.double(), w.double(), b.double())
+    assert want[0, 0, 0].item() == want_first  # the CPU's order, as probed
+    got = F.conv1d(x.neuron(), w.neuron(), b.neuron())
+    assert torch.equal(got.cpu(), want.float())
+    assert_no_fallbacks()
