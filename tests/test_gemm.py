@@ -1166,3 +1166,28 @@ def test_baddbmm_inplace_self_expanded_over_the_batch(dtype, shape):
             rows.expand(B, M, N).baddbmm_(a, b)
     with pytest.raises(RuntimeError, match="single memory location"):
         rows.to("neuron").expand(B, M, N).baddbmm_(a.to("neuron"), b.to("neuron"))
+
+
+# One column of C from a row-major matrix of two or more rows: MKL's AVX-512
+# cgemv/zgemv 't' sums each row in one zmm of lanes (8 complex64, 4
+# complex128), then in halves. With a +-B pair and a 1 that tells the orders
+# apart, every triple of positions agrees with the CPU bit for bit
+# (20101-2248090: +-1e18 j products that cancel absorbed the row's small
+# terms on the CPU, where neuron's sum in k order kept them).
+@pytest.mark.parametrize("dtype,big", [(torch.complex64, 1e18), (torch.complex128, 2.0 ** 60)])
+@pytest.mark.parametrize("k", [7, 12, 20])
+def test_complex_mm_one_column_takes_mkls_gemv_lanes(dtype, big, k):
+    rows = []
+    for p in range(k):
+        for q in range(p + 1, k):
+            for r in range(k):
+                if r not in (p, q):
+                    row = torch.zeros(k, dtype=dtype)
+                    row[p], row[q], row[r] = big, -big, 1.0
+                    rows.append(row)
+    a = torch.stack(rows)
+    x = torch.ones(k, 1, dtype=dtype)
+    want = torch.mm(a, x)
+    got = torch.mm(a.neuron(), x.neuron()).cpu()
+    assert torch.equal(got, want), int((got != want).sum())
+    assert_no_fallbacks()

@@ -182,7 +182,7 @@ int cpu_complex_path(const Tensor &c, const Tensor &a, const Tensor &b, bool bat
 // Complex C = A @ B with alpha/beta where the CPU's path puts them: its
 // BLAS kernel as four real GEMMs, its other loops in the CGEMM kernel.
 void launch_cgemm(const Tensor &c, const Tensor &a, const Tensor &b, const Tensor &bias, const Scalar &alpha,
-                  const Scalar &beta, int path, bool gemv, bool blas = false);
+                  const Scalar &beta, int path, bool gemv, bool blas = false, int lanes = 0);
 void complex_gemm(const Tensor &c, const Tensor &a, const Tensor &b, const Tensor &bias, const Scalar &alpha,
                   const Scalar &beta, bool batched, bool has_self) {
   bool gemv;
@@ -193,15 +193,27 @@ void complex_gemm(const Tensor &c, const Tensor &a, const Tensor &b, const Tenso
   bool aten_loop = batched && a.size(1) * a.size(2) * b.size(2) < 400;
   // MKL's AMD loops scale a beta != 1 bias in a pass of their own, its
   // AVX-512 ones multiply it in place (measured, cpu_complex_mm_path)
-  bool beta_pass = !aten_loop && nrt_kernels_host_blas() != NRT_HOST_BLAS_INTEL_AVX512;
-  launch_cgemm(c, a, b, bias, alpha, beta, path, gemv, beta_pass);
+  bool intel = nrt_kernels_host_blas() == NRT_HOST_BLAS_INTEL_AVX512;
+  bool beta_pass = !aten_loop && !intel;
+  // One column of C from a row-major 'a' of two or more rows: MKL's AVX-512
+  // cgemv/zgemv 't' sums each row in one zmm of lanes, then in halves
+  // (20101-2248090: +-1e18 j products that cancel there absorb the row's
+  // small terms, where a sum in k order keeps them)
+  int lanes = 0;
+  if (!aten_loop && intel && path == NRT_CGEMM_ALPHA_AFTER) {
+    BlasShape s;
+    bool g;
+    (void)cpu_complex_mm_path(c.select(0, 0), a.select(0, 0), b.select(0, 0), &g, false, &s);
+    if (s.n == 1 && s.m >= 2 && s.ta) lanes = a.scalar_type() == at::kComplexFloat ? 8 : 4;
+  }
+  launch_cgemm(c, a, b, bias, alpha, beta, path, gemv, beta_pass, lanes);
 }
 
 // The CGEMM kernel with the CPU path `path` (nrt_cgemm_alpha); gemv: a
 // beta == 1 bias is added as is after an alpha-scaled sum; blas: MKL's
 // gemm loops, which scale the bias by beta in a pass of their own first.
 void launch_cgemm(const Tensor &c, const Tensor &a, const Tensor &b, const Tensor &bias, const Scalar &alpha,
-                  const Scalar &beta, int path, bool gemv, bool blas) {
+                  const Scalar &beta, int path, bool gemv, bool blas, int lanes) {
   Tensor ar = a.resolve_conj().resolve_neg(), br = b.resolve_conj().resolve_neg();
   // an out= that shares memory with A or B gets the result after the
   // launch (the kernel stores each element once it has read its row and
@@ -229,6 +241,7 @@ void launch_cgemm(const Tensor &c, const Tensor &a, const Tensor &b, const Tenso
   d.params[1] = at::has_internal_overlap(out) == at::MemOverlap::Yes;
   d.params[2] = gemv;
   d.params[3] = blas && !gemv;
+  d.aux[0] = lanes;
   enqueue(c.device().index(), d);  // as is: CGEMM reads complex operands itself
   if (aliased) c.copy_(out);
 }

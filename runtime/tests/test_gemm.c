@@ -385,8 +385,8 @@ static void test_gemm_bf16_store_rounding(void) {
  * placement, the plain sum for ALPHA_NONE), then where an infinity turns
  * into NaN: (1 + i) * (inf + 0i) = inf + inf i kept by the plain sum and by
  * alpha on A, made NaN + NaN i by alpha (even 1) times the sum or times B. */
-static void cgemm_run(int mode, const float *a, const float *b, const float *bias, float ar, float br, float *c,
-                      int64_t m, int64_t n, int64_t k) {
+static nrt_status cgemm_try(int mode, const float *a, const float *b, const float *bias, float ar, float br, float *c,
+                            int64_t m, int64_t n, int64_t k, int lanes) {
   nrt_launch l;
   memset(&l, 0, sizeof l);
   l.op = NRT_OP(CGEMM);
@@ -402,7 +402,12 @@ static void cgemm_run(int mode, const float *a, const float *b, const float *bia
   l.operands[1] = (nrt_operand){.data = (void *)a, .dtype = NRT_COMPLEX64, .strides = {0, k * 8, 8}};
   l.operands[2] = (nrt_operand){.data = (void *)b, .dtype = NRT_COMPLEX64, .strides = {0, n * 8, 8}};
   if (bias) l.operands[3] = (nrt_operand){.data = (void *)bias, .dtype = NRT_COMPLEX64, .strides = {0, n * 8, 8}};
-  CHECK_OK(nrt_launch_run(&l));
+  l.aux[0] = lanes;
+  return nrt_launch_run(&l);
+}
+static void cgemm_run(int mode, const float *a, const float *b, const float *bias, float ar, float br, float *c,
+                      int64_t m, int64_t n, int64_t k) {
+  CHECK_OK(cgemm_try(mode, a, b, bias, ar, br, c, m, n, k, 0));
 }
 
 static void test_cgemm_alpha_placement(void) {
@@ -422,6 +427,27 @@ static void test_cgemm_alpha_placement(void) {
   }
 }
 
+/* CGEMM aux[0]: one column's sum in 8 lanes (k % 8), then halves, as MKL's
+ * AVX-512 cgemv 't'. Row [B, 0, 0, 0, 1, 0, 0, 0, -B, ...] with B = 1e18:
+ * lane 0 cancels to 0 and lane 4 keeps the 1 (in k order B + 1 absorbs it:
+ * 0); with the 1 and -B swapped, lane 0 absorbs the 1 and halves cancel
+ * the lanes (in k order: 1). Other lane counts are refused. */
+static void test_cgemm_gemv_lanes(void) {
+  const float B = 1e18f, x[24] = {1, 0, 1, 0, 1, 0, 1, 0, 1, 0, 1, 0, 1, 0, 1, 0, 1, 0, 1, 0, 1, 0, 1, 0};
+  float a[24] = {0}, c[2];
+  a[0] = B, a[8] = 1, a[16] = -B;
+  for (int lanes = 0; lanes <= 8; lanes += 8) {
+    CHECK_OK(cgemm_try(NRT_CGEMM_ALPHA_AFTER, a, x, NULL, 1.0f, 0.0f, c, 1, 1, 12, lanes));
+    CHECK(c[0] == (lanes ? 1.0f : 0.0f) && c[1] == 0.0f);
+  }
+  a[8] = -B, a[16] = 1;
+  for (int lanes = 0; lanes <= 8; lanes += 8) {
+    CHECK_OK(cgemm_try(NRT_CGEMM_ALPHA_AFTER, a, x, NULL, 1.0f, 0.0f, c, 1, 1, 12, lanes));
+    CHECK(c[0] == (lanes ? 0.0f : 1.0f) && c[1] == 0.0f);
+  }
+  CHECK(cgemm_try(NRT_CGEMM_ALPHA_AFTER, a, x, NULL, 1.0f, 0.0f, c, 1, 1, 12, 3) == NRT_ERROR_INVALID_ARGUMENT);
+  CHECK(cgemm_try(NRT_CGEMM_ALPHA_A, a, x, NULL, 1.0f, 0.0f, c, 1, 1, 12, 8) == NRT_ERROR_INVALID_ARGUMENT);
+}
 
 /* GEMM's plain-loop orders (p0): each product rounded before it is added,
  * so 0.3127 * 3e38 - 0.3127 * 3e38 cancels to exactly 0 (a fused
@@ -736,6 +762,7 @@ int main(void) {
   RUN_TEST(test_gemm_direct_operands);
   RUN_TEST(test_gemm_bf16_store_rounding);
   RUN_TEST(test_cgemm_alpha_placement);
+  RUN_TEST(test_cgemm_gemv_lanes);
   RUN_TEST(test_gemm_loop_orders);
   RUN_TEST(test_gemm_reduced_loop_orders);
   RUN_TEST(test_gemm_sgemv_t);

@@ -26,7 +26,9 @@ typedef enum nrt_cgemm_alpha {
   NRT_CGEMM_ALPHA_B = 3,     /* C = beta * bias, then += a_k * (alpha * b_k) */
 } nrt_cgemm_alpha; /* p1 != 0: C aliases itself, computed in order on one thread;
                      p2 != 0: ALPHA_AFTER adds the bias as is for beta == 1;
-                     p3 != 0: ALPHA_AFTER adds 1 * (beta * bias) for beta != 1 */
+                     p3 != 0: ALPHA_AFTER adds 1 * (beta * bias) for beta != 1;
+                     aux[0] > 0: one column's sum in that many lanes, then
+                     halves (MKL's AVX-512 gemv 't'; kernels/gemm/cgemm.c) */
 
 /* GEMM p0: how the sum is formed. PACKED: the packed micro-kernels (fused
  * multiply-adds over k blocks, bias added to the finished sum). The others
