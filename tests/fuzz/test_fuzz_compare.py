@@ -12,7 +12,7 @@ FUZZ_DIR = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.
 if FUZZ_DIR not in sys.path:
     sys.path.insert(0, FUZZ_DIR)
 
-from fuzz_compare import rescued_by_f32  # noqa: E402
+from fuzz_compare import rescued_by_f32, rescued_by_f64  # noqa: E402
 
 F64 = torch.float64
 
@@ -58,3 +58,24 @@ def test_float32_results_are_not_judged_by_the_float64_rule():
 def test_nan_on_one_side_only_is_refused():
     dev, cpu, r32 = _sides([float("nan")], [1.0], [float("inf")])
     assert not rescued_by_f32(dev, cpu, r32, ["grad0"], acc=False)
+
+
+def _sides32(dev, cpu, ref64):
+    return ({"grad1": torch.tensor(dev)}, {"grad1": torch.tensor(cpu)}, {"grad1": torch.tensor(ref64, dtype=F64)})
+
+
+def test_ill_conditioned_float32_a_few_cpu_errors_off_is_accepted():
+    # 20101-1781624's shape: a key gradient next to values of 3e38, 0 - 2e21 exactly; the CPU's float32
+    # order leaves 2.5e30, neuron's -5.1e30
+    dev, cpu, ref = _sides32([-5.07e30, 1.0], [2.54e30, 1.0], [-2.36e21, 1.0])
+    assert rescued_by_f64(dev, cpu, ref, ["grad1"], acc=True)
+    dev, cpu, ref = _sides32([-1.2e31, 1.0], [2.54e30, 1.0], [-2.36e21, 1.0])
+    assert not rescued_by_f64(dev, cpu, ref, ["grad1"], acc=True)
+
+
+def test_slack_only_where_the_cpu_itself_is_beyond_tolerance():
+    # the CPU within float32 tolerance of float64 (8e-6 off 0 with atol 1e-5): the device must be too
+    dev, cpu, ref = _sides32([3e-5], [8e-6], [0.0])
+    assert not rescued_by_f64(dev, cpu, ref, ["grad1"], acc=False)
+    dev, cpu, ref = _sides32([3e-5], [1.2e-5], [0.0])
+    assert rescued_by_f64(dev, cpu, ref, ["grad1"], acc=False)
