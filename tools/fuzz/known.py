@@ -519,12 +519,16 @@ KNOWN: list[Group] = [
           "(18004); the 20-minute run 18201 (2.56M cases, before sgemv 't'): 10, 7 of them agree since. "
           "Session 19: float32 torch.dot follows MKL's AVX-512 sdot there (kernels/gemm/sdot.c: 16-lane "
           "accumulators, four from 64 elements, fused; strided: 4 lanes and a pairwise tail), 18201-910074 "
-          "agrees."),
+          "agrees. Session 21: complex mm/addmm with one output column from a row-major matrix of 2+ rows "
+          "sums each row in MKL's cgemv/zgemv 't' lanes there (8 complex64 / 4 complex128, then halves; "
+          "20101-2248090 agrees); complex mv/addmv's own gemv order is not followed."),
     Group("edge-magnitude-conv", ("conv",), VAL, fill("edge"),
           "Convolutions with inputs near the dtype's limits where the CPU's own order decides. Launches whose "
           "sums could pass FLT_MAX run neuron's loop nest in double in the CPU's float64 (im2col) grouping, "
           "which the CPU's float32 result or the float64 re-check accepts almost always (seed 501: 26 -> 2 "
-          "of 42k cases); left: oneDNN's direct kernels skip taps in the zero padding (an inf weight or output "
+          "of 42k cases); the forward's bias goes where the float64 GEMM adds it (on Intel AVX-512 hosts "
+          "first for one or two output channels per group, after the products from three; 20101-1041488 "
+          "agrees; AMD: first); left: a single output pixel (the GEMV's lanes, not followed), oneDNN's direct kernels skip taps in the zero padding (an inf weight or output "
           "gradient there: the CPU finite, float64 and neuron NaN), oneDNN's float32 order overflows or "
           "cancels huge terms unlike float64 where the re-check does not settle it, and float16 products of "
           "+-65504 cancel in float32 in another order (not rerouted: real float16 data reach such products)."),
