@@ -155,7 +155,8 @@ KNOWN: list[Group] = [
           "'Output size is too small' (seed 15101: 14 cases). neuron raises as float32 does."),
     Group("cpu-bug-conv-16bit-dilated-segfault", ("conv",), ("crash",),
           all_of(fn("F.conv1d", "F.conv2d", "F.conv3d", "F.conv_transpose1d", "F.conv_transpose2d",
-                    "F.conv_transpose3d"), in_dtype("bfloat16", "float16"), kwarg("dilation"),
+                    "F.conv_transpose3d"), any_of(in_dtype("bfloat16", "float16"), layout("channels_last")),
+                 kwarg("dilation"),
                  lambda c, r: r.get("detail", {}).get("side") == "cpu"),
           "CPU bug (Intel AVX-512 hosts): the backward of a bfloat16 conv3d with dilation=2 and padding=1 "
           "(input [2, 3, 1, 1, 4], weight [3, 2, 3, 2, 2], groups by the channel count) segfaults inside the "
@@ -163,7 +164,8 @@ KNOWN: list[Group] = [
           "the CPU alone). A float16 conv1d with dilation=2, stride=2, padding=1 and groups=2 segfaults already "
           "in the CPU's forward (161803398-517630: 4 cases of that run, reproduced on the CPU alone); bfloat16 "
           "conv_transpose2d/3d with dilation=2 likewise (161803398-1017376, -2135822; the pool records the CPU "
-          "side)."),
+          "side). float32 too where an operand is channels-last: conv2d of a [2, 2, 3, 1] input with a channels-last "
+          "[3, 2, 3, 1] weight, stride=2, padding=1, dilation=2 segfaults on the CPU alone, every run (21101-3595)."),
     Group("cpu-bug-baddbmm-16bit-self-expanded-within-entry", ("addmm",), DEV_RJ + ("crash",),
           all_of(fn("Tensor.baddbmm_"), in_dtype("float16", "bfloat16"), _bmm_over_16_cubed,
                  any_of(dev_msg("single memory location"), lambda c, r: r.get("detail", {}).get("side") == "cpu")),
