@@ -1191,3 +1191,20 @@ def test_complex_mm_one_column_takes_mkls_gemv_lanes(dtype, big, k):
     got = torch.mm(a.neuron(), x.neuron()).cpu()
     assert torch.equal(got, want), int((got != want).sum())
     assert_no_fallbacks()
+
+
+# A 1 x 1 complex product whose 'b' counts as transposed (a strided 1 x 1 view,
+# row stride 2) scales 'a' by alpha on Intel AVX-512 hosts for every k, k = 1
+# too: (0.56 - 0.38i) (-inf - i) is -inf + inf i there, where alpha times the
+# sum makes NaN + NaN i (21101-1726015).
+@pytest.mark.parametrize("k", [1, 2])
+@pytest.mark.parametrize("row_stride", [1, 2, 3])
+def test_complex_1x1_mm_places_alpha_as_mkl_does(k, row_stride):
+    a = torch.tensor([[complex(0.5554518, -0.3767319)] * k], dtype=torch.complex64)
+    base = torch.zeros(8, dtype=torch.complex64)
+    base[0], base[row_stride] = complex(float("-inf"), -1.0), complex(-0.0, float("inf"))
+    b = base.as_strided((k, 1), (row_stride, 1))
+    want = torch.view_as_real(torch.mm(a, b))
+    got = torch.view_as_real(torch.mm(a.neuron(), b.neuron()).cpu())
+    assert torch.equal(got.isnan(), want.isnan()) and torch.equal(got.nan_to_num(), want.nan_to_num()), (got, want)
+    assert_no_fallbacks()

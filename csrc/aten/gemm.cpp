@@ -131,7 +131,8 @@ int cpu_complex_mm_path(const Tensor &c, const Tensor &a, const Tensor &b, bool 
     // sums then scales, 'a' not transposed scales 'b', as does k == 1.
     // One column of C (n == 1, any k) follows 'a' the same way; one row
     // (m == 1) scales 'a' if 'b' is transposed, else sums then scales, as
-    // does a 1 x 1 result unless k >= 2 and 'b' is transposed (then 'a').
+    // does a 1 x 1 result unless 'b' is transposed (then 'a', any k: 21101-1726015,
+    // k = 1 with a strided 1 x 1 'b').
     // The vector cases were probed with every stride ATen tells apart
     // (a unit leading dimension makes a vector count as transposed).
     // With a bias added as is (beta == 1) cgemm takes a small kernel of
@@ -139,7 +140,7 @@ int cpu_complex_mm_path(const Tensor &c, const Tensor &a, const Tensor &b, bool 
     // alpha (zgemm splits otherwise there, not followed). The loops' bias: as is
     // for beta == 1 in a single column (n == 1), else times beta (a
     // complex product even for 1).
-    if (m == 1 && n == 1) return k == 1 || !tb ? NRT_CGEMM_ALPHA_AFTER : on_a;
+    if (m == 1 && n == 1) return !tb ? NRT_CGEMM_ALPHA_AFTER : on_a;
     if (m == 1) {
       *gemv = true;
       return tb ? on_a : NRT_CGEMM_ALPHA_AFTER;
