@@ -1174,9 +1174,12 @@ def test_baddbmm_inplace_self_expanded_over_the_batch(dtype, shape):
 # apart, every triple of positions agrees with the CPU bit for bit
 # (20101-2248090: +-1e18 j products that cancel absorbed the row's small
 # terms on the CPU, where neuron's sum in k order kept them).
+# The same kernel serves x @ W^T and F.linear of a vector (one row of C, which
+# BLAS computes transposed: 21101-26107).
 @pytest.mark.parametrize("dtype,big", [(torch.complex64, 1e18), (torch.complex128, 2.0 ** 60)])
 @pytest.mark.parametrize("k", [7, 12, 20])
-def test_complex_mm_one_column_takes_mkls_gemv_lanes(dtype, big, k):
+@pytest.mark.parametrize("form", ["mm", "linear"])
+def test_complex_mm_one_column_takes_mkls_gemv_lanes(dtype, big, k, form):
     rows = []
     for p in range(k):
         for q in range(p + 1, k):
@@ -1187,8 +1190,11 @@ def test_complex_mm_one_column_takes_mkls_gemv_lanes(dtype, big, k):
                     rows.append(row)
     a = torch.stack(rows)
     x = torch.ones(k, 1, dtype=dtype)
-    want = torch.mm(a, x)
-    got = torch.mm(a.neuron(), x.neuron()).cpu()
+
+    def run(a, x):
+        return torch.mm(a, x) if form == "mm" else F.linear(x.expand(k, 4)[:, 0], a)
+    want = run(a, x)
+    got = run(a.neuron(), x.neuron()).cpu()
     assert torch.equal(got, want), int((got != want).sum())
     assert_no_fallbacks()
 

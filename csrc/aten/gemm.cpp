@@ -196,7 +196,9 @@ void complex_gemm(const Tensor &c, const Tensor &a, const Tensor &b, const Tenso
   // AVX-512 ones multiply it in place (measured, cpu_complex_mm_path)
   bool intel = nrt_kernels_host_blas() == NRT_HOST_BLAS_INTEL_AVX512;
   bool beta_pass = !aten_loop && !intel;
-  // One column of C from a row-major 'a' of two or more rows: MKL's AVX-512
+  // One column of BLAS's C (one row of ours where BLAS computes C^T, as
+  // for x @ W^T and F.linear of a vector) from a row-major 'a' of two or
+  // more rows: MKL's AVX-512
   // cgemv/zgemv 't' sums each row in one zmm of lanes, then in halves
   // (20101-2248090: +-1e18 j products that cancel there absorb the row's
   // small terms, where a sum in k order keeps them)

@@ -27,7 +27,7 @@ typedef enum nrt_cgemm_alpha {
 } nrt_cgemm_alpha; /* p1 != 0: C aliases itself, computed in order on one thread;
                      p2 != 0: ALPHA_AFTER adds the bias as is for beta == 1;
                      p3 != 0: ALPHA_AFTER adds 1 * (beta * bias) for beta != 1;
-                     aux[0] > 0: one column's sum in that many lanes, then
+                     aux[0] > 0: each output's sum in that many lanes, then
                      halves (MKL's AVX-512 gemv 't'; kernels/gemm/cgemm.c) */
 
 /* GEMM p0: how the sum is formed. PACKED: the packed micro-kernels (fused

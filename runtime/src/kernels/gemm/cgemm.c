@@ -42,7 +42,7 @@ typedef struct cgemm_job {
   bool bias, beta_one_as_is, beta_pass;
 } cgemm_job;
 
-/* aux[0] (ALPHA_AFTER / NONE, one column): sum the products in this many
+/* aux[0] (ALPHA_AFTER / NONE): sum each output's products in this many
  * lanes (k % lanes, each in k order) and reduce them in halves (x + h for
  * h = lanes / 2 .. 1), as MKL's AVX-512 cgemv/zgemv 't' does in one zmm of
  * 8 complex64 or 4 complex128 values (probed on an Intel Xeon with +-1e18
@@ -83,21 +83,23 @@ typedef struct cgemm_job {
       }                                                                                                     \
     }                                                                                                       \
     const int64_t sj = B->strides[2];                                                                       \
-    if (nj == 1 && jb->lanes) { /* MKL's gemv 't': lane k % lanes, then halves */                          \
-      T lr[CGEMM_MAX_LANES] = {0}, li[CGEMM_MAX_LANES] = {0};                                               \
-      for (int64_t k = 0; k < jb->K; k++) {                                                                 \
-        const T *x = (const T *)AT(A, b, i, k), *y = (const T *)AT(B, b, k, j0);                            \
-        int q = (int)(k % jb->lanes);                                                                       \
-        lr[q] += x[0] * y[0] - x[1] * y[1];                                                                 \
-        li[q] += x[0] * y[1] + x[1] * y[0];                                                                 \
-      }                                                                                                     \
-      for (int h = jb->lanes / 2; h >= 1; h /= 2)                                                           \
-        for (int q = 0; q < h; q++) {                                                                       \
-          lr[q] += lr[q + h];                                                                               \
-          li[q] += li[q + h];                                                                               \
+    if (jb->lanes) { /* MKL's gemv 't' per element: lane k % lanes, then halves */                          \
+      for (int64_t j = 0; j < nj; j++) {                                                                    \
+        T lr[CGEMM_MAX_LANES] = {0}, li[CGEMM_MAX_LANES] = {0};                                             \
+        for (int64_t k = 0; k < jb->K; k++) {                                                               \
+          const T *x = (const T *)AT(A, b, i, k), *y = (const T *)AT(B, b, k, j0 + j);                      \
+          int q = (int)(k % jb->lanes);                                                                     \
+          lr[q] += x[0] * y[0] - x[1] * y[1];                                                               \
+          li[q] += x[0] * y[1] + x[1] * y[0];                                                               \
         }                                                                                                   \
-      sr[0] = lr[0];                                                                                        \
-      si[0] = li[0];                                                                                        \
+        for (int h = jb->lanes / 2; h >= 1; h /= 2)                                                         \
+          for (int q = 0; q < h; q++) {                                                                     \
+            lr[q] += lr[q + h];                                                                             \
+            li[q] += li[q + h];                                                                             \
+          }                                                                                                 \
+        sr[j] = lr[0];                                                                                      \
+        si[j] = li[0];                                                                                      \
+      }                                                                                                     \
     } else if (nj == 1) { /* one column (matrix-vector): the sums in registers */                           \
       T r = sr[0], m = si[0];                                                                               \
       for (int64_t k = 0; k < jb->K; k++) {                                                                 \
@@ -118,7 +120,7 @@ typedef struct cgemm_job {
       sr[0] = r;                                                                                            \
       si[0] = m;                                                                                            \
     }                                                                                                       \
-    for (int64_t k = 0; nj > 1 && k < jb->K; k++) {                                                         \
+    for (int64_t k = 0; nj > 1 && !jb->lanes && k < jb->K; k++) {                                           \
       const T *x = (const T *)AT(A, b, i, k);                                                               \
       T xr = x[0], xi = x[1];                                                                               \
       if (jb->mode == NRT_CGEMM_ALPHA_A) {                                                                  \
