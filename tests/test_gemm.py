@@ -1214,3 +1214,33 @@ def test_complex_1x1_mm_places_alpha_as_mkl_does(k, row_stride):
     got = torch.view_as_real(torch.mm(a.neuron(), b.neuron()).cpu())
     assert torch.equal(got.isnan(), want.isnan()) and torch.equal(got.nan_to_num(), want.nan_to_num()), (got, want)
     assert_no_fallbacks()
+
+
+# Complex bmm/baddbmm from 400 multiply-adds per entry with k == 1, each entry
+# contiguous or transposed and the result contiguous: ATen hands the batch to
+# MKL's batched cgemm, which on Intel AVX-512 hosts puts alpha on batch2 (no
+# multiply for 1, a sign flip for -1) and adds the bias as is for beta == 1:
+# (-1e18 - inf i) (-3 + 0i) is NaN + inf i there, not NaN + NaN i
+# (21101-1807477).
+@pytest.mark.parametrize("alpha,beta", [(1.0, None), (-1.0, None), (2.0, 0.5), (complex(0.5, 1), 1.0)])
+@pytest.mark.parametrize("transposed", [False, True])
+def test_complex_bmm_k1_takes_mkls_batched_path(alpha, beta, transposed):
+    vals = [complex(float("-inf"), -1), complex(-0.0, float("inf")), complex(-1e18, float("-inf")),
+            complex(0.55, -0.37), complex(-3, 0), complex(0, 2)]
+    g = torch.Generator().manual_seed(5)
+
+    def pick(*shape):
+        idx = torch.randint(len(vals), shape, generator=g)
+        return torch.tensor(vals, dtype=torch.complex64)[idx]
+    a = pick(3, 20, 1)
+    b = pick(3, 20, 1).transpose(1, 2) if transposed else pick(3, 1, 20)
+    s = pick(3, 20, 20)
+
+    def run(a, b, s):
+        if beta is None:
+            return torch.bmm(a, b) if alpha == 1.0 else torch.baddbmm(s, a, b, beta=0, alpha=alpha)
+        return torch.baddbmm(s, a, b, beta=beta, alpha=alpha)
+    want = torch.view_as_real(run(a, b, s))
+    got = torch.view_as_real(run(a.neuron(), b.neuron(), s.neuron()).cpu())
+    assert torch.equal(got.isnan(), want.isnan()) and torch.equal(got.nan_to_num(), want.nan_to_num())
+    assert_no_fallbacks()

@@ -145,6 +145,7 @@ HOST_BLAS_GAPS: dict[str, tuple[str, str]] = {
     "test_gemm.py::test_float32_dot_takes_mkls_sdot_order": _INTEL_GEMM,
     "test_gemm.py::test_complex_mm_one_column_takes_mkls_gemv_lanes": _INTEL_GEMM,
     "test_gemm.py::test_complex_1x1_mm_places_alpha_as_mkl_does": _INTEL_GEMM,
+    "test_gemm.py::test_complex_bmm_k1_takes_mkls_batched_path": _INTEL_GEMM,
     "test_conv.py::test_conv_bias_place_near_the_float_limits_follows_the_cpus_gemm": (
         "intel-avx512", "gap: where the float64 im2col GEMM adds a convolution's bias (first for one or two "
                         "output channels, last from three) was probed on an Intel AVX-512 host; on AMD (Zen) "
