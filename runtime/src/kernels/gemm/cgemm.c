@@ -87,9 +87,21 @@ typedef struct cgemm_job {
     if (jb->lanes) { /* MKL's gemv 't' per element: lane k % lanes, then halves */                          \
       for (int64_t j = 0; j < nj; j++) {                                                                    \
         T lr[CGEMM_MAX_LANES] = {0}, li[CGEMM_MAX_LANES] = {0};                                             \
-        for (int64_t k = 0; k < jb->K; k++) {                                                               \
-          const T *x = (const T *)AT(A, b, i, k), *y = (const T *)AT(B, b, k, j0 + j);                      \
-          int q = (int)(k % jb->lanes);                                                                     \
+        const int L = jb->lanes;                                                                            \
+        const char *xa = AT(A, b, i, 0), *yb = AT(B, b, 0, j0 + j);                                         \
+        const int64_t xs = A->strides[2], ys = B->strides[1];                                               \
+        int64_t k = 0;                                                                                      \
+        if (xs == 2 * (int64_t)sizeof(T) && ys == xs) { /* unit strides: whole rows of lanes vectorise */   \
+          const T *x = (const T *)xa, *y = (const T *)yb;                                                   \
+          for (; k + L <= jb->K; k += L)                                                                    \
+            for (int q = 0; q < L; q++) {                                                                   \
+              lr[q] += x[2 * (k + q)] * y[2 * (k + q)] - x[2 * (k + q) + 1] * y[2 * (k + q) + 1];           \
+              li[q] += x[2 * (k + q)] * y[2 * (k + q) + 1] + x[2 * (k + q) + 1] * y[2 * (k + q)];           \
+            }                                                                                               \
+        }                                                                                                   \
+        for (; k < jb->K; k++) { /* lane k % L, in k order */                                               \
+          const T *x = (const T *)(xa + k * xs), *y = (const T *)(yb + k * ys);                             \
+          int q = (int)(k % L);                                                                             \
           lr[q] += x[0] * y[0] - x[1] * y[1];                                                               \
           li[q] += x[0] * y[1] + x[1] * y[0];                                                               \
         }                                                                                                   \
