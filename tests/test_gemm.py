@@ -1222,9 +1222,12 @@ def test_complex_1x1_mm_places_alpha_as_mkl_does(k, row_stride):
 # multiply for 1, a sign flip for -1) and adds the bias as is for beta == 1:
 # (-1e18 - inf i) (-3 + 0i) is NaN + inf i there, not NaN + NaN i
 # (21101-1807477).
+# (400, 1): one output column per entry, which alone would take the gemv
+# lanes; the batched path has a single product per entry and takes none.
 @pytest.mark.parametrize("alpha,beta", [(1.0, None), (-1.0, None), (2.0, 0.5), (complex(0.5, 1), 1.0)])
 @pytest.mark.parametrize("transposed", [False, True])
-def test_complex_bmm_k1_takes_mkls_batched_path(alpha, beta, transposed):
+@pytest.mark.parametrize("m,n", [(20, 20), (400, 1)])
+def test_complex_bmm_k1_takes_mkls_batched_path(alpha, beta, transposed, m, n):
     vals = [complex(float("-inf"), -1), complex(-0.0, float("inf")), complex(-1e18, float("-inf")),
             complex(0.55, -0.37), complex(-3, 0), complex(0, 2)]
     g = torch.Generator().manual_seed(5)
@@ -1232,9 +1235,9 @@ def test_complex_bmm_k1_takes_mkls_batched_path(alpha, beta, transposed):
     def pick(*shape):
         idx = torch.randint(len(vals), shape, generator=g)
         return torch.tensor(vals, dtype=torch.complex64)[idx]
-    a = pick(3, 20, 1)
-    b = pick(3, 20, 1).transpose(1, 2) if transposed else pick(3, 1, 20)
-    s = pick(3, 20, 20)
+    a = pick(3, m, 1)
+    b = pick(3, n, 1).transpose(1, 2) if transposed else pick(3, 1, n)
+    s = pick(3, m, n)
 
     def run(a, b, s):
         if beta is None:

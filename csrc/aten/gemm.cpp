@@ -172,24 +172,25 @@ int cpu_complex_mm_path(const Tensor &c, const Tensor &a, const Tensor &b, bool 
 // The CPU's path for a batched product (bmm_out_or_baddbmm_): ATen's own
 // loop below 400 multiply-adds per batch entry (the plain sum for bmm,
 // alpha * sum + beta * self for baddbmm), else the 2-d choice per entry.
+// shape: BLAS's view of an entry, where the 2-d choice is made.
 int cpu_complex_path(const Tensor &c, const Tensor &a, const Tensor &b, bool batched, bool has_self, bool *gemv,
-                     bool bias_beta_one) {
+                     bool bias_beta_one, BlasShape *shape) {
   *gemv = false;
   if (batched && a.size(1) * a.size(2) * b.size(2) < 400)
     return has_self ? NRT_CGEMM_ALPHA_AFTER : NRT_CGEMM_ALPHA_NONE;
-  return cpu_complex_mm_path(c.select(0, 0), a.select(0, 0), b.select(0, 0), gemv, false, nullptr, bias_beta_one);
+  return cpu_complex_mm_path(c.select(0, 0), a.select(0, 0), b.select(0, 0), gemv, false, shape, bias_beta_one);
 }
 
 // Complex C = A @ B with alpha/beta where the CPU's path puts them: its
 // BLAS kernel as four real GEMMs, its other loops in the CGEMM kernel.
 void launch_cgemm(const Tensor &c, const Tensor &a, const Tensor &b, const Tensor &bias, const Scalar &alpha,
-                  const Scalar &beta, int path, bool gemv, bool blas = false, int lanes = 0,
-                  bool unscaled = false);
+                  const Scalar &beta, int path, bool gemv, bool blas = false, int lanes = 0);
 void complex_gemm(const Tensor &c, const Tensor &a, const Tensor &b, const Tensor &bias, const Scalar &alpha,
                   const Scalar &beta, bool batched, bool has_self) {
   bool gemv;
+  BlasShape s{};  // set where the 2-d choice is made (not ATen's small-batch loop)
   bool beta_one = !beta.isComplex() ? beta.toDouble() == 1.0 : beta.toComplexDouble() == c10::complex<double>(1, 0);
-  int path = cpu_complex_path(c, a, b, batched, has_self, &gemv, bias.defined() && beta_one);
+  int path = cpu_complex_path(c, a, b, batched, has_self, &gemv, bias.defined() && beta_one, &s);
   if (path < 0)
     return complex_gemm_blas(c, a, b, bias, alpha, beta, path == CX_BLAS_ALPHA_B, path == CX_BLAS_ALPHA_AFTER);
   bool aten_loop = batched && a.size(1) * a.size(2) * b.size(2) < 400;
@@ -197,45 +198,41 @@ void complex_gemm(const Tensor &c, const Tensor &a, const Tensor &b, const Tenso
   // AVX-512 ones multiply it in place (measured, cpu_complex_mm_path)
   bool intel = nrt_kernels_host_blas() == NRT_HOST_BLAS_INTEL_AVX512;
   bool beta_pass = !aten_loop && !intel;
-  // One column of BLAS's C (one row of ours where BLAS computes C^T, as
-  // for x @ W^T and F.linear of a vector) from a row-major 'a' of two or
-  // more rows: MKL's AVX-512
-  // cgemv/zgemv 't' sums each row in one zmm of lanes, then in halves
-  // (20101-2248090: +-1e18 j products that cancel there absorb the row's
-  // small terms, where a sum in k order keeps them)
-  int lanes = 0;
-  if (!aten_loop && intel && path == NRT_CGEMM_ALPHA_AFTER) {
-    BlasShape s;
-    bool g;
-    (void)cpu_complex_mm_path(c.select(0, 0), a.select(0, 0), b.select(0, 0), &g, false, &s);
-    if (s.n == 1 && s.m >= 2 && s.ta) lanes = a.scalar_type() == at::kComplexFloat ? 8 : 4;
-  }
   // ATen's _baddbmm_mkl_ (from 400 multiply-adds per entry, each entry
   // contiguous or transposed, the result contiguous) hands the batch to
-  // MKL's batched cgemm, which takes k == 1 its own way on Intel AVX-512
-  // hosts: alpha on our b, no multiply for alpha == 1, the bias as is for
-  // beta == 1 (21101-1807477: (-1e18 - inf i) (-3 + 0i) is NaN + inf i
-  // there, NaN + NaN i through the per-entry cgemm's alpha; 576 random
-  // edge-valued batches of four layouts, alpha 1 / 2 / 0.5 + i / -1 and
-  // beta none / 1 / 0.5 agree)
+  // MKL's batched cgemm, which on Intel AVX-512 hosts takes its blocked
+  // kernel for k == 1 too, where m >= 2 and n >= 4 (the per-entry cgemm
+  // takes its k == 1 loop there; probed: 14 shapes up to 400 x 1 x 1, the
+  // blocked kernel exactly where m >= 2, n >= 4): 21101-1807477's
+  // (-1e18 - inf i) (-3 + 0i) is NaN + inf i there, not NaN + NaN i
+  // (576 random edge-valued batches of four layouts, alpha 1 / 2 /
+  // 0.5 + i / -1 and beta none / 1 / 0.5 agree).
   auto item_ok = [](const Tensor &t) {
     return (t.stride(2) == 1 && t.stride(1) == t.size(2)) || (t.stride(1) == 1 && t.stride(2) == t.size(1));
   };
-  if (batched && !aten_loop && intel && a.size(2) == 1 && item_ok(a) && item_ok(b) && c.is_contiguous()) {
-    // alpha == -1 negates (sign flips, no complex product), as for 1
-    bool minus_one = !alpha.isComplex() ? alpha.toDouble() == -1.0
-                                        : alpha.toComplexDouble() == c10::complex<double>(-1, 0);
-    return launch_cgemm(c, a, minus_one ? b.neg() : b, bias, minus_one ? Scalar(1.0) : alpha, beta,
-                        NRT_CGEMM_ALPHA_B, gemv, beta_pass, lanes, true);
-  }
-  launch_cgemm(c, a, b, bias, alpha, beta, path, gemv, beta_pass, lanes);
+  bool mkl_batch = batched && !aten_loop && intel && item_ok(a) && item_ok(b) && c.is_contiguous();
+  if (mkl_batch && a.size(2) == 1 && s.m >= 2 && s.n >= 4)
+    return complex_gemm_blas(c, a, b, bias, alpha, beta, s.tc, false);
+  // Nor does the batched path add a beta == 1 bias as is in one column,
+  // as the per-entry gemv does: it multiplies, (1 + 0i) (-0 + inf i) is
+  // NaN + inf i (baddbmm of 400 x 1 x 1 entries, alpha 1 and 0.5 + i: 5 of 5
+  // random edge-valued batches agree, 0 before)
+  if (mkl_batch) gemv = false;
+  // One column of BLAS's C (one row of ours where BLAS computes C^T, as
+  // for x @ W^T and F.linear of a vector) from a row-major 'a' of two or
+  // more rows: MKL's AVX-512 cgemv/zgemv 't' sums each row in one zmm of
+  // lanes, then in halves (20101-2248090: +-1e18 j products that cancel
+  // there absorb the row's small terms, where a sum in k order keeps them)
+  bool lanes = !aten_loop && intel && path == NRT_CGEMM_ALPHA_AFTER && s.n == 1 && s.m >= 2 && s.ta;
+  launch_cgemm(c, a, b, bias, alpha, beta, path, gemv, beta_pass,
+               lanes ? (a.scalar_type() == at::kComplexFloat ? 8 : 4) : 0);
 }
 
 // The CGEMM kernel with the CPU path `path` (nrt_cgemm_alpha); gemv: a
 // beta == 1 bias is added as is after an alpha-scaled sum; blas: MKL's
 // gemm loops, which scale the bias by beta in a pass of their own first.
 void launch_cgemm(const Tensor &c, const Tensor &a, const Tensor &b, const Tensor &bias, const Scalar &alpha,
-                  const Scalar &beta, int path, bool gemv, bool blas, int lanes, bool unscaled) {
+                  const Scalar &beta, int path, bool gemv, bool blas, int lanes) {
   Tensor ar = a.resolve_conj().resolve_neg(), br = b.resolve_conj().resolve_neg();
   // an out= that shares memory with A or B gets the result after the
   // launch (the kernel stores each element once it has read its row and
@@ -264,7 +261,6 @@ void launch_cgemm(const Tensor &c, const Tensor &a, const Tensor &b, const Tenso
   d.params[2] = gemv;
   d.params[3] = blas && !gemv;
   d.aux[0] = lanes;
-  d.aux[1] = unscaled;
   enqueue(c.device().index(), d);  // as is: CGEMM reads complex operands itself
   if (aliased) c.copy_(out);
 }

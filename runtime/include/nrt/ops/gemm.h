@@ -28,9 +28,7 @@ typedef enum nrt_cgemm_alpha {
                      p2 != 0: ALPHA_AFTER adds the bias as is for beta == 1;
                      p3 != 0: ALPHA_AFTER adds 1 * (beta * bias) for beta != 1;
                      aux[0] > 0: each output's sum in that many lanes, then
-                     halves (MKL's AVX-512 gemv 't'; kernels/gemm/cgemm.c);
-                     aux[1] != 0: ALPHA_A / ALPHA_B multiply by no alpha of
-                     1 + 0i (MKL's batched cgemm with k == 1) */
+                     halves (MKL's AVX-512 gemv 't'; kernels/gemm/cgemm.c) */
 
 /* GEMM p0: how the sum is formed. PACKED: the packed micro-kernels (fused
  * multiply-adds over k blocks, bias added to the finished sum). The others

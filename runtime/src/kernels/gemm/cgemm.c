@@ -39,7 +39,7 @@ typedef struct cgemm_job {
   const nrt_launch *l;
   int64_t M, N, K, nblocks;
   int mode, lanes;
-  bool bias, beta_one_as_is, beta_pass, unscaled;
+  bool bias, beta_one_as_is, beta_pass;
 } cgemm_job;
 
 /* aux[0] (ALPHA_AFTER / NONE): sum each output's products in this many
@@ -67,7 +67,6 @@ typedef struct cgemm_job {
     const T ar_ = (T)l->scalars[0].f, ai_ = (T)l->scalars[1].f;                                             \
     const T br_ = (T)l->scalars[2].f, bi_ = (T)l->scalars[3].f;                                             \
     const bool scale_first = jb->mode == NRT_CGEMM_ALPHA_A || jb->mode == NRT_CGEMM_ALPHA_B;                \
-    const int smode = jb->unscaled ? NRT_CGEMM_ALPHA_NONE : jb->mode; /* where alpha multiplies */          \
     T sr[CGEMM_NB], si[CGEMM_NB];                                                                           \
     for (int64_t j = 0; j < nj; j++) {                                                                      \
       sr[j] = 0;                                                                                            \
@@ -105,7 +104,7 @@ typedef struct cgemm_job {
           lr[q] += x[0] * y[0] - x[1] * y[1];                                                               \
           li[q] += x[0] * y[1] + x[1] * y[0];                                                               \
         }                                                                                                   \
-        for (int h = jb->lanes / 2; h >= 1; h /= 2)                                                         \
+        for (int h = L / 2; h >= 1; h /= 2)                                                                 \
           for (int q = 0; q < h; q++) {                                                                     \
             lr[q] += lr[q + h];                                                                             \
             li[q] += li[q + h];                                                                             \
@@ -118,11 +117,11 @@ typedef struct cgemm_job {
       for (int64_t k = 0; k < jb->K; k++) {                                                                 \
         const T *x = (const T *)AT(A, b, i, k), *y = (const T *)AT(B, b, k, j0);                            \
         T xr = x[0], xi = x[1], yr = y[0], yi = y[1];                                                       \
-        if (smode == NRT_CGEMM_ALPHA_A) {                                                                   \
+        if (jb->mode == NRT_CGEMM_ALPHA_A) {                                                                \
           T t = ar_ * xr - ai_ * xi;                                                                        \
           xi = ar_ * xi + ai_ * xr;                                                                         \
           xr = t;                                                                                           \
-        } else if (smode == NRT_CGEMM_ALPHA_B) {                                                            \
+        } else if (jb->mode == NRT_CGEMM_ALPHA_B) {                                                         \
           T t = ar_ * yr - ai_ * yi;                                                                        \
           yi = ar_ * yi + ai_ * yr;                                                                         \
           yr = t;                                                                                           \
@@ -136,13 +135,13 @@ typedef struct cgemm_job {
     for (int64_t k = 0; nj > 1 && !jb->lanes && k < jb->K; k++) {                                           \
       const T *x = (const T *)AT(A, b, i, k);                                                               \
       T xr = x[0], xi = x[1];                                                                               \
-      if (smode == NRT_CGEMM_ALPHA_A) {                                                                     \
+      if (jb->mode == NRT_CGEMM_ALPHA_A) {                                                                  \
         T r = ar_ * xr - ai_ * xi;                                                                          \
         xi = ar_ * xi + ai_ * xr;                                                                           \
         xr = r;                                                                                             \
       }                                                                                                     \
       const char *yrow = AT(B, b, k, j0);                                                                   \
-      if (smode == NRT_CGEMM_ALPHA_B) {                                                                     \
+      if (jb->mode == NRT_CGEMM_ALPHA_B) {                                                                  \
         for (int64_t j = 0; j < nj; j++) {                                                                  \
           const T *y = (const T *)(yrow + j * sj);                                                          \
           T yr = ar_ * y[0] - ai_ * y[1], yi = ar_ * y[1] + ai_ * y[0];                                     \
@@ -227,11 +226,6 @@ nrt_status nrt_cgemm_execute(const nrt_launch *l) {
     return nrt_kernel_fail(NRT_ERROR_INVALID_ARGUMENT,
                            "CGEMM: aux[0] = %lld lanes (a power of two up to %d, ALPHA_AFTER or NONE only)",
                            (long long)l->aux[0], CGEMM_MAX_LANES);
-  /* aux[1] != 0: ALPHA_A / ALPHA_B leave the operand as is when alpha is
-   * 1 + 0i (MKL's batched cgemm with k == 1: (1 + 0i) (inf + 0i) would be
-   * inf + NaN i) */
-  jb.unscaled = l->aux[1] != 0 && l->scalars[0].f == 1.0 && l->scalars[1].f == 0.0 &&
-                (jb.mode == NRT_CGEMM_ALPHA_A || jb.mode == NRT_CGEMM_ALPHA_B);
   jb.beta_one_as_is = l->params[2] != 0;
   jb.beta_pass = l->params[3] != 0;
   jb.bias = l->ninputs == 3 && jb.mode != NRT_CGEMM_ALPHA_NONE && (l->scalars[2].f != 0.0 || l->scalars[3].f != 0.0);
